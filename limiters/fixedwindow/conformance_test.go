@@ -1,0 +1,20 @@
+package fixedwindow_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/fixedwindow"
+	"github.com/ratelab/ratelab/limiters/limitertest"
+)
+
+func TestConformance(t *testing.T) {
+	limitertest.Run(t, func(t *testing.T, quota int, period time.Duration) limiters.AtLimiter {
+		l, err := fixedwindow.New(limiters.Window{Limit: quota, Length: period})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}, limitertest.Options{})
+}

@@ -1,0 +1,20 @@
+package gcra_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/gcra"
+	"github.com/ratelab/ratelab/limiters/limitertest"
+)
+
+func TestConformance(t *testing.T) {
+	limitertest.Run(t, func(t *testing.T, quota int, period time.Duration) limiters.AtLimiter {
+		l, err := gcra.New(limiters.Bucket{Capacity: quota, Rate: float64(quota) / period.Seconds()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}, limitertest.Options{})
+}

@@ -1,0 +1,84 @@
+package keytable
+
+import (
+	"context"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+)
+
+// Keys is the half of an in-memory limiter that is the same for every
+// algorithm: peeking, resetting, walking, closing. An algorithm package
+// embeds it and writes only its decision.
+type Keys[S any] struct {
+	tab *Table[S]
+	// peek reports s (nil for a fresh key) at now as Peek does.
+	peek func(s *S, now int64) limiters.Decision
+}
+
+// NewKeys returns the shared half of a limiter over tab.
+func NewKeys[S any](tab *Table[S], peek func(s *S, now int64) limiters.Decision) Keys[S] {
+	return Keys[S]{tab: tab, peek: peek}
+}
+
+// PeekAt reports key's state at t without consuming: whether a unit request
+// would be admitted, and the quota as it stands.
+func (k Keys[S]) PeekAt(key string, t time.Time) limiters.Decision {
+	return k.peekAt(key, t.UnixNano())
+}
+
+func (k Keys[S]) peekAt(key string, now int64) limiters.Decision {
+	sh, h := k.tab.Lock(key)
+	defer sh.Unlock()
+	return k.peek(sh.Get(h), now)
+}
+
+// Peek reports key's state now without consuming: whether a unit request
+// would be admitted, and the quota as it stands. The error is always nil.
+func (k Keys[S]) Peek(ctx context.Context, key string) (limiters.Decision, error) {
+	return k.peekAt(key, k.tab.Now()), nil
+}
+
+// Reset forgets key: its next request sees a full quota. The error is
+// always nil.
+func (k Keys[S]) Reset(ctx context.Context, key string) error {
+	k.tab.Delete(key)
+	return nil
+}
+
+// ResetAll forgets every key. The error is always nil.
+func (k Keys[S]) ResetAll(ctx context.Context) error {
+	k.tab.Clear()
+	return nil
+}
+
+// Walk calls fn with every key held and what Peek reports for it now, until
+// fn returns false. Keys are named by their hash ("#" and 16 hex digits)
+// unless the limiter keeps key names (limiters.WithKeyNames). It returns
+// ctx's error if ctx ends first.
+func (k Keys[S]) Walk(ctx context.Context, fn func(key string, d limiters.Decision) bool) error {
+	return k.walk(ctx, k.tab.Now(), fn)
+}
+
+// WalkAt is Walk as of time t.
+func (k Keys[S]) WalkAt(t time.Time, fn func(key string, d limiters.Decision) bool) {
+	_ = k.walk(context.Background(), t.UnixNano(), fn)
+}
+
+func (k Keys[S]) walk(ctx context.Context, now int64, fn func(key string, d limiters.Decision) bool) error {
+	return k.tab.Walk(ctx, func(e Entry[S]) bool {
+		return fn(e.Key, k.peek(&e.State, now))
+	})
+}
+
+// Stats reports how many keys the limiter holds, the slots it has
+// allocated for them, and how many it forgot early to keep a key cap.
+func (k Keys[S]) Stats() limiters.Stats { return k.tab.Stats() }
+
+// Sweep forgets now every key whose quota has been full again for at least
+// Grace, as the background sweeper does every SweepInterval.
+func (k Keys[S]) Sweep(t time.Time) { k.tab.Sweep(t.UnixNano()) }
+
+// Close stops the limiter's background sweeper and waits for it to end.
+// The limiter keeps answering; it only stops sweeping in the background.
+func (k Keys[S]) Close() error { return k.tab.Close() }

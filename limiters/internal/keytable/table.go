@@ -1,0 +1,566 @@
+// Package keytable holds the per-key state of the in-memory limiters.
+//
+// A Table maps a key to a small fixed-size state S. It keeps, per key, a
+// seeded 64-bit hash of the key (not the key) and the state, in one of 256
+// shards; each shard is an open-addressing table with linear probing kept in
+// Robin Hood order (entries sorted by home slot), guarded by its own mutex.
+// Home slots are computed by multiply-shift over any table size, so a shard
+// grows by 1.4x rather than 2x and stays between 62% and 87% full: that is
+// what keeps a 16-byte state under 40 bytes per key at a million keys.
+//
+// Keys are forgotten only when their state is back to what a fresh key has
+// (the caller's idleAt function says from when), at least Grace before the
+// newest time the shard has seen. A forward-running clock therefore never
+// sees a decision change because a key was forgotten. Forgetting happens when
+// a shard needs room for a new key, and in a background sweep that also
+// gives memory back; a key cap (Options.MaxKeys) forgets the key closest to
+// idle among a few sampled when nothing is idle.
+//
+// Two keys whose hashes collide share one state; with a 64-bit hash that
+// happens to a given pair with probability 2^-64 (about 3e-8 for any pair
+// among a million keys).
+package keytable
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"math/bits"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+)
+
+const (
+	// maxShards is the number of shards of a table without a small key
+	// cap: enough that two cores rarely meet on one lock, few enough that
+	// an empty table costs 32KiB.
+	maxShards = 256
+
+	// A shard is rebuilt when an insert would take it above maxLoad, and
+	// rebuilt to rebuildLoad; it shrinks when a sweep leaves it below
+	// shrinkLoad.
+	maxLoadNum, maxLoadDen         = 7, 8 // 87.5%
+	rebuildLoadNum, rebuildLoadDen = 5, 8 // 62.5%
+	shrinkLoadNum, shrinkLoadDen   = 1, 4 // 25%
+	minCap                         = 8
+	// overflow is the number of slots past the last home slot: probing never
+	// wraps around, and an insert that would run past the end grows the
+	// shard instead.
+	overflow = 32
+	// sampled is how many slots around a new key's home are examined for a
+	// victim when the key cap is reached and nothing is idle.
+	sampled = 16
+)
+
+// Grace is how long past its idle time a key is kept. A decision whose time is
+// more than Grace behind the newest time its shard has seen may find a
+// forgotten key fresh where it would otherwise have found it nearly so.
+const Grace = time.Second
+
+type slot[S any] struct {
+	h uint64
+	s S
+}
+
+// Shard is one lock's worth of a Table. Callers lock it with Table.Lock.
+type Shard[S any] struct {
+	mu      sync.Mutex
+	slots   []slot[S]
+	keys    []string // parallel to slots, when key names are kept
+	cap     uint64   // home slots are [0, cap)
+	n       int
+	limit   int   // most keys held, 0 for no cap
+	hw      int64 // newest time seen by a decision
+	inserts int   // since the last full sweep
+	evicted int64 // keys forgotten before they were idle
+	_       [24]byte
+}
+
+// Table is a sharded map from key to state S.
+type Table[S any] struct {
+	shards   []Shard[S]
+	mask     uint64
+	seed     maphash.Seed
+	idleAt   func(*S) int64
+	keepKeys bool
+	clock    limiters.Clock
+	coarse   *limiters.CoarseClock
+	base     time.Time
+	baseNano int64
+	clocked  *atomic.Bool
+	sweeper  *sweeper[S]
+}
+
+// New returns a table whose states become equal to a fresh state at
+// idleAt(s) (Unix nanoseconds). It starts a background sweeper unless the
+// options disable it; Close stops it, and so does the table becoming
+// unreachable.
+func New[S any](idleAt func(*S) int64, o limiters.Options) *Table[S] {
+	n := maxShards
+	if o.MaxKeys > 0 {
+		// At least 8 keys a shard, so a cap of MaxKeys is kept by
+		// per-shard caps that add up to at most MaxKeys.
+		for n > 1 && o.MaxKeys/n < 8 {
+			n /= 2
+		}
+	}
+	t := &Table[S]{
+		shards:   make([]Shard[S], n),
+		mask:     uint64(n - 1),
+		seed:     maphash.MakeSeed(),
+		idleAt:   idleAt,
+		keepKeys: o.KeepKeyNames,
+		clock:    o.Clock,
+		base:     time.Now(),
+		clocked:  new(atomic.Bool),
+	}
+	t.baseNano = t.base.UnixNano()
+	if c, ok := o.Clock.(*limiters.CoarseClock); ok {
+		t.coarse = c
+	}
+	if o.MaxKeys > 0 {
+		per := max(o.MaxKeys/n, 1)
+		for i := range t.shards {
+			t.shards[i].limit = per
+		}
+	}
+	if o.SweepInterval > 0 {
+		sw := &sweeper[S]{
+			shards:  t.shards,
+			idleAt:  idleAt,
+			clocked: t.clocked,
+			now:     t.clockFunc(),
+			stop:    make(chan struct{}),
+			done:    make(chan struct{}),
+		}
+		t.sweeper = sw
+		go sw.run(o.SweepInterval)
+		// A limiter nobody closed still stops its sweeper once unreachable.
+		runtime.AddCleanup(t, func(sw *sweeper[S]) { sw.close() }, sw)
+	}
+	return t
+}
+
+// clockFunc returns the table's clock as a function that does not hold the
+// table, for the sweeper.
+func (t *Table[S]) clockFunc() func() int64 {
+	coarse, clock, base, baseNano := t.coarse, t.clock, t.base, t.baseNano
+	return func() int64 {
+		switch {
+		case coarse != nil:
+			return coarse.UnixNano()
+		case clock != nil:
+			return clock.Now().UnixNano()
+		}
+		return baseNano + int64(time.Since(base))
+	}
+}
+
+// Now reads the table's clock in Unix nanoseconds, and marks the table as
+// driven by its clock, so the sweeper may forget keys as of the clock's time
+// rather than only as of the newest time a decision brought.
+func (t *Table[S]) Now() int64 {
+	if !t.clocked.Load() {
+		t.clocked.Store(true)
+	}
+	if t.coarse != nil {
+		return t.coarse.UnixNano()
+	}
+	if t.clock != nil {
+		return t.clock.Now().UnixNano()
+	}
+	return t.baseNano + int64(time.Since(t.base))
+}
+
+// Close stops the background sweeper, if any, and waits for it to end. The
+// table keeps working.
+func (t *Table[S]) Close() error {
+	if t.sweeper != nil {
+		t.sweeper.close()
+	}
+	return nil
+}
+
+// Hash returns the hash the table keeps for key (never zero).
+func (t *Table[S]) Hash(key string) uint64 {
+	h := maphash.String(t.seed, key)
+	if h == 0 {
+		h = 1
+	}
+	return h
+}
+
+// Lock hashes key and locks its shard. The caller must Unlock it.
+func (t *Table[S]) Lock(key string) (*Shard[S], uint64) {
+	h := t.Hash(key)
+	sh := &t.shards[h&t.mask]
+	sh.mu.Lock()
+	return sh, h
+}
+
+// Unlock unlocks the shard.
+func (sh *Shard[S]) Unlock() { sh.mu.Unlock() }
+
+// home is the first slot h may occupy in a table of cap home slots.
+func home(h, cap uint64) uint64 {
+	hi, _ := bits.Mul64(h, cap)
+	return hi
+}
+
+// Find returns h's state, or nil, and records now as a time the shard has
+// seen. The state pointer is valid until the shard is unlocked.
+func (sh *Shard[S]) Find(h uint64, now int64) *S {
+	if now > sh.hw {
+		sh.hw = now
+	}
+	return sh.Get(h)
+}
+
+// Get returns h's state, or nil. The pointer is valid until the shard is
+// unlocked.
+func (sh *Shard[S]) Get(h uint64) *S {
+	if i := sh.lookup(h); i >= 0 {
+		return &sh.slots[i].s
+	}
+	return nil
+}
+
+// lookup returns the index of h's slot, or -1.
+func (sh *Shard[S]) lookup(h uint64) int {
+	slots := sh.slots
+	if len(slots) == 0 {
+		return -1
+	}
+	hh := home(h, sh.cap)
+	for i := hh; i < uint64(len(slots)); i++ {
+		c := slots[i].h
+		if c == h {
+			return int(i)
+		}
+		if c == 0 || home(c, sh.cap) > hh {
+			return -1
+		}
+	}
+	return -1
+}
+
+// Insert adds h, which must not be present, with a zero state, and returns
+// the state for the caller to initialise before unlocking. It may forget
+// idle keys, or at the key cap a nearly idle one, to make room.
+func (t *Table[S]) Insert(sh *Shard[S], h uint64, key string) *S {
+	if sh.limit > 0 && sh.n >= sh.limit {
+		if sh.inserts >= sh.n/4 {
+			t.rebuild(sh, sh.hw-int64(Grace))
+		}
+		if sh.n >= sh.limit {
+			t.evictNear(sh, h)
+		}
+	}
+	if (sh.n+1)*maxLoadDen > int(sh.cap)*maxLoadNum {
+		t.rebuild(sh, sh.hw-int64(Grace))
+	}
+	i := sh.place(h)
+	for i < 0 {
+		t.grow(sh)
+		i = sh.place(h)
+	}
+	if t.keepKeys {
+		sh.keys[i] = key
+	}
+	sh.n++
+	sh.inserts++
+	return &sh.slots[i].s
+}
+
+// place puts h at its place in Robin Hood order, shifting the rest of its
+// run one slot on, and returns its index; -1 if the run would go past the
+// end of the slots.
+func (sh *Shard[S]) place(h uint64) int {
+	slots := sh.slots
+	hh := home(h, sh.cap)
+	i := hh
+	for ; i < uint64(len(slots)); i++ {
+		c := slots[i].h
+		if c == 0 || home(c, sh.cap) > hh {
+			break
+		}
+	}
+	e := i
+	for e < uint64(len(slots)) && slots[e].h != 0 {
+		e++
+	}
+	if e >= uint64(len(slots)) {
+		return -1
+	}
+	copy(slots[i+1:e+1], slots[i:e])
+	slots[i] = slot[S]{h: h}
+	if sh.keys != nil {
+		copy(sh.keys[i+1:e+1], sh.keys[i:e])
+		sh.keys[i] = ""
+	}
+	return int(i)
+}
+
+// remove deletes the entry at i, shifting back the displaced entries after
+// it.
+func (sh *Shard[S]) remove(i int) {
+	slots := sh.slots
+	j := i + 1
+	for j < len(slots) && slots[j].h != 0 && home(slots[j].h, sh.cap) < uint64(j) {
+		j++
+	}
+	copy(slots[i:j-1], slots[i+1:j])
+	slots[j-1] = slot[S]{}
+	if sh.keys != nil {
+		copy(sh.keys[i:j-1], sh.keys[i+1:j])
+		sh.keys[j-1] = ""
+	}
+	sh.n--
+}
+
+// capFor is the number of home slots for n keys right after a rebuild.
+func (sh *Shard[S]) capFor(n int) uint64 {
+	c := max((n*rebuildLoadDen+rebuildLoadNum-1)/rebuildLoadNum, minCap)
+	if sh.limit > 0 {
+		// Never more than the cap needs.
+		c = min(c, max((sh.limit*maxLoadDen+maxLoadNum-1)/maxLoadNum+1, minCap))
+	}
+	return uint64(c)
+}
+
+func (sh *Shard[S]) alloc(cap uint64, keys bool) {
+	sh.cap = cap
+	sh.slots = make([]slot[S], cap+overflow)
+	sh.keys = nil
+	if keys {
+		sh.keys = make([]string, cap+overflow)
+	}
+}
+
+// rebuild reallocates the shard for its live keys, forgetting those idle
+// at cutoff.
+func (t *Table[S]) rebuild(sh *Shard[S], cutoff int64) {
+	live := func(s *slot[S]) bool { return t.idleAt(&s.s) > cutoff }
+	n := 0
+	for i := range sh.slots {
+		if s := &sh.slots[i]; s.h != 0 && live(s) {
+			n++
+		}
+	}
+	sh.resize(sh.capFor(n+1), t.keepKeys, live)
+	sh.inserts = 0
+}
+
+// grow makes room when a run reached the end of the slots.
+func (t *Table[S]) grow(sh *Shard[S]) {
+	sh.resize(sh.cap+sh.cap/2+minCap, t.keepKeys, nil)
+}
+
+// resize moves the entries for which live reports true (all, if live is
+// nil) into a table of cap home slots, or a larger one if a run would pass
+// the end of it.
+func (sh *Shard[S]) resize(cap uint64, keepKeys bool, live func(*slot[S]) bool) {
+	for {
+		old, oldKeys := sh.slots, sh.keys
+		sh.alloc(cap, keepKeys)
+		n, ok := 0, true
+		for i := range old {
+			s := &old[i]
+			if s.h == 0 || (live != nil && !live(s)) {
+				continue
+			}
+			j := sh.place(s.h)
+			if j < 0 {
+				ok = false
+				break
+			}
+			sh.slots[j].s = s.s
+			if oldKeys != nil {
+				sh.keys[j] = oldKeys[i]
+			}
+			n++
+		}
+		if ok {
+			sh.n = n
+			return
+		}
+		// A run reached the end: put the old table back and try larger.
+		sh.slots, sh.keys = old, oldKeys
+		cap += cap / 2
+	}
+}
+
+// evictNear forgets the key closest to idle among the slots around h's home
+// (among all, if those are empty).
+func (t *Table[S]) evictNear(sh *Shard[S], h uint64) {
+	hh := int(home(h, sh.cap))
+	victim := t.leastIdle(sh, max(hh-sampled/2, 0), min(hh+sampled/2, len(sh.slots)))
+	if victim < 0 {
+		victim = t.leastIdle(sh, 0, len(sh.slots))
+	}
+	if victim >= 0 {
+		sh.remove(victim)
+		sh.evicted++
+	}
+}
+
+// leastIdle returns the index in [lo, hi) of the entry that becomes idle
+// first, or -1.
+func (t *Table[S]) leastIdle(sh *Shard[S], lo, hi int) int {
+	victim, first := -1, int64(0)
+	for i := lo; i < hi; i++ {
+		s := &sh.slots[i]
+		if s.h == 0 {
+			continue
+		}
+		if at := t.idleAt(&s.s); victim < 0 || at < first {
+			victim, first = i, at
+		}
+	}
+	return victim
+}
+
+// Delete forgets key.
+func (t *Table[S]) Delete(key string) {
+	sh, h := t.Lock(key)
+	defer sh.Unlock()
+	if i := sh.lookup(h); i >= 0 {
+		sh.remove(i)
+	}
+}
+
+// Clear forgets every key.
+func (t *Table[S]) Clear() {
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		sh.slots, sh.keys, sh.cap, sh.n, sh.inserts = nil, nil, 0, 0, 0
+		sh.mu.Unlock()
+	}
+}
+
+// Stats reports what the table holds.
+func (t *Table[S]) Stats() limiters.Stats {
+	var st limiters.Stats
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		st.Keys += sh.n
+		st.Slots += len(sh.slots)
+		st.Evicted += sh.evicted
+		sh.mu.Unlock()
+	}
+	return st
+}
+
+// Entry is one key's state, as Walk reports it.
+type Entry[S any] struct {
+	Hash  uint64
+	Key   string // the key's name, or "#" and its hash in hex when names are not kept
+	State S
+}
+
+// Walk calls fn with a copy of each entry, shard by shard, holding no lock
+// while fn runs, until fn returns false or ctx is done.
+func (t *Table[S]) Walk(ctx context.Context, fn func(Entry[S]) bool) error {
+	var buf []Entry[S]
+	for i := range t.shards {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		sh := &t.shards[i]
+		buf = buf[:0]
+		sh.mu.Lock()
+		for j := range sh.slots {
+			s := &sh.slots[j]
+			if s.h == 0 {
+				continue
+			}
+			e := Entry[S]{Hash: s.h, State: s.s}
+			if sh.keys != nil {
+				e.Key = sh.keys[j]
+			}
+			buf = append(buf, e)
+		}
+		sh.mu.Unlock()
+		for _, e := range buf {
+			if e.Key == "" {
+				e.Key = fmt.Sprintf("#%016x", e.Hash)
+			}
+			if !fn(e) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// Sweep forgets every key idle as of now (or the newest time each shard has
+// seen, if later), less Grace, and shrinks shards left sparse. The
+// background sweeper calls it; tests may too.
+func (t *Table[S]) Sweep(now int64) {
+	sweepShards(t.shards, t.idleAt, now)
+}
+
+func sweepShards[S any](shards []Shard[S], idleAt func(*S) int64, now int64) {
+	for i := range shards {
+		sh := &shards[i]
+		sh.mu.Lock()
+		cutoff := max(now, sh.hw) - int64(Grace)
+		for j := 0; j < len(sh.slots); {
+			s := &sh.slots[j]
+			if s.h != 0 && idleAt(&s.s) <= cutoff {
+				sh.remove(j) // the next entry may have moved into j
+				continue
+			}
+			j++
+		}
+		sh.inserts = 0
+		if sh.n == 0 {
+			sh.slots, sh.keys, sh.cap = nil, nil, 0
+		} else if sh.cap > minCap && uint64(sh.n*shrinkLoadDen) < sh.cap*shrinkLoadNum {
+			sh.resize(sh.capFor(sh.n), sh.keys != nil, nil)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+type sweeper[S any] struct {
+	shards  []Shard[S]
+	idleAt  func(*S) int64
+	clocked *atomic.Bool
+	now     func() int64
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+}
+
+func (sw *sweeper[S]) run(interval time.Duration) {
+	defer close(sw.done)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-sw.stop:
+			return
+		case <-tick.C:
+			// A table driven only by explicit times (a simulation, a
+			// replay) is swept as of the newest time it has seen, never
+			// as of the wall clock.
+			now := int64(-1 << 63)
+			if sw.clocked.Load() {
+				now = sw.now()
+			}
+			sweepShards(sw.shards, sw.idleAt, now)
+		}
+	}
+}
+
+func (sw *sweeper[S]) close() {
+	sw.once.Do(func() { close(sw.stop) })
+	<-sw.done
+}

@@ -1,0 +1,20 @@
+package leakybucket_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/leakybucket"
+	"github.com/ratelab/ratelab/limiters/limitertest"
+)
+
+func TestConformance(t *testing.T) {
+	limitertest.Run(t, func(t *testing.T, quota int, period time.Duration) limiters.AtLimiter {
+		l, err := leakybucket.New(limiters.Bucket{Capacity: quota, Rate: float64(quota) / period.Seconds()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}, limitertest.Options{})
+}

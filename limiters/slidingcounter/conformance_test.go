@@ -1,0 +1,20 @@
+package slidingcounter_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/limitertest"
+	"github.com/ratelab/ratelab/limiters/slidingcounter"
+)
+
+func TestConformance(t *testing.T) {
+	limitertest.Run(t, func(t *testing.T, quota int, period time.Duration) limiters.AtLimiter {
+		l, err := slidingcounter.New(limiters.Window{Limit: quota, Length: period})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}, limitertest.Options{})
+}

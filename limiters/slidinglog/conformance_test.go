@@ -1,0 +1,20 @@
+package slidinglog_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/limitertest"
+	"github.com/ratelab/ratelab/limiters/slidinglog"
+)
+
+func TestConformance(t *testing.T) {
+	limitertest.Run(t, func(t *testing.T, quota int, period time.Duration) limiters.AtLimiter {
+		l, err := slidinglog.New(limiters.Window{Limit: quota, Length: period})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}, limitertest.Options{})
+}
