@@ -16,11 +16,13 @@
 // that entry's time: a clock that steps back mints nothing, and entries it
 // would count are never pruned.
 //
-// Memory: 8 bytes per remembered unit of cost, plus a 24-byte table slot
-// (hash, log pointer, length, capacity) in a table kept between 62% and 87%
-// full: about 28-38 bytes per key, plus the log. The log grows by doubling up
-// to N entries and shrinks when pruned. A key is forgotten once its newest
-// entry is older than W. Deciding costs a binary search of the log.
+// Memory: 8 bytes per remembered unit of cost in a ring of a power-of-two
+// size (a key seen once holds exactly one entry), plus 8 bytes for the
+// ring's size, plus a 24-byte table slot (hash, ring pointer, head, length)
+// in a table kept between 62% and 87% full: about 36-46 bytes per key plus
+// the ring's entries. The ring doubles when full, up to what N needs; a key
+// is forgotten, and its ring freed, once its newest entry is older than W.
+// Deciding costs a binary search of the ring.
 //
 // A Limiter is safe for concurrent use. The zero value is not usable; call
 // New.
@@ -37,28 +39,33 @@ import (
 	"github.com/ratelab/ratelab/limiters/internal/keytable"
 )
 
-// state is a log of admission times in Unix nanoseconds, oldest first. It
-// is a slice split into a pointer and two 32-bit counts, which saves 8
-// bytes per key over a slice header; log and setLog convert.
+// state is a log of admission times in Unix nanoseconds, oldest first, in
+// a ring: entry i of n is ring[(head+i) & (cap-1)], with cap a power of two.
+// The ring's capacity is kept in the word before it, so that a key costs a
+// pointer and two 32-bit counts; a ring never reallocates while the key's
+// traffic stays within what it has held before.
 type state struct {
-	p    *int64 // the first entry
-	n, c uint32 // entries, and room for entries from p on
+	p       *int64 // the capacity word, followed by cap entries
+	head, n uint32
 }
 
-func (s *state) log() []int64 {
+// ring returns the entries of s's ring, in storage order, and its mask.
+func (s *state) ring() ([]int64, int) {
 	if s.p == nil {
-		return nil
+		return nil, 0
 	}
-	return unsafe.Slice(s.p, s.c)[:s.n]
+	c := int(*s.p)
+	return unsafe.Slice(s.p, c+1)[1:], c - 1
 }
 
-func (s *state) setLog(log []int64) {
-	s.n, s.c = uint32(len(log)), uint32(cap(log))
-	s.p = nil
-	if cap(log) > 0 {
-		s.p = &log[:1][0]
-	}
+// at returns the i-th entry, oldest first.
+func at(r []int64, mask int, head uint32, i int) int64 {
+	return r[(int(head)+i)&mask]
 }
+
+// MaxLimit is the largest limit the sliding log accepts: 2^26 timestamps,
+// half a gigabyte for one busy key.
+const MaxLimit = 1 << 26
 
 // Limiter is an in-memory sliding window log over many keys.
 type Limiter struct {
@@ -67,6 +74,9 @@ type Limiter struct {
 	w   limiters.Window
 	n   int64 // N
 	len int64 // W, ns
+	// maxRing is the largest ring a key needs: N rounded up to a power
+	// of two.
+	maxRing int
 }
 
 var (
@@ -87,14 +97,21 @@ func New(w limiters.Window, opts ...limiters.Option) (*Limiter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("slidinglog: %w", err)
 	}
-	l := &Limiter{w: w, n: int64(w.Limit), len: int64(w.Length)}
+	if w.Limit > MaxLimit {
+		return nil, fmt.Errorf("slidinglog: %w: the sliding log keeps a timestamp per request, so its limit must be at most %d, got %d", limiters.ErrInvalidParameter, MaxLimit, w.Limit)
+	}
+	l := &Limiter{w: w, n: int64(w.Limit), len: int64(w.Length), maxRing: 1}
+	for l.maxRing < w.Limit {
+		l.maxRing <<= 1
+	}
 	length := l.len
 	// A key is back to full quota when its newest entry leaves the window.
 	l.tab = keytable.New(func(s *state) int64 {
 		if s.n == 0 {
 			return math.MinInt64
 		}
-		return s.log()[s.n-1] + length
+		r, mask := s.ring()
+		return at(r, mask, s.head, int(s.n)-1) + length
 	}, o)
 	l.Keys = keytable.NewKeys(l.tab, func(s *state, now int64) limiters.Decision {
 		return l.peek(s, now, 1)
@@ -127,106 +144,120 @@ func (l *Limiter) AllowAt(key string, t time.Time, n int) (d limiters.Decision) 
 func (l *Limiter) allow(d *limiters.Decision, key string, now int64, n int) {
 	sh, h := l.tab.Lock(key)
 	p := sh.Find(h, now)
-	var log []int64
+	var s state
 	if p != nil {
-		log = p.log()
+		s = *p
 	}
-	at, first := l.window(log, now)
-	ok := n >= 1 && int64(n) <= l.n-int64(len(log)-first)
+	w := l.window(&s, now)
+	ok := n >= 1 && int64(n) <= l.n-int64(w.live)
 	if ok {
 		if p == nil {
 			p = l.tab.Insert(sh, h, key)
 		}
-		log = l.record(log, at, n)
-		p.setLog(log)
-		first = 0
+		l.record(&s, w, n)
+		*p = s
+		w = window{at: w.at, first: 0, live: int(s.n)}
 	}
+	l.describe(d, ok, &s, w, now, n)
 	sh.Unlock()
-	l.describe(d, ok, log, first, now, n)
 }
 
-// window returns the time a request at now is decided at (now, or the
-// newest entry if later) and the index of the first entry inside the window
-// ending then.
-func (l *Limiter) window(log []int64, now int64) (at int64, first int) {
-	at = now
-	if len(log) > 0 {
-		at = max(at, log[len(log)-1])
+// window is where a decision at some time falls in a key's log.
+type window struct {
+	at    int64 // the time decided at: now, or the newest entry if later
+	first int   // the first entry inside (at - W, at]
+	live  int   // entries inside it, from first to the newest
+}
+
+// window places a decision at now in s's log.
+func (l *Limiter) window(s *state, now int64) window {
+	if s.n == 0 {
+		return window{at: now}
 	}
-	return at, l.first(log, at)
-}
-
-// first is the index of the first entry after at - W, by binary search.
-func (l *Limiter) first(log []int64, at int64) int {
-	cut := at - l.len
-	lo, hi := 0, len(log)
+	r, mask := s.ring()
+	w := window{at: max(now, at(r, mask, s.head, int(s.n)-1))}
+	// Binary search for the first entry after at - W.
+	cut := w.at - l.len
+	lo, hi := 0, int(s.n)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		if log[mid] > cut {
+		if at(r, mask, s.head, mid) > cut {
 			hi = mid
 		} else {
 			lo = mid + 1
 		}
 	}
-	return lo
+	w.first, w.live = lo, int(s.n)-lo
+	return w
 }
 
-// record appends n entries at time at, which is not before the newest,
-// after pruning the entries no later time can count (those at or before
-// at - W), and returns the new log, all of which is inside the window ending
-// at. It reallocates only when the room after the live entries runs out: to
-// exactly what is needed the first time (most keys are seen once), then to
-// twice what is live, never more than N.
-func (l *Limiter) record(log []int64, at int64, n int) []int64 {
-	log = log[l.first(log, at):]
-	need := len(log) + n
-	if need > cap(log) {
-		c := need
-		if cap(log) > 0 {
-			c = min(2*need, int(l.n))
+// record prunes the entries before w.first, which no later time can count
+// (w.at is not before the newest entry), and appends n entries at w.at. The
+// ring grows, to a power of two at least twice what it must hold and at
+// most what N needs, only when it is full.
+func (l *Limiter) record(s *state, w window, n int) {
+	s.head += uint32(w.first)
+	s.n -= uint32(w.first)
+	r, mask := s.ring()
+	if need := int(s.n) + n; need > len(r) {
+		c := 1
+		for c < need {
+			c <<= 1
 		}
-		grown := make([]int64, len(log), c)
-		copy(grown, log)
-		log = grown
+		if len(r) > 0 {
+			c = min(2*c, l.maxRing)
+		}
+		grown := make([]int64, 1+c)
+		grown[0] = int64(c)
+		for i := range int(s.n) {
+			grown[1+i] = at(r, mask, s.head, i)
+		}
+		s.p, s.head = &grown[0], 0
+		r, mask = grown[1:], c-1
 	}
 	for range n {
-		log = append(log, at)
+		r[(int(s.head)+int(s.n))&mask] = w.at
+		s.n++
 	}
-	return log
+	s.head &= uint32(mask)
 }
 
 // peek reports, without consuming, whether n events would be admitted at
 // now against s (nil for a fresh key), and the key's state as it stands.
 func (l *Limiter) peek(p *state, now int64, n int) (d limiters.Decision) {
-	var log []int64
+	var s state
 	if p != nil {
-		log = p.log()
+		s = *p
 	}
-	_, first := l.window(log, now)
-	l.describe(&d, n >= 1 && int64(n) <= l.n-int64(len(log)-first), log, first, now, n)
+	w := l.window(&s, now)
+	l.describe(&d, n >= 1 && int64(n) <= l.n-int64(w.live), &s, w, now, n)
 	return d
 }
 
 // describe writes into d the decision for a request of cost n at now that
-// was admitted (ok) or not, log being the key's log after it and first the
-// index of its first entry inside the window.
-func (l *Limiter) describe(d *limiters.Decision, ok bool, log []int64, first int, now int64, n int) {
-	live := int64(len(log) - first)
+// was admitted (ok) or not, s being the key's log after it and w where now
+// falls in it. It reads the log, so it runs under the shard's lock.
+func (l *Limiter) describe(d *limiters.Decision, ok bool, s *state, w window, now int64, n int) {
+	live := int64(w.live)
 	d.Allowed = ok
 	d.Limit = int(l.n)
 	d.Remaining = int(max(l.n-live, 0))
 	d.RetryAfter = 0
+	d.ResetAfter = 0
+	if live == 0 && ok {
+		return
+	}
+	r, mask := s.ring()
 	if !ok {
 		d.RetryAfter = limiters.Never
 		if n >= 1 && int64(n) <= l.n {
 			// The request fits once the oldest live+n-N entries have
 			// left the window.
-			leave := log[first+int(live+int64(n)-l.n)-1]
+			leave := at(r, mask, s.head, w.first+int(live+int64(n)-l.n)-1)
 			d.RetryAfter = time.Duration(leave + l.len - now)
 		}
 	}
-	d.ResetAfter = 0
 	if live > 0 {
-		d.ResetAfter = time.Duration(log[len(log)-1] + l.len - now)
+		d.ResetAfter = time.Duration(at(r, mask, s.head, int(s.n)-1) + l.len - now)
 	}
 }

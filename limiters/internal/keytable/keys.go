@@ -66,9 +66,7 @@ func (k Keys[S]) WalkAt(t time.Time, fn func(key string, d limiters.Decision) bo
 }
 
 func (k Keys[S]) walk(ctx context.Context, now int64, fn func(key string, d limiters.Decision) bool) error {
-	return k.tab.Walk(ctx, func(e Entry[S]) bool {
-		return fn(e.Key, k.peek(&e.State, now))
-	})
+	return k.tab.Walk(ctx, func(s *S) limiters.Decision { return k.peek(s, now) }, fn)
 }
 
 // Stats reports how many keys the limiter holds, the slots it has

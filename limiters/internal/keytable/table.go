@@ -102,9 +102,9 @@ type Table[S any] struct {
 func New[S any](idleAt func(*S) int64, o limiters.Options) *Table[S] {
 	n := maxShards
 	if o.MaxKeys > 0 {
-		// At least 8 keys a shard, so a cap of MaxKeys is kept by
-		// per-shard caps that add up to at most MaxKeys.
-		for n > 1 && o.MaxKeys/n < 8 {
+		// At least 64 keys a shard, so that per-shard caps adding up to
+		// at most MaxKeys are not overrun by the unevenness of hashing.
+		for n > 1 && o.MaxKeys/n < 64 {
 			n /= 2
 		}
 	}
@@ -140,7 +140,7 @@ func New[S any](idleAt func(*S) int64, o limiters.Options) *Table[S] {
 		t.sweeper = sw
 		go sw.run(o.SweepInterval)
 		// A limiter nobody closed still stops its sweeper once unreachable.
-		runtime.AddCleanup(t, func(sw *sweeper[S]) { sw.close() }, sw)
+		runtime.AddCleanup(t, func(sw *sweeper[S]) { sw.signal() }, sw)
 	}
 	return t
 }
@@ -253,11 +253,12 @@ func (sh *Shard[S]) lookup(h uint64) int {
 // idle keys, or at the key cap a nearly idle one, to make room.
 func (t *Table[S]) Insert(sh *Shard[S], h uint64, key string) *S {
 	if sh.limit > 0 && sh.n >= sh.limit {
+		cutoff := sh.hw - int64(Grace)
 		if sh.inserts >= sh.n/4 {
-			t.rebuild(sh, sh.hw-int64(Grace))
+			t.rebuild(sh, cutoff)
 		}
 		if sh.n >= sh.limit {
-			t.evictNear(sh, h)
+			t.evictNear(sh, h, cutoff)
 		}
 	}
 	if (sh.n+1)*maxLoadDen > int(sh.cap)*maxLoadNum {
@@ -395,22 +396,25 @@ func (sh *Shard[S]) resize(cap uint64, keepKeys bool, live func(*slot[S]) bool) 
 }
 
 // evictNear forgets the key closest to idle among the slots around h's home
-// (among all, if those are empty).
-func (t *Table[S]) evictNear(sh *Shard[S], h uint64) {
+// (among all, if those are empty). Forgetting a key idle at cutoff is no
+// loss; any other is counted as evicted.
+func (t *Table[S]) evictNear(sh *Shard[S], h uint64, cutoff int64) {
 	hh := int(home(h, sh.cap))
-	victim := t.leastIdle(sh, max(hh-sampled/2, 0), min(hh+sampled/2, len(sh.slots)))
+	victim, at := t.leastIdle(sh, max(hh-sampled/2, 0), min(hh+sampled/2, len(sh.slots)))
 	if victim < 0 {
-		victim = t.leastIdle(sh, 0, len(sh.slots))
+		victim, at = t.leastIdle(sh, 0, len(sh.slots))
 	}
 	if victim >= 0 {
 		sh.remove(victim)
-		sh.evicted++
+		if at > cutoff {
+			sh.evicted++
+		}
 	}
 }
 
 // leastIdle returns the index in [lo, hi) of the entry that becomes idle
-// first, or -1.
-func (t *Table[S]) leastIdle(sh *Shard[S], lo, hi int) int {
+// first, and when, or -1.
+func (t *Table[S]) leastIdle(sh *Shard[S], lo, hi int) (int, int64) {
 	victim, first := -1, int64(0)
 	for i := lo; i < hi; i++ {
 		s := &sh.slots[i]
@@ -421,7 +425,7 @@ func (t *Table[S]) leastIdle(sh *Shard[S], lo, hi int) int {
 			victim, first = i, at
 		}
 	}
-	return victim
+	return victim, first
 }
 
 // Delete forgets key.
@@ -457,17 +461,18 @@ func (t *Table[S]) Stats() limiters.Stats {
 	return st
 }
 
-// Entry is one key's state, as Walk reports it.
-type Entry[S any] struct {
-	Hash  uint64
-	Key   string // the key's name, or "#" and its hash in hex when names are not kept
-	State S
-}
-
-// Walk calls fn with a copy of each entry, shard by shard, holding no lock
-// while fn runs, until fn returns false or ctx is done.
-func (t *Table[S]) Walk(ctx context.Context, fn func(Entry[S]) bool) error {
-	var buf []Entry[S]
+// Walk calls fn with each key and what see reports of its state, until fn
+// returns false or ctx is done. It goes shard by shard: see runs under the
+// shard's lock (so it may read what the state points to), fn runs after the
+// lock is released (so it may call the table). Keys are named by their hash
+// ("#" and 16 hex digits) when names are not kept.
+func (t *Table[S]) Walk(ctx context.Context, see func(*S) limiters.Decision, fn func(key string, d limiters.Decision) bool) error {
+	type entry struct {
+		h   uint64
+		key string
+		d   limiters.Decision
+	}
+	var buf []entry
 	for i := range t.shards {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -480,18 +485,18 @@ func (t *Table[S]) Walk(ctx context.Context, fn func(Entry[S]) bool) error {
 			if s.h == 0 {
 				continue
 			}
-			e := Entry[S]{Hash: s.h, State: s.s}
+			e := entry{h: s.h, d: see(&s.s)}
 			if sh.keys != nil {
-				e.Key = sh.keys[j]
+				e.key = sh.keys[j]
 			}
 			buf = append(buf, e)
 		}
 		sh.mu.Unlock()
 		for _, e := range buf {
-			if e.Key == "" {
-				e.Key = fmt.Sprintf("#%016x", e.Hash)
+			if sh.keys == nil {
+				e.key = fmt.Sprintf("#%016x", e.h)
 			}
-			if !fn(e) {
+			if !fn(e.key, e.d) {
 				return nil
 			}
 		}
@@ -560,7 +565,13 @@ func (sw *sweeper[S]) run(interval time.Duration) {
 	}
 }
 
-func (sw *sweeper[S]) close() {
+// signal tells the sweeper to stop, without waiting.
+func (sw *sweeper[S]) signal() {
 	sw.once.Do(func() { close(sw.stop) })
+}
+
+// close stops the sweeper and waits for it to end.
+func (sw *sweeper[S]) close() {
+	sw.signal()
 	<-sw.done
 }

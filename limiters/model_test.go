@@ -1,0 +1,362 @@
+package limiters_test
+
+import (
+	"fmt"
+	"math/big"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/memory"
+)
+
+// The models below are DESIGN.md's table written as directly as possible,
+// in exact rational arithmetic, sharing no code with the limiters. Times are
+// nanoseconds; a bucket's rate is one token per T nanoseconds, T being the
+// emission interval the limiters round R to.
+
+type model interface {
+	// allow decides n at t and returns whether it was admitted and the
+	// remaining quota, as a real number, after it.
+	allow(key string, t int64, n int) (bool, *big.Rat)
+}
+
+func rat(x int64) *big.Rat { return new(big.Rat).SetInt64(x) }
+
+func minRat(a, b *big.Rat) *big.Rat {
+	if a.Cmp(b) < 0 {
+		return a
+	}
+	return b
+}
+
+type tokenModel struct {
+	c, t   int64
+	tokens map[string]*big.Rat
+	last   map[string]int64
+}
+
+func (m *tokenModel) allow(key string, t int64, n int) (bool, *big.Rat) {
+	tok, ok := m.tokens[key]
+	if !ok {
+		tok, m.last[key] = rat(m.c), t
+	}
+	// tokens = min(C, tokens + R*(t - last))
+	refill := new(big.Rat).SetFrac64(t-m.last[key], m.t)
+	tok = minRat(rat(m.c), new(big.Rat).Add(tok, refill))
+	m.last[key] = t
+	admit := tok.Cmp(rat(int64(n))) >= 0
+	if admit {
+		tok = new(big.Rat).Sub(tok, rat(int64(n)))
+	}
+	m.tokens[key] = tok
+	return admit, tok
+}
+
+type leakyModel struct {
+	c, t  int64
+	level map[string]*big.Rat
+	last  map[string]int64
+}
+
+func (m *leakyModel) allow(key string, t int64, n int) (bool, *big.Rat) {
+	lv, ok := m.level[key]
+	if !ok {
+		lv, m.last[key] = rat(0), t
+	}
+	// level = max(0, level - R*(t - last))
+	lv = new(big.Rat).Sub(lv, new(big.Rat).SetFrac64(t-m.last[key], m.t))
+	if lv.Sign() < 0 {
+		lv = rat(0)
+	}
+	m.last[key] = t
+	admit := new(big.Rat).Add(lv, rat(int64(n))).Cmp(rat(m.c)) <= 0
+	if admit {
+		lv = new(big.Rat).Add(lv, rat(int64(n)))
+	}
+	m.level[key] = lv
+	return admit, new(big.Rat).Sub(rat(m.c), lv)
+}
+
+type gcraModel struct {
+	c, t int64
+	tat  map[string]int64
+}
+
+func (m *gcraModel) allow(key string, t int64, n int) (bool, *big.Rat) {
+	tat, ok := m.tat[key]
+	if !ok || tat < t {
+		tat = t
+	}
+	// admit if max(TAT, t) + n*T - t <= C*T
+	admit := tat+int64(n)*m.t-t <= m.c*m.t
+	if admit {
+		tat += int64(n) * m.t
+	}
+	m.tat[key] = tat
+	// remaining = C - (TAT - t)/T
+	return admit, new(big.Rat).Sub(rat(m.c), new(big.Rat).SetFrac64(tat-t, m.t))
+}
+
+type fixedModel struct {
+	n, w   int64
+	window map[string]int64
+	count  map[string]int64
+}
+
+func (m *fixedModel) allow(key string, t int64, n int) (bool, *big.Rat) {
+	k := t / m.w // traces start at 0: no negative times
+	if w, ok := m.window[key]; !ok || w != k {
+		m.window[key], m.count[key] = k, 0
+	}
+	admit := m.count[key]+int64(n) <= m.n
+	if admit {
+		m.count[key] += int64(n)
+	}
+	return admit, rat(m.n - m.count[key])
+}
+
+type logModel struct {
+	n, w int64
+	log  map[string][]int64 // one entry per unit of cost
+}
+
+func (m *logModel) allow(key string, t int64, n int) (bool, *big.Rat) {
+	in := int64(0)
+	for _, at := range m.log[key] {
+		if at > t-m.w && at <= t {
+			in++
+		}
+	}
+	admit := in+int64(n) <= m.n
+	if admit {
+		for range n {
+			m.log[key] = append(m.log[key], t)
+		}
+		in += int64(n)
+	}
+	return admit, rat(m.n - in)
+}
+
+type counterModel struct {
+	n, w int64
+	// spent[key][k] is what key spent in window k.
+	spent map[string]map[int64]int64
+}
+
+func (m *counterModel) allow(key string, t int64, n int) (bool, *big.Rat) {
+	if m.spent[key] == nil {
+		m.spent[key] = map[int64]int64{}
+	}
+	k := t / m.w
+	prev, curr := m.spent[key][k-1], m.spent[key][k]
+	// prev * (1 - (t - start)/W) + curr + n <= N
+	weight := new(big.Rat).Sub(rat(1), new(big.Rat).SetFrac64(t-k*m.w, m.w))
+	estimate := new(big.Rat).Add(new(big.Rat).Mul(rat(prev), weight), rat(curr))
+	admit := new(big.Rat).Add(estimate, rat(int64(n))).Cmp(rat(m.n)) <= 0
+	if admit {
+		m.spent[key][k] += int64(n)
+		estimate.Add(estimate, rat(int64(n)))
+	}
+	rem := new(big.Rat).Sub(rat(m.n), estimate)
+	if rem.Sign() < 0 {
+		rem = rat(0)
+	}
+	return admit, rem
+}
+
+func newModel(s limiters.Spec) model {
+	c, t := int64(s.Bucket.Capacity), int64(s.Bucket.Interval())
+	n, w := int64(s.Window.Limit), int64(s.Window.Length)
+	switch s.Algorithm {
+	case limiters.TokenBucket:
+		return &tokenModel{c: c, t: t, tokens: map[string]*big.Rat{}, last: map[string]int64{}}
+	case limiters.LeakyBucket:
+		return &leakyModel{c: c, t: t, level: map[string]*big.Rat{}, last: map[string]int64{}}
+	case limiters.GCRA:
+		return &gcraModel{c: c, t: t, tat: map[string]int64{}}
+	case limiters.FixedWindow:
+		return &fixedModel{n: n, w: w, window: map[string]int64{}, count: map[string]int64{}}
+	case limiters.SlidingLog:
+		return &logModel{n: n, w: w, log: map[string][]int64{}}
+	}
+	return &counterModel{n: n, w: w, spent: map[string]map[int64]int64{}}
+}
+
+type step struct {
+	key string
+	t   int64
+	n   int
+}
+
+// trace returns a random trace for a limit of n per w: non-decreasing
+// times with gaps from nothing to several windows, three keys, and costs
+// mostly 1, sometimes up to above the limit.
+func trace(rng *rand.Rand, steps, n int, w int64) []step {
+	out := make([]step, steps)
+	t := rng.Int64N(w)
+	for i := range out {
+		switch r := rng.IntN(10); {
+		case r < 3: // same instant
+		case r < 5:
+			t += rng.Int64N(3) + 1 // a nanosecond or two
+		case r < 9:
+			t += rng.Int64N(w/int64(n) + 1)
+		default:
+			t += rng.Int64N(3 * w)
+		}
+		cost := 1
+		if rng.IntN(5) == 0 {
+			cost = 1 + rng.IntN(n+1)
+		}
+		out[i] = step{key: string(rune('a' + rng.IntN(3))), t: t, n: cost}
+	}
+	return out
+}
+
+// specs returns the six algorithms at a limit drawn from rng.
+func specs(rng *rand.Rand) []limiters.Spec {
+	quota := []int{1, 2, 3, 5, 10, 64}[rng.IntN(6)]
+	window := []time.Duration{7 * time.Millisecond, time.Second, 3 * time.Second, time.Minute, time.Hour}[rng.IntN(5)]
+	// A rate that does not divide a second evenly now and then.
+	rate := float64(quota) / window.Seconds()
+	if rng.IntN(3) == 0 {
+		rate *= 1 + rng.Float64()
+	}
+	var out []limiters.Spec
+	for _, a := range limiters.Algorithms() {
+		out = append(out, limiters.Spec{
+			Algorithm: a,
+			Window:    limiters.Window{Limit: quota, Length: window},
+			Bucket:    limiters.Bucket{Capacity: quota, Rate: rate},
+		})
+	}
+	return out
+}
+
+// checkAgainstModel runs one random trace through each algorithm and its
+// model and through a twin limiter swept before every step, and checks
+// every decision.
+func checkAgainstModel(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	all := specs(rng)
+	steps := trace(rng, 300, all[0].Window.Limit, int64(all[0].Window.Length))
+	bucketDecisions := map[limiters.Algorithm][]limiters.Decision{}
+	for _, s := range all {
+		l, err := memory.New(s, limiters.WithSweepInterval(-1))
+		if err != nil {
+			t.Fatalf("%v: %v", s, err)
+		}
+		swept, err := memory.New(s, limiters.WithSweepInterval(-1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := newModel(s)
+		for i, st := range steps {
+			at := time.Unix(0, st.t)
+			swept.Sweep(at)
+			d := l.AllowAt(st.key, at, st.n)
+			call := fmt.Sprintf("seed %d, %v, step %d: AllowAt(%q, %dns, %d)", seed, s, i, st.key, st.t, st.n)
+			if d2 := swept.AllowAt(st.key, at, st.n); d2 != d {
+				t.Fatalf("%s = %+v, but %+v when swept before every step", call, d, d2)
+			}
+			admit, remaining := m.allow(st.key, st.t, st.n)
+			if d.Allowed != admit {
+				t.Fatalf("%s.Allowed = %v, the model says %v", call, d.Allowed, admit)
+			}
+			// Remaining is the real remaining quota, rounded down.
+			want := new(big.Int).Quo(remaining.Num(), remaining.Denom()).Int64()
+			if int64(d.Remaining) != want {
+				t.Fatalf("%s.Remaining = %d, the model says %s (so %d)", call, d.Remaining, remaining.FloatString(3), want)
+			}
+			checkTimes(t, call, l, st, d)
+			if s.Algorithm.IsBucket() {
+				bucketDecisions[s.Algorithm] = append(bucketDecisions[s.Algorithm], d)
+			}
+		}
+		if s.Algorithm == limiters.SlidingLog {
+			checkNeverOverN(t, s, steps, l)
+		}
+		l.Close()
+		swept.Close()
+	}
+	// Token bucket, leaky bucket and GCRA are one policy: not only the
+	// same admissions, the same decisions.
+	tb := bucketDecisions[limiters.TokenBucket]
+	for _, a := range []limiters.Algorithm{limiters.LeakyBucket, limiters.GCRA} {
+		for i, d := range bucketDecisions[a] {
+			if d != tb[i] {
+				t.Fatalf("seed %d step %d: %v decided %+v, token bucket %+v", seed, i, a, d, tb[i])
+			}
+		}
+	}
+}
+
+// checkTimes checks that RetryAfter and ResetAfter are exact: waiting them
+// out is enough, and a nanosecond less is not.
+func checkTimes(t *testing.T, call string, l limiters.AtLimiter, st step, d limiters.Decision) {
+	t.Helper()
+	at := time.Unix(0, st.t)
+	if !d.Allowed && st.n == 1 {
+		if p := l.PeekAt(st.key, at.Add(d.RetryAfter)); !p.Allowed {
+			t.Fatalf("%s: RetryAfter %v, but PeekAt then = %+v", call, d.RetryAfter, p)
+		}
+		if p := l.PeekAt(st.key, at.Add(d.RetryAfter-1)); p.Allowed {
+			t.Fatalf("%s: RetryAfter %v, but PeekAt a nanosecond before = %+v", call, d.RetryAfter, p)
+		}
+	}
+	if p := l.PeekAt(st.key, at.Add(d.ResetAfter)); p.Remaining != p.Limit || p.ResetAfter != 0 {
+		t.Fatalf("%s: ResetAfter %v, but PeekAt then = %+v", call, d.ResetAfter, p)
+	}
+	if d.ResetAfter > 0 {
+		if p := l.PeekAt(st.key, at.Add(d.ResetAfter-1)); p.Remaining == p.Limit && p.ResetAfter == 0 {
+			t.Fatalf("%s: ResetAfter %v, but PeekAt a nanosecond before = %+v", call, d.ResetAfter, p)
+		}
+	}
+}
+
+// checkNeverOverN replays steps and checks that no interval of length W
+// saw more than N admitted.
+func checkNeverOverN(t *testing.T, s limiters.Spec, steps []step, l limiters.AtLimiter) {
+	t.Helper()
+	again, _ := memory.New(s)
+	defer again.Close()
+	admitted := map[string][]step{}
+	for _, st := range steps {
+		if again.AllowAt(st.key, time.Unix(0, st.t), st.n).Allowed {
+			admitted[st.key] = append(admitted[st.key], st)
+		}
+	}
+	w := int64(s.Window.Length)
+	for key, a := range admitted {
+		for i := range a {
+			sum := 0
+			for j := i; j < len(a) && a[j].t < a[i].t+w; j++ {
+				sum += a[j].n
+			}
+			if sum > s.Window.Limit {
+				t.Fatalf("%v admitted %d for %q in [%d, %d+W)", s, sum, key, a[i].t, a[i].t)
+			}
+		}
+	}
+}
+
+func TestAgainstModel(t *testing.T) {
+	seeds := 300
+	if testing.Short() || raceEnabled {
+		seeds = 40
+	}
+	for seed := range uint64(seeds) {
+		checkAgainstModel(t, seed)
+	}
+}
+
+func FuzzAgainstModel(f *testing.F) {
+	for _, seed := range []uint64{0, 1, 42, 1 << 40} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, seed uint64) {
+		checkAgainstModel(t, seed)
+	})
+}

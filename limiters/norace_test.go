@@ -1,0 +1,5 @@
+//go:build !race
+
+package limiters_test
+
+const raceEnabled = false
