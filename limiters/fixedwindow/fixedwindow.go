@@ -72,7 +72,7 @@ func New(w limiters.Window, opts ...limiters.Option) (*Limiter, error) {
 	l := &Limiter{w: w, n: int64(w.Limit), len: int64(w.Length), byW: qdiv.New(int64(w.Length))}
 	length := l.len
 	// A key is back to full quota when its window ends.
-	l.tab = keytable.New(func(s *state) int64 {
+	l.tab = keytable.New(w.Limit, func(s *state) int64 {
 		if s.count == 0 {
 			return math.MinInt64
 		}
@@ -107,7 +107,11 @@ func (l *Limiter) AllowAt(key string, t time.Time, n int) (d limiters.Decision) 
 // allow decides n events for key at now into d (through a pointer, see
 // gcra's allow for why).
 func (l *Limiter) allow(d *limiters.Decision, key string, now int64, n int) {
-	sh, h := l.tab.Lock(key)
+	h := l.tab.Hash(key)
+	if n == 1 && l.tab.Denied(d, h, now) {
+		return
+	}
+	sh := l.tab.LockHash(h)
 	p := sh.Find(h, now)
 	s := l.current(p, now)
 	ok := n >= 1 && int64(n) <= l.n-s.count
@@ -117,6 +121,12 @@ func (l *Limiter) allow(d *limiters.Decision, key string, now int64, n int) {
 			p = l.tab.Insert(sh, h, key)
 		}
 		*p = s
+	}
+	if !ok && n == 1 {
+		l.describe(d, ok, s, now, n)
+		sh.CacheDenial(h, now, d)
+		sh.Unlock()
+		return
 	}
 	sh.Unlock()
 	l.describe(d, ok, s, now, n)

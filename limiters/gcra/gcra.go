@@ -74,7 +74,7 @@ func New(b limiters.Bucket, opts ...limiters.Option) (*Limiter, error) {
 	}
 	t := int64(b.Interval())
 	l := &Limiter{b: b, c: b.Capacity, t: t, ct: int64(b.Capacity) * t, byT: qdiv.New(t)}
-	l.tab = keytable.New(idleAt, o)
+	l.tab = keytable.New(b.Capacity, idleAt, o)
 	l.Keys = keytable.NewKeys(l.tab, func(s *state, now int64) limiters.Decision {
 		return l.peek(s, now, 1)
 	})
@@ -106,7 +106,11 @@ func (l *Limiter) AllowAt(key string, t time.Time, n int) (d limiters.Decision) 
 // back by value through each call level costs a store-forwarding stall per
 // level, which was a quarter of a decision.
 func (l *Limiter) allow(d *limiters.Decision, key string, now int64, n int) {
-	sh, h := l.tab.Lock(key)
+	h := l.tab.Hash(key)
+	if n == 1 && l.tab.Denied(d, h, now) {
+		return
+	}
+	sh := l.tab.LockHash(h)
 	p := sh.Find(h, now)
 	tat := now
 	if p != nil {
@@ -119,6 +123,12 @@ func (l *Limiter) allow(d *limiters.Decision, key string, now int64, n int) {
 			p = l.tab.Insert(sh, h, key)
 		}
 		p.tat = tat
+	}
+	if !ok && n == 1 {
+		l.describe(d, ok, tat, now, n)
+		sh.CacheDenial(h, now, d)
+		sh.Unlock()
+		return
 	}
 	sh.Unlock()
 	l.describe(d, ok, tat, now, n)

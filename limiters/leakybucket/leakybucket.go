@@ -80,7 +80,7 @@ func New(b limiters.Bucket, opts ...limiters.Option) (*Limiter, error) {
 	}
 	t := int64(b.Interval())
 	l := &Limiter{b: b, c: b.Capacity, t: t, ct: int64(b.Capacity) * t, byT: qdiv.New(t)}
-	l.tab = keytable.New(idleAt, o)
+	l.tab = keytable.New(b.Capacity, idleAt, o)
 	l.Keys = keytable.NewKeys(l.tab, func(s *state, now int64) limiters.Decision {
 		return l.peek(s, now, 1)
 	})
@@ -155,7 +155,11 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int) (limiters.Decisio
 // drains within budget nanoseconds. It returns how long that water takes
 // to drain.
 func (l *Limiter) allow(d *limiters.Decision, key string, now int64, n int, budget int64) (wait int64) {
-	sh, h := l.tab.Lock(key)
+	h := l.tab.Hash(key)
+	if n == 1 && l.tab.Denied(d, h, now) {
+		return 0
+	}
+	sh := l.tab.LockHash(h)
 	p := sh.Find(h, now)
 	s := l.leak(p, now)
 	wait = s.last + s.level - now
@@ -166,6 +170,12 @@ func (l *Limiter) allow(d *limiters.Decision, key string, now int64, n int, budg
 			p = l.tab.Insert(sh, h, key)
 		}
 		*p = s
+	}
+	if !ok && n == 1 {
+		l.describe(d, ok, s, now, n)
+		sh.CacheDenial(h, now, d)
+		sh.Unlock()
+		return wait
 	}
 	sh.Unlock()
 	l.describe(d, ok, s, now, n)

@@ -399,6 +399,11 @@ func (s suite) reset(t *testing.T) {
 	}
 	spend(t, l, "a", t0, quota)
 	spend(t, l, "b", t0, quota)
+	// Denied many times over (a limiter may remember denials), then reset.
+	for range 3 {
+		denied(t, l, "a", t0, 1)
+		denied(t, l, "b", t0, 1)
+	}
 	if err := r.Reset(context.Background(), "a"); err != nil {
 		t.Fatalf("Reset: %v", err)
 	}
@@ -417,6 +422,7 @@ func (s suite) resetAll(t *testing.T) {
 	}
 	for i := range 100 {
 		spend(t, l, fmt.Sprint(i), t0, quota)
+		denied(t, l, fmt.Sprint(i), t0, 1)
 	}
 	if err := r.ResetAll(context.Background()); err != nil {
 		t.Fatalf("ResetAll: %v", err)

@@ -79,7 +79,7 @@ func New(w limiters.Window, opts ...limiters.Option) (*Limiter, error) {
 	length := l.len
 	// A key is back to full quota when nothing it spent is weighted any
 	// more: at the end of the window after its last spending.
-	l.tab = keytable.New(func(s *state) int64 {
+	l.tab = keytable.New(w.Limit, func(s *state) int64 {
 		switch {
 		case s.curr > 0:
 			return (s.window + 2) * length
@@ -117,7 +117,11 @@ func (l *Limiter) AllowAt(key string, t time.Time, n int) (d limiters.Decision) 
 // allow decides n events for key at now into d (through a pointer, see
 // gcra's allow for why).
 func (l *Limiter) allow(d *limiters.Decision, key string, now int64, n int) {
-	sh, h := l.tab.Lock(key)
+	h := l.tab.Hash(key)
+	if n == 1 && l.tab.Denied(d, h, now) {
+		return
+	}
+	sh := l.tab.LockHash(h)
 	p := sh.Find(h, now)
 	s, e := l.roll(p, now)
 	weighted := l.weighted(s.prev, e)
@@ -128,6 +132,12 @@ func (l *Limiter) allow(d *limiters.Decision, key string, now int64, n int) {
 			p = l.tab.Insert(sh, h, key)
 		}
 		*p = s
+	}
+	if !ok && n == 1 {
+		l.describe(d, ok, s, e, weighted, now, n)
+		sh.CacheDenial(h, now, d)
+		sh.Unlock()
+		return
 	}
 	sh.Unlock()
 	l.describe(d, ok, s, e, weighted, now, n)

@@ -106,7 +106,7 @@ func New(w limiters.Window, opts ...limiters.Option) (*Limiter, error) {
 	}
 	length := l.len
 	// A key is back to full quota when its newest entry leaves the window.
-	l.tab = keytable.New(func(s *state) int64 {
+	l.tab = keytable.New(w.Limit, func(s *state) int64 {
 		if s.n == 0 {
 			return math.MinInt64
 		}
@@ -142,7 +142,11 @@ func (l *Limiter) AllowAt(key string, t time.Time, n int) (d limiters.Decision) 
 // allow decides n events for key at now into d (through a pointer, see
 // gcra's allow for why).
 func (l *Limiter) allow(d *limiters.Decision, key string, now int64, n int) {
-	sh, h := l.tab.Lock(key)
+	h := l.tab.Hash(key)
+	if n == 1 && l.tab.Denied(d, h, now) {
+		return
+	}
+	sh := l.tab.LockHash(h)
 	p := sh.Find(h, now)
 	var s state
 	if p != nil {
@@ -159,6 +163,9 @@ func (l *Limiter) allow(d *limiters.Decision, key string, now int64, n int) {
 		w = window{at: w.at, first: 0, live: int(s.n)}
 	}
 	l.describe(d, ok, &s, w, now, n)
+	if !ok && n == 1 {
+		sh.CacheDenial(h, now, d)
+	}
 	sh.Unlock()
 }
 

@@ -76,7 +76,7 @@ func New(b limiters.Bucket, opts ...limiters.Option) (*Limiter, error) {
 	ct := int64(b.Capacity) * t
 	l := &Limiter{b: b, c: b.Capacity, t: t, ct: ct, byT: qdiv.New(t)}
 	// The bucket is full again once the missing tokens have refilled.
-	l.tab = keytable.New(func(s *state) int64 { return s.last + ct - s.tokens }, o)
+	l.tab = keytable.New(b.Capacity, func(s *state) int64 { return s.last + ct - s.tokens }, o)
 	l.Keys = keytable.NewKeys(l.tab, func(s *state, now int64) limiters.Decision {
 		return l.peek(s, now, 1)
 	})
@@ -106,7 +106,11 @@ func (l *Limiter) AllowAt(key string, t time.Time, n int) (d limiters.Decision) 
 // allow decides n events for key at now into d (through a pointer, see
 // gcra's allow for why).
 func (l *Limiter) allow(d *limiters.Decision, key string, now int64, n int) {
-	sh, h := l.tab.Lock(key)
+	h := l.tab.Hash(key)
+	if n == 1 && l.tab.Denied(d, h, now) {
+		return
+	}
+	sh := l.tab.LockHash(h)
 	p := sh.Find(h, now)
 	s := l.refill(p, now)
 	ok := n >= 1 && n <= l.c && s.tokens >= int64(n)*l.t
@@ -116,6 +120,12 @@ func (l *Limiter) allow(d *limiters.Decision, key string, now int64, n int) {
 			p = l.tab.Insert(sh, h, key)
 		}
 		*p = s
+	}
+	if !ok && n == 1 {
+		l.describe(d, ok, s, now, n)
+		sh.CacheDenial(h, now, d)
+		sh.Unlock()
+		return
 	}
 	sh.Unlock()
 	l.describe(d, ok, s, now, n)

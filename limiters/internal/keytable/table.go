@@ -77,13 +77,16 @@ type Shard[S any] struct {
 	hw      int64 // newest time seen by a decision
 	inserts int   // since the last full sweep
 	evicted int64 // keys forgotten before they were idle
-	_       [24]byte
+	denials *denials
+	_       [16]byte
 }
 
 // Table is a sharded map from key to state S.
 type Table[S any] struct {
 	shards   []Shard[S]
+	denials  []denials // a shard's, apart from it: see denials.go
 	mask     uint64
+	limit    int // the Limit of every decision, for cached denials
 	seed     maphash.Seed
 	idleAt   func(*S) int64
 	keepKeys bool
@@ -95,11 +98,11 @@ type Table[S any] struct {
 	sweeper  *sweeper[S]
 }
 
-// New returns a table whose states become equal to a fresh state at
-// idleAt(s) (Unix nanoseconds). It starts a background sweeper unless the
-// options disable it; Close stops it, and so does the table becoming
-// unreachable.
-func New[S any](idleAt func(*S) int64, o limiters.Options) *Table[S] {
+// New returns a table for a limiter whose decisions report limit, and
+// whose states become equal to a fresh state at idleAt(s) (Unix
+// nanoseconds). It starts a background sweeper unless the options disable
+// it; Close stops it, and so does the table becoming unreachable.
+func New[S any](limit int, idleAt func(*S) int64, o limiters.Options) *Table[S] {
 	n := maxShards
 	if o.MaxKeys > 0 {
 		// At least 64 keys a shard, so that per-shard caps adding up to
@@ -110,7 +113,9 @@ func New[S any](idleAt func(*S) int64, o limiters.Options) *Table[S] {
 	}
 	t := &Table[S]{
 		shards:   make([]Shard[S], n),
+		denials:  make([]denials, n),
 		mask:     uint64(n - 1),
+		limit:    limit,
 		seed:     maphash.MakeSeed(),
 		idleAt:   idleAt,
 		keepKeys: o.KeepKeyNames,
@@ -122,10 +127,10 @@ func New[S any](idleAt func(*S) int64, o limiters.Options) *Table[S] {
 	if c, ok := o.Clock.(*limiters.CoarseClock); ok {
 		t.coarse = c
 	}
-	if o.MaxKeys > 0 {
-		per := max(o.MaxKeys/n, 1)
-		for i := range t.shards {
-			t.shards[i].limit = per
+	for i := range t.shards {
+		t.shards[i].denials = &t.denials[i]
+		if o.MaxKeys > 0 {
+			t.shards[i].limit = max(o.MaxKeys/n, 1)
 		}
 	}
 	if o.SweepInterval > 0 {
@@ -197,9 +202,15 @@ func (t *Table[S]) Hash(key string) uint64 {
 // Lock hashes key and locks its shard. The caller must Unlock it.
 func (t *Table[S]) Lock(key string) (*Shard[S], uint64) {
 	h := t.Hash(key)
+	return t.LockHash(h), h
+}
+
+// LockHash locks the shard of the key whose hash is h. The caller must
+// Unlock it.
+func (t *Table[S]) LockHash(h uint64) *Shard[S] {
 	sh := &t.shards[h&t.mask]
 	sh.mu.Lock()
-	return sh, h
+	return sh
 }
 
 // Unlock unlocks the shard.
@@ -314,6 +325,7 @@ func (sh *Shard[S]) remove(i int) {
 	for j < len(slots) && slots[j].h != 0 && home(slots[j].h, sh.cap) < uint64(j) {
 		j++
 	}
+	sh.forgetDenial(slots[i].h)
 	copy(slots[i:j-1], slots[i+1:j])
 	slots[j-1] = slot[S]{}
 	if sh.keys != nil {
@@ -371,7 +383,11 @@ func (sh *Shard[S]) resize(cap uint64, keepKeys bool, live func(*slot[S]) bool) 
 		n, ok := 0, true
 		for i := range old {
 			s := &old[i]
-			if s.h == 0 || (live != nil && !live(s)) {
+			if s.h == 0 {
+				continue
+			}
+			if live != nil && !live(s) {
+				sh.forgetDenial(s.h)
 				continue
 			}
 			j := sh.place(s.h)
@@ -443,6 +459,7 @@ func (t *Table[S]) Clear() {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		sh.slots, sh.keys, sh.cap, sh.n, sh.inserts = nil, nil, 0, 0, 0
+		sh.forgetDenials()
 		sh.mu.Unlock()
 	}
 }

@@ -1,0 +1,56 @@
+# ratelab's two jobs: `make test` (the gate CI runs) and `make bench` (the
+# lab). Both set up what they need: Go fetches the modules, and the pinned
+# tools (staticcheck, benchstat) are built from tools/go.mod on first use.
+
+GO        ?= go
+TOOL      := $(GO) tool -modfile=tools/go.mod
+OUT       ?= out
+# Benchmarks: samples per benchmark, and time per sample. Six samples is
+# the least benchstat needs for a confidence interval worth reading.
+COUNT     ?= 6
+BENCHTIME ?= 200ms
+
+.PHONY: all test fmt-check vet staticcheck race bench bench-run bench-report clean
+
+all: test
+
+## test: gofmt, go vet, staticcheck and the race-detected tests, shuffled
+test: fmt-check vet staticcheck race
+
+fmt-check:
+	@files=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './out/*')); \
+	if [ -n "$$files" ]; then echo "gofmt would change:"; echo "$$files"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+staticcheck:
+	$(TOOL) staticcheck ./...
+
+race:
+	$(GO) test -race -shuffle=on -count=1 ./...
+
+## bench: every limiter and its peers, side by side, summarised by benchstat
+bench: bench-run bench-report
+
+bench-run:
+	@mkdir -p $(OUT)
+	$(GO) test ./harness/peers -run '^$$' -bench . -count $(COUNT) -benchtime $(BENCHTIME) | tee $(OUT)/bench.txt
+
+# The cases BenchmarkDecide runs: keys/limit/procs.
+CASES := hot/unlimited/1 hot/strict/1 hot/strict/2 zipf100k/strict/1 zipf100k/strict/2 uniform100k/strict/2
+
+bench-report:
+	@for c in $(CASES); do \
+	  keys=$${c%%/*}; rest=$${c#*/}; limit=$${rest%%/*}; procs=$${rest#*/}; \
+	  echo; echo "== keys=$$keys limit=$$limit goroutines=$$procs: wall time per decision =="; \
+	  $(TOOL) benchstat -filter ".name:Decide .unit:sec/op /keys:$$keys /limit:$$limit /procs:$$procs" \
+	    -row /lim,/clock -col .name $(OUT)/bench.txt | sed -n '/│/,$$p'; \
+	done
+	@echo; echo "== Live heap per key at 1,000,000 keys of 16 bytes, the key included =="
+	@$(TOOL) benchstat -filter '.name:Memory .unit:B/key' -row /lim -col .name $(OUT)/bench.txt | sed -n '/│/,$$p'
+	@echo; echo "clock: mono is ratelab's default (a monotonic reading per decision), coarse is"
+	@echo "limiters.CoarseClock at 1ms, own is the peer's. Raw results: $(OUT)/bench.txt"
+
+clean:
+	rm -rf $(OUT)

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// ratelab runs the command line and returns its output and exit status.
+func ratelab(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
+	code = exitCode(err, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s:\ngot:\n%s\nwant:\n%s", path, got, want)
+	}
+}
+
+func TestReplayExample1(t *testing.T) {
+	out, errOut, code := ratelab(t, "", "replay", "--algo", "token-bucket", "--capacity", "5", "--rate", "1", "testdata/example1.csv")
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	golden(t, "example1.golden", out)
+	// The three bucket algorithms give the same answers.
+	for _, a := range []string{"leaky-bucket", "gcra"} {
+		again, _, _ := ratelab(t, "", "replay", "--algo", a, "--capacity", "5", "--rate", "1", "testdata/example1.csv")
+		if again != out {
+			t.Errorf("%s replays example 1 differently from token-bucket:\n%s", a, again)
+		}
+	}
+}
+
+func TestReplayStdin(t *testing.T) {
+	trace := "0,a\n0,a\n0,a,3\n"
+	for _, args := range [][]string{{}, {"-"}} {
+		out, _, code := ratelab(t, trace, append([]string{"replay", "--algo", "sliding-log", "--limit", "2", "--window", "1m"}, args...)...)
+		want := `{"t":0,"key":"a","n":1,"allowed":true,"limit":2,"remaining":1,"retry_after":0,"reset_after":60}
+{"t":0,"key":"a","n":1,"allowed":true,"limit":2,"remaining":0,"retry_after":0,"reset_after":60}
+{"t":0,"key":"a","n":3,"allowed":false,"limit":2,"remaining":0,"retry_after":null,"reset_after":60}
+`
+		if code != 0 || out != want {
+			t.Errorf("replay %v: exit %d, output\n%s\nwant\n%s", args, code, out, want)
+		}
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	replay := []string{"replay", "--algo", "fixed-window", "--limit", "2", "--window", "1s"}
+	for _, tt := range []struct {
+		name   string
+		stdin  string
+		args   []string
+		code   int
+		stdout string // a part of it
+		stderr string // a part of it
+	}{
+		{"no command", "", nil, 2, "", "no command given"},
+		{"unknown command", "", []string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
+		{"help", "", []string{"help"}, 0, "Commands:", ""},
+		{"--help", "", []string{"--help"}, 0, "replay", ""},
+		{"help replay", "", []string{"help", "replay"}, 0, "TRACE is a CSV file", ""},
+		{"replay --help", "", []string{"replay", "--help"}, 0, "ratelab replay --algo ALGO", ""},
+		{"bad flag", "", []string{"replay", "--colour"}, 2, "", "flag provided but not defined: -colour"},
+		{"bad flag shows usage", "", []string{"replay", "--colour"}, 2, "", "Usage:"},
+		{"no algo", "", []string{"replay"}, 2, "", "--algo is required"},
+		{"unknown algo", "", []string{"replay", "--algo", "magic"}, 2, "", `unknown algorithm "magic"`},
+		{"missing window", "", []string{"replay", "--algo", "sliding-log", "--limit", "3"}, 2, "", "sliding-log needs --window"},
+		{"bucket flags on a window", "", []string{"replay", "--algo", "fixed-window", "--limit", "3", "--window", "1s", "--rate", "2"}, 2, "", "takes --limit and --window, not --rate"},
+		{"zero limit", "", []string{"replay", "--algo", "fixed-window", "--limit", "0", "--window", "1s"}, 2, "", "limit must be between 1 and"},
+		{"negative window", "", []string{"replay", "--algo", "fixed-window", "--limit", "1", "--window", "-1s"}, 2, "", "window must be between"},
+		{"NaN rate", "", []string{"replay", "--algo", "gcra", "--capacity", "1", "--rate", "NaN"}, 2, "", "rate must be a positive finite number"},
+		{"huge capacity", "", []string{"replay", "--algo", "gcra", "--capacity", "2000000000", "--rate", "0.001"}, 2, "", "years to refill"},
+		{"redis backend", "", append(replay, "--backend", "redis"), 2, "", "memory backend only"},
+		{"two traces", "", append(replay, "a", "b"), 2, "", "one trace at most"},
+		{"missing file", "", append(replay, "testdata/nope.csv"), 2, "", "no such file"},
+		{"malformed line", "0,a\n0.5,b\n1,c,zero\n2,d\n", replay, 2, `"key":"b"`, "standard input: line 3: cost \"zero\" is not a positive integer"},
+		{"malformed time", "# c\nsoon,a\n", replay, 2, "", `line 2: time "soon" is not a number`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := ratelab(t, tt.stdin, tt.args...)
+			if code != tt.code {
+				t.Errorf("exit status %d, want %d (stderr %q)", code, tt.code, errOut)
+			}
+			if !strings.Contains(out, tt.stdout) {
+				t.Errorf("stdout %q, want it to contain %q", out, tt.stdout)
+			}
+			if !strings.Contains(errOut, tt.stderr) {
+				t.Errorf("stderr %q, want it to contain %q", errOut, tt.stderr)
+			}
+		})
+	}
+}

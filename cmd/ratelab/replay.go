@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/ratelab/ratelab/harness"
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/workloads"
+)
+
+const replayUsage = `Usage:
+
+	ratelab replay --algo ALGO --limit N --window W [TRACE]
+	ratelab replay --algo ALGO --capacity C --rate R [TRACE]
+
+Replay decides each request of a trace with one limiter and prints one JSON
+object per request, in order:
+
+	{"t":0.5,"key":"alice","n":1,"allowed":true,"limit":5,"remaining":3,"retry_after":0,"reset_after":1.5}
+
+retry_after is how long, in seconds, until the same request would be
+admitted (0 when allowed, null when never: its cost is above the limit);
+reset_after is how long until the key is back to its full quota.
+
+TRACE is a CSV file of t,key[,n] lines, or standard input when it is - or
+absent: t in seconds from the trace's start (fractions allowed), key a user
+id, n a cost (default 1). Blank lines and lines starting with # are skipped;
+a header line t,key,n is allowed. Each key starts fresh the first time it
+appears. A malformed line stops the replay with exit status 2 and names the
+line; the lines before it have been printed.
+
+Algorithms: fixed-window, sliding-log and sliding-counter take --limit and
+--window; token-bucket, leaky-bucket and gcra take --capacity and --rate.
+
+Example:
+
+	printf '0,alice\n0,alice\n0,alice\n0.5,alice\n' |
+		ratelab replay --algo token-bucket --capacity 2 --rate 1
+
+Flags:
+`
+
+func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	algo := fs.String("algo", "", "the algorithm: fixed-window, sliding-log, sliding-counter, token-bucket, leaky-bucket or gcra")
+	limit := fs.Int("limit", 0, "N, requests per window (window algorithms)")
+	window := fs.Duration("window", 0, "W, the window: 500ms, 60s, 1m, 1h (window algorithms)")
+	capacity := fs.Int("capacity", 0, "C, the largest burst (bucket algorithms)")
+	rate := fs.Float64("rate", 0, "R, tokens per second, fractions allowed (bucket algorithms)")
+	backend := fs.String("backend", "memory", "where limits are kept: memory")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), replayUsage)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	bad := func(err error) error {
+		fs.SetOutput(stderr)
+		fs.Usage()
+		return usageError{err}
+	}
+	if *algo == "" {
+		return bad(errors.New("replay: --algo is required"))
+	}
+	a, err := limiters.ParseAlgorithm(*algo)
+	if err != nil {
+		return bad(fmt.Errorf("replay: --algo: %w", err))
+	}
+	spec := limiters.Spec{Algorithm: a}
+	need, wrong := []string{"limit", "window"}, []string{"capacity", "rate"}
+	if a.IsBucket() {
+		need, wrong = wrong, need
+	}
+	for _, f := range wrong {
+		if set[f] {
+			return bad(fmt.Errorf("replay: %s takes --%s and --%s, not --%s", a, need[0], need[1], f))
+		}
+	}
+	for _, f := range need {
+		if !set[f] {
+			return bad(fmt.Errorf("replay: %s needs --%s", a, f))
+		}
+	}
+	spec.Window = limiters.Window{Limit: *limit, Length: *window}
+	spec.Bucket = limiters.Bucket{Capacity: *capacity, Rate: *rate}
+	if err := spec.Validate(); err != nil {
+		return bad(fmt.Errorf("replay: %w", err))
+	}
+	if *backend != "memory" {
+		return bad(fmt.Errorf("replay: --backend %q is not available; this build has the memory backend only", *backend))
+	}
+	if fs.NArg() > 1 {
+		return bad(fmt.Errorf("replay: one trace at most, got %d", fs.NArg()))
+	}
+
+	in, name := stdin, "standard input"
+	if p := fs.Arg(0); p != "" && p != "-" {
+		f, err := os.Open(p)
+		if err != nil {
+			return usageError{fmt.Errorf("replay: %w", err)}
+		}
+		defer f.Close()
+		in, name = f, p
+	}
+	l, err := memory.New(spec, limiters.WithSweepInterval(-1))
+	if err != nil {
+		return usageError{fmt.Errorf("replay: %w", err)}
+	}
+	defer l.Close()
+	err = harness.Replay(workloads.NewTraceReader(in), l, stdout)
+	var te *workloads.TraceError
+	if errors.As(err, &te) {
+		return usageError{fmt.Errorf("replay: %s: %w", name, err)}
+	}
+	if err != nil {
+		return fmt.Errorf("replay: %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package limiters_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/memory"
+)
+
+// A key cap forgets keys, and a forgotten key starts fresh, even one whose
+// denials the limiter remembered: no denial outlives its key.
+func TestEvictedKeyStartsFresh(t *testing.T) {
+	for _, a := range limiters.Algorithms() {
+		t.Run(string(a), func(t *testing.T) {
+			s := limiters.Spec{
+				Algorithm: a,
+				Window:    limiters.Window{Limit: 3, Length: 10 * time.Second},
+				Bucket:    limiters.Bucket{Capacity: 3, Rate: 0.3},
+			}
+			l, err := memory.New(s, limiters.WithMaxKeys(64), limiters.WithSweepInterval(-1), limiters.WithKeyNames())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			t0 := time.Unix(1000, 0)
+			// "victim" is spent and denied first, so it is the key
+			// nearest to full quota when the cap needs room.
+			for range 3 {
+				l.AllowAt("victim", t0, 1)
+			}
+			for range 3 {
+				if l.AllowAt("victim", t0, 1).Allowed {
+					t.Fatal("fixture: victim admitted past its limit")
+				}
+			}
+			later := t0.Add(2 * time.Second)
+			for i := range 2000 {
+				l.AllowAt(fmt.Sprint("busy-", i), later, 3)
+			}
+			if st := l.Stats(); st.Keys > 64 || st.Evicted == 0 {
+				t.Fatalf("fixture: %+v, want at most 64 keys and some evicted", st)
+			}
+			held := false
+			l.WalkAt(later, func(key string, d limiters.Decision) bool {
+				held = held || key == "victim"
+				return true
+			})
+			if held {
+				t.Fatalf("fixture: victim still held after 2000 keys passed through a cap of 64")
+			}
+			if d := l.AllowAt("victim", later, 1); !d.Allowed || d.Remaining != 2 {
+				t.Fatalf("victim forgotten under the cap: AllowAt = %+v, want a fresh key's (allowed, Remaining 2)", d)
+			}
+		})
+	}
+}

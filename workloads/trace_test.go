@@ -1,0 +1,86 @@
+package workloads
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func readAll(t *testing.T, in string) ([]Request, error) {
+	t.Helper()
+	tr := NewTraceReader(strings.NewReader(in))
+	var out []Request
+	for {
+		r, err := tr.Read()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+}
+
+func TestTraceReads(t *testing.T) {
+	in := "t,key,n\n# a comment\n\n0,alice\n 0.5 , bob ,3\n1e-3,\"carol, jr\",1\n2.000000001,alice\n"
+	got, err := readAll(t, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Request{
+		{0, "alice", 1},
+		{500 * time.Millisecond, "bob", 3},
+		{time.Millisecond, "carol, jr", 1},
+		{2*time.Second + 1, "alice", 1},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("read %d requests, want %d: %v", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("request %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestTraceHeaderOnlyFirst(t *testing.T) {
+	// A header later in the file is a malformed line, not a header.
+	_, err := readAll(t, "0,a\nt,key,n\n")
+	var te *TraceError
+	if !errors.As(err, &te) || te.Line != 2 {
+		t.Fatalf("header on line 2: err = %v, want a TraceError on line 2", err)
+	}
+}
+
+func TestTraceMalformed(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		line int
+		says string
+	}{
+		{"0,a\nabc,b\n", 2, `time "abc" is not a number`},
+		{"0,a\n\n# c\n-1,b\n", 4, "outside"},
+		{"NaN,a\n", 1, "not a number"},
+		{"1e300,a\n", 1, "outside"},
+		{"0,\n", 1, "key is empty"},
+		{"0,a,0\n", 1, `cost "0" is not a positive integer`},
+		{"0,a,-2\n", 1, "not a positive integer"},
+		{"0,a,1.5\n", 1, "not a positive integer"},
+		{"0\n", 1, "got 1 fields"},
+		{"0,a,1,2\n", 1, "got 4 fields"},
+		{"0,a\n1,\"unterminated\n", 2, "quote"},
+	} {
+		_, err := readAll(t, tt.in)
+		var te *TraceError
+		if !errors.As(err, &te) {
+			t.Errorf("%q: err = %v, want a *TraceError", tt.in, err)
+			continue
+		}
+		if te.Line != tt.line || !strings.Contains(err.Error(), tt.says) || !errors.Is(err, ErrMalformed) {
+			t.Errorf("%q: err = %q (line %d), want line %d saying %q", tt.in, err, te.Line, tt.line, tt.says)
+		}
+	}
+}
