@@ -65,7 +65,6 @@ func (tr *TraceReader) Read() (Request, error) {
 		if err == io.EOF {
 			return Request{}, io.EOF
 		}
-		line, _ := tr.r.FieldPos(0)
 		if err != nil {
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
@@ -73,6 +72,7 @@ func (tr *TraceReader) Read() (Request, error) {
 			}
 			return Request{}, err
 		}
+		line, _ := tr.r.FieldPos(0)
 		first := !tr.begun
 		tr.begun = true
 		if first && isHeader(rec) {

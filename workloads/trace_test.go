@@ -84,3 +84,30 @@ func TestTraceMalformed(t *testing.T) {
 		}
 	}
 }
+
+// Whatever the input, the reader returns requests it could parse or an
+// error naming a line that exists, and never panics.
+func FuzzTrace(f *testing.F) {
+	for _, seed := range []string{
+		"t,key,n\n0,a\n0.5,b,2\n",
+		"# c\n\n1e-9,\"x, y\",3\n",
+		"0,a\n1,\"unterminated\n",
+		"nan,a\n-0,b\n+Inf,c\n",
+		"0,a,99999999999999999999\n",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		lines := strings.Count(in, "\n") + 1
+		reqs, err := readAll(t, in)
+		var te *TraceError
+		if err != nil && (!errors.As(err, &te) || te.Line < 1 || te.Line > lines) {
+			t.Fatalf("error %v: want a TraceError on a line in 1..%d", err, lines)
+		}
+		for _, r := range reqs {
+			if r.T < 0 || r.N < 1 || r.Key == "" {
+				t.Fatalf("read an impossible request %+v", r)
+			}
+		}
+	})
+}

@@ -183,9 +183,14 @@ func (l *Limiter) window(s *state, now int64) window {
 	}
 	r, mask := s.ring()
 	w := window{at: max(now, at(r, mask, s.head, int(s.n)-1))}
-	// Binary search for the first entry after at - W.
+	// The first entry after at - W: usually the oldest (nothing has
+	// expired since the last admission), else by binary search.
 	cut := w.at - l.len
-	lo, hi := 0, int(s.n)
+	if at(r, mask, s.head, 0) > cut {
+		w.live = int(s.n)
+		return w
+	}
+	lo, hi := 1, int(s.n)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
 		if at(r, mask, s.head, mid) > cut {

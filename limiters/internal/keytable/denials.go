@@ -23,11 +23,17 @@ import (
 // is odd while one is being written (a seqlock); readers check it before and
 // after and take the lock when it moved. Every word is atomic, so the race
 // detector agrees.
+//
+// A key may sit in either of two of a shard's eight entries, which it picks
+// by its hash: with one, two of a workload's hottest keys would share an
+// entry often enough (one limiter in five, for twenty hot keys) to evict
+// each other on every denial. A shard's entries are allocated at its first
+// denial, so a limiter that denies little costs little.
 type denials struct {
 	e [denialWays]denial
 }
 
-const denialWays = 4 // entries a shard, direct-mapped by hash bits
+const denialWays = 8
 
 type denial struct {
 	seq   atomic.Uint64
@@ -36,14 +42,27 @@ type denial struct {
 	reset atomic.Int64 // the key is back to full quota at reset
 }
 
-func (ds *denials) entry(h uint64) *denial {
-	return &ds.e[(h>>32)&(denialWays-1)]
+// ways returns the two entries h may use.
+func (ds *denials) ways(h uint64) (*denial, *denial) {
+	i, j := (h>>32)&(denialWays-1), (h>>40)&(denialWays-1)
+	if i == j {
+		j ^= 1
+	}
+	return &ds.e[i], &ds.e[j]
 }
 
 // Denied reports whether the cache denies a unit request for h at now, and
 // if so writes the decision into d. It takes no lock and writes nothing.
 func (t *Table[S]) Denied(d *limiters.Decision, h uint64, now int64) bool {
-	e := t.denials[h&t.mask].entry(h)
+	ds := t.denials[h&t.mask].Load()
+	if ds == nil {
+		return false
+	}
+	e1, e2 := ds.ways(h)
+	return e1.deny(d, h, now, t.limit) || e2.deny(d, h, now, t.limit)
+}
+
+func (e *denial) deny(d *limiters.Decision, h uint64, now int64, limit int) bool {
 	s := e.seq.Load()
 	if e.h.Load() != h {
 		return false
@@ -53,7 +72,7 @@ func (t *Table[S]) Denied(d *limiters.Decision, h uint64, now int64) bool {
 		return false
 	}
 	d.Allowed = false
-	d.Limit = t.limit
+	d.Limit = limit
 	d.Remaining = 0
 	d.RetryAfter = time.Duration(until - now)
 	d.ResetAfter = time.Duration(reset - now)
@@ -62,13 +81,32 @@ func (t *Table[S]) Denied(d *limiters.Decision, h uint64, now int64) bool {
 
 // CacheDenial records the denial d of a unit request for h at now: unit
 // requests are denied until now + d.RetryAfter, and the key is back to full
-// quota at now + d.ResetAfter. The shard must be locked.
+// quota at now + d.ResetAfter. It takes h's entry, or an empty or expired
+// one, or the one that expires first. The shard must be locked.
 func (sh *Shard[S]) CacheDenial(h uint64, now int64, d *limiters.Decision) {
 	until, reset := now+int64(d.RetryAfter), now+int64(d.ResetAfter)
-	e := sh.denials.entry(h)
+	ds := sh.denials.Load()
+	if ds == nil {
+		ds = new(denials)
+		sh.denials.Store(ds)
+	}
+	e1, e2 := ds.ways(h)
+	e := e1
+	switch {
+	case e1.h.Load() == h:
+	case e2.h.Load() == h:
+		e = e2
+	case e1.h.Load() == 0 || e1.until.Load() <= now:
+	case e2.h.Load() == 0 || e2.until.Load() <= now || e2.until.Load() < e1.until.Load():
+		e = e2
+	}
 	if e.h.Load() == h && e.until.Load() == until && e.reset.Load() == reset {
 		return
 	}
+	e.set(h, until, reset)
+}
+
+func (e *denial) set(h uint64, until, reset int64) {
 	e.seq.Add(1)
 	e.h.Store(h)
 	e.until.Store(until)
@@ -78,21 +116,25 @@ func (sh *Shard[S]) CacheDenial(h uint64, now int64, d *limiters.Decision) {
 
 // forgetDenial clears h's entry, if it has one. The shard must be locked.
 func (sh *Shard[S]) forgetDenial(h uint64) {
-	if e := sh.denials.entry(h); e.h.Load() == h {
-		e.seq.Add(1)
-		e.h.Store(0)
-		e.seq.Add(1)
+	ds := sh.denials.Load()
+	if ds == nil {
+		return
+	}
+	e1, e2 := ds.ways(h)
+	for _, e := range []*denial{e1, e2} {
+		if e.h.Load() == h {
+			e.set(0, 0, 0)
+		}
 	}
 }
 
 // forgetDenials clears every entry. The shard must be locked.
 func (sh *Shard[S]) forgetDenials() {
-	for i := range sh.denials.e {
-		e := &sh.denials.e[i]
-		if e.h.Load() != 0 {
-			e.seq.Add(1)
-			e.h.Store(0)
-			e.seq.Add(1)
+	if ds := sh.denials.Load(); ds != nil {
+		for i := range ds.e {
+			if ds.e[i].h.Load() != 0 {
+				ds.e[i].set(0, 0, 0)
+			}
 		}
 	}
 }

@@ -10,6 +10,13 @@ import (
 // Keys is the half of an in-memory limiter that is the same for every
 // algorithm: peeking, resetting, walking, closing. An algorithm package
 // embeds it and writes only its decision.
+//
+// The decision path (hash, denial cache, lock, find, decide, store, unlock)
+// is written out in each algorithm package on purpose, though its frame is
+// the same in all six: it is the hot path, and a shared version would reach
+// the algorithm through a function value or a generic dictionary, an
+// indirect call that cannot be inlined and costs more than the decision's
+// own arithmetic.
 type Keys[S any] struct {
 	tab *Table[S]
 	// peek reports s (nil for a fresh key) at now as Peek does.

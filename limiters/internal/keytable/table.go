@@ -2,11 +2,12 @@
 //
 // A Table maps a key to a small fixed-size state S. It keeps, per key, a
 // seeded 64-bit hash of the key (not the key) and the state, in one of 256
-// shards; each shard is an open-addressing table with linear probing kept in
-// Robin Hood order (entries sorted by home slot), guarded by its own mutex.
-// Home slots are computed by multiply-shift over any table size, so a shard
-// grows by 1.4x rather than 2x and stays between 62% and 87% full: that is
-// what keeps a 16-byte state under 40 bytes per key at a million keys.
+// shards (fewer under a small key cap); each shard is an open-addressing
+// table with linear probing kept in Robin Hood order (entries sorted by home
+// slot), guarded by its own mutex. Home slots are computed by multiply-shift
+// over any table size, so a shard is rebuilt at 87.5% full to 62.5% full
+// rather than doubled: that is what keeps a 16-byte state under 40 bytes per
+// key at a million keys.
 //
 // Keys are forgotten only when their state is back to what a fresh key has
 // (the caller's idleAt function says from when), at least Grace before the
@@ -15,6 +16,10 @@
 // a shard needs room for a new key, and in a background sweep that also
 // gives memory back; a key cap (Options.MaxKeys) forgets the key closest to
 // idle among a few sampled when nothing is idle.
+//
+// Denials of unit requests are also remembered per shard, apart from the
+// lock, so that a key hammered past its limit is turned away without
+// locking or writing anything (see denials.go).
 //
 // Two keys whose hashes collide share one state; with a 64-bit hash that
 // happens to a given pair with probability 2^-64 (about 3e-8 for any pair
@@ -73,29 +78,45 @@ type Shard[S any] struct {
 	keys    []string // parallel to slots, when key names are kept
 	cap     uint64   // home slots are [0, cap)
 	n       int
-	limit   int   // most keys held, 0 for no cap
-	hw      int64 // newest time seen by a decision
-	inserts int   // since the last full sweep
-	evicted int64 // keys forgotten before they were idle
-	denials *denials
+	limit   int                      // most keys held, 0 for no cap
+	hw      int64                    // newest time seen by a decision
+	inserts int                      // since the last full sweep
+	evicted int64                    // keys forgotten before they were idle
+	denials *atomic.Pointer[denials] // this shard's, in Table.denials
 	_       [16]byte
 }
 
 // Table is a sharded map from key to state S.
 type Table[S any] struct {
 	shards   []Shard[S]
-	denials  []denials // a shard's, apart from it: see denials.go
+	denials  []atomic.Pointer[denials] // a shard's, apart from its lock: see denials.go
 	mask     uint64
 	limit    int // the Limit of every decision, for cached denials
 	seed     maphash.Seed
 	idleAt   func(*S) int64
 	keepKeys bool
-	clock    limiters.Clock
-	coarse   *limiters.CoarseClock
-	base     time.Time
-	baseNano int64
+	clock    clock
 	clocked  *atomic.Bool
 	sweeper  *sweeper[S]
+}
+
+// clock reads the time for calls that do not pass one: the configured
+// clock, or a monotonic reading offset from the Unix time at construction.
+type clock struct {
+	coarse   *limiters.CoarseClock
+	other    limiters.Clock
+	base     time.Time
+	baseNano int64
+}
+
+func (c clock) now() int64 {
+	switch {
+	case c.coarse != nil:
+		return c.coarse.UnixNano()
+	case c.other != nil:
+		return c.other.Now().UnixNano()
+	}
+	return c.baseNano + int64(time.Since(c.base))
 }
 
 // New returns a table for a limiter whose decisions report limit, and
@@ -113,19 +134,18 @@ func New[S any](limit int, idleAt func(*S) int64, o limiters.Options) *Table[S] 
 	}
 	t := &Table[S]{
 		shards:   make([]Shard[S], n),
-		denials:  make([]denials, n),
+		denials:  make([]atomic.Pointer[denials], n),
 		mask:     uint64(n - 1),
 		limit:    limit,
 		seed:     maphash.MakeSeed(),
 		idleAt:   idleAt,
 		keepKeys: o.KeepKeyNames,
-		clock:    o.Clock,
-		base:     time.Now(),
+		clock:    clock{other: o.Clock, base: time.Now()},
 		clocked:  new(atomic.Bool),
 	}
-	t.baseNano = t.base.UnixNano()
+	t.clock.baseNano = t.clock.base.UnixNano()
 	if c, ok := o.Clock.(*limiters.CoarseClock); ok {
-		t.coarse = c
+		t.clock.coarse = c
 	}
 	for i := range t.shards {
 		t.shards[i].denials = &t.denials[i]
@@ -138,7 +158,7 @@ func New[S any](limit int, idleAt func(*S) int64, o limiters.Options) *Table[S] 
 			shards:  t.shards,
 			idleAt:  idleAt,
 			clocked: t.clocked,
-			now:     t.clockFunc(),
+			clock:   t.clock,
 			stop:    make(chan struct{}),
 			done:    make(chan struct{}),
 		}
@@ -150,21 +170,6 @@ func New[S any](limit int, idleAt func(*S) int64, o limiters.Options) *Table[S] 
 	return t
 }
 
-// clockFunc returns the table's clock as a function that does not hold the
-// table, for the sweeper.
-func (t *Table[S]) clockFunc() func() int64 {
-	coarse, clock, base, baseNano := t.coarse, t.clock, t.base, t.baseNano
-	return func() int64 {
-		switch {
-		case coarse != nil:
-			return coarse.UnixNano()
-		case clock != nil:
-			return clock.Now().UnixNano()
-		}
-		return baseNano + int64(time.Since(base))
-	}
-}
-
 // Now reads the table's clock in Unix nanoseconds, and marks the table as
 // driven by its clock, so the sweeper may forget keys as of the clock's time
 // rather than only as of the newest time a decision brought.
@@ -172,13 +177,7 @@ func (t *Table[S]) Now() int64 {
 	if !t.clocked.Load() {
 		t.clocked.Store(true)
 	}
-	if t.coarse != nil {
-		return t.coarse.UnixNano()
-	}
-	if t.clock != nil {
-		return t.clock.Now().UnixNano()
-	}
-	return t.baseNano + int64(time.Since(t.base))
+	return t.clock.now()
 }
 
 // Close stops the background sweeper, if any, and waits for it to end. The
@@ -555,7 +554,7 @@ type sweeper[S any] struct {
 	shards  []Shard[S]
 	idleAt  func(*S) int64
 	clocked *atomic.Bool
-	now     func() int64
+	clock   clock // a copy: the sweeper must not hold the table
 	stop    chan struct{}
 	done    chan struct{}
 	once    sync.Once
@@ -575,7 +574,7 @@ func (sw *sweeper[S]) run(interval time.Duration) {
 			// as of the wall clock.
 			now := int64(-1 << 63)
 			if sw.clocked.Load() {
-				now = sw.now()
+				now = sw.clock.now()
 			}
 			sweepShards(sw.shards, sw.idleAt, now)
 		}
