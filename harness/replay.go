@@ -3,6 +3,7 @@ package harness
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"time"
@@ -28,12 +29,15 @@ type ReplayLine struct {
 // Replay decides each request of tr with l, at time zero plus the request's
 // time, and writes one JSON object per request to w, in order. It stops at
 // the first malformed line, returning its *workloads.TraceError after
-// writing every line before it.
-func Replay(tr *workloads.TraceReader, l limiters.AtLimiter, w io.Writer) error {
+// writing every line before it, or when ctx ends, returning ctx's error.
+func Replay(ctx context.Context, tr *workloads.TraceReader, l limiters.AtLimiter, w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	var err error
 	for {
+		if err = ctx.Err(); err != nil {
+			break
+		}
 		var req workloads.Request
 		req, err = tr.Read()
 		if err != nil {

@@ -12,7 +12,8 @@
 //	gcra            the generic cell rate algorithm: one timestamp per key
 //
 // Token bucket, leaky bucket and GCRA with the same C and R are one policy
-// written three ways: on any trace they admit the same requests.
+// written three ways: on any trace whose times do not go backwards they give
+// the same decisions.
 //
 // A denial is a Decision with Allowed == false, never an error: an error
 // means only that the decision could not be made (a backend failed, or the
@@ -65,9 +66,17 @@ const Never time.Duration = math.MaxInt64
 // AtLimiter is a Limiter that can also decide at an explicit time. Every
 // in-memory limiter is one.
 //
-// Times need not be increasing: a time earlier than one the limiter has
-// already seen for a key is treated as that later time (the clock stood
-// still), so a clock that jumps backwards never mints quota.
+// Times need not be increasing, and a clock that jumps backwards never mints
+// quota: the windows and the buckets decide a time earlier than one they
+// have seen for a key as that later time (the clock stood still); GCRA
+// decides it as given, which is stricter.
+//
+// An in-memory limiter forgets a key once its quota has been full again for
+// a second, judged by the newest time it has seen on any key (or by its own
+// clock, once AllowN has been called). A decision more than a second behind
+// that newest time may therefore find a key forgotten, and fresh. Times
+// should step back by less than a second: concurrent callers of a real
+// clock do, and a replay in time order does.
 type AtLimiter interface {
 	Limiter
 	// AllowAt is AllowN at time t. A cost n < 1 is denied with RetryAfter

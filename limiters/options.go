@@ -35,7 +35,9 @@ type Options struct {
 	// Walk); nil means a monotonic reading of the system clock taken as an
 	// offset from the Unix time at construction, so wall-clock steps after
 	// construction do not move window edges. See CoarseClock for a cheaper,
-	// coarser clock.
+	// coarser clock. A limiter that has decided at its clock (AllowN) is
+	// swept as of the clock's time; one driven only by explicit times
+	// (AllowAt) is swept as of the newest time it has seen.
 	Clock Clock
 }
 

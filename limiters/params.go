@@ -18,9 +18,16 @@ const (
 	// MaxLimit is the largest limit or capacity a limiter accepts.
 	MaxLimit = math.MaxInt32
 	// MaxPeriod is the longest window, and the longest time a bucket may
-	// take to refill from empty (C/R), that a limiter accepts: 100 years of
-	// nanoseconds, which keeps every timestamp arithmetic inside int64.
-	MaxPeriod = 100 * 365 * 24 * time.Hour
+	// take to refill from empty (C/R), that a limiter accepts: ten years.
+	// With it, every timestamp a limiter computes (a window's end after
+	// next, a bucket's time of full refill) stays inside int64 nanoseconds
+	// for decision times from the year 1700 to 2240, the range the
+	// in-memory limiters support.
+	MaxPeriod = 10 * 365 * 24 * time.Hour
+
+	// maxRateError is how far rounding the emission interval to whole
+	// nanoseconds may move a rate, relatively, before it is refused.
+	maxRateError = 1e-4
 )
 
 // Window is the parameter of the window algorithms (fixed window, sliding
@@ -38,7 +45,7 @@ func (w Window) Validate() error {
 		return fmt.Errorf("%w: limit must be between 1 and %d, got %d", ErrInvalidParameter, MaxLimit, w.Limit)
 	}
 	if w.Length <= 0 || w.Length > MaxPeriod {
-		return fmt.Errorf("%w: window must be between 1ns and %v, got %v", ErrInvalidParameter, MaxPeriod, w.Length)
+		return fmt.Errorf("%w: window must be between 1ns and 10 years (%v), got %v", ErrInvalidParameter, MaxPeriod, w.Length)
 	}
 	return nil
 }
@@ -52,8 +59,11 @@ type Bucket struct {
 	// Capacity is C, the largest burst; 1 to MaxLimit.
 	Capacity int
 	// Rate is R, in tokens per second; positive and finite. It is kept as
-	// its emission interval 1/R rounded to the nanosecond (see Interval), so
-	// rates above 1e9 per second are refused.
+	// its emission interval 1/R rounded to the nanosecond (see Interval),
+	// so a rate is refused when that rounding would change it by more than
+	// 0.01%: any rate up to 100,000 per second is exact enough, and above
+	// that rates whose interval is a whole number of nanoseconds (1e6,
+	// 2.5e6, 1e7, ...) are.
 	Rate float64
 }
 
@@ -68,8 +78,13 @@ func (b Bucket) Validate() error {
 	if b.Rate > 1e9 {
 		return fmt.Errorf("%w: rate must be at most 1e9 tokens per second, got %v", ErrInvalidParameter, b.Rate)
 	}
-	if t := 1e9 / b.Rate; t*float64(b.Capacity) > float64(MaxPeriod) {
-		return fmt.Errorf("%w: capacity %d at rate %v per second takes %.3g years to refill, more than %v", ErrInvalidParameter, b.Capacity, b.Rate, t*float64(b.Capacity)/float64(365*24*time.Hour), MaxPeriod)
+	t := 1e9 / b.Rate
+	if rounded := math.Round(t); math.Abs(rounded-t)/t > maxRateError {
+		lo, hi := 1e9/math.Ceil(t), 1e9/math.Floor(t)
+		return fmt.Errorf("%w: rate %v per second cannot be kept exactly: its interval of %.4gns is rounded to whole nanoseconds, which would make it %v; the nearest rates that are exact are %v and %v", ErrInvalidParameter, b.Rate, t, 1e9/rounded, lo, hi)
+	}
+	if t*float64(b.Capacity) > float64(MaxPeriod) {
+		return fmt.Errorf("%w: capacity %d at rate %v per second takes %.3g years to refill, more than the %v allowed", ErrInvalidParameter, b.Capacity, b.Rate, t*float64(b.Capacity)/float64(365*24*time.Hour), "10 years")
 	}
 	return nil
 }

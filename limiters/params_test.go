@@ -31,7 +31,8 @@ func TestConstructorsValidate(t *testing.T) {
 		{"window too long, NaN rate", limiters.Window{Limit: 1, Length: limiters.MaxPeriod + 1}, limiters.Bucket{Capacity: 1, Rate: math.NaN()}, ""},
 		{"infinite rate", okW, limiters.Bucket{Capacity: 1, Rate: math.Inf(1)}, "positive finite"},
 		{"rate above 1e9", okW, limiters.Bucket{Capacity: 1, Rate: 2e9}, "at most 1e9"},
-		{"refill beyond int64", okW, limiters.Bucket{Capacity: math.MaxInt32, Rate: 1e-3}, "years to refill"},
+		{"refill beyond ten years", okW, limiters.Bucket{Capacity: 1000, Rate: 1e-6}, "years to refill"},
+		{"rate the nanosecond cannot hold", okW, limiters.Bucket{Capacity: 10, Rate: 7.5e8}, "nearest rates that are exact are 5e+08 and 1e+09"},
 	} {
 		for _, a := range limiters.Algorithms() {
 			w, b := tt.w, tt.b
@@ -53,6 +54,12 @@ func TestConstructorsValidate(t *testing.T) {
 			if !errors.Is(err, limiters.ErrInvalidParameter) || !strings.HasPrefix(err.Error(), pkg+": ") || !strings.Contains(err.Error(), tt.says) {
 				t.Errorf("%s, %s: error %q, want %q... wrapping ErrInvalidParameter and saying %q", tt.name, a, err, pkg+": ", tt.says)
 			}
+		}
+	}
+	// Rates that are exact enough are accepted, however odd.
+	for _, r := range []float64{1e-6, 1.0 / 3, 7, 99999.7, 1e6, 2.5e6, 1e9} {
+		if err := (limiters.Bucket{Capacity: 1, Rate: r}).Validate(); err != nil {
+			t.Errorf("rate %v: %v", r, err)
 		}
 	}
 	if _, err := memory.New(limiters.Spec{Algorithm: "magic", Window: okW}); !errors.Is(err, limiters.ErrInvalidParameter) {

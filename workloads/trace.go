@@ -21,15 +21,18 @@ type Request struct {
 }
 
 // TraceReader reads a trace: CSV lines of t,key[,n], t in seconds from the
-// trace's start (fractions allowed, not negative), key a user id (quoted if
-// it holds a comma), n a cost (a positive integer; 1 if absent). Blank
-// lines and lines starting with # are skipped, and a header line t,key,n (or
-// t,key) is allowed before the first request.
+// trace's start (fractions allowed, not negative, never less than the line
+// before's), key a user id (quoted if it holds a comma), n a cost (a
+// positive integer; 1 if absent). Blank lines and lines starting with #
+// (after any spaces) are skipped, and a header line t,key,n (or t,key) is
+// allowed before the first request.
 //
 // It reads one line at a time, so a trace of any length streams.
 type TraceReader struct {
-	r     *csv.Reader
-	begun bool
+	r        *csv.Reader
+	begun    bool
+	last     time.Duration // the time of the previous request
+	lastLine int
 }
 
 // NewTraceReader returns a reader of the trace in r.
@@ -73,6 +76,12 @@ func (tr *TraceReader) Read() (Request, error) {
 			return Request{}, err
 		}
 		line, _ := tr.r.FieldPos(0)
+		if !tr.begun {
+			rec[0] = strings.TrimPrefix(rec[0], "\ufeff") // a byte order mark
+		}
+		if blank(rec) || strings.HasPrefix(strings.TrimSpace(rec[0]), "#") {
+			continue
+		}
 		first := !tr.begun
 		tr.begun = true
 		if first && isHeader(rec) {
@@ -82,8 +91,21 @@ func (tr *TraceReader) Read() (Request, error) {
 		if err != nil {
 			return Request{}, &TraceError{Line: line, Err: err}
 		}
+		if tr.lastLine > 0 && req.T < tr.last {
+			return Request{}, &TraceError{Line: line, Err: fmt.Errorf("time %v is before line %d's %v: a trace must be in time order", req.T.Seconds(), tr.lastLine, tr.last.Seconds())}
+		}
+		tr.last, tr.lastLine = req.T, line
 		return req, nil
 	}
+}
+
+func blank(rec []string) bool {
+	for _, f := range rec {
+		if strings.TrimSpace(f) != "" {
+			return false
+		}
+	}
+	return true
 }
 
 func isHeader(rec []string) bool {

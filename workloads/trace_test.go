@@ -25,15 +25,15 @@ func readAll(t *testing.T, in string) ([]Request, error) {
 }
 
 func TestTraceReads(t *testing.T) {
-	in := "t,key,n\n# a comment\n\n0,alice\n 0.5 , bob ,3\n1e-3,\"carol, jr\",1\n2.000000001,alice\n"
+	in := "t,key,n\n# a comment\n\n0,alice\n1e-3,\"carol, jr\",1\n 0.5 , bob ,3\n2.000000001,alice\n"
 	got, err := readAll(t, in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []Request{
 		{0, "alice", 1},
-		{500 * time.Millisecond, "bob", 3},
 		{time.Millisecond, "carol, jr", 1},
+		{500 * time.Millisecond, "bob", 3},
 		{2*time.Second + 1, "alice", 1},
 	}
 	if len(got) != len(want) {
@@ -110,4 +110,18 @@ func FuzzTrace(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestTraceSkipsAndOrders(t *testing.T) {
+	// A byte order mark, spaces-only lines, indented comments: skipped.
+	got, err := readAll(t, "\ufefft,key\n   \n  # indented\n0,a\n \t \n1,a\n1,b\n")
+	if err != nil || len(got) != 3 {
+		t.Fatalf("read %v, %v; want 3 requests", got, err)
+	}
+	// Time must not go back.
+	_, err = readAll(t, "0,a\n5,a\n# note\n2,b\n")
+	var te *TraceError
+	if !errors.As(err, &te) || te.Line != 4 || !strings.Contains(err.Error(), "time 2 is before line 2's 5") {
+		t.Fatalf("time going back: err = %v, want a TraceError on line 4 naming line 2", err)
+	}
 }

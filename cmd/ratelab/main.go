@@ -72,7 +72,8 @@ Run "ratelab COMMAND --help" for a command's flags and examples.
 
 The six algorithms: fixed-window, sliding-log, sliding-counter (limit N per
 window W) and token-bucket, leaky-bucket, gcra (capacity C, rate R per
-second). See https://pkg.go.dev/github.com/ratelab/ratelab/limiters.
+second). Each is a package documented with its formula, its memory and its
+worst case: go doc github.com/ratelab/ratelab/limiters/gcra, for one.
 `
 
 func usage(w io.Writer) {

@@ -98,6 +98,7 @@ func TestExitStatus(t *testing.T) {
 		{"missing file", "", append(replay, "testdata/nope.csv"), 2, "", "no such file"},
 		{"malformed line", "0,a\n0.5,b\n1,c,zero\n2,d\n", replay, 2, `"key":"b"`, "standard input: line 3: cost \"zero\" is not a positive integer"},
 		{"malformed time", "# c\nsoon,a\n", replay, 2, "", `line 2: time "soon" is not a number`},
+		{"time going back", "1,a\n3,b\n2,a\n", replay, 2, `"t":3`, "line 3: time 2 is before line 2's 3: a trace must be in time order"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out, errOut, code := ratelab(t, tt.stdin, tt.args...)

@@ -30,10 +30,11 @@ reset_after is how long until the key is back to its full quota.
 
 TRACE is a CSV file of t,key[,n] lines, or standard input when it is - or
 absent: t in seconds from the trace's start (fractions allowed), key a user
-id, n a cost (default 1). Blank lines and lines starting with # are skipped;
-a header line t,key,n is allowed. Each key starts fresh the first time it
-appears. A malformed line stops the replay with exit status 2 and names the
-line; the lines before it have been printed.
+id, n a cost (default 1). Times must not decrease from line to line. Blank
+lines and lines starting with # are skipped; a header line t,key,n is
+allowed. Each key starts fresh the first time it appears. A malformed line
+stops the replay with exit status 2 and names the line; the lines before it
+have been printed.
 
 Algorithms: fixed-window, sliding-log and sliding-counter take --limit and
 --window; token-bucket, leaky-bucket and gcra take --capacity and --rate.
@@ -117,7 +118,7 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return usageError{fmt.Errorf("replay: %w", err)}
 	}
 	defer l.Close()
-	err = harness.Replay(workloads.NewTraceReader(in), l, stdout)
+	err = harness.Replay(ctx, workloads.NewTraceReader(in), l, stdout)
 	var te *workloads.TraceError
 	if errors.As(err, &te) {
 		return usageError{fmt.Errorf("replay: %s: %w", name, err)}

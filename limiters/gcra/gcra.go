@@ -13,7 +13,10 @@
 //
 // GCRA is the token bucket written with one timestamp instead of a token
 // count and a refill time: with the same C and R, this package, tokenbucket
-// and leakybucket admit exactly the same requests on any trace.
+// and leakybucket give the same decisions on any trace whose times do not go
+// backwards. A time before the latest one seen is decided as given: its
+// debt TAT - t is larger, so it is stricter than the buckets, which stand
+// still at their last refill; it never mints quota.
 //
 // Worst case: a key idle long enough may spend C at once, so any interval of
 // length w admits at most C + floor(w*R) of cost; there is no window edge to
@@ -123,6 +126,7 @@ func (l *Limiter) allow(d *limiters.Decision, key string, now int64, n int) {
 			p = l.tab.Insert(sh, h, key)
 		}
 		p.tat = tat
+		sh.ForgetDenial(h)
 	}
 	if !ok && n == 1 {
 		l.describe(d, ok, tat, now, n)

@@ -13,7 +13,8 @@
 //
 // As a meter (AllowN, AllowAt) the leaky bucket is the token bucket seen
 // from the other side, level = C - tokens: with the same C and R this
-// package, tokenbucket and gcra admit exactly the same requests on any trace.
+// package, tokenbucket and gcra give the same decisions on any trace whose
+// times do not go backwards.
 // As a shaper (Wait) the bucket is a queue drained at R: Wait admits exactly
 // what AllowN would, then holds each request until the water ahead of it has
 // drained, so requests leave evenly spaced at the rate R.
@@ -109,14 +110,17 @@ func (l *Limiter) AllowAt(key string, t time.Time, n int) (d limiters.Decision) 
 
 // Wait puts n events for key into the bucket if AllowN would admit them,
 // and then waits until the water ahead of them has drained, so that what
-// Wait lets through leaves at the rate R. When the bucket has no room it
-// returns at once with a denial (Allowed false) and a nil error.
+// Wait lets through leaves at the rate R.
 //
-// If ctx ends before the request's turn would come, Wait does not queue it
-// and returns an error wrapping context.DeadlineExceeded; if ctx ends while
-// the request waits, Wait returns ctx's error and the request keeps its
-// place in the bucket (the water is not taken back), so the bucket never
-// lets through more than its rate.
+// When the bucket has no room for n, Wait returns at once with a denial
+// (Allowed false, RetryAfter until there is room) and a nil error, as AllowN
+// would. When there is room but the request's turn would come after ctx's
+// deadline, Wait does not queue it: it returns a denial whose RetryAfter is
+// when the turn would have come, and an error wrapping
+// context.DeadlineExceeded. If ctx ends while the request waits, Wait
+// returns ctx's error and the request keeps its place in the bucket (the
+// water is not taken back), so the bucket never lets through more than its
+// rate.
 func (l *Limiter) Wait(ctx context.Context, key string, n int) (limiters.Decision, error) {
 	var d limiters.Decision
 	if err := ctx.Err(); err != nil {
@@ -125,19 +129,18 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int) (limiters.Decisio
 	if n < 1 {
 		return d, fmt.Errorf("leakybucket: %w, got %d", limiters.ErrInvalidCost, n)
 	}
-	now := l.tab.Now()
 	budget := int64(math.MaxInt64)
 	if deadline, ok := ctx.Deadline(); ok {
-		budget = deadline.UnixNano() - now
+		budget = int64(time.Until(deadline))
 	}
-	wait := l.allow(&d, key, now, n, budget)
-	if !d.Allowed {
-		if wait > budget {
-			return d, fmt.Errorf("leakybucket: waiting %v for key %q would pass the context's deadline: %w", time.Duration(wait), key, context.DeadlineExceeded)
-		}
+	wait := l.allow(&d, key, l.tab.Now(), n, budget)
+	switch {
+	case !d.Allowed && d.Remaining < n: // no room
 		return d, nil
-	}
-	if wait <= 0 {
+	case !d.Allowed: // room, but not time enough
+		d.RetryAfter = time.Duration(wait)
+		return d, fmt.Errorf("leakybucket: waiting %v for key %q would pass the context's deadline: %w", time.Duration(wait), key, context.DeadlineExceeded)
+	case wait <= 0:
 		return d, nil
 	}
 	timer := time.NewTimer(time.Duration(wait))
@@ -163,15 +166,19 @@ func (l *Limiter) allow(d *limiters.Decision, key string, now int64, n int, budg
 	p := sh.Find(h, now)
 	s := l.leak(p, now)
 	wait = s.last + s.level - now
-	ok := n >= 1 && n <= l.c && s.level+int64(n)*l.t <= l.ct && wait <= budget
+	fits := n >= 1 && n <= l.c && s.level+int64(n)*l.t <= l.ct
+	ok := fits && wait <= budget
 	if ok {
 		s.level += int64(n) * l.t
 		if p == nil {
 			p = l.tab.Insert(sh, h, key)
 		}
 		*p = s
+		sh.ForgetDenial(h)
 	}
-	if !ok && n == 1 {
+	if !fits && n == 1 {
+		// Only a full bucket is a denial worth remembering; a wait
+		// refused for its deadline is not.
 		l.describe(d, ok, s, now, n)
 		sh.CacheDenial(h, now, d)
 		sh.Unlock()
@@ -218,7 +225,7 @@ func (l *Limiter) describe(d *limiters.Decision, ok bool, s state, now int64, n 
 		d.RetryAfter = limiters.Never
 		if n >= 1 && n <= l.c {
 			// s.last >= now: the excess drains from s.last on.
-			d.RetryAfter = time.Duration(max(s.last+s.level+int64(n)*l.t-l.ct-now, 0))
+			d.RetryAfter = time.Duration(max(s.last+s.level+int64(n)*l.t-l.ct-now, 0)) // 0 only for a deadline refusal, which Wait fills in
 		}
 	}
 	d.ResetAfter = time.Duration(s.last + s.level - now)

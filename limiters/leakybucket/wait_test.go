@@ -82,6 +82,14 @@ func TestWaitContext(t *testing.T) {
 		if p, _ := l.Peek(context.Background(), "k"); p.Remaining != 2 {
 			t.Fatalf("after a refused Wait, Remaining = %d, want 2: nothing was queued", p.Remaining)
 		}
+		if d.RetryAfter != 300*time.Millisecond {
+			t.Fatalf("refused Wait: RetryAfter = %v, want 300ms, when its turn would have come", d.RetryAfter)
+		}
+		// A refusal for time is not a denial: a request admits at once,
+		// even one whose clock is a little behind.
+		if d := l.AllowAt("k", time.Now().Add(-time.Millisecond), 1); !d.Allowed {
+			t.Fatalf("AllowAt after a Wait refused for its deadline = %+v, want admitted", d)
+		}
 
 		ctx, cancel = context.WithCancel(context.Background())
 		go func() {

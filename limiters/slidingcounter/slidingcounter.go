@@ -132,6 +132,7 @@ func (l *Limiter) allow(d *limiters.Decision, key string, now int64, n int) {
 			p = l.tab.Insert(sh, h, key)
 		}
 		*p = s
+		sh.ForgetDenial(h)
 	}
 	if !ok && n == 1 {
 		l.describe(d, ok, s, e, weighted, now, n)

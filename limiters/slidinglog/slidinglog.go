@@ -160,6 +160,7 @@ func (l *Limiter) allow(d *limiters.Decision, key string, now int64, n int) {
 		}
 		l.record(&s, w, n)
 		*p = s
+		sh.ForgetDenial(h)
 		w = window{at: w.at, first: 0, live: int(s.n)}
 	}
 	l.describe(d, ok, &s, w, now, n)

@@ -13,7 +13,8 @@
 // tokens are kept in integer nanoseconds of refill (one token is T = 1/R
 // rounded to the nanosecond), so there is no floating-point drift and the
 // arithmetic is exactly that of leakybucket and gcra: with the same C and R
-// the three admit the same requests on any trace.
+// the three give the same decisions on any trace whose times do not go
+// backwards.
 //
 // Worst case: a key idle for C/R seconds may spend C at once, so any interval
 // of length w admits at most C + floor(w*R) of cost; there is no window edge
@@ -120,6 +121,7 @@ func (l *Limiter) allow(d *limiters.Decision, key string, now int64, n int) {
 			p = l.tab.Insert(sh, h, key)
 		}
 		*p = s
+		sh.ForgetDenial(h)
 	}
 	if !ok && n == 1 {
 		l.describe(d, ok, s, now, n)

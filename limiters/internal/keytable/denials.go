@@ -12,12 +12,15 @@ import (
 // without taking the shard's lock and without writing anything: the cache
 // lines stay shared between cores instead of moving to each decision's core.
 //
-// It is sound because a denial does not go stale on its own. Until the
-// first time U at which a unit request would be admitted, a key's state
-// cannot become more permissive: time passing only brings U nearer, nothing
-// is admitted before U, and a time earlier than the one the denial was
-// decided at is decided at least as strictly by every algorithm. Only
-// forgetting the key (Delete, Clear, eviction) can, and it clears the entry.
+// It is sound because an entry describes the key's state as it is: the
+// entry is written from a denial under the shard's lock, and every change
+// of the key's state clears it (an admission, through ForgetDenial, and
+// forgetting the key). Against an unchanged state, a unit request is denied
+// at every time before the first time U at which one would be admitted:
+// later times up to U by the definition of U, and earlier times because
+// every algorithm decides an earlier time at least as strictly as a later
+// one on the same state (the buckets refill less, the windows count in the
+// key's latest window, GCRA's debt is larger).
 //
 // Entries are written under the shard's lock, with a sequence number that
 // is odd while one is being written (a seqlock); readers check it before and
@@ -114,8 +117,9 @@ func (e *denial) set(h uint64, until, reset int64) {
 	e.seq.Add(1)
 }
 
-// forgetDenial clears h's entry, if it has one. The shard must be locked.
-func (sh *Shard[S]) forgetDenial(h uint64) {
+// ForgetDenial clears h's entry, if it has one: the algorithms call it
+// when they change h's state. The shard must be locked.
+func (sh *Shard[S]) ForgetDenial(h uint64) {
 	ds := sh.denials.Load()
 	if ds == nil {
 		return

@@ -43,7 +43,7 @@ func (k Keys[S]) peekAt(key string, now int64) limiters.Decision {
 // Peek reports key's state now without consuming: whether a unit request
 // would be admitted, and the quota as it stands. The error is always nil.
 func (k Keys[S]) Peek(ctx context.Context, key string) (limiters.Decision, error) {
-	return k.peekAt(key, k.tab.Now()), nil
+	return k.peekAt(key, k.tab.Read()), nil
 }
 
 // Reset forgets key: its next request sees a full quota. The error is
@@ -64,7 +64,7 @@ func (k Keys[S]) ResetAll(ctx context.Context) error {
 // unless the limiter keeps key names (limiters.WithKeyNames). It returns
 // ctx's error if ctx ends first.
 func (k Keys[S]) Walk(ctx context.Context, fn func(key string, d limiters.Decision) bool) error {
-	return k.walk(ctx, k.tab.Now(), fn)
+	return k.walk(ctx, k.tab.Read(), fn)
 }
 
 // WalkAt is Walk as of time t.

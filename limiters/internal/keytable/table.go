@@ -30,6 +30,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"runtime"
 	"sync"
@@ -61,10 +62,20 @@ const (
 	sampled = 16
 )
 
-// Grace is how long past its idle time a key is kept. A decision whose time is
-// more than Grace behind the newest time its shard has seen may find a
-// forgotten key fresh where it would otherwise have found it nearly so.
+// Grace is how long past its idle time a key is kept. Forgetting is judged
+// by the newest time a shard has seen, on any of its keys, not by each key's
+// own: a decision whose time is more than Grace behind that newest time may
+// find a key forgotten (fresh) that it would have found nearly so.
 const Grace = time.Second
+
+// graced is the cutoff for forgetting as of newest: keys idle at or before
+// it go. It saturates rather than wrap for times near the minimum.
+func graced(newest int64) int64 {
+	if newest < math.MinInt64+int64(Grace) {
+		return math.MinInt64
+	}
+	return newest - int64(Grace)
+}
 
 type slot[S any] struct {
 	h uint64
@@ -148,6 +159,7 @@ func New[S any](limit int, idleAt func(*S) int64, o limiters.Options) *Table[S] 
 		t.clock.coarse = c
 	}
 	for i := range t.shards {
+		t.shards[i].hw = math.MinInt64
 		t.shards[i].denials = &t.denials[i]
 		if o.MaxKeys > 0 {
 			t.shards[i].limit = max(o.MaxKeys/n, 1)
@@ -170,15 +182,20 @@ func New[S any](limit int, idleAt func(*S) int64, o limiters.Options) *Table[S] 
 	return t
 }
 
-// Now reads the table's clock in Unix nanoseconds, and marks the table as
-// driven by its clock, so the sweeper may forget keys as of the clock's time
-// rather than only as of the newest time a decision brought.
+// Now reads the table's clock in Unix nanoseconds for a decision, and marks
+// the table as driven by its clock, so that the sweeper may forget keys as
+// of the clock's time rather than only as of the newest time a decision
+// brought.
 func (t *Table[S]) Now() int64 {
 	if !t.clocked.Load() {
 		t.clocked.Store(true)
 	}
 	return t.clock.now()
 }
+
+// Read reads the table's clock without marking it: for looking (Peek,
+// Walk), which must not change how the table is swept.
+func (t *Table[S]) Read() int64 { return t.clock.now() }
 
 // Close stops the background sweeper, if any, and waits for it to end. The
 // table keeps working.
@@ -263,7 +280,7 @@ func (sh *Shard[S]) lookup(h uint64) int {
 // idle keys, or at the key cap a nearly idle one, to make room.
 func (t *Table[S]) Insert(sh *Shard[S], h uint64, key string) *S {
 	if sh.limit > 0 && sh.n >= sh.limit {
-		cutoff := sh.hw - int64(Grace)
+		cutoff := graced(sh.hw)
 		if sh.inserts >= sh.n/4 {
 			t.rebuild(sh, cutoff)
 		}
@@ -272,7 +289,7 @@ func (t *Table[S]) Insert(sh *Shard[S], h uint64, key string) *S {
 		}
 	}
 	if (sh.n+1)*maxLoadDen > int(sh.cap)*maxLoadNum {
-		t.rebuild(sh, sh.hw-int64(Grace))
+		t.rebuild(sh, graced(sh.hw))
 	}
 	i := sh.place(h)
 	for i < 0 {
@@ -324,7 +341,7 @@ func (sh *Shard[S]) remove(i int) {
 	for j < len(slots) && slots[j].h != 0 && home(slots[j].h, sh.cap) < uint64(j) {
 		j++
 	}
-	sh.forgetDenial(slots[i].h)
+	sh.ForgetDenial(slots[i].h)
 	copy(slots[i:j-1], slots[i+1:j])
 	slots[j-1] = slot[S]{}
 	if sh.keys != nil {
@@ -386,7 +403,7 @@ func (sh *Shard[S]) resize(cap uint64, keepKeys bool, live func(*slot[S]) bool) 
 				continue
 			}
 			if live != nil && !live(s) {
-				sh.forgetDenial(s.h)
+				sh.ForgetDenial(s.h)
 				continue
 			}
 			j := sh.place(s.h)
@@ -458,6 +475,7 @@ func (t *Table[S]) Clear() {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		sh.slots, sh.keys, sh.cap, sh.n, sh.inserts = nil, nil, 0, 0, 0
+		sh.hw = math.MinInt64
 		sh.forgetDenials()
 		sh.mu.Unlock()
 	}
@@ -507,9 +525,10 @@ func (t *Table[S]) Walk(ctx context.Context, see func(*S) limiters.Decision, fn 
 			}
 			buf = append(buf, e)
 		}
+		named := sh.keys != nil
 		sh.mu.Unlock()
 		for _, e := range buf {
-			if sh.keys == nil {
+			if !named {
 				e.key = fmt.Sprintf("#%016x", e.h)
 			}
 			if !fn(e.key, e.d) {
@@ -531,7 +550,7 @@ func sweepShards[S any](shards []Shard[S], idleAt func(*S) int64, now int64) {
 	for i := range shards {
 		sh := &shards[i]
 		sh.mu.Lock()
-		cutoff := max(now, sh.hw) - int64(Grace)
+		cutoff := graced(max(now, sh.hw))
 		for j := 0; j < len(sh.slots); {
 			s := &sh.slots[j]
 			if s.h != 0 && idleAt(&s.s) <= cutoff {

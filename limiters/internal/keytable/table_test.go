@@ -296,3 +296,54 @@ func TestCoarseClock(t *testing.T) {
 		c.Stop()
 	})
 }
+
+// Walk may run while keys arrive: the race detector watches, and every key
+// it names is a real name when names are kept.
+func TestWalkWhileInserting(t *testing.T) {
+	tab := newTable(t, limiters.Options{KeepKeyNames: true})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 20000 {
+			put(tab, fmt.Sprint("k", i), 0, st{idle: 1 << 60})
+		}
+	}()
+	for walking := true; walking; {
+		select {
+		case <-done:
+			walking = false
+		default:
+		}
+		err := tab.Walk(t.Context(), func(s *st) limiters.Decision { return limiters.Decision{} }, func(key string, _ limiters.Decision) bool {
+			if len(key) == 0 || key[0] != 'k' {
+				t.Errorf("Walk named a key %q", key)
+			}
+			return true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Looking at a limiter (Peek, Walk) does not make its sweeper switch to
+// the wall clock: a table driven by explicit times in the past keeps its
+// keys however often it is looked at.
+func TestLookingDoesNotChangeSweeping(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tab := New(5, idle, limiters.Options{SweepInterval: time.Second})
+		defer tab.Close()
+		past := int64(1e18) // 2001
+		for i := range 100 {
+			put(tab, fmt.Sprint(i), past, st{idle: past + int64(time.Hour)})
+		}
+		k := NewKeys(tab, func(s *st, now int64) limiters.Decision { return limiters.Decision{} })
+		k.Peek(t.Context(), "1")
+		k.Walk(t.Context(), func(string, limiters.Decision) bool { return true })
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := tab.Stats().Keys; got != 100 {
+			t.Fatalf("after Peek, Walk and a minute of sweeps: %d keys, want 100", got)
+		}
+	})
+}
