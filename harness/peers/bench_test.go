@@ -158,19 +158,21 @@ func BenchmarkDecide(b *testing.B) {
 					// loop allocates nothing, but a mark phase still
 					// running would take a quarter of the CPU from it.
 					runtime.GC()
+					// key is the i-th key asked for.
+					key := func(i int) string {
+						if c.keys == "hot" {
+							return hotKey
+						}
+						return fix.keys[seq[i&(seqLen-1)]]
+					}
 					var admitted atomic.Int64
 					if procs == 1 {
-						i := 0
-						got := int64(0)
+						i, got := 0, int64(0)
 						for b.Loop() {
-							k := hotKey
-							if c.keys != "hot" {
-								k = fix.keys[seq[i&(seqLen-1)]]
-								i++
-							}
-							if d, _ := l.AllowN(ctx, k, 1); d.Allowed {
+							if d, _ := l.AllowN(ctx, key(i), 1); d.Allowed {
 								got++
 							}
+							i++
 						}
 						admitted.Add(got)
 					} else {
@@ -181,17 +183,12 @@ func BenchmarkDecide(b *testing.B) {
 						b.SetParallelism(procs / runtime.GOMAXPROCS(0))
 						b.ResetTimer() // b.Loop does this itself; RunParallel does not
 						b.RunParallel(func(pb *testing.PB) {
-							i := int(gid.Add(1)) * 7919
-							got := int64(0)
+							i, got := int(gid.Add(1))*7919, int64(0)
 							for pb.Next() {
-								k := hotKey
-								if c.keys != "hot" {
-									k = fix.keys[seq[i&(seqLen-1)]]
-									i++
-								}
-								if d, _ := l.AllowN(ctx, k, 1); d.Allowed {
+								if d, _ := l.AllowN(ctx, key(i), 1); d.Allowed {
 									got++
 								}
+								i++
 							}
 							admitted.Add(got)
 						})
