@@ -10,7 +10,7 @@ OUT       ?= out
 COUNT     ?= 6
 BENCHTIME ?= 200ms
 
-.PHONY: all test fmt-check vet staticcheck race bench bench-run bench-report clean
+.PHONY: all test fmt-check vet staticcheck race bench bench-quick bench-go bench-go-run bench-go-report clean
 
 all: test
 
@@ -18,7 +18,7 @@ all: test
 test: fmt-check vet staticcheck race
 
 fmt-check:
-	@files=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './out/*')); \
+	@files=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './out/*')); \
 	if [ -n "$$files" ]; then echo "gofmt would change:"; echo "$$files"; exit 1; fi
 
 vet:
@@ -30,17 +30,25 @@ staticcheck:
 race:
 	$(GO) test -race -shuffle=on -count=1 ./...
 
-## bench: every limiter and its peers, side by side, summarised by benchstat
-bench: bench-run bench-report
+## bench: the lab: every limiter and its peers through every workload (a few minutes)
+bench:
+	$(GO) run ./cmd/ratelab bench --out $(OUT)
 
-bench-run:
+## bench-quick: the same, shorter (well under a minute)
+bench-quick:
+	$(GO) run ./cmd/ratelab bench --quick --out $(OUT)
+
+## bench-go: the Go benchmarks of one decision, with benchstat (about 4 minutes)
+bench-go: bench-go-run bench-go-report
+
+bench-go-run:
 	@mkdir -p $(OUT)
 	$(GO) test ./harness/peers -run '^$$' -bench . -count $(COUNT) -benchtime $(BENCHTIME) | tee $(OUT)/bench.txt
 
 # The cases BenchmarkDecide runs: keys/limit/procs.
 CASES := hot/unlimited/1 hot/strict/1 hot/strict/2 zipf100k/strict/1 zipf100k/strict/2 uniform100k/strict/2
 
-bench-report:
+bench-go-report:
 	@for c in $(CASES); do \
 	  keys=$${c%%/*}; rest=$${c#*/}; limit=$${rest%%/*}; procs=$${rest#*/}; \
 	  echo; echo "== keys=$$keys limit=$$limit goroutines=$$procs: wall time per decision =="; \

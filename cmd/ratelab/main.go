@@ -1,5 +1,5 @@
-// Command ratelab is the face of the ratelab limiters and lab: it replays
-// traces through any limiter.
+// Command ratelab is the face of the ratelab limiters and lab: it runs the
+// lab (bench) and replays traces through any limiter (replay).
 //
 // Run "ratelab help" for the commands and "ratelab help COMMAND" for one.
 package main
@@ -55,6 +55,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"bench", "the lab: every limiter and its peers, through the same workloads", runBench},
 		{"replay", "decide a trace of requests with any limiter, one JSON line each", runReplay},
 	}
 }

@@ -114,3 +114,49 @@ func TestExitStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestBench(t *testing.T) {
+	out := t.TempDir()
+	stdout, stderr, code := ratelab(t, "", "bench", "--limiters", "fixed-window,sliding-log,gcra", "--workloads", "boundary-attack",
+		"--modes", "simulated", "--attackers", "3", "--simulated", "5s", "--limit", "10", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"boundary-attack", "fixed-window", "2.00", "Simulated time:", filepath.Join(out, "results.json")} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if stderr != "" {
+		t.Errorf("stderr %q: progress should stay quiet when stderr is not a terminal", stderr)
+	}
+	for _, name := range []string{"results.json", "tables.md", "tables.txt"} {
+		if st, err := os.Stat(filepath.Join(out, name)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestBenchBadFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--limiters", "magic"}, `unknown limiter "magic"`},
+		{[]string{"--modes", "fast"}, `unknown mode "fast"`},
+		{[]string{"--workloads", "spiky"}, `unknown workload "spiky"`},
+		{[]string{"--goroutines", "1,two"}, `"two" is not a number`},
+		{[]string{"--limit", "0"}, "limit must be between 1 and"},
+		{[]string{"--seed", "-1"}, "invalid value"},
+		{[]string{"extra"}, "unexpected arguments"},
+	} {
+		_, stderr, code := ratelab(t, "", append([]string{"bench"}, tt.args...)...)
+		if code != 2 || !strings.Contains(stderr, tt.says) {
+			t.Errorf("bench %v: exit %d, stderr %q; want 2 saying %q", tt.args, code, stderr, tt.says)
+		}
+	}
+	stdout, _, code := ratelab(t, "", "bench", "--help")
+	if code != 0 || !strings.Contains(stdout, "ratelab bench [flags]") {
+		t.Errorf("bench --help: exit %d, %q", code, stdout)
+	}
+}

@@ -34,6 +34,17 @@ type Peer struct {
 	// New returns the library's limiter for w: N per W read as a fixed
 	// window of N per W, or as a bucket of capacity N refilled over W.
 	New func(w limiters.Window) (Limiter, error)
+	// NewAt returns the same deciding at explicit times, for simulated
+	// time; nil when the library reads its own clock and takes none
+	// (go-limiter).
+	NewAt func(w limiters.Window) (AtLimiter, error)
+}
+
+// AtLimiter is a peer's limiter deciding at an explicit time. Calls must
+// not go back in time by much (the peers do not all handle it) and must
+// come from one goroutine (throttled's time is set per call).
+type AtLimiter interface {
+	AllowAt(key string, t time.Time, n int) limiters.Decision
 }
 
 // Limiter is a peer's limiter; Close releases what it runs.
@@ -45,9 +56,11 @@ type Limiter interface {
 // All returns the peers, in the order tables list them.
 func All() []Peer {
 	return []Peer{
-		{Name: "x/time/rate", Module: "golang.org/x/time v0.16.0", Algorithm: limiters.TokenBucket, New: newXRate},
+		{Name: "x/time/rate", Module: "golang.org/x/time v0.16.0", Algorithm: limiters.TokenBucket, New: newXRate,
+			NewAt: func(w limiters.Window) (AtLimiter, error) { return nonNil(newXRateAt(w)) }},
 		{Name: "go-limiter", Module: "github.com/sethvargo/go-limiter v0.7.1", Algorithm: limiters.FixedWindow, New: newGoLimiter},
-		{Name: "throttled", Module: "github.com/throttled/throttled/v2 v2.15.0", Algorithm: limiters.GCRA, New: newThrottled},
+		{Name: "throttled", Module: "github.com/throttled/throttled/v2 v2.15.0", Algorithm: limiters.GCRA, New: newThrottled,
+			NewAt: func(w limiters.Window) (AtLimiter, error) { return nonNil(newThrottledAt(w)) }},
 	}
 }
 
@@ -60,6 +73,14 @@ type xrate struct {
 }
 
 func newXRate(w limiters.Window) (Limiter, error) {
+	x, err := newXRateAt(w)
+	if err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+func newXRateAt(w limiters.Window) (*xrate, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
@@ -67,6 +88,10 @@ func newXRate(w limiters.Window) (Limiter, error) {
 }
 
 func (x *xrate) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
+	return x.AllowAt(key, time.Now(), n), nil
+}
+
+func (x *xrate) AllowAt(key string, t time.Time, n int) limiters.Decision {
 	x.mu.Lock()
 	l, ok := x.m[key]
 	if !ok {
@@ -74,7 +99,7 @@ func (x *xrate) AllowN(ctx context.Context, key string, n int) (limiters.Decisio
 		x.m[key] = l
 	}
 	x.mu.Unlock()
-	return limiters.Decision{Allowed: l.AllowN(time.Now(), n), Limit: x.burst}, nil
+	return limiters.Decision{Allowed: l.AllowN(t, n), Limit: x.burst}
 }
 
 // Len is the number of keys held.
@@ -116,16 +141,39 @@ func (g *goLimiter) Close() error { return g.s.Close(context.Background()) }
 type throttledGCRA struct {
 	l     *throttled.GCRARateLimiterCtx
 	limit int
+	now   time.Time // for AllowAt: the store's clock reads it
 }
 
 func newThrottled(w limiters.Window) (Limiter, error) {
-	if err := w.Validate(); err != nil {
-		return nil, err
-	}
-	st, err := memstore.NewCtx(0)
+	t, err := newThrottledStore(w, nil)
 	if err != nil {
 		return nil, err
 	}
+	return t, nil
+}
+
+func newThrottledAt(w limiters.Window) (*throttledGCRA, error) {
+	t := new(throttledGCRA)
+	return newThrottledStore(w, t)
+}
+
+// newThrottledStore builds throttled's limiter into into (a new one if
+// nil); into's store reads into.now as its clock when into was given.
+func newThrottledStore(w limiters.Window, into *throttledGCRA) (*throttledGCRA, error) {
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
+	ms, err := memstore.New(0)
+	if err != nil {
+		return nil, err
+	}
+	t := into
+	if t == nil {
+		t = new(throttledGCRA)
+	} else {
+		ms.SetTimeNow(func() time.Time { return t.now })
+	}
+	st := throttled.WrapStoreWithContext(ms)
 	// throttled counts a burst as the requests beyond the first.
 	l, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{
 		MaxRate:  throttled.PerDuration(w.Limit, w.Length),
@@ -134,7 +182,8 @@ func newThrottled(w limiters.Window) (Limiter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("throttled: %w", err)
 	}
-	return &throttledGCRA{l: l, limit: w.Limit}, nil
+	t.l, t.limit = l, w.Limit
+	return t, nil
 }
 
 func (t *throttledGCRA) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
@@ -142,4 +191,19 @@ func (t *throttledGCRA) AllowN(ctx context.Context, key string, n int) (limiters
 	return limiters.Decision{Allowed: !limited, Limit: t.limit, Remaining: max(res.Remaining, 0)}, err
 }
 
+// AllowAt decides at t; calls must come from one goroutine.
+func (t *throttledGCRA) AllowAt(key string, at time.Time, n int) limiters.Decision {
+	t.now = at
+	d, _ := t.AllowN(context.Background(), key, n)
+	return d
+}
+
 func (t *throttledGCRA) Close() error { return nil }
+
+// nonNil returns a nil AtLimiter, not a typed nil, on error.
+func nonNil[L AtLimiter](l L, err error) (AtLimiter, error) {
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}

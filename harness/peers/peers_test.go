@@ -36,7 +36,44 @@ func TestPeersEnforceTheirLimit(t *testing.T) {
 			}
 		})
 	}
-	if _, err := All()[0].New(limiters.Window{}); err == nil {
-		t.Error("a peer accepted an empty window")
+	for _, p := range All() {
+		if l, err := p.New(limiters.Window{}); err == nil || l != nil {
+			t.Errorf("%s accepted an empty window: %v, %v", p.Name, l, err)
+		}
+		if p.NewAt == nil {
+			continue
+		}
+		if l, err := p.NewAt(limiters.Window{}); err == nil || l != nil {
+			t.Errorf("%s at explicit times accepted an empty window: %v, %v", p.Name, l, err)
+		}
+	}
+}
+
+// At explicit times the peers that take them decide like the ratelab
+// algorithm they are: a burst of N, then one more N/W later.
+func TestPeersAtExplicitTimes(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	for _, p := range All() {
+		if p.NewAt == nil {
+			continue
+		}
+		l, err := p.NewAt(limiters.Window{Limit: 5, Length: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 5 {
+			if !l.AllowAt("k", t0, 1).Allowed {
+				t.Fatalf("%s: request %d at t0 denied", p.Name, i+1)
+			}
+		}
+		if l.AllowAt("k", t0, 1).Allowed {
+			t.Fatalf("%s: sixth request at t0 admitted", p.Name)
+		}
+		if l.AllowAt("k", t0.Add(1900*time.Millisecond), 1).Allowed {
+			t.Fatalf("%s: admitted before a token refilled (2s)", p.Name)
+		}
+		if !l.AllowAt("k", t0.Add(2*time.Second), 1).Allowed {
+			t.Fatalf("%s: denied after a token refilled (2s)", p.Name)
+		}
 	}
 }

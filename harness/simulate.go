@@ -1,0 +1,107 @@
+package harness
+
+import (
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/slidinglog"
+	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/workloads"
+)
+
+// Simulate decides every arrival of w with d, at time zero plus the
+// arrival's time, and returns which were admitted, in arrival order. The
+// harness owns the clock: the result depends only on w and on d.
+func Simulate(w *workloads.Workload, d AtDecider) []bool {
+	allowed := make([]bool, len(w.Arrivals))
+	keys := keysOf(w)
+	for i, a := range w.Arrivals {
+		allowed[i] = d.AllowAt(keys[a.User], time.Unix(0, int64(a.T)), int(a.N)).Allowed
+	}
+	return allowed
+}
+
+// keysOf returns every user's key, indexed by user.
+func keysOf(w *workloads.Workload) []string {
+	keys := make([]string, w.Params.Users)
+	for u := range keys {
+		keys[u] = w.Key(int32(u))
+	}
+	return keys
+}
+
+// Ideal returns the ideal's decisions for "limit" on w: the sliding window
+// log, which admits a request exactly when what its key was admitted in the
+// last W, plus the request, is at most N.
+func Ideal(w *workloads.Workload, limit limiters.Window) ([]bool, error) {
+	l, err := slidinglog.New(limit, limiters.WithSweepInterval(-1))
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	return Simulate(w, l), nil
+}
+
+// Compare measures allowed against the ideal's decisions on the same
+// arrivals, judged as "limit".
+func Compare(w *workloads.Workload, allowed, ideal []bool, limit limiters.Window) results.Accuracy {
+	var acc results.Accuracy
+	for i := range allowed {
+		switch {
+		case allowed[i] && !ideal[i]:
+			acc.FalseAllow++
+		case !allowed[i] && ideal[i]:
+			acc.FalseDeny++
+		}
+		if allowed[i] {
+			acc.Admitted++
+		}
+		if ideal[i] {
+			acc.Ideal++
+		}
+	}
+	if n := float64(len(allowed)); n > 0 {
+		acc.FalseAllowRate = float64(acc.FalseAllow) / n
+		acc.FalseDenyRate = float64(acc.FalseDeny) / n
+	}
+	acc.MaxWindowRatio = float64(MaxInWindow(w, allowed, limit.Length)) / float64(limit.Limit)
+	return acc
+}
+
+// MaxInWindow returns the most cost any one user had admitted in an
+// interval (t - length, t].
+func MaxInWindow(w *workloads.Workload, allowed []bool, length time.Duration) int64 {
+	// Group the admitted arrivals by user (a counting sort keeps each
+	// user's in time order), then slide a window over each user's.
+	start := make([]int32, w.Params.Users+1)
+	for i, a := range w.Arrivals {
+		if allowed[i] {
+			start[a.User+1]++
+		}
+	}
+	for u := 1; u < len(start); u++ {
+		start[u] += start[u-1]
+	}
+	byUser := make([]workloads.Arrival, start[len(start)-1])
+	next := append([]int32(nil), start[:len(start)-1]...)
+	for i, a := range w.Arrivals {
+		if allowed[i] {
+			byUser[next[a.User]] = a
+			next[a.User]++
+		}
+	}
+	best := int64(0)
+	for u := 0; u < w.Params.Users; u++ {
+		mine := byUser[start[u]:start[u+1]]
+		sum, lo := int64(0), 0
+		for _, a := range mine {
+			sum += int64(a.N)
+			for mine[lo].T <= a.T-length {
+				sum -= int64(mine[lo].N)
+				lo++
+			}
+			best = max(best, sum)
+		}
+	}
+	return best
+}

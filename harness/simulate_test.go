@@ -1,0 +1,59 @@
+package harness
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/workloads"
+)
+
+func TestMaxInWindow(t *testing.T) {
+	w := &workloads.Workload{Params: workloads.Params{Users: 2}, Arrivals: []workloads.Arrival{
+		{T: 0, User: 0, N: 1},
+		{T: 500 * time.Millisecond, User: 1, N: 5},
+		{T: 900 * time.Millisecond, User: 0, N: 2},
+		{T: 1000 * time.Millisecond, User: 0, N: 1}, // (0, 1s] holds 3: the first has left
+		{T: 1100 * time.Millisecond, User: 0, N: 4},
+		{T: 1200 * time.Millisecond, User: 1, N: 1},
+	}}
+	all := []bool{true, true, true, true, true, true}
+	if got := MaxInWindow(w, all, time.Second); got != 7 {
+		t.Errorf("MaxInWindow = %d, want 7 (user 0: 2+1+4 in (0.1s, 1.1s])", got)
+	}
+	some := []bool{true, true, true, true, false, true}
+	if got := MaxInWindow(w, some, time.Second); got != 6 {
+		t.Errorf("MaxInWindow without the 4 = %d, want 6 (user 1: 5+1)", got)
+	}
+}
+
+// The lab's yardsticks on the boundary attack: the ideal admits exactly N
+// in any window; the fixed window 2N. It runs out of phase with the ideal:
+// it admits the burst after each edge (a new window), which the ideal
+// denies, and so denies the burst before the next edge, which the ideal
+// admits by then.
+func TestBoundaryAttackYardsticks(t *testing.T) {
+	limit := limiters.Window{Limit: 10, Length: time.Second}
+	w, err := workloads.BoundaryAttack(workloads.Params{Seed: 1, Users: 4, Limit: limit, Duration: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ideal, err := Ideal(w, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acc := Compare(w, ideal, ideal, limit); acc.MaxWindowRatio != 1 || acc.FalseAllow != 0 || acc.FalseDeny != 0 {
+		t.Fatalf("the ideal against itself: %+v", acc)
+	}
+	for _, s := range Subjects()[:1] { // fixed-window
+		d, stop, err := s.NewAt(limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acc := Compare(w, Simulate(w, d), ideal, limit)
+		stop()
+		if acc.MaxWindowRatio != 2 || acc.FalseAllow == 0 || acc.FalseDeny == 0 || acc.Admitted <= acc.Ideal {
+			t.Fatalf("fixed window under the boundary attack: %+v, want a ratio of 2, more admitted than the ideal, errors both ways", acc)
+		}
+	}
+}

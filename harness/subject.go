@@ -1,0 +1,127 @@
+package harness
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ratelab/ratelab/harness/peers"
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/memory"
+)
+
+// Subject is a limiter under test: one of ratelab's algorithms, or a peer
+// library.
+type Subject struct {
+	// Name is how tables call it: the algorithm for ratelab's, the
+	// library for a peer.
+	Name      string
+	Library   string
+	Algorithm limiters.Algorithm
+	Backend   string
+	// NewAt returns the limiter for "N per W" deciding at explicit times,
+	// for simulated time; nil when the limiter takes no explicit time.
+	NewAt func(w limiters.Window) (AtDecider, func(), error)
+	// New returns it deciding at its own clock, for real time.
+	New func(w limiters.Window) (limiters.Limiter, func(), error)
+}
+
+// AtDecider decides at explicit times.
+type AtDecider interface {
+	AllowAt(key string, t time.Time, n int) limiters.Decision
+}
+
+// Spec is how ratelab reads "N per W" for algorithm a: N per W for a
+// window algorithm, a capacity of N refilled over W for a bucket.
+func Spec(a limiters.Algorithm, w limiters.Window) limiters.Spec {
+	return limiters.Spec{
+		Algorithm: a,
+		Window:    w,
+		Bucket:    limiters.Bucket{Capacity: w.Limit, Rate: float64(w.Limit) / w.Length.Seconds()},
+	}
+}
+
+// Subjects returns ratelab's six algorithms, then the peers.
+func Subjects() []Subject {
+	var out []Subject
+	for _, a := range limiters.Algorithms() {
+		newMemory := func(w limiters.Window) (memory.Limiter, func(), error) {
+			l, err := memory.New(Spec(a, w), limiters.WithSweepInterval(-1))
+			if err != nil {
+				return nil, nil, err
+			}
+			return l, func() { l.Close() }, nil
+		}
+		out = append(out, Subject{
+			Name: string(a), Library: "ratelab", Algorithm: a, Backend: "memory",
+			NewAt: func(w limiters.Window) (AtDecider, func(), error) { return decider(newMemory(w)) },
+			New: func(w limiters.Window) (limiters.Limiter, func(), error) {
+				l, stop, err := newMemory(w)
+				if err != nil {
+					return nil, nil, err
+				}
+				return l, stop, nil
+			},
+		})
+	}
+	for _, p := range peers.All() {
+		s := Subject{
+			Name: p.Name, Library: p.Module, Algorithm: p.Algorithm, Backend: "memory",
+			New: func(w limiters.Window) (limiters.Limiter, func(), error) {
+				l, err := p.New(w)
+				if err != nil {
+					return nil, nil, err
+				}
+				return l, func() { l.Close() }, nil
+			},
+		}
+		if p.NewAt != nil {
+			s.NewAt = func(w limiters.Window) (AtDecider, func(), error) {
+				l, err := p.NewAt(w)
+				if err != nil {
+					return nil, nil, err
+				}
+				return l, func() {}, nil
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func decider(l memory.Limiter, stop func(), err error) (AtDecider, func(), error) {
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, stop, nil
+}
+
+// SubjectsNamed returns the subjects with the given names, in the order
+// Subjects lists them; all of them when names is empty.
+func SubjectsNamed(names []string) ([]Subject, error) {
+	all := Subjects()
+	if len(names) == 0 {
+		return all, nil
+	}
+	var out []Subject
+	for _, s := range all {
+		for _, n := range names {
+			if s.Name == n {
+				out = append(out, s)
+			}
+		}
+	}
+	for _, n := range names {
+		found := false
+		for _, s := range all {
+			found = found || s.Name == n
+		}
+		if !found {
+			var known []string
+			for _, s := range all {
+				known = append(known, s.Name)
+			}
+			return nil, fmt.Errorf("harness: unknown limiter %q (want some of %v)", n, known)
+		}
+	}
+	return out, nil
+}

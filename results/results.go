@@ -1,0 +1,194 @@
+// Package results is the lab's result format: one JSON file per run of the
+// lab, and the tables made from it.
+//
+// The field names are a public format: CI and users parse them. A change
+// that renames or removes a field, or changes what one means, bumps Schema.
+package results
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// Schema is the version of the format this package writes and reads.
+const Schema = 1
+
+// File is one run of the lab.
+type File struct {
+	Schema int   `json:"schema"`
+	Meta   Meta  `json:"meta"`
+	Runs   []Run `json:"runs"`
+}
+
+// Meta says where, when and how the lab ran.
+type Meta struct {
+	Seed       uint64    `json:"seed"`
+	GoVersion  string    `json:"go_version"`
+	CPU        string    `json:"cpu"`
+	Cores      int       `json:"cores"`
+	GOMAXPROCS int       `json:"gomaxprocs"`
+	Start      time.Time `json:"start"`
+	Elapsed    Seconds   `json:"elapsed_s"`
+	Params     Params    `json:"params"`
+}
+
+// Params are every parameter of the run.
+type Params struct {
+	Quick bool `json:"quick"`
+	// Limit is the limit every limiter is given: N per W for the window
+	// algorithms, a capacity of N refilled over W for the buckets.
+	Limit     int      `json:"limit"`
+	Window    Seconds  `json:"window_s"`
+	Limiters  []string `json:"limiters"`
+	Workloads []string `json:"workloads"`
+	Modes     []string `json:"modes"`
+	// Users is the population of the uniform, bursty and boundary-attack
+	// workloads; ManyUsers that of many-users and of the memory runs.
+	Users     int `json:"users"`
+	Attackers int `json:"attackers"`
+	ManyUsers int `json:"many_users"`
+	// Simulated is how much time each simulated workload spans.
+	Simulated Seconds `json:"simulated_s"`
+	// Goroutines are the counts the unpaced real-time runs sweep;
+	// LatencyGoroutines sends the paced runs at OfferedRate.
+	Goroutines        []int   `json:"goroutines"`
+	RealTime          Seconds `json:"realtime_s"`
+	LatencyGoroutines int     `json:"latency_goroutines"`
+	OfferedRate       float64 `json:"offered_rate_per_s"`
+	// RealTimeAccuracyScale is how much time is compressed when a limiter
+	// that takes no explicit time has its accuracy measured in real time.
+	RealTimeAccuracyScale float64 `json:"realtime_accuracy_scale"`
+}
+
+// Run is one limiter under one workload in one mode.
+type Run struct {
+	// Limiter names the implementation: a ratelab algorithm ("gcra") or
+	// a peer library ("x/time/rate").
+	Limiter string `json:"limiter"`
+	// Library is the Go module and version measured.
+	Library   string `json:"library"`
+	Algorithm string `json:"algorithm"`
+	Backend   string `json:"backend"`
+	Workload  string `json:"workload"`
+	// Mode is "simulated" (explicit times, for accuracy), "realtime"
+	// (goroutines on the real clock), or "memory".
+	Mode string `json:"mode"`
+	// Goroutines and OfferedRate describe a real-time run: how many
+	// senders, and at what total rate (0: as fast as each can go).
+	Goroutines  int     `json:"goroutines,omitempty"`
+	OfferedRate float64 `json:"offered_rate_per_s,omitempty"`
+	// Judged is the N per W a run's accuracy is measured against: for a
+	// bucket, its capacity C over C/R.
+	Judged *Judged `json:"judged,omitempty"`
+	// Decisions is how many decisions the run made.
+	Decisions int64 `json:"decisions"`
+
+	Accuracy *Accuracy `json:"accuracy,omitempty"`
+	// LatencyNS is, for a paced real-time run, from each request's
+	// intended send time to its decision; for an unpaced one, the time of
+	// one decision, sampled on one request in 16.
+	LatencyNS      *Latency `json:"latency_ns,omitempty"`
+	ThroughputPerS float64  `json:"throughput_per_s,omitempty"`
+	BytesPerUser   float64  `json:"bytes_per_user,omitempty"`
+	// Users is, for a memory run, the keys the limiter was given.
+	Users            int      `json:"users,omitempty"`
+	LockWaitNSPerOp  *float64 `json:"lock_wait_ns_per_op,omitempty"`
+	SkippedBecause   string   `json:"skipped_because,omitempty"`
+	AchievedFraction *float64 `json:"achieved_fraction,omitempty"`
+}
+
+// Judged is a limit: N per W.
+type Judged struct {
+	Limit  int     `json:"limit"`
+	Window Seconds `json:"window_s"`
+}
+
+// Accuracy compares a limiter's decisions with the ideal's (the sliding
+// window log, exact, on the same arrivals).
+type Accuracy struct {
+	// Admitted is how many requests the limiter admitted; Ideal how many
+	// the ideal did.
+	Admitted int64 `json:"admitted"`
+	Ideal    int64 `json:"ideal_admitted"`
+	// FalseAllow counts requests the limiter admitted and the ideal
+	// denied; FalseDeny the other way round. The rates are per request.
+	FalseAllow     int64   `json:"false_allow"`
+	FalseDeny      int64   `json:"false_deny"`
+	FalseAllowRate float64 `json:"false_allow_rate"`
+	FalseDenyRate  float64 `json:"false_deny_rate"`
+	// MaxWindowRatio is the most cost one key had admitted in any
+	// interval of length W, divided by N: 1 for an exact limiter, up to
+	// 2 for a fixed window.
+	MaxWindowRatio float64 `json:"max_window_ratio"`
+}
+
+// Latency is the distribution of one decision's latency, in nanoseconds.
+type Latency struct {
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p999"`
+	Max  float64 `json:"max"`
+}
+
+// Seconds is a duration written as a number of seconds.
+type Seconds float64
+
+// Duration converts s.
+func (s Seconds) Duration() time.Duration { return time.Duration(float64(s) * 1e9) }
+
+// ErrSchema reports a file written in another version of the format.
+var ErrSchema = errors.New("results: schema version mismatch")
+
+// Write writes f as indented JSON.
+func Write(w io.Writer, f *File) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(f)
+}
+
+// WriteFile writes f to path.
+func WriteFile(path string, f *File) error {
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := Write(out, f); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// Read reads a file written by Write, refusing another schema version and
+// fields this version does not know.
+func Read(r io.Reader) (*File, error) {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	var f File
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("results: %w", err)
+	}
+	if f.Schema != Schema {
+		return nil, fmt.Errorf("%w: the file is version %d, this ratelab reads %d", ErrSchema, f.Schema, Schema)
+	}
+	return &f, nil
+}
+
+// ReadFile reads the file at path.
+func ReadFile(path string) (*File, error) {
+	in, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	f, err := Read(in)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}

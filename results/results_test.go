@@ -1,0 +1,132 @@
+package results
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func ptr[T any](v T) *T { return &v }
+
+// fixture is a small results file with one run of every kind.
+func fixture() *File {
+	j := &Judged{Limit: 100, Window: 1}
+	return &File{
+		Schema: Schema,
+		Meta: Meta{Seed: 7, GoVersion: "go1.26.8", CPU: "AMD EPYC", Cores: 2, GOMAXPROCS: 2,
+			Start: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), Elapsed: 93.5,
+			Params: Params{Limit: 100, Window: 1, Users: 500, Attackers: 50, ManyUsers: 1_000_000, Simulated: 60,
+				Goroutines: []int{1, 2}, RealTime: 0.25, LatencyGoroutines: 1, OfferedRate: 200_000, RealTimeAccuracyScale: 0.02}},
+		Runs: []Run{
+			{Limiter: "fixed-window", Library: "ratelab", Algorithm: "fixed-window", Backend: "memory", Workload: "boundary-attack", Mode: "simulated", Judged: j, Decisions: 590_000,
+				Accuracy: &Accuracy{Admitted: 300_000, Ideal: 295_000, FalseAllow: 295_000, FalseDeny: 290_000, FalseAllowRate: 0.5, FalseDenyRate: 0.4915, MaxWindowRatio: 2}, ThroughputPerS: 9.1e6},
+			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "boundary-attack", Mode: "simulated", Judged: j, Decisions: 590_000,
+				Accuracy: &Accuracy{Admitted: 295_100, Ideal: 295_000, FalseAllow: 2950, FalseDeny: 2850, FalseAllowRate: 0.005, FalseDenyRate: 0.00483, MaxWindowRatio: 1.01}, ThroughputPerS: 1.2e7},
+			{Limiter: "sliding-log", Library: "ratelab", Algorithm: "sliding-log", Backend: "memory", Workload: "boundary-attack", Mode: "simulated", Judged: j, Decisions: 590_000,
+				Accuracy: &Accuracy{Admitted: 295_000, Ideal: 295_000, MaxWindowRatio: 1}, ThroughputPerS: 6e6},
+			{Limiter: "go-limiter", Library: "github.com/sethvargo/go-limiter v0.7.1", Algorithm: "fixed-window", Backend: "memory", Workload: "boundary-attack", Mode: "realtime", Judged: j, Decisions: 590_000,
+				Accuracy: &Accuracy{Admitted: 299_000, Ideal: 270_000, FalseAllow: 150_000, FalseDeny: 121_000, FalseAllowRate: 0.254, FalseDenyRate: 0.205, MaxWindowRatio: 1.78}},
+			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "uniform", Mode: "realtime", Goroutines: 1, Decisions: 5_000_000,
+				LatencyNS: &Latency{P50: 40, P90: 45, P99: 61, P999: 900, Max: 85_000}, ThroughputPerS: 2.3e7, LockWaitNSPerOp: ptr(0.0)},
+			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "uniform", Mode: "realtime", Goroutines: 2, Decisions: 9_000_000,
+				LatencyNS: &Latency{P50: 44, P90: 50, P99: 80, P999: 1200, Max: 1.2e6}, ThroughputPerS: 4.51e7, LockWaitNSPerOp: ptr(0.04)}, // shown as <0.1ns
+			{Limiter: "x/time/rate", Library: "golang.org/x/time v0.16.0", Algorithm: "token-bucket", Backend: "memory", Workload: "uniform", Mode: "realtime", Goroutines: 2, Decisions: 2_000_000,
+				LatencyNS: &Latency{P50: 210, P90: 260, P99: 900, P999: 30_000, Max: 4.1e6}, ThroughputPerS: 1.05e7, LockWaitNSPerOp: ptr(278.4)},
+			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "uniform", Mode: "realtime", Goroutines: 1, OfferedRate: 200_000, Decisions: 100_000,
+				LatencyNS: &Latency{P50: 136, P90: 154, P99: 994, P999: 28_224, Max: 219_966}, ThroughputPerS: 199_990, AchievedFraction: ptr(0.99995)},
+			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "many-users", Mode: "memory", Users: 1_000_000, Decisions: 1_000_000, BytesPerUser: 21.04},
+			{Limiter: "x/time/rate", Library: "golang.org/x/time v0.16.0", Algorithm: "token-bucket", Backend: "memory", Workload: "many-users", Mode: "memory", Users: 1_000_000, Decisions: 1_000_000, BytesPerUser: 151.76},
+		},
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -update writes it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+func TestTablesGolden(t *testing.T) {
+	var txt, md bytes.Buffer
+	tables := Tables(fixture())
+	var names []string
+	for _, tb := range tables {
+		names = append(names, tb.Name)
+		if err := tb.Text(&txt); err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.Markdown(&md); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := "accuracy accuracy-realtime latency throughput contention memory"; strings.Join(names, " ") != want {
+		t.Fatalf("tables %v, want %s", names, want)
+	}
+	golden(t, "tables.txt", txt.Bytes())
+	golden(t, "tables.md", md.Bytes())
+}
+
+func TestRoundTrip(t *testing.T) {
+	var b bytes.Buffer
+	if err := Write(&b, fixture()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "results.json", b.Bytes())
+	f, err := Read(bytes.NewReader(b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again bytes.Buffer
+	Write(&again, f)
+	if !bytes.Equal(b.Bytes(), again.Bytes()) {
+		t.Fatal("a file read back writes differently")
+	}
+}
+
+func TestReadRefuses(t *testing.T) {
+	for _, tt := range []struct{ in, says string }{
+		{`{"schema": 2, "meta": {}, "runs": []}`, "version 2"},
+		{`{"schema": 1, "meta": {}, "runs": [], "extra": 1}`, "unknown field"},
+		{`{"schema": 1, "runs": [{"limiter": 3}]}`, "cannot unmarshal"},
+		{`not json`, "invalid character"},
+	} {
+		_, err := Read(strings.NewReader(tt.in))
+		if err == nil || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("Read(%s) = %v, want an error saying %q", tt.in, err, tt.says)
+		}
+	}
+	if _, err := Read(strings.NewReader(`{"schema": 2}`)); !errors.Is(err, ErrSchema) {
+		t.Errorf("another schema: %v, want ErrSchema", err)
+	}
+}
+
+func TestFormats(t *testing.T) {
+	for _, tt := range []struct{ got, want string }{
+		{count(0), "0"}, {count(999), "999"}, {count(1000), "1,000"}, {count(1234567), "1,234,567"}, {count(-1234), "-1,234"},
+		{nanos(0), "0"}, {nanos(85), "85ns"}, {nanos(1234), "1.2µs"}, {nanos(3.4e6), "3.4ms"}, {nanos(2.345e9), "2.35s"},
+		{rate(12), "12/s"}, {rate(250_000), "250k/s"}, {rate(1.234e7), "12.34M/s"},
+		{countRate(0, 0), "0"}, {countRate(1234, 0.0003123), "1,234 (0.0312%)"},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,359 @@
+package results
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+	"github.com/ratelab/ratelab/limiters"
+)
+
+// Table is one of the lab's tables.
+type Table struct {
+	// Name is the table's file name in the output folder, without an
+	// extension.
+	Name string
+	// Title heads it; Note says how to read it.
+	Title, Note string
+	Header      []string
+	Rows        [][]string
+	// Left is how many leading columns are labels (aligned left); the
+	// rest are numbers (aligned right).
+	Left int
+}
+
+// Tables returns the tables for f, one per concern, leaving out those f has
+// no runs for.
+func Tables(f *File) []Table {
+	var out []Table
+	for _, t := range []Table{
+		accuracyTable(f, "simulated"),
+		accuracyTable(f, "realtime"),
+		latencyTable(f),
+		perGoroutines(f, "throughput", "Throughput: decisions per second, unpaced",
+			"Every sender sends as fast as it can; a column per number of goroutines. On 2 cores, more than 2 goroutines show what contention costs.",
+			func(r Run) string { return rate(r.ThroughputPerS) }),
+		perGoroutines(f, "contention", "Lock contention: time blocked on locks per decision, unpaced",
+			"Time goroutines spent parked on a sync.Mutex or RWMutex (the runtime's /sync/mutex/wait/total), divided by decisions. Spinning before parking is not counted.",
+			func(r Run) string {
+				switch w := r.LockWaitNSPerOp; {
+				case w == nil:
+					return ""
+				case *w == 0:
+					return "0"
+				case *w < 0.1:
+					return "<0.1ns"
+				case *w < 10:
+					return strconv.FormatFloat(*w, 'f', 1, 64) + "ns"
+				}
+				return nanos(*r.LockWaitNSPerOp)
+			}),
+		memoryTable(f),
+	} {
+		if len(t.Rows) > 0 {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func accuracyTable(f *File, mode string) Table {
+	t := Table{
+		Name:  "accuracy",
+		Title: "Accuracy against the ideal (the sliding window log on the same requests), in simulated time",
+		Note: "False allows: admitted where the ideal denied; false denies: the other way; as counts and per request. " +
+			"Most in any W: the most one key had admitted in any interval of the window's length, over the limit (1.00 is exact; a fixed window reaches 2.00). " +
+			"A bucket of capacity C refilled at R is judged as C per C/R.",
+		Header: []string{"workload", "limiter", "judged as", "requests", "admitted", "ideal", "false allows", "false denies", "most in any W"},
+		Left:   3,
+	}
+	if mode == "realtime" {
+		t.Name = "accuracy-realtime"
+		t.Title = "Accuracy against the ideal, in real time, for limiters that take no explicit time"
+		t.Note = "The workload is replayed on the real clock with time compressed (meta.params.realtime_accuracy_scale), the limit's window alike, and the ideal is run on the times the requests were really sent. Not reproducible to the request: the clock is real."
+	}
+	for _, r := range f.Runs {
+		if r.Accuracy == nil || r.Mode != mode {
+			continue
+		}
+		a := r.Accuracy
+		judged := ""
+		if j := r.Judged; j != nil {
+			judged = fmt.Sprintf("N %d per W %v", j.Limit, j.Window.Duration())
+			if limiters.Algorithm(r.Algorithm).IsBucket() {
+				judged = fmt.Sprintf("C %d over C/R %v", j.Limit, j.Window.Duration())
+			}
+		}
+		t.Rows = append(t.Rows, []string{
+			r.Workload, r.Limiter, judged,
+			count(r.Decisions), count(a.Admitted), count(a.Ideal),
+			countRate(a.FalseAllow, a.FalseAllowRate), countRate(a.FalseDeny, a.FalseDenyRate),
+			strconv.FormatFloat(a.MaxWindowRatio, 'f', 2, 64),
+		})
+	}
+	return t
+}
+
+func latencyTable(f *File) Table {
+	t := Table{
+		Name:  "latency",
+		Title: "Latency of a decision, from its intended send time, paced (open loop)",
+		Note: "Senders send at a fixed total rate; each request's latency runs from when it was due, so a stall counts against every request it delays. " +
+			"Kept pace: the share of the offered rate achieved.",
+		Header: []string{"workload", "limiter", "offered", "p50", "p90", "p99", "p99.9", "max", "kept pace"},
+		Left:   2,
+	}
+	for _, r := range f.Runs {
+		if r.Mode != "realtime" || r.OfferedRate == 0 || r.LatencyNS == nil {
+			continue
+		}
+		l := r.LatencyNS
+		kept := ""
+		if r.AchievedFraction != nil {
+			kept = fmt.Sprintf("%.0f%%", 100*min(*r.AchievedFraction, 1))
+		}
+		t.Rows = append(t.Rows, []string{
+			r.Workload, r.Limiter, fmt.Sprintf("%s by %d", rate(r.OfferedRate), r.Goroutines),
+			nanos(l.P50), nanos(l.P90), nanos(l.P99), nanos(l.P999), nanos(l.Max), kept,
+		})
+	}
+	return t
+}
+
+// perGoroutines is a table of the unpaced real-time runs, a row per
+// workload and limiter, a column per goroutine count.
+func perGoroutines(f *File, name, title, note string, cell func(Run) string) Table {
+	var gs []int
+	type row struct{ workload, limiter string }
+	var rows []row
+	cells := map[row]map[int]string{}
+	for _, r := range f.Runs {
+		if r.Mode != "realtime" || r.OfferedRate != 0 || r.Accuracy != nil {
+			continue
+		}
+		k := row{r.Workload, r.Limiter}
+		if cells[k] == nil {
+			cells[k] = map[int]string{}
+			rows = append(rows, k)
+		}
+		cells[k][r.Goroutines] = cell(r)
+		if !slices.Contains(gs, r.Goroutines) {
+			gs = append(gs, r.Goroutines)
+		}
+	}
+	slices.Sort(gs)
+	t := Table{Name: name, Title: title, Note: note, Header: []string{"workload", "limiter"}, Left: 2}
+	for _, g := range gs {
+		h := fmt.Sprintf("%d goroutines", g)
+		if g == 1 {
+			h = "1 goroutine"
+		}
+		t.Header = append(t.Header, h)
+	}
+	for _, k := range rows {
+		line := []string{k.workload, k.limiter}
+		for _, g := range gs {
+			line = append(line, cells[k][g])
+		}
+		t.Rows = append(t.Rows, line)
+	}
+	return t
+}
+
+func memoryTable(f *File) Table {
+	t := Table{
+		Name:  "memory",
+		Title: "Memory per user: live heap per key held, after garbage collection",
+		Note: "One request from each of the users, each key a fresh 16-byte string: a limiter that keeps its keys pays for them, " +
+			"one that keeps a hash does not.",
+		Header: []string{"limiter", "users", "bytes per user"},
+		Left:   1,
+	}
+	for _, r := range f.Runs {
+		if r.Mode != "memory" {
+			continue
+		}
+		t.Rows = append(t.Rows, []string{r.Limiter, count(int64(r.Users)), strconv.FormatFloat(r.BytesPerUser, 'f', 1, 64)})
+	}
+	return t
+}
+
+func (t Table) config() tablewriter.Config {
+	align := make([]tw.Align, len(t.Header))
+	for i := range align {
+		align[i] = tw.AlignRight
+		if i < t.Left {
+			align[i] = tw.AlignLeft
+		}
+	}
+	return tablewriter.Config{
+		Header: tw.CellConfig{Formatting: tw.CellFormatting{AutoFormat: tw.Off}},
+		Row:    tw.CellConfig{Alignment: tw.CellAlignment{PerColumn: align}},
+	}
+}
+
+// Text writes t for a terminal: its title, the table, and its note.
+func (t Table) Text(w io.Writer) error {
+	fmt.Fprintf(w, "%s\n", t.Title)
+	tb := tablewriter.NewTable(w, tablewriter.WithConfig(t.config()))
+	tb.Header(t.Header)
+	if err := tb.Bulk(t.Rows); err != nil {
+		return err
+	}
+	if err := tb.Render(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%s\n", wrap(t.Note, 100))
+	return err
+}
+
+// Markdown writes t as a Markdown section: a heading, the note, the table.
+func (t Table) Markdown(w io.Writer) error {
+	fmt.Fprintf(w, "## %s\n\n%s\n\n", t.Title, t.Note)
+	tb := tablewriter.NewTable(w, tablewriter.WithRenderer(renderer.NewMarkdown()), tablewriter.WithConfig(t.config()))
+	tb.Header(t.Header)
+	if err := tb.Bulk(t.Rows); err != nil {
+		return err
+	}
+	return tb.Render()
+}
+
+// wrap breaks s into lines of at most width characters.
+func wrap(s string, width int) string {
+	var b strings.Builder
+	n := 0
+	for i, word := range strings.Fields(s) {
+		if i > 0 && n+1+len(word) > width {
+			b.WriteByte('\n')
+			n = 0
+		} else if i > 0 {
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(word)
+		n += len(word)
+	}
+	return b.String()
+}
+
+// count formats n with thousands separators.
+func count(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	if n < 0 {
+		return "-" + count(-n)
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// countRate formats a count and its rate per request as a percentage.
+func countRate(n int64, rate float64) string {
+	if n == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%s (%s%%)", count(n), strconv.FormatFloat(100*rate, 'g', 3, 64))
+}
+
+// nanos formats a time in nanoseconds with a unit fit for its size.
+func nanos(ns float64) string {
+	switch {
+	case ns == 0:
+		return "0"
+	case ns < 1000:
+		return strconv.FormatFloat(ns, 'f', 0, 64) + "ns"
+	case ns < 1e6:
+		return strconv.FormatFloat(ns/1e3, 'f', 1, 64) + "µs"
+	case ns < 1e9:
+		return strconv.FormatFloat(ns/1e6, 'f', 1, 64) + "ms"
+	}
+	return time.Duration(ns).Round(10 * time.Millisecond).String()
+}
+
+// rate formats a rate per second.
+func rate(r float64) string {
+	switch {
+	case r >= 1e6:
+		return strconv.FormatFloat(r/1e6, 'f', 2, 64) + "M/s"
+	case r >= 1e3:
+		return strconv.FormatFloat(r/1e3, 'f', 0, 64) + "k/s"
+	}
+	return strconv.FormatFloat(math.Round(r), 'f', 0, 64) + "/s"
+}
+
+// WriteDir writes f into dir (created if need be): results.json, and its
+// tables as tables.md and tables.txt. It returns the paths written.
+func WriteDir(dir string, f *File) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	paths := []string{filepath.Join(dir, "results.json"), filepath.Join(dir, "tables.md"), filepath.Join(dir, "tables.txt")}
+	if err := WriteFile(paths[0], f); err != nil {
+		return nil, err
+	}
+	var md, txt bytes.Buffer
+	fmt.Fprintf(&md, "# ratelab: %s\n\n%s\n\n", f.Meta.Start.Format(time.RFC3339), MetaLine(f))
+	for i, t := range Tables(f) {
+		if i > 0 {
+			md.WriteString("\n")
+			txt.WriteString("\n")
+		}
+		if err := t.Markdown(&md); err != nil {
+			return nil, err
+		}
+		if err := t.Text(&txt); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.WriteFile(paths[1], md.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(paths[2], txt.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	return paths, nil
+}
+
+// MetaLine says in one line what machine and parameters f ran with.
+func MetaLine(f *File) string {
+	m, p := f.Meta, f.Meta.Params
+	quick := ""
+	if p.Quick {
+		quick = ", quick"
+	}
+	return fmt.Sprintf("%s, %d cores (GOMAXPROCS %d), %s; seed %d%s; limit %d per %v; %v of simulated time per workload, %d users (%d attacking, %s in many-users).",
+		m.CPU, m.Cores, m.GOMAXPROCS, m.GoVersion, m.Seed, quick, p.Limit, p.Window.Duration(), p.Simulated.Duration(), p.Users, p.Attackers, count(int64(p.ManyUsers)))
+}
+
+// SimulationSpeed says how many decisions a second simulated time made, the
+// limiters and the harness together, over all simulated runs; "" if there
+// were none.
+func SimulationSpeed(f *File) string {
+	var decisions int64
+	var secs float64
+	for _, r := range f.Runs {
+		if r.Mode == "simulated" && r.ThroughputPerS > 0 {
+			decisions += r.Decisions
+			secs += float64(r.Decisions) / r.ThroughputPerS
+		}
+	}
+	if secs == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Simulated time: %s decisions at %.1f million a second on one core (limiters and harness together).", count(decisions), float64(decisions)/secs/1e6)
+}

@@ -1,0 +1,353 @@
+package workloads
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+)
+
+// Arrival is one request of a workload: at T after the start, user User
+// asks for N units.
+type Arrival struct {
+	T    time.Duration
+	User int32
+	N    int32
+}
+
+// Workload is an arrival sequence, in time order, over a population of
+// users.
+type Workload struct {
+	// Name says which generator made it: uniform, bursty,
+	// boundary-attack, many-users, or trace.
+	Name string
+	// Params are the parameters it was made from (for a trace, only
+	// Users and Duration mean anything).
+	Params Params
+	// Arrivals are the requests, in time order (ties by user).
+	Arrivals []Arrival
+	names    []string
+}
+
+// Key returns user u's key: "user-" and 11 digits (16 bytes) for a
+// generated workload, the trace's key for a trace.
+func (w *Workload) Key(u int32) string {
+	if w.names == nil {
+		w.names = make([]string, w.Params.Users)
+		for i := range w.names {
+			w.names[i] = UserKey(i)
+		}
+	}
+	return w.names[u]
+}
+
+// UserKey is the key of user i of a generated workload.
+func UserKey(i int) string { return fmt.Sprintf("user-%011d", i) }
+
+// Split deals the arrivals to g senders by user (user u to sender u mod g),
+// each in time order, so that one user's requests are sent by one sender in
+// order.
+func (w *Workload) Split(g int) [][]Arrival {
+	out := make([][]Arrival, g)
+	for _, a := range w.Arrivals {
+		s := int(a.User) % g
+		out[s] = append(out[s], a)
+	}
+	return out
+}
+
+// Params are what a workload is a pure function of. The zero value of each
+// field is documented; Limit and Users must be set.
+type Params struct {
+	// Seed seeds the generator: the same Params give the same arrivals.
+	Seed uint64
+	// Users is the population.
+	Users int
+	// Duration is how long the arrivals span; zero means 10 windows of
+	// the limit.
+	Duration time.Duration
+	// Limit is the limit under test, N per W (for a bucket, its capacity C
+	// per C/R). Loads are relative to it, and the boundary attack aims at
+	// its window edges.
+	Limit limiters.Window
+	// Load is the offered load relative to the limit: each user asks, on
+	// average, for Load times N per W. Zero means 1.2 (a little over).
+	// The boundary attack ignores it.
+	Load float64
+	// Rate, if set, is the total arrivals per second of the uniform and
+	// many-users workloads, instead of Users times Load times N per W: a
+	// million users need not mean a million times the traffic.
+	Rate float64
+	// Costs is the mix of request costs; nil means every request costs 1.
+	Costs []Cost
+	// Burst is, for the bursty workload, how many times the limit's rate
+	// a user asks at while on; zero means 5.
+	Burst float64
+	// On and Off are, for the bursty workload, how long a user's bursts
+	// and silences last; zero means W and 4W.
+	On, Off time.Duration
+	// Zipf is, for many-users, the exponent s of the Zipf law users are
+	// drawn from (user i with weight 1/(i+1)^s); zero means 1.1.
+	Zipf float64
+	// Edge is, for the boundary attack, how close to each window edge
+	// the attack's two bursts fall, on each side; zero means W/100.
+	Edge time.Duration
+}
+
+// Cost is a request cost and how often it occurs, relative to the others.
+type Cost struct {
+	N      int
+	Weight float64
+}
+
+func (p Params) withDefaults() (Params, error) {
+	if err := p.Limit.Validate(); err != nil {
+		return p, fmt.Errorf("workloads: %w", err)
+	}
+	if p.Users < 1 || p.Users > math.MaxInt32 {
+		return p, fmt.Errorf("workloads: users must be between 1 and %d, got %d", math.MaxInt32, p.Users)
+	}
+	w := p.Limit.Length
+	if p.Duration == 0 {
+		p.Duration = 10 * w
+	}
+	if p.Duration < 0 {
+		return p, fmt.Errorf("workloads: duration must be positive, got %v", p.Duration)
+	}
+	if p.Load == 0 {
+		p.Load = 1.2
+	}
+	if p.Burst == 0 {
+		p.Burst = 5
+	}
+	if p.On == 0 {
+		p.On = w
+	}
+	if p.Off == 0 {
+		p.Off = 4 * w
+	}
+	if p.Zipf == 0 {
+		p.Zipf = 1.1
+	}
+	if p.Edge == 0 {
+		p.Edge = max(w/100, 1)
+	}
+	if p.Rate < 0 || math.IsInf(p.Rate, 0) || math.IsNaN(p.Rate) {
+		return p, fmt.Errorf("workloads: rate must be positive and finite, got %v", p.Rate)
+	}
+	for _, v := range []float64{p.Load, p.Burst, p.Zipf} {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return p, fmt.Errorf("workloads: load, burst and zipf must be positive and finite, got %v", v)
+		}
+	}
+	if p.Zipf <= 1 {
+		return p, fmt.Errorf("workloads: the zipf exponent must be above 1, got %v", p.Zipf)
+	}
+	if p.On < 0 || p.Off < 0 || p.Edge < 0 || 2*p.Edge > w {
+		return p, fmt.Errorf("workloads: on, off and edge must be positive, and edge at most W/2")
+	}
+	for _, c := range p.Costs {
+		if c.N < 1 || !(c.Weight > 0) {
+			return p, fmt.Errorf("workloads: costs must be at least 1 with a positive weight, got %d with %v", c.N, c.Weight)
+		}
+	}
+	return p, nil
+}
+
+// rng returns the generator's random source for workload name: the seed
+// and the name together, so that two workloads with one seed differ.
+func (p Params) rng(name string) *rand.Rand {
+	h := uint64(14695981039346656037)
+	for i := range len(name) {
+		h = (h ^ uint64(name[i])) * 1099511628211
+	}
+	return rand.New(rand.NewPCG(p.Seed, h))
+}
+
+// cost draws a request cost from the mix.
+type coster struct {
+	costs []Cost
+	total float64
+}
+
+func newCoster(costs []Cost) coster {
+	c := coster{costs: costs}
+	for _, x := range costs {
+		c.total += x.Weight
+	}
+	return c
+}
+
+func (c coster) draw(rng *rand.Rand) int32 {
+	if len(c.costs) == 0 {
+		return 1
+	}
+	x := rng.Float64() * c.total
+	for _, k := range c.costs {
+		if x < k.Weight {
+			return int32(k.N)
+		}
+		x -= k.Weight
+	}
+	return int32(c.costs[len(c.costs)-1].N)
+}
+
+// perUser is the mean rate of one user asking for load times the limit,
+// in requests per nanosecond, allowing for the mean cost.
+func (p Params) perUser(load float64) float64 {
+	mean := 1.0
+	if c := newCoster(p.Costs); len(c.costs) > 0 {
+		mean = 0
+		for _, k := range c.costs {
+			mean += float64(k.N) * k.Weight / c.total
+		}
+	}
+	return load * float64(p.Limit.Limit) / float64(p.Limit.Length) / mean
+}
+
+// total is the total arrival rate, per nanosecond.
+func (p Params) total() float64 {
+	if p.Rate > 0 {
+		return p.Rate / 1e9
+	}
+	return p.perUser(p.Load) * float64(p.Users)
+}
+
+func sortArrivals(a []Arrival) {
+	slices.SortFunc(a, func(x, y Arrival) int {
+		return cmp.Or(cmp.Compare(x.T, y.T), cmp.Compare(x.User, y.User))
+	})
+}
+
+// Uniform is steady traffic: a Poisson process at Users times the per-user
+// rate, each arrival from a user drawn uniformly.
+func Uniform(p Params) (*Workload, error) {
+	p, err := p.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	rng, costs := p.rng("uniform"), newCoster(p.Costs)
+	rate := p.total()
+	var out []Arrival
+	for t := rng.ExpFloat64() / rate; t < float64(p.Duration); t += rng.ExpFloat64() / rate {
+		out = append(out, Arrival{T: time.Duration(t), User: int32(rng.IntN(p.Users)), N: costs.draw(rng)})
+	}
+	sortArrivals(out) // ties of equal times, by user
+	return &Workload{Name: "uniform", Params: p, Arrivals: out}, nil
+}
+
+// Bursty is on/off traffic: each user, from a random phase, alternates
+// bursts of length On, asking at Burst times the limit's rate, and
+// silences of length Off.
+func Bursty(p Params) (*Workload, error) {
+	p, err := p.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	rng, costs := p.rng("bursty"), newCoster(p.Costs)
+	rate := p.perUser(p.Burst)
+	cycle := p.On + p.Off
+	var out []Arrival
+	for u := range p.Users {
+		start := -time.Duration(rng.Int64N(int64(cycle)))
+		for on := start; on < p.Duration; on += cycle {
+			for t := float64(max(on, 0)) + rng.ExpFloat64()/rate; t < float64(min(on+p.On, p.Duration)); t += rng.ExpFloat64() / rate {
+				out = append(out, Arrival{T: time.Duration(t), User: int32(u), N: costs.draw(rng)})
+			}
+		}
+	}
+	sortArrivals(out)
+	return &Workload{Name: "bursty", Params: p, Arrivals: out}, nil
+}
+
+// BoundaryAttack is every user spending a full quota just before and just
+// after every window edge kW of the limit: N unit requests evenly spread
+// over [kW - Edge, kW), and N more over [kW, kW + Edge). A fixed window
+// admits all 2N; an exact limit admits N.
+func BoundaryAttack(p Params) (*Workload, error) {
+	p, err := p.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	n, w := p.Limit.Limit, p.Limit.Length
+	step := p.Edge / time.Duration(n)
+	var out []Arrival
+	for edge := w; edge+p.Edge <= p.Duration; edge += w {
+		for i := range n {
+			for u := range p.Users {
+				out = append(out,
+					Arrival{T: edge - p.Edge + time.Duration(i)*step, User: int32(u), N: 1},
+					Arrival{T: edge + time.Duration(i)*step, User: int32(u), N: 1})
+			}
+		}
+	}
+	sortArrivals(out)
+	return &Workload{Name: "boundary-attack", Params: p, Arrivals: out}, nil
+}
+
+// ManyUsers is a large population whose activity follows a Zipf law: a
+// Poisson process at Users times the per-user rate, each arrival from user
+// i with probability proportional to 1/(i+1)^Zipf. A few users are far over
+// the limit; most are seen once or never.
+func ManyUsers(p Params) (*Workload, error) {
+	p, err := p.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	rng, costs := p.rng("many-users"), newCoster(p.Costs)
+	z := rand.NewZipf(rng, p.Zipf, 1, uint64(p.Users-1))
+	rate := p.total()
+	var out []Arrival
+	for t := rng.ExpFloat64() / rate; t < float64(p.Duration); t += rng.ExpFloat64() / rate {
+		out = append(out, Arrival{T: time.Duration(t), User: int32(z.Uint64()), N: costs.draw(rng)})
+	}
+	sortArrivals(out)
+	return &Workload{Name: "many-users", Params: p, Arrivals: out}, nil
+}
+
+// Generators are the generated workloads by name, in the order the lab
+// runs them.
+var Generators = []struct {
+	Name string
+	New  func(Params) (*Workload, error)
+}{
+	{"uniform", Uniform},
+	{"bursty", Bursty},
+	{"boundary-attack", BoundaryAttack},
+	{"many-users", ManyUsers},
+}
+
+// FromTrace reads a whole trace into a workload: each distinct key is a
+// user, numbered in order of first appearance. It returns the reader's
+// *TraceError for a malformed line.
+func FromTrace(tr *TraceReader) (*Workload, error) {
+	w := &Workload{Name: "trace"}
+	users := map[string]int32{}
+	for {
+		r, err := tr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		u, ok := users[r.Key]
+		if !ok {
+			u = int32(len(w.names))
+			users[r.Key] = u
+			w.names = append(w.names, r.Key)
+		}
+		w.Arrivals = append(w.Arrivals, Arrival{T: r.T, User: u, N: int32(r.N)})
+	}
+	w.Params.Users = len(w.names)
+	if n := len(w.Arrivals); n > 0 {
+		w.Params.Duration = w.Arrivals[n-1].T + 1
+	}
+	return w, nil
+}

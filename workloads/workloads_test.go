@@ -1,0 +1,213 @@
+package workloads
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+)
+
+var limit = limiters.Window{Limit: 10, Length: time.Second}
+
+// Every generator is a pure function of its parameters: the same
+// parameters give the same arrivals, another seed other arrivals; the
+// arrivals are in time order, inside the duration, from the population.
+func TestGeneratorsArePure(t *testing.T) {
+	for _, g := range Generators {
+		t.Run(g.Name, func(t *testing.T) {
+			p := Params{Seed: 1, Users: 50, Limit: limit, Duration: 20 * time.Second, Costs: []Cost{{1, 3}, {4, 1}}}
+			a, err := g.New(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := g.New(p)
+			if !slices.Equal(a.Arrivals, b.Arrivals) {
+				t.Fatal("the same parameters gave different arrivals")
+			}
+			p.Seed = 2
+			c, _ := g.New(p)
+			if g.Name != "boundary-attack" && slices.Equal(a.Arrivals, c.Arrivals) {
+				t.Fatal("another seed gave the same arrivals")
+			}
+			if len(a.Arrivals) < 100 {
+				t.Fatalf("only %d arrivals", len(a.Arrivals))
+			}
+			for i, x := range a.Arrivals {
+				if x.T < 0 || x.T >= p.Duration || x.User < 0 || int(x.User) >= p.Users || x.N < 1 {
+					t.Fatalf("arrival %d out of bounds: %+v", i, x)
+				}
+				if i > 0 && x.T < a.Arrivals[i-1].T {
+					t.Fatalf("arrival %d before arrival %d", i, i-1)
+				}
+			}
+			if k := a.Key(7); k != "user-00000000007" || len(k) != 16 {
+				t.Fatalf("Key(7) = %q", k)
+			}
+		})
+	}
+}
+
+// The uniform workload offers Load times the limit: with 50 users asking
+// 1.2 x 10 per second for 100 seconds, about 60,000 requests, spread
+// evenly over users and time, with the cost mix as asked.
+func TestUniform(t *testing.T) {
+	w, err := Uniform(Params{Seed: 3, Users: 50, Limit: limit, Duration: 100 * time.Second, Costs: []Cost{{1, 3}, {5, 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cost := 0
+	per := make([]int, 50)
+	halves := [2]int{}
+	fives := 0
+	for _, a := range w.Arrivals {
+		cost += int(a.N)
+		per[a.User]++
+		halves[a.T/(50*time.Second)]++
+		if a.N == 5 {
+			fives++
+		}
+	}
+	// Load is in units of cost: 1.2 x 10 per second x 50 users x 100s.
+	if want := 60000.0; math.Abs(float64(cost)-want) > 0.03*want {
+		t.Errorf("total cost %d, want about %.0f", cost, want)
+	}
+	for u, n := range per {
+		if mean := len(w.Arrivals) / 50; n < mean*8/10 || n > mean*12/10 {
+			t.Errorf("user %d asked %d times, mean %d", u, n, mean)
+		}
+	}
+	if d := halves[0] - halves[1]; d*d > len(w.Arrivals) {
+		t.Errorf("first half %d, second half %d: not steady", halves[0], halves[1])
+	}
+	if r := float64(fives) / float64(len(w.Arrivals)); math.Abs(r-0.25) > 0.02 {
+		t.Errorf("%.3f of requests cost 5, want 0.25", r)
+	}
+}
+
+// The bursty workload: each user is silent for Off after each burst of On,
+// and asks at Burst times the limit while on.
+func TestBursty(t *testing.T) {
+	p := Params{Seed: 4, Users: 20, Limit: limit, Duration: 50 * time.Second}
+	w, err := Bursty(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byUser := map[int32][]time.Duration{}
+	for _, a := range w.Arrivals {
+		byUser[a.User] = append(byUser[a.User], a.T)
+	}
+	for u, ts := range byUser {
+		// Bursts are separated by gaps of at least Off; within a burst,
+		// the span is at most On.
+		burstStart, bursts, inBurst := ts[0], 1, 0
+		for i := 1; i < len(ts); i++ {
+			if ts[i]-ts[i-1] >= 4*time.Second {
+				if ts[i-1]-burstStart > time.Second {
+					t.Fatalf("user %d: a burst lasted %v, want at most 1s", u, ts[i-1]-burstStart)
+				}
+				burstStart, bursts = ts[i], bursts+1
+				continue
+			}
+			inBurst++
+		}
+		if bursts < 8 || bursts > 11 {
+			t.Errorf("user %d: %d bursts in 50s, want about 10", u, bursts)
+		}
+		// 5 x 10 per second for 1s: about 50 a burst.
+		if per := len(ts) / bursts; per < 30 || per > 70 {
+			t.Errorf("user %d: %d requests a burst, want about 50", u, per)
+		}
+	}
+}
+
+// The boundary attack: at every edge, every attacker asks N in the Edge
+// before it and N in the Edge after it, and nothing else.
+func TestBoundaryAttack(t *testing.T) {
+	p := Params{Seed: 5, Users: 3, Limit: limit, Duration: 5 * time.Second}
+	w, err := BoundaryAttack(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Edges at 1s, 2s, 3s, 4s (5s has no room after it): 4 edges x 3
+	// attackers x 2 x 10.
+	if len(w.Arrivals) != 4*3*2*10 {
+		t.Fatalf("%d arrivals, want %d", len(w.Arrivals), 4*3*2*10)
+	}
+	type slot struct {
+		edge  time.Duration
+		after bool
+		user  int32
+	}
+	count := map[slot]int{}
+	for _, a := range w.Arrivals {
+		edge := (a.T + 10*time.Millisecond) / time.Second * time.Second
+		off := a.T - edge
+		if off < -10*time.Millisecond || off >= 10*time.Millisecond || a.N != 1 {
+			t.Fatalf("arrival %+v is not within 10ms of an edge", a)
+		}
+		count[slot{edge, off >= 0, a.User}]++
+	}
+	for s, n := range count {
+		if n != 10 {
+			t.Errorf("%+v: %d requests, want 10", s, n)
+		}
+	}
+}
+
+// Many users: a Zipf law, so user 0 is the busiest by far, and most of a
+// large population is seen seldom.
+func TestManyUsers(t *testing.T) {
+	w, err := ManyUsers(Params{Seed: 6, Users: 100000, Limit: limit, Duration: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[int32]int{}
+	for _, a := range w.Arrivals {
+		per[a.User]++
+	}
+	for u, n := range per {
+		if u != 0 && n > per[0] {
+			t.Fatalf("user %d asked %d times, more than user 0's %d", u, n, per[0])
+		}
+	}
+	if share := float64(per[0]) / float64(len(w.Arrivals)); share < 0.05 {
+		t.Errorf("user 0 asked for %.3f of requests, want a Zipf head of several percent", share)
+	}
+	if len(per) < 20000 {
+		t.Errorf("only %d distinct users of 100000 seen", len(per))
+	}
+}
+
+func TestParamsRejected(t *testing.T) {
+	for _, p := range []Params{
+		{Users: 0, Limit: limit},
+		{Users: 1, Limit: limiters.Window{}},
+		{Users: 1, Limit: limit, Duration: -1},
+		{Users: 1, Limit: limit, Load: -1},
+		{Users: 1, Limit: limit, Zipf: 0.5},
+		{Users: 1, Limit: limit, Costs: []Cost{{0, 1}}},
+		{Users: 1, Limit: limit, Edge: time.Second},
+	} {
+		if _, err := Uniform(p); err == nil {
+			if _, err := ManyUsers(p); err == nil {
+				if _, err := BoundaryAttack(p); err == nil {
+					t.Errorf("%+v accepted", p)
+				}
+			}
+		}
+	}
+}
+
+func TestFromTrace(t *testing.T) {
+	w, err := FromTrace(NewTraceReader(strings.NewReader("0,b\n1,a,3\n2,b\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Arrival{{0, 0, 1}, {time.Second, 1, 3}, {2 * time.Second, 0, 1}}
+	if !slices.Equal(w.Arrivals, want) || w.Key(0) != "b" || w.Key(1) != "a" || w.Params.Users != 2 {
+		t.Fatalf("FromTrace = %+v users %d, want %+v with b then a", w.Arrivals, w.Params.Users, want)
+	}
+}
