@@ -54,9 +54,18 @@ type Config struct {
 	OfferedRate       float64
 	LatencyTime       time.Duration
 	// RealTimeAccuracyScale compresses time when a limiter that takes no
-	// explicit time has its accuracy measured in real time.
+	// explicit time has its accuracy measured in real time: the most it
+	// compresses; a workload too dense for one sender to keep up with at
+	// that pace is compressed less.
 	RealTimeAccuracyScale float64
+	// Trace, if not nil, is a recorded workload run beside the generated
+	// ones, as workload "trace".
+	Trace *workloads.Workload
 }
+
+// MaxRequests is the most requests a workload may have: a guard against
+// parameters that would take the lab hours and gigabytes.
+const MaxRequests = 50_000_000
 
 // Defaults returns c with its zero fields set: the full run's values, or
 // the quick run's when c.Quick.
@@ -128,8 +137,22 @@ func (c Config) Validate() error {
 			return fmt.Errorf("harness: goroutines must be between 1 and 4096, got %d", g)
 		}
 	}
-	if c.Users < 1 || c.Attackers < 1 || c.ManyUsers < 2 || c.Simulated <= 0 || c.RealTime <= 0 || c.LatencyTime <= 0 || c.OfferedRate <= 0 || c.LatencyGoroutines < 1 {
-		return fmt.Errorf("harness: users, attackers, many users, durations, the offered rate and latency goroutines must be positive")
+	if c.Users < 1 || c.Attackers < 1 || c.ManyUsers < 2 || c.Simulated <= 0 || c.RealTime <= 0 || c.LatencyTime <= 0 {
+		return fmt.Errorf("harness: users, attackers, many users and durations must be positive")
+	}
+	if c.Simulated < 2*c.Limit.Length {
+		return fmt.Errorf("harness: the simulated span (%v) must cover at least two windows of the limit (%v)", c.Simulated, c.Limit.Length)
+	}
+	if err := (RealTime{Goroutines: c.LatencyGoroutines, Rate: c.OfferedRate, Duration: c.LatencyTime}).Validate(); err != nil {
+		return err
+	}
+	if c.OfferedRate == 0 {
+		return fmt.Errorf("harness: the offered rate must be positive")
+	}
+	for _, name := range c.Workloads {
+		if n := c.expected(name); n > MaxRequests {
+			return fmt.Errorf("harness: workload %s would have about %.2g requests, more than the %d the lab takes; lower the users or the simulated span, or widen the window", name, n, MaxRequests)
+		}
 	}
 	if !(c.RealTimeAccuracyScale > 0 && c.RealTimeAccuracyScale <= 1) {
 		return fmt.Errorf("harness: the real-time accuracy scale must be in (0, 1], got %v", c.RealTimeAccuracyScale)
@@ -147,6 +170,22 @@ func generator(name string) func(workloads.Params) (*workloads.Workload, error) 
 	return nil
 }
 
+// expected estimates how many requests workload name will have.
+func (c Config) expected(name string) float64 {
+	perUser := float64(c.Limit.Limit) / c.Limit.Length.Seconds() * c.Simulated.Seconds()
+	switch name {
+	case "uniform":
+		return float64(c.Users) * 1.2 * perUser
+	case "bursty": // five times the limit, one window in five
+		return float64(c.Users) * perUser
+	case "boundary-attack":
+		return float64(c.Attackers) * 2 * float64(c.Limit.Limit) * c.Simulated.Seconds() / c.Limit.Length.Seconds()
+	case "many-users":
+		return c.ManyUsersRate * c.Simulated.Seconds()
+	}
+	return 0
+}
+
 // Workload returns the workload name as c configures it.
 func (c Config) Workload(name string) (*workloads.Workload, error) {
 	p := workloads.Params{Seed: c.Seed, Users: c.Users, Limit: c.Limit, Duration: c.Simulated}
@@ -155,6 +194,9 @@ func (c Config) Workload(name string) (*workloads.Workload, error) {
 		p.Users = c.Attackers
 	case "many-users":
 		p.Users, p.Rate = c.ManyUsers, c.ManyUsersRate
+	}
+	if name == "trace" && c.Trace != nil {
+		return c.Trace, nil
 	}
 	g := generator(name)
 	if g == nil {
@@ -177,22 +219,36 @@ func Lab(ctx context.Context, c Config, progress io.Writer) (*results.File, erro
 		return nil, err
 	}
 	subjects, _ := SubjectsNamed(c.Limiters)
+	names := c.Workloads
+	if c.Trace != nil {
+		names = append(slices.Clone(names), "trace")
+	}
 	begin := time.Now()
 	f := &results.File{Schema: results.Schema, Meta: meta(c, subjects, begin)}
 	has := func(m string) bool { return slices.Contains(c.Modes, m) }
+	var simDecisions int64
+	var simTime time.Duration
 
-	p := newProgress(progress, c, subjects)
-	judged := &results.Judged{Limit: c.Limit.Limit, Window: results.Seconds(c.Limit.Length.Seconds())}
-	for _, name := range c.Workloads {
+	p := newProgress(progress, c, subjects, len(names))
+	for _, name := range names {
 		p.step(fmt.Sprintf("generating %s", name), 1)
 		w, err := c.Workload(name)
 		if err != nil {
 			return nil, err
 		}
+		limit := c.Limit
+		judged := &results.Judged{Limit: limit.Limit, Window: results.Seconds(limit.Length.Seconds())}
+		if len(w.Arrivals) == 0 {
+			for _, s := range subjects {
+				f.Runs = append(f.Runs, results.Run{Limiter: s.Name, Library: s.Library, Algorithm: string(s.Algorithm), Backend: s.Backend,
+					Workload: name, SkippedBecause: "the workload has no requests with these parameters"})
+			}
+			continue
+		}
 		var ideal []bool
 		if has(ModeSimulated) {
 			p.step(fmt.Sprintf("the ideal on %s (%d requests)", name, len(w.Arrivals)), 1)
-			if ideal, err = Ideal(w, c.Limit); err != nil {
+			if ideal, err = Ideal(w, limit); err != nil {
 				return nil, err
 			}
 		}
@@ -200,32 +256,32 @@ func Lab(ctx context.Context, c Config, progress io.Writer) (*results.File, erro
 			base := results.Run{Limiter: s.Name, Library: s.Library, Algorithm: string(s.Algorithm), Backend: s.Backend, Workload: name}
 			if has(ModeSimulated) {
 				p.step(fmt.Sprintf("accuracy of %s on %s", s.Name, name), 1)
-				r, err := accuracyRun(ctx, c, s, w, ideal)
+				r, elapsed, err := accuracyRun(ctx, c, s, w, ideal)
 				if err != nil {
 					return nil, fmt.Errorf("harness: %s on %s: %w", s.Name, name, err)
 				}
 				r.Limiter, r.Library, r.Algorithm, r.Backend, r.Workload, r.Judged = base.Limiter, base.Library, base.Algorithm, base.Backend, base.Workload, judged
+				if r.Mode == ModeSimulated {
+					simDecisions += r.Decisions
+					simTime += elapsed
+				}
 				f.Runs = append(f.Runs, r)
 			}
-			if has(ModeRealTime) {
-				runs := append([]RealTime{}, realTimeRuns(c)...)
-				for _, rt := range runs {
+		}
+		if has(ModeRealTime) {
+			for _, s := range append(slices.Clone(subjects), Floor()) {
+				base := results.Run{Limiter: s.Name, Library: s.Library, Algorithm: string(s.Algorithm), Backend: s.Backend, Workload: name}
+				for _, rt := range realTimeRuns(c) {
 					p.step(fmt.Sprintf("%s on %s in real time, %s", s.Name, name, rt.describe()), 2)
-					res, err := realTimeRun(ctx, s, w, c.Limit, rt)
+					runLimit := limit
+					if rt.Rate > 0 {
+						runLimit = pacedLimit(limit, w, rt.Rate)
+					}
+					res, err := realTimeRun(ctx, s, w, runLimit, rt)
 					if err != nil {
 						return nil, fmt.Errorf("harness: %s on %s: %w", s.Name, name, err)
 					}
-					r := base
-					r.Mode, r.Goroutines, r.OfferedRate, r.Decisions = ModeRealTime, rt.Goroutines, rt.Rate, res.Decisions
-					r.LatencyNS = res.Latency.latency()
-					r.ThroughputPerS = res.Throughput()
-					wait := float64(res.LockWait) / float64(max(res.Decisions, 1))
-					r.LockWaitNSPerOp = &wait
-					if rt.Rate > 0 {
-						achieved := res.Throughput() / rt.Rate
-						r.AchievedFraction = &achieved
-					}
-					f.Runs = append(f.Runs, r)
+					f.Runs = append(f.Runs, realTimeResult(base, rt, res))
 				}
 			}
 		}
@@ -245,8 +301,36 @@ func Lab(ctx context.Context, c Config, progress io.Writer) (*results.File, erro
 		}
 	}
 	p.finish()
+	if simTime > 0 {
+		f.Meta.SimulationPerS = float64(simDecisions) / simTime.Seconds()
+	}
 	f.Meta.Elapsed = results.Seconds(time.Since(begin).Seconds())
 	return f, ctx.Err()
+}
+
+// pacedLimit is the limit a paced run gives its limiter: the window scaled
+// by the workload's own rate over the offered rate, so that each key is
+// asked for the same multiple of its limit as in the workload.
+func pacedLimit(limit limiters.Window, w *workloads.Workload, offered float64) limiters.Window {
+	native := float64(len(w.Arrivals)) / w.Params.Duration.Seconds()
+	length := time.Duration(float64(limit.Length) * native / offered)
+	return limiters.Window{Limit: limit.Limit, Length: max(length, time.Microsecond)}
+}
+
+func realTimeResult(base results.Run, rt RealTime, res RealTimeResult) results.Run {
+	r := base
+	r.Mode, r.Goroutines, r.OfferedRate, r.Decisions = ModeRealTime, rt.Goroutines, rt.Rate, res.Decisions
+	r.LatencyNS = res.Latency.latency()
+	r.ThroughputPerS = res.Throughput()
+	wait := float64(res.LockWait) / float64(max(res.Decisions, 1))
+	r.LockWaitNSPerOp = &wait
+	admitted := float64(res.Admitted) / float64(max(res.Decisions, 1))
+	r.AdmittedFraction = &admitted
+	if rt.Rate > 0 {
+		achieved, late := res.Throughput()/rt.Rate, res.Late
+		r.AchievedFraction, r.LateFraction = &achieved, &late
+	}
+	return r
 }
 
 // realTimeRuns are the real-time runs of one limiter on one workload: the
@@ -269,37 +353,59 @@ func realTimeRun(ctx context.Context, s Subject, w *workloads.Workload, limit li
 }
 
 // accuracyRun measures s against the ideal on w: in simulated time if s
-// takes explicit times, else by a time-scaled replay in real time.
-func accuracyRun(ctx context.Context, c Config, s Subject, w *workloads.Workload, ideal []bool) (results.Run, error) {
+// takes explicit times (returning how long the simulation took), else by a
+// time-compressed replay in real time.
+func accuracyRun(ctx context.Context, c Config, s Subject, w *workloads.Workload, ideal []bool) (results.Run, time.Duration, error) {
 	if s.NewAt != nil {
 		d, stop, err := s.NewAt(c.Limit)
 		if err != nil {
-			return results.Run{}, err
+			return results.Run{}, 0, err
 		}
 		defer stop()
 		start := time.Now()
 		allowed := Simulate(w, d)
 		elapsed := time.Since(start)
 		acc := Compare(w, allowed, ideal, c.Limit)
-		return results.Run{Mode: ModeSimulated, Decisions: int64(len(allowed)), Accuracy: &acc,
-			ThroughputPerS: float64(len(allowed)) / elapsed.Seconds()}, nil
+		return results.Run{Mode: ModeSimulated, Decisions: int64(len(allowed)), Accuracy: &acc}, elapsed, nil
 	}
-	scaled := limiters.Window{Limit: c.Limit.Limit, Length: time.Duration(float64(c.Limit.Length) * c.RealTimeAccuracyScale)}
+	scale := replayScale(w, c.RealTimeAccuracyScale)
+	scaled := limiters.Window{Limit: c.Limit.Limit, Length: max(time.Duration(float64(c.Limit.Length)*scale), 1)}
 	l, stop, err := s.New(scaled)
 	if err != nil {
-		return results.Run{}, err
+		return results.Run{}, 0, err
 	}
 	defer stop()
-	allowed, sent, err := RealTimeAccuracy(ctx, w, l, c.RealTimeAccuracyScale)
+	allowed, sent, lag, err := RealTimeAccuracy(ctx, w, l, scale)
 	if err != nil {
-		return results.Run{}, err
+		return results.Run{}, 0, err
 	}
-	sentIdeal, err := Ideal(sent, scaled)
+	sentIdeal, err := Ideal(sent, c.Limit)
 	if err != nil {
-		return results.Run{}, err
+		return results.Run{}, 0, err
 	}
-	acc := Compare(sent, allowed, sentIdeal, scaled)
-	return results.Run{Mode: ModeRealTime, Decisions: int64(len(allowed)), Accuracy: &acc}, nil
+	acc := Compare(sent, allowed, sentIdeal, c.Limit)
+	return results.Run{Mode: ModeRealTime, Decisions: int64(len(allowed)), Accuracy: &acc,
+		TimeScale: scale, SendLagNS: lag.latency()}, 0, nil
+}
+
+// replayRate is the most requests a second one sender keeps pace with in a
+// real-time replay, with room to spare.
+const replayRate = 1_000_000
+
+// replayScale is how much a real-time replay of w compresses time: as much
+// as most allows, but not so much that the workload's densest millisecond
+// comes faster than one sender can send it, and never slower than real
+// time.
+func replayScale(w *workloads.Workload, most float64) float64 {
+	peak, lo := 0, 0
+	for hi, a := range w.Arrivals {
+		for w.Arrivals[lo].T <= a.T-time.Millisecond {
+			lo++
+		}
+		peak = max(peak, hi-lo+1)
+	}
+	need := float64(peak) * 1000 / replayRate // the scale at which the peak is replayRate
+	return min(max(most, need), 1)
 }
 
 func meta(c Config, subjects []Subject, begin time.Time) results.Meta {

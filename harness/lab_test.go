@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,7 +37,7 @@ func TestLab(t *testing.T) {
 		t.Fatal(err)
 	}
 	subjects := len(Subjects())
-	want := 4*subjects + 4*subjects*3 + subjects // accuracy + realtime (2 sweeps + paced) + memory
+	want := 4*subjects + 4*(subjects+1)*3 + subjects // accuracy + realtime (2 sweeps + paced, and the floor) + memory
 	if len(f.Runs) != want {
 		t.Fatalf("%d runs, want %d", len(f.Runs), want)
 	}
@@ -50,8 +52,14 @@ func TestLab(t *testing.T) {
 				t.Errorf("%s on %s: %+v", r.Limiter, r.Workload, r.Accuracy)
 			}
 		case r.Mode == ModeRealTime:
-			if r.ThroughputPerS <= 0 || r.LatencyNS == nil || r.LatencyNS.P50 <= 0 || r.LockWaitNSPerOp == nil {
+			if r.ThroughputPerS <= 0 || r.LatencyNS == nil || r.LatencyNS.P50 <= 0 || r.LockWaitNSPerOp == nil || r.AdmittedFraction == nil {
 				t.Errorf("real-time run without measurements: %+v", r)
+			}
+			// Paced runs scale the window to keep each key's load: a
+			// good share is admitted, as in the workload (not nearly
+			// none, as flat out).
+			if r.OfferedRate > 0 && r.Limiter != "(harness floor)" && r.Workload == "uniform" && *r.AdmittedFraction < 0.3 {
+				t.Errorf("%s paced on uniform admitted only %.3f", r.Limiter, *r.AdmittedFraction)
 			}
 		case r.Mode == ModeMemory:
 			if r.BytesPerUser <= 0 {
@@ -61,27 +69,50 @@ func TestLab(t *testing.T) {
 	}
 }
 
-// The same seed gives the same accuracy, byte for byte.
+// The same seed gives the same simulated runs, byte for byte.
 func TestLabDeterministic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the lab")
 	}
 	c := smallLab()
 	c.Modes = []string{ModeSimulated}
-	c.Limiters = []string{"fixed-window", "sliding-counter", "gcra", "x/time/rate", "throttled"}
+	c.Limiters = []string{"fixed-window", "sliding-log", "sliding-counter", "gcra", "x/time/rate", "throttled"}
 	var out [2][]byte
 	for i := range out {
 		f, err := Lab(context.Background(), c, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var accs []any
-		for _, r := range f.Runs {
-			accs = append(accs, r.Limiter, r.Workload, r.Decisions, r.Accuracy)
+		if len(f.Runs) != 4*len(c.Limiters) {
+			t.Fatalf("%d runs", len(f.Runs))
 		}
-		out[i], _ = json.Marshal(accs)
+		out[i], _ = json.Marshal(f.Runs)
 	}
 	if !bytes.Equal(out[0], out[1]) {
 		t.Fatalf("two runs with one seed differ:\n%s\n%s", out[0], out[1])
+	}
+}
+
+func TestConfigRefused(t *testing.T) {
+	for _, tt := range []struct {
+		change func(*Config)
+		says   string
+	}{
+		{func(c *Config) { c.OfferedRate = math.NaN() }, "offered rate"},
+		{func(c *Config) { c.OfferedRate = 2e9 }, "offered rate"},
+		{func(c *Config) { c.Limit.Length = time.Millisecond }, "would have about"},
+		{func(c *Config) { c.Simulated = 1500 * time.Millisecond }, "at least two windows"},
+		{func(c *Config) { c.Modes = []string{"fast"} }, "unknown mode"},
+		{func(c *Config) { c.Goroutines = []int{0} }, "goroutines must be"},
+		{func(c *Config) { c.RealTimeAccuracyScale = 2 }, "scale must be"},
+	} {
+		c := Config{}.Defaults()
+		tt.change(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("Validate = %v, want an error saying %q", err, tt.says)
+		}
+	}
+	if err := (Config{}).Defaults().Validate(); err != nil {
+		t.Errorf("the defaults do not validate: %v", err)
 	}
 }

@@ -15,16 +15,16 @@ type progress struct {
 	done, total int
 }
 
-func newProgress(w io.Writer, c Config, subjects []Subject) *progress {
+func newProgress(w io.Writer, c Config, subjects []Subject, workloads int) *progress {
 	p := &progress{w: w, begin: time.Now()}
 	per := 1 // generating
 	if slices.Contains(c.Modes, ModeSimulated) {
 		per += 1 + len(subjects)
 	}
 	if slices.Contains(c.Modes, ModeRealTime) {
-		per += 2 * len(subjects) * len(realTimeRuns(c))
+		per += 2 * (len(subjects) + 1) * len(realTimeRuns(c)) // and the floor
 	}
-	p.total = per * len(c.Workloads)
+	p.total = per * workloads
 	if slices.Contains(c.Modes, ModeMemory) {
 		p.total += 4 * len(subjects)
 	}

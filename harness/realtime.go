@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"runtime/metrics"
 	"strings"
@@ -15,37 +16,48 @@ import (
 
 // RealTime says how a real-time run sends a workload.
 type RealTime struct {
-	// Goroutines is how many senders there are; each takes the users
-	// Workload.Split deals it and sends their arrivals in order, starting
-	// over when it runs out.
+	// Goroutines is how many senders there are. Each sends the workload's
+	// whole sequence of requests (keys and costs, in order), sender g
+	// starting g/Goroutines of the way in and wrapping around, so that the
+	// mix of keys is the workload's whatever the number of senders.
 	Goroutines int
 	// Rate is the total offered rate per second, shared evenly by the
 	// senders (open loop: each request has an intended send time fixed in
 	// advance, and its latency is measured from that time, so a stall
 	// shows in every request it delays); zero means unpaced, each sender
-	// sending as fast as it can.
+	// sending as fast as it can. At most 1e8 per second per sender.
 	Rate float64
 	// Duration is how long the run sends.
 	Duration time.Duration
 }
 
+// Validate reports whether cfg can run.
+func (cfg RealTime) Validate() error {
+	if cfg.Goroutines < 1 || cfg.Duration <= 0 {
+		return fmt.Errorf("harness: a real-time run needs at least one goroutine and a positive duration, got %d and %v", cfg.Goroutines, cfg.Duration)
+	}
+	if math.IsNaN(cfg.Rate) || cfg.Rate < 0 || cfg.Rate > 1e8*float64(cfg.Goroutines) {
+		return fmt.Errorf("harness: the offered rate must be between 0 and 1e8 per second per goroutine, got %v for %d", cfg.Rate, cfg.Goroutines)
+	}
+	return nil
+}
+
 // RealTimeResult is what a real-time run measured.
 type RealTimeResult struct {
-	Decisions int64
-	Elapsed   time.Duration
+	Decisions, Admitted int64
+	Elapsed             time.Duration
 	// Latency is, for a paced run, from each request's intended send time
 	// to its decision; for an unpaced one, the time of one decision,
 	// sampled on one request in 16 (timing every call would cost as much
 	// as a decision).
 	Latency hist
-	// LockWait is the time goroutines spent blocked on sync.Mutex and
-	// sync.RWMutex during the run, summed over goroutines, as the runtime
-	// counts it (/sync/mutex/wait/total:seconds): time parked waiting for
-	// a lock, after spinning.
+	// LockWait is the time goroutines spent blocked on a sync.Mutex, a
+	// sync.RWMutex or a lock inside the runtime during the run, summed
+	// over goroutines, as the runtime counts it
+	// (/sync/mutex/wait/total:seconds, sampled): time parked, not spinning.
 	LockWait time.Duration
-	// Late is, for a paced run, the fraction of requests sent more than
-	// a millisecond after their intended time: the senders could not keep
-	// the pace.
+	// Late is, for a paced run, the fraction of requests decided more than
+	// a millisecond after their intended time.
 	Late float64
 }
 
@@ -68,25 +80,17 @@ func lockWait() time.Duration {
 // RunRealTime sends w to l as cfg says and measures it. ctx ending stops
 // the run early.
 func RunRealTime(ctx context.Context, w *workloads.Workload, l limiters.Limiter, cfg RealTime) (RealTimeResult, error) {
-	if cfg.Goroutines < 1 || cfg.Duration <= 0 || cfg.Rate < 0 {
-		return RealTimeResult{}, fmt.Errorf("harness: a real-time run needs goroutines >= 1, a positive duration and a rate >= 0, got %+v", cfg)
-	}
-	keys := keysOf(w)
-	parts := w.Split(cfg.Goroutines)
-	for i := range parts {
-		if len(parts[i]) == 0 {
-			parts[i] = w.Arrivals[:min(1, len(w.Arrivals))] // more senders than users: repeat one
-		}
+	if err := cfg.Validate(); err != nil {
+		return RealTimeResult{}, err
 	}
 	if len(w.Arrivals) == 0 {
-		return RealTimeResult{}, fmt.Errorf("harness: workload %s has no arrivals", w.Name)
+		return RealTimeResult{}, fmt.Errorf("harness: workload %s has no requests", w.Name)
 	}
+	keys := keysOf(w)
 	runtime.GC() // do not let the setup's garbage be collected on the clock
 	type out struct {
-		n     int64
-		h     hist
-		late  int64
-		total int64
+		n, admitted, late int64
+		h                 hist
 	}
 	outs := make([]out, cfg.Goroutines)
 	var wg sync.WaitGroup
@@ -96,13 +100,12 @@ func RunRealTime(ctx context.Context, w *workloads.Workload, l limiters.Limiter,
 	for g := range cfg.Goroutines {
 		wg.Go(func() {
 			o := &outs[g]
-			mine := parts[g]
+			from := g * len(w.Arrivals) / cfg.Goroutines
 			if cfg.Rate > 0 {
-				o.n, o.late = sendPaced(ctx, l, keys, mine, start, deadline, cfg, g, &o.h)
-				o.total = o.n
+				o.n, o.admitted, o.late = sendPaced(ctx, l, keys, w.Arrivals, from, start, deadline, cfg, g, &o.h)
 				return
 			}
-			o.n = sendUnpaced(ctx, l, keys, mine, start, deadline, &o.h)
+			o.n, o.admitted = sendUnpaced(ctx, l, keys, w.Arrivals, from, start, deadline, &o.h)
 		})
 	}
 	wg.Wait()
@@ -110,6 +113,7 @@ func RunRealTime(ctx context.Context, w *workloads.Workload, l limiters.Limiter,
 	late := int64(0)
 	for i := range outs {
 		r.Decisions += outs[i].n
+		r.Admitted += outs[i].admitted
 		r.Latency.merge(&outs[i].h)
 		late += outs[i].late
 	}
@@ -119,86 +123,100 @@ func RunRealTime(ctx context.Context, w *workloads.Workload, l limiters.Limiter,
 	return r, ctx.Err()
 }
 
-func sendPaced(ctx context.Context, l limiters.Limiter, keys []string, mine []workloads.Arrival, start, deadline time.Time, cfg RealTime, g int, h *hist) (n, late int64) {
-	interval := time.Duration(float64(cfg.Goroutines) / cfg.Rate * 1e9)
-	at := start.Add(interval * time.Duration(g) / time.Duration(cfg.Goroutines))
-	for i := 0; at.Before(deadline); i++ {
-		if i%1024 == 0 && ctx.Err() != nil {
-			break
+func sendPaced(ctx context.Context, l limiters.Limiter, keys []string, seq []workloads.Arrival, from int, start, deadline time.Time, cfg RealTime, g int, h *hist) (n, admitted, late int64) {
+	interval := float64(cfg.Goroutines) / cfg.Rate * 1e9 // ns, not rounded: no drift
+	offset := interval * float64(g) / float64(cfg.Goroutines)
+	yield := cfg.Goroutines > runtime.GOMAXPROCS(0)
+	for i := 0; ; i++ {
+		at := start.Add(time.Duration(offset + float64(i)*interval))
+		if !at.Before(deadline) || waitUntil(ctx, at, yield) != nil {
+			return n, admitted, late
 		}
-		waitUntil(at, cfg.Goroutines > runtime.GOMAXPROCS(0))
-		a := mine[i%len(mine)]
-		if time.Since(at) > time.Millisecond {
+		a := seq[(from+i)%len(seq)]
+		if d, _ := l.AllowN(ctx, keys[a.User], int(a.N)); d.Allowed {
+			admitted++
+		}
+		lat := time.Since(at)
+		h.record(int64(lat))
+		if lat > time.Millisecond {
 			late++
 		}
-		l.AllowN(ctx, keys[a.User], int(a.N))
-		h.record(int64(time.Since(at)))
 		n++
-		at = at.Add(interval)
 	}
-	return n, late
 }
 
-func sendUnpaced(ctx context.Context, l limiters.Limiter, keys []string, mine []workloads.Arrival, start, deadline time.Time, h *hist) int64 {
+func sendUnpaced(ctx context.Context, l limiters.Limiter, keys []string, seq []workloads.Arrival, from int, start, deadline time.Time, h *hist) (n, admitted int64) {
 	for time.Now().Before(start) {
 	}
-	n := int64(0)
 	for i := 0; ; i++ {
 		if i%64 == 0 && (!time.Now().Before(deadline) || ctx.Err() != nil) {
-			return n
+			return n, admitted
 		}
-		a := mine[i%len(mine)]
+		a := seq[(from+i)%len(seq)]
+		var d limiters.Decision
 		if i%16 == 0 {
 			t0 := time.Now()
-			l.AllowN(ctx, keys[a.User], int(a.N))
+			d, _ = l.AllowN(ctx, keys[a.User], int(a.N))
 			h.record(int64(time.Since(t0)))
 		} else {
-			l.AllowN(ctx, keys[a.User], int(a.N))
+			d, _ = l.AllowN(ctx, keys[a.User], int(a.N))
+		}
+		if d.Allowed {
+			admitted++
 		}
 		n++
 	}
 }
 
 // RealTimeAccuracy sends w to l alone, one request at a time at its
-// arrival time with time scaled by scale (0.02 runs a minute of arrivals
-// in 1.2 seconds, against a limit whose window is scaled alike), and
-// returns which requests were admitted and when each was really decided,
-// so that the ideal can be run on the times that really happened. It is
-// how the accuracy of a limiter that takes no explicit time is measured.
-func RealTimeAccuracy(ctx context.Context, w *workloads.Workload, l limiters.Limiter, scale float64) (allowed []bool, sent *workloads.Workload, err error) {
+// arrival time with time scaled by scale (0.02 runs a minute of arrivals in
+// 1.2 seconds, against a limit whose window is scaled alike), and returns
+// which requests were admitted, the workload as it was really sent (times
+// in unscaled time, as the ideal must see them), and how late the sends
+// were against their schedule. It is how the accuracy of a limiter that
+// takes no explicit time is measured.
+func RealTimeAccuracy(ctx context.Context, w *workloads.Workload, l limiters.Limiter, scale float64) (allowed []bool, sent *workloads.Workload, lag hist, err error) {
 	keys := keysOf(w)
 	allowed = make([]bool, len(w.Arrivals))
 	sent = &workloads.Workload{Name: w.Name, Params: w.Params, Arrivals: make([]workloads.Arrival, len(w.Arrivals))}
 	runtime.GC()
 	start := time.Now().Add(time.Millisecond)
 	for i, a := range w.Arrivals {
-		if i%1024 == 0 && ctx.Err() != nil {
-			return nil, nil, ctx.Err()
+		due := time.Duration(float64(a.T) * scale)
+		if err := waitUntil(ctx, start.Add(due), false); err != nil {
+			return nil, nil, lag, err
 		}
-		waitUntil(start.Add(time.Duration(float64(a.T)*scale)), false)
 		now := time.Since(start)
 		d, err := l.AllowN(ctx, keys[a.User], int(a.N))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, lag, err
 		}
+		lag.record(int64(now - due))
 		allowed[i] = d.Allowed
-		a.T = now
+		a.T = time.Duration(float64(now) / scale)
 		sent.Arrivals[i] = a
 	}
-	return allowed, sent, nil
+	return allowed, sent, lag, nil
 }
 
-// waitUntil returns at time at: it sleeps while at is far (a sleep
-// oversleeps by tens of microseconds), then spins, yielding the processor
-// if yield (when senders outnumber processors).
-func waitUntil(at time.Time, yield bool) {
+// waitUntil returns at time at, or with ctx's error when ctx ends first: it
+// sleeps while at is far (a sleep oversleeps by tens of microseconds), then
+// spins, yielding the processor if yield (when senders outnumber
+// processors).
+func waitUntil(ctx context.Context, at time.Time, yield bool) error {
 	for {
 		wait := time.Until(at)
 		switch {
 		case wait <= 0:
-			return
+			return ctx.Err()
 		case wait > 200*time.Microsecond:
-			time.Sleep(wait - 100*time.Microsecond)
+			t := time.NewTimer(wait - 100*time.Microsecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
 		case yield:
 			runtime.Gosched()
 		}

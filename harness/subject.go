@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -86,6 +87,22 @@ func Subjects() []Subject {
 		out = append(out, s)
 	}
 	return out
+}
+
+// Floor is the harness floor: a limiter that decides nothing and admits
+// everything. Its rows in the real-time tables are what the harness itself
+// costs, and what the runtime alone adds to lock wait.
+func Floor() Subject {
+	return Subject{
+		Name: "(harness floor)", Library: "ratelab", Backend: "none",
+		New: func(limiters.Window) (limiters.Limiter, func(), error) { return nop{}, func() {}, nil },
+	}
+}
+
+type nop struct{}
+
+func (nop) AllowN(context.Context, string, int) (limiters.Decision, error) {
+	return limiters.Decision{Allowed: true}, nil
 }
 
 func decider(l memory.Limiter, stop func(), err error) (AtDecider, func(), error) {

@@ -6,11 +6,13 @@
 package results
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -33,7 +35,11 @@ type Meta struct {
 	GOMAXPROCS int       `json:"gomaxprocs"`
 	Start      time.Time `json:"start"`
 	Elapsed    Seconds   `json:"elapsed_s"`
-	Params     Params    `json:"params"`
+	// SimulationPerS is how many decisions a second the simulated runs
+	// made on one core, limiters and harness together (here, not in the
+	// runs, so that simulated runs are the same byte for byte).
+	SimulationPerS float64 `json:"simulation_decisions_per_s,omitempty"`
+	Params         Params  `json:"params"`
 }
 
 // Params are every parameter of the run.
@@ -46,8 +52,9 @@ type Params struct {
 	Limiters  []string `json:"limiters"`
 	Workloads []string `json:"workloads"`
 	Modes     []string `json:"modes"`
-	// Users is the population of the uniform, bursty and boundary-attack
-	// workloads; ManyUsers that of many-users and of the memory runs.
+	// Users is the population of the uniform and bursty workloads,
+	// Attackers that of the boundary attack, ManyUsers that of many-users
+	// and of the memory runs.
 	Users     int `json:"users"`
 	Attackers int `json:"attackers"`
 	ManyUsers int `json:"many_users"`
@@ -95,10 +102,22 @@ type Run struct {
 	ThroughputPerS float64  `json:"throughput_per_s,omitempty"`
 	BytesPerUser   float64  `json:"bytes_per_user,omitempty"`
 	// Users is, for a memory run, the keys the limiter was given.
-	Users            int      `json:"users,omitempty"`
-	LockWaitNSPerOp  *float64 `json:"lock_wait_ns_per_op,omitempty"`
-	SkippedBecause   string   `json:"skipped_because,omitempty"`
+	Users           int      `json:"users,omitempty"`
+	LockWaitNSPerOp *float64 `json:"lock_wait_ns_per_op,omitempty"`
+	// AdmittedFraction is, for a real-time run, the share of decisions
+	// that admitted; AchievedFraction, for a paced one, the share of the
+	// offered rate sent, and LateFraction the share of requests decided
+	// more than a millisecond after their intended time.
+	AdmittedFraction *float64 `json:"admitted_fraction,omitempty"`
 	AchievedFraction *float64 `json:"achieved_fraction,omitempty"`
+	LateFraction     *float64 `json:"late_fraction,omitempty"`
+	// TimeScale and SendLagNS describe an accuracy run in real time: time
+	// was compressed by TimeScale, and requests were sent this late
+	// against their compressed schedule.
+	TimeScale float64  `json:"time_scale,omitempty"`
+	SendLagNS *Latency `json:"send_lag_ns,omitempty"`
+	// SkippedBecause says why a run did not happen.
+	SkippedBecause string `json:"skipped_because,omitempty"`
 }
 
 // Judged is a limit: N per W.
@@ -151,17 +170,33 @@ func Write(w io.Writer, f *File) error {
 	return enc.Encode(f)
 }
 
-// WriteFile writes f to path.
+// WriteFile writes f to path, whole or not at all: it writes a temporary
+// file beside path and renames it.
 func WriteFile(path string, f *File) error {
-	out, err := os.Create(path)
+	var b bytes.Buffer
+	if err := Write(&b, f); err != nil {
+		return err
+	}
+	return writeAtomic(path, b.Bytes())
+}
+
+// writeAtomic writes data to path through a temporary file and a rename.
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
-	if err := Write(out, f); err != nil {
-		out.Close()
-		return err
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	return out.Close()
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
 }
 
 // Read reads a file written by Write, refusing another schema version and

@@ -21,27 +21,32 @@ func fixture() *File {
 	return &File{
 		Schema: Schema,
 		Meta: Meta{Seed: 7, GoVersion: "go1.26.8", CPU: "AMD EPYC", Cores: 2, GOMAXPROCS: 2,
-			Start: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), Elapsed: 93.5,
+			Start: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), Elapsed: 93.5, SimulationPerS: 1.31e7,
 			Params: Params{Limit: 100, Window: 1, Users: 500, Attackers: 50, ManyUsers: 1_000_000, Simulated: 60,
 				Goroutines: []int{1, 2}, RealTime: 0.25, LatencyGoroutines: 1, OfferedRate: 200_000, RealTimeAccuracyScale: 0.02}},
 		Runs: []Run{
 			{Limiter: "fixed-window", Library: "ratelab", Algorithm: "fixed-window", Backend: "memory", Workload: "boundary-attack", Mode: "simulated", Judged: j, Decisions: 590_000,
-				Accuracy: &Accuracy{Admitted: 300_000, Ideal: 295_000, FalseAllow: 295_000, FalseDeny: 290_000, FalseAllowRate: 0.5, FalseDenyRate: 0.4915, MaxWindowRatio: 2}, ThroughputPerS: 9.1e6},
+				Accuracy: &Accuracy{Admitted: 300_000, Ideal: 295_000, FalseAllow: 295_000, FalseDeny: 290_000, FalseAllowRate: 0.5, FalseDenyRate: 0.4915, MaxWindowRatio: 2}},
 			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "boundary-attack", Mode: "simulated", Judged: j, Decisions: 590_000,
-				Accuracy: &Accuracy{Admitted: 295_100, Ideal: 295_000, FalseAllow: 2950, FalseDeny: 2850, FalseAllowRate: 0.005, FalseDenyRate: 0.00483, MaxWindowRatio: 1.01}, ThroughputPerS: 1.2e7},
+				Accuracy: &Accuracy{Admitted: 295_100, Ideal: 295_000, FalseAllow: 2950, FalseDeny: 2850, FalseAllowRate: 0.005, FalseDenyRate: 0.00483, MaxWindowRatio: 1.01}},
 			{Limiter: "sliding-log", Library: "ratelab", Algorithm: "sliding-log", Backend: "memory", Workload: "boundary-attack", Mode: "simulated", Judged: j, Decisions: 590_000,
-				Accuracy: &Accuracy{Admitted: 295_000, Ideal: 295_000, MaxWindowRatio: 1}, ThroughputPerS: 6e6},
+				Accuracy: &Accuracy{Admitted: 295_000, Ideal: 295_000, MaxWindowRatio: 1}},
 			{Limiter: "go-limiter", Library: "github.com/sethvargo/go-limiter v0.7.1", Algorithm: "fixed-window", Backend: "memory", Workload: "boundary-attack", Mode: "realtime", Judged: j, Decisions: 590_000,
-				Accuracy: &Accuracy{Admitted: 299_000, Ideal: 270_000, FalseAllow: 150_000, FalseDeny: 121_000, FalseAllowRate: 0.254, FalseDenyRate: 0.205, MaxWindowRatio: 1.78}},
+				Accuracy:  &Accuracy{Admitted: 299_000, Ideal: 270_000, FalseAllow: 150_000, FalseDeny: 121_000, FalseAllowRate: 0.254, FalseDenyRate: 0.205, MaxWindowRatio: 1.78},
+				TimeScale: 0.25, SendLagNS: &Latency{P50: 300, P90: 900, P99: 4100, P999: 20_000, Max: 80_000}},
 			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "uniform", Mode: "realtime", Goroutines: 1, Decisions: 5_000_000,
-				LatencyNS: &Latency{P50: 40, P90: 45, P99: 61, P999: 900, Max: 85_000}, ThroughputPerS: 2.3e7, LockWaitNSPerOp: ptr(0.0)},
+				LatencyNS: &Latency{P50: 40, P90: 45, P99: 61, P999: 900, Max: 85_000}, ThroughputPerS: 2.3e7, LockWaitNSPerOp: ptr(0.0), AdmittedFraction: ptr(0.006)},
+			{Limiter: "(harness floor)", Library: "ratelab", Backend: "none", Workload: "uniform", Mode: "realtime", Goroutines: 1, Decisions: 9_000_000,
+				LatencyNS: &Latency{P50: 30, P90: 31, P99: 40, P999: 700, Max: 60_000}, ThroughputPerS: 3.6e7, LockWaitNSPerOp: ptr(0.0), AdmittedFraction: ptr(1.0)},
 			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "uniform", Mode: "realtime", Goroutines: 2, Decisions: 9_000_000,
 				LatencyNS: &Latency{P50: 44, P90: 50, P99: 80, P999: 1200, Max: 1.2e6}, ThroughputPerS: 4.51e7, LockWaitNSPerOp: ptr(0.04)}, // shown as <0.1ns
 			{Limiter: "x/time/rate", Library: "golang.org/x/time v0.16.0", Algorithm: "token-bucket", Backend: "memory", Workload: "uniform", Mode: "realtime", Goroutines: 2, Decisions: 2_000_000,
 				LatencyNS: &Latency{P50: 210, P90: 260, P99: 900, P999: 30_000, Max: 4.1e6}, ThroughputPerS: 1.05e7, LockWaitNSPerOp: ptr(278.4)},
 			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "uniform", Mode: "realtime", Goroutines: 1, OfferedRate: 200_000, Decisions: 100_000,
-				LatencyNS: &Latency{P50: 136, P90: 154, P99: 994, P999: 28_224, Max: 219_966}, ThroughputPerS: 199_990, AchievedFraction: ptr(0.99995)},
+				LatencyNS: &Latency{P50: 136, P90: 154, P99: 994, P999: 28_224, Max: 219_966}, ThroughputPerS: 199_990, AchievedFraction: ptr(0.99995),
+				LateFraction: ptr(0.0004), AdmittedFraction: ptr(0.8312)},
 			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "many-users", Mode: "memory", Users: 1_000_000, Decisions: 1_000_000, BytesPerUser: 21.04},
+			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "trace", SkippedBecause: "the workload has no requests with these parameters"},
 			{Limiter: "x/time/rate", Library: "golang.org/x/time v0.16.0", Algorithm: "token-bucket", Backend: "memory", Workload: "many-users", Mode: "memory", Users: 1_000_000, Decisions: 1_000_000, BytesPerUser: 151.76},
 		},
 	}
@@ -118,12 +123,36 @@ func TestReadRefuses(t *testing.T) {
 	}
 }
 
+func TestSummaries(t *testing.T) {
+	f := fixture()
+	if got := SimulationSpeed(f); got != "Simulated time: 1,770,000 decisions at 13.1 million a second on one core (limiters and harness together)." {
+		t.Errorf("SimulationSpeed = %q", got)
+	}
+	if got := Skipped(f); len(got) != 1 || got[0] != "gcra on trace: the workload has no requests with these parameters" {
+		t.Errorf("Skipped = %q", got)
+	}
+	dir := t.TempDir()
+	paths, err := WriteDir(dir, f)
+	if err != nil || len(paths) != 3 {
+		t.Fatalf("WriteDir = %v, %v", paths, err)
+	}
+	back, err := ReadFile(paths[0])
+	if err != nil || len(back.Runs) != len(f.Runs) {
+		t.Fatalf("ReadFile = %v, %v", back, err)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "*.*.*")) // temporary files
+	if len(left) != 0 {
+		t.Errorf("temporary files left behind: %v", left)
+	}
+}
+
 func TestFormats(t *testing.T) {
 	for _, tt := range []struct{ got, want string }{
 		{count(0), "0"}, {count(999), "999"}, {count(1000), "1,000"}, {count(1234567), "1,234,567"}, {count(-1234), "-1,234"},
 		{nanos(0), "0"}, {nanos(85), "85ns"}, {nanos(1234), "1.2µs"}, {nanos(3.4e6), "3.4ms"}, {nanos(2.345e9), "2.35s"},
 		{rate(12), "12/s"}, {rate(250_000), "250k/s"}, {rate(1.234e7), "12.34M/s"},
 		{countRate(0, 0), "0"}, {countRate(1234, 0.0003123), "1,234 (0.0312%)"},
+		{percent(nil), ""}, {percent(ptr(0.0)), "0%"}, {percent(ptr(0.0004)), "<0.1%"}, {percent(ptr(0.8312)), "83.1%"},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)

@@ -40,11 +40,15 @@ func Tables(f *File) []Table {
 		accuracyTable(f, "simulated"),
 		accuracyTable(f, "realtime"),
 		latencyTable(f),
-		perGoroutines(f, "throughput", "Throughput: decisions per second, unpaced",
-			"Every sender sends as fast as it can; a column per number of goroutines. On 2 cores, more than 2 goroutines show what contention costs.",
+		perGoroutines(f, "throughput", "Throughput under overload: decisions per second, unpaced",
+			"Every sender sends the workload's requests as fast as it can, so keys are asked far beyond their limit and most requests are denied "+
+				"(admitted: the share admitted with one goroutine). A column per number of goroutines; on 2 cores, more than 2 show what contention costs. "+
+				"The harness floor is a limiter that decides nothing.",
 			func(r Run) string { return rate(r.ThroughputPerS) }),
 		perGoroutines(f, "contention", "Lock contention: time blocked on locks per decision, unpaced",
-			"Time goroutines spent parked on a sync.Mutex or RWMutex (the runtime's /sync/mutex/wait/total), divided by decisions. Spinning before parking is not counted.",
+			"Time goroutines spent parked on a sync.Mutex, a sync.RWMutex or a lock inside the runtime, as the runtime counts it "+
+				"(/sync/mutex/wait/total, sampled), divided by decisions. Spinning before parking is not counted. "+
+				"The harness floor row is what the runtime and the harness add with no limiter at all.",
 			func(r Run) string {
 				switch w := r.LockWaitNSPerOp; {
 				case w == nil:
@@ -80,7 +84,10 @@ func accuracyTable(f *File, mode string) Table {
 	if mode == "realtime" {
 		t.Name = "accuracy-realtime"
 		t.Title = "Accuracy against the ideal, in real time, for limiters that take no explicit time"
-		t.Note = "The workload is replayed on the real clock with time compressed (meta.params.realtime_accuracy_scale), the limit's window alike, and the ideal is run on the times the requests were really sent. Not reproducible to the request: the clock is real."
+		t.Note = "The workload is replayed by one sender on the real clock with time compressed (the limit's window alike), " +
+			"and the ideal is run on the times the requests were really sent. A workload too dense to send on time at the most compression is compressed less; " +
+			"send lag: how late requests went against their compressed schedule. Not reproducible to the request: the clock is real."
+		t.Header = append(t.Header, "compressed", "send lag p99")
 	}
 	for _, r := range f.Runs {
 		if r.Accuracy == nil || r.Mode != mode {
@@ -100,6 +107,14 @@ func accuracyTable(f *File, mode string) Table {
 			countRate(a.FalseAllow, a.FalseAllowRate), countRate(a.FalseDeny, a.FalseDenyRate),
 			strconv.FormatFloat(a.MaxWindowRatio, 'f', 2, 64),
 		})
+		if mode == "realtime" {
+			lag := ""
+			if r.SendLagNS != nil {
+				lag = nanos(r.SendLagNS.P99)
+			}
+			last := &t.Rows[len(t.Rows)-1]
+			*last = append(*last, strconv.FormatFloat(1/r.TimeScale, 'f', 0, 64)+"×", lag)
+		}
 	}
 	return t
 }
@@ -108,9 +123,11 @@ func latencyTable(f *File) Table {
 	t := Table{
 		Name:  "latency",
 		Title: "Latency of a decision, from its intended send time, paced (open loop)",
-		Note: "Senders send at a fixed total rate; each request's latency runs from when it was due, so a stall counts against every request it delays. " +
-			"Kept pace: the share of the offered rate achieved.",
-		Header: []string{"workload", "limiter", "offered", "p50", "p90", "p99", "p99.9", "max", "kept pace"},
+		Note: "Senders send the workload's requests at a fixed total rate; each request's latency runs from when it was due, so a stall counts against every request it delays. " +
+			"The limit's window is scaled so that each key is asked for the same multiple of its limit as in the workload. " +
+			"Kept pace: the share of the offered rate sent; late: decided more than 1ms after due; admitted: the share admitted. " +
+			"On a shared machine the tail beyond p99 is mostly the scheduler; the harness floor row is a limiter that decides nothing.",
+		Header: []string{"workload", "limiter", "offered", "p50", "p90", "p99", "p99.9", "max", "kept pace", "late", "admitted"},
 		Left:   2,
 	}
 	for _, r := range f.Runs {
@@ -125,6 +142,7 @@ func latencyTable(f *File) Table {
 		t.Rows = append(t.Rows, []string{
 			r.Workload, r.Limiter, fmt.Sprintf("%s by %d", rate(r.OfferedRate), r.Goroutines),
 			nanos(l.P50), nanos(l.P90), nanos(l.P99), nanos(l.P999), nanos(l.Max), kept,
+			percent(r.LateFraction), percent(r.AdmittedFraction),
 		})
 	}
 	return t
@@ -137,6 +155,7 @@ func perGoroutines(f *File, name, title, note string, cell func(Run) string) Tab
 	type row struct{ workload, limiter string }
 	var rows []row
 	cells := map[row]map[int]string{}
+	admitted := map[row]string{}
 	for _, r := range f.Runs {
 		if r.Mode != "realtime" || r.OfferedRate != 0 || r.Accuracy != nil {
 			continue
@@ -145,6 +164,7 @@ func perGoroutines(f *File, name, title, note string, cell func(Run) string) Tab
 		if cells[k] == nil {
 			cells[k] = map[int]string{}
 			rows = append(rows, k)
+			admitted[k] = percent(r.AdmittedFraction)
 		}
 		cells[k][r.Goroutines] = cell(r)
 		if !slices.Contains(gs, r.Goroutines) {
@@ -160,10 +180,16 @@ func perGoroutines(f *File, name, title, note string, cell func(Run) string) Tab
 		}
 		t.Header = append(t.Header, h)
 	}
+	if name == "throughput" {
+		t.Header = append(t.Header, "admitted")
+	}
 	for _, k := range rows {
 		line := []string{k.workload, k.limiter}
 		for _, g := range gs {
 			line = append(line, cells[k][g])
+		}
+		if name == "throughput" {
+			line = append(line, admitted[k])
 		}
 		t.Rows = append(t.Rows, line)
 	}
@@ -246,6 +272,19 @@ func wrap(s string, width int) string {
 	return b.String()
 }
 
+// percent formats a fraction as a percentage, "" for none.
+func percent(f *float64) string {
+	switch {
+	case f == nil:
+		return ""
+	case *f == 0:
+		return "0%"
+	case *f < 0.001:
+		return "<0.1%"
+	}
+	return strconv.FormatFloat(100**f, 'f', 1, 64) + "%"
+}
+
 // count formats n with thousands separators.
 func count(n int64) string {
 	s := strconv.FormatInt(n, 10)
@@ -320,10 +359,10 @@ func WriteDir(dir string, f *File) ([]string, error) {
 			return nil, err
 		}
 	}
-	if err := os.WriteFile(paths[1], md.Bytes(), 0o644); err != nil {
+	if err := writeAtomic(paths[1], md.Bytes()); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(paths[2], txt.Bytes(), 0o644); err != nil {
+	if err := writeAtomic(paths[2], txt.Bytes()); err != nil {
 		return nil, err
 	}
 	return paths, nil
@@ -341,19 +380,27 @@ func MetaLine(f *File) string {
 }
 
 // SimulationSpeed says how many decisions a second simulated time made, the
-// limiters and the harness together, over all simulated runs; "" if there
-// were none.
+// limiters and the harness together; "" if there were none.
 func SimulationSpeed(f *File) string {
 	var decisions int64
-	var secs float64
 	for _, r := range f.Runs {
-		if r.Mode == "simulated" && r.ThroughputPerS > 0 {
+		if r.Mode == "simulated" {
 			decisions += r.Decisions
-			secs += float64(r.Decisions) / r.ThroughputPerS
 		}
 	}
-	if secs == 0 {
+	if decisions == 0 || f.Meta.SimulationPerS == 0 {
 		return ""
 	}
-	return fmt.Sprintf("Simulated time: %s decisions at %.1f million a second on one core (limiters and harness together).", count(decisions), float64(decisions)/secs/1e6)
+	return fmt.Sprintf("Simulated time: %s decisions at %.1f million a second on one core (limiters and harness together).", count(decisions), f.Meta.SimulationPerS/1e6)
+}
+
+// Skipped lists the runs that did not happen, and why.
+func Skipped(f *File) []string {
+	var out []string
+	for _, r := range f.Runs {
+		if r.SkippedBecause != "" {
+			out = append(out, fmt.Sprintf("%s on %s: %s", r.Limiter, r.Workload, r.SkippedBecause))
+		}
+	}
+	return out
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ratelab/ratelab/limiters"
 )
 
 // A Request is one arrival: at T after the start, Key asks for N units.
@@ -135,6 +137,9 @@ func parse(rec []string) (Request, error) {
 		n, err = strconv.Atoi(strings.TrimSpace(rec[2]))
 		if err != nil || n < 1 {
 			return Request{}, fmt.Errorf("cost %q is not a positive integer", rec[2])
+		}
+		if n > limiters.MaxLimit {
+			return Request{}, fmt.Errorf("cost %d is more than any limit (%d)", n, limiters.MaxLimit)
 		}
 	}
 	return Request{T: time.Duration(math.Round(sec * 1e9)), Key: key, N: n}, nil

@@ -69,6 +69,7 @@ func TestTraceMalformed(t *testing.T) {
 		{"0,a,0\n", 1, `cost "0" is not a positive integer`},
 		{"0,a,-2\n", 1, "not a positive integer"},
 		{"0,a,1.5\n", 1, "not a positive integer"},
+		{"0,a,3000000000\n", 1, "more than any limit"},
 		{"0\n", 1, "got 1 fields"},
 		{"0,a,1,2\n", 1, "got 4 fields"},
 		{"0,a\n1,\"unterminated\n", 2, "quote"},

@@ -30,7 +30,8 @@ type Workload struct {
 	// Params are the parameters it was made from (for a trace, only
 	// Users and Duration mean anything).
 	Params Params
-	// Arrivals are the requests, in time order (ties by user).
+	// Arrivals are the requests, in time order (ties by user for a
+	// generated workload, in file order for a trace).
 	Arrivals []Arrival
 	names    []string
 }
@@ -49,18 +50,6 @@ func (w *Workload) Key(u int32) string {
 
 // UserKey is the key of user i of a generated workload.
 func UserKey(i int) string { return fmt.Sprintf("user-%011d", i) }
-
-// Split deals the arrivals to g senders by user (user u to sender u mod g),
-// each in time order, so that one user's requests are sent by one sender in
-// order.
-func (w *Workload) Split(g int) [][]Arrival {
-	out := make([][]Arrival, g)
-	for _, a := range w.Arrivals {
-		s := int(a.User) % g
-		out[s] = append(out[s], a)
-	}
-	return out
-}
 
 // Params are what a workload is a pure function of. The zero value of each
 // field is documented; Limit and Users must be set.

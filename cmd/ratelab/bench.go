@@ -13,6 +13,7 @@ import (
 	"github.com/ratelab/ratelab/harness"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/workloads"
 )
 
 const benchUsage = `Usage:
@@ -39,8 +40,8 @@ window algorithms, a capacity of N refilled over W for the buckets.
 
 It writes results.json (the public format), tables.md and tables.txt into
 --out and prints the tables. A full run takes about two minutes on 2 cores;
---quick about twenty seconds. The same --seed gives the same accuracy,
-byte for byte.
+--quick about thirty seconds. The same --seed gives the same simulated
+runs, byte for byte.
 
 Examples:
 
@@ -67,6 +68,7 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs.DurationVar(&c.RealTime, "realtime", 0, "how long each unpaced real-time run lasts (default 250ms, quick 100ms)")
 	fs.Float64Var(&c.OfferedRate, "rate", 0, "the total offered rate of the paced runs, per second (default 200000)")
 	fs.Uint64Var(&c.Seed, "seed", 1, "the seed of every workload")
+	trace := fs.String("trace", "", "also run this trace (a t,key[,n] CSV, as for replay) as workload \"trace\"")
 	out := fs.String("out", "out", "the folder results go to")
 	fs.BoolVar(&c.Quick, "quick", false, "a short run, for CI and a first look")
 	fs.Usage = func() {
@@ -91,6 +93,21 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err := c.Defaults().Validate(); err != nil {
 		return usageError{fmt.Errorf("bench: %w", err)}
 	}
+	if *trace != "" {
+		in, err := os.Open(*trace)
+		if err != nil {
+			return usageError{fmt.Errorf("bench: %w", err)}
+		}
+		w, err := workloads.FromTrace(workloads.NewTraceReader(in))
+		in.Close()
+		if err != nil {
+			return usageError{fmt.Errorf("bench: %s: %w", *trace, err)}
+		}
+		if len(w.Arrivals) == 0 {
+			return usagef("bench: %s has no requests", *trace)
+		}
+		c.Trace = w
+	}
 
 	var progress io.Writer
 	if isTerminal(stderr) {
@@ -113,6 +130,9 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	if s := results.SimulationSpeed(f); s != "" {
 		fmt.Fprintln(stdout, s)
+	}
+	for _, s := range results.Skipped(f) {
+		fmt.Fprintln(stdout, "Skipped:", s)
 	}
 	fmt.Fprintf(stdout, "The lab took %v. Results: %s\n", f.Meta.Elapsed.Duration().Round(time.Second), strings.Join(paths, ", "))
 	return nil

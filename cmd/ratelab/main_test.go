@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,12 +130,49 @@ func TestBench(t *testing.T) {
 		}
 	}
 	if stderr != "" {
-		t.Errorf("stderr %q: progress should stay quiet when stderr is not a terminal", stderr)
+		t.Errorf("stderr %q, want nothing", stderr)
 	}
 	for _, name := range []string{"results.json", "tables.md", "tables.txt"} {
 		if st, err := os.Stat(filepath.Join(out, name)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// Progress goes to stderr only when it is a terminal: not to a file, not
+// to a pipe, not to a buffer.
+func TestProgressOnlyOnATerminal(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, w, _ := os.Pipe()
+	defer r.Close()
+	defer w.Close()
+	for name, out := range map[string]io.Writer{"file": f, "pipe": w, "buffer": &bytes.Buffer{}} {
+		if isTerminal(out) {
+			t.Errorf("a %s taken for a terminal", name)
+		}
+	}
+}
+
+func TestBenchTrace(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "t.csv")
+	var b strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&b, "%.3f,user-%d\n", float64(i)*0.01, i%3)
+	}
+	os.WriteFile(trace, []byte(b.String()), 0o644)
+	stdout, stderr, code := ratelab(t, "", "bench", "--limiters", "fixed-window,sliding-log", "--workloads", "uniform", "--users", "2",
+		"--modes", "simulated", "--simulated", "4s", "--limit", "10", "--trace", trace, "--out", dir)
+	if code != 0 || !strings.Contains(stdout, "trace ") {
+		t.Fatalf("exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
+	os.WriteFile(trace, []byte("0,a\n1,a,x\n"), 0o644)
+	if _, stderr, code := ratelab(t, "", "bench", "--trace", trace, "--out", dir); code != 2 || !strings.Contains(stderr, "line 2") {
+		t.Errorf("malformed trace: exit %d, %q", code, stderr)
 	}
 }
 
@@ -149,6 +188,11 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--limit", "0"}, "limit must be between 1 and"},
 		{[]string{"--seed", "-1"}, "invalid value"},
 		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"--rate", "NaN"}, "offered rate"},
+		{[]string{"--rate", "3e9"}, "offered rate"},
+		{[]string{"--window", "1ms"}, "would have about"},
+		{[]string{"--window", "1m"}, "at least two windows"},
+		{[]string{"--trace", "/nonexistent.csv"}, "no such file"},
 	} {
 		_, stderr, code := ratelab(t, "", append([]string{"bench"}, tt.args...)...)
 		if code != 2 || !strings.Contains(stderr, tt.says) {

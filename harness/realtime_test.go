@@ -1,0 +1,178 @@
+package harness
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/workloads"
+)
+
+// stall is a limiter that takes a long time once.
+type stall struct {
+	once sync.Once
+	for_ time.Duration
+}
+
+func (s *stall) AllowN(context.Context, string, int) (limiters.Decision, error) {
+	s.once.Do(func() { time.Sleep(s.for_) })
+	return limiters.Decision{Allowed: true}, nil
+}
+
+func smallWorkload(t *testing.T, users int) *workloads.Workload {
+	t.Helper()
+	w, err := workloads.Uniform(workloads.Params{Seed: 1, Users: users, Limit: limiters.Window{Limit: 10, Length: time.Second}, Duration: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// No coordinated omission: one 20ms stall at 20,000 requests a second is
+// due time for some 400 requests, and each of them shows it.
+func TestPacedLatencyCountsStalls(t *testing.T) {
+	w := smallWorkload(t, 10)
+	r, err := RunRealTime(context.Background(), w, &stall{for_: 20 * time.Millisecond}, RealTime{Goroutines: 1, Rate: 20_000, Duration: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := r.Latency.latency()
+	if l.Max < float64(20*time.Millisecond) || l.P99 < float64(5*time.Millisecond) {
+		t.Fatalf("a 20ms stall over 200ms: latency %+v, want max >= 20ms and p99 >= 5ms", l)
+	}
+	if r.Late < 0.05 {
+		t.Fatalf("late fraction %.3f, want about 0.1", r.Late)
+	}
+}
+
+// Every sender sends the whole mix of keys: the share of user 0 is the same
+// whatever the number of senders.
+func TestKeyMixDoesNotDependOnSenders(t *testing.T) {
+	w := smallWorkload(t, 50)
+	share0 := 0
+	for _, a := range w.Arrivals {
+		if a.User == 0 {
+			share0++
+		}
+	}
+	want := float64(share0) / float64(len(w.Arrivals))
+	for _, g := range []int{1, 3, 64} {
+		c := &counter{n: map[string]int{}}
+		r, err := RunRealTime(context.Background(), w, c, RealTime{Goroutines: g, Duration: 30 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := float64(c.n[w.Key(0)]) / float64(r.Decisions)
+		if got < want*0.7 || got > want*1.3 {
+			t.Errorf("%d senders: user 0 had %.4f of decisions, the workload %.4f", g, got, want)
+		}
+	}
+}
+
+type counter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counter) AllowN(_ context.Context, key string, _ int) (limiters.Decision, error) {
+	c.mu.Lock()
+	c.n[key]++
+	c.mu.Unlock()
+	return limiters.Decision{Allowed: true}, nil
+}
+
+func TestRealTimeRefused(t *testing.T) {
+	w := smallWorkload(t, 2)
+	for _, cfg := range []RealTime{
+		{Goroutines: 0, Duration: time.Millisecond},
+		{Goroutines: 1},
+		{Goroutines: 1, Duration: time.Millisecond, Rate: -1},
+		{Goroutines: 2, Duration: time.Millisecond, Rate: 3e8},
+	} {
+		if _, err := RunRealTime(context.Background(), w, &counter{n: map[string]int{}}, cfg); err == nil {
+			t.Errorf("%+v accepted", cfg)
+		}
+	}
+	empty := &workloads.Workload{Name: "empty", Params: workloads.Params{Users: 1}}
+	if _, err := RunRealTime(context.Background(), empty, &counter{n: map[string]int{}}, RealTime{Goroutines: 1, Duration: time.Millisecond}); err == nil {
+		t.Error("an empty workload accepted")
+	}
+}
+
+// The real-time replay of a limiter that could also run in simulated time
+// agrees with simulated time: the fixed window under the boundary attack
+// admits 2N in a window, a tenth of a second compressed.
+func TestRealTimeAccuracyAgrees(t *testing.T) {
+	limit := limiters.Window{Limit: 20, Length: time.Second}
+	w, err := workloads.BoundaryAttack(workloads.Params{Seed: 1, Users: 2, Limit: limit, Duration: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale := replayScale(w, 0.02)
+	s := Subjects()[0] // fixed-window
+	l, stop, err := s.New(limiters.Window{Limit: 20, Length: time.Duration(float64(time.Second) * scale)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	allowed, sent, lag, err := RealTimeAccuracy(context.Background(), w, l, scale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ideal, _ := Ideal(sent, limit)
+	acc := Compare(sent, allowed, ideal, limit)
+	if acc.MaxWindowRatio < 1.9 || acc.Admitted == 0 {
+		t.Fatalf("fixed window replayed in real time: %+v (send lag %+v), want about 2N in a window", acc, lag.latency())
+	}
+	for i := 1; i < len(sent.Arrivals); i++ {
+		if sent.Arrivals[i].T < sent.Arrivals[i-1].T {
+			t.Fatal("sent times go back")
+		}
+	}
+}
+
+// The replay compresses a sparse workload the most it may, and a dense one
+// less, so that one sender can keep up.
+func TestReplayScale(t *testing.T) {
+	limit := limiters.Window{Limit: 100, Length: time.Second}
+	sparse, _ := workloads.Uniform(workloads.Params{Seed: 1, Users: 10, Limit: limit, Duration: 5 * time.Second})
+	dense, _ := workloads.BoundaryAttack(workloads.Params{Seed: 1, Users: 50, Limit: limit, Duration: 5 * time.Second})
+	if s := replayScale(sparse, 0.02); s != 0.02 {
+		t.Errorf("sparse: scale %v, want 0.02", s)
+	}
+	// 50 attackers x 100 in 10ms: 500 in a millisecond, 500,000 a
+	// second, which is half the pace one sender is trusted with.
+	if s := replayScale(dense, 0.02); s < 0.4 || s > 0.6 {
+		t.Errorf("dense: scale %v, want about 0.5", s)
+	}
+}
+
+// A paced run scales the window so each key keeps its load.
+func TestPacedLimit(t *testing.T) {
+	w := smallWorkload(t, 100) // 100 users x 12 a second = 1,200 a second
+	got := pacedLimit(limiters.Window{Limit: 10, Length: time.Second}, w, 120_000)
+	if got.Limit != 10 || got.Length < 9*time.Millisecond || got.Length > 11*time.Millisecond {
+		t.Fatalf("pacedLimit = %+v, want 10 per about 10ms", got)
+	}
+}
+
+func TestMeasureMemory(t *testing.T) {
+	for _, s := range Subjects() {
+		if s.Name != "gcra" && s.Name != "x/time/rate" {
+			continue
+		}
+		m, err := MeasureMemory(context.Background(), s, limiters.Window{Limit: 10, Length: time.Hour}, 50_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lo, hi := 10.0, 60.0
+		if s.Name == "x/time/rate" {
+			lo, hi = 80, 250
+		}
+		if m.Tracked != 50_000 || m.BytesPerUser < lo || m.BytesPerUser > hi {
+			t.Errorf("%s: %+v, want 50,000 keys at %v to %v bytes each", s.Name, m, lo, hi)
+		}
+	}
+}
