@@ -124,7 +124,8 @@ func latencyTable(f *File) Table {
 		Name:  "latency",
 		Title: "Latency of a decision, from its intended send time, paced (open loop)",
 		Note: "Senders send the workload's requests at a fixed total rate; each request's latency runs from when it was due, so a stall counts against every request it delays. " +
-			"The limit's window is scaled so that each key is asked for the same multiple of its limit as in the workload. " +
+			"The limit's window is scaled so that each key is asked for the same multiple of its limit as in the workload; " +
+			"a run spans only a window or two of it, so buckets, which start full, admit more than they would in a long one. " +
 			"Kept pace: the share of the offered rate sent; late: decided more than 1ms after due; admitted: the share admitted. " +
 			"On a shared machine the tail beyond p99 is mostly the scheduler; the harness floor row is a limiter that decides nothing.",
 		Header: []string{"workload", "limiter", "offered", "p50", "p90", "p99", "p99.9", "max", "kept pace", "late", "admitted"},
