@@ -200,17 +200,17 @@ func RealTimeAccuracy(ctx context.Context, w *workloads.Workload, l limiters.Lim
 }
 
 // waitUntil returns at time at, or with ctx's error when ctx ends first: it
-// sleeps while at is far (a sleep oversleeps by tens of microseconds), then
-// spins, yielding the processor if yield (when senders outnumber
-// processors).
+// sleeps until a millisecond before at (a timer wakes up to a millisecond
+// late on a busy machine), then spins, yielding the processor if yield
+// (when senders outnumber processors).
 func waitUntil(ctx context.Context, at time.Time, yield bool) error {
 	for {
 		wait := time.Until(at)
 		switch {
 		case wait <= 0:
 			return ctx.Err()
-		case wait > 200*time.Microsecond:
-			t := time.NewTimer(wait - 100*time.Microsecond)
+		case wait > 2*time.Millisecond:
+			t := time.NewTimer(wait - time.Millisecond)
 			select {
 			case <-ctx.Done():
 				t.Stop()
