@@ -74,6 +74,18 @@ func (h *hist) quantile(q float64) float64 {
 	return float64(h.max)
 }
 
+// curveQuantiles are the quantiles a latency curve is kept at: from the
+// median to four nines.
+var curveQuantiles = []float64{0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999}
+
+func (h *hist) curve() []results.Quantile {
+	out := make([]results.Quantile, len(curveQuantiles))
+	for i, q := range curveQuantiles {
+		out[i] = results.Quantile{Q: q, Value: h.quantile(q)}
+	}
+	return out
+}
+
 func (h *hist) latency() *results.Latency {
 	return &results.Latency{
 		P50:  h.quantile(0.50),

@@ -321,6 +321,7 @@ func realTimeResult(base results.Run, rt RealTime, res RealTimeResult) results.R
 	r := base
 	r.Mode, r.Goroutines, r.OfferedRate, r.Decisions = ModeRealTime, rt.Goroutines, rt.Rate, res.Decisions
 	r.LatencyNS = res.Latency.latency()
+	r.LatencyCurveNS = res.Latency.curve()
 	r.ThroughputPerS = res.Throughput()
 	wait := float64(res.LockWait) / float64(max(res.Decisions, 1))
 	r.LockWaitNSPerOp = &wait
@@ -366,7 +367,11 @@ func accuracyRun(ctx context.Context, c Config, s Subject, w *workloads.Workload
 		allowed := Simulate(w, d)
 		elapsed := time.Since(start)
 		acc := Compare(w, allowed, ideal, c.Limit)
-		return results.Run{Mode: ModeSimulated, Decisions: int64(len(allowed)), Accuracy: &acc}, elapsed, nil
+		r := results.Run{Mode: ModeSimulated, Decisions: int64(len(allowed)), Accuracy: &acc}
+		if w.Name == "boundary-attack" {
+			r.Edge = EdgeSeries(w, allowed, c.Limit.Length, edgeWindows)
+		}
+		return r, elapsed, nil
 	}
 	scale := replayScale(w, c.RealTimeAccuracyScale)
 	scaled := limiters.Window{Limit: c.Limit.Limit, Length: max(time.Duration(float64(c.Limit.Length)*scale), 1)}
@@ -384,8 +389,12 @@ func accuracyRun(ctx context.Context, c Config, s Subject, w *workloads.Workload
 		return results.Run{}, 0, err
 	}
 	acc := Compare(sent, allowed, sentIdeal, c.Limit)
-	return results.Run{Mode: ModeRealTime, Decisions: int64(len(allowed)), Accuracy: &acc,
-		TimeScale: scale, SendLagNS: lag.latency()}, 0, nil
+	r := results.Run{Mode: ModeRealTime, Decisions: int64(len(allowed)), Accuracy: &acc,
+		TimeScale: scale, SendLagNS: lag.latency()}
+	if w.Name == "boundary-attack" {
+		r.Edge = EdgeSeries(sent, allowed, c.Limit.Length, edgeWindows)
+	}
+	return r, 0, nil
 }
 
 // replayRate is the most requests a second one sender keeps pace with in a

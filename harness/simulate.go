@@ -68,6 +68,37 @@ func Compare(w *workloads.Workload, allowed, ideal []bool, limit limiters.Window
 	return acc
 }
 
+// edgeWindows is how many windows an edge series spans.
+const edgeWindows = 4
+
+// EdgeSeries returns what user 0 had admitted in the trailing window of
+// length, after each of its requests before windows windows have passed.
+func EdgeSeries(w *workloads.Workload, allowed []bool, length time.Duration, windows int) *results.Series {
+	s := &results.Series{Key: w.Key(0)}
+	end := time.Duration(windows) * length
+	var mine []workloads.Arrival // user 0's admitted requests, in order
+	sum, lo := int64(0), 0
+	for i, a := range w.Arrivals {
+		if a.User != 0 {
+			continue
+		}
+		if a.T >= end {
+			break
+		}
+		if allowed[i] {
+			mine = append(mine, a)
+			sum += int64(a.N)
+		}
+		for lo < len(mine) && mine[lo].T <= a.T-length {
+			sum -= int64(mine[lo].N)
+			lo++
+		}
+		s.T = append(s.T, a.T.Seconds())
+		s.InWindow = append(s.InWindow, float64(sum))
+	}
+	return s
+}
+
 // MaxInWindow returns the most cost any one user had admitted in an
 // interval (t - length, t].
 func MaxInWindow(w *workloads.Workload, allowed []bool, length time.Duration) int64 {

@@ -57,3 +57,34 @@ func TestBoundaryAttackYardsticks(t *testing.T) {
 		}
 	}
 }
+
+// The edge series shows the picture: under the boundary attack the fixed
+// window's trailing count reaches 2N right after an edge, the ideal's never
+// passes N.
+func TestEdgeSeries(t *testing.T) {
+	limit := limiters.Window{Limit: 10, Length: time.Second}
+	w, err := workloads.BoundaryAttack(workloads.Params{Seed: 1, Users: 3, Limit: limit, Duration: 6 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ideal, _ := Ideal(w, limit)
+	d, stop, _ := Subjects()[0].NewAt(limit) // fixed-window
+	defer stop()
+	fixed := Simulate(w, d)
+	top := func(s []float64) float64 {
+		m := 0.0
+		for _, v := range s {
+			m = max(m, v)
+		}
+		return m
+	}
+	fs, is := EdgeSeries(w, fixed, time.Second, 4), EdgeSeries(w, ideal, time.Second, 4)
+	if top(fs.InWindow) != 20 || top(is.InWindow) != 10 {
+		t.Fatalf("peak in the trailing window: fixed %v, ideal %v; want 20 and 10", top(fs.InWindow), top(is.InWindow))
+	}
+	// Attacker 0's requests in the first 4 windows: 20 at each of the
+	// edges at 1, 2 and 3s, and the 10 just before the edge at 4s.
+	if len(fs.T) != 70 || fs.Key != w.Key(0) || fs.T[len(fs.T)-1] >= 4 {
+		t.Fatalf("series of %d points for %q ending at %v", len(fs.T), fs.Key, fs.T[len(fs.T)-1])
+	}
+}

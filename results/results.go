@@ -97,8 +97,10 @@ type Run struct {
 	Accuracy *Accuracy `json:"accuracy,omitempty"`
 	// LatencyNS is, for a paced real-time run, from each request's
 	// intended send time to its decision; for an unpaced one, the time of
-	// one decision, sampled on one request in 16.
-	LatencyNS      *Latency `json:"latency_ns,omitempty"`
+	// one decision, sampled on one request in 16. LatencyCurveNS is the
+	// same distribution at more quantiles, for plotting.
+	LatencyNS      *Latency   `json:"latency_ns,omitempty"`
+	LatencyCurveNS []Quantile `json:"latency_curve_ns,omitempty"`
 	ThroughputPerS float64  `json:"throughput_per_s,omitempty"`
 	BytesPerUser   float64  `json:"bytes_per_user,omitempty"`
 	// Users is, for a memory run, the keys the limiter was given.
@@ -118,6 +120,24 @@ type Run struct {
 	SendLagNS *Latency `json:"send_lag_ns,omitempty"`
 	// SkippedBecause says why a run did not happen.
 	SkippedBecause string `json:"skipped_because,omitempty"`
+	// Edge is, for an accuracy run on the boundary attack, what one
+	// attacker had admitted in the trailing window after each of its
+	// requests, over the first few windows: the picture of a window edge.
+	Edge *Series `json:"edge_series,omitempty"`
+}
+
+// Quantile is a value at a quantile Q of a distribution.
+type Quantile struct {
+	Q     float64 `json:"q"`
+	Value float64 `json:"value"`
+}
+
+// Series is what one key had admitted in the trailing window of length W,
+// in cost, after each of its requests: at T[i] seconds, InWindow[i].
+type Series struct {
+	Key      string    `json:"key"`
+	T        []float64 `json:"t_s"`
+	InWindow []float64 `json:"in_window"`
 }
 
 // Judged is a limit: N per W.
