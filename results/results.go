@@ -101,8 +101,8 @@ type Run struct {
 	// same distribution at more quantiles, for plotting.
 	LatencyNS      *Latency   `json:"latency_ns,omitempty"`
 	LatencyCurveNS []Quantile `json:"latency_curve_ns,omitempty"`
-	ThroughputPerS float64  `json:"throughput_per_s,omitempty"`
-	BytesPerUser   float64  `json:"bytes_per_user,omitempty"`
+	ThroughputPerS float64    `json:"throughput_per_s,omitempty"`
+	BytesPerUser   float64    `json:"bytes_per_user,omitempty"`
 	// Users is, for a memory run, the keys the limiter was given.
 	Users           int      `json:"users,omitempty"`
 	LockWaitNSPerOp *float64 `json:"lock_wait_ns_per_op,omitempty"`

@@ -245,8 +245,11 @@ func (t Table) Text(w io.Writer) error {
 }
 
 // Markdown writes t as a Markdown section: a heading, the note, the table.
-func (t Table) Markdown(w io.Writer) error {
-	fmt.Fprintf(w, "## %s\n\n%s\n\n", t.Title, t.Note)
+func (t Table) Markdown(w io.Writer) error { return t.MarkdownAt(w, 2) }
+
+// MarkdownAt is Markdown with a heading of the given level (2 is "##").
+func (t Table) MarkdownAt(w io.Writer, level int) error {
+	fmt.Fprintf(w, "%s %s\n\n%s\n\n", strings.Repeat("#", max(level, 1)), t.Title, t.Note)
 	tb := tablewriter.NewTable(w, tablewriter.WithRenderer(renderer.NewMarkdown()), tablewriter.WithConfig(t.config()))
 	tb.Header(t.Header)
 	if err := tb.Bulk(t.Rows); err != nil {

@@ -1,0 +1,380 @@
+package results
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// score is one limiter's headline numbers across a run's workloads.
+type score struct {
+	name, algorithm string
+	peer            bool
+	// worst is the most any key had in any window, over N, on the
+	// workload where it was most; attack is that on the boundary attack.
+	worst, attack float64
+	// wrong is the share of decisions that differ from the ideal's
+	// (false allows and false denies), averaged over workloads.
+	wrong    float64
+	accuracy int // workloads with accuracy measured
+	// realtime is whether accuracy was measured in real time, not in
+	// simulated time.
+	realtime bool
+	// tput is the geometric mean over workloads of decisions per second,
+	// unpaced, at the goroutines the run's GOMAXPROCS allows.
+	tput float64
+	// p50 and p99 are the latency of paced runs on the workload where
+	// each was longest.
+	p50, p99 float64
+	bytes    float64
+}
+
+// isFloor reports whether r measured the harness floor, which decides
+// nothing: the one run with no algorithm.
+func isFloor(r Run) bool { return r.Algorithm == "" }
+
+// fullSpeed is the goroutine count whose unpaced throughput scores compare:
+// GOMAXPROCS if the run swept it, else the most below it, else the fewest.
+func fullSpeed(f *File) int {
+	var gs []int
+	for _, r := range f.Runs {
+		if r.Mode == "realtime" && r.OfferedRate == 0 && r.Accuracy == nil && !slices.Contains(gs, r.Goroutines) {
+			gs = append(gs, r.Goroutines)
+		}
+	}
+	slices.Sort(gs)
+	best := 0
+	for _, g := range gs {
+		if best == 0 || g <= f.Meta.GOMAXPROCS {
+			best = g
+		}
+	}
+	return best
+}
+
+// scores returns each limiter's score, in the order limiters first appear,
+// and the harness floor's apart.
+func scores(f *File) (out []*score, floor *score) {
+	g := fullSpeed(f)
+	find := func(r Run) *score {
+		if isFloor(r) {
+			if floor == nil {
+				floor = &score{name: r.Limiter}
+			}
+			return floor
+		}
+		i := slices.IndexFunc(out, func(s *score) bool { return s.name == r.Limiter })
+		if i < 0 {
+			out = append(out, &score{name: r.Limiter, algorithm: r.Algorithm, peer: r.Library != "ratelab"})
+			i = len(out) - 1
+		}
+		return out[i]
+	}
+	logs := map[*score][]float64{}
+	for _, r := range f.Runs {
+		if r.SkippedBecause != "" || r.Limiter == "" {
+			continue
+		}
+		s := find(r)
+		switch {
+		case r.Accuracy != nil:
+			a := r.Accuracy
+			s.worst = max(s.worst, a.MaxWindowRatio)
+			if r.Workload == "boundary-attack" {
+				s.attack = max(s.attack, a.MaxWindowRatio)
+			}
+			s.wrong += a.FalseAllowRate + a.FalseDenyRate
+			s.accuracy++
+			s.realtime = s.realtime || r.Mode == "realtime"
+		case r.Mode == "memory":
+			s.bytes = r.BytesPerUser
+		case r.Mode == "realtime" && r.OfferedRate > 0 && r.LatencyNS != nil:
+			s.p50 = max(s.p50, r.LatencyNS.P50)
+			s.p99 = max(s.p99, r.LatencyNS.P99)
+		case r.Mode == "realtime" && r.OfferedRate == 0 && r.Goroutines == g && r.ThroughputPerS > 0:
+			logs[s] = append(logs[s], math.Log(r.ThroughputPerS))
+		}
+	}
+	for s, l := range logs {
+		sum := 0.0
+		for _, v := range l {
+			sum += v
+		}
+		s.tput = math.Exp(sum / float64(len(l)))
+	}
+	for _, s := range out {
+		if s.accuracy > 0 {
+			s.wrong /= float64(s.accuracy)
+		}
+	}
+	return out, floor
+}
+
+// Scorecard is a row per limiter of its headline numbers, each the
+// summary of a table the run printed in full.
+func Scorecard(f *File) Table {
+	g := fullSpeed(f)
+	t := Table{
+		Name:  "scorecard",
+		Title: "Scorecard: each limiter's headline numbers",
+		Note: "Most in any W: the most one key had admitted in any window, over the limit, on the workload where it was most. " +
+			"Differs from ideal: false allows and false denies per request, averaged over the workloads. " +
+			fmt.Sprintf("Decisions/s: unpaced, with %d goroutines, the geometric mean over the workloads. ", g) +
+			"p50 and p99: paced latency on the workload where it was longest. Blank: not measured.",
+		Header: []string{"limiter", "most in any W", "differs from ideal", fmt.Sprintf("decisions/s (%d goroutines)", g), "p50 paced", "p99 paced", "bytes per user"},
+		Left:   1,
+	}
+	all, floor := scores(f)
+	if floor != nil {
+		all = append(all, floor)
+	}
+	for _, s := range all {
+		row := []string{s.name, "", "", "", "", "", ""}
+		if s.accuracy > 0 {
+			row[1] = strconv.FormatFloat(s.worst, 'f', 2, 64)
+			row[2] = percentage(s.wrong)
+		}
+		if s.tput > 0 {
+			row[3] = rate(s.tput)
+		}
+		if s.p50 > 0 {
+			row[4], row[5] = nanos(s.p50), nanos(s.p99)
+		}
+		if s.bytes > 0 {
+			row[6] = strconv.FormatFloat(s.bytes, 'f', 1, 64)
+		}
+		if slices.ContainsFunc(row[1:], func(c string) bool { return c != "" }) {
+			t.Rows = append(t.Rows, row)
+		}
+	}
+	return t
+}
+
+// percentage formats a fraction as a percentage with three significant
+// figures at most.
+func percentage(v float64) string {
+	if v == 0 {
+		return "0%"
+	}
+	return strconv.FormatFloat(100*v, 'g', 3, 64) + "%"
+}
+
+// Pick is an answer to "which limiter should I pick?" for one need,
+// derived from a run's numbers.
+type Pick struct {
+	// Need is what the user needs; Limiter the one that served it best in
+	// this run (or "none", and Why says how close one came); Why gives the
+	// numbers.
+	Need, Limiter, Why string
+}
+
+// Picks answers "which limiter should I pick?" for the common needs from
+// f's numbers, and compares each peer with ratelab's limiter of the same
+// algorithm. A need f has no numbers for is left out.
+func Picks(f *File) (picks []Pick, versus []string) {
+	all, floor := scores(f)
+	g := fullSpeed(f)
+	best := func(keep func(*score) bool, less func(a, b *score) bool) *score {
+		var b *score
+		for _, s := range all {
+			if keep(s) && (b == nil || less(s, b)) {
+				b = s
+			}
+		}
+		return b
+	}
+	measured := func(s *score) bool { return s.accuracy > 0 }
+	names := func(ss []*score) string {
+		var n []string
+		for _, s := range ss {
+			n = append(n, s.name)
+		}
+		return strings.Join(n, ", ")
+	}
+
+	const exact = 1 + 1e-9
+	if closest := best(measured, func(a, b *score) bool { return a.worst < b.worst }); closest != nil {
+		var exacts []*score
+		for _, s := range all {
+			if measured(s) && s.worst <= exact {
+				exacts = append(exacts, s)
+			}
+		}
+		p := Pick{Need: "Never more than N in any window"}
+		if len(exacts) == 0 {
+			p.Limiter = "none"
+			p.Why = fmt.Sprintf("No limiter was exact; the closest, %s, let a key have %.2f×N in one window.", closest.name, closest.worst)
+		} else {
+			s := exacts[0]
+			for _, e := range exacts[1:] {
+				if e.tput > s.tput {
+					s = e
+				}
+			}
+			p.Limiter = s.name
+			p.Why = fmt.Sprintf("No key had more than N in any window on any workload%s", s.costs())
+			if others := slices.DeleteFunc(slices.Clone(exacts), func(e *score) bool { return e == s }); len(others) > 0 {
+				p.Why += fmt.Sprintf(" Also exact: %s.", names(others))
+			}
+		}
+		picks = append(picks, p)
+	}
+
+	// The ideal is the limiter the run judged the others against: the one
+	// that never differs from it.
+	ideal := best(func(s *score) bool { return measured(s) && s.wrong == 0 && s.worst <= exact }, func(a, b *score) bool { return false })
+	if s := best(func(s *score) bool { return measured(s) && s != ideal }, func(a, b *score) bool { return a.wrong < b.wrong }); s != nil {
+		why := fmt.Sprintf("%s of its decisions differed from the ideal's, averaged over the workloads, and the most a key had in one window was %.2f×N", percentage(s.wrong), s.worst)
+		if ideal != nil && s.bytes > 0 && ideal.bytes > 0 {
+			why += fmt.Sprintf("; %.1f bytes per user against the ideal's %.1f (at a limit of %d)", s.bytes, ideal.bytes, f.Meta.Params.Limit)
+		}
+		picks = append(picks, Pick{Need: "Closest to the ideal, short of the ideal itself", Limiter: s.name, Why: why + "."})
+	}
+
+	// near lists the others within 10% of s by v, which is closer than
+	// a shared machine tells apart.
+	near := func(s *score, v func(*score) float64) string {
+		var n []*score
+		for _, o := range all {
+			if o != s && v(o) > 0 && math.Abs(v(o)-v(s)) <= 0.1*v(s) {
+				n = append(n, o)
+			}
+		}
+		if len(n) == 0 {
+			return ""
+		}
+		return fmt.Sprintf(" Within 10%%, too close to call on a shared machine: %s.", names(n))
+	}
+
+	tput := func(s *score) float64 { return s.tput }
+	if s := best(func(s *score) bool { return s.tput > 0 }, func(a, b *score) bool { return a.tput > b.tput }); s != nil {
+		why := fmt.Sprintf("It made %s with %d goroutines sending as fast as they could (the geometric mean over the workloads)", rate(s.tput), g)
+		if p := best(func(p *score) bool { return p.peer && p.tput > 0 && p != s }, func(a, b *score) bool { return a.tput > b.tput }); p != nil {
+			why += fmt.Sprintf("; the fastest peer, %s, made %s (%.1f× fewer)", p.name, rate(p.tput), s.tput/p.tput)
+		}
+		picks = append(picks, Pick{Need: "Most decisions per second under overload", Limiter: s.name, Why: why + "." + near(s, tput)})
+	}
+
+	p50 := func(s *score) float64 { return s.p50 }
+	if s := best(func(s *score) bool { return s.p50 > 0 }, func(a, b *score) bool { return a.p50 < b.p50 }); s != nil {
+		why := fmt.Sprintf("Its median decision came %s after the request was due, on its slowest workload", nanos(s.p50))
+		if floor != nil && floor.p50 > 0 {
+			why += fmt.Sprintf("; the harness alone, deciding nothing, took %s", nanos(floor.p50))
+		}
+		why += "." + near(s, p50)
+		if lo, hi := spread(all, func(s *score) float64 { return s.p99 }); floor != nil && floor.p99 > 0 && hi > 0 {
+			if floor.p99 >= lo {
+				why += fmt.Sprintf(" The limiters' p99 ran from %s to %s and the harness floor's was %s, within that: the tails are the machine's more than the limiters'.", nanos(lo), nanos(hi), nanos(floor.p99))
+			} else {
+				why += fmt.Sprintf(" The limiters' p99 ran from %s to %s, against the harness floor's %s.", nanos(lo), nanos(hi), nanos(floor.p99))
+			}
+		}
+		picks = append(picks, Pick{Need: "Fastest decision at a steady rate", Limiter: s.name, Why: why})
+	}
+
+	if s := best(func(s *score) bool { return s.bytes > 0 }, func(a, b *score) bool { return a.bytes < b.bytes }); s != nil {
+		why := fmt.Sprintf("It held %.1f bytes per user", s.bytes)
+		if m := best(func(s *score) bool { return s.bytes > 0 }, func(a, b *score) bool { return a.bytes > b.bytes }); m != s {
+			why += fmt.Sprintf("; the most, %s, held %.1f", m.name, m.bytes)
+		}
+		picks = append(picks, Pick{Need: "Least memory per user", Limiter: s.name, Why: why + "."})
+	}
+
+	if s := best(func(s *score) bool { return s.attack > 0 }, func(a, b *score) bool { return a.attack > b.attack }); s != nil && s.attack > 1.05 {
+		picks = append(picks, Pick{Need: "Avoid where clients can time the window edge", Limiter: s.name,
+			Why: fmt.Sprintf("A boundary attacker had %.2f×N admitted in a single window.", s.attack)})
+	}
+
+	for _, p := range all {
+		if !p.peer {
+			continue
+		}
+		i := slices.IndexFunc(all, func(s *score) bool { return !s.peer && s.algorithm == p.algorithm })
+		if i < 0 {
+			continue
+		}
+		s := all[i]
+		var parts []string
+		if s.tput > 0 && p.tput > 0 {
+			parts = append(parts, fmt.Sprintf("%s against %s under overload (%.2f×)", rate(s.tput), rate(p.tput), s.tput/p.tput))
+		}
+		if s.bytes > 0 && p.bytes > 0 {
+			parts = append(parts, fmt.Sprintf("%.1f against %.1f bytes per user (%.2f×)", s.bytes, p.bytes, s.bytes/p.bytes))
+		}
+		if s.p50 > 0 && p.p50 > 0 {
+			parts = append(parts, fmt.Sprintf("a median decision of %s against %s", nanos(s.p50), nanos(p.p50)))
+		}
+		if s.accuracy > 0 && p.accuracy > 0 {
+			how := ""
+			if s.realtime != p.realtime {
+				how = fmt.Sprintf(" (%s's measured in real time)", map[bool]string{true: s.name, false: p.name}[s.realtime])
+			}
+			parts = append(parts, fmt.Sprintf("%s against %s of decisions differing from the ideal%s", percentage(s.wrong), percentage(p.wrong), how))
+		}
+		if len(parts) > 0 {
+			versus = append(versus, fmt.Sprintf("%s against %s (both %s): %s.", s.name, p.name, s.algorithm, strings.Join(parts, "; ")))
+		}
+	}
+	return picks, versus
+}
+
+// costs says, after a clause, what s costs: its throughput and memory.
+func (s *score) costs() string {
+	var parts []string
+	if s.tput > 0 {
+		parts = append(parts, rate(s.tput)+" under overload")
+	}
+	if s.bytes > 0 {
+		parts = append(parts, strconv.FormatFloat(s.bytes, 'f', 1, 64)+" bytes per user")
+	}
+	if len(parts) == 0 {
+		return "."
+	}
+	return "; its cost: " + strings.Join(parts, " and ") + "."
+}
+
+// WritePicks writes, for a terminal, the scorecard and which limiter to
+// pick for which need.
+func WritePicks(w io.Writer, f *File) error {
+	if t := Scorecard(f); len(t.Rows) > 0 {
+		if err := t.Text(w); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	picks, versus := Picks(f)
+	if len(picks) > 0 {
+		fmt.Fprintln(w, "Which limiter should I pick? This run's answers, from the numbers above:")
+	}
+	for _, p := range picks {
+		fmt.Fprintf(w, "%s\n", indent(wrap(fmt.Sprintf("- %s: %s. %s", p.Need, p.Limiter, p.Why), 98), "  "))
+	}
+	if len(versus) > 0 {
+		fmt.Fprintln(w, "\nAgainst the peers:")
+	}
+	for _, v := range versus {
+		fmt.Fprintf(w, "%s\n", indent(wrap("- "+v, 98), "  "))
+	}
+	return nil
+}
+
+// indent indents every line of s but the first.
+func indent(s, prefix string) string {
+	return strings.ReplaceAll(s, "\n", "\n"+prefix)
+}
+
+// spread returns the least and the most positive v of ss, zeros if none.
+func spread(ss []*score, v func(*score) float64) (lo, hi float64) {
+	for _, s := range ss {
+		if x := v(s); x > 0 {
+			if lo == 0 || x < lo {
+				lo = x
+			}
+			hi = max(hi, x)
+		}
+	}
+	return lo, hi
+}

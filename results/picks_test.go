@@ -1,0 +1,126 @@
+package results
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestPicksGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := WritePicks(&b, fixture()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "picks.txt", b.Bytes())
+}
+
+// pick returns the pick for need, failing if there is none.
+func pick(t *testing.T, f *File, need string) Pick {
+	t.Helper()
+	picks, _ := Picks(f)
+	i := slices.IndexFunc(picks, func(p Pick) bool { return p.Need == need })
+	if i < 0 {
+		t.Fatalf("no pick for %q in %+v", need, picks)
+	}
+	return picks[i]
+}
+
+// TestPicksFollowTheNumbers changes the numbers and expects the picks to
+// change with them: nothing is decided ahead of the run.
+func TestPicksFollowTheNumbers(t *testing.T) {
+	f := fixture()
+	if p := pick(t, f, "Least memory per user"); p.Limiter != "gcra" || !strings.Contains(p.Why, "21.0 bytes") || !strings.Contains(p.Why, "x/time/rate, held 151.8") {
+		t.Errorf("least memory: %+v", p)
+	}
+	if p := pick(t, f, "Never more than N in any window"); p.Limiter != "sliding-log" {
+		t.Errorf("exact: %+v", p)
+	}
+	if p := pick(t, f, "Avoid where clients can time the window edge"); p.Limiter != "fixed-window" || !strings.Contains(p.Why, "2.00×N") {
+		t.Errorf("edge: %+v", p)
+	}
+	if p := pick(t, f, "Most decisions per second under overload"); p.Limiter != "gcra" || !strings.Contains(p.Why, "45.10M/s with 2 goroutines") || !strings.Contains(p.Why, "x/time/rate, made 10.50M/s (4.3× fewer)") {
+		t.Errorf("throughput: %+v", p)
+	}
+
+	for i := range f.Runs {
+		r := &f.Runs[i]
+		switch {
+		case r.Mode == "memory" && r.Limiter == "gcra":
+			r.BytesPerUser = 400
+		case r.Accuracy != nil && r.Limiter == "gcra":
+			r.Accuracy.MaxWindowRatio = 1 // now exact, and faster than the log
+		case r.Accuracy != nil && (r.Limiter == "fixed-window" || r.Limiter == "go-limiter"):
+			r.Accuracy.MaxWindowRatio = 1.02
+		case r.Mode == "realtime" && r.Limiter == "x/time/rate":
+			r.ThroughputPerS = 9e7
+		}
+	}
+	if p := pick(t, f, "Least memory per user"); p.Limiter != "x/time/rate" {
+		t.Errorf("least memory, gcra at 400 bytes: %+v", p)
+	}
+	if p := pick(t, f, "Never more than N in any window"); p.Limiter != "gcra" || !strings.Contains(p.Why, "Also exact: sliding-log") {
+		t.Errorf("exact, gcra exact too: %+v", p)
+	}
+	if p := pick(t, f, "Most decisions per second under overload"); p.Limiter != "x/time/rate" {
+		t.Errorf("throughput, x/time/rate at 90M/s: %+v", p)
+	}
+	if picks, _ := Picks(f); slices.ContainsFunc(picks, func(p Pick) bool { return strings.HasPrefix(p.Need, "Avoid") }) {
+		t.Errorf("with no limiter over 1.05×N at the edge, nothing should be named to avoid: %+v", picks)
+	}
+
+	for i := range f.Runs {
+		if a := f.Runs[i].Accuracy; a != nil {
+			a.MaxWindowRatio = max(a.MaxWindowRatio, 1.1)
+		}
+	}
+	if p := pick(t, f, "Never more than N in any window"); p.Limiter != "none" || !strings.Contains(p.Why, "1.10×N") {
+		t.Errorf("exact, with no limiter exact: %+v", p)
+	}
+
+	if picks, versus := Picks(&File{}); len(picks) != 0 || len(versus) != 0 {
+		t.Errorf("an empty run picks %+v and compares %v", picks, versus)
+	}
+}
+
+// TestScorecardIsTrue checks the scorecard's cells against the runs.
+func TestScorecardIsTrue(t *testing.T) {
+	sc := Scorecard(fixture())
+	row := func(name string) []string {
+		i := slices.IndexFunc(sc.Rows, func(r []string) bool { return r[0] == name })
+		if i < 0 {
+			t.Fatalf("no scorecard row for %s", name)
+		}
+		return sc.Rows[i]
+	}
+	// gcra: 1.01 at the edge; 0.5% + 0.483% wrong; 45.1M/s at 2
+	// goroutines (GOMAXPROCS); p50 136ns and p99 994ns paced; 21.04 B.
+	if got, want := strings.Join(row("gcra"), "|"), "gcra|1.01|0.983%|45.10M/s|136ns|994ns|21.0"; got != want {
+		t.Errorf("gcra's row: %s, want %s", got, want)
+	}
+	// The floor's one run is at 1 goroutine, not the 2 the scorecard
+	// compares: it has nothing to show, and no row.
+	if slices.ContainsFunc(sc.Rows, func(r []string) bool { return r[0] == "(harness floor)" }) {
+		t.Errorf("the floor has a row with nothing in it")
+	}
+
+	// Given the fastest numbers of all, the floor gets a row but is never
+	// picked: it decides nothing.
+	f := fixture()
+	f.Runs = append(f.Runs,
+		Run{Limiter: "(harness floor)", Library: "ratelab", Workload: "uniform", Mode: "realtime", Goroutines: 2, ThroughputPerS: 1e9},
+		Run{Limiter: "(harness floor)", Library: "ratelab", Workload: "uniform", Mode: "realtime", Goroutines: 1, OfferedRate: 200_000,
+			LatencyNS: &Latency{P50: 1, P90: 1, P99: 1, P999: 1, Max: 1}})
+	if !slices.ContainsFunc(Scorecard(f).Rows, func(r []string) bool { return r[0] == "(harness floor)" && r[3] == "1000.00M/s" }) {
+		t.Errorf("the floor's row is missing or wrong: %v", Scorecard(f).Rows)
+	}
+	picks, _ := Picks(f)
+	for _, p := range picks {
+		if p.Limiter == "(harness floor)" {
+			t.Errorf("the harness floor, which decides nothing, is picked: %+v", p)
+		}
+	}
+	if p := pick(t, f, "Fastest decision at a steady rate"); !strings.Contains(p.Why, "the harness alone, deciding nothing, took 1ns") {
+		t.Errorf("the latency pick does not compare with the floor: %+v", p)
+	}
+}
