@@ -1,0 +1,192 @@
+// Package plots draws the lab's results (gonum/plot) and writes the report
+// that ties the charts and tables together.
+//
+// Each chart's data comes from a pure function of a results.File (the
+// functions in this file, golden-tested), so a chart is true to the JSON
+// beside it; drawing is separate (charts.go).
+package plots
+
+import (
+	"slices"
+
+	"github.com/ratelab/ratelab/results"
+)
+
+// XY is a point.
+type XY struct{ X, Y float64 }
+
+// Line is one limiter's curve.
+type Line struct {
+	Name   string
+	Points []XY
+}
+
+// Panel is one small multiple: a title and its lines.
+type Panel struct {
+	Title string
+	Lines []Line
+	// Limit, if not zero, is drawn as a horizontal line.
+	Limit float64
+}
+
+// Bars are values by group (rows) and series (columns): Values[g][s].
+type Bars struct {
+	Groups, Series []string
+	Values         [][]float64
+	// Overlay draws a group's series over each other rather than side
+	// by side: for series that never both have a value in one group.
+	Overlay bool
+}
+
+// Floor is the least value drawn on a log axis: a zero is drawn there.
+const Floor = 0.1
+
+// workloadsOf lists the workloads f has runs for, in run order.
+func workloadsOf(f *results.File, keep func(results.Run) bool) []string {
+	var out []string
+	for _, r := range f.Runs {
+		if keep(r) && !slices.Contains(out, r.Workload) {
+			out = append(out, r.Workload)
+		}
+	}
+	return out
+}
+
+// linesBy groups points by limiter, in the order limiters first appear.
+func linesBy(f *results.File, keep func(results.Run) bool, point func(results.Run) []XY) []Line {
+	var out []Line
+	for _, r := range f.Runs {
+		if !keep(r) {
+			continue
+		}
+		i := slices.IndexFunc(out, func(l Line) bool { return l.Name == r.Limiter })
+		if i < 0 {
+			out = append(out, Line{Name: r.Limiter})
+			i = len(out) - 1
+		}
+		out[i].Points = append(out[i].Points, point(r)...)
+	}
+	for i := range out {
+		slices.SortFunc(out[i].Points, func(a, b XY) int {
+			switch {
+			case a.X < b.X:
+				return -1
+			case a.X > b.X:
+				return 1
+			}
+			return 0
+		})
+	}
+	return out
+}
+
+func paced(r results.Run) bool {
+	return r.Mode == "realtime" && r.OfferedRate > 0 && len(r.LatencyCurveNS) > 0
+}
+func unpaced(r results.Run) bool {
+	return r.Mode == "realtime" && r.OfferedRate == 0 && r.Accuracy == nil
+}
+
+// Latency is a panel per workload of the paced runs' latency: X is
+// 1/(1-q) (2 for the median, 100 for p99, 10,000 for p99.99), Y the
+// latency in nanoseconds.
+func Latency(f *results.File) []Panel {
+	var out []Panel
+	for _, w := range workloadsOf(f, paced) {
+		lines := linesBy(f, func(r results.Run) bool { return paced(r) && r.Workload == w }, func(r results.Run) []XY {
+			var pts []XY
+			for _, q := range r.LatencyCurveNS {
+				pts = append(pts, XY{X: 1 / (1 - q.Q), Y: max(q.Value, Floor)})
+			}
+			return pts
+		})
+		out = append(out, Panel{Title: w, Lines: lines})
+	}
+	return out
+}
+
+// Edge is a panel per limiter of one boundary attacker's admitted cost in
+// the trailing window, with the limit N as a line.
+func Edge(f *results.File) []Panel {
+	var out []Panel
+	for _, r := range f.Runs {
+		if r.Edge == nil || r.Judged == nil {
+			continue
+		}
+		l := Line{Name: r.Limiter}
+		for i := range r.Edge.T {
+			l.Points = append(l.Points, XY{X: r.Edge.T[i], Y: r.Edge.InWindow[i]})
+		}
+		title := r.Limiter
+		if r.Mode == "realtime" {
+			title += " (real time)"
+		}
+		out = append(out, Panel{Title: title, Lines: []Line{l}, Limit: float64(r.Judged.Limit)})
+	}
+	return out
+}
+
+// Accuracy is the false allow and false deny rates, in percent of
+// requests, by limiter (groups) and workload (series).
+func Accuracy(f *results.File) (allow, deny Bars) {
+	has := func(r results.Run) bool { return r.Accuracy != nil }
+	ws := workloadsOf(f, has)
+	allow.Series, deny.Series = ws, ws
+	for _, r := range f.Runs {
+		if !has(r) {
+			continue
+		}
+		g := slices.Index(allow.Groups, r.Limiter)
+		if g < 0 {
+			allow.Groups = append(allow.Groups, r.Limiter)
+			deny.Groups = append(deny.Groups, r.Limiter)
+			allow.Values = append(allow.Values, make([]float64, len(ws)))
+			deny.Values = append(deny.Values, make([]float64, len(ws)))
+			g = len(allow.Groups) - 1
+		}
+		s := slices.Index(ws, r.Workload)
+		allow.Values[g][s] = 100 * r.Accuracy.FalseAllowRate
+		deny.Values[g][s] = 100 * r.Accuracy.FalseDenyRate
+	}
+	return allow, deny
+}
+
+// Memory is the bytes per user of each limiter, one series.
+func Memory(f *results.File) Bars {
+	b := Bars{Series: []string{"bytes per user"}}
+	for _, r := range f.Runs {
+		if r.Mode == "memory" {
+			b.Groups = append(b.Groups, r.Limiter)
+			b.Values = append(b.Values, []float64{r.BytesPerUser})
+		}
+	}
+	return b
+}
+
+// Scaling is a panel per workload of unpaced throughput, in millions of
+// decisions a second, against goroutines.
+func Scaling(f *results.File) []Panel {
+	return perGoroutines(f, func(r results.Run) float64 { return r.ThroughputPerS / 1e6 })
+}
+
+// Contention is a panel per workload of lock wait per decision, in
+// nanoseconds (a zero drawn at Floor), against goroutines.
+func Contention(f *results.File) []Panel {
+	return perGoroutines(f, func(r results.Run) float64 {
+		if r.LockWaitNSPerOp == nil {
+			return Floor
+		}
+		return max(*r.LockWaitNSPerOp, Floor)
+	})
+}
+
+func perGoroutines(f *results.File, y func(results.Run) float64) []Panel {
+	var out []Panel
+	for _, w := range workloadsOf(f, unpaced) {
+		lines := linesBy(f, func(r results.Run) bool { return unpaced(r) && r.Workload == w }, func(r results.Run) []XY {
+			return []XY{{X: float64(r.Goroutines), Y: y(r)}}
+		})
+		out = append(out, Panel{Title: w, Lines: lines})
+	}
+	return out
+}

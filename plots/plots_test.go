@@ -1,0 +1,199 @@
+package plots
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ratelab/ratelab/results"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// fixture is a real run, small: ratelab bench --quick with five limiters,
+// two workloads, 1 and 2 goroutines.
+func fixture(t *testing.T) *results.File {
+	t.Helper()
+	f, err := results.ReadFile(filepath.Join("testdata", "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -update writes it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from what the code makes now; if the change is meant, go test -update rewrites it:\n%s", path, firstDiff(got, want))
+	}
+}
+
+// firstDiff shows the first line where got and want differ.
+func firstDiff(got, want []byte) string {
+	g, w := bytes.Split(got, []byte("\n")), bytes.Split(want, []byte("\n"))
+	for i := 0; i < max(len(g), len(w)); i++ {
+		var gl, wl []byte
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if !bytes.Equal(gl, wl) {
+			return "line " + strconv.Itoa(i+1) + ":\n  got:  " + string(gl) + "\n  want: " + string(wl)
+		}
+	}
+	return ""
+}
+
+// TestChartDataGolden pins the data behind every chart, so that a change
+// in what a chart shows is a change someone saw.
+func TestChartDataGolden(t *testing.T) {
+	f := fixture(t)
+	var b bytes.Buffer
+	panels := func(name string, ps []Panel) {
+		fmt.Fprintf(&b, "== %s\n", name)
+		for _, p := range ps {
+			fmt.Fprintf(&b, "-- %s (limit %g)\n", p.Title, p.Limit)
+			for _, l := range p.Lines {
+				fmt.Fprintf(&b, "%s:", l.Name)
+				for _, pt := range l.Points {
+					fmt.Fprintf(&b, " %.6g,%.6g", pt.X, pt.Y)
+				}
+				b.WriteString("\n")
+			}
+		}
+	}
+	bars := func(name string, bs Bars) {
+		fmt.Fprintf(&b, "== %s (series %s; overlay %v)\n", name, strings.Join(bs.Series, ", "), bs.Overlay)
+		for g, group := range bs.Groups {
+			fmt.Fprintf(&b, "%s:", group)
+			for _, v := range bs.Values[g] {
+				fmt.Fprintf(&b, " %.6g", v)
+			}
+			b.WriteString("\n")
+		}
+	}
+	allow, deny := Accuracy(f)
+	panels("latency", Latency(f))
+	panels("edge", Edge(f))
+	bars("accuracy: false allows", allow)
+	bars("accuracy: false denies", deny)
+	bars("memory", Memory(f))
+	panels("scaling", Scaling(f))
+	panels("contention", Contention(f))
+	golden(t, "charts.golden", b.Bytes())
+}
+
+// TestChartDataTrue checks the chart data against the runs it comes from,
+// by a path apart from the code that extracts it.
+func TestChartDataTrue(t *testing.T) {
+	f := fixture(t)
+	find := func(keep func(results.Run) bool) results.Run {
+		t.Helper()
+		i := slices.IndexFunc(f.Runs, keep)
+		if i < 0 {
+			t.Fatal("no such run in the fixture")
+		}
+		return f.Runs[i]
+	}
+
+	for _, pn := range Scaling(f) {
+		for _, l := range pn.Lines {
+			for _, pt := range l.Points {
+				r := find(func(r results.Run) bool {
+					return r.Mode == "realtime" && r.OfferedRate == 0 && r.Accuracy == nil && r.Workload == pn.Title && r.Limiter == l.Name && float64(r.Goroutines) == pt.X
+				})
+				if pt.Y != r.ThroughputPerS/1e6 {
+					t.Errorf("scaling %s %s at %v goroutines: %v, want %v", pn.Title, l.Name, pt.X, pt.Y, r.ThroughputPerS/1e6)
+				}
+			}
+		}
+	}
+	for _, pn := range Contention(f) {
+		for _, l := range pn.Lines {
+			for _, pt := range l.Points {
+				r := find(func(r results.Run) bool {
+					return r.Mode == "realtime" && r.OfferedRate == 0 && r.Accuracy == nil && r.Workload == pn.Title && r.Limiter == l.Name && float64(r.Goroutines) == pt.X
+				})
+				if want := max(*r.LockWaitNSPerOp, Floor); pt.Y != want {
+					t.Errorf("contention %s %s at %v goroutines: %v, want %v", pn.Title, l.Name, pt.X, pt.Y, want)
+				}
+			}
+		}
+	}
+	latency := Latency(f)
+	if len(latency) == 0 {
+		t.Fatal("no latency panels")
+	}
+	for _, pn := range latency {
+		for _, l := range pn.Lines {
+			r := find(func(r results.Run) bool {
+				return r.Mode == "realtime" && r.OfferedRate > 0 && r.Workload == pn.Title && r.Limiter == l.Name
+			})
+			if len(l.Points) != len(r.LatencyCurveNS) {
+				t.Fatalf("latency %s %s: %d points, want %d", pn.Title, l.Name, len(l.Points), len(r.LatencyCurveNS))
+			}
+			for i, q := range r.LatencyCurveNS {
+				if got := l.Points[i]; got.Y != max(q.Value, Floor) || got.X < 1.99 || got.X > 1e4+1 {
+					t.Errorf("latency %s %s at q=%v: %+v, want y %v", pn.Title, l.Name, q.Q, got, q.Value)
+				}
+			}
+		}
+	}
+	edge := Edge(f)
+	if len(edge) == 0 {
+		t.Fatal("no edge panels")
+	}
+	for _, pn := range edge {
+		top := 0.0
+		for _, pt := range pn.Lines[0].Points {
+			top = max(top, pt.Y)
+		}
+		if pn.Title == "fixed-window" && top < 1.9*pn.Limit {
+			t.Errorf("the fixed window's edge panel peaks at %v, want about 2N = %v", top, 2*pn.Limit)
+		}
+		if pn.Title == "sliding-log" && top > pn.Limit {
+			t.Errorf("the sliding log's edge panel peaks at %v, over N = %v", top, pn.Limit)
+		}
+	}
+	allow, deny := Accuracy(f)
+	for g, name := range allow.Groups {
+		for s, w := range allow.Series {
+			i := slices.IndexFunc(f.Runs, func(r results.Run) bool { return r.Accuracy != nil && r.Limiter == name && r.Workload == w })
+			if i < 0 {
+				if allow.Values[g][s] != 0 {
+					t.Errorf("accuracy %s %s: a bar with no run", name, w)
+				}
+				continue
+			}
+			a := f.Runs[i].Accuracy
+			if allow.Values[g][s] != 100*a.FalseAllowRate || deny.Values[g][s] != 100*a.FalseDenyRate {
+				t.Errorf("accuracy %s %s: %v%% and %v%%, want %v%% and %v%%", name, w, allow.Values[g][s], deny.Values[g][s], 100*a.FalseAllowRate, 100*a.FalseDenyRate)
+			}
+		}
+	}
+	m := Memory(f)
+	for g, name := range m.Groups {
+		r := find(func(r results.Run) bool { return r.Mode == "memory" && r.Limiter == name })
+		if m.Values[g][0] != r.BytesPerUser {
+			t.Errorf("memory %s: %v, want %v", name, m.Values[g][0], r.BytesPerUser)
+		}
+	}
+}

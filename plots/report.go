@@ -1,0 +1,371 @@
+package plots
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ratelab/ratelab/results"
+)
+
+// ChartDir is the folder, inside a report's, that holds its charts.
+const ChartDir = "charts"
+
+// chartNames are the names of every chart Charts can return, so that a
+// report written over an older one removes the charts it no longer has.
+var chartNames = []string{"latency", "edge", "accuracy", "memory", "scaling", "contention"}
+
+// rendered is a chart drawn: its PNG, and where its files are, relative to
+// the report.
+type rendered struct {
+	Chart
+	PNG      []byte
+	PNGPath  string
+	SVGPath  string
+	ID       string
+	Sections []string
+}
+
+// WriteReport writes f's charts, as PNG and SVG in ChartDir, and its
+// report into dir: report.html, one self-contained page (the charts
+// inlined) that opens from disk, and report.md, its Markdown twin, which
+// links to the charts' files. It returns the paths written.
+func WriteReport(dir string, f *results.File) ([]string, error) {
+	charts := Charts(f)
+	cdir := filepath.Join(dir, ChartDir)
+	if err := os.MkdirAll(cdir, 0o755); err != nil {
+		return nil, err
+	}
+	var paths []string
+	var out []rendered
+	for _, c := range charts {
+		r := rendered{Chart: c, ID: "chart-" + c.Name}
+		for _, format := range []string{"png", "svg"} {
+			b, err := c.Render(format)
+			if err != nil {
+				return nil, fmt.Errorf("plots: drawing %s: %w", c.Name, err)
+			}
+			p := filepath.Join(cdir, c.Name+"."+format)
+			if err := writeFile(p, b); err != nil {
+				return nil, err
+			}
+			paths = append(paths, p)
+			rel := path.Join(ChartDir, c.Name+"."+format)
+			if format == "png" {
+				r.PNG, r.PNGPath = b, rel
+			} else {
+				r.SVGPath = rel
+			}
+		}
+		out = append(out, r)
+	}
+	// A chart this run has no data for must not linger from an older run.
+	for _, name := range chartNames {
+		if !containsChart(charts, name) {
+			for _, ext := range []string{".png", ".svg"} {
+				if err := os.Remove(filepath.Join(cdir, name+ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return nil, err
+				}
+			}
+		}
+	}
+	var html, md bytes.Buffer
+	if err := writeHTML(&html, f, out); err != nil {
+		return nil, err
+	}
+	if err := writeMarkdown(&md, f, out); err != nil {
+		return nil, err
+	}
+	for _, w := range []struct {
+		name string
+		b    []byte
+	}{{"report.html", html.Bytes()}, {"report.md", md.Bytes()}} {
+		p := filepath.Join(dir, w.name)
+		if err := writeFile(p, w.b); err != nil {
+			return nil, err
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
+}
+
+func containsChart(cs []Chart, name string) bool {
+	for _, c := range cs {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// writeFile writes b to p through a temporary file, so that a reader never
+// sees half a file.
+func writeFile(p string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(b)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), p)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}
+
+// page is what the report's templates are given.
+type page struct {
+	Title, Subtitle string
+	Meta            [][2]string
+	Notes           []string
+	Picks           []results.Pick
+	Versus          []string
+	Scorecard       results.Table
+	Charts          []rendered
+	Tables          []results.Table
+}
+
+func newPage(f *results.File, charts []rendered) page {
+	picks, versus := results.Picks(f)
+	p := page{
+		Title:     "ratelab: which rate limiter, measured",
+		Subtitle:  "A run of " + f.Meta.Start.UTC().Format("2 January 2006 at 15:04 UTC"),
+		Meta:      metaRows(f),
+		Picks:     picks,
+		Versus:    versus,
+		Scorecard: results.Scorecard(f),
+		Charts:    charts,
+		Tables:    results.Tables(f),
+	}
+	if s := results.SimulationSpeed(f); s != "" {
+		p.Notes = append(p.Notes, s)
+	}
+	for _, s := range results.Skipped(f) {
+		p.Notes = append(p.Notes, "Not run: "+s)
+	}
+	return p
+}
+
+// metaRows are the run's machine and parameters, as label and value.
+func metaRows(f *results.File) [][2]string {
+	m, p := f.Meta, f.Meta.Params
+	mode := "full"
+	if p.Quick {
+		mode = "quick (--quick): fewer and shorter runs, for a look, not for a decision"
+	}
+	rows := [][2]string{
+		{"Machine", fmt.Sprintf("%s, %d cores, GOMAXPROCS %d", m.CPU, m.Cores, m.GOMAXPROCS)},
+		{"Go", m.GoVersion},
+		{"Seed", fmt.Sprint(m.Seed)},
+		{"Started", m.Start.UTC().Format(time.RFC3339)},
+		{"Took", m.Elapsed.Duration().Round(100 * time.Millisecond).String()},
+		{"Run", mode},
+		{"Limit", fmt.Sprintf("%d per %v (a bucket: capacity %d refilled over %v)", p.Limit, p.Window.Duration(), p.Limit, p.Window.Duration())},
+		{"Limiters", strings.Join(p.Limiters, ", ")},
+		{"Workloads", strings.Join(p.Workloads, ", ")},
+		{"Modes", strings.Join(p.Modes, ", ")},
+		{"Users", fmt.Sprintf("%d (uniform, bursty), %d attackers (boundary-attack), %d (many-users and memory)", p.Users, p.Attackers, p.ManyUsers)},
+		{"Simulated time", fmt.Sprintf("%v per workload", p.Simulated.Duration())},
+	}
+	var peers []string
+	for _, r := range f.Runs {
+		if r.Library != "" && r.Library != "ratelab" && !slices.Contains(peers, r.Library) {
+			peers = append(peers, r.Library)
+		}
+	}
+	if len(peers) > 0 {
+		rows = append(rows, [2]string{"Peers", strings.Join(peers, ", ")})
+	}
+	if p.RealTime > 0 {
+		rows = append(rows,
+			[2]string{"Real time", fmt.Sprintf("%v per run; unpaced with %s goroutines; paced at %.0f decisions a second by %d", p.RealTime.Duration(), ints(p.Goroutines), p.OfferedRate, p.LatencyGoroutines)})
+	}
+	return rows
+}
+
+func ints(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ", ")
+}
+
+// writeHTML writes the report as one page, the charts inlined as PNG.
+func writeHTML(w io.Writer, f *results.File, charts []rendered) error {
+	return htmlPage.Execute(w, newPage(f, charts))
+}
+
+var htmlPage = template.Must(template.New("report").Funcs(template.FuncMap{
+	"png": func(b []byte) template.URL {
+		return template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(b))
+	},
+	"align": func(t results.Table, i int) string {
+		if i < t.Left {
+			return "l"
+		}
+		return "r"
+	},
+	"anchor": anchor,
+}).Parse(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title>
+<style>
+body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; margin: 0; background: #fafafa; }
+main { max-width: 1120px; margin: 0 auto; padding: 24px 32px 64px; background: #fff; }
+h1 { font-size: 26px; margin: 8px 0 0; }
+h2 { font-size: 20px; margin: 40px 0 8px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
+h3 { font-size: 16px; margin: 28px 0 6px; }
+.sub { color: #666; margin: 0 0 16px; }
+nav { font-size: 14px; margin: 12px 0 0; }
+nav a { margin-right: 14px; }
+a { color: #0b5cad; }
+dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; font-size: 14px; }
+dl.meta dt { color: #666; }
+dl.meta dd { margin: 0; }
+p.note, figcaption { color: #555; font-size: 14px; max-width: 900px; }
+table { border-collapse: collapse; font-size: 13px; margin: 8px 0 4px; }
+th, td { padding: 3px 10px; border-bottom: 1px solid #eee; white-space: nowrap; }
+th { background: #f3f3f3; text-align: center; font-weight: 600; }
+td.r { text-align: right; font-variant-numeric: tabular-nums; }
+td.l { text-align: left; }
+tbody tr:hover { background: #f6f9ff; }
+.scroll { overflow-x: auto; }
+table.picks td { white-space: normal; vertical-align: top; }
+table.picks td.need { font-weight: 600; white-space: nowrap; }
+table.picks td.pick { font-family: ui-monospace, Menlo, monospace; white-space: nowrap; }
+figure { margin: 12px 0 28px; }
+figure img { width: 100%; height: auto; border: 1px solid #eee; }
+</style>
+</head>
+<body>
+<main>
+<h1>{{.Title}}</h1>
+<p class="sub">{{.Subtitle}}</p>
+<nav><a href="#pick">Which limiter should I pick?</a>{{if .Charts}}<a href="#charts">Charts</a>{{end}}{{if .Tables}}<a href="#tables">Tables</a>{{end}}<a href="#run">The run</a></nav>
+
+<h2 id="pick">Which limiter should I pick?</h2>
+<p class="note">Each answer is this run's best for one need, read from the numbers below; on another machine or with other parameters it may change.</p>
+{{if .Picks}}<div class="scroll"><table class="picks">
+<thead><tr><th>If you need</th><th>pick</th><th>because, in this run</th></tr></thead>
+<tbody>{{range .Picks}}
+<tr><td class="need">{{.Need}}</td><td class="pick">{{.Limiter}}</td><td>{{.Why}}</td></tr>{{end}}
+</tbody></table></div>{{else}}<p>This run measured nothing to choose by.</p>{{end}}
+{{if .Versus}}<h3>Against the peers</h3>
+<ul>{{range .Versus}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{with .Scorecard}}{{if .Rows}}<h3>{{.Title}}</h3>
+<p class="note">{{.Note}}</p>
+{{template "table" .}}{{end}}{{end}}
+
+{{if .Charts}}<h2 id="charts">Charts</h2>
+{{range .Charts}}<figure id="{{.ID}}">
+<img src="{{png .PNG}}" alt="{{.Title}}">
+<figcaption>{{.Caption}} <a href="{{.SVGPath}}">SVG</a> · <a href="{{.PNGPath}}">PNG</a></figcaption>
+</figure>
+{{end}}{{end}}
+{{if .Tables}}<h2 id="tables">Tables</h2>
+{{range .Tables}}<h3 id="table-{{anchor .Name}}">{{.Title}}</h3>
+<p class="note">{{.Note}}</p>
+{{template "table" .}}
+{{end}}{{end}}
+<h2 id="run">The run</h2>
+<dl class="meta">{{range .Meta}}
+<dt>{{index . 0}}</dt><dd>{{index . 1}}</dd>{{end}}
+</dl>
+{{range .Notes}}<p class="note">{{.}}</p>
+{{end}}<p class="note">Re-render this page from the run's results without running it again: <code>ratelab report results.json</code>.</p>
+</main>
+</body>
+</html>
+{{define "table"}}<div class="scroll"><table>
+<thead><tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr></thead>
+<tbody>{{$t := .}}{{range .Rows}}
+<tr>{{range $i, $c := .}}<td class="{{align $t $i}}">{{$c}}</td>{{end}}</tr>{{end}}
+</tbody></table></div>{{end}}`))
+
+var notAnchor = regexp.MustCompile(`[^a-z0-9]+`)
+
+// anchor makes s fit to be an HTML id.
+func anchor(s string) string {
+	return strings.Trim(notAnchor.ReplaceAllString(strings.ToLower(s), "-"), "-")
+}
+
+// writeMarkdown writes the report as Markdown, linking to the charts'
+// files.
+func writeMarkdown(w io.Writer, f *results.File, charts []rendered) error {
+	p := newPage(f, charts)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# %s\n\n%s\n\n", p.Title, p.Subtitle)
+	b.WriteString("## Which limiter should I pick?\n\n")
+	b.WriteString("Each answer is this run's best for one need, read from the numbers below; on another machine or with other parameters it may change.\n\n")
+	if len(p.Picks) == 0 {
+		b.WriteString("This run measured nothing to choose by.\n\n")
+	}
+	for _, pk := range p.Picks {
+		fmt.Fprintf(&b, "- **%s**: `%s`. %s\n", pk.Need, pk.Limiter, pk.Why)
+	}
+	if len(p.Picks) > 0 {
+		b.WriteString("\n")
+	}
+	if len(p.Versus) > 0 {
+		b.WriteString("### Against the peers\n\n")
+		for _, v := range p.Versus {
+			fmt.Fprintf(&b, "- %s\n", v)
+		}
+		b.WriteString("\n")
+	}
+	if len(p.Scorecard.Rows) > 0 {
+		if err := p.Scorecard.MarkdownAt(&b, 3); err != nil {
+			return err
+		}
+		b.WriteString("\n")
+	}
+	if len(p.Charts) > 0 {
+		b.WriteString("## Charts\n\n")
+		for _, c := range p.Charts {
+			fmt.Fprintf(&b, "### %s\n\n![%s](%s)\n\n%s ([SVG](%s))\n\n", c.Title, c.Title, c.PNGPath, c.Caption, c.SVGPath)
+		}
+	}
+	if len(p.Tables) > 0 {
+		b.WriteString("## Tables\n\n")
+	}
+	for _, t := range p.Tables {
+		if err := t.MarkdownAt(&b, 3); err != nil {
+			return err
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("## The run\n\n")
+	for _, m := range p.Meta {
+		fmt.Fprintf(&b, "- %s: %s\n", m[0], m[1])
+	}
+	b.WriteString("\n")
+	for _, n := range p.Notes {
+		fmt.Fprintf(&b, "%s\n\n", n)
+	}
+	b.WriteString("Re-render this report from the run's results without running it again: `ratelab report results.json`.\n")
+	_, err := w.Write(b.Bytes())
+	return err
+}

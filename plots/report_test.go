@@ -1,0 +1,304 @@
+package plots
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/xml"
+	"errors"
+	"image/png"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/results"
+)
+
+// htmlDoc is what the tests read out of report.html.
+type htmlDoc struct {
+	headings []string // "h2 Charts"
+	images   []string // img src
+	links    []string // a href
+	text     string
+}
+
+// parseHTML reads an HTML page with encoding/xml in its lenient mode,
+// failing on markup it cannot follow.
+func parseHTML(t *testing.T, b []byte) htmlDoc {
+	t.Helper()
+	d := xml.NewDecoder(bytes.NewReader(b))
+	d.Strict, d.AutoClose, d.Entity = false, xml.HTMLAutoClose, xml.HTMLEntity
+	var doc htmlDoc
+	var text strings.Builder
+	heading := ""
+	var open []string
+	for {
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("report.html does not parse: %v", err)
+		}
+		switch tk := tok.(type) {
+		case xml.StartElement:
+			open = append(open, tk.Name.Local)
+			attr := func(name string) string {
+				for _, a := range tk.Attr {
+					if a.Name.Local == name {
+						return a.Value
+					}
+				}
+				return ""
+			}
+			switch tk.Name.Local {
+			case "h1", "h2", "h3":
+				heading = tk.Name.Local + " "
+			case "img":
+				doc.images = append(doc.images, attr("src"))
+			case "a":
+				doc.links = append(doc.links, attr("href"))
+			}
+		case xml.EndElement:
+			if n := len(open); n > 0 {
+				open = open[:n-1]
+			}
+			switch tk.Name.Local {
+			case "h1", "h2", "h3":
+				doc.headings = append(doc.headings, strings.TrimSpace(heading))
+				heading = ""
+			}
+		case xml.CharData:
+			if heading != "" {
+				heading += string(tk)
+			}
+			if !slices.Contains(open, "style") {
+				text.Write(tk)
+			}
+		}
+	}
+	doc.text = text.String()
+	return doc
+}
+
+func writeReport(t *testing.T, f *results.File) (dir string, html htmlDoc, md string) {
+	t.Helper()
+	dir = t.TempDir()
+	paths, err := WriteReport(dir, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("WriteReport returned %s, which is not there: %v", p, err)
+		}
+	}
+	h, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, parseHTML(t, h), string(m)
+}
+
+// TestReportStructure pins the outline of both reports, and checks that
+// each holds the run's meta, every table, every chart with its caption
+// and the picks.
+func TestReportStructure(t *testing.T) {
+	f := fixture(t)
+	_, html, md := writeReport(t, f)
+
+	var outline bytes.Buffer
+	outline.WriteString("report.html:\n")
+	for _, h := range html.headings {
+		outline.WriteString(h + "\n")
+	}
+	outline.WriteString("\nreport.md:\n")
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(line, "#") {
+			outline.WriteString(line + "\n")
+		}
+	}
+	golden(t, "report-outline.golden", outline.Bytes())
+
+	picks, versus := results.Picks(f)
+	if len(picks) < 4 || len(versus) == 0 {
+		t.Fatalf("the fixture gives %d picks and %d comparisons with peers; want a fuller report", len(picks), len(versus))
+	}
+	for name, text := range map[string]string{"report.html": html.text, "report.md": md} {
+		want := []string{"Which limiter should I pick?", f.Meta.GoVersion, f.Meta.CPU, "Seed", "x/time v0.16.0"}
+		for _, p := range picks {
+			want = append(want, p.Need, p.Why)
+		}
+		want = append(want, versus...)
+		for _, tb := range append(results.Tables(f), results.Scorecard(f)) {
+			want = append(want, tb.Title, tb.Note)
+			for _, row := range tb.Rows {
+				want = append(want, strings.Join(row[:min(len(row), 2)], ""))
+			}
+		}
+		for _, c := range Charts(f) {
+			want = append(want, c.Caption)
+		}
+		flat := strings.Join(strings.Fields(strings.NewReplacer("|", "", "`", "", "**", "").Replace(text)), "")
+		for _, w := range want {
+			if !strings.Contains(flat, strings.Join(strings.Fields(w), "")) {
+				t.Errorf("%s lacks %q", name, w)
+			}
+		}
+	}
+	if n, want := len(html.images), len(Charts(f)); n != want {
+		t.Errorf("report.html has %d images, want one per chart: %d", n, want)
+	}
+}
+
+// TestReportImages checks that every image either report references is
+// there and decodes: the HTML's inlined PNGs, the files it links to, and
+// the Markdown's images and links.
+func TestReportImages(t *testing.T) {
+	dir, html, md := writeReport(t, fixture(t))
+	if len(html.images) == 0 {
+		t.Fatal("report.html has no images")
+	}
+	for _, src := range html.images {
+		data, ok := strings.CutPrefix(src, "data:image/png;base64,")
+		if !ok {
+			t.Errorf("report.html: image %.40q is not inlined, so the page would not open offline", src)
+			continue
+		}
+		b, err := base64.StdEncoding.DecodeString(data)
+		if err != nil {
+			t.Errorf("report.html: inlined image: %v", err)
+			continue
+		}
+		checkPNG(t, "report.html's inlined image", b)
+	}
+	var files []string
+	for _, href := range html.links {
+		if strings.HasSuffix(href, ".png") || strings.HasSuffix(href, ".svg") {
+			files = append(files, href)
+		}
+	}
+	for _, m := range regexp.MustCompile(`\]\(([^)]+\.(?:png|svg))\)`).FindAllStringSubmatch(md, -1) {
+		files = append(files, m[1])
+	}
+	if len(files) < 2*len(html.images) {
+		t.Errorf("the reports link %d chart files, want at least %d", len(files), 2*len(html.images))
+	}
+	for _, rel := range files {
+		if filepath.IsAbs(rel) || strings.Contains(rel, "..") {
+			t.Errorf("%s: a link should be relative to the report, inside its folder", rel)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
+		if err != nil {
+			t.Errorf("a report links %s: %v", rel, err)
+			continue
+		}
+		if strings.HasSuffix(rel, ".png") {
+			checkPNG(t, rel, b)
+		} else {
+			checkSVG(t, rel, b)
+		}
+	}
+}
+
+func checkPNG(t *testing.T, name string, b []byte) {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Errorf("%s: %v", name, err)
+		return
+	}
+	if r := img.Bounds(); r.Dx() < 600 || r.Dy() < 300 {
+		t.Errorf("%s is %dx%d pixels, too small to read", name, r.Dx(), r.Dy())
+	}
+}
+
+func checkSVG(t *testing.T, name string, b []byte) {
+	t.Helper()
+	var root struct {
+		XMLName xml.Name
+		Width   string `xml:"width,attr"`
+	}
+	if err := xml.Unmarshal(b, &root); err != nil {
+		t.Errorf("%s: %v", name, err)
+		return
+	}
+	if root.XMLName.Local != "svg" || root.Width == "" {
+		t.Errorf("%s: root <%s width=%q>, want an <svg> with a width", name, root.XMLName.Local, root.Width)
+	}
+}
+
+// TestStaleCharts checks that a report written over an older one does not
+// leave the older one's charts behind.
+func TestStaleCharts(t *testing.T) {
+	dir := t.TempDir()
+	f := fixture(t)
+	if _, err := WriteReport(dir, f); err != nil {
+		t.Fatal(err)
+	}
+	memoryOnly := *f
+	memoryOnly.Runs = slices.DeleteFunc(slices.Clone(f.Runs), func(r results.Run) bool { return r.Mode != "memory" })
+	if _, err := WriteReport(dir, &memoryOnly); err != nil {
+		t.Fatal(err)
+	}
+	left, err := filepath.Glob(filepath.Join(dir, ChartDir, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range left {
+		names = append(names, filepath.Base(p))
+	}
+	if want := []string{"memory.png", "memory.svg"}; !slices.Equal(names, want) {
+		t.Errorf("charts left: %v, want %v", names, want)
+	}
+}
+
+// TestDegenerateRuns draws runs that put zeros and single points on log
+// axes: no lock wait anywhere, one goroutine count, a latency of zero.
+// gonum panics on those unless the axes are set up for them.
+func TestDegenerateRuns(t *testing.T) {
+	zero := 0.0
+	f := &results.File{Schema: results.Schema, Meta: results.Meta{Cores: 2, GOMAXPROCS: 2, Start: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC),
+		Params: results.Params{Limit: 10, Window: 1, Goroutines: []int{4}}}}
+	for _, l := range []string{"gcra", "fixed-window"} {
+		f.Runs = append(f.Runs,
+			results.Run{Limiter: l, Library: "ratelab", Algorithm: l, Workload: "uniform", Mode: "realtime", Goroutines: 4, ThroughputPerS: 1e6, LockWaitNSPerOp: &zero},
+			results.Run{Limiter: l, Library: "ratelab", Algorithm: l, Workload: "uniform", Mode: "realtime", Goroutines: 1, OfferedRate: 1000,
+				LatencyNS:      &results.Latency{},
+				LatencyCurveNS: []results.Quantile{{Q: 0.5, Value: 0}, {Q: 0.99, Value: 0}}},
+			results.Run{Limiter: l, Library: "ratelab", Algorithm: l, Workload: "many-users", Mode: "memory", BytesPerUser: 0},
+		)
+	}
+	charts := Charts(f)
+	var names []string
+	for _, c := range charts {
+		names = append(names, c.Name)
+		for _, format := range []string{"png", "svg"} {
+			if _, err := c.Render(format); err != nil {
+				t.Errorf("%s as %s: %v", c.Name, format, err)
+			}
+		}
+	}
+	if want := "latency memory scaling contention"; strings.Join(names, " ") != want {
+		t.Errorf("charts %v, want %s", names, want)
+	}
+	if _, err := WriteReport(t.TempDir(), f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRenderRefusesUnknownFormat(t *testing.T) {
+	c := Charts(fixture(t))[0]
+	if _, err := c.Render("gif"); err == nil {
+		t.Error(`Render("gif") did not fail`)
+	}
+}
