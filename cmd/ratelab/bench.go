@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelab/ratelab/harness"
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/plots"
 	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/workloads"
 )
@@ -38,8 +39,10 @@ before and just after every window edge), many-users (a million users,
 Zipf-skewed). Every limiter is given the same limit: N per W for the
 window algorithms, a capacity of N refilled over W for the buckets.
 
-It writes results.json (the public format), tables.md and tables.txt into
---out and prints the tables. A full run takes about two minutes on 2 cores;
+It writes results.json (the public format), tables.md and tables.txt, the
+charts (charts/*.png and *.svg) and the report that ties them together
+(report.html, one page that opens from disk, and report.md) into --out, and
+prints the tables and which limiter to pick for which need. A full run takes about two minutes on 2 cores;
 --quick about thirty seconds. The same --seed gives the same simulated
 runs, byte for byte.
 
@@ -121,6 +124,9 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
+	if _, err := plots.WriteReport(*out, f); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
 	fmt.Fprintf(stdout, "%s\n\n", results.MetaLine(f))
 	for _, t := range results.Tables(f) {
 		if err := t.Text(stdout); err != nil {
@@ -134,7 +140,10 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	for _, s := range results.Skipped(f) {
 		fmt.Fprintln(stdout, "Skipped:", s)
 	}
-	fmt.Fprintf(stdout, "The lab took %v. Results: %s\n", f.Meta.Elapsed.Duration().Round(time.Second), strings.Join(paths, ", "))
+	if err := results.WritePicks(stdout, f); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nThe lab took %v. Results: %s\n%s\n", f.Meta.Elapsed.Duration().Round(time.Second), strings.Join(paths, ", "), reportLine(*out))
 	return nil
 }
 

@@ -1,5 +1,6 @@
 // Command ratelab is the face of the ratelab limiters and lab: it runs the
-// lab (bench) and replays traces through any limiter (replay).
+// lab (bench), draws a saved run's report again (report) and replays
+// traces through any limiter (replay).
 //
 // Run "ratelab help" for the commands and "ratelab help COMMAND" for one.
 package main
@@ -56,6 +57,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"bench", "the lab: every limiter and its peers, through the same workloads", runBench},
+		{"report", "draw the charts and the report of a saved run again", runReport},
 		{"replay", "decide a trace of requests with any limiter, one JSON line each", runReplay},
 	}
 }

@@ -132,10 +132,63 @@ func TestBench(t *testing.T) {
 	if stderr != "" {
 		t.Errorf("stderr %q, want nothing", stderr)
 	}
-	for _, name := range []string{"results.json", "tables.md", "tables.txt"} {
+	for _, want := range []string{"Which limiter should I pick?", "Avoid where clients can time the window edge: fixed-window", "Report: " + filepath.Join(out, "report.html")} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, name := range []string{"results.json", "tables.md", "tables.txt", "report.html", "report.md", "charts/edge.png", "charts/edge.svg", "charts/accuracy.png"} {
 		if st, err := os.Stat(filepath.Join(out, name)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+func TestReport(t *testing.T) {
+	run := t.TempDir()
+	if _, stderr, code := ratelab(t, "", "bench", "--limiters", "fixed-window,gcra", "--workloads", "boundary-attack",
+		"--modes", "simulated,memory", "--attackers", "2", "--many-users", "1000", "--simulated", "3s", "--limit", "10", "--out", run); code != 0 {
+		t.Fatalf("bench: exit %d: %s", code, stderr)
+	}
+	results := filepath.Join(run, "results.json")
+	elsewhere := filepath.Join(t.TempDir(), "new")
+	stdout, stderr, code := ratelab(t, "", "report", "--out", elsewhere, results)
+	if code != 0 || stderr != "" || !strings.Contains(stdout, filepath.Join(elsewhere, "report.html")) {
+		t.Fatalf("report --out: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for _, name := range []string{"report.html", "report.md", "charts/edge.png", "charts/memory.svg"} {
+		if st, err := os.Stat(filepath.Join(elsewhere, name)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// By default, beside the results.
+	os.Remove(filepath.Join(run, "report.html"))
+	if _, stderr, code := ratelab(t, "", "report", results); code != 0 {
+		t.Fatalf("report: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(run, "report.html")); err != nil {
+		t.Error(err)
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte(`{"schema": 1, "meta": {`), 0o644)
+	for _, tt := range []struct {
+		args []string
+		says string
+	}{
+		{nil, "want one RESULTS.json, got 0"},
+		{[]string{results, results}, "want one RESULTS.json, got 2"},
+		{[]string{"--colour", results}, "flag provided but not defined"},
+		{[]string{"/nonexistent/results.json"}, "no such file"},
+		{[]string{bad}, bad},
+	} {
+		_, stderr, code := ratelab(t, "", append([]string{"report"}, tt.args...)...)
+		if code != 2 || !strings.Contains(stderr, tt.says) {
+			t.Errorf("report %v: exit %d, stderr %q; want 2 saying %q", tt.args, code, stderr, tt.says)
+		}
+	}
+	if _, stderr, _ := ratelab(t, "", "report"); !strings.Contains(stderr, "Usage:") {
+		t.Errorf("report with no arguments does not show its usage: %q", stderr)
 	}
 }
 
