@@ -103,7 +103,7 @@ func (c Chart) draw(dc draw.Canvas) {
 	dc.FillText(title, vg.Point{X: (dc.Min.X + dc.Max.X) / 2, Y: dc.Max.Y - vg.Points(6)}, c.Title)
 	width := legendWidth
 	if c.legend.n == 0 {
-		width = 0
+		width = vg.Points(12) // a margin, not a legend
 	}
 	left := vg.Length(0)
 	if c.ylabel != "" {
@@ -216,27 +216,25 @@ func newPlot(title, x, y string) *plot.Plot {
 	return p
 }
 
-// logRange makes a log axis's range one gonum can draw: above zero, and
-// wider than a point (gonum widens a range of one value by 1 either side,
-// which takes it below zero).
-func logRange(a *plot.Axis) {
-	a.Min = max(a.Min, Floor)
-	a.Max = max(a.Max, a.Min)
-	if a.Max <= a.Min*1.01 {
-		a.Min, a.Max = a.Min/2, a.Max*2
+// logRange makes a log axis's range one gonum can draw: no lower than
+// least (above zero), and wider than a point (gonum widens a range of one
+// value by 1 either side, which can take it below zero).
+func logRange(a *plot.Axis, least float64) {
+	if !(a.Min > least) {
+		a.Min = least
+	}
+	if !(a.Max > a.Min*1.01) || math.IsInf(a.Max, 0) {
+		a.Min, a.Max = a.Min/2, a.Min*2
 	}
 }
 
 // addLines draws lines on p and puts each name once in the legend.
 func addLines(p *plot.Plot, lines []Line, leg *legend, seen map[string]bool) {
 	for _, l := range lines {
-		xys := make(plotter.XYs, len(l.Points))
-		for i, pt := range l.Points {
-			xys[i] = plotter.XY{X: pt.X, Y: pt.Y}
-		}
+		xys := points(l)
 		ln, err := plotter.NewLine(xys)
 		if err != nil {
-			continue
+			continue // no point left to draw
 		}
 		ln.LineStyle = lineStyle(l.Name)
 		p.Add(ln)
@@ -250,6 +248,17 @@ func addLines(p *plot.Plot, lines []Line, leg *legend, seen map[string]bool) {
 			leg.add(l.Name, ln)
 		}
 	}
+}
+
+// points are l's points that can be drawn on log axes: finite, above zero.
+func points(l Line) plotter.XYs {
+	var xys plotter.XYs
+	for _, pt := range l.Points {
+		if finite(pt.X, pt.X) && finite(pt.Y, pt.Y) && pt.X > 0 && pt.Y > 0 {
+			xys = append(xys, plotter.XY{X: pt.X, Y: pt.Y})
+		}
+	}
+	return xys
 }
 
 // logTicks labels a log axis at powers of ten with plain numbers, and at
@@ -342,7 +351,7 @@ func latencyChart(f *results.File) Chart {
 		p.X.Tick.Marker, p.Y.Tick.Marker = percentile, nanosTicks{}
 		addLines(p, pn.Lines, c.legend, seen)
 		p.X.Min, p.X.Max = 2, 10000
-		logRange(&p.Y)
+		logRange(&p.Y, Floor)
 		c.panels = append(c.panels, p)
 	}
 	c.h = gridHeight(len(c.panels), c.cols, 3*vg.Inch)
@@ -351,46 +360,48 @@ func latencyChart(f *results.File) Chart {
 
 func edgeChart(f *results.File) Chart {
 	c := Chart{Name: "edge", Title: "The window edge: what one boundary attacker had admitted in the last W",
-		Caption: "The attacker spends a full quota just before and just after every window edge; each panel follows what it had admitted in the trailing window, with the limit N as a dashed line. " +
-			"A limiter that lets the attack through doubles at every edge (the fixed window reaches 2N); an exact one never passes N.",
+		Caption: "The attacker spends a full quota just before and just after every window edge; each panel follows what it had admitted in the trailing window W, with the limit N as a grey dashed line and its peak over N in the title. " +
+			"A limiter the attack gets past rises towards 2N around an edge; an exact one never passes N.",
 		w: 9 * vg.Inch, cols: 3, legend: newLegend(), ylabel: "requests admitted in the trailing window W"}
 	panels := Edge(f)
-	if len(panels) == 0 {
-		return c
-	}
 	top := 0.0
 	for _, pn := range panels {
 		top = max(top, 2.2*pn.Limit)
+		for _, pt := range pn.Lines[0].Points {
+			top = max(top, 1.1*pt.Y)
+		}
 	}
-	limitStyle := draw.LineStyle{Color: rgb(0x000000), Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
-	var limitLine *plotter.Line
+	limitStyle := draw.LineStyle{Color: rgb(0x999999), Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
 	for _, pn := range panels {
-		p := newPlot(pn.Title, "seconds", "")
-		for _, l := range pn.Lines {
-			xys := make(plotter.XYs, len(l.Points))
-			for i, pt := range l.Points {
-				xys[i] = plotter.XY{X: pt.X, Y: pt.Y}
-			}
-			ln, err := plotter.NewLine(xys)
-			if err != nil {
-				continue
-			}
-			ln.StepStyle = plotter.PostStep
-			ln.LineStyle = lineStyle(strings.TrimSuffix(l.Name, " (real time)"))
-			ln.LineStyle.Width = vg.Points(1.2)
-			p.Add(ln)
-			xmin, xmax, _, _ := plotter.XYRange(xys)
-			lim, _ := plotter.NewLine(plotter.XYs{{X: xmin, Y: pn.Limit}, {X: xmax, Y: pn.Limit}})
+		l := pn.Lines[0]
+		xys := make(plotter.XYs, len(l.Points))
+		peak := 0.0
+		for i, pt := range l.Points {
+			xys[i] = plotter.XY{X: pt.X, Y: pt.Y}
+			peak = max(peak, pt.Y)
+		}
+		title := pn.Title
+		if pn.Limit > 0 {
+			title = fmt.Sprintf("%s: peak %.2f×N", pn.Title, peak/pn.Limit)
+		}
+		p := newPlot(title, "seconds", "")
+		// The limit first, so that a line at N is drawn over it.
+		xmin, xmax, _, _ := plotter.XYRange(xys)
+		if lim, err := plotter.NewLine(plotter.XYs{{X: xmin, Y: pn.Limit}, {X: xmax, Y: pn.Limit}}); err == nil {
 			lim.LineStyle = limitStyle
 			p.Add(lim)
-			limitLine = lim
 		}
+		ln, err := plotter.NewLine(xys)
+		if err != nil {
+			continue // Edge gives finite points only; this is not reached
+		}
+		ln.StepStyle = plotter.PostStep
+		ln.LineStyle = lineStyle(l.Name)
+		ln.LineStyle.Width = vg.Points(1.2)
+		p.Add(ln)
 		p.Y.Min, p.Y.Max = 0, top
 		p.X.Tick.Marker = edgeTicks{w: float64(f.Meta.Params.Window)}
 		c.panels = append(c.panels, p)
-	}
-	if limitLine != nil {
-		c.legend.add("the limit N", limitLine)
 	}
 	c.h = gridHeight(len(c.panels), c.cols, 2.5*vg.Inch)
 	return c
@@ -405,7 +416,8 @@ func (t edgeTicks) Ticks(min, max float64) []plot.Tick {
 	if w <= 0 {
 		w = 1
 	}
-	if !finite(min, max) || (max-min)/w > 1e4 {
+	// Past 2^50 windows, k++ below stops changing k.
+	if !finite(min, max) || (max-min)/w > 1e4 || math.Abs(max)/w > 1<<50 || math.Abs(min)/w > 1<<50 {
 		return plot.DefaultTicks{}.Ticks(min, max)
 	}
 	every := math.Max(1, math.Ceil((max-min)/w/8)) // at most about 8 labels
@@ -420,11 +432,6 @@ func (t edgeTicks) Ticks(min, max float64) []plot.Tick {
 		out = append(out, tk)
 	}
 	return out
-}
-
-// finite reports whether min and max make a range ticks can be put on.
-func finite(min, max float64) bool {
-	return !math.IsNaN(min) && !math.IsNaN(max) && !math.IsInf(min, 0) && !math.IsInf(max, 0) && min <= max
 }
 
 // barPanel draws b as horizontal grouped bars: a row per group, a bar per
@@ -501,7 +508,7 @@ func barPanel(title, x string, b Bars, leg *legend, withLegend bool, label func(
 func accuracyChart(f *results.File) Chart {
 	c := Chart{Name: "accuracy", Title: "Accuracy against the ideal, by limiter and workload",
 		Caption: "Each bar is the share of a workload's requests that a limiter decided differently from the ideal (the sliding window log on the same requests): admitted where it denied (left) or denied where it admitted (right). " +
-			"Shorter is better; the sliding log is the ideal and has none, and go-limiter's bars come from a real-time replay.",
+			"Shorter is better" + accuracyNotes(f) + ".",
 		w: 9 * vg.Inch, cols: 2, legend: newLegend()}
 	allow, deny := Accuracy(f)
 	if len(allow.Groups) == 0 {
@@ -518,6 +525,49 @@ func accuracyChart(f *results.File) Chart {
 	}
 	c.h = vg.Inch + vg.Length(len(allow.Groups))*(0.1*vg.Inch*vg.Length(len(allow.Series))+0.1*vg.Inch)
 	return c
+}
+
+// accuracyNotes says, for the accuracy chart's caption, which limiters
+// decided as the ideal did everywhere and whose bars come from a replay in
+// real time.
+func accuracyNotes(f *results.File) string {
+	var exact, realtime []string
+	wrong := map[string]bool{}
+	for _, r := range f.Runs {
+		if a := r.Accuracy; a != nil {
+			wrong[r.Limiter] = wrong[r.Limiter] || a.FalseAllow > 0 || a.FalseDeny > 0
+			if r.Mode == "realtime" && !slices.Contains(realtime, r.Limiter) {
+				realtime = append(realtime, r.Limiter)
+			}
+		}
+	}
+	for _, r := range f.Runs {
+		if r.Accuracy != nil && !wrong[r.Limiter] && !slices.Contains(exact, r.Limiter) {
+			exact = append(exact, r.Limiter)
+		}
+	}
+	var notes []string
+	if len(exact) > 0 {
+		notes = append(notes, fmt.Sprintf("%s decided as the ideal did on every request", andList(exact)))
+	}
+	if len(realtime) > 0 {
+		notes = append(notes, fmt.Sprintf("%s measured in a replay in real time", andList(realtime)))
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return "; " + andList(notes)
+}
+
+// andList joins words as prose: "a", "a and b", "a, b and c".
+func andList(words []string) string {
+	switch len(words) {
+	case 0:
+		return ""
+	case 1:
+		return words[0]
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }
 
 // percentTicks marks round percentages.
@@ -549,8 +599,14 @@ func reverse(b *Bars) {
 }
 
 func memoryChart(f *results.File) Chart {
+	users := 0
+	for _, r := range f.Runs {
+		if r.Mode == "memory" {
+			users = max(users, r.Users)
+		}
+	}
 	c := Chart{Name: "memory", Title: "Memory per user: live heap per key held",
-		Caption: "Each bar is the heap a limiter holds per key after a million users made one request each, keys of 16 bytes included when the limiter keeps them. " +
+		Caption: fmt.Sprintf("Each bar is the live heap a limiter held per key after %s users made one request each, keys of 16 bytes included when the limiter keeps them. ", thousands(users)) +
 			"Shorter is better; ratelab keeps a hash of each key, not the key.",
 		w: 8 * vg.Inch, cols: 1, legend: newLegend()}
 	b := Memory(f)
@@ -578,6 +634,15 @@ func memoryChart(f *results.File) Chart {
 	c.panels = append(c.panels, p)
 	c.h = 0.85*vg.Inch + vg.Length(len(b.Groups))*0.35*vg.Inch
 	return c
+}
+
+// thousands formats n with commas between thousands.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 func isPeer(name string) bool {
@@ -612,18 +677,18 @@ func goroutineTicks(panels []Panel) plot.Ticker {
 }
 
 func scalingChart(f *results.File) Chart {
-	cores := max(f.Meta.Cores, 1)
+	procs := max(f.Meta.GOMAXPROCS, 1)
 	c := Chart{Name: "scaling", Title: "Throughput under overload against goroutines (unpaced)",
-		Caption: fmt.Sprintf("Each line is a limiter's decisions per second as more goroutines send as fast as they can, both axes logarithmic, on a %d-core machine. "+
-			"Higher is better; a line that falls past %d goroutines is losing to contention, and the harness floor is a limiter that decides nothing.", cores, cores),
+		Caption: fmt.Sprintf("Each line is a limiter's decisions per second as more goroutines send as fast as they can, both axes logarithmic, with GOMAXPROCS %d. "+
+			"Higher is better; a line that falls past %d goroutines is losing to contention, and the harness floor is a limiter that decides nothing.", procs, procs),
 		w: 9 * vg.Inch, cols: 2, legend: newLegend(), ylabel: "decisions per second (log scale)"}
-	return c.againstGoroutines(Scaling(f), millionsTicks{}, func(*plot.Plot) {})
+	return c.againstGoroutines(Scaling(f), 1e-6, millionsTicks{}, func(*plot.Plot) {}) // one decision a second
 }
 
 // againstGoroutines draws panels of a value against goroutines, both axes
 // logarithmic, with yticks; adjust sets a panel's y range before it is
 // made drawable.
-func (c Chart) againstGoroutines(panels []Panel, yticks plot.Ticker, adjust func(*plot.Plot)) Chart {
+func (c Chart) againstGoroutines(panels []Panel, least float64, yticks plot.Ticker, adjust func(*plot.Plot)) Chart {
 	ticks := goroutineTicks(panels)
 	seen := map[string]bool{}
 	for _, pn := range panels {
@@ -632,8 +697,8 @@ func (c Chart) againstGoroutines(panels []Panel, yticks plot.Ticker, adjust func
 		p.X.Tick.Marker, p.Y.Tick.Marker = ticks, yticks
 		addLines(p, pn.Lines, c.legend, seen)
 		adjust(p)
-		logRange(&p.X)
-		logRange(&p.Y)
+		logRange(&p.X, 0.5)
+		logRange(&p.Y, least)
 		c.panels = append(c.panels, p)
 	}
 	c.h = gridHeight(len(c.panels), c.cols, 3*vg.Inch)
@@ -658,7 +723,7 @@ func contentionChart(f *results.File) Chart {
 		Caption: fmt.Sprintf("Each line is the time goroutines spent parked on locks per decision, as the runtime counts it, as more goroutines send at once; both axes logarithmic, with %gns or less (a zero, too) drawn at the bottom. "+
 			"Lower is better; a limiter whose denials take no lock stays at the bottom.", Floor),
 		w: 9 * vg.Inch, cols: 2, legend: newLegend(), ylabel: "lock wait per decision (log scale)"}
-	return c.againstGoroutines(Contention(f), floorTicks{}, func(p *plot.Plot) {
+	return c.againstGoroutines(Contention(f), Floor, floorTicks{}, func(p *plot.Plot) {
 		p.Y.Min = Floor
 		// Two powers of ten at least, so that a wait of a fraction of a
 		// nanosecond, which is nothing, does not fill the panel.

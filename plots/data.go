@@ -7,6 +7,7 @@
 package plots
 
 import (
+	"math"
 	"slices"
 
 	"github.com/ratelab/ratelab/results"
@@ -83,6 +84,7 @@ func linesBy(f *results.File, keep func(results.Run) bool, point func(results.Ru
 func paced(r results.Run) bool {
 	return r.Mode == "realtime" && r.OfferedRate > 0 && len(r.LatencyCurveNS) > 0
 }
+
 func unpaced(r results.Run) bool {
 	return r.Mode == "realtime" && r.OfferedRate == 0 && r.Accuracy == nil
 }
@@ -96,26 +98,39 @@ func Latency(f *results.File) []Panel {
 		lines := linesBy(f, func(r results.Run) bool { return paced(r) && r.Workload == w }, func(r results.Run) []XY {
 			var pts []XY
 			for _, q := range r.LatencyCurveNS {
-				pts = append(pts, XY{X: 1 / (1 - q.Q), Y: max(q.Value, Floor)})
+				// The plot spans p50 to p99.99; the maximum (q = 1)
+				// has no place on it.
+				if q.Q >= 0.5 && q.Q <= 0.99991 && !math.IsNaN(q.Value) && !math.IsInf(q.Value, 0) {
+					pts = append(pts, XY{X: 1 / (1 - q.Q), Y: max(q.Value, Floor)})
+				}
 			}
 			return pts
 		})
-		out = append(out, Panel{Title: w, Lines: lines})
+		lines = slices.DeleteFunc(lines, func(l Line) bool { return len(l.Points) == 0 })
+		if len(lines) > 0 {
+			out = append(out, Panel{Title: w, Lines: lines})
+		}
 	}
 	return out
 }
 
 // Edge is a panel per limiter of one boundary attacker's admitted cost in
-// the trailing window, with the limit N as a line.
+// the trailing window, with the limit N as a line. A series that is empty,
+// or whose times and counts do not pair up, is left out.
 func Edge(f *results.File) []Panel {
 	var out []Panel
 	for _, r := range f.Runs {
-		if r.Edge == nil || r.Judged == nil {
+		if r.Edge == nil || r.Judged == nil || len(r.Edge.T) == 0 || len(r.Edge.T) != len(r.Edge.InWindow) {
 			continue
 		}
 		l := Line{Name: r.Limiter}
-		for i := range r.Edge.T {
-			l.Points = append(l.Points, XY{X: r.Edge.T[i], Y: r.Edge.InWindow[i]})
+		for i, t := range r.Edge.T {
+			if v := r.Edge.InWindow[i]; finite(t, t) && finite(v, v) {
+				l.Points = append(l.Points, XY{X: t, Y: v})
+			}
+		}
+		if len(l.Points) == 0 {
+			continue
 		}
 		title := r.Limiter
 		if r.Mode == "realtime" {
@@ -166,27 +181,44 @@ func Memory(f *results.File) Bars {
 // Scaling is a panel per workload of unpaced throughput, in millions of
 // decisions a second, against goroutines.
 func Scaling(f *results.File) []Panel {
-	return perGoroutines(f, func(r results.Run) float64 { return r.ThroughputPerS / 1e6 })
-}
-
-// Contention is a panel per workload of lock wait per decision, in
-// nanoseconds (a zero drawn at Floor), against goroutines.
-func Contention(f *results.File) []Panel {
-	return perGoroutines(f, func(r results.Run) float64 {
-		if r.LockWaitNSPerOp == nil {
-			return Floor
-		}
-		return max(*r.LockWaitNSPerOp, Floor)
+	return perGoroutines(f, func(r results.Run) (float64, bool) {
+		return r.ThroughputPerS / 1e6, r.ThroughputPerS > 0 && finite(r.ThroughputPerS, r.ThroughputPerS)
 	})
 }
 
-func perGoroutines(f *results.File, y func(results.Run) float64) []Panel {
+// Contention is a panel per workload of lock wait per decision, in
+// nanoseconds (a zero drawn at Floor), against goroutines. A run whose
+// wait was not measured has no point.
+func Contention(f *results.File) []Panel {
+	return perGoroutines(f, func(r results.Run) (float64, bool) {
+		if w := r.LockWaitNSPerOp; w != nil && *w >= 0 && finite(*w, *w) {
+			return max(*w, Floor), true
+		}
+		return 0, false
+	})
+}
+
+// perGoroutines is a panel per workload of y against goroutines, for the
+// unpaced runs y has a value for.
+func perGoroutines(f *results.File, y func(results.Run) (float64, bool)) []Panel {
 	var out []Panel
 	for _, w := range workloadsOf(f, unpaced) {
-		lines := linesBy(f, func(r results.Run) bool { return unpaced(r) && r.Workload == w }, func(r results.Run) []XY {
-			return []XY{{X: float64(r.Goroutines), Y: y(r)}}
+		lines := linesBy(f, func(r results.Run) bool { return unpaced(r) && r.Workload == w && r.Goroutines > 0 }, func(r results.Run) []XY {
+			if v, ok := y(r); ok {
+				return []XY{{X: float64(r.Goroutines), Y: v}}
+			}
+			return nil
 		})
-		out = append(out, Panel{Title: w, Lines: lines})
+		lines = slices.DeleteFunc(lines, func(l Line) bool { return len(l.Points) == 0 })
+		if len(lines) > 0 {
+			out = append(out, Panel{Title: w, Lines: lines})
+		}
 	}
 	return out
+}
+
+// finite reports whether min and max are numbers, in order: a range
+// something can be drawn on.
+func finite(min, max float64) bool {
+	return !math.IsNaN(min) && !math.IsNaN(max) && !math.IsInf(min, 0) && !math.IsInf(max, 0) && min <= max
 }

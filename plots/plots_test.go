@@ -114,6 +114,11 @@ func TestChartDataTrue(t *testing.T) {
 		return f.Runs[i]
 	}
 
+	for name, n := range map[string]int{"scaling": len(Scaling(f)), "contention": len(Contention(f)), "memory": len(Memory(f).Groups)} {
+		if n == 0 {
+			t.Fatalf("the fixture gives the %s chart nothing to check", name)
+		}
+	}
 	for _, pn := range Scaling(f) {
 		for _, l := range pn.Lines {
 			for _, pt := range l.Points {
@@ -132,7 +137,9 @@ func TestChartDataTrue(t *testing.T) {
 				r := find(func(r results.Run) bool {
 					return r.Mode == "realtime" && r.OfferedRate == 0 && r.Accuracy == nil && r.Workload == pn.Title && r.Limiter == l.Name && float64(r.Goroutines) == pt.X
 				})
-				if want := max(*r.LockWaitNSPerOp, Floor); pt.Y != want {
+				if r.LockWaitNSPerOp == nil {
+					t.Errorf("contention %s %s at %v goroutines: a point for a wait not measured", pn.Title, l.Name, pt.X)
+				} else if want := max(*r.LockWaitNSPerOp, Floor); pt.Y != want {
 					t.Errorf("contention %s %s at %v goroutines: %v, want %v", pn.Title, l.Name, pt.X, pt.Y, want)
 				}
 			}
@@ -151,7 +158,7 @@ func TestChartDataTrue(t *testing.T) {
 				t.Fatalf("latency %s %s: %d points, want %d", pn.Title, l.Name, len(l.Points), len(r.LatencyCurveNS))
 			}
 			for i, q := range r.LatencyCurveNS {
-				if got := l.Points[i]; got.Y != max(q.Value, Floor) || got.X < 1.99 || got.X > 1e4+1 {
+				if got := l.Points[i]; got.Y != max(q.Value, Floor) || got.X != 1/(1-q.Q) {
 					t.Errorf("latency %s %s at q=%v: %+v, want y %v", pn.Title, l.Name, q.Q, got, q.Value)
 				}
 			}

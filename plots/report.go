@@ -40,8 +40,9 @@ type rendered struct {
 // WriteReport writes f's charts, as PNG and SVG in ChartDir, and its
 // report into dir: report.html, one self-contained page (the charts
 // inlined) that opens from disk, and report.md, its Markdown twin, which
-// links to the charts' files. It returns the paths written.
-func WriteReport(dir string, f *results.File) ([]string, error) {
+// links to the charts' files. source, if not "", is where f is saved, for
+// the report to say how to draw it again. It returns the paths written.
+func WriteReport(dir string, f *results.File, source string) ([]string, error) {
 	charts := Charts(f)
 	cdir := filepath.Join(dir, ChartDir)
 	if err := os.MkdirAll(cdir, 0o755); err != nil {
@@ -81,10 +82,11 @@ func WriteReport(dir string, f *results.File) ([]string, error) {
 		}
 	}
 	var html, md bytes.Buffer
-	if err := writeHTML(&html, f, out); err != nil {
+	pg := newPage(f, out, source)
+	if err := htmlPage.Execute(&html, pg); err != nil {
 		return nil, err
 	}
-	if err := writeMarkdown(&md, f, out); err != nil {
+	if err := writeMarkdown(&md, pg); err != nil {
 		return nil, err
 	}
 	for _, w := range []struct {
@@ -135,20 +137,23 @@ func writeFile(p string, b []byte) error {
 // page is what the report's templates are given.
 type page struct {
 	Title, Subtitle string
-	Meta            [][2]string
-	Notes           []string
-	Picks           []results.Pick
-	Versus          []string
-	Scorecard       results.Table
-	Charts          []rendered
-	Tables          []results.Table
+	// Source is where the results are saved, if known.
+	Source    string
+	Meta      [][2]string
+	Notes     []string
+	Picks     []results.Pick
+	Versus    []string
+	Scorecard results.Table
+	Charts    []rendered
+	Tables    []results.Table
 }
 
-func newPage(f *results.File, charts []rendered) page {
+func newPage(f *results.File, charts []rendered, source string) page {
 	picks, versus := results.Picks(f)
 	p := page{
 		Title:     "ratelab: which rate limiter, measured",
 		Subtitle:  "A run of " + f.Meta.Start.UTC().Format("2 January 2006 at 15:04 UTC"),
+		Source:    source,
 		Meta:      metaRows(f),
 		Picks:     picks,
 		Versus:    versus,
@@ -183,7 +188,7 @@ func metaRows(f *results.File) [][2]string {
 		{"Limiters", strings.Join(p.Limiters, ", ")},
 		{"Workloads", strings.Join(p.Workloads, ", ")},
 		{"Modes", strings.Join(p.Modes, ", ")},
-		{"Users", fmt.Sprintf("%d (uniform, bursty), %d attackers (boundary-attack), %d (many-users and memory)", p.Users, p.Attackers, p.ManyUsers)},
+		{"Users", fmt.Sprintf("%s (uniform, bursty), %s attackers (boundary-attack), %s (many-users and memory)", thousands(p.Users), thousands(p.Attackers), thousands(p.ManyUsers))},
 		{"Simulated time", fmt.Sprintf("%v per workload", p.Simulated.Duration())},
 	}
 	var peers []string
@@ -208,11 +213,6 @@ func ints(v []int) string {
 		s[i] = fmt.Sprint(n)
 	}
 	return strings.Join(s, ", ")
-}
-
-// writeHTML writes the report as one page, the charts inlined as PNG.
-func writeHTML(w io.Writer, f *results.File, charts []rendered) error {
-	return htmlPage.Execute(w, newPage(f, charts))
 }
 
 var htmlPage = template.Must(template.New("report").Funcs(template.FuncMap{
@@ -271,7 +271,7 @@ figure img { width: 100%; height: auto; border: 1px solid #eee; }
 {{if .Picks}}<div class="scroll"><table class="picks">
 <thead><tr><th>If you need</th><th>pick</th><th>because, in this run</th></tr></thead>
 <tbody>{{range .Picks}}
-<tr><td class="need">{{.Need}}</td><td class="pick">{{.Limiter}}</td><td>{{.Why}}</td></tr>{{end}}
+<tr><td class="need">{{.Need}}</td><td class="pick">{{or .Limiter "none"}}</td><td>{{.Why}}</td></tr>{{end}}
 </tbody></table></div>{{else}}<p>This run measured nothing to choose by.</p>{{end}}
 {{if .Versus}}<h3>Against the peers</h3>
 <ul>{{range .Versus}}<li>{{.}}</li>{{end}}</ul>{{end}}
@@ -295,7 +295,7 @@ figure img { width: 100%; height: auto; border: 1px solid #eee; }
 <dt>{{index . 0}}</dt><dd>{{index . 1}}</dd>{{end}}
 </dl>
 {{range .Notes}}<p class="note">{{.}}</p>
-{{end}}<p class="note">Re-render this page from the run's results without running it again: <code>ratelab report results.json</code>.</p>
+{{end}}{{with .Source}}<p class="note">To draw this page again from the run's results, without running it: <code>ratelab report {{.}}</code>.</p>{{end}}
 </main>
 </body>
 </html>
@@ -314,8 +314,7 @@ func anchor(s string) string {
 
 // writeMarkdown writes the report as Markdown, linking to the charts'
 // files.
-func writeMarkdown(w io.Writer, f *results.File, charts []rendered) error {
-	p := newPage(f, charts)
+func writeMarkdown(w io.Writer, p page) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# %s\n\n%s\n\n", p.Title, p.Subtitle)
 	b.WriteString("## Which limiter should I pick?\n\n")
@@ -324,7 +323,11 @@ func writeMarkdown(w io.Writer, f *results.File, charts []rendered) error {
 		b.WriteString("This run measured nothing to choose by.\n\n")
 	}
 	for _, pk := range p.Picks {
-		fmt.Fprintf(&b, "- **%s**: `%s`. %s\n", pk.Need, pk.Limiter, pk.Why)
+		pick := "none"
+		if pk.Limiter != "" {
+			pick = "`" + strings.ReplaceAll(pk.Limiter, ", ", "`, `") + "`"
+		}
+		fmt.Fprintf(&b, "- **%s**: %s. %s\n", pk.Need, pick, md(pk.Why))
 	}
 	if len(p.Picks) > 0 {
 		b.WriteString("\n")
@@ -332,7 +335,7 @@ func writeMarkdown(w io.Writer, f *results.File, charts []rendered) error {
 	if len(p.Versus) > 0 {
 		b.WriteString("### Against the peers\n\n")
 		for _, v := range p.Versus {
-			fmt.Fprintf(&b, "- %s\n", v)
+			fmt.Fprintf(&b, "- %s\n", md(v))
 		}
 		b.WriteString("\n")
 	}
@@ -345,7 +348,7 @@ func writeMarkdown(w io.Writer, f *results.File, charts []rendered) error {
 	if len(p.Charts) > 0 {
 		b.WriteString("## Charts\n\n")
 		for _, c := range p.Charts {
-			fmt.Fprintf(&b, "### %s\n\n![%s](%s)\n\n%s ([SVG](%s))\n\n", c.Title, c.Title, c.PNGPath, c.Caption, c.SVGPath)
+			fmt.Fprintf(&b, "### %s\n\n![%s](%s)\n\n%s ([SVG](%s))\n\n", md(c.Title), md(c.Title), c.PNGPath, md(c.Caption), c.SVGPath)
 		}
 	}
 	if len(p.Tables) > 0 {
@@ -359,13 +362,19 @@ func writeMarkdown(w io.Writer, f *results.File, charts []rendered) error {
 	}
 	b.WriteString("## The run\n\n")
 	for _, m := range p.Meta {
-		fmt.Fprintf(&b, "- %s: %s\n", m[0], m[1])
+		fmt.Fprintf(&b, "- %s: %s\n", m[0], md(m[1]))
 	}
 	b.WriteString("\n")
 	for _, n := range p.Notes {
-		fmt.Fprintf(&b, "%s\n\n", n)
+		fmt.Fprintf(&b, "%s\n\n", md(n))
 	}
-	b.WriteString("Re-render this report from the run's results without running it again: `ratelab report results.json`.\n")
+	if p.Source != "" {
+		fmt.Fprintf(&b, "To draw this report again from the run's results, without running it: `ratelab report %s`.\n", p.Source)
+	}
 	_, err := w.Write(b.Bytes())
 	return err
 }
+
+// md makes text safe in Markdown, where a "<" can open an HTML tag that
+// swallows what follows.
+var md = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"image/png"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -88,7 +89,7 @@ func parseHTML(t *testing.T, b []byte) htmlDoc {
 func writeReport(t *testing.T, f *results.File) (dir string, html htmlDoc, md string) {
 	t.Helper()
 	dir = t.TempDir()
-	paths, err := WriteReport(dir, f)
+	paths, err := WriteReport(dir, f, "saved/results.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestReportStructure(t *testing.T) {
 		t.Fatalf("the fixture gives %d picks and %d comparisons with peers; want a fuller report", len(picks), len(versus))
 	}
 	for name, text := range map[string]string{"report.html": html.text, "report.md": md} {
-		want := []string{"Which limiter should I pick?", f.Meta.GoVersion, f.Meta.CPU, "Seed", "x/time v0.16.0"}
+		want := []string{"Which limiter should I pick?", f.Meta.GoVersion, f.Meta.CPU, "Seed", "x/time v0.16.0", "ratelab report saved/results.json"}
 		for _, p := range picks {
 			want = append(want, p.Need, p.Why)
 		}
@@ -141,7 +142,7 @@ func TestReportStructure(t *testing.T) {
 		for _, tb := range append(results.Tables(f), results.Scorecard(f)) {
 			want = append(want, tb.Title, tb.Note)
 			for _, row := range tb.Rows {
-				want = append(want, strings.Join(row[:min(len(row), 2)], ""))
+				want = append(want, strings.Join(row, ""))
 			}
 		}
 		for _, c := range Charts(f) {
@@ -241,12 +242,12 @@ func checkSVG(t *testing.T, name string, b []byte) {
 func TestStaleCharts(t *testing.T) {
 	dir := t.TempDir()
 	f := fixture(t)
-	if _, err := WriteReport(dir, f); err != nil {
+	if _, err := WriteReport(dir, f, ""); err != nil {
 		t.Fatal(err)
 	}
 	memoryOnly := *f
 	memoryOnly.Runs = slices.DeleteFunc(slices.Clone(f.Runs), func(r results.Run) bool { return r.Mode != "memory" })
-	if _, err := WriteReport(dir, &memoryOnly); err != nil {
+	if _, err := WriteReport(dir, &memoryOnly, ""); err != nil {
 		t.Fatal(err)
 	}
 	left, err := filepath.Glob(filepath.Join(dir, ChartDir, "*"))
@@ -291,7 +292,7 @@ func TestDegenerateRuns(t *testing.T) {
 	if want := "latency memory scaling contention"; strings.Join(names, " ") != want {
 		t.Errorf("charts %v, want %s", names, want)
 	}
-	if _, err := WriteReport(t.TempDir(), f); err != nil {
+	if _, err := WriteReport(t.TempDir(), f, ""); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -300,5 +301,81 @@ func TestRenderRefusesUnknownFormat(t *testing.T) {
 	c := Charts(fixture(t))[0]
 	if _, err := c.Render("gif"); err == nil {
 		t.Error(`Render("gif") did not fail`)
+	}
+}
+
+// TestOddRuns draws results a hand-edited or damaged file could hold:
+// edge series that are empty, do not pair up or run to absurd times;
+// throughput far below a million a second; the maximum as a quantile; a
+// lock wait not measured. Nothing may panic or hang, and what can be
+// drawn must be.
+func TestOddRuns(t *testing.T) {
+	f := fixture(t)
+	var edges []int
+	for i, r := range f.Runs {
+		if r.Edge != nil {
+			edges = append(edges, i)
+		}
+	}
+	if len(edges) < 3 {
+		t.Fatalf("the fixture has %d edge series, want 3 or more", len(edges))
+	}
+	f.Runs[edges[0]].Edge = &results.Series{}                                                    // empty
+	f.Runs[edges[1]].Edge.InWindow = f.Runs[edges[1]].Edge.InWindow[:3]                          // does not pair up
+	f.Runs[edges[2]].Edge = &results.Series{T: []float64{1e16, 2e16}, InWindow: []float64{1, 2}} // absurd times
+	var slow, curve, lock int = -1, -1, -1
+	for i := range f.Runs {
+		r := &f.Runs[i]
+		switch {
+		case unpaced(*r):
+			r.ThroughputPerS /= 1e3 // thousands a second, not millions
+			if slow < 0 {
+				slow = i
+			}
+			if lock < 0 && r.Limiter == "gcra" {
+				r.LockWaitNSPerOp, lock = nil, i
+			}
+		case paced(*r) && r.Limiter == "gcra" && curve < 0:
+			r.LatencyCurveNS = append(r.LatencyCurveNS, results.Quantile{Q: 1, Value: 2e6})
+			curve = i
+		}
+	}
+
+	panels := Edge(f)
+	if len(panels) != len(edges)-2 {
+		t.Errorf("edge: %d panels from %d series, two of them unusable", len(panels), len(edges))
+	}
+	for _, pn := range Latency(f) {
+		if !slices.ContainsFunc(pn.Lines, func(l Line) bool { return l.Name == "gcra" && len(l.Points) > 0 }) {
+			t.Errorf("latency %s: gcra's line is gone for one quantile it cannot draw", pn.Title)
+		}
+	}
+	r := f.Runs[lock]
+	for _, pn := range Contention(f) {
+		for _, l := range pn.Lines {
+			if pn.Title == r.Workload && l.Name == "gcra" && slices.ContainsFunc(l.Points, func(p XY) bool { return p.X == float64(r.Goroutines) }) {
+				t.Errorf("contention: a point for gcra at %d goroutines on %s, whose wait was not measured", r.Goroutines, r.Workload)
+			}
+		}
+	}
+	for _, c := range Charts(f) {
+		if c.Name != "scaling" {
+			continue
+		}
+		for i, pn := range Scaling(f) {
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for _, l := range pn.Lines {
+				for _, p := range l.Points {
+					lo, hi = min(lo, p.Y), max(hi, p.Y)
+				}
+			}
+			if a := c.panels[i].Y; a.Min > lo || a.Max < hi {
+				t.Errorf("scaling %s: the axis spans %g to %g, the data %g to %g", pn.Title, a.Min, a.Max, lo, hi)
+			}
+		}
+	}
+
+	if _, err := WriteReport(t.TempDir(), f, ""); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,6 +1,7 @@
 package results
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -150,6 +151,15 @@ func Scorecard(f *File) Table {
 			t.Rows = append(t.Rows, row)
 		}
 	}
+	// A column the run measured nothing for goes, header and all.
+	for c := len(t.Header) - 1; c > 0; c-- {
+		if !slices.ContainsFunc(t.Rows, func(r []string) bool { return r[c] != "" }) {
+			t.Header = slices.Delete(t.Header, c, c+1)
+			for i := range t.Rows {
+				t.Rows[i] = slices.Delete(t.Rows[i], c, c+1)
+			}
+		}
+	}
 	return t
 }
 
@@ -166,8 +176,8 @@ func percentage(v float64) string {
 // derived from a run's numbers.
 type Pick struct {
 	// Need is what the user needs; Limiter the one that served it best in
-	// this run (or "none", and Why says how close one came); Why gives the
-	// numbers.
+	// this run (or, for what to avoid, the ones to avoid, worst first), or
+	// "" for none, and Why says how close one came; Why gives the numbers.
 	Need, Limiter, Why string
 }
 
@@ -205,7 +215,7 @@ func Picks(f *File) (picks []Pick, versus []string) {
 		}
 		p := Pick{Need: "Never more than N in any window"}
 		if len(exacts) == 0 {
-			p.Limiter = "none"
+			p.Limiter = ""
 			p.Why = fmt.Sprintf("No limiter was exact; the closest, %s, let a key have %.2f×N in one window.", closest.name, closest.worst)
 		} else {
 			s := exacts[0]
@@ -253,7 +263,7 @@ func Picks(f *File) (picks []Pick, versus []string) {
 	if s := best(func(s *score) bool { return s.tput > 0 }, func(a, b *score) bool { return a.tput > b.tput }); s != nil {
 		why := fmt.Sprintf("It made %s with %d goroutines sending as fast as they could (the geometric mean over the workloads)", rate(s.tput), g)
 		if p := best(func(p *score) bool { return p.peer && p.tput > 0 && p != s }, func(a, b *score) bool { return a.tput > b.tput }); p != nil {
-			why += fmt.Sprintf("; the fastest peer, %s, made %s (%.1f× fewer)", p.name, rate(p.tput), s.tput/p.tput)
+			why += fmt.Sprintf("; the fastest peer, %s, made %s (%.1f times fewer)", p.name, rate(p.tput), s.tput/p.tput)
 		}
 		picks = append(picks, Pick{Need: "Most decisions per second under overload", Limiter: s.name, Why: why + "." + near(s, tput)})
 	}
@@ -265,11 +275,19 @@ func Picks(f *File) (picks []Pick, versus []string) {
 			why += fmt.Sprintf("; the harness alone, deciding nothing, took %s", nanos(floor.p50))
 		}
 		why += "." + near(s, p50)
-		if lo, hi := spread(all, func(s *score) float64 { return s.p99 }); floor != nil && floor.p99 > 0 && hi > 0 {
-			if floor.p99 >= lo {
-				why += fmt.Sprintf(" The limiters' p99 ran from %s to %s and the harness floor's was %s, within that: the tails are the machine's more than the limiters'.", nanos(lo), nanos(hi), nanos(floor.p99))
+		// A tail is the limiter's when it is well beyond what the
+		// harness alone shows: three times the floor's p99.
+		if floor != nil && floor.p99 > 0 {
+			var long []string
+			for _, o := range all {
+				if o.p99 > 3*floor.p99 {
+					long = append(long, fmt.Sprintf("%s (%s)", o.name, nanos(o.p99)))
+				}
+			}
+			if len(long) == 0 {
+				why += fmt.Sprintf(" No limiter's p99 was over three times the harness floor's %s: the tails were the machine's more than the limiters'.", nanos(floor.p99))
 			} else {
-				why += fmt.Sprintf(" The limiters' p99 ran from %s to %s, against the harness floor's %s.", nanos(lo), nanos(hi), nanos(floor.p99))
+				why += fmt.Sprintf(" The harness floor's p99 was %s; over three times that: %s.", nanos(floor.p99), strings.Join(long, ", "))
 			}
 		}
 		picks = append(picks, Pick{Need: "Fastest decision at a steady rate", Limiter: s.name, Why: why})
@@ -283,9 +301,21 @@ func Picks(f *File) (picks []Pick, versus []string) {
 		picks = append(picks, Pick{Need: "Least memory per user", Limiter: s.name, Why: why + "."})
 	}
 
-	if s := best(func(s *score) bool { return s.attack > 0 }, func(a, b *score) bool { return a.attack > b.attack }); s != nil && s.attack > 1.05 {
-		picks = append(picks, Pick{Need: "Avoid where clients can time the window edge", Limiter: s.name,
-			Why: fmt.Sprintf("A boundary attacker had %.2f×N admitted in a single window.", s.attack)})
+	// Every limiter an attacker got well past N with, worst first.
+	var over []*score
+	for _, s := range all {
+		if s.attack > 1.05 {
+			over = append(over, s)
+		}
+	}
+	slices.SortStableFunc(over, func(a, b *score) int { return cmp.Compare(b.attack, a.attack) })
+	if len(over) > 0 {
+		at := []string{fmt.Sprintf("%s admitted %.2f×N to a boundary attacker", over[0].name, over[0].attack)}
+		for _, s := range over[1:] {
+			at = append(at, fmt.Sprintf("%s %.2f×N", s.name, s.attack))
+		}
+		picks = append(picks, Pick{Need: "Avoid where clients can time the window edge", Limiter: names(over),
+			Why: fmt.Sprintf("In a single window, %s.", prose(at))})
 	}
 
 	for _, p := range all {
@@ -350,7 +380,7 @@ func WritePicks(w io.Writer, f *File) error {
 		fmt.Fprintln(w, "Which limiter should I pick? This run's answers, from the numbers above:")
 	}
 	for _, p := range picks {
-		fmt.Fprintf(w, "%s\n", indent(wrap(fmt.Sprintf("- %s: %s. %s", p.Need, p.Limiter, p.Why), 98), "  "))
+		fmt.Fprintf(w, "%s\n", indent(wrap(fmt.Sprintf("- %s: %s. %s", p.Need, cmp.Or(p.Limiter, "none"), p.Why), 98), "  "))
 	}
 	if len(versus) > 0 {
 		fmt.Fprintln(w, "\nAgainst the peers:")
@@ -366,15 +396,10 @@ func indent(s, prefix string) string {
 	return strings.ReplaceAll(s, "\n", "\n"+prefix)
 }
 
-// spread returns the least and the most positive v of ss, zeros if none.
-func spread(ss []*score, v func(*score) float64) (lo, hi float64) {
-	for _, s := range ss {
-		if x := v(s); x > 0 {
-			if lo == 0 || x < lo {
-				lo = x
-			}
-			hi = max(hi, x)
-		}
+// prose joins phrases as a sentence does: "a", "a and b", "a, b and c".
+func prose(phrases []string) string {
+	if len(phrases) < 2 {
+		return strings.Join(phrases, "")
 	}
-	return lo, hi
+	return strings.Join(phrases[:len(phrases)-1], ", ") + " and " + phrases[len(phrases)-1]
 }

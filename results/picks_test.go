@@ -36,10 +36,10 @@ func TestPicksFollowTheNumbers(t *testing.T) {
 	if p := pick(t, f, "Never more than N in any window"); p.Limiter != "sliding-log" {
 		t.Errorf("exact: %+v", p)
 	}
-	if p := pick(t, f, "Avoid where clients can time the window edge"); p.Limiter != "fixed-window" || !strings.Contains(p.Why, "2.00×N") {
+	if p := pick(t, f, "Avoid where clients can time the window edge"); p.Limiter != "fixed-window, go-limiter" || !strings.Contains(p.Why, "fixed-window admitted 2.00×N to a boundary attacker and go-limiter 1.78×N") {
 		t.Errorf("edge: %+v", p)
 	}
-	if p := pick(t, f, "Most decisions per second under overload"); p.Limiter != "gcra" || !strings.Contains(p.Why, "45.10M/s with 2 goroutines") || !strings.Contains(p.Why, "x/time/rate, made 10.50M/s (4.3× fewer)") {
+	if p := pick(t, f, "Most decisions per second under overload"); p.Limiter != "gcra" || !strings.Contains(p.Why, "45.10M/s with 2 goroutines") || !strings.Contains(p.Why, "x/time/rate, made 10.50M/s (4.3 times fewer)") {
 		t.Errorf("throughput: %+v", p)
 	}
 
@@ -74,7 +74,7 @@ func TestPicksFollowTheNumbers(t *testing.T) {
 			a.MaxWindowRatio = max(a.MaxWindowRatio, 1.1)
 		}
 	}
-	if p := pick(t, f, "Never more than N in any window"); p.Limiter != "none" || !strings.Contains(p.Why, "1.10×N") {
+	if p := pick(t, f, "Never more than N in any window"); p.Limiter != "" || !strings.Contains(p.Why, "the closest, fixed-window, let a key have 1.10×N") {
 		t.Errorf("exact, with no limiter exact: %+v", p)
 	}
 
@@ -122,5 +122,45 @@ func TestScorecardIsTrue(t *testing.T) {
 	}
 	if p := pick(t, f, "Fastest decision at a steady rate"); !strings.Contains(p.Why, "the harness alone, deciding nothing, took 1ns") {
 		t.Errorf("the latency pick does not compare with the floor: %+v", p)
+	}
+}
+
+// TestPicksTiesAndTails checks what a pick says about the limiters close
+// behind it and about latency tails against the harness floor.
+func TestPicksTiesAndTails(t *testing.T) {
+	run := func(limiter string, g int, tput float64) Run {
+		return Run{Limiter: limiter, Library: "ratelab", Algorithm: limiter, Workload: "uniform", Mode: "realtime", Goroutines: g, ThroughputPerS: tput}
+	}
+	paced := func(limiter, library string, p50, p99 float64) Run {
+		algorithm := limiter
+		if limiter == "(harness floor)" {
+			algorithm = ""
+		}
+		return Run{Limiter: limiter, Library: library, Algorithm: algorithm, Workload: "uniform", Mode: "realtime", Goroutines: 1, OfferedRate: 1000,
+			LatencyNS: &Latency{P50: p50, P99: p99}}
+	}
+	f := &File{Meta: Meta{GOMAXPROCS: 2}, Runs: []Run{
+		run("gcra", 2, 30e6), run("fixed-window", 2, 28e6), run("sliding-log", 2, 20e6), run("gcra", 1, 99e6),
+		paced("gcra", "ratelab", 150, 40e3), paced("fixed-window", "ratelab", 140, 20e3),
+		paced("x/time/rate", "golang.org/x/time", 120, 9e6), paced("(harness floor)", "ratelab", 60, 30e3),
+	}}
+	f.Runs[len(f.Runs)-2].Algorithm = "token-bucket"
+
+	p := pick(t, f, "Most decisions per second under overload")
+	if p.Limiter != "gcra" || !strings.Contains(p.Why, "30.00M/s with 2 goroutines") || !strings.Contains(p.Why, "too close to call on a shared machine: fixed-window.") {
+		t.Errorf("throughput: %+v (want gcra at 2 goroutines, GOMAXPROCS, with fixed-window within 10%% and sliding-log not)", p)
+	}
+	p = pick(t, f, "Fastest decision at a steady rate")
+	if p.Limiter != "x/time/rate" {
+		t.Errorf("latency: %+v, want the peer, whose median is least", p)
+	}
+	for _, want := range []string{"120ns", "the harness alone, deciding nothing, took 60ns", "The harness floor's p99 was 30.0µs; over three times that: x/time/rate (9.0ms)."} {
+		if !strings.Contains(p.Why, want) {
+			t.Errorf("latency: %q lacks %q", p.Why, want)
+		}
+	}
+	f.Runs[6].LatencyNS.P99 = 50e3
+	if p := pick(t, f, "Fastest decision at a steady rate"); !strings.Contains(p.Why, "No limiter's p99 was over three times the harness floor's 30.0µs") {
+		t.Errorf("latency, every tail near the floor's: %+v", p)
 	}
 }

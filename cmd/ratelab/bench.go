@@ -124,9 +124,6 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	if _, err := plots.WriteReport(*out, f); err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
 	fmt.Fprintf(stdout, "%s\n\n", results.MetaLine(f))
 	for _, t := range results.Tables(f) {
 		if err := t.Text(stdout); err != nil {
@@ -143,7 +140,12 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err := results.WritePicks(stdout, f); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nThe lab took %v. Results: %s\n%s\n", f.Meta.Elapsed.Duration().Round(time.Second), strings.Join(paths, ", "), reportLine(*out))
+	fmt.Fprintf(stdout, "\nThe lab took %v. Results: %s\n", f.Meta.Elapsed.Duration().Round(time.Second), strings.Join(paths, ", "))
+	// Last, so that a report that cannot be drawn loses nothing else.
+	if _, err := plots.WriteReport(*out, f, paths[0]); err != nil {
+		return fmt.Errorf("bench: the results are saved, but not the report: %w", err)
+	}
+	fmt.Fprintln(stdout, reportLine(*out))
 	return nil
 }
 

@@ -54,7 +54,7 @@ func runReport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if dir == "" {
 		dir = filepath.Dir(in)
 	}
-	if _, err := plots.WriteReport(dir, f); err != nil {
+	if _, err := plots.WriteReport(dir, f, in); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	fmt.Fprintln(stdout, reportLine(dir))
