@@ -287,7 +287,7 @@ func Picks(f *File) (picks []Pick, versus []string) {
 			if len(long) == 0 {
 				why += fmt.Sprintf(" No limiter's p99 was over three times the harness floor's %s: the tails were the machine's more than the limiters'.", nanos(floor.p99))
 			} else {
-				why += fmt.Sprintf(" The harness floor's p99 was %s; over three times that: %s.", nanos(floor.p99), strings.Join(long, ", "))
+				why += fmt.Sprintf(" The harness floor's p99 was %s; over three times that: %s. One stall of a shared machine in a run is enough for that: compare with another run before blaming a limiter.", nanos(floor.p99), strings.Join(long, ", "))
 			}
 		}
 		picks = append(picks, Pick{Need: "Fastest decision at a steady rate", Limiter: s.name, Why: why})
