@@ -19,6 +19,7 @@ import (
 const (
 	ModeSimulated = "simulated"
 	ModeRealTime  = "realtime"
+	ModeTiming    = "timing"
 	ModeMemory    = "memory"
 )
 
@@ -33,7 +34,7 @@ type Config struct {
 	// Limiters and Workloads name what to run; empty means all.
 	Limiters  []string
 	Workloads []string
-	// Modes are which of simulated, realtime and memory to run; empty
+	// Modes are which of simulated, realtime, timing and memory to run; empty
 	// means all.
 	Modes []string
 	// Users is the population of the uniform and bursty workloads;
@@ -53,6 +54,10 @@ type Config struct {
 	LatencyGoroutines int
 	OfferedRate       float64
 	LatencyTime       time.Duration
+	// TimingRounds is how many rounds the timing runs take, each limiter
+	// and the harness floor deciding for TimingSample in turn in each.
+	TimingRounds int
+	TimingSample time.Duration
 	// RealTimeAccuracyScale compresses time when a limiter that takes no
 	// explicit time has its accuracy measured in real time: the most it
 	// compresses; a workload too dense for one sender to keep up with at
@@ -90,8 +95,10 @@ func (c Config) Defaults() Config {
 	set(&c.OfferedRate, 200_000)
 	set(&c.LatencyTime, pick(q, 500*time.Millisecond, 200*time.Millisecond))
 	set(&c.RealTimeAccuracyScale, 0.02)
+	set(&c.TimingRounds, pick(q, 30, 20))
+	set(&c.TimingSample, 10*time.Millisecond)
 	if len(c.Modes) == 0 {
-		c.Modes = []string{ModeSimulated, ModeRealTime, ModeMemory}
+		c.Modes = []string{ModeSimulated, ModeRealTime, ModeTiming, ModeMemory}
 	}
 	if len(c.Workloads) == 0 {
 		for _, g := range workloads.Generators {
@@ -123,8 +130,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("harness: the limit: %w", err)
 	}
 	for _, m := range c.Modes {
-		if m != ModeSimulated && m != ModeRealTime && m != ModeMemory {
-			return fmt.Errorf("harness: unknown mode %q (want simulated, realtime or memory)", m)
+		if m != ModeSimulated && m != ModeRealTime && m != ModeTiming && m != ModeMemory {
+			return fmt.Errorf("harness: unknown mode %q (want simulated, realtime, timing or memory)", m)
 		}
 	}
 	for _, w := range c.Workloads {
@@ -153,6 +160,9 @@ func (c Config) Validate() error {
 		if n := c.expected(name); n > MaxRequests {
 			return fmt.Errorf("harness: workload %s would have about %.2g requests, more than the %d the lab takes; lower the users or the simulated span, or widen the window", name, n, MaxRequests)
 		}
+	}
+	if c.TimingRounds < 1 || c.TimingRounds > 1000 || c.TimingSample <= 0 || c.TimingSample > 10*time.Second {
+		return fmt.Errorf("harness: timing takes 1 to 1000 rounds of samples up to 10s long, got %d of %v", c.TimingRounds, c.TimingSample)
 	}
 	if !(c.RealTimeAccuracyScale > 0 && c.RealTimeAccuracyScale <= 1) {
 		return fmt.Errorf("harness: the real-time accuracy scale must be in (0, 1], got %v", c.RealTimeAccuracyScale)
@@ -285,6 +295,14 @@ func Lab(ctx context.Context, c Config, progress io.Writer) (*results.File, erro
 				}
 			}
 		}
+		if has(ModeTiming) {
+			p.step(fmt.Sprintf("timing on %s, %d rounds", name, c.TimingRounds), 3)
+			runs, err := timingRuns(ctx, subjects, w, limit, c.TimingRounds, c.TimingSample)
+			if err != nil {
+				return nil, fmt.Errorf("harness: timing on %s: %w", name, err)
+			}
+			f.Runs = append(f.Runs, runs...)
+		}
 	}
 	if has(ModeMemory) {
 		for _, s := range subjects {
@@ -367,7 +385,8 @@ func accuracyRun(ctx context.Context, c Config, s Subject, w *workloads.Workload
 		allowed := Simulate(w, d)
 		elapsed := time.Since(start)
 		acc := Compare(w, allowed, ideal, c.Limit)
-		r := results.Run{Mode: ModeSimulated, Decisions: int64(len(allowed)), Accuracy: &acc}
+		allocs := steadyAllocsAt(w, d, c.Limit.Length)
+		r := results.Run{Mode: ModeSimulated, Decisions: int64(len(allowed)), Accuracy: &acc, AllocsPerDecision: &allocs}
 		if w.Name == "boundary-attack" {
 			r.Edge = EdgeSeries(w, allowed, c.Limit.Length, edgeWindows)
 		}
@@ -389,8 +408,12 @@ func accuracyRun(ctx context.Context, c Config, s Subject, w *workloads.Workload
 		return results.Run{}, 0, err
 	}
 	acc := Compare(sent, allowed, sentIdeal, c.Limit)
+	allocs, err := steadyAllocs(ctx, w, l)
+	if err != nil {
+		return results.Run{}, 0, err
+	}
 	r := results.Run{Mode: ModeRealTime, Decisions: int64(len(allowed)), Accuracy: &acc,
-		TimeScale: scale, SendLagNS: lag.latency()}
+		TimeScale: scale, SendLagNS: lag.latency(), AllocsPerDecision: &allocs}
 	if w.Name == "boundary-attack" {
 		r.Edge = EdgeSeries(sent, allowed, c.Limit.Length, edgeWindows)
 	}
@@ -436,6 +459,7 @@ func meta(c Config, subjects []Subject, begin time.Time) results.Meta {
 			Goroutines: c.Goroutines, RealTime: results.Seconds(c.RealTime.Seconds()),
 			LatencyGoroutines: c.LatencyGoroutines, OfferedRate: c.OfferedRate,
 			RealTimeAccuracyScale: c.RealTimeAccuracyScale,
+			TimingRounds:          c.TimingRounds, TimingSample: results.Seconds(c.TimingSample.Seconds()),
 		},
 	}
 }

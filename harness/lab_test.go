@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/results"
 )
 
 // A small lab, end to end: every limiter, every workload, every mode.
@@ -21,10 +22,11 @@ func smallLab() Config {
 		Users:     20,
 		Attackers: 5,
 		ManyUsers: 2000, ManyUsersRate: 2000,
-		Simulated:   5 * time.Second,
-		Goroutines:  []int{1, 2},
-		RealTime:    20 * time.Millisecond,
-		LatencyTime: 20 * time.Millisecond,
+		Simulated:    5 * time.Second,
+		Goroutines:   []int{1, 2},
+		RealTime:     20 * time.Millisecond,
+		LatencyTime:  20 * time.Millisecond,
+		TimingRounds: 2, TimingSample: 2 * time.Millisecond,
 	}
 }
 
@@ -37,7 +39,8 @@ func TestLab(t *testing.T) {
 		t.Fatal(err)
 	}
 	subjects := len(Subjects())
-	want := 4*subjects + 4*(subjects+1)*3 + subjects // accuracy + realtime (2 sweeps + paced, and the floor) + memory
+	// accuracy + realtime (2 sweeps + paced, and the floor) + timing (and the floor) + memory
+	want := 4*subjects + 4*(subjects+1)*3 + 4*(subjects+1) + subjects
 	if len(f.Runs) != want {
 		t.Fatalf("%d runs, want %d", len(f.Runs), want)
 	}
@@ -50,6 +53,22 @@ func TestLab(t *testing.T) {
 			}
 			if r.Accuracy.MaxWindowRatio <= 0 || r.Decisions == 0 {
 				t.Errorf("%s on %s: %+v", r.Limiter, r.Workload, r.Accuracy)
+			}
+			// ratelab's limiters allocate nothing a decision once their
+			// keys are made (many-users makes some again: see AllocsPerDecision).
+			if a := r.AllocsPerDecision; a == nil || *a < 0 || r.Library == "ratelab" && *a >= 0.2 {
+				t.Errorf("%s on %s (%s): allocations per decision %v", r.Limiter, r.Workload, r.Mode, a)
+			}
+		case r.Mode == ModeTiming:
+			if r.Limiter == "(harness floor)" {
+				if len(r.Rounds) != 2*subjects {
+					t.Errorf("the floor on %s: %d samples, want one after each of %d subjects' 2", r.Workload, len(r.Rounds), subjects)
+				}
+				break
+			}
+			cost, ok := results.Costs(r)
+			if len(r.Rounds) != 2 || !ok || cost.Rounds != 2 || !(cost.Throughput > 1) || !(cost.P50 > 0) || !(cost.P90 >= cost.P50*0.5) {
+				t.Errorf("%s on %s: %d rounds, cost %+v (%v)", r.Limiter, r.Workload, len(r.Rounds), cost, ok)
 			}
 		case r.Mode == ModeRealTime:
 			if r.ThroughputPerS <= 0 || r.LatencyNS == nil || r.LatencyNS.P50 <= 0 || r.LockWaitNSPerOp == nil || r.AdmittedFraction == nil {
@@ -85,6 +104,12 @@ func TestLabDeterministic(t *testing.T) {
 		}
 		if len(f.Runs) != 4*len(c.Limiters) {
 			t.Fatalf("%d runs", len(f.Runs))
+		}
+		// Allocations are counted by the runtime for the whole process,
+		// and a table grows when its random seed says: the gate allows
+		// them 0.01 a decision, and they are left out here.
+		for j := range f.Runs {
+			f.Runs[j].AllocsPerDecision = nil
 		}
 		out[i], _ = json.Marshal(f.Runs)
 	}

@@ -24,6 +24,9 @@ func newProgress(w io.Writer, c Config, subjects []Subject, workloads int) *prog
 	if slices.Contains(c.Modes, ModeRealTime) {
 		per += 2 * (len(subjects) + 1) * len(realTimeRuns(c)) // and the floor
 	}
+	if slices.Contains(c.Modes, ModeTiming) {
+		per += 3
+	}
 	p.total = per * workloads
 	if slices.Contains(c.Modes, ModeMemory) {
 		p.total += 4 * len(subjects)

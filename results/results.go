@@ -17,7 +17,9 @@ import (
 )
 
 // Schema is the version of the format this package writes and reads.
-const Schema = 1
+// Version 2 added the timing runs (mode "timing", with rounds) and
+// allocations per decision.
+const Schema = 2
 
 // File is one run of the lab.
 type File struct {
@@ -69,6 +71,10 @@ type Params struct {
 	// RealTimeAccuracyScale is how much time is compressed when a limiter
 	// that takes no explicit time has its accuracy measured in real time.
 	RealTimeAccuracyScale float64 `json:"realtime_accuracy_scale"`
+	// TimingRounds is how many rounds the timing runs took, each limiter
+	// and the harness floor deciding for TimingSample in turn in each.
+	TimingRounds int     `json:"timing_rounds,omitempty"`
+	TimingSample Seconds `json:"timing_sample_s,omitempty"`
 }
 
 // Run is one limiter under one workload in one mode.
@@ -82,7 +88,8 @@ type Run struct {
 	Backend   string `json:"backend"`
 	Workload  string `json:"workload"`
 	// Mode is "simulated" (explicit times, for accuracy), "realtime"
-	// (goroutines on the real clock), or "memory".
+	// (goroutines on the real clock), "timing" (the interleaved samples
+	// the regression gate compares), or "memory".
 	Mode string `json:"mode"`
 	// Goroutines and OfferedRate describe a real-time run: how many
 	// senders, and at what total rate (0: as fast as each can go).
@@ -124,6 +131,35 @@ type Run struct {
 	// attacker had admitted in the trailing window after each of its
 	// requests, over the first few windows: the picture of a window edge.
 	Edge *Series `json:"edge_series,omitempty"`
+	// AllocsPerDecision is, for an accuracy run, the heap allocations per
+	// decision in steady state: over a second pass of the workload, after
+	// the first has made the keys. (A key idle long enough to be forgotten
+	// is made again, as it would be in service: many-users' rare users.)
+	AllocsPerDecision *float64 `json:"allocs_per_decision,omitempty"`
+	// Rounds are, for a timing run, its samples: one goroutine deciding
+	// as fast as it can for a short time, every limiter in turn with the
+	// harness floor sampled between each two, round after round, so that
+	// each of a limiter's samples has a floor sample just before and just
+	// after it, on the same machine in the same moment.
+	Rounds []Round `json:"rounds,omitempty"`
+}
+
+// Round is one round of a timing run: a limiter's sample and the harness
+// floor's around it (the floor's own run has only its samples).
+type Round struct {
+	Sample
+	FloorBefore *Sample `json:"floor_before,omitempty"`
+	FloorAfter  *Sample `json:"floor_after,omitempty"`
+}
+
+// Sample is one stretch of one goroutine deciding as fast as it can.
+type Sample struct {
+	ThroughputPerS float64 `json:"throughput_per_s"`
+	// P50NS and P90NS are quantiles of the time of one decision, each
+	// value the mean over a stretch of consecutive decisions (256 in this
+	// ratelab): the clock is too coarse to time one.
+	P50NS float64 `json:"p50_ns"`
+	P90NS float64 `json:"p90_ns"`
 }
 
 // Quantile is a value at a quantile Q of a distribution.
@@ -225,16 +261,52 @@ func writeAtomic(path string, data []byte) error {
 // Read reads a file written by Write, refusing another schema version and
 // fields this version does not know.
 func Read(r io.Reader) (*File, error) {
-	dec := json.NewDecoder(r)
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("results: %w", err)
+	}
+	// The version first, so that a file of another version is named as
+	// such rather than as one with fields this version does not know.
+	var v struct {
+		Schema *int `json:"schema"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, fmt.Errorf("results: %s%w", where(data, err), err)
+	}
+	switch {
+	case v.Schema == nil:
+		return nil, fmt.Errorf("results: not a results file: no schema version")
+	case *v.Schema != Schema:
+		return nil, fmt.Errorf("%w: the file is version %d, this ratelab reads %d", ErrSchema, *v.Schema, Schema)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var f File
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("results: %w", err)
-	}
-	if f.Schema != Schema {
-		return nil, fmt.Errorf("%w: the file is version %d, this ratelab reads %d", ErrSchema, f.Schema, Schema)
+		return nil, fmt.Errorf("results: %s%w", where(data, err), err)
 	}
 	return &f, nil
+}
+
+// where returns "line L, column C: " for a JSON error that has an offset
+// into data, "" for one that has not: the character a syntax error
+// stopped at, or the end of the value of the wrong type.
+func where(data []byte, err error) string {
+	var off int64
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		off = syn.Offset
+	case errors.As(err, &typ):
+		off = typ.Offset
+	default:
+		return ""
+	}
+	before := data[:min(max(off-1, 0), int64(len(data)))]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := len(before) - bytes.LastIndexByte(before, '\n')
+	return fmt.Sprintf("line %d, column %d: ", line, col)
 }
 
 // ReadFile reads the file at path.

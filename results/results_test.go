@@ -28,7 +28,8 @@ func fixture() *File {
 			{Limiter: "fixed-window", Library: "ratelab", Algorithm: "fixed-window", Backend: "memory", Workload: "boundary-attack", Mode: "simulated", Judged: j, Decisions: 590_000,
 				Accuracy: &Accuracy{Admitted: 300_000, Ideal: 295_000, FalseAllow: 295_000, FalseDeny: 290_000, FalseAllowRate: 0.5, FalseDenyRate: 0.4915, MaxWindowRatio: 2}},
 			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "boundary-attack", Mode: "simulated", Judged: j, Decisions: 590_000,
-				Accuracy: &Accuracy{Admitted: 295_100, Ideal: 295_000, FalseAllow: 2950, FalseDeny: 2850, FalseAllowRate: 0.005, FalseDenyRate: 0.00483, MaxWindowRatio: 1.01}},
+				Accuracy:          &Accuracy{Admitted: 295_100, Ideal: 295_000, FalseAllow: 2950, FalseDeny: 2850, FalseAllowRate: 0.005, FalseDenyRate: 0.00483, MaxWindowRatio: 1.01},
+				AllocsPerDecision: ptr(0.0)},
 			{Limiter: "sliding-log", Library: "ratelab", Algorithm: "sliding-log", Backend: "memory", Workload: "boundary-attack", Mode: "simulated", Judged: j, Decisions: 590_000,
 				Accuracy: &Accuracy{Admitted: 295_000, Ideal: 295_000, MaxWindowRatio: 1}},
 			{Limiter: "go-limiter", Library: "github.com/sethvargo/go-limiter v0.7.1", Algorithm: "fixed-window", Backend: "memory", Workload: "boundary-attack", Mode: "realtime", Judged: j, Decisions: 590_000,
@@ -46,6 +47,14 @@ func fixture() *File {
 				LatencyNS: &Latency{P50: 136, P90: 154, P99: 994, P999: 28_224, Max: 219_966}, ThroughputPerS: 199_990, AchievedFraction: ptr(0.99995),
 				LateFraction: ptr(0.0004), AdmittedFraction: ptr(0.8312)},
 			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "many-users", Mode: "memory", Users: 1_000_000, Decisions: 1_000_000, BytesPerUser: 21.04},
+			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "uniform", Mode: "timing", Goroutines: 1, Decisions: 1_200_000, ThroughputPerS: 2.0e7,
+				Rounds: []Round{
+					{Sample: Sample{ThroughputPerS: 2.0e7, P50NS: 50, P90NS: 51}, FloorBefore: &Sample{2.5e8, 4, 4.1}, FloorAfter: &Sample{2.4e8, 4.1, 4.2}},
+					{Sample: Sample{ThroughputPerS: 1.3e7, P50NS: 76, P90NS: 80}, FloorBefore: &Sample{1.5e8, 6.6, 6.8}, FloorAfter: &Sample{1.5e8, 6.6, 6.7}},
+					{Sample: Sample{ThroughputPerS: 2.1e7, P50NS: 48, P90NS: 50}, FloorBefore: &Sample{2.4e8, 4.1, 4.2}, FloorAfter: &Sample{2.5e8, 4, 4.1}},
+				}},
+			{Limiter: "(harness floor)", Library: "ratelab", Backend: "none", Workload: "uniform", Mode: "timing", Goroutines: 1, Decisions: 4_200_000, ThroughputPerS: 2.4e8,
+				Rounds: []Round{{Sample: Sample{2.4e8, 4.1, 4.2}}, {Sample: Sample{1.5e8, 6.6, 6.7}}, {Sample: Sample{2.5e8, 4, 4.1}}}},
 			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "trace", SkippedBecause: "the workload has no requests with these parameters"},
 			{Limiter: "x/time/rate", Library: "golang.org/x/time v0.16.0", Algorithm: "token-bucket", Backend: "memory", Workload: "many-users", Mode: "memory", Users: 1_000_000, Decisions: 1_000_000, BytesPerUser: 151.76},
 		},
@@ -82,7 +91,7 @@ func TestTablesGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if want := "accuracy accuracy-realtime latency throughput contention memory"; strings.Join(names, " ") != want {
+	if want := "accuracy accuracy-realtime latency throughput contention memory timing"; strings.Join(names, " ") != want {
 		t.Fatalf("tables %v, want %s", names, want)
 	}
 	golden(t, "tables.txt", txt.Bytes())
@@ -108,17 +117,21 @@ func TestRoundTrip(t *testing.T) {
 
 func TestReadRefuses(t *testing.T) {
 	for _, tt := range []struct{ in, says string }{
-		{`{"schema": 2, "meta": {}, "runs": []}`, "version 2"},
-		{`{"schema": 1, "meta": {}, "runs": [], "extra": 1}`, "unknown field"},
-		{`{"schema": 1, "runs": [{"limiter": 3}]}`, "cannot unmarshal"},
-		{`not json`, "invalid character"},
+		{`{"schema": 1, "meta": {}, "runs": []}`, "the file is version 1, this ratelab reads 2"},
+		{`{"schema": 3, "meta": {}, "runs": [], "new_field": 1}`, "the file is version 3"},
+		{`{"schema": 2, "meta": {}, "runs": [], "extra": 1}`, "unknown field"},
+		{`{"schema": 2, "runs": [{"limiter": 3}]}`, "cannot unmarshal"},
+		{`{"meta": {}, "runs": []}`, "not a results file"},
+		{`not json`, "line 1, column 2: invalid character"},
+		{"{\"schema\": 2, \"runs\": [\n  {\"limiter\": }\n]}", "line 2, column 15: invalid character '}'"},
+		{"{\"schema\": 2,\n \"runs\": [{\"decisions\": \"many\"}]}", "line 2, column 30: json: cannot unmarshal string"},
 	} {
 		_, err := Read(strings.NewReader(tt.in))
 		if err == nil || !strings.Contains(err.Error(), tt.says) {
 			t.Errorf("Read(%s) = %v, want an error saying %q", tt.in, err, tt.says)
 		}
 	}
-	if _, err := Read(strings.NewReader(`{"schema": 2}`)); !errors.Is(err, ErrSchema) {
+	if _, err := Read(strings.NewReader(`{"schema": 1}`)); !errors.Is(err, ErrSchema) {
 		t.Errorf("another schema: %v, want ErrSchema", err)
 	}
 }

@@ -63,6 +63,7 @@ func Tables(f *File) []Table {
 				return nanos(*r.LockWaitNSPerOp)
 			}),
 		memoryTable(f),
+		timingTable(f),
 	} {
 		if len(t.Rows) > 0 {
 			out = append(out, t)
@@ -78,9 +79,10 @@ func accuracyTable(f *File, mode string) Table {
 		Note: "False allows: admitted where the ideal denied; false denies: the other way; as counts and per request. " +
 			"Most in any W: the most one key had admitted in any interval of the window's length, over the limit (1.00 is exact; a fixed window reaches 2.00). " +
 			"A bucket of capacity C refilled at R is judged as C per C/R.",
-		Header: []string{"workload", "limiter", "judged as", "requests", "admitted", "ideal", "false allows", "false denies", "most in any W"},
+		Header: []string{"workload", "limiter", "judged as", "requests", "admitted", "ideal", "false allows", "false denies", "most in any W", "allocs/decision"},
 		Left:   3,
 	}
+	t.Note += " Allocs/decision: heap allocations per decision over a second pass of the workload, after the first made the keys."
 	if mode == "realtime" {
 		t.Name = "accuracy-realtime"
 		t.Title = "Accuracy against the ideal, in real time, for limiters that take no explicit time"
@@ -106,6 +108,7 @@ func accuracyTable(f *File, mode string) Table {
 			count(r.Decisions), count(a.Admitted), count(a.Ideal),
 			countRate(a.FalseAllow, a.FalseAllowRate), countRate(a.FalseDeny, a.FalseDenyRate),
 			strconv.FormatFloat(a.MaxWindowRatio, 'f', 2, 64),
+			allocs(r.AllocsPerDecision),
 		})
 		if mode == "realtime" {
 			lag := ""
@@ -193,6 +196,41 @@ func perGoroutines(f *File, name, title, note string, cell func(Run) string) Tab
 			line = append(line, admitted[k])
 		}
 		t.Rows = append(t.Rows, line)
+	}
+	return t
+}
+
+// allocs formats allocations per decision, "" for not measured.
+func allocs(a *float64) string {
+	if a == nil {
+		return ""
+	}
+	return strconv.FormatFloat(*a, 'f', 2, 64)
+}
+
+func timingTable(f *File) Table {
+	t := Table{
+		Name:  "timing",
+		Title: "Cost of one decision, one goroutine, against the harness floor (what the regression gate compares)",
+		Note: "Every limiter takes its turn deciding as fast as one goroutine can for a short sample, the harness floor (a limiter that decides nothing) " +
+			"sampled between each two, round after round, so that each of a limiter's samples can be divided by the floor's just before and after it: " +
+			"the machine's speed at that moment cancels out. Decisions/s and the time of one decision (p50 and p90 over stretches of 256 decisions, " +
+			"the clock being too coarse to time one) are medians over the rounds; × floor is the median over rounds of the limiter's time per decision " +
+			"over the floor's: how many floor decisions one of its decisions costs.",
+		Header: []string{"workload", "limiter", "decisions/s", "p50", "p90", "× floor", "rounds"},
+		Left:   2,
+	}
+	for _, r := range f.Runs {
+		if r.Mode != "timing" || len(r.Rounds) == 0 {
+			continue
+		}
+		row := []string{r.Workload, r.Limiter, rate(MedianOf(r.Rounds, func(x Round) float64 { return x.ThroughputPerS })),
+			nanos(MedianOf(r.Rounds, func(x Round) float64 { return x.P50NS })), nanos(MedianOf(r.Rounds, func(x Round) float64 { return x.P90NS })),
+			"", strconv.Itoa(len(r.Rounds))}
+		if c, ok := Costs(r); ok {
+			row[5] = strconv.FormatFloat(c.Throughput, 'f', 2, 64)
+		}
+		t.Rows = append(t.Rows, row)
 	}
 	return t
 }

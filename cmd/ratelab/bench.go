@@ -31,6 +31,9 @@ measures, for each:
 	latency     of one decision from its intended send time, paced
 	throughput  unpaced, as the number of goroutines grows
 	contention  time blocked on locks per decision
+	timing      the cost of one decision against the harness floor,
+	            sampled in turns, round after round (what the
+	            regression gate, ratelab compare, checks)
 	memory      live heap per user, at a million users
 
 Workloads: uniform (steady, a little over the limit), bursty (on/off,
@@ -60,7 +63,7 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	var limitersFlag, workloadsFlag, modesFlag, goroutinesFlag string
 	fs.StringVar(&limitersFlag, "limiters", "", "comma-separated limiters to run (default all): fixed-window, sliding-log, sliding-counter, token-bucket, leaky-bucket, gcra, x/time/rate, go-limiter, throttled")
 	fs.StringVar(&workloadsFlag, "workloads", "", "comma-separated workloads (default all): uniform, bursty, boundary-attack, many-users")
-	fs.StringVar(&modesFlag, "modes", "", "comma-separated modes (default all): simulated, realtime, memory")
+	fs.StringVar(&modesFlag, "modes", "", "comma-separated modes (default all): simulated, realtime, timing, memory")
 	limit := fs.Int("limit", 100, "N, the limit every limiter is given, per --window")
 	window := fs.Duration("window", time.Second, "W, the limit's window")
 	fs.IntVar(&c.Users, "users", 0, "users of the uniform and bursty workloads (default 500, quick 100)")
@@ -69,6 +72,7 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs.DurationVar(&c.Simulated, "simulated", 0, "simulated time each workload spans (default 1m, quick 20s)")
 	fs.StringVar(&goroutinesFlag, "goroutines", "", "comma-separated goroutine counts the unpaced real-time runs sweep (default 1,2,8,64, quick 1,2,8)")
 	fs.DurationVar(&c.RealTime, "realtime", 0, "how long each unpaced real-time run lasts (default 250ms, quick 100ms)")
+	fs.IntVar(&c.TimingRounds, "timing-rounds", 0, "rounds of the timing runs (default 30, quick 20)")
 	fs.Float64Var(&c.OfferedRate, "rate", 0, "the total offered rate of the paced runs, per second (default 200000)")
 	fs.Uint64Var(&c.Seed, "seed", 1, "the seed of every workload")
 	trace := fs.String("trace", "", "also run this trace (a t,key[,n] CSV, as for replay) as workload \"trace\"")
