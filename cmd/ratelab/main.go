@@ -1,6 +1,7 @@
 // Command ratelab is the face of the ratelab limiters and lab: it runs the
-// lab (bench), draws a saved run's report again (report) and replays
-// traces through any limiter (replay).
+// lab (bench), gates a run against a baseline (compare), draws a saved
+// run's report again (report) and replays traces through any limiter
+// (replay).
 //
 // Run "ratelab help" for the commands and "ratelab help COMMAND" for one.
 package main
@@ -57,6 +58,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"bench", "the lab: every limiter and its peers, through the same workloads", runBench},
+		{"compare", "the regression gate: compare a run with a baseline", runCompare},
 		{"report", "draw the charts and the report of a saved run again", runReport},
 		{"replay", "decide a trace of requests with any limiter, one JSON line each", runReplay},
 	}

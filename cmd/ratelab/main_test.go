@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ratelab/ratelab/results"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -171,7 +173,7 @@ func TestReport(t *testing.T) {
 	}
 
 	bad := filepath.Join(t.TempDir(), "bad.json")
-	os.WriteFile(bad, []byte(`{"schema": 1, "meta": {`), 0o644)
+	os.WriteFile(bad, []byte(`{"schema": 2, "meta": {`), 0o644)
 	for _, tt := range []struct {
 		args []string
 		says string
@@ -255,5 +257,67 @@ func TestBenchBadFlags(t *testing.T) {
 	stdout, _, code := ratelab(t, "", "bench", "--help")
 	if code != 0 || !strings.Contains(stdout, "ratelab bench [flags]") {
 		t.Errorf("bench --help: exit %d, %q", code, stdout)
+	}
+}
+
+func TestCompare(t *testing.T) {
+	old := filepath.Join("..", "..", "results", "testdata", "gate-old.json")
+	same := filepath.Join("..", "..", "results", "testdata", "gate-new.json")
+	dir := t.TempDir()
+	// variant writes the second run changed by change, and returns its path.
+	variant := func(name string, change func(*results.File)) string {
+		f, err := results.ReadFile(same)
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(f)
+		path := filepath.Join(dir, name)
+		if err := results.WriteFile(path, f); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	moreAllowed := variant("accuracy.json", func(f *results.File) {
+		for i, r := range f.Runs {
+			if r.Limiter == "sliding-counter" && r.Workload == "bursty" && r.Mode == "simulated" {
+				f.Runs[i].Accuracy.Admitted += 3
+				f.Runs[i].Accuracy.FalseAllow += 3
+			}
+		}
+	})
+	otherSeed := variant("seed.json", func(f *results.File) { f.Meta.Seed = 7 })
+	notJSON := filepath.Join(dir, "not.json")
+	if err := os.WriteFile(notJSON, []byte("{\"schema\": 2, \"runs\": [\n  {\"limiter\": }\n]}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string // a part of it
+		stderr string // a part of it
+	}{
+		{"noise", []string{old, same}, 0, "No regression.", ""},
+		{"noise, all", []string{"--all", old, same}, 0, "within noise", ""},
+		{"a changed count", []string{old, moreAllowed}, 1, "REGRESSED: 2 metrics beyond tolerance.", "2 metrics regressed"},
+		{"the table says what", []string{old, moreAllowed}, 1, "sliding-counter │ bursty   │ false allows", ""},
+		{"other parameters", []string{old, otherSeed}, 2, "", "seed 1 in OLD, 7 in NEW"},
+		{"unreadable", []string{old, notJSON}, 2, "", "NEW"},
+		{"missing", []string{filepath.Join(dir, "nope.json"), same}, 2, "", "OLD: open"},
+		{"one file", []string{old}, 2, "", "want OLD.json and NEW.json, got 1 arguments"},
+		{"bad tolerance", []string{"--time-tolerance", "-1", old, same}, 2, "", "--time-tolerance must be a fraction"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := ratelab(t, "", append([]string{"compare"}, tt.args...)...)
+			if code != tt.code {
+				t.Errorf("exit status %d, want %d (stderr %q)", code, tt.code, errOut)
+			}
+			if !strings.Contains(out, tt.stdout) {
+				t.Errorf("stdout %q, want it to contain %q", out, tt.stdout)
+			}
+			if !strings.Contains(errOut, tt.stderr) {
+				t.Errorf("stderr %q, want it to contain %q", errOut, tt.stderr)
+			}
+		})
 	}
 }

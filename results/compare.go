@@ -1,0 +1,418 @@
+package results
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/tw"
+)
+
+// Tolerance is how far a metric may move between two runs of the same
+// tree before the regression gate calls it a change.
+type Tolerance struct {
+	// Time is how much a limiter's cost against the harness floor (see
+	// Cost) may grow, as a fraction, before it is a regression; shrinking
+	// by as much is an improvement.
+	Time float64
+	// Memory is how much memory per user may grow, as a fraction, or by
+	// MemoryBytes, whichever is more.
+	Memory, MemoryBytes float64
+	// Allocs is how much allocations per decision may move.
+	Allocs float64
+}
+
+// DefaultTolerance is the gate's tolerance on the machine it was measured
+// on (README, "The regression gate"). Time: in twelve quick runs of one
+// tree on a shared 2-core VM, a ratelab limiter's cost against the floor
+// moved by at most 1.30x between any two runs, on any workload, in any of
+// time per decision, p50 and p90; 40% is above that, and a limiter made
+// twice as slow still reads at least 2/1.30 = 1.54x slower. Memory per
+// user moved by up to 1.04 bytes of 34 (the table's growth depends on the
+// process's hash seed); allocations per decision by 0.0003, where one
+// more allocation is 1.
+var DefaultTolerance = Tolerance{Time: 0.40, Memory: 0.02, MemoryBytes: 2, Allocs: 0.01}
+
+// Verdicts of the gate on one metric.
+const (
+	Regressed   = "REGRESSED"
+	Improved    = "improved"
+	WithinNoise = "within noise"
+	Unchanged   = "unchanged"
+	NotGated    = "not gated"
+)
+
+// Change is one metric of one limiter on one workload, in two runs.
+type Change struct {
+	Limiter, Workload, Metric string
+	Old, New                  string
+	// Delta is the change, formatted: "+12.3%", "+1.00", "+2,000".
+	Delta   string
+	Verdict string
+	// size is how far the metric moved, for ordering: a ratio's log, a
+	// count's difference.
+	size float64
+}
+
+// Comparison is what the gate found between an old run and a new one.
+type Comparison struct {
+	Old, New  *File
+	Tolerance Tolerance
+	Changes   []Change
+	// Floor is what the harness floor, the time yardstick, did: its
+	// decisions per second in the new run over the old, by workload.
+	Floor map[string]float64
+}
+
+// Regressions counts the changes that fail the gate.
+func (c *Comparison) Regressions() int {
+	n := 0
+	for _, ch := range c.Changes {
+		if ch.Verdict == Regressed {
+			n++
+		}
+	}
+	return n
+}
+
+// MismatchError says why two runs cannot be compared: their parameters
+// differ, or one has runs the other lacks.
+type MismatchError struct {
+	Params           []string
+	OnlyOld, OnlyNew []string
+}
+
+func (e *MismatchError) Error() string {
+	var parts []string
+	if len(e.Params) > 0 {
+		parts = append(parts, "their parameters differ: "+strings.Join(e.Params, "; "))
+	}
+	list := func(which string, runs []string) {
+		if len(runs) == 0 {
+			return
+		}
+		shown := runs[:min(len(runs), 8)]
+		more := ""
+		if len(runs) > len(shown) {
+			more = fmt.Sprintf(" and %d more", len(runs)-len(shown))
+		}
+		parts = append(parts, fmt.Sprintf("only %s has %s%s", which, strings.Join(shown, ", "), more))
+	}
+	list("OLD", e.OnlyOld)
+	list("NEW", e.OnlyNew)
+	return "results: the runs do not match up: " + strings.Join(parts, "; ") +
+		" (compare runs of the same lab; after changing what it runs, refresh the baseline)"
+}
+
+// key identifies a gated run in a file.
+type key struct{ limiter, workload, mode string }
+
+func (k key) String() string { return fmt.Sprintf("%s on %s (%s)", k.limiter, k.workload, k.mode) }
+
+// gated returns the runs the gate compares, by key: simulated accuracy,
+// every accuracy run's allocations, memory, and timing.
+func gated(f *File) (map[key]Run, []key) {
+	m := map[key]Run{}
+	var order []key
+	for _, r := range f.Runs {
+		if r.SkippedBecause != "" {
+			continue
+		}
+		if r.Accuracy != nil || r.Mode == "memory" || r.Mode == "timing" {
+			k := key{r.Limiter, r.Workload, r.Mode}
+			if _, dup := m[k]; !dup {
+				order = append(order, k)
+			}
+			m[k] = r
+		}
+	}
+	return m, order
+}
+
+// Compare compares new with old, the baseline, under tol. It returns a
+// *MismatchError when the two are not runs of the same lab.
+func Compare(old, new *File, tol Tolerance) (*Comparison, error) {
+	if err := sameLab(old, new); err != nil {
+		return nil, err
+	}
+	om, order := gated(old)
+	nm, newOrder := gated(new)
+	mis := &MismatchError{}
+	for _, k := range order {
+		if _, ok := nm[k]; !ok {
+			mis.OnlyOld = append(mis.OnlyOld, k.String())
+		}
+	}
+	for _, k := range newOrder {
+		if _, ok := om[k]; !ok {
+			mis.OnlyNew = append(mis.OnlyNew, k.String())
+		}
+	}
+	if len(mis.OnlyOld)+len(mis.OnlyNew) > 0 {
+		return nil, mis
+	}
+
+	c := &Comparison{Old: old, New: new, Tolerance: tol, Floor: map[string]float64{}}
+	for _, k := range order {
+		o, n := om[k], nm[k]
+		switch {
+		case o.Accuracy != nil:
+			c.accuracy(k, o, n)
+		case k.mode == "memory":
+			c.memory(k, o, n)
+		case k.mode == "timing":
+			c.timing(k, o, n)
+		}
+	}
+	slices.SortStableFunc(c.Changes, func(a, b Change) int {
+		rank := func(v string) int {
+			return slices.Index([]string{Regressed, Improved, WithinNoise, NotGated, Unchanged}, v)
+		}
+		return cmp.Or(cmp.Compare(rank(a.Verdict), rank(b.Verdict)), cmp.Compare(math.Abs(b.size), math.Abs(a.size)))
+	})
+	return c, nil
+}
+
+// sameLab reports, as a *MismatchError, parameters of the two runs that
+// make their numbers incomparable.
+func sameLab(old, new *File) error {
+	o, n := old.Meta.Params, new.Meta.Params
+	var diff []string
+	check := func(name string, a, b any) {
+		if a != b {
+			diff = append(diff, fmt.Sprintf("%s %v in OLD, %v in NEW", name, a, b))
+		}
+	}
+	check("seed", old.Meta.Seed, new.Meta.Seed)
+	check("limit", o.Limit, n.Limit)
+	check("window", o.Window.Duration(), n.Window.Duration())
+	check("users", o.Users, n.Users)
+	check("attackers", o.Attackers, n.Attackers)
+	check("many users", o.ManyUsers, n.ManyUsers)
+	check("simulated time", o.Simulated.Duration(), n.Simulated.Duration())
+	check("real-time accuracy scale", o.RealTimeAccuracyScale, n.RealTimeAccuracyScale)
+	check("timing sample", o.TimingSample.Duration(), n.TimingSample.Duration())
+	if len(diff) > 0 {
+		return &MismatchError{Params: diff}
+	}
+	return nil
+}
+
+func (c *Comparison) add(k key, metric, old, new, delta, verdict string, size float64) {
+	c.Changes = append(c.Changes, Change{Limiter: k.limiter, Workload: k.workload, Metric: metric, Old: old, New: new, Delta: delta, Verdict: verdict, size: size})
+}
+
+// accuracy compares an accuracy run: in simulated time exactly, any change
+// a regression (the numbers are a pure function of the seed and the code);
+// in real time not at all, the clock being real. Allocations either way.
+func (c *Comparison) accuracy(k key, o, n Run) {
+	oa, na := o.Accuracy, n.Accuracy
+	exact := k.mode == "simulated"
+	counts := []struct {
+		name     string
+		old, new int64
+	}{
+		{"requests", o.Decisions, n.Decisions},
+		{"admitted", oa.Admitted, na.Admitted},
+		{"false allows", oa.FalseAllow, na.FalseAllow},
+		{"false denies", oa.FalseDeny, na.FalseDeny},
+	}
+	for _, m := range counts {
+		verdict := Unchanged
+		switch {
+		case m.old != m.new && exact:
+			verdict = Regressed
+		case m.old != m.new:
+			verdict = NotGated
+		}
+		if verdict != Unchanged {
+			c.add(k, m.name, count(m.old), count(m.new), signed(count(m.new-m.old), m.new-m.old), verdict, float64(m.new-m.old))
+		}
+	}
+	if oa.MaxWindowRatio != na.MaxWindowRatio {
+		verdict := NotGated
+		if exact {
+			verdict = Regressed
+		}
+		c.add(k, "most in any W", ratio2(oa.MaxWindowRatio), ratio2(na.MaxWindowRatio),
+			fmt.Sprintf("%+.4f", na.MaxWindowRatio-oa.MaxWindowRatio), verdict, na.MaxWindowRatio-oa.MaxWindowRatio)
+	}
+	if o.AllocsPerDecision != nil && n.AllocsPerDecision != nil {
+		ov, nv := *o.AllocsPerDecision, *n.AllocsPerDecision
+		d := nv - ov
+		verdict := Unchanged
+		switch {
+		case d > c.Tolerance.Allocs:
+			verdict = Regressed
+		case d < -c.Tolerance.Allocs:
+			verdict = Improved
+		case d != 0:
+			verdict = WithinNoise
+		}
+		if verdict != Unchanged {
+			c.add(k, "allocs/decision", strconv.FormatFloat(ov, 'f', 4, 64), strconv.FormatFloat(nv, 'f', 4, 64), fmt.Sprintf("%+.4f", d), verdict, d)
+		}
+	}
+}
+
+// memory compares bytes per user.
+func (c *Comparison) memory(k key, o, n Run) {
+	ov, nv := o.BytesPerUser, n.BytesPerUser
+	if ov == nv {
+		return
+	}
+	allowed := max(c.Tolerance.Memory*ov, c.Tolerance.MemoryBytes)
+	verdict := WithinNoise
+	switch {
+	case nv-ov > allowed:
+		verdict = Regressed
+	case ov-nv > allowed:
+		verdict = Improved
+	}
+	c.add(k, "bytes/user", strconv.FormatFloat(ov, 'f', 1, 64), strconv.FormatFloat(nv, 'f', 1, 64), percentChange(ov, nv), verdict, math.Log(nv/ov))
+}
+
+// timing compares a limiter's cost against the harness floor sampled
+// around it in its own run, the floor being the yardstick that cancels
+// the machine's speed.
+func (c *Comparison) timing(k key, o, n Run) {
+	if isFloor(o) {
+		tput := func(x Round) float64 { return x.ThroughputPerS }
+		c.Floor[k.workload] = MedianOf(n.Rounds, tput) / MedianOf(o.Rounds, tput)
+		return
+	}
+	oc, ok1 := Costs(o)
+	nc, ok2 := Costs(n)
+	if !ok1 || !ok2 {
+		return
+	}
+	// The peers' code is not ratelab's to regress, and their costs in
+	// floors move with the machine's spells by up to 1.5x (p90): shown,
+	// not gated.
+	gate := n.Library == "ratelab"
+	for _, m := range []struct {
+		name     string
+		old, new float64
+	}{
+		{"time/decision", oc.Throughput, nc.Throughput},
+		{"p50", oc.P50, nc.P50},
+		{"p90", oc.P90, nc.P90},
+	} {
+		if m.old <= 0 || m.new <= 0 {
+			continue
+		}
+		r := m.new / m.old
+		verdict := WithinNoise
+		switch {
+		case r == 1:
+			verdict = Unchanged
+		case !gate:
+			verdict = NotGated
+		case r > 1+c.Tolerance.Time:
+			verdict = Regressed
+		case r < 1/(1+c.Tolerance.Time):
+			verdict = Improved
+		}
+		c.add(k, m.name+" × floor", strconv.FormatFloat(m.old, 'f', 2, 64), strconv.FormatFloat(m.new, 'f', 2, 64), percentChange(m.old, m.new), verdict, math.Log(r))
+	}
+}
+
+func ratio2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+
+// signed puts a plus before a positive formatted number.
+func signed(s string, v int64) string {
+	if v > 0 {
+		return "+" + s
+	}
+	return s
+}
+
+// percentChange formats new against old as a signed percentage.
+func percentChange(old, new float64) string {
+	if old == 0 {
+		return "new"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*(new/old-1))
+}
+
+// Write writes the comparison for a terminal: what was compared, a table
+// of the changes (those within noise too when all), and the verdict.
+func (c *Comparison) Write(w io.Writer, all bool) error {
+	fmt.Fprintf(w, "OLD: %s, %s, %s\nNEW: %s, %s, %s\n",
+		c.Old.Meta.Start.Format("2006-01-02 15:04 MST"), c.Old.Meta.CPU, c.Old.Meta.GoVersion,
+		c.New.Meta.Start.Format("2006-01-02 15:04 MST"), c.New.Meta.CPU, c.New.Meta.GoVersion)
+	fmt.Fprintf(w, "Tolerance: time %.0f%% (ratelab's limiters' costs against the harness floor sampled around them), memory %.0f%% or %.0f bytes, allocations %.2f a decision; accuracy in simulated time exact.\n",
+		100*c.Tolerance.Time, 100*c.Tolerance.Memory, c.Tolerance.MemoryBytes, c.Tolerance.Allocs)
+	if len(c.Floor) > 0 {
+		var speeds []string
+		for _, wl := range workloadOrder(c.New) {
+			if v, ok := c.Floor[wl]; ok {
+				speeds = append(speeds, fmt.Sprintf("%s %s", wl, percentChange(1, v)))
+			}
+		}
+		fmt.Fprintf(w, "The harness floor, the yardstick, ran at NEW/OLD: %s (the machine's speed, cancelled out, not gated).\n", strings.Join(speeds, ", "))
+	}
+	tally := map[string]int{}
+	var rows [][]string
+	for _, ch := range c.Changes {
+		tally[ch.Verdict]++
+		if all || ch.Verdict == Regressed || ch.Verdict == Improved {
+			rows = append(rows, []string{ch.Limiter, ch.Workload, ch.Metric, ch.Old, ch.New, ch.Delta, ch.Verdict})
+		}
+	}
+	fmt.Fprintln(w)
+	if len(rows) > 0 {
+		align := []tw.Align{tw.AlignLeft, tw.AlignLeft, tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignLeft}
+		tb := tablewriter.NewTable(w, tablewriter.WithConfig(tablewriter.Config{
+			Header: tw.CellConfig{Formatting: tw.CellFormatting{AutoFormat: tw.Off}},
+			Row:    tw.CellConfig{Alignment: tw.CellAlignment{PerColumn: align}},
+		}))
+		tb.Header([]string{"limiter", "workload", "metric", "old", "new", "change", "verdict"})
+		if err := tb.Bulk(rows); err != nil {
+			return err
+		}
+		if err := tb.Render(); err != nil {
+			return err
+		}
+	}
+	var most Change
+	for _, ch := range c.Changes {
+		if ch.Verdict == WithinNoise && strings.HasSuffix(ch.Metric, "× floor") && math.Abs(ch.size) > math.Abs(most.size) {
+			most = ch
+		}
+	}
+	summary := fmt.Sprintf("%d regressed, %d improved, %d within noise, %d changed but not gated", tally[Regressed], tally[Improved], tally[WithinNoise], tally[NotGated])
+	if most.Metric != "" {
+		summary += fmt.Sprintf("; the largest timing change within noise: %s on %s, %s %s", most.Limiter, most.Workload, most.Metric, most.Delta)
+	}
+	fmt.Fprintln(w, wrap(summary+".", 100))
+	if n := c.Regressions(); n > 0 {
+		_, err := fmt.Fprintf(w, "REGRESSED: %d metric%s beyond tolerance.\n", n, plural(n))
+		return err
+	}
+	_, err := fmt.Fprintln(w, "No regression.")
+	return err
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// workloadOrder lists f's workloads in the order its runs have them.
+func workloadOrder(f *File) []string {
+	var out []string
+	for _, r := range f.Runs {
+		if !slices.Contains(out, r.Workload) {
+			out = append(out, r.Workload)
+		}
+	}
+	return out
+}
