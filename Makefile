@@ -1,16 +1,19 @@
-# ratelab's two jobs: `make test` (the gate CI runs) and `make bench` (the
-# lab). Both set up what they need: Go fetches the modules, and the pinned
-# tools (staticcheck, benchstat) are built from tools/go.mod on first use.
+# ratelab's two jobs: `make test` (the tests CI runs) and `make bench` (the
+# lab); and `make gate`, the regression gate CI runs after the tests. All
+# set up what they need: Go fetches the modules, and the pinned tools
+# (staticcheck, benchstat) are built from tools/go.mod on first use.
 
 GO        ?= go
 TOOL      := $(GO) tool -modfile=tools/go.mod
 OUT       ?= out
+# The committed baseline the gate compares the quick lab with.
+BASELINE  ?= results/baseline.json
 # Benchmarks: samples per benchmark, and time per sample. Six samples is
 # the least benchstat needs for a confidence interval worth reading.
 COUNT     ?= 6
 BENCHTIME ?= 200ms
 
-.PHONY: all test fmt-check vet staticcheck race bench bench-quick bench-go bench-go-run bench-go-report clean
+.PHONY: all test fmt-check vet staticcheck race gate baseline bench bench-quick bench-go bench-go-run bench-go-report clean
 
 all: test
 
@@ -29,6 +32,22 @@ staticcheck:
 
 race:
 	$(GO) test -race -shuffle=on -count=1 ./...
+
+## gate: the quick lab against the committed baseline; fails on a regression (about a minute)
+gate:
+	@mkdir -p $(OUT)
+	$(GO) build -o $(OUT)/ratelab ./cmd/ratelab
+	$(OUT)/ratelab bench --quick --out $(OUT)/gate > $(OUT)/gate.txt
+	@echo "The quick lab's tables and picks: $(OUT)/gate.txt; its report: $(OUT)/gate/report.html"
+	$(OUT)/ratelab compare $(BASELINE) $(OUT)/gate/results.json
+
+## baseline: run the quick lab and make it the baseline (on a quiet machine; commit the result)
+baseline:
+	@mkdir -p $(OUT)
+	$(GO) build -o $(OUT)/ratelab ./cmd/ratelab
+	$(OUT)/ratelab bench --quick --out $(OUT)/baseline > $(OUT)/baseline.txt
+	cp $(OUT)/baseline/results.json $(BASELINE)
+	@echo "New baseline: $(BASELINE) (git diff --stat $(BASELINE); commit it with the change that moved it)"
 
 ## bench: the lab: every limiter and its peers through every workload (a few minutes)
 bench:
