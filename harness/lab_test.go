@@ -44,6 +44,7 @@ func TestLab(t *testing.T) {
 	if len(f.Runs) != want {
 		t.Fatalf("%d runs, want %d", len(f.Runs), want)
 	}
+	checkSandwiches(t, f, subjects)
 	for _, r := range f.Runs {
 		switch {
 		case r.Accuracy != nil:
@@ -83,6 +84,34 @@ func TestLab(t *testing.T) {
 		case r.Mode == ModeMemory:
 			if r.BytesPerUser <= 0 {
 				t.Errorf("memory run: %+v", r)
+			}
+		}
+	}
+}
+
+// checkSandwiches checks that each timing sample has the floor sample
+// taken just before it and the one just after it: in round r the subjects
+// go in turn from the r-th on, so the floor after one is the floor before
+// the next.
+func checkSandwiches(t *testing.T, f *results.File, subjects int) {
+	t.Helper()
+	byWorkload := map[string][]results.Run{}
+	for _, r := range f.Runs {
+		if r.Mode == ModeTiming && r.Limiter != "(harness floor)" {
+			byWorkload[r.Workload] = append(byWorkload[r.Workload], r)
+		}
+	}
+	for w, runs := range byWorkload {
+		if len(runs) != subjects {
+			t.Fatalf("%s: %d timing runs, want %d", w, len(runs), subjects)
+		}
+		for r := range runs[0].Rounds {
+			for k := 1; k < subjects; k++ {
+				prev, cur := runs[(k-1+r)%subjects].Rounds[r], runs[(k+r)%subjects].Rounds[r]
+				if *cur.FloorBefore != *prev.FloorAfter || *cur.FloorBefore == *cur.FloorAfter {
+					t.Errorf("%s round %d: %s's floor before is %+v, want %s's floor after, %+v (and not its own after, %+v)",
+						w, r, runs[(k+r)%subjects].Limiter, *cur.FloorBefore, runs[(k-1+r)%subjects].Limiter, *prev.FloorAfter, *cur.FloorAfter)
+				}
 			}
 		}
 	}

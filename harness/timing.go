@@ -71,7 +71,8 @@ func timingRuns(ctx context.Context, subjects []Subject, w *workloads.Workload, 
 				return nil, err
 			}
 			if r >= 0 {
-				out[i].Rounds = append(out[i].Rounds, results.Round{Sample: s, FloorBefore: &before, FloorAfter: &after})
+				b, a := before, after // copies: before is overwritten next
+				out[i].Rounds = append(out[i].Rounds, results.Round{Sample: s, FloorBefore: &b, FloorAfter: &a})
 				out[floor].Rounds = append(out[floor].Rounds, results.Round{Sample: after})
 			}
 			before = after
