@@ -23,8 +23,9 @@ type Tolerance struct {
 	// Memory is how much memory per user may grow, as a fraction, or by
 	// MemoryBytes, whichever is more.
 	Memory, MemoryBytes float64
-	// Allocs is how much allocations per decision may move.
-	Allocs float64
+	// Allocs is how much allocations per decision may grow, as a
+	// fraction, or by AllocsPerDecision, whichever is more.
+	Allocs, AllocsPerDecision float64
 }
 
 // DefaultTolerance is the gate's tolerance on the machine it was measured
@@ -34,9 +35,11 @@ type Tolerance struct {
 // time per decision, p50 and p90; 40% is above that, and a limiter made
 // twice as slow still reads at least 2/1.30 = 1.54x slower. Memory per
 // user moved by up to 1.04 bytes of 34 (the table's growth depends on the
-// process's hash seed); allocations per decision by 0.0003, where one
-// more allocation is 1.
-var DefaultTolerance = Tolerance{Time: 0.40, Memory: 0.02, MemoryBytes: 2, Allocs: 0.01}
+// process's hash seed): 2 bytes is 6-10% of a ratelab limiter's, below
+// the 8 of one more field. Allocations per decision are 0 on every
+// workload but many-users, where keys are made again and the count moved
+// by up to 0.00027 (0.2% of the sliding log's 0.13): 0.001 or 5%.
+var DefaultTolerance = Tolerance{Time: 0.40, Memory: 0.02, MemoryBytes: 2, Allocs: 0.05, AllocsPerDecision: 0.001}
 
 // Verdicts of the gate on one metric.
 const (
@@ -67,6 +70,9 @@ type Comparison struct {
 	// Floor is what the harness floor, the time yardstick, did: its
 	// decisions per second in the new run over the old, by workload.
 	Floor map[string]float64
+	// Warnings say what differs between the two machines: the floor
+	// cancels a machine's speed, not its kind.
+	Warnings []string
 }
 
 // Regressions counts the changes that fail the gate.
@@ -81,10 +87,14 @@ func (c *Comparison) Regressions() int {
 }
 
 // MismatchError says why two runs cannot be compared: their parameters
-// differ, or one has runs the other lacks.
+// differ, one has runs the other lacks or skipped, or one has a run twice.
 type MismatchError struct {
 	Params           []string
 	OnlyOld, OnlyNew []string
+	// Skipped are runs one file has and the other skipped, with why.
+	Skipped []string
+	// Twice are runs a file has more than once.
+	Twice []string
 }
 
 func (e *MismatchError) Error() string {
@@ -92,7 +102,7 @@ func (e *MismatchError) Error() string {
 	if len(e.Params) > 0 {
 		parts = append(parts, "their parameters differ: "+strings.Join(e.Params, "; "))
 	}
-	list := func(which string, runs []string) {
+	list := func(what string, runs []string) {
 		if len(runs) == 0 {
 			return
 		}
@@ -101,10 +111,12 @@ func (e *MismatchError) Error() string {
 		if len(runs) > len(shown) {
 			more = fmt.Sprintf(" and %d more", len(runs)-len(shown))
 		}
-		parts = append(parts, fmt.Sprintf("only %s has %s%s", which, strings.Join(shown, ", "), more))
+		parts = append(parts, fmt.Sprintf("%s %s%s", what, strings.Join(shown, ", "), more))
 	}
-	list("OLD", e.OnlyOld)
-	list("NEW", e.OnlyNew)
+	list("only OLD has", e.OnlyOld)
+	list("only NEW has", e.OnlyNew)
+	list("skipped:", e.Skipped)
+	list("twice:", e.Twice)
 	return "results: the runs do not match up: " + strings.Join(parts, "; ") +
 		" (compare runs of the same lab; after changing what it runs, refresh the baseline)"
 }
@@ -114,50 +126,67 @@ type key struct{ limiter, workload, mode string }
 
 func (k key) String() string { return fmt.Sprintf("%s on %s (%s)", k.limiter, k.workload, k.mode) }
 
-// gated returns the runs the gate compares, by key: simulated accuracy,
-// every accuracy run's allocations, memory, and timing.
-func gated(f *File) (map[key]Run, []key) {
-	m := map[key]Run{}
-	var order []key
+// gated returns the runs the gate compares, by key (simulated accuracy,
+// every accuracy run's allocations, memory, and timing), the keys in the
+// file's order, the keys it has more than once, and why it skipped what it
+// skipped, by limiter and workload.
+func gated(f *File) (runs map[key]Run, order, twice []key, skipped map[[2]string]string) {
+	runs, skipped = map[key]Run{}, map[[2]string]string{}
 	for _, r := range f.Runs {
 		if r.SkippedBecause != "" {
+			skipped[[2]string{r.Limiter, r.Workload}] = r.SkippedBecause
 			continue
 		}
 		if r.Accuracy != nil || r.Mode == "memory" || r.Mode == "timing" {
 			k := key{r.Limiter, r.Workload, r.Mode}
-			if _, dup := m[k]; !dup {
-				order = append(order, k)
+			if _, dup := runs[k]; dup {
+				twice = append(twice, k)
+				continue
 			}
-			m[k] = r
+			order = append(order, k)
+			runs[k] = r
 		}
 	}
-	return m, order
+	return runs, order, twice, skipped
 }
 
-// Compare compares new with old, the baseline, under tol. It returns a
-// *MismatchError when the two are not runs of the same lab.
-func Compare(old, new *File, tol Tolerance) (*Comparison, error) {
-	if err := sameLab(old, new); err != nil {
+// Compare compares cur, a new run, with base, the baseline, under tol. It
+// returns a *MismatchError when the two are not runs of the same lab.
+func Compare(base, cur *File, tol Tolerance) (*Comparison, error) {
+	if err := sameLab(base, cur); err != nil {
 		return nil, err
 	}
-	om, order := gated(old)
-	nm, newOrder := gated(new)
+	om, order, otwice, oskip := gated(base)
+	nm, newOrder, ntwice, nskip := gated(cur)
 	mis := &MismatchError{}
+	only := func(k key, other map[[2]string]string, which string, list *[]string) {
+		if why, ok := other[[2]string{k.limiter, k.workload}]; ok {
+			mis.Skipped = append(mis.Skipped, fmt.Sprintf("%s skipped %s: %s", which, k, why))
+			return
+		}
+		*list = append(*list, k.String())
+	}
 	for _, k := range order {
 		if _, ok := nm[k]; !ok {
-			mis.OnlyOld = append(mis.OnlyOld, k.String())
+			only(k, nskip, "NEW", &mis.OnlyOld)
 		}
 	}
 	for _, k := range newOrder {
 		if _, ok := om[k]; !ok {
-			mis.OnlyNew = append(mis.OnlyNew, k.String())
+			only(k, oskip, "OLD", &mis.OnlyNew)
 		}
 	}
-	if len(mis.OnlyOld)+len(mis.OnlyNew) > 0 {
+	for _, k := range otwice {
+		mis.Twice = append(mis.Twice, "OLD has "+k.String())
+	}
+	for _, k := range ntwice {
+		mis.Twice = append(mis.Twice, "NEW has "+k.String())
+	}
+	if len(mis.OnlyOld)+len(mis.OnlyNew)+len(mis.Skipped)+len(mis.Twice) > 0 {
 		return nil, mis
 	}
 
-	c := &Comparison{Old: old, New: new, Tolerance: tol, Floor: map[string]float64{}}
+	c := &Comparison{Old: base, New: cur, Tolerance: tol, Floor: map[string]float64{}, Warnings: machineDiffers(base, cur)}
 	for _, k := range order {
 		o, n := om[k], nm[k]
 		switch {
@@ -178,17 +207,33 @@ func Compare(old, new *File, tol Tolerance) (*Comparison, error) {
 	return c, nil
 }
 
+// machineDiffers lists what differs between the machines two runs were
+// made on.
+func machineDiffers(base, cur *File) []string {
+	var out []string
+	o, n := base.Meta, cur.Meta
+	if o.CPU != n.CPU || o.Cores != n.Cores || o.GOMAXPROCS != n.GOMAXPROCS {
+		out = append(out, fmt.Sprintf("the machines differ (OLD: %s, %d cores, GOMAXPROCS %d; NEW: %s, %d cores, GOMAXPROCS %d): the floor cancels a machine's speed, not its kind; refresh the baseline on the machine CI runs on",
+			o.CPU, o.Cores, o.GOMAXPROCS, n.CPU, n.Cores, n.GOMAXPROCS))
+	}
+	if o.GoVersion != n.GoVersion {
+		out = append(out, fmt.Sprintf("the Go versions differ (OLD %s, NEW %s): a compiler's change shows as ratelab's", o.GoVersion, n.GoVersion))
+	}
+	return out
+}
+
 // sameLab reports, as a *MismatchError, parameters of the two runs that
 // make their numbers incomparable.
-func sameLab(old, new *File) error {
-	o, n := old.Meta.Params, new.Meta.Params
+func sameLab(base, cur *File) error {
+	o, n := base.Meta.Params, cur.Meta.Params
 	var diff []string
 	check := func(name string, a, b any) {
 		if a != b {
 			diff = append(diff, fmt.Sprintf("%s %v in OLD, %v in NEW", name, a, b))
 		}
 	}
-	check("seed", old.Meta.Seed, new.Meta.Seed)
+	check("seed", base.Meta.Seed, cur.Meta.Seed)
+	check("quick", o.Quick, n.Quick)
 	check("limit", o.Limit, n.Limit)
 	check("window", o.Window.Duration(), n.Window.Duration())
 	check("users", o.Users, n.Users)
@@ -196,6 +241,7 @@ func sameLab(old, new *File) error {
 	check("many users", o.ManyUsers, n.ManyUsers)
 	check("simulated time", o.Simulated.Duration(), n.Simulated.Duration())
 	check("real-time accuracy scale", o.RealTimeAccuracyScale, n.RealTimeAccuracyScale)
+	check("timing rounds", o.TimingRounds, n.TimingRounds)
 	check("timing sample", o.TimingSample.Duration(), n.TimingSample.Duration())
 	if len(diff) > 0 {
 		return &MismatchError{Params: diff}
@@ -203,8 +249,21 @@ func sameLab(old, new *File) error {
 	return nil
 }
 
-func (c *Comparison) add(k key, metric, old, new, delta, verdict string, size float64) {
-	c.Changes = append(c.Changes, Change{Limiter: k.limiter, Workload: k.workload, Metric: metric, Old: old, New: new, Delta: delta, Verdict: verdict, size: size})
+func (c *Comparison) add(k key, metric, was, is, delta, verdict string, size float64) {
+	c.Changes = append(c.Changes, Change{Limiter: k.limiter, Workload: k.workload, Metric: metric, Old: was, New: is, Delta: delta, Verdict: verdict, size: size})
+}
+
+// missing records a measurement OLD has and NEW lacks (or has as zero,
+// negative or NaN): the lab broke, or the limiter did, and either way the
+// gate cannot pass it.
+func (c *Comparison) missing(k key, metric, was string) {
+	c.add(k, metric, was, "missing", "", Regressed, math.Inf(1))
+}
+
+// valid reports whether v is a measurement: positive (or zero, when zero
+// is allowed) and finite.
+func valid(v float64, zeroOK bool) bool {
+	return !math.IsNaN(v) && !math.IsInf(v, 0) && (v > 0 || zeroOK && v == 0)
 }
 
 // accuracy compares an accuracy run: in simulated time exactly, any change
@@ -242,28 +301,39 @@ func (c *Comparison) accuracy(k key, o, n Run) {
 		c.add(k, "most in any W", ratio2(oa.MaxWindowRatio), ratio2(na.MaxWindowRatio),
 			fmt.Sprintf("%+.4f", na.MaxWindowRatio-oa.MaxWindowRatio), verdict, na.MaxWindowRatio-oa.MaxWindowRatio)
 	}
-	if o.AllocsPerDecision != nil && n.AllocsPerDecision != nil {
-		ov, nv := *o.AllocsPerDecision, *n.AllocsPerDecision
-		d := nv - ov
-		verdict := Unchanged
-		switch {
-		case d > c.Tolerance.Allocs:
-			verdict = Regressed
-		case d < -c.Tolerance.Allocs:
-			verdict = Improved
-		case d != 0:
-			verdict = WithinNoise
-		}
-		if verdict != Unchanged {
-			c.add(k, "allocs/decision", strconv.FormatFloat(ov, 'f', 4, 64), strconv.FormatFloat(nv, 'f', 4, 64), fmt.Sprintf("%+.4f", d), verdict, d)
-		}
+	if o.AllocsPerDecision == nil {
+		return
 	}
+	ov := *o.AllocsPerDecision
+	if n.AllocsPerDecision == nil || !valid(*n.AllocsPerDecision, true) {
+		c.missing(k, "allocs/decision", strconv.FormatFloat(ov, 'f', 4, 64))
+		return
+	}
+	nv := *n.AllocsPerDecision
+	d := nv - ov
+	allowed := max(c.Tolerance.Allocs*ov, c.Tolerance.AllocsPerDecision)
+	verdict := WithinNoise
+	switch {
+	case d == 0:
+		return
+	case d > allowed:
+		verdict = Regressed
+	case -d > allowed:
+		verdict = Improved
+	}
+	c.add(k, "allocs/decision", strconv.FormatFloat(ov, 'f', 4, 64), strconv.FormatFloat(nv, 'f', 4, 64), fmt.Sprintf("%+.4f", d), verdict, d)
 }
 
 // memory compares bytes per user.
 func (c *Comparison) memory(k key, o, n Run) {
 	ov, nv := o.BytesPerUser, n.BytesPerUser
-	if ov == nv {
+	switch {
+	case !valid(ov, false):
+		return
+	case !valid(nv, false):
+		c.missing(k, "bytes/user", strconv.FormatFloat(ov, 'f', 1, 64))
+		return
+	case ov == nv:
 		return
 	}
 	allowed := max(c.Tolerance.Memory*ov, c.Tolerance.MemoryBytes)
@@ -283,14 +353,16 @@ func (c *Comparison) memory(k key, o, n Run) {
 func (c *Comparison) timing(k key, o, n Run) {
 	if isFloor(o) {
 		tput := func(x Round) float64 { return x.ThroughputPerS }
-		c.Floor[k.workload] = MedianOf(n.Rounds, tput) / MedianOf(o.Rounds, tput)
+		if was, is := MedianOf(o.Rounds, tput), MedianOf(n.Rounds, tput); valid(was, false) && valid(is, false) {
+			c.Floor[k.workload] = is / was
+		}
 		return
 	}
-	oc, ok1 := Costs(o)
-	nc, ok2 := Costs(n)
-	if !ok1 || !ok2 {
+	oc, ok := Costs(o)
+	if !ok {
 		return
 	}
+	nc, _ := Costs(n)
 	// The peers' code is not ratelab's to regress, and their costs in
 	// floors move with the machine's spells by up to 1.5x (p90): shown,
 	// not gated.
@@ -303,14 +375,19 @@ func (c *Comparison) timing(k key, o, n Run) {
 		{"p50", oc.P50, nc.P50},
 		{"p90", oc.P90, nc.P90},
 	} {
-		if m.old <= 0 || m.new <= 0 {
+		name := m.name + " × floor"
+		switch {
+		case !valid(m.old, false):
+			continue
+		case !valid(m.new, false) && gate:
+			c.missing(k, name, strconv.FormatFloat(m.old, 'f', 2, 64))
+			continue
+		case !valid(m.new, false), m.new == m.old:
 			continue
 		}
 		r := m.new / m.old
 		verdict := WithinNoise
 		switch {
-		case r == 1:
-			verdict = Unchanged
 		case !gate:
 			verdict = NotGated
 		case r > 1+c.Tolerance.Time:
@@ -318,7 +395,7 @@ func (c *Comparison) timing(k key, o, n Run) {
 		case r < 1/(1+c.Tolerance.Time):
 			verdict = Improved
 		}
-		c.add(k, m.name+" × floor", strconv.FormatFloat(m.old, 'f', 2, 64), strconv.FormatFloat(m.new, 'f', 2, 64), percentChange(m.old, m.new), verdict, math.Log(r))
+		c.add(k, name, strconv.FormatFloat(m.old, 'f', 2, 64), strconv.FormatFloat(m.new, 'f', 2, 64), percentChange(m.old, m.new), verdict, math.Log(r))
 	}
 }
 
@@ -332,12 +409,17 @@ func signed(s string, v int64) string {
 	return s
 }
 
-// percentChange formats new against old as a signed percentage.
-func percentChange(old, new float64) string {
-	if old == 0 {
+// percentChange formats is against was as a signed percentage; a change
+// that rounds to nothing is "0.0%", never "-0.0%".
+func percentChange(was, is float64) string {
+	if was == 0 {
 		return "new"
 	}
-	return fmt.Sprintf("%+.1f%%", 100*(new/old-1))
+	p := 100 * (is/was - 1)
+	if math.Abs(p) < 0.05 {
+		return "0.0%"
+	}
+	return fmt.Sprintf("%+.1f%%", p)
 }
 
 // Write writes the comparison for a terminal: what was compared, a table
@@ -346,8 +428,11 @@ func (c *Comparison) Write(w io.Writer, all bool) error {
 	fmt.Fprintf(w, "OLD: %s, %s, %s\nNEW: %s, %s, %s\n",
 		c.Old.Meta.Start.Format("2006-01-02 15:04 MST"), c.Old.Meta.CPU, c.Old.Meta.GoVersion,
 		c.New.Meta.Start.Format("2006-01-02 15:04 MST"), c.New.Meta.CPU, c.New.Meta.GoVersion)
-	fmt.Fprintf(w, "Tolerance: time %.0f%% (ratelab's limiters' costs against the harness floor sampled around them), memory %.0f%% or %.0f bytes, allocations %.2f a decision; accuracy in simulated time exact.\n",
-		100*c.Tolerance.Time, 100*c.Tolerance.Memory, c.Tolerance.MemoryBytes, c.Tolerance.Allocs)
+	fmt.Fprintf(w, "Tolerance: time %.0f%% (ratelab's limiters' costs against the harness floor sampled around them), memory %.0f%% or %.0f bytes, allocations %.0f%% or %.3f a decision; accuracy in simulated time exact.\n",
+		100*c.Tolerance.Time, 100*c.Tolerance.Memory, c.Tolerance.MemoryBytes, 100*c.Tolerance.Allocs, c.Tolerance.AllocsPerDecision)
+	for _, warn := range c.Warnings {
+		fmt.Fprintln(w, wrap("Warning: "+warn+".", 100))
+	}
 	if len(c.Floor) > 0 {
 		var speeds []string
 		for _, wl := range workloadOrder(c.New) {

@@ -3,7 +3,10 @@ package results
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"math"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -50,9 +53,6 @@ func regressed(c *Comparison) []string {
 // made twice as slow, one with an extra allocation a decision, one with an
 // accuracy count changed, and passes the same tree run again.
 func TestGate(t *testing.T) {
-	gcra := func(mode string) func(Run) bool {
-		return func(r Run) bool { return r.Limiter == "gcra" && r.Mode == mode }
-	}
 	for _, tt := range []struct {
 		name   string
 		change func(*testing.T, *File)
@@ -75,30 +75,6 @@ func TestGate(t *testing.T) {
 			"gcra boundary-attack time/decision", "gcra boundary-attack p50", "gcra boundary-attack p90",
 			"gcra many-users time/decision", "gcra many-users p50", "gcra many-users p90",
 		}},
-		{"a peer twice as slow: shown, not gated", func(t *testing.T, f *File) {
-			edit(f, func(r Run) bool { return r.Limiter == "go-limiter" && r.Mode == "timing" }, func(r *Run) {
-				for i := range r.Rounds {
-					r.Rounds[i].ThroughputPerS /= 2
-				}
-			})
-		}, nil},
-		{"the machine 1.6x slower", func(t *testing.T, f *File) {
-			// Every sample, limiters' and floor's alike: the yardstick
-			// slows with the machine, and the gate does not notice.
-			slow := func(s *Sample) { s.ThroughputPerS /= 1.6; s.P50NS *= 1.6; s.P90NS *= 1.6 }
-			edit(f, func(r Run) bool { return r.Mode == "timing" }, func(r *Run) {
-				for i := range r.Rounds {
-					x := &r.Rounds[i]
-					slow(&x.Sample)
-					if x.FloorBefore != nil {
-						b, a := *x.FloorBefore, *x.FloorAfter
-						slow(&b)
-						slow(&a)
-						x.FloorBefore, x.FloorAfter = &b, &a
-					}
-				}
-			})
-		}, nil},
 		{"an extra allocation", func(t *testing.T, f *File) {
 			edit(f, func(r Run) bool { return gcra("simulated")(r) && r.Workload == "bursty" }, func(r *Run) {
 				*r.AllocsPerDecision++
@@ -110,6 +86,29 @@ func TestGate(t *testing.T) {
 				r.Accuracy.Admitted++
 			})
 		}, []string{"gcra uniform admitted", "gcra uniform false allows"}},
+		{"gcra's timing lost", func(t *testing.T, f *File) {
+			edit(f, func(r Run) bool { return gcra("timing")(r) && r.Workload == "bursty" }, func(r *Run) { r.Rounds = nil })
+		}, []string{"gcra bursty time/decision", "gcra bursty p50", "gcra bursty p90"}},
+		{"a p90 of zero", func(t *testing.T, f *File) {
+			edit(f, func(r Run) bool { return gcra("timing")(r) && r.Workload == "uniform" }, func(r *Run) {
+				for i := range r.Rounds {
+					r.Rounds[i].P90NS = 0
+				}
+			})
+		}, []string{"gcra uniform p90"}},
+		{"allocations not measured", func(t *testing.T, f *File) {
+			edit(f, func(r Run) bool { return gcra("simulated")(r) && r.Workload == "many-users" }, func(r *Run) { r.AllocsPerDecision = nil })
+		}, []string{"gcra many-users allocs/decision"}},
+		{"twice the allocations of made keys", func(t *testing.T, f *File) {
+			edit(f, func(r Run) bool {
+				return r.Limiter == "fixed-window" && r.Mode == "simulated" && r.Workload == "many-users"
+			}, func(r *Run) {
+				*r.AllocsPerDecision *= 2
+			})
+		}, []string{"fixed-window many-users allocs/decision"}},
+		{"memory not measured", func(t *testing.T, f *File) {
+			edit(f, gcra("memory"), func(r *Run) { r.BytesPerUser = 0 })
+		}, []string{"gcra many-users bytes/user"}},
 		{"a fatter limiter", func(t *testing.T, f *File) {
 			edit(f, gcra("memory"), func(r *Run) { r.BytesPerUser += 8 })
 		}, []string{"gcra many-users bytes/user"}},
@@ -162,6 +161,153 @@ func TestCompareMismatch(t *testing.T) {
 	for _, want := range []string{"only OLD has throttled on uniform (simulated)", "and ", "more", "only NEW has gcra2 on uniform (memory)", "refresh the baseline"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("runs that do not match: %v, want it to say %q", err, want)
+		}
+	}
+}
+
+// Changes the gate shows but does not fail on: a peer slower, the whole
+// machine slower, a limiter faster.
+func TestGateLetsPass(t *testing.T) {
+	slowBy := func(s *Sample, k float64) { s.ThroughputPerS /= k; s.P50NS *= k; s.P90NS *= k }
+	t.Run("a peer twice as slow", func(t *testing.T) {
+		old, new := gateFiles(t)
+		edit(new, func(r Run) bool { return r.Limiter == "go-limiter" && r.Mode == "timing" }, func(r *Run) {
+			for i := range r.Rounds {
+				slowBy(&r.Rounds[i].Sample, 2)
+			}
+		})
+		c, err := Compare(old, new, DefaultTolerance)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, ch := range c.Changes {
+			if ch.Limiter == "go-limiter" && strings.HasSuffix(ch.Metric, "× floor") {
+				n++
+				if ch.Verdict != NotGated || !strings.HasPrefix(ch.Delta, "+") {
+					t.Errorf("go-limiter %s %s: %s %s, want a rise, not gated", ch.Workload, ch.Metric, ch.Delta, ch.Verdict)
+				}
+			}
+		}
+		if n != 12 || c.Regressions() != 0 {
+			t.Errorf("%d go-limiter timing rows (want 12), %d regressions (want 0)", n, c.Regressions())
+		}
+	})
+	t.Run("the machine 1.6x slower", func(t *testing.T) {
+		// Every sample, the limiters' and the floor's alike: the
+		// yardstick slows with the machine, and the costs do not move.
+		old, new := gateFiles(t)
+		edit(new, func(r Run) bool { return r.Mode == "timing" }, func(r *Run) {
+			r.Rounds = slices.Clone(r.Rounds)
+			for i := range r.Rounds {
+				x := &r.Rounds[i]
+				slowBy(&x.Sample, 1.6)
+				if x.FloorBefore != nil {
+					b, a := *x.FloorBefore, *x.FloorAfter
+					slowBy(&b, 1.6)
+					slowBy(&a, 1.6)
+					x.FloorBefore, x.FloorAfter = &b, &a
+				}
+			}
+		})
+		slowed, err := Compare(old, new, DefaultTolerance)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, same := gateFiles(t)
+		asIs, err := Compare(old, same, DefaultTolerance)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slowed.Regressions() != 0 {
+			t.Errorf("regressed: %q", regressed(slowed))
+		}
+		for w, v := range slowed.Floor {
+			if want := asIs.Floor[w] / 1.6; math.Abs(v-want) > 1e-9 {
+				t.Errorf("the floor on %s ran at %v of OLD's, want %v", w, v, want)
+			}
+		}
+		if len(slowed.Floor) != 4 || !reflect.DeepEqual(deltas(slowed), deltas(asIs)) {
+			t.Errorf("the machine's speed moved the costs:\n%v\nwant\n%v", deltas(slowed), deltas(asIs))
+		}
+	})
+	t.Run("gcra twice as fast", func(t *testing.T) {
+		old, new := gateFiles(t)
+		edit(new, gcra("timing"), func(r *Run) {
+			for i := range r.Rounds {
+				slowBy(&r.Rounds[i].Sample, 0.5)
+			}
+		})
+		c, err := Compare(old, new, DefaultTolerance)
+		if err != nil {
+			t.Fatal(err)
+		}
+		improved := 0
+		for _, ch := range c.Changes {
+			if ch.Verdict == Improved {
+				improved++
+				if ch.Limiter != "gcra" {
+					t.Errorf("%s %s %s improved", ch.Limiter, ch.Workload, ch.Metric)
+				}
+			}
+		}
+		if improved != 12 || c.Regressions() != 0 {
+			t.Errorf("%d improved (want gcra's 12), %d regressed", improved, c.Regressions())
+		}
+	})
+}
+
+func gcra(mode string) func(Run) bool {
+	return func(r Run) bool { return r.Limiter == "gcra" && r.Mode == mode }
+}
+
+// deltas are a comparison's timing changes, by limiter, workload and
+// metric, leaving out those that round to nothing.
+func deltas(c *Comparison) map[string]string {
+	m := map[string]string{}
+	for _, ch := range c.Changes {
+		if strings.HasSuffix(ch.Metric, "× floor") && ch.Delta != "0.0%" {
+			m[ch.Limiter+" "+ch.Workload+" "+ch.Metric] = ch.Delta
+		}
+	}
+	return m
+}
+
+func TestCompareRefusesDuplicatesAndSkips(t *testing.T) {
+	old, new := gateFiles(t)
+	for _, r := range new.Runs {
+		if r.Limiter == "gcra" && r.Workload == "uniform" && r.Mode == "simulated" {
+			new.Runs = append(new.Runs, r)
+			break
+		}
+	}
+	_, err := Compare(old, new, DefaultTolerance)
+	if !strings.Contains(fmt.Sprint(err), "twice: NEW has gcra on uniform (simulated)") {
+		t.Errorf("a run twice: %v", err)
+	}
+	old, new = gateFiles(t)
+	new.Runs = slices.DeleteFunc(new.Runs, func(r Run) bool { return r.Limiter == "gcra" && r.Workload == "bursty" })
+	new.Runs = append(new.Runs, Run{Limiter: "gcra", Workload: "bursty", SkippedBecause: "the workload has no requests with these parameters"})
+	_, err = Compare(old, new, DefaultTolerance)
+	if !strings.Contains(fmt.Sprint(err), "skipped: NEW skipped gcra on bursty (simulated): the workload has no requests with these parameters") {
+		t.Errorf("a run skipped: %v", err)
+	}
+}
+
+func TestCompareWarnsOfAnotherMachine(t *testing.T) {
+	old, new := gateFiles(t)
+	new.Meta.CPU, new.Meta.GoVersion = "Some Other CPU", "go1.27"
+	c, err := Compare(old, new, DefaultTolerance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := c.Write(&out, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Warning: the machines differ (OLD: AMD EPYC", "NEW: Some Other CPU", "Warning: the Go versions differ (OLD go1.26.8, NEW go1.27)", "No regression."} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
 }

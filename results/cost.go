@@ -33,20 +33,24 @@ type Cost struct {
 func Costs(r Run) (Cost, bool) {
 	var use []Round
 	for _, x := range r.Rounds {
-		if b, a := x.FloorBefore, x.FloorAfter; b != nil && a != nil && x.ThroughputPerS > 0 && b.ThroughputPerS > 0 && a.ThroughputPerS > 0 {
+		if b, a := x.FloorBefore, x.FloorAfter; b != nil && a != nil && valid(x.ThroughputPerS, false) && valid(b.ThroughputPerS, false) && valid(a.ThroughputPerS, false) {
 			use = append(use, x)
 		}
 	}
 	if len(use) == 0 {
 		return Cost{}, false
 	}
+	// A round whose figure is not a measurement (zero, NaN) is left out
+	// of that figure's median, not counted as a zero.
 	ratio := func(v func(Sample) float64) float64 {
-		return MedianOf(use, func(x Round) float64 {
-			if f := (v(*x.FloorBefore) + v(*x.FloorAfter)) / 2; f > 0 {
-				return v(x.Sample) / f
+		var rs []float64
+		for _, x := range use {
+			lim, b, a := v(x.Sample), v(*x.FloorBefore), v(*x.FloorAfter)
+			if valid(lim, false) && valid(b, false) && valid(a, false) {
+				rs = append(rs, lim/((b+a)/2))
 			}
-			return 0
-		})
+		}
+		return medianOf(rs)
 	}
 	return Cost{
 		Throughput: ratio(func(s Sample) float64 { return 1 / s.ThroughputPerS }),

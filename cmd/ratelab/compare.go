@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 
 	"github.com/ratelab/ratelab/results"
 )
@@ -26,7 +25,7 @@ What it compares, and how:
 	accuracy         in simulated time, exactly: the numbers are a pure
 	                 function of the seed and the code, so any change is a
 	                 regression until the baseline is refreshed on purpose
-	allocations      per decision in steady state, to 0.01
+	allocations      per decision in steady state, within 5% or 0.001
 	memory           bytes per user, within 2% or 2 bytes
 	time             each of ratelab's limiters' cost against the harness
 	                 floor sampled just before and after it in the same
@@ -63,22 +62,25 @@ func runCompare(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if fs.NArg() != 2 {
 		fs.SetOutput(stderr)
 		fs.Usage()
-		return usagef("compare: want OLD.json and NEW.json, got %d arguments", fs.NArg())
+		return usagef("compare: want two files, OLD.json and NEW.json, got %d", fs.NArg())
 	}
-	for name, v := range map[string]float64{"--time-tolerance": tol.Time, "--memory-tolerance": tol.Memory} {
-		if !(v >= 0 && v < 100) || math.IsInf(v, 0) {
-			return usagef("compare: %s must be a fraction between 0 and 100, got %v", name, v)
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"--time-tolerance", tol.Time}, {"--memory-tolerance", tol.Memory}} {
+		if !(f.v >= 0 && f.v <= 10) {
+			return usagef("compare: %s must be a fraction from 0 to 10 (0.4 is 40%%), got %v", f.name, f.v)
 		}
 	}
-	old, err := results.ReadFile(fs.Arg(0))
+	base, err := results.ReadFile(fs.Arg(0))
 	if err != nil {
 		return usageError{fmt.Errorf("compare: OLD: %w", err)}
 	}
-	new, err := results.ReadFile(fs.Arg(1))
+	cur, err := results.ReadFile(fs.Arg(1))
 	if err != nil {
 		return usageError{fmt.Errorf("compare: NEW: %w", err)}
 	}
-	c, err := results.Compare(old, new, tol)
+	c, err := results.Compare(base, cur, tol)
 	var mis *results.MismatchError
 	switch {
 	case errors.As(err, &mis):
@@ -100,5 +102,8 @@ func runCompare(ctx context.Context, args []string, stdin io.Reader, stdout, std
 type regressionError struct{ n int }
 
 func (e regressionError) Error() string {
-	return fmt.Sprintf("compare: %d metric%s regressed", e.n, map[bool]string{true: "", false: "s"}[e.n == 1])
+	if e.n == 1 {
+		return "compare: 1 metric regressed"
+	}
+	return fmt.Sprintf("compare: %d metrics regressed", e.n)
 }
