@@ -41,7 +41,9 @@ type Meta struct {
 	// made on one core, limiters and harness together (here, not in the
 	// runs, so that simulated runs are the same byte for byte).
 	SimulationPerS float64 `json:"simulation_decisions_per_s,omitempty"`
-	Params         Params  `json:"params"`
+	// Merged is, for a file Merge made, how many runs of the lab it pools.
+	Merged int    `json:"merged,omitempty"`
+	Params Params `json:"params"`
 }
 
 // Params are every parameter of the run.

@@ -1,5 +1,5 @@
 // Command ratelab is the face of the ratelab limiters and lab: it runs the
-// lab (bench), gates a run against a baseline (compare), draws a saved
+// lab (bench), gates a run against a baseline (compare, merge), draws a saved
 // run's report again (report) and replays traces through any limiter
 // (replay).
 //
@@ -59,6 +59,7 @@ func commands() []command {
 	return []command{
 		{"bench", "the lab: every limiter and its peers, through the same workloads", runBench},
 		{"compare", "the regression gate: compare a run with a baseline", runCompare},
+		{"merge", "pool runs of one lab into one file, for a baseline", runMerge},
 		{"report", "draw the charts and the report of a saved run again", runReport},
 		{"replay", "decide a trace of requests with any limiter, one JSON line each", runReplay},
 	}

@@ -302,10 +302,10 @@ func TestCompare(t *testing.T) {
 		{"a changed count", []string{old, moreAllowed}, 1, "REGRESSED: 2 metrics beyond tolerance.", "2 metrics regressed"},
 		{"the table says what", []string{old, moreAllowed}, 1, "sliding-counter │ bursty   │ false allows", ""},
 		{"other parameters", []string{old, otherSeed}, 2, "", "seed 1 in OLD, 7 in NEW"},
-		{"unreadable", []string{old, notJSON}, 2, "", "NEW"},
+		{"unreadable", []string{old, notJSON}, 2, "", "NEW: " + notJSON + ": results: line 2, column 15: invalid character"},
 		{"missing", []string{filepath.Join(dir, "nope.json"), same}, 2, "", "OLD: open"},
-		{"one file", []string{old}, 2, "", "want OLD.json and NEW.json, got 1 arguments"},
-		{"bad tolerance", []string{"--time-tolerance", "-1", old, same}, 2, "", "--time-tolerance must be a fraction"},
+		{"one file", []string{old}, 2, "", "want two files, OLD.json and NEW.json, got 1"},
+		{"bad tolerance", []string{"--time-tolerance", "-1", old, same}, 2, "", "--time-tolerance must be a fraction from 0 to 10"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out, errOut, code := ratelab(t, "", append([]string{"compare"}, tt.args...)...)
@@ -319,5 +319,21 @@ func TestCompare(t *testing.T) {
 				t.Errorf("stderr %q, want it to contain %q", errOut, tt.stderr)
 			}
 		})
+	}
+}
+
+func TestMergeCommand(t *testing.T) {
+	a := filepath.Join("..", "..", "results", "testdata", "gate-old.json")
+	b := filepath.Join("..", "..", "results", "testdata", "gate-new.json")
+	out := filepath.Join(t.TempDir(), "baseline.json")
+	stdout, stderr, code := ratelab(t, "", "merge", "--out", out, a, b)
+	if code != 0 || !strings.Contains(stdout, "2 runs of the lab pooled") {
+		t.Fatalf("merge: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if _, stderr, code := ratelab(t, "", "compare", out, b); code != 0 {
+		t.Errorf("compare with the merged baseline: exit %d: %s", code, stderr)
+	}
+	if _, stderr, code := ratelab(t, "", "merge", a, b); code != 2 || !strings.Contains(stderr, "want --out FILE") {
+		t.Errorf("merge without --out: exit %d: %s", code, stderr)
 	}
 }
