@@ -49,11 +49,11 @@ baseline:
 	$(OUT)/ratelab merge --out $(BASELINE) $(OUT)/baseline/1/results.json $(OUT)/baseline/2/results.json $(OUT)/baseline/3/results.json
 	@echo "Commit $(BASELINE) with the change that moved it (git diff --stat $(BASELINE))."
 
-## bench: the lab: every limiter and its peers through every workload (a few minutes)
+## bench: the lab: every limiter and its peers through every workload (about three minutes)
 bench:
 	$(GO) run ./cmd/ratelab bench --out $(OUT)
 
-## bench-quick: the same, shorter (well under a minute)
+## bench-quick: the same, shorter (under a minute)
 bench-quick:
 	$(GO) run ./cmd/ratelab bench --quick --out $(OUT)
 

@@ -45,9 +45,9 @@ window algorithms, a capacity of N refilled over W for the buckets.
 It writes results.json (the public format), tables.md and tables.txt, the
 charts (charts/*.png and *.svg) and the report that ties them together
 (report.html, one page that opens from disk, and report.md) into --out, and
-prints the tables and which limiter to pick for which need. A full run takes about two minutes on 2 cores;
---quick about thirty seconds. The same --seed gives the same simulated
-runs, byte for byte.
+prints the tables and which limiter to pick for which need. A full run
+takes about three minutes on 2 cores, --quick under a minute. The same
+--seed gives the same simulated runs, byte for byte.
 
 Examples:
 
