@@ -1,0 +1,282 @@
+// Package composite enforces several limits on one key at once, all or
+// nothing: "10 per second and 100 per minute and 1,000 per hour". A
+// request is admitted only when every limit admits it, and then it
+// consumes from every limit; a request that any limit denies consumes
+// from none, so a client refused by its hourly limit does not also spend
+// its per-second quota.
+//
+// Each limit is kept by an in-memory limiter of the chosen algorithm (any
+// of the six). A decision holds one lock for its key (one of 256, by a hash
+// of the key) across all its limits: it first reads every limit's quota
+// without consuming, and only when all admit does it consume from each,
+// so concurrent callers never see one limit consumed and another not.
+//
+// The decision reports the most restrictive limit's quota (the least
+// Remaining, and that limit's Limit; of equal Remaining, the smaller
+// Limit), the longest RetryAfter (the time
+// when every limit admits the request again) and the longest ResetAfter;
+// DecideAt also says which limit denied and what each limit decided.
+//
+// Memory: each limit holds the key, so a key costs the sum of its limits'
+// (see each algorithm's package). A Limiter is safe for concurrent use;
+// the zero value is not usable: call New, and Close when done.
+package composite
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/memory"
+)
+
+// Limit is one of a composite's limits.
+type Limit struct {
+	// Name names the limit in decisions and headers ("burst", "daily").
+	// Empty means its rate as written ("100/min").
+	Name string
+	Rate limiters.Rate
+}
+
+// MaxLimits is the most limits one composite takes.
+const MaxLimits = 16
+
+// Limiter enforces several limits on each key, all or nothing.
+type Limiter struct {
+	algo   limiters.Algorithm
+	limits []Limit
+	inner  []memory.Limiter
+	clock  limiters.Clock
+	seed   maphash.Seed
+	locks  [256]struct {
+		sync.Mutex
+		_ [56]byte // one lock a cache line: neighbours do not contend
+	}
+}
+
+var (
+	_ limiters.AtLimiter  = (*Limiter)(nil)
+	_ limiters.Peeker     = (*Limiter)(nil)
+	_ limiters.Resetter   = (*Limiter)(nil)
+	_ limiters.ResetAller = (*Limiter)(nil)
+	_ limiters.Walker     = (*Limiter)(nil)
+)
+
+// New returns a limiter that enforces every one of limits, with algorithm
+// a, on each key. A limit with a burst needs a bucket algorithm. The
+// options apply to each limit's limiter; WithClock also sets the time
+// AllowN decides at.
+func New(a limiters.Algorithm, limits []Limit, opts ...limiters.Option) (*Limiter, error) {
+	if len(limits) == 0 || len(limits) > MaxLimits {
+		return nil, fmt.Errorf("composite: %w: want 1 to %d limits, got %d", limiters.ErrInvalidParameter, MaxLimits, len(limits))
+	}
+	o, err := limiters.Apply(opts)
+	if err != nil {
+		return nil, fmt.Errorf("composite: %w", err)
+	}
+	l := &Limiter{algo: a, limits: make([]Limit, len(limits)), clock: o.Clock, seed: maphash.MakeSeed()}
+	seen := map[string]int{}
+	for i, lim := range limits {
+		if lim.Name == "" {
+			lim.Name = lim.Rate.String()
+		}
+		if j, dup := seen[lim.Name]; dup {
+			l.Close()
+			return nil, fmt.Errorf("composite: %w: limits %d and %d are both named %q", limiters.ErrInvalidParameter, j+1, i+1, lim.Name)
+		}
+		seen[lim.Name] = i
+		spec, err := lim.Rate.Spec(a)
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("composite: limit %d (%s): %w", i+1, lim.Name, err)
+		}
+		in, err := memory.New(spec, opts...)
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("composite: limit %d (%s): %w", i+1, lim.Name, err)
+		}
+		l.limits[i] = lim
+		l.inner = append(l.inner, in)
+	}
+	return l, nil
+}
+
+// Algorithm returns the algorithm every limit is kept with.
+func (l *Limiter) Algorithm() limiters.Algorithm { return l.algo }
+
+// Limits returns the limits, named (a copy).
+func (l *Limiter) Limits() []Limit { return append([]Limit(nil), l.limits...) }
+
+func (l *Limiter) lock(key string) *sync.Mutex {
+	return &l.locks[maphash.String(l.seed, key)%uint64(len(l.locks))].Mutex
+}
+
+func (l *Limiter) now() time.Time {
+	if l.clock != nil {
+		return l.clock.Now()
+	}
+	return time.Now()
+}
+
+// AllowN reports whether n events for key may happen now under every
+// limit, and consumes them from each if so. The error is non-nil only for
+// n < 1.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
+	d := l.AllowAt(key, l.now(), n)
+	if n < 1 {
+		return d, fmt.Errorf("composite: %w, got %d", limiters.ErrInvalidCost, n)
+	}
+	return d, nil
+}
+
+// AllowAt reports whether n events for key may happen at t under every
+// limit, and consumes them from each if so.
+func (l *Limiter) AllowAt(key string, t time.Time, n int) limiters.Decision {
+	d, _ := l.DecideAt(key, t, n, nil)
+	return d
+}
+
+// DecideAt is AllowAt that also says which limit denied (its index in
+// Limits: the one whose RetryAfter is the longest, the first of those; -1
+// when the request was admitted, or its cost was below 1, which is denied
+// with RetryAfter Never) and, when per has room for one Decision
+// a limit, what each limit decided: for an admitted request, its quota
+// after it; for a denied one, a denying limit's denial of it and a
+// non-denying limit's state (Allowed, nothing consumed).
+func (l *Limiter) DecideAt(key string, t time.Time, n int, per []limiters.Decision) (d limiters.Decision, denied int) {
+	var buf [MaxLimits]limiters.Decision
+	if len(per) < len(l.inner) {
+		per = buf[:len(l.inner)]
+	}
+	if n < 1 {
+		d = l.PeekAt(key, t)
+		d.Allowed, d.RetryAfter = false, limiters.Never
+		return d, -1
+	}
+	mu := l.lock(key)
+	mu.Lock()
+	admit := true
+	for i, in := range l.inner {
+		per[i] = in.PeekAt(key, t)
+		if n > per[i].Remaining {
+			admit = false
+		}
+	}
+	for i, in := range l.inner {
+		// Every limit admits n exactly when n <= its Remaining, so the
+		// calls that consume all admit, and the others consume nothing.
+		if admit || n > per[i].Remaining {
+			per[i] = in.AllowAt(key, t, n)
+		}
+	}
+	mu.Unlock()
+	return combine(per[:len(l.inner)], admit)
+}
+
+// combine makes one decision of the limits' decisions.
+func combine(per []limiters.Decision, admit bool) (d limiters.Decision, denied int) {
+	d, denied = per[0], -1
+	d.Allowed = admit
+	for i, p := range per {
+		if p.Remaining < d.Remaining || p.Remaining == d.Remaining && p.Limit < d.Limit {
+			d.Remaining, d.Limit = p.Remaining, p.Limit
+		}
+		if !admit && !p.Allowed && (denied < 0 || p.RetryAfter > d.RetryAfter) {
+			d.RetryAfter, denied = p.RetryAfter, i
+		}
+		d.ResetAfter = max(d.ResetAfter, p.ResetAfter)
+	}
+	if admit {
+		d.RetryAfter = 0
+	}
+	return d, denied
+}
+
+// PeekAt reports key's state at t under every limit without consuming
+// anything, combined as a decision is.
+func (l *Limiter) PeekAt(key string, t time.Time) limiters.Decision {
+	var per [MaxLimits]limiters.Decision
+	admit := true
+	mu := l.lock(key)
+	mu.Lock()
+	for i, in := range l.inner {
+		per[i] = in.PeekAt(key, t)
+		admit = admit && per[i].Allowed
+	}
+	mu.Unlock()
+	d, _ := combine(per[:len(l.inner)], admit)
+	return d
+}
+
+// Peek is PeekAt now.
+func (l *Limiter) Peek(ctx context.Context, key string) (limiters.Decision, error) {
+	return l.PeekAt(key, l.now()), nil
+}
+
+// Reset forgets key under every limit.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	mu := l.lock(key)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, in := range l.inner {
+		if err := in.Reset(ctx, key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ResetAll forgets every key under every limit.
+func (l *Limiter) ResetAll(ctx context.Context) error {
+	for i := range l.locks {
+		l.locks[i].Lock()
+	}
+	defer func() {
+		for i := range l.locks {
+			l.locks[i].Unlock()
+		}
+	}()
+	for _, in := range l.inner {
+		if err := in.ResetAll(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Walk calls fn with each key any limit holds and what Peek reports for
+// it, until fn returns false. It needs the limiters made WithKeyNames.
+func (l *Limiter) Walk(ctx context.Context, fn func(key string, d limiters.Decision) bool) error {
+	now := l.now()
+	seen := map[string]bool{}
+	for _, in := range l.inner {
+		var keys []string
+		in.WalkAt(now, func(key string, _ limiters.Decision) bool {
+			if !seen[key] {
+				seen[key] = true
+				keys = append(keys, key)
+			}
+			return true
+		})
+		for _, k := range keys {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if !fn(k, l.PeekAt(k, now)) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// Close stops every limit's background sweeper.
+func (l *Limiter) Close() error {
+	for _, in := range l.inner {
+		in.Close()
+	}
+	return nil
+}

@@ -1,0 +1,244 @@
+package composite
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/limitertest"
+	"github.com/ratelab/ratelab/limiters/memory"
+)
+
+var t0 = time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
+
+func rate(t *testing.T, s string) limiters.Rate {
+	t.Helper()
+	r, err := limiters.ParseRate(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func newComposite(t *testing.T, a limiters.Algorithm, rates ...string) *Limiter {
+	t.Helper()
+	var limits []Limit
+	for _, s := range rates {
+		limits = append(limits, Limit{Rate: rate(t, s)})
+	}
+	l, err := New(a, limits, limiters.WithKeyNames())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// Every algorithm, one limit that binds and one that does not: the
+// composite keeps the whole limiter contract.
+func TestConformance(t *testing.T) {
+	for _, a := range limiters.Algorithms() {
+		t.Run(string(a), func(t *testing.T) {
+			limitertest.Run(t, func(t *testing.T, quota int, period time.Duration) limiters.AtLimiter {
+				tight := limiters.Rate{N: quota, Per: period}
+				loose := limiters.Rate{N: 1000 * quota, Per: period}
+				l, err := New(a, []Limit{{Rate: loose}, {Rate: tight}}, limiters.WithKeyNames())
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { l.Close() })
+				return l
+			}, limitertest.Options{})
+		})
+	}
+}
+
+// The seed's "2 per second and 3 per minute", step by step.
+func TestSteps(t *testing.T) {
+	l := newComposite(t, limiters.SlidingLog, "2/s", "3/min")
+	per := make([]limiters.Decision, 2)
+	for _, step := range []struct {
+		at       time.Duration
+		allowed  bool
+		denied   int // which limit denied, -1 for none
+		retry    time.Duration
+		second   int // the per-second limit's Remaining
+		minute   int // the per-minute limit's Remaining
+		combined int
+	}{
+		{0, true, -1, 0, 1, 2, 1},
+		{0, true, -1, 0, 0, 1, 0},
+		{0, false, 0, time.Second, 0, 1, 0}, // the second is spent; the minute keeps its 1
+		{time.Second, true, -1, 0, 1, 0, 0}, // a new second, the minute's last
+		{2 * time.Second, false, 1, 58 * time.Second, // the minute is spent: the second's quota is not touched
+			2, 0, 0},
+		{3 * time.Second, false, 1, 57 * time.Second, 2, 0, 0},
+	} {
+		d, denied := l.DecideAt("alice", t0.Add(step.at), 1, per)
+		if d.Allowed != step.allowed || denied != step.denied || d.RetryAfter != step.retry ||
+			per[0].Remaining != step.second || per[1].Remaining != step.minute || d.Remaining != step.combined {
+			t.Errorf("DecideAt(alice, t0+%v, 1) = %+v denied by %d, per-limit remaining %d and %d; want allowed %v, denied by %d, retry %v, remaining %d (%d and %d)",
+				step.at, d, denied, per[0].Remaining, per[1].Remaining, step.allowed, step.denied, step.retry, step.combined, step.second, step.minute)
+		}
+	}
+	// The combined quota is the most restrictive limit's: the minute's.
+	if d := l.PeekAt("alice", t0.Add(3*time.Second)); d.Limit != 3 || d.Remaining != 0 || d.Allowed {
+		t.Errorf("PeekAt(alice, t0+3s) = %+v, want denied, the minute's limit 3 with 0 remaining", d)
+	}
+	// At t0+60s the first two have left the minute: one more.
+	if d := l.AllowAt("alice", t0.Add(60*time.Second), 1); !d.Allowed || d.Remaining != 1 {
+		t.Errorf("AllowAt(alice, t0+60s, 1) = %+v, want allowed with 1 remaining", d)
+	}
+}
+
+// The model: a request is admitted exactly when every limit, having seen
+// only the requests the composite admitted, would admit it; its
+// RetryAfter is the longest of theirs. The oracle replays each limit from
+// scratch, so it needs no peek and cannot share a bug with DecideAt.
+func TestModel(t *testing.T) {
+	rates := []string{"3/s", "7/10s", "10/min"}
+	for _, a := range limiters.Algorithms() {
+		t.Run(string(a), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(len(a)), 42))
+			for trace := range 20 {
+				l := newComposite(t, a, rates...)
+				type req struct {
+					at  time.Time
+					key string
+					n   int
+				}
+				var admitted []req
+				at := t0
+				for i := range 120 {
+					at = at.Add(time.Duration(rng.ExpFloat64() * float64(400*time.Millisecond)))
+					r := req{at, fmt.Sprint("k", rng.IntN(3)), 1 + rng.IntN(3)}
+					want, retry := true, time.Duration(0)
+					for _, s := range rates {
+						spec, err := rate(t, s).Spec(a)
+						if err != nil {
+							t.Fatal(err)
+						}
+						ref, err := memory.New(spec)
+						if err != nil {
+							t.Fatal(err)
+						}
+						for _, p := range admitted {
+							if p.key == r.key {
+								ref.AllowAt(p.key, p.at, p.n)
+							}
+						}
+						if d := ref.AllowAt(r.key, r.at, r.n); !d.Allowed {
+							want, retry = false, max(retry, d.RetryAfter)
+						}
+						ref.Close()
+					}
+					got := l.AllowAt(r.key, r.at, r.n)
+					if got.Allowed != want || got.RetryAfter != retry {
+						t.Fatalf("trace %d, request %d: AllowAt(%s, t0+%v, %d) = allowed %v retry %v, want %v and %v",
+							trace, i, r.key, r.at.Sub(t0), r.n, got.Allowed, got.RetryAfter, want, retry)
+					}
+					if want {
+						admitted = append(admitted, r)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Many goroutines on one key: exactly the tightest limit's quota is
+// admitted, and every limit consumed exactly that much.
+func TestConcurrentAllOrNothing(t *testing.T) {
+	for _, a := range []limiters.Algorithm{limiters.FixedWindow, limiters.SlidingCounter, limiters.GCRA} {
+		l := newComposite(t, a, "100/h", "250/day", "150/h")
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		admitted := 0
+		for range 64 {
+			wg.Go(func() {
+				n := 0
+				for range 20 {
+					if l.AllowAt("hot", t0, 1).Allowed {
+						n++
+					}
+				}
+				mu.Lock()
+				admitted += n
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		if admitted != 100 {
+			t.Errorf("%s: %d admitted, want 100", a, admitted)
+		}
+		for i, want := range []int{0, 150, 50} {
+			if got := l.inner[i].PeekAt("hot", t0).Remaining; got != want {
+				t.Errorf("%s: limit %s has %d remaining, want %d: each limit consumed %d", a, l.limits[i].Name, got, want, 100)
+			}
+		}
+	}
+}
+
+// A denied costly request consumes nothing anywhere, even from the limits
+// that would have admitted it.
+func TestDenialConsumesFromNone(t *testing.T) {
+	l := newComposite(t, limiters.TokenBucket, "10/s burst 20", "30/min")
+	if d := l.AllowAt("bob", t0, 15); !d.Allowed || d.Remaining != 5 {
+		t.Fatalf("AllowAt(bob, t0, 15) = %+v, want allowed, 5 remaining (of the burst of 20)", d)
+	}
+	per := make([]limiters.Decision, 2)
+	d, denied := l.DecideAt("bob", t0, 10, per) // the burst has 5, the minute 15
+	if d.Allowed || denied != 0 || d.RetryAfter != 500*time.Millisecond {
+		t.Errorf("DecideAt(bob, t0, 10) = %+v, denied by %d, want denied by the burst, retry 500ms", d, denied)
+	}
+	if per[1].Remaining != 15 || !per[1].Allowed {
+		t.Errorf("the minute limit after the denial: %+v, want 15 remaining, untouched", per[1])
+	}
+	if got := l.inner[1].PeekAt("bob", t0).Remaining; got != 15 {
+		t.Errorf("the minute limit holds %d, want 15", got)
+	}
+}
+
+func TestNewRefuses(t *testing.T) {
+	r := func(s string) Limit { return Limit{Rate: rate(t, s)} }
+	many := make([]Limit, MaxLimits+1)
+	for i := range many {
+		many[i] = Limit{Name: fmt.Sprint(i), Rate: limiters.Rate{N: i + 1, Per: time.Second}}
+	}
+	for _, tt := range []struct {
+		a      limiters.Algorithm
+		limits []Limit
+		says   string
+	}{
+		{limiters.GCRA, nil, "want 1 to 16 limits, got 0"},
+		{limiters.GCRA, many, "want 1 to 16 limits, got 17"},
+		{limiters.SlidingLog, []Limit{r("10/s"), r("10/s")}, `limits 1 and 2 are both named "10/s"`},
+		{limiters.FixedWindow, []Limit{r("10/min"), r("10/s burst 20")}, "limit 2 (10/s burst 20): limiters: invalid parameter: fixed-window has no burst"},
+		{limiters.GCRA, []Limit{{Name: "fast", Rate: limiters.Rate{N: 3, Per: time.Nanosecond}}}, "limit 1 (fast): 3/1ns for gcra"},
+		{"magic", []Limit{r("1/s")}, "unknown algorithm"},
+	} {
+		_, err := New(tt.a, tt.limits)
+		if !errors.Is(err, limiters.ErrInvalidParameter) || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("New(%s, %d limits) = %v, want ErrInvalidParameter saying %q", tt.a, len(tt.limits), err, tt.says)
+		}
+	}
+}
+
+func TestDecideAllocatesNothing(t *testing.T) {
+	l := newComposite(t, limiters.GCRA, "10/s", "100/min", "1000/h")
+	per := make([]limiters.Decision, 3)
+	at := t0
+	l.AllowAt("k", at, 1)
+	if n := testing.AllocsPerRun(1000, func() {
+		at = at.Add(time.Millisecond)
+		l.DecideAt("k", at, 1, per)
+		l.AllowAt("k", at, 1)
+	}); n != 0 {
+		t.Errorf("%v allocations a decision, want 0", n)
+	}
+}
