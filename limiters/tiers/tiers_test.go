@@ -1,0 +1,208 @@
+package tiers
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/composite"
+)
+
+var t0 = time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
+
+func limits(t *testing.T, rates ...string) []composite.Limit {
+	t.Helper()
+	var out []composite.Limit
+	for _, s := range rates {
+		r, err := limiters.ParseRate(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, composite.Limit{Rate: r})
+	}
+	return out
+}
+
+func config(t *testing.T) Config {
+	return Config{
+		Algorithm: limiters.SlidingLog,
+		Tiers: map[string][]composite.Limit{
+			"free":    limits(t, "2/s", "5/min"),
+			"premium": limits(t, "10/s"),
+		},
+		Default:   "free",
+		Users:     map[string]string{"paula": "premium"},
+		Overrides: map[string][]composite.Limit{"olga": limits(t, "1/min")},
+	}
+}
+
+func newTiers(t *testing.T, c Config) *Limiter {
+	t.Helper()
+	l, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// spend admits requests for user at t until one is denied, and returns
+// how many were admitted.
+func spend(l *Limiter, user string, at time.Time) int {
+	n := 0
+	for l.AllowAt(user, at, 1).Allowed {
+		n++
+	}
+	return n
+}
+
+func TestTiers(t *testing.T) {
+	l := newTiers(t, config(t))
+	for _, tt := range []struct {
+		user, tier string
+		admitted   int
+	}{
+		{"paula", "premium", 10},
+		{"frank", "free", 2},    // not assigned: the default tier
+		{"stranger", "free", 2}, // unknown users are never an error
+		{"olga", "", 1},         // her override, not a tier
+	} {
+		if got := l.TierOf(tt.user); got != tt.tier {
+			t.Errorf("TierOf(%s) = %q, want %q", tt.user, got, tt.tier)
+		}
+		if got := spend(l, tt.user, t0); got != tt.admitted {
+			t.Errorf("%s: %d admitted at t0, want %d", tt.user, got, tt.admitted)
+		}
+	}
+	// The free tier is two limits at once: 2 a second, and 5 a minute,
+	// spent by t0+2s.
+	for i, want := range []int{2, 1} {
+		if got := spend(l, "frank", t0.Add(time.Duration(i+1)*time.Second)); got != want {
+			t.Errorf("frank: %d admitted at t0+%ds, want %d", got, i+1, want)
+		}
+	}
+	d, denied := l.DecideAt("frank", t0.Add(3*time.Second), 1, nil)
+	if d.Allowed || denied != 1 || d.RetryAfter != 57*time.Second {
+		t.Errorf("frank at t0+3s: %+v, denied by %d; want denied by the minute (1), retry 57s", d, denied)
+	}
+	if got, tier := l.Limits("frank"); tier != "free" || len(got) != 2 || got[1].Name != "5/min" {
+		t.Errorf("Limits(frank) = %v, %q", got, tier)
+	}
+}
+
+func TestSetTier(t *testing.T) {
+	l := newTiers(t, config(t))
+	spend(l, "frank", t0)
+	if err := l.SetTier("frank", "premium"); err != nil {
+		t.Fatal(err)
+	}
+	// A fresh premium quota; what he spent as free stays with free.
+	if got := spend(l, "frank", t0); got != 10 {
+		t.Errorf("frank upgraded: %d admitted, want 10", got)
+	}
+	if err := l.SetTier("frank", "free"); err != nil {
+		t.Fatal(err)
+	}
+	if got := spend(l, "frank", t0); got != 0 {
+		t.Errorf("frank back to free at the same instant: %d admitted, want 0 (his free quota is spent)", got)
+	}
+	err := l.SetTier("frank", "gold")
+	if !errors.Is(err, limiters.ErrInvalidParameter) || !strings.Contains(err.Error(), `no tier "gold" (the tiers: free, premium)`) {
+		t.Errorf("SetTier(frank, gold) = %v", err)
+	}
+}
+
+func TestReloadKeepsState(t *testing.T) {
+	c := config(t)
+	l := newTiers(t, c)
+	spend(l, "frank", t0)
+	spend(l, "paula", t0)
+	spend(l, "olga", t0)
+
+	// Premium gets more; free and olga's override are unchanged.
+	c2 := config(t)
+	c2.Tiers["premium"] = limits(t, "20/s")
+	if err := l.Reload(c2); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		user string
+		want int
+	}{
+		{"frank", 0},  // free kept its state: still spent
+		{"olga", 0},   // so did her override
+		{"paula", 20}, // premium changed: a new limiter, a new quota
+	} {
+		if got := spend(l, tt.user, t0); got != tt.want {
+			t.Errorf("%s after the reload: %d admitted, want %d", tt.user, got, tt.want)
+		}
+	}
+
+	// An invalid config changes nothing.
+	bad := config(t)
+	bad.Users["paula"] = "platinum"
+	if err := l.Reload(bad); err == nil || !strings.Contains(err.Error(), `user "paula" is in tier "platinum", which is not a tier`) {
+		t.Errorf("Reload(bad) = %v", err)
+	}
+	bad = config(t)
+	bad.Tiers["premium"] = limits(t, "10/s burst 20") // a burst for a window algorithm
+	if err := l.Reload(bad); err == nil || !strings.Contains(err.Error(), "tiers: tier premium: composite: limit 1 (10/s burst 20)") {
+		t.Errorf("Reload(burst) = %v", err)
+	}
+	if got, _ := l.Limits("paula"); len(got) != 1 || got[0].Rate.N != 20 {
+		t.Errorf("after two refused reloads paula has %v, want the 20/s of the last good one", got)
+	}
+}
+
+func TestConfigRefused(t *testing.T) {
+	for _, tt := range []struct {
+		change func(*Config)
+		says   string
+	}{
+		{func(c *Config) { c.Algorithm = "magic" }, "unknown algorithm"},
+		{func(c *Config) { c.Tiers = nil }, "no tiers"},
+		{func(c *Config) { c.Default = "gold" }, `the default tier "gold" is not a tier (the tiers: free, premium)`},
+		{func(c *Config) { c.Overrides["olga"] = nil }, `user "olga"'s override: composite: limiters: invalid parameter: want 1 to 16 limits, got 0`},
+	} {
+		c := config(t)
+		tt.change(&c)
+		_, err := New(c)
+		if !errors.Is(err, limiters.ErrInvalidParameter) || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("New = %v, want ErrInvalidParameter saying %q", err, tt.says)
+		}
+	}
+}
+
+// Decisions, moves and reloads at once: the race detector watches, and
+// every decision is made by some configuration's limits.
+func TestConcurrentReload(t *testing.T) {
+	l := newTiers(t, config(t))
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 2000 {
+				l.AllowAt(fmt.Sprint("user", i%50), t0.Add(time.Duration(i)*time.Millisecond), 1+g%2)
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range 50 {
+			c := config(t)
+			c.Tiers["premium"] = limits(t, fmt.Sprintf("%d/s", 10+i))
+			if err := l.Reload(c); err != nil {
+				t.Error(err)
+			}
+			if err := l.SetTier(fmt.Sprint("user", i), "premium"); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	wg.Wait()
+	if got, _ := l.Limits("paula"); got[0].Rate.N != 59 {
+		t.Errorf("paula's limit after 50 reloads: %v, want 59/s", got)
+	}
+}
