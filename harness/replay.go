@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/workloads"
 )
 
@@ -24,6 +25,18 @@ type ReplayLine struct {
 	Remaining  int      `json:"remaining"`
 	RetryAfter *float64 `json:"retry_after"`
 	ResetAfter float64  `json:"reset_after"`
+	// Tier and DeniedBy are set for a tiered limiter: the key's tier
+	// (absent for a key with an override of its own) and, for a denial,
+	// the name of the limit that denied.
+	Tier     string `json:"tier,omitempty"`
+	DeniedBy string `json:"denied_by,omitempty"`
+}
+
+// Tiered is what a limiter of several limits per key adds (package
+// limiters/tiers): which limit denied, and the key's limits and tier.
+type Tiered interface {
+	DecideAt(key string, t time.Time, n int, per []limiters.Decision) (limiters.Decision, int)
+	Limits(key string) ([]composite.Limit, string)
 }
 
 // Replay decides each request of tr with l, at time zero plus the request's
@@ -43,8 +56,23 @@ func Replay(ctx context.Context, tr *workloads.TraceReader, l limiters.AtLimiter
 		if err != nil {
 			break
 		}
-		d := l.AllowAt(req.Key, time.Unix(0, int64(req.T)), req.N)
+		at := time.Unix(0, int64(req.T))
+		var d limiters.Decision
+		var tier, deniedBy string
+		if tl, ok := l.(Tiered); ok {
+			var denied int
+			d, denied = tl.DecideAt(req.Key, at, req.N, nil)
+			var limits []composite.Limit
+			limits, tier = tl.Limits(req.Key)
+			if denied >= 0 && denied < len(limits) {
+				deniedBy = limits[denied].Name
+			}
+		} else {
+			d = l.AllowAt(req.Key, at, req.N)
+		}
 		line := ReplayLine{
+			Tier:       tier,
+			DeniedBy:   deniedBy,
 			T:          req.T.Seconds(),
 			Key:        req.Key,
 			N:          req.N,

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -89,7 +90,7 @@ func TestExitStatus(t *testing.T) {
 		{"replay --help", "", []string{"replay", "--help"}, 0, "ratelab replay --algo ALGO", ""},
 		{"bad flag", "", []string{"replay", "--colour"}, 2, "", "flag provided but not defined: -colour"},
 		{"bad flag shows usage", "", []string{"replay", "--colour"}, 2, "", "Usage:"},
-		{"no algo", "", []string{"replay"}, 2, "", "--algo is required"},
+		{"no algo", "", []string{"replay"}, 2, "", "--algo or --config is required"},
 		{"unknown algo", "", []string{"replay", "--algo", "magic"}, 2, "", `unknown algorithm "magic"`},
 		{"missing window", "", []string{"replay", "--algo", "sliding-log", "--limit", "3"}, 2, "", "sliding-log needs --window"},
 		{"bucket flags on a window", "", []string{"replay", "--algo", "fixed-window", "--limit", "3", "--window", "1s", "--rate", "2"}, 2, "", "takes --limit and --window, not --rate"},
@@ -102,6 +103,8 @@ func TestExitStatus(t *testing.T) {
 		{"missing file", "", append(replay, "testdata/nope.csv"), 2, "", "no such file"},
 		{"malformed line", "0,a\n0.5,b\n1,c,zero\n2,d\n", replay, 2, `"key":"b"`, "standard input: line 3: cost \"zero\" is not a positive integer"},
 		{"malformed time", "# c\nsoon,a\n", replay, 2, "", `line 2: time "soon" is not a number`},
+		{"config and algo", "", []string{"replay", "--config", "x.yaml", "--algo", "gcra"}, 2, "", "--config gives the algorithm and the limits; --algo is not for it"},
+		{"config with a typo", "", []string{"replay", "--config", "testdata/typo.yaml"}, 2, "", "testdata/typo.yaml:7: tiers.pro[1].nmae: unknown field: did you mean name?"},
 		{"time going back", "1,a\n3,b\n2,a\n", replay, 2, `"t":3`, "line 3: time 2 is before line 2's 3: a trace must be in time order"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -335,5 +338,77 @@ func TestMergeCommand(t *testing.T) {
 	}
 	if _, stderr, code := ratelab(t, "", "merge", a, b); code != 2 || !strings.Contains(stderr, "want --out FILE") {
 		t.Errorf("merge without --out: exit %d: %s", code, stderr)
+	}
+}
+
+// The configuration in config/testdata drives replay: three tiers, two of
+// them composite, a user assigned, one overridden, and everyone else in
+// the default tier.
+func TestReplayConfig(t *testing.T) {
+	var trace strings.Builder
+	trace.WriteString("t,key,n\n")
+	for i := range 40 { // alice (pro: 10/s and 300/h) at 10 a second: the hour runs out
+		fmt.Fprintf(&trace, "%.1f,alice\n", float64(i)*0.1)
+	}
+	for i := range 301 {
+		fmt.Fprintf(&trace, "%.1f,alice\n", 4+float64(i)*0.1)
+	}
+	trace.WriteString("40,frank\n40,frank\n40,frank\n40,carol\n40,carol\n")
+	out, errOut, code := ratelab(t, trace.String(), "replay", "--config", filepath.Join("..", "..", "config", "testdata", "tiers.yaml"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	type line struct {
+		T        float64 `json:"t"`
+		Key      string  `json:"key"`
+		Allowed  bool    `json:"allowed"`
+		Tier     string  `json:"tier"`
+		DeniedBy string  `json:"denied_by"`
+	}
+	var lines []line
+	dec := json.NewDecoder(strings.NewReader(out))
+	for dec.More() {
+		var line line
+		if err := dec.Decode(&line); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, line)
+	}
+	if len(lines) != 346 {
+		t.Fatalf("%d lines, want 346", len(lines))
+	}
+	// Her 10/s denies now and then (the sliding counter's estimate); once
+	// 300 are in, the hour denies everything.
+	admitted, afterHour := 0, 0
+	for _, l := range lines[:341] {
+		if l.Tier != "pro" {
+			t.Fatalf("alice in tier %q, want pro", l.Tier)
+		}
+		switch {
+		case admitted == 300:
+			afterHour++
+			if l.Allowed || l.DeniedBy != "hourly" {
+				t.Errorf("alice at %v after her 300: %+v, want denied by the hourly limit", l.T, l)
+			}
+		case l.Allowed:
+			admitted++
+		case l.DeniedBy != "10/s":
+			t.Errorf("alice at %v: denied by %q before her hour ran out, want 10/s", l.T, l.DeniedBy)
+		}
+	}
+	if admitted != 300 || afterHour == 0 {
+		t.Errorf("alice: %d admitted, then %d denied by the hour; want 300, then some", admitted, afterHour)
+	}
+	for i, want := range []struct {
+		key, tier, deniedBy string
+		allowed             bool
+	}{
+		{"frank", "free", "", true}, {"frank", "free", "", true}, {"frank", "free", "2/s", false},
+		{"carol", "", "", true}, {"carol", "", "1/s", false},
+	} {
+		l := lines[341+i]
+		if l.Key != want.key || l.Tier != want.tier || l.DeniedBy != want.deniedBy || l.Allowed != want.allowed {
+			t.Errorf("line %d: %+v, want %+v", 341+i, l, want)
+		}
 	}
 }

@@ -8,9 +8,11 @@ import (
 	"io"
 	"os"
 
+	"github.com/ratelab/ratelab/config"
 	"github.com/ratelab/ratelab/harness"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/limiters/tiers"
 	"github.com/ratelab/ratelab/workloads"
 )
 
@@ -18,6 +20,7 @@ const replayUsage = `Usage:
 
 	ratelab replay --algo ALGO --limit N --window W [TRACE]
 	ratelab replay --algo ALGO --capacity C --rate R [TRACE]
+	ratelab replay --config FILE [TRACE]
 
 Replay decides each request of a trace with one limiter and prints one JSON
 object per request, in order:
@@ -39,10 +42,17 @@ have been printed.
 Algorithms: fixed-window, sliding-log and sliding-counter take --limit and
 --window; token-bucket, leaky-bucket and gcra take --capacity and --rate.
 
-Example:
+With --config, the limits are the configuration file's (see the config
+package: algorithm, tiers, users, overrides): each key is a user, decided
+by all the limits of their tier at once, and each line also says the tier
+("tier", absent for a user with limits of their own) and, for a denial,
+which limit denied ("denied_by").
+
+Examples:
 
 	printf '0,alice\n0,alice\n0,alice\n0.5,alice\n' |
 		ratelab replay --algo token-bucket --capacity 2 --rate 1
+	ratelab replay --config ratelab.yaml requests.csv
 
 Flags:
 `
@@ -55,6 +65,7 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	capacity := fs.Int("capacity", 0, "C, the largest burst (bucket algorithms)")
 	rate := fs.Float64("rate", 0, "R, tokens per second, fractions allowed (bucket algorithms)")
 	backend := fs.String("backend", "memory", "where limits are kept: memory")
+	configFile := fs.String("config", "", "a configuration file of tiers and users, in place of --algo and its limit")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), replayUsage)
 		fs.PrintDefaults()
@@ -70,8 +81,31 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fs.Usage()
 		return usageError{err}
 	}
+	if fs.NArg() > 1 {
+		return bad(fmt.Errorf("replay: one trace at most, got %d", fs.NArg()))
+	}
+	if *configFile != "" {
+		for _, f := range []string{"algo", "limit", "window", "capacity", "rate"} {
+			if set[f] {
+				return bad(fmt.Errorf("replay: --config gives the algorithm and the limits; --%s is not for it", f))
+			}
+		}
+		c, err := config.Load(*configFile)
+		if err != nil {
+			return usageError{fmt.Errorf("replay: %w", err)}
+		}
+		if set["backend"] && *backend != c.Backend {
+			return bad(fmt.Errorf("replay: --backend %s, but %s says %s", *backend, *configFile, c.Backend))
+		}
+		l, err := tiers.New(c.Tiers, limiters.WithSweepInterval(-1))
+		if err != nil {
+			return usageError{fmt.Errorf("replay: %s: %w", *configFile, err)}
+		}
+		defer l.Close()
+		return replay(ctx, fs.Arg(0), stdin, stdout, l)
+	}
 	if *algo == "" {
-		return bad(errors.New("replay: --algo is required"))
+		return bad(errors.New("replay: --algo or --config is required"))
 	}
 	a, err := limiters.ParseAlgorithm(*algo)
 	if err != nil {
@@ -100,25 +134,27 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if *backend != "memory" {
 		return bad(fmt.Errorf("replay: --backend %q is not available; this build has the memory backend only", *backend))
 	}
-	if fs.NArg() > 1 {
-		return bad(fmt.Errorf("replay: one trace at most, got %d", fs.NArg()))
-	}
 
-	in, name := stdin, "standard input"
-	if p := fs.Arg(0); p != "" && p != "-" {
-		f, err := os.Open(p)
-		if err != nil {
-			return usageError{fmt.Errorf("replay: %w", err)}
-		}
-		defer f.Close()
-		in, name = f, p
-	}
 	l, err := memory.New(spec, limiters.WithSweepInterval(-1))
 	if err != nil {
 		return usageError{fmt.Errorf("replay: %w", err)}
 	}
 	defer l.Close()
-	err = harness.Replay(ctx, workloads.NewTraceReader(in), l, stdout)
+	return replay(ctx, fs.Arg(0), stdin, stdout, l)
+}
+
+// replay decides the trace at path (standard input for "" or -) with l.
+func replay(ctx context.Context, path string, stdin io.Reader, stdout io.Writer, l limiters.AtLimiter) error {
+	in, name := stdin, "standard input"
+	if path != "" && path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return usageError{fmt.Errorf("replay: %w", err)}
+		}
+		defer f.Close()
+		in, name = f, path
+	}
+	err := harness.Replay(ctx, workloads.NewTraceReader(in), l, stdout)
 	var te *workloads.TraceError
 	if errors.As(err, &te) {
 		return usageError{fmt.Errorf("replay: %s: %w", name, err)}

@@ -76,6 +76,8 @@ type Limiter struct {
 	users            map[string]string
 }
 
+var _ limiters.AtLimiter = (*Limiter)(nil)
+
 // New returns a limiter for c. The options apply to every limit's
 // limiter.
 func New(c Config, opts ...limiters.Option) (*Limiter, error) {
