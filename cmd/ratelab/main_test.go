@@ -412,3 +412,30 @@ func TestReplayConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestDemo(t *testing.T) {
+	out, errOut, code := ratelab(t, "", "demo")
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	golden(t, "demo.golden", out) // piped: plain text
+	out, _, code = ratelab(t, "", "demo", "--json")
+	var doc struct {
+		Scenes []struct {
+			Title string `json:"title"`
+			Steps []struct {
+				Allowed  bool   `json:"allowed"`
+				DeniedBy string `json:"denied_by"`
+			} `json:"steps"`
+		} `json:"scenes"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil || len(doc.Scenes) != 6 || len(doc.Scenes[5].Steps) != 102 || doc.Scenes[5].Steps[100].DeniedBy != "100/h" {
+		t.Errorf("demo --json: exit %d, %v, %d scenes", code, err, len(doc.Scenes))
+	}
+	if out, _, _ := ratelab(t, "", "demo", "--color", "always"); !strings.Contains(out, "\x1b[") {
+		t.Error("demo --color always: no colour")
+	}
+	if _, errOut, code := ratelab(t, "", "demo", "--color", "sometimes"); code != 2 || !strings.Contains(errOut, "--color must be auto, always or never") {
+		t.Errorf("demo --color sometimes: exit %d: %s", code, errOut)
+	}
+}

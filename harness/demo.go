@@ -1,0 +1,508 @@
+package harness
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/composite"
+	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/limiters/tiers"
+)
+
+// Scene is one part of the demo: a story told by decisions, in simulated
+// time.
+type Scene struct {
+	Title string   `json:"title"`
+	Intro []string `json:"intro"`
+	// Steps are the decisions, in order. A step not Shown is left out of
+	// the text (it is one of many alike), never out of the JSON.
+	Steps []Step `json:"steps"`
+	// Summary, when set, is what the text shows instead of the steps.
+	Summary *Summary `json:"summary,omitempty"`
+	Outro   []string `json:"outro"`
+}
+
+// Step is one request and its decision.
+type Step struct {
+	// At is the time in seconds from the scene's start.
+	At      float64 `json:"t"`
+	User    string  `json:"user"`
+	Limiter string  `json:"limiter"`
+	N       int     `json:"n"`
+	Allowed bool    `json:"allowed"`
+	// Remaining is the quota left after the decision; RetryAfter, for a
+	// denial, is in seconds (null when never).
+	Remaining  int      `json:"remaining"`
+	RetryAfter *float64 `json:"retry_after,omitempty"`
+	// DeniedBy names the limit that denied, for a limiter of several.
+	DeniedBy string `json:"denied_by,omitempty"`
+	Note     string `json:"note,omitempty"`
+	Shown    bool   `json:"-"`
+}
+
+// Summary is a small table that tells a scene better than its steps.
+type Summary struct {
+	Header []string   `json:"header"`
+	Rows   [][]string `json:"rows"`
+	// Bad marks the rows to show as a warning.
+	Bad []bool `json:"-"`
+}
+
+// Demo returns the demo's scenes: the seed examples of a token bucket, two
+// users kept apart, the window edge under all six algorithms, a free and a
+// premium user, and a composite limit that denies on its hourly window.
+// Everything is decided at explicit times: the demo takes milliseconds and
+// gives the same answers every time.
+func Demo() ([]Scene, error) {
+	var scenes []Scene
+	for _, scene := range []func() (Scene, error){burstThenRefill, steadyState, isolation, windowEdge, freeAndPremium, hourly} {
+		s, err := scene()
+		if err != nil {
+			return nil, err
+		}
+		scenes = append(scenes, s)
+	}
+	return scenes, nil
+}
+
+// epoch is where every scene's clock starts: on a whole minute and hour,
+// so that windows begin at t=0.
+var epoch = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func at(s float64) time.Time { return epoch.Add(time.Duration(s * float64(time.Second))) }
+
+// step decides n for user at s seconds and records it.
+func step(l limiters.AtLimiter, limiter, user string, s float64, n int, note string) Step {
+	d := l.AllowAt(user, at(s), n)
+	return record(d, limiter, user, s, n, note)
+}
+
+func record(d limiters.Decision, limiter, user string, s float64, n int, note string) Step {
+	st := Step{At: s, User: user, Limiter: limiter, N: n, Allowed: d.Allowed, Remaining: d.Remaining, Note: note, Shown: true}
+	if !d.Allowed && d.RetryAfter != limiters.Never {
+		r := d.RetryAfter.Seconds()
+		st.RetryAfter = &r
+	}
+	return st
+}
+
+func newLimiter(a limiters.Algorithm, r string) (memory.Limiter, error) {
+	rate, err := limiters.ParseRate(r)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := rate.Spec(a)
+	if err != nil {
+		return nil, err
+	}
+	return memory.New(spec, limiters.WithSweepInterval(-1))
+}
+
+func burstThenRefill() (Scene, error) {
+	l, err := newLimiter(limiters.TokenBucket, "1/s burst 5")
+	if err != nil {
+		return Scene{}, err
+	}
+	defer l.Close()
+	s := Scene{
+		Title: "A burst, then the refill",
+		Intro: []string{"alice has a token bucket of 5, refilled at 1 a second. She asks twice a second."},
+	}
+	for i := range 9 {
+		note := ""
+		if i == 0 {
+			note = "the bucket starts full"
+		}
+		s.Steps = append(s.Steps, step(l, "token-bucket", "alice", float64(i)/2, 1, note))
+	}
+	s.Steps[8].Note = "the last whole token"
+	s.Steps = append(s.Steps, step(l, "token-bucket", "alice", 4.5, 1, "half a token is not enough"))
+	s.Steps = append(s.Steps, step(l, "token-bucket", "alice", 5.5, 1, "a second later, it is"))
+	s.Outro = []string{"The burst is spent by 4s; from then on she gets what refills: one a second."}
+	return s, nil
+}
+
+func steadyState() (Scene, error) {
+	l, err := newLimiter(limiters.TokenBucket, "2/s burst 10")
+	if err != nil {
+		return Scene{}, err
+	}
+	defer l.Close()
+	s := Scene{
+		Title: "A burst, then a steady state",
+		Intro: []string{"charlie has a bucket of 10, refilled at 2 a second. He sends 10 at once, then one every half second."},
+	}
+	for i := range 10 {
+		st := step(l, "token-bucket", "charlie", 0, 1, "")
+		st.Shown = i == 0 || i == 9
+		s.Steps = append(s.Steps, st)
+	}
+	s.Steps[0].Note, s.Steps[9].Note = "the burst: all 10 at t=0", "the burst is spent"
+	s.Steps = append(s.Steps, step(l, "token-bucket", "charlie", 0, 1, "an eleventh at once: denied"))
+	for i := 1; i <= 6; i++ {
+		s.Steps = append(s.Steps, step(l, "token-bucket", "charlie", float64(i)/2, 1, ""))
+	}
+	s.Steps[len(s.Steps)-1].Note = "one token refills between requests"
+	s.Outro = []string{"At the refill rate he is never denied again: a bucket takes a burst and then holds the rate."}
+	return s, nil
+}
+
+func isolation() (Scene, error) {
+	l, err := newLimiter(limiters.TokenBucket, "1/s burst 3")
+	if err != nil {
+		return Scene{}, err
+	}
+	defer l.Close()
+	s := Scene{
+		Title: "Two users, kept apart",
+		Intro: []string{"alice and bob each have a bucket of 3, refilled at 1 a second."},
+	}
+	for range 4 {
+		s.Steps = append(s.Steps, step(l, "token-bucket", "alice", 0, 1, ""))
+	}
+	s.Steps[3].Note = "alice has spent hers"
+	s.Steps = append(s.Steps,
+		step(l, "token-bucket", "bob", 0, 1, "bob's is full: alice's denial is not his"),
+		step(l, "token-bucket", "alice", 1, 1, "one token back"),
+		step(l, "token-bucket", "bob", 1, 1, ""))
+	s.Outro = []string{"Every user has a limit of their own; nobody's traffic spends anybody else's."}
+	return s, nil
+}
+
+func windowEdge() (Scene, error) {
+	s := Scene{
+		Title: "The window edge, all six algorithms",
+		Intro: []string{
+			"Every algorithm gets the same limit, 5 a minute (a bucket: 5, refilled over a minute).",
+			"mallory sends 5 requests one second before the minute turns, and 5 more one second after.",
+		},
+		Summary: &Summary{Header: []string{"algorithm", "at 0:59", "at 1:01", "in those 2 seconds", ""}},
+	}
+	for _, a := range limiters.Algorithms() {
+		rate := "5/min"
+		if a.IsBucket() {
+			rate = "5/min burst 5"
+		}
+		l, err := newLimiter(a, rate)
+		if err != nil {
+			return Scene{}, err
+		}
+		before, after := 0, 0
+		for i, t := range []float64{59, 59, 59, 59, 59, 61, 61, 61, 61, 61} {
+			st := step(l, string(a), "mallory", t, 1, "")
+			st.Shown = false
+			s.Steps = append(s.Steps, st)
+			if st.Allowed && i < 5 {
+				before++
+			} else if st.Allowed {
+				after++
+			}
+		}
+		l.Close()
+		verdict, bad := "holds the limit", false
+		if before+after > 5 {
+			verdict, bad = fmt.Sprintf("%dx the limit", (before+after)/5), true
+		}
+		s.Summary.Rows = append(s.Summary.Rows, []string{string(a), fmt.Sprint(before, " of 5"), fmt.Sprint(after, " of 5"), fmt.Sprint(before + after), verdict})
+		s.Summary.Bad = append(s.Summary.Bad, bad)
+	}
+	s.Outro = []string{"The fixed window forgets everything when the minute turns: 10 in two seconds.",
+		"The others remember the last minute, exactly (the log) or near enough (the counter, the buckets)."}
+	return s, nil
+}
+
+func rates(rs ...string) ([]composite.Limit, error) {
+	var out []composite.Limit
+	for _, r := range rs {
+		rate, err := limiters.ParseRate(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, composite.Limit{Rate: rate})
+	}
+	return out, nil
+}
+
+func freeAndPremium() (Scene, error) {
+	free, err := rates("5/min")
+	if err != nil {
+		return Scene{}, err
+	}
+	premium, err := rates("100/min")
+	if err != nil {
+		return Scene{}, err
+	}
+	l, err := tiers.New(tiers.Config{
+		Algorithm: limiters.SlidingCounter,
+		Tiers:     map[string][]composite.Limit{"free": free, "premium": premium},
+		Default:   "free",
+		Users:     map[string]string{"paula": "premium"},
+	}, limiters.WithSweepInterval(-1))
+	if err != nil {
+		return Scene{}, err
+	}
+	defer l.Close()
+	s := Scene{
+		Title: "A free user and a premium user",
+		Intro: []string{"Tiers: free gets 5 a minute, premium 100 (sliding counters). paula is premium; frank is in no list, so he is free."},
+	}
+	for i := range 7 {
+		for _, u := range []string{"frank", "paula"} {
+			_, tier := l.Limits(u)
+			st := step(l, tier, u, float64(i)/10, 1, "")
+			st.Shown = i < 2 || i >= 4
+			s.Steps = append(s.Steps, st)
+		}
+	}
+	s.Steps[10].Note = "free: 5 a minute, spent; the counter waits for 1/5 of the next minute"
+	if err := l.SetTier("frank", "premium"); err != nil {
+		return Scene{}, err
+	}
+	s.Steps = append(s.Steps, step(l, "premium", "frank", 1, 1, "frank upgrades: a premium quota at once"))
+	s.Outro = []string{"Same traffic, different limits: the tier decides, and changing it takes effect on the next request."}
+	return s, nil
+}
+
+func hourly() (Scene, error) {
+	limits, err := rates("2/s", "60/min", "100/h")
+	if err != nil {
+		return Scene{}, err
+	}
+	l, err := composite.New(limiters.SlidingLog, limits, limiters.WithSweepInterval(-1))
+	if err != nil {
+		return Scene{}, err
+	}
+	defer l.Close()
+	s := Scene{
+		Title: "Three limits at once, and the hour runs out",
+		Intro: []string{
+			"olga's API key has 2 a second AND 60 a minute AND 100 an hour (sliding logs, all or nothing).",
+			"Her script sends a request every 1.5 seconds: 40 a minute, well inside the first two limits.",
+		},
+	}
+	per := make([]limiters.Decision, len(limits))
+	for i := range 102 {
+		t := 1.5 * float64(i)
+		d, denied := l.DecideAt("olga", at(t), 1, per)
+		st := record(d, "2/s & 60/min & 100/h", "olga", t, 1, "")
+		if denied >= 0 {
+			st.DeniedBy = limits[denied].Rate.String()
+		}
+		st.Shown = i < 2 || i >= 98
+		s.Steps = append(s.Steps, st)
+	}
+	s.Steps[99].Note = "the hundredth this hour"
+	s.Steps[100].Note = "the hour's limit denies, until the first leaves the hour"
+	s.Outro = []string{
+		fmt.Sprintf("Only the hour denied. The other limits would have admitted, and were not charged: olga still has %d of her 2 a second and %d of her 60 a minute.",
+			per[0].Remaining, per[1].Remaining),
+		"Each limit answers for its own window; a burst would meet the 2 a second first.",
+	}
+	return s, nil
+}
+
+// WriteDemo writes scenes for a person at a terminal: a table of
+// decisions a scene (steps alike elided), colours when color is set.
+func WriteDemo(w io.Writer, scenes []Scene, color bool) error {
+	p := painter(color)
+	bw := bufio.NewWriter(w)
+	fmt.Fprintln(bw, p.bold("ratelab demo")+p.dim(": rate limiters at work, in simulated time (the same answers every run)"))
+	for i, s := range scenes {
+		fmt.Fprintf(bw, "\n%s %s\n", p.title(fmt.Sprintf("%d.", i+1)), p.title(s.Title))
+		for _, line := range s.Intro {
+			fmt.Fprintln(bw, wrapIndent(line, "   ", 88))
+		}
+		fmt.Fprintln(bw)
+		if s.Summary != nil {
+			writeSummary(bw, p, s.Summary)
+		} else {
+			writeSteps(bw, p, s.Steps)
+		}
+		fmt.Fprintln(bw)
+		for _, line := range s.Outro {
+			fmt.Fprintln(bw, wrapIndent(line, "   ", 88))
+		}
+	}
+	return bw.Flush()
+}
+
+func writeSteps(w io.Writer, p painter, steps []Step) {
+	deniedBy := false
+	for _, st := range steps {
+		deniedBy = deniedBy || st.DeniedBy != ""
+	}
+	header := []string{"t", "user", "limiter", "result", "left", "retry in"}
+	if deniedBy {
+		header = append(header, "denied by")
+	}
+	rows := [][]string{header}
+	kinds := []string{"header"}
+	for i := 0; i < len(steps); {
+		st := steps[i]
+		if !st.Shown {
+			j, admitted := i, 0
+			for ; j < len(steps) && !steps[j].Shown; j++ {
+				if steps[j].Allowed {
+					admitted++
+				}
+			}
+			what := fmt.Sprintf("%d more alike", j-i)
+			switch admitted {
+			case j - i:
+				what += ", all admitted"
+			case 0:
+				what += ", all denied"
+			default:
+				what += fmt.Sprintf(": %d admitted, %d denied", admitted, j-i-admitted)
+			}
+			rows = append(rows, []string{"⋮", what})
+			kinds = append(kinds, "elided")
+			i = j
+			continue
+		}
+		result, retry := "ALLOW", ""
+		if !st.Allowed {
+			result, retry = "DENY", "never"
+			if st.RetryAfter != nil {
+				retry = seconds(*st.RetryAfter)
+			}
+		}
+		row := []string{seconds(st.At), st.User, st.Limiter, result, fmt.Sprint(st.Remaining), retry}
+		if deniedBy {
+			row = append(row, st.DeniedBy)
+		}
+		rows = append(rows, append(row, st.Note))
+		kinds = append(kinds, result)
+		i++
+	}
+	widths := make([]int, len(header))
+	for k, r := range rows {
+		if kinds[k] == "elided" {
+			continue
+		}
+		for c := range header {
+			if c < len(r) {
+				widths[c] = max(widths[c], utf8.RuneCountInString(r[c]))
+			}
+		}
+	}
+	right := map[int]bool{0: true, 4: true, 5: true} // t, left, retry
+	for k, r := range rows {
+		var b strings.Builder
+		b.WriteString("   ")
+		if kinds[k] == "elided" {
+			b.WriteString(pad(r[0], widths[0], true))
+			b.WriteString("  ")
+			b.WriteString(p.dim(r[1]))
+			fmt.Fprintln(w, b.String())
+			continue
+		}
+		for c, cell := range r {
+			if c >= len(header) { // the note
+				if cell != "" {
+					b.WriteString("  ")
+					b.WriteString(p.dim(cell))
+				}
+				continue
+			}
+			if c > 0 {
+				b.WriteString("  ")
+			}
+			padded := pad(cell, widths[c], right[c])
+			switch {
+			case kinds[k] == "header":
+				padded = p.dim(padded)
+			case c == 3 && cell == "ALLOW":
+				padded = p.green(padded)
+			case c == 3 && cell == "DENY":
+				padded = p.red(padded)
+			}
+			b.WriteString(padded)
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+}
+
+func writeSummary(w io.Writer, p painter, s *Summary) {
+	widths := make([]int, len(s.Header))
+	for _, r := range append([][]string{s.Header}, s.Rows...) {
+		for c, cell := range r {
+			widths[c] = max(widths[c], utf8.RuneCountInString(cell))
+		}
+	}
+	line := func(r []string, style func(string) string) {
+		var b strings.Builder
+		b.WriteString("   ")
+		for c, cell := range r {
+			if c > 0 {
+				b.WriteString("  ")
+			}
+			b.WriteString(style(pad(cell, widths[c], c > 0 && c < len(r)-1)))
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+	line(s.Header, p.dim)
+	for i, r := range s.Rows {
+		style := p.green
+		if s.Bad[i] {
+			style = p.red
+		}
+		line(r, style)
+	}
+}
+
+// seconds formats s seconds for the demo: 0.5s, 12s, 2m28.5s.
+func seconds(s float64) string {
+	d := time.Duration(math.Round(s*10)) * 100 * time.Millisecond
+	if d < time.Minute {
+		return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
+	}
+	return d.String()
+}
+
+func pad(s string, width int, right bool) string {
+	gap := strings.Repeat(" ", max(0, width-utf8.RuneCountInString(s)))
+	if right {
+		return gap + s
+	}
+	return s + gap
+}
+
+// wrapIndent wraps s at width, each line indented.
+func wrapIndent(s, indent string, width int) string {
+	var lines []string
+	line := indent
+	for _, word := range strings.Fields(s) {
+		if len(line) > len(indent) && len(line)+1+len(word) > width {
+			lines = append(lines, line)
+			line = indent
+		}
+		if len(line) > len(indent) {
+			line += " "
+		}
+		line += word
+	}
+	return strings.Join(append(lines, line), "\n")
+}
+
+// painter colours text with ANSI escapes, or leaves it plain.
+type painter bool
+
+func (p painter) paint(code, s string) string {
+	if !p {
+		return s
+	}
+	return "\x1b[" + code + "m" + s + "\x1b[0m"
+}
+func (p painter) bold(s string) string  { return p.paint("1", s) }
+func (p painter) title(s string) string { return p.paint("1;36", s) }
+func (p painter) dim(s string) string   { return p.paint("2", s) }
+func (p painter) green(s string) string { return p.paint("32", s) }
+func (p painter) red(s string) string   { return p.paint("1;31", s) }
