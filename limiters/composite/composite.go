@@ -7,9 +7,10 @@
 //
 // Each limit is kept by an in-memory limiter of the chosen algorithm (any
 // of the six). A decision holds one lock for its key (one of 256, by a hash
-// of the key) across all its limits: it first reads every limit's quota
-// without consuming, and only when all admit does it consume from each,
-// so concurrent callers never see one limit consumed and another not.
+// of the key) across all its limits: it reads the quota of every limit but
+// the last without consuming, lets the last decide, and only when all
+// admit does it consume from the others, so concurrent callers never see
+// one limit consumed and another not.
 //
 // The decision reports the most restrictive limit's quota (the least
 // Remaining, and that limit's Limit; of equal Remaining, the smaller
@@ -41,8 +42,10 @@ type Limit struct {
 	Rate limiters.Rate
 }
 
-// MaxLimits is the most limits one composite takes.
-const MaxLimits = 16
+// MaxLimits is the most limits one composite takes. (A decision keeps one
+// Decision a limit on its stack; at 16 zeroing them cost more than a
+// limit's own decision.)
+const MaxLimits = 8
 
 // Limiter enforces several limits on each key, all or nothing.
 type Limiter struct {
@@ -147,29 +150,52 @@ func (l *Limiter) AllowAt(key string, t time.Time, n int) limiters.Decision {
 // after it; for a denied one, a denying limit's denial of it and a
 // non-denying limit's state (Allowed, nothing consumed).
 func (l *Limiter) DecideAt(key string, t time.Time, n int, per []limiters.Decision) (d limiters.Decision, denied int) {
-	var buf [MaxLimits]limiters.Decision
-	if len(per) < len(l.inner) {
-		per = buf[:len(l.inner)]
-	}
 	if n < 1 {
 		d = l.PeekAt(key, t)
 		d.Allowed, d.RetryAfter = false, limiters.Never
 		return d, -1
 	}
+	if len(l.inner) == 1 { // one limit decides alone, under its own locks
+		d = l.inner[0].AllowAt(key, t, n)
+		if len(per) > 0 {
+			per[0] = d
+		}
+		if !d.Allowed {
+			return d, 0
+		}
+		return d, -1
+	}
+	var buf [MaxLimits]limiters.Decision
+	if len(per) < len(l.inner) {
+		per = buf[:len(l.inner)]
+	}
 	mu := l.lock(key)
 	mu.Lock()
+	// Every limit admits n exactly when n <= its Remaining: the limits
+	// but the last are peeked, and if they all admit, the last decides
+	// for real (consuming only if it admits) before the others consume.
+	last := len(l.inner) - 1
 	admit := true
-	for i, in := range l.inner {
+	for i, in := range l.inner[:last] {
 		per[i] = in.PeekAt(key, t)
-		if n > per[i].Remaining {
-			admit = false
-		}
+		admit = admit && n <= per[i].Remaining
 	}
-	for i, in := range l.inner {
-		// Every limit admits n exactly when n <= its Remaining, so the
-		// calls that consume all admit, and the others consume nothing.
-		if admit || n > per[i].Remaining {
-			per[i] = in.AllowAt(key, t, n)
+	if admit {
+		per[last] = l.inner[last].AllowAt(key, t, n)
+		admit = per[last].Allowed
+		for i, in := range l.inner[:last] {
+			if admit {
+				per[i] = in.AllowAt(key, t, n)
+			}
+		}
+	} else if per[last] = l.inner[last].PeekAt(key, t); n > per[last].Remaining {
+		per[last] = l.inner[last].AllowAt(key, t, n) // a denial: consumes nothing
+	}
+	if !admit {
+		for i, in := range l.inner[:last] {
+			if n > per[i].Remaining {
+				per[i] = in.AllowAt(key, t, n) // its denial, for its RetryAfter
+			}
 		}
 	}
 	mu.Unlock()

@@ -215,8 +215,8 @@ func TestNewRefuses(t *testing.T) {
 		limits []Limit
 		says   string
 	}{
-		{limiters.GCRA, nil, "want 1 to 16 limits, got 0"},
-		{limiters.GCRA, many, "want 1 to 16 limits, got 17"},
+		{limiters.GCRA, nil, "want 1 to 8 limits, got 0"},
+		{limiters.GCRA, many, "want 1 to 8 limits, got 9"},
 		{limiters.SlidingLog, []Limit{r("10/s"), r("10/s")}, `limits 1 and 2 are both named "10/s"`},
 		{limiters.FixedWindow, []Limit{r("10/min"), r("10/s burst 20")}, "limit 2 (10/s burst 20): limiters: invalid parameter: fixed-window has no burst"},
 		{limiters.GCRA, []Limit{{Name: "fast", Rate: limiters.Rate{N: 3, Per: time.Nanosecond}}}, "limit 1 (fast): 3/1ns for gcra"},

@@ -166,7 +166,7 @@ func TestConfigRefused(t *testing.T) {
 		{func(c *Config) { c.Algorithm = "magic" }, "unknown algorithm"},
 		{func(c *Config) { c.Tiers = nil }, "no tiers"},
 		{func(c *Config) { c.Default = "gold" }, `the default tier "gold" is not a tier (the tiers: free, premium)`},
-		{func(c *Config) { c.Overrides["olga"] = nil }, `user "olga"'s override: composite: limiters: invalid parameter: want 1 to 16 limits, got 0`},
+		{func(c *Config) { c.Overrides["olga"] = nil }, `user "olga"'s override: composite: limiters: invalid parameter: want 1 to 8 limits, got 0`},
 	} {
 		c := config(t)
 		tt.change(&c)
