@@ -66,6 +66,9 @@ type Config struct {
 	// Trace, if not nil, is a recorded workload run beside the generated
 	// ones, as workload "trace".
 	Trace *workloads.Workload
+	// Extra are subjects run after the named ones: a configuration's
+	// tiers (TiersSubject).
+	Extra []Subject
 }
 
 // MaxRequests is the most requests a workload may have: a guard against
@@ -229,6 +232,7 @@ func Lab(ctx context.Context, c Config, progress io.Writer) (*results.File, erro
 		return nil, err
 	}
 	subjects, _ := SubjectsNamed(c.Limiters)
+	subjects = append(subjects, c.Extra...)
 	names := c.Workloads
 	if c.Trace != nil {
 		names = append(slices.Clone(names), "trace")
@@ -264,7 +268,11 @@ func Lab(ctx context.Context, c Config, progress io.Writer) (*results.File, erro
 		}
 		for _, s := range subjects {
 			base := results.Run{Limiter: s.Name, Library: s.Library, Algorithm: string(s.Algorithm), Backend: s.Backend, Workload: name}
-			if has(ModeSimulated) {
+			if has(ModeSimulated) && s.OwnLimits != "" {
+				r := base
+				r.SkippedBecause = "its limits are its own (" + s.OwnLimits + "), not the lab's N per W: replay a trace through it (ratelab replay --config) to see its decisions"
+				f.Runs = append(f.Runs, r)
+			} else if has(ModeSimulated) {
 				p.step(fmt.Sprintf("accuracy of %s on %s", s.Name, name), 1)
 				r, elapsed, err := accuracyRun(ctx, c, s, w, ideal)
 				if err != nil {
@@ -319,6 +327,16 @@ func Lab(ctx context.Context, c Config, progress io.Writer) (*results.File, erro
 		}
 	}
 	p.finish()
+	for _, s := range subjects {
+		if s.OwnLimits == "" {
+			continue
+		}
+		for i := range f.Runs {
+			if f.Runs[i].Limiter == s.Name {
+				f.Runs[i].OwnLimits = s.OwnLimits
+			}
+		}
+	}
 	if simTime > 0 {
 		f.Meta.SimulationPerS = float64(simDecisions) / simTime.Seconds()
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/ratelab/ratelab/harness/peers"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/limiters/tiers"
 )
 
 // Subject is a limiter under test: one of ratelab's algorithms, or a peer
@@ -24,6 +25,42 @@ type Subject struct {
 	NewAt func(w limiters.Window) (AtDecider, func(), error)
 	// New returns it deciding at its own clock, for real time.
 	New func(w limiters.Window) (limiters.Limiter, func(), error)
+	// OwnLimits, when set, says the limiter has limits of its own (a
+	// configuration's tiers) and ignores the lab's N per W: it is timed,
+	// weighed and run in real time like the others, but its accuracy is
+	// not judged against an N per W it does not have.
+	OwnLimits string
+}
+
+// TiersSubject is the limiter a configuration describes (package
+// limiters/tiers), as a subject named name: every user of the workloads
+// not in c's lists is in its default tier.
+func TiersSubject(name string, c tiers.Config) Subject {
+	newTiers := func(limiters.Window) (*tiers.Limiter, func(), error) {
+		l, err := tiers.New(c, limiters.WithSweepInterval(-1))
+		if err != nil {
+			return nil, nil, err
+		}
+		return l, func() { l.Close() }, nil
+	}
+	return Subject{
+		Name: name, Library: "ratelab", Algorithm: c.Algorithm, Backend: "memory",
+		OwnLimits: fmt.Sprintf("%s, the default tier %s", name, c.Default),
+		NewAt: func(w limiters.Window) (AtDecider, func(), error) {
+			l, stop, err := newTiers(w)
+			if err != nil {
+				return nil, nil, err
+			}
+			return l, stop, nil
+		},
+		New: func(w limiters.Window) (limiters.Limiter, func(), error) {
+			l, stop, err := newTiers(w)
+			if err != nil {
+				return nil, nil, err
+			}
+			return l, stop, nil
+		},
+	}
 }
 
 // AtDecider decides at explicit times.

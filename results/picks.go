@@ -14,6 +14,9 @@ import (
 type score struct {
 	name, algorithm string
 	peer            bool
+	// own is whether the limiter had limits of its own (Run.OwnLimits):
+	// in the scorecard, never in the picks.
+	own bool
 	// worst is the most any key had in any window, over N, on the
 	// workload where it was most; attack is that on the boundary attack.
 	worst, attack float64
@@ -69,7 +72,7 @@ func scores(f *File) (out []*score, floor *score) {
 		}
 		i := slices.IndexFunc(out, func(s *score) bool { return s.name == r.Limiter })
 		if i < 0 {
-			out = append(out, &score{name: r.Limiter, algorithm: r.Algorithm, peer: r.Library != "ratelab"})
+			out = append(out, &score{name: r.Limiter, algorithm: r.Algorithm, peer: r.Library != "ratelab", own: r.OwnLimits != ""})
 			i = len(out) - 1
 		}
 		return out[i]
@@ -186,6 +189,7 @@ type Pick struct {
 // algorithm. A need f has no numbers for is left out.
 func Picks(f *File) (picks []Pick, versus []string) {
 	all, floor := scores(f)
+	all = slices.DeleteFunc(all, func(s *score) bool { return s.own }) // not held to the same limit
 	g := fullSpeed(f)
 	best := func(keep func(*score) bool, less func(a, b *score) bool) *score {
 		var b *score

@@ -129,6 +129,10 @@ type Run struct {
 	SendLagNS *Latency `json:"send_lag_ns,omitempty"`
 	// SkippedBecause says why a run did not happen.
 	SkippedBecause string `json:"skipped_because,omitempty"`
+	// OwnLimits, when set, says the limiter had limits of its own (a
+	// configuration's tiers), not the lab's N per W: its costs compare
+	// with the others', its decisions do not, and the picks leave it out.
+	OwnLimits string `json:"own_limits,omitempty"`
 	// Edge is, for an accuracy run on the boundary attack, what one
 	// attacker had admitted in the trailing window after each of its
 	// requests, over the first few windows: the picture of a window edge.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratelab/ratelab/config"
 	"github.com/ratelab/ratelab/harness"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/plots"
@@ -76,6 +77,7 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs.Float64Var(&c.OfferedRate, "rate", 0, "the total offered rate of the paced runs, per second (default 200000)")
 	fs.Uint64Var(&c.Seed, "seed", 1, "the seed of every workload")
 	trace := fs.String("trace", "", "also run this trace (a t,key[,n] CSV, as for replay) as workload \"trace\"")
+	configFile := fs.String("config", "", "also run the limiter this configuration file describes (its tiers; users not listed are in its default tier), as limiter \"config\"")
 	out := fs.String("out", "out", "the folder results go to")
 	fs.BoolVar(&c.Quick, "quick", false, "a short run, for CI and a first look")
 	fs.Usage = func() {
@@ -114,6 +116,13 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return usagef("bench: %s has no requests", *trace)
 		}
 		c.Trace = w
+	}
+	if *configFile != "" {
+		cfg, err := config.Load(*configFile)
+		if err != nil {
+			return usageError{fmt.Errorf("bench: %w", err)}
+		}
+		c.Extra = append(c.Extra, harness.TiersSubject("config", cfg.Tiers))
 	}
 
 	var progress io.Writer

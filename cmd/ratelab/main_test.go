@@ -439,3 +439,43 @@ func TestDemo(t *testing.T) {
 		t.Errorf("demo --color sometimes: exit %d: %s", code, errOut)
 	}
 }
+
+// bench --config runs the configuration's limiter beside the others:
+// timed and weighed, its accuracy not judged against an N per W it does
+// not have, and never picked.
+func TestBenchConfig(t *testing.T) {
+	out := t.TempDir()
+	stdout, stderr, code := ratelab(t, "", "bench", "--limiters", "gcra", "--workloads", "uniform", "--modes", "simulated,memory,timing",
+		"--users", "5", "--many-users", "2000", "--simulated", "3s", "--timing-rounds", "2", "--limit", "10",
+		"--config", filepath.Join("..", "..", "config", "testdata", "tiers.yaml"), "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	f, err := results.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes := map[string]bool{}
+	for _, r := range f.Runs {
+		if r.Limiter != "config" {
+			continue
+		}
+		modes[r.Mode] = true
+		if r.OwnLimits == "" || r.Algorithm != "sliding-counter" {
+			t.Errorf("config's run %+v: want own limits, sliding-counter", r)
+		}
+		if r.Mode == "" && !strings.Contains(r.SkippedBecause, "its limits are its own") {
+			t.Errorf("config's accuracy run: %+v", r)
+		}
+	}
+	if !modes[""] || !modes["memory"] || !modes["timing"] {
+		t.Errorf("config ran in %v, want skipped accuracy, memory and timing", modes)
+	}
+	picks := strings.Index(stdout, "Which limiter should I pick?")
+	if picks < 0 || strings.Contains(stdout[picks:], "config") {
+		t.Errorf("no picks, or config among them:\n%s", stdout)
+	}
+	if _, stderr, code := ratelab(t, "", "bench", "--config", "testdata/typo.yaml", "--out", out); code != 2 || !strings.Contains(stderr, "typo.yaml:7: tiers.pro[1].nmae") {
+		t.Errorf("bench --config with a typo: exit %d: %s", code, stderr)
+	}
+}
