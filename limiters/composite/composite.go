@@ -7,10 +7,11 @@
 //
 // Each limit is kept by an in-memory limiter of the chosen algorithm (any
 // of the six). A decision holds one lock for its key (one of 256, by a hash
-// of the key) across all its limits: it reads the quota of every limit but
-// the last without consuming, lets the last decide, and only when all
-// admit does it consume from the others, so concurrent callers never see
-// one limit consumed and another not.
+// of the key) across all its limits: it asks every limit but the last what
+// it would decide without consuming (PeekAtN), lets the last decide, and
+// only when all admit does it charge the others, so concurrent callers
+// never see one limit consumed and another not, and a denial charges
+// none even when a key is evicted or swept between the calls.
 //
 // The decision reports the most restrictive limit's quota (the least
 // Remaining, and that limit's Limit; of equal Remaining, the smaller
@@ -53,8 +54,10 @@ type Limiter struct {
 	limits []Limit
 	inner  []memory.Limiter
 	clock  limiters.Clock
-	seed   maphash.Seed
-	locks  [256]struct {
+	// keyNames is whether the limits keep their keys, which Walk needs.
+	keyNames bool
+	seed     maphash.Seed
+	locks    [256]struct {
 		sync.Mutex
 		_ [56]byte // one lock a cache line: neighbours do not contend
 	}
@@ -80,7 +83,7 @@ func New(a limiters.Algorithm, limits []Limit, opts ...limiters.Option) (*Limite
 	if err != nil {
 		return nil, fmt.Errorf("composite: %w", err)
 	}
-	l := &Limiter{algo: a, limits: make([]Limit, len(limits)), clock: o.Clock, seed: maphash.MakeSeed()}
+	l := &Limiter{algo: a, limits: make([]Limit, len(limits)), clock: o.Clock, keyNames: o.KeepKeyNames, seed: maphash.MakeSeed()}
 	seen := map[string]int{}
 	for i, lim := range limits {
 		if lim.Name == "" {
@@ -112,6 +115,9 @@ func (l *Limiter) Algorithm() limiters.Algorithm { return l.algo }
 
 // Limits returns the limits, named (a copy).
 func (l *Limiter) Limits() []Limit { return append([]Limit(nil), l.limits...) }
+
+// LimitName returns the name of limit i, as DecideAt numbers them.
+func (l *Limiter) LimitName(i int) string { return l.limits[i].Name }
 
 func (l *Limiter) lock(key string) *sync.Mutex {
 	return &l.locks[maphash.String(l.seed, key)%uint64(len(l.locks))].Mutex
@@ -171,32 +177,24 @@ func (l *Limiter) DecideAt(key string, t time.Time, n int, per []limiters.Decisi
 	}
 	mu := l.lock(key)
 	mu.Lock()
-	// Every limit admits n exactly when n <= its Remaining: the limits
-	// but the last are peeked, and if they all admit, the last decides
-	// for real (consuming only if it admits) before the others consume.
+	// Every limit but the last says, without consuming, what it would
+	// decide; if all would admit, the last decides for real, and only if
+	// it admits are the others charged. A denial charges none.
 	last := len(l.inner) - 1
 	admit := true
 	for i, in := range l.inner[:last] {
-		per[i] = in.PeekAt(key, t)
-		admit = admit && n <= per[i].Remaining
+		per[i] = in.PeekAtN(key, t, n)
+		admit = admit && per[i].Allowed
 	}
 	if admit {
 		per[last] = l.inner[last].AllowAt(key, t, n)
-		admit = per[last].Allowed
-		for i, in := range l.inner[:last] {
-			if admit {
+		if admit = per[last].Allowed; admit {
+			for i, in := range l.inner[:last] {
 				per[i] = in.AllowAt(key, t, n)
 			}
 		}
-	} else if per[last] = l.inner[last].PeekAt(key, t); n > per[last].Remaining {
-		per[last] = l.inner[last].AllowAt(key, t, n) // a denial: consumes nothing
-	}
-	if !admit {
-		for i, in := range l.inner[:last] {
-			if n > per[i].Remaining {
-				per[i] = in.AllowAt(key, t, n) // its denial, for its RetryAfter
-			}
-		}
+	} else {
+		per[last] = l.inner[last].PeekAtN(key, t, n)
 	}
 	mu.Unlock()
 	return combine(per[:len(l.inner)], admit)
@@ -274,8 +272,12 @@ func (l *Limiter) ResetAll(ctx context.Context) error {
 }
 
 // Walk calls fn with each key any limit holds and what Peek reports for
-// it, until fn returns false. It needs the limiters made WithKeyNames.
+// it, until fn returns false. It needs the limiter made WithKeyNames: the
+// limits keep only hashes otherwise, and Walk says so.
 func (l *Limiter) Walk(ctx context.Context, fn func(key string, d limiters.Decision) bool) error {
+	if !l.keyNames {
+		return fmt.Errorf("composite: Walk needs the keys: make the limiter WithKeyNames")
+	}
 	now := l.now()
 	seen := map[string]bool{}
 	for _, in := range l.inner {

@@ -242,3 +242,74 @@ func TestDecideAllocatesNothing(t *testing.T) {
 		t.Errorf("%v allocations a decision, want 0", n)
 	}
 }
+
+// PeekAtN, which the composite asks before it charges anything, tells
+// exactly what AllowAt then decides, for every algorithm, on random
+// traces with costs above the limits and times stepping back.
+func TestPeekAtNAgreesWithAllowAt(t *testing.T) {
+	for _, a := range limiters.Algorithms() {
+		spec, err := rate(t, "5/2s").Spec(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := memory.New(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(7, uint64(len(a))))
+		at := t0
+		for i := range 3000 {
+			at = at.Add(time.Duration(rng.IntN(700)-100) * time.Millisecond)
+			key, n := fmt.Sprint("k", rng.IntN(3)), 1+rng.IntN(7)
+			peek := l.PeekAtN(key, at, n)
+			got := l.AllowAt(key, at, n)
+			if peek.Allowed != got.Allowed || peek.RetryAfter != got.RetryAfter {
+				t.Fatalf("%s, request %d: PeekAtN(%s, t0+%v, %d) = %+v, AllowAt then = %+v", a, i, key, at.Sub(t0), n, peek, got)
+			}
+		}
+		l.Close()
+	}
+}
+
+// Keys evicted by other keys' traffic (WithMaxKeys) between the calls of
+// one decision: a denial still charges nothing, and says who denied.
+func TestEvictionNeverChargesADenial(t *testing.T) {
+	l, err := New(limiters.FixedWindow, []Limit{{Rate: rate(t, "1/h")}, {Rate: rate(t, "1000/h")}, {Rate: rate(t, "999/h")}}, limiters.WithMaxKeys(64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var wg sync.WaitGroup
+	var bad sync.Map
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 3000 {
+				key := fmt.Sprint("repeat", g%2, i%8)
+				if g >= 2 {
+					key = fmt.Sprint("fresh", g, i)
+				}
+				d, denied := l.DecideAt(key, t0, 1, nil)
+				if d.Allowed != (denied < 0) || !d.Allowed && d.RetryAfter <= 0 {
+					bad.Store(key, fmt.Sprintf("%+v denied by %d", d, denied))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	bad.Range(func(k, v any) bool {
+		t.Errorf("%s: %s", k, v)
+		return false
+	})
+}
+
+func TestWalkNeedsKeyNames(t *testing.T) {
+	l, err := New(limiters.GCRA, []Limit{{Rate: rate(t, "1/s")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.AllowAt("k", t0, 1)
+	if err := l.Walk(t.Context(), func(string, limiters.Decision) bool { return true }); err == nil || !strings.Contains(err.Error(), "WithKeyNames") {
+		t.Errorf("Walk without key names = %v", err)
+	}
+}

@@ -78,9 +78,7 @@ func New(w limiters.Window, opts ...limiters.Option) (*Limiter, error) {
 		}
 		return (s.window + 1) * length
 	}, o)
-	l.Keys = keytable.NewKeys(l.tab, func(s *state, now int64) limiters.Decision {
-		return l.peek(s, now, 1)
-	})
+	l.Keys = keytable.NewKeys(l.tab, l.peek)
 	return l, nil
 }
 

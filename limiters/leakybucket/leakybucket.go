@@ -82,9 +82,7 @@ func New(b limiters.Bucket, opts ...limiters.Option) (*Limiter, error) {
 	t := int64(b.Interval())
 	l := &Limiter{b: b, c: b.Capacity, t: t, ct: int64(b.Capacity) * t, byT: qdiv.New(t)}
 	l.tab = keytable.New(b.Capacity, idleAt, o)
-	l.Keys = keytable.NewKeys(l.tab, func(s *state, now int64) limiters.Decision {
-		return l.peek(s, now, 1)
-	})
+	l.Keys = keytable.NewKeys(l.tab, l.peek)
 	return l, nil
 }
 

@@ -23,6 +23,9 @@ type Limiter interface {
 	limiters.Resetter
 	limiters.ResetAller
 	limiters.Walker
+	// PeekAtN reports what AllowAt(key, t, n) would decide, without
+	// consuming anything.
+	PeekAtN(key string, t time.Time, n int) limiters.Decision
 	// WalkAt is Walk as of time t.
 	WalkAt(t time.Time, fn func(key string, d limiters.Decision) bool)
 	// Stats reports what the limiter holds.

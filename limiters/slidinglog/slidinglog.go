@@ -113,9 +113,7 @@ func New(w limiters.Window, opts ...limiters.Option) (*Limiter, error) {
 		r, mask := s.ring()
 		return at(r, mask, s.head, int(s.n)-1) + length
 	}, o)
-	l.Keys = keytable.NewKeys(l.tab, func(s *state, now int64) limiters.Decision {
-		return l.peek(s, now, 1)
-	})
+	l.Keys = keytable.NewKeys(l.tab, l.peek)
 	return l, nil
 }
 

@@ -78,9 +78,7 @@ func New(b limiters.Bucket, opts ...limiters.Option) (*Limiter, error) {
 	l := &Limiter{b: b, c: b.Capacity, t: t, ct: ct, byT: qdiv.New(t)}
 	// The bucket is full again once the missing tokens have refilled.
 	l.tab = keytable.New(b.Capacity, func(s *state) int64 { return s.last + ct - s.tokens }, o)
-	l.Keys = keytable.NewKeys(l.tab, func(s *state, now int64) limiters.Decision {
-		return l.peek(s, now, 1)
-	})
+	l.Keys = keytable.NewKeys(l.tab, l.peek)
 	return l, nil
 }
 

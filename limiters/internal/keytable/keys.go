@@ -19,13 +19,23 @@ import (
 // own arithmetic.
 type Keys[S any] struct {
 	tab *Table[S]
-	// peek reports s (nil for a fresh key) at now as Peek does.
-	peek func(s *S, now int64) limiters.Decision
+	// peek reports, without consuming, what a request of cost n would get
+	// from s (nil for a fresh key) at now.
+	peek func(s *S, now int64, n int) limiters.Decision
 }
 
 // NewKeys returns the shared half of a limiter over tab.
-func NewKeys[S any](tab *Table[S], peek func(s *S, now int64) limiters.Decision) Keys[S] {
+func NewKeys[S any](tab *Table[S], peek func(s *S, now int64, n int) limiters.Decision) Keys[S] {
 	return Keys[S]{tab: tab, peek: peek}
+}
+
+// PeekAtN reports what AllowAt(key, t, n) would decide, without consuming
+// anything: whether n events would be admitted, their RetryAfter if not,
+// and the quota as it stands.
+func (k Keys[S]) PeekAtN(key string, t time.Time, n int) limiters.Decision {
+	sh, h := k.tab.Lock(key)
+	defer sh.Unlock()
+	return k.peek(sh.Get(h), t.UnixNano(), n)
 }
 
 // PeekAt reports key's state at t without consuming: whether a unit request
@@ -37,7 +47,7 @@ func (k Keys[S]) PeekAt(key string, t time.Time) limiters.Decision {
 func (k Keys[S]) peekAt(key string, now int64) limiters.Decision {
 	sh, h := k.tab.Lock(key)
 	defer sh.Unlock()
-	return k.peek(sh.Get(h), now)
+	return k.peek(sh.Get(h), now, 1)
 }
 
 // Peek reports key's state now without consuming: whether a unit request
@@ -73,7 +83,7 @@ func (k Keys[S]) WalkAt(t time.Time, fn func(key string, d limiters.Decision) bo
 }
 
 func (k Keys[S]) walk(ctx context.Context, now int64, fn func(key string, d limiters.Decision) bool) error {
-	return k.tab.Walk(ctx, func(s *S) limiters.Decision { return k.peek(s, now) }, fn)
+	return k.tab.Walk(ctx, func(s *S) limiters.Decision { return k.peek(s, now, 1) }, fn)
 }
 
 // Stats reports how many keys the limiter holds, the slots it has
