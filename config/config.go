@@ -132,6 +132,16 @@ func Parse(data []byte) (*Config, error) {
 	if len(doc.Content) == 0 {
 		return nil, &Error{Err: errors.New("the file is empty: want algorithm, tiers and default_tier at least")}
 	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case err == nil:
+		return nil, &Error{Line: next.Line, Err: errors.New("a second document (after ---): a configuration is one")}
+	case !errors.Is(err, io.EOF):
+		return nil, syntaxError(err)
+	}
+	if err := plain(&doc); err != nil {
+		return nil, err
+	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
 		return nil, &Error{Line: root.Line, Err: fmt.Errorf("want a mapping of %s, got %s", strings.Join(fields, ", "), kind(root))}
@@ -280,7 +290,11 @@ func limitsByName(v *yaml.Node, field, what string) (map[string][]composite.Limi
 			list = &yaml.Node{Kind: yaml.SequenceNode, Line: list.Line, Content: []*yaml.Node{list}} // one limit, unlisted
 		}
 		if list.Kind != yaml.SequenceNode || len(list.Content) == 0 {
-			return nil, &Error{Line: list.Line, Field: path, Err: fmt.Errorf("want a list of limits, as in [10/s, 1000/day], got %s", kind(list))}
+			got := kind(list)
+			if list.Kind == yaml.SequenceNode {
+				got = "an empty list"
+			}
+			return nil, &Error{Line: list.Line, Field: path, Err: fmt.Errorf("want a list of limits, as in [10/s, 1000/day], got %s", got)}
 		}
 		for j, item := range list.Content {
 			l, err := limit(item, fmt.Sprintf("%s[%d]", path, j))
@@ -303,8 +317,13 @@ func limit(v *yaml.Node, path string) (composite.Limit, error) {
 	case yaml.ScalarNode:
 	case yaml.MappingNode:
 		rate = nil
+		seen := map[string]bool{}
 		for i := 0; i < len(v.Content); i += 2 {
 			k, val := v.Content[i], v.Content[i+1]
+			if seen[k.Value] {
+				return l, &Error{Line: k.Line, Field: path + "." + k.Value, Err: errors.New("given twice")}
+			}
+			seen[k.Value] = true
 			switch k.Value {
 			case "rate":
 				rate = val
@@ -419,11 +438,36 @@ func kind(v *yaml.Node) string {
 }
 
 // syntaxError turns a YAML parser's error into an Error with its line.
+// The parser's "did not find expected ..." errors give the line, counted
+// from 0, where the list or mapping it could not close begins; the
+// scanner's errors give the line of the fault, counted from 1.
 func syntaxError(err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	var line int
 	if n, _ := fmt.Sscanf(msg, "line %d:", &line); n == 1 {
 		msg = strings.TrimSpace(msg[strings.Index(msg, ":")+1:])
+		if strings.HasPrefix(msg, "did not find expected") {
+			line++
+			msg += " in the list or mapping that begins here"
+		}
 	}
 	return &Error{Line: line, Err: fmt.Errorf("not YAML: %s", msg)}
+}
+
+// plain reports, as an *Error, the first anchor, alias or key that is not
+// a plain name under v: a configuration is read as written, and "*a" or a
+// key that is a list would be read as something else.
+func plain(v *yaml.Node) error {
+	if v.Kind == yaml.AliasNode || v.Anchor != "" {
+		return &Error{Line: v.Line, Err: errors.New("anchors and aliases (& and *) are not supported: write the value out")}
+	}
+	for i, c := range v.Content {
+		if v.Kind == yaml.MappingNode && i%2 == 0 && (c.Kind != yaml.ScalarNode || c.Value == "") {
+			return &Error{Line: c.Line, Err: fmt.Errorf("a key must be a plain name, got %s", kind(c))}
+		}
+		if err := plain(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }

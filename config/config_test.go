@@ -88,7 +88,7 @@ func TestParseRefuses(t *testing.T) {
 		{"algorithm: gcra\ndefault_tier: gold\ntiers:\n  free: [10/s]\n", `2: default_tier: "gold" is not one of the tiers (free)`},
 		{base + "  pro: [10/x]\n", `5: tiers.pro[0]: limiters: not a rate: "10/x": the period "x" is not a unit`},
 		{base + "  pro:\n    - 10/s\n    - 5/min burst\n", `7: tiers.pro[1]: limiters: not a rate: "5/min burst": after the rate comes nothing, or burst and a number`},
-		{base + "  pro: []\n", "5: tiers.pro: want a list of limits, as in [10/s, 1000/day], got a list"},
+		{base + "  pro: []\n", "5: tiers.pro: want a list of limits, as in [10/s, 1000/day], got an empty list"},
 		{base + "  pro:\n    - {rate: 10/s, nmae: fast}\n", "6: tiers.pro[0].nmae: unknown field: did you mean name? (want one of rate, name)"},
 		{base + "  pro:\n    - {name: fast}\n", "6: tiers.pro[0]: rate is missing"},
 		{base + "  pro: [10/s, 10/s]\n", `5: tiers.pro: composite: limiters: invalid parameter: limits 1 and 2 are both named "10/s"`},
@@ -97,7 +97,13 @@ func TestParseRefuses(t *testing.T) {
 		{base + "users:\n  alice: [free]\n", "6: users.alice: want a tier's name, got a list"},
 		{base + "users: [alice]\n", "5: users: want a mapping of each user to a tier"},
 		{base + "overrides:\n  carol: 1/0s\n", `6: overrides.carol[0]: limiters: not a rate: "1/0s": the period "0s" is zero or too long`},
-		{"algorithm: gcra\ntiers:\n  free: [10/s\n", "not YAML"},
+		{"algorithm: gcra\ntiers:\n  free: [10/s\n", "3: not YAML: did not find expected ',' or ']' in the list or mapping that begins here"},
+		{"algorithm: gcra\n\tdefault_tier: free\n", "2: not YAML: found a tab character"},
+		{base + "---\nalgorithm: bogus\n", "5: a second document (after ---): a configuration is one"},
+		{base + "users:\n  &u bob: free\n  *u : free\n", "6: anchors and aliases (& and *) are not supported"},
+		{"base: &b [1/s]\n" + base, "1: anchors and aliases"},
+		{base + "  ? [a, b]\n  : [5/s]\n", "5: a key must be a plain name, got a list"},
+		{base + "  pro: [{rate: 10/s, rate: 1/s}]\n", "5: tiers.pro[0].rate: given twice"},
 	} {
 		_, err := Parse([]byte(tt.in))
 		var ce *Error

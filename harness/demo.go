@@ -38,7 +38,8 @@ type Step struct {
 	N       int     `json:"n"`
 	Allowed bool    `json:"allowed"`
 	// Remaining is the quota left after the decision; RetryAfter, for a
-	// denial, is in seconds (null when never).
+	// denial, is in seconds (absent when admitted, and for a cost no
+	// waiting admits).
 	Remaining  int      `json:"remaining"`
 	RetryAfter *float64 `json:"retry_after,omitempty"`
 	// DeniedBy names the limit that denied, for a limiter of several.
@@ -137,7 +138,7 @@ func steadyState() (Scene, error) {
 	defer l.Close()
 	s := Scene{
 		Title: "A burst, then a steady state",
-		Intro: []string{"charlie has a bucket of 10, refilled at 2 a second. He sends 10 at once, then one every half second."},
+		Intro: []string{"charlie has a bucket of 10, refilled at 2 a second. He sends 11 at once, one more than it holds, then one every half second."},
 	}
 	for i := range 10 {
 		st := step(l, "token-bucket", "charlie", 0, 1, "")

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/workloads"
 )
 
@@ -32,11 +31,10 @@ type ReplayLine struct {
 	DeniedBy string `json:"denied_by,omitempty"`
 }
 
-// Tiered is what a limiter of several limits per key adds (package
-// limiters/tiers): which limit denied, and the key's limits and tier.
+// Tiered is what a limiter of tiers adds (package limiters/tiers): the
+// key's tier and, for a denial, the name of the limit that denied.
 type Tiered interface {
-	DecideAt(key string, t time.Time, n int, per []limiters.Decision) (limiters.Decision, int)
-	Limits(key string) ([]composite.Limit, string)
+	Explain(key string, t time.Time, n int) (d limiters.Decision, tier, deniedBy string)
 }
 
 // Replay decides each request of tr with l, at time zero plus the request's
@@ -60,13 +58,7 @@ func Replay(ctx context.Context, tr *workloads.TraceReader, l limiters.AtLimiter
 		var d limiters.Decision
 		var tier, deniedBy string
 		if tl, ok := l.(Tiered); ok {
-			var denied int
-			d, denied = tl.DecideAt(req.Key, at, req.N, nil)
-			var limits []composite.Limit
-			limits, tier = tl.Limits(req.Key)
-			if denied >= 0 && denied < len(limits) {
-				deniedBy = limits[denied].Name
-			}
+			d, tier, deniedBy = tl.Explain(req.Key, at, req.N)
 		} else {
 			d = l.AllowAt(req.Key, at, req.N)
 		}

@@ -105,14 +105,17 @@ func parsePeriod(s string) (time.Duration, error) {
 		if digits > 0 {
 			var err error
 			if k, err = strconv.Atoi(s[:digits]); err != nil || k == 0 || time.Duration(k) > MaxPeriod/u {
-				return 0, fmt.Errorf("%q is zero or too long", s)
+				return 0, fmt.Errorf("%q is zero or too long (at most %dday)", s, MaxPeriod/(24*time.Hour))
 			}
 		}
 		return time.Duration(k) * u, nil
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
+	switch {
+	case err != nil || d < 0:
 		return 0, fmt.Errorf("%q is not a unit (ms, s, min, h, day) or a duration", s)
+	case d == 0 || d > MaxPeriod:
+		return 0, fmt.Errorf("%q is zero or too long (at most %dday)", s, MaxPeriod/(24*time.Hour))
 	}
 	return d, nil
 }

@@ -57,6 +57,8 @@ func TestParseRateRefuses(t *testing.T) {
 		{"10/fortnight", `the period "fortnight" is not a unit`},
 		{"10/0s", `the period "0s" is zero or too long`},
 		{"10/-1s", `the period "-1s" is not a unit`},
+		{"1/87601h0m", `the period "87601h0m" is zero or too long (at most 3650day)`}, // found by FuzzParseRate
+		{"1/0m700000000s", `the period "0m700000000s" is zero or too long`},
 		{"10/99999day", `the period "99999day" is zero or too long`},
 		{"10/s burst", "after the rate comes nothing, or burst and a number"},
 		{"10/s burst 0", "the burst is zero"},
@@ -100,7 +102,7 @@ func TestRateSpec(t *testing.T) {
 // FuzzParseRate: whatever ParseRate reads, String prints in a form it
 // reads back to the same rate, and that form is stable.
 func FuzzParseRate(f *testing.F) {
-	for _, s := range []string{"10/s", "100/min", "5/60s", "1000/day", "10/s burst 50", "1/1.5s", "2/1m30s", "3/1ns", "1/2500us", "0/s", "10/"} {
+	for _, s := range []string{"1/87601h0m", "10/s", "100/min", "5/60s", "1000/day", "10/s burst 50", "1/1.5s", "2/1m30s", "3/1ns", "1/2500us", "0/s", "10/"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

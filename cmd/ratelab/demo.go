@@ -23,7 +23,8 @@ and a limit of three windows at once that denies on the hour. Every
 decision is made by the limiters ratelab ships, at explicit times, so the
 answers are the same on every run.
 
-The text is coloured on a terminal (--color auto) unless NO_COLOR is set;
+The text is coloured on a terminal (--color auto) unless NO_COLOR is set
+or TERM is dumb;
 --json writes the scenes and every decision as one JSON document instead.
 
 Flags:
@@ -32,7 +33,7 @@ Flags:
 func runDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "write JSON: the scenes and every decision")
-	color := fs.String("color", "auto", "colour the text: auto (on a terminal, unless NO_COLOR is set), always or never")
+	color := fs.String("color", "auto", "colour the text: auto (on a terminal, unless NO_COLOR is set or TERM=dumb), always or never")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), demoUsage)
 		fs.PrintDefaults()
@@ -46,7 +47,7 @@ func runDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	var paint bool
 	switch *color {
 	case "auto":
-		paint = isTerminal(stdout) && os.Getenv("NO_COLOR") == ""
+		paint = isTerminal(stdout) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
 	case "always":
 		paint = true
 	case "never":

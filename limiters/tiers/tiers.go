@@ -65,10 +65,25 @@ func (c Config) Validate() error {
 
 func (c Config) names() string { return strings.Join(slices.Sorted(maps.Keys(c.Tiers)), ", ") }
 
+// clone returns c with its maps and lists copied, so that neither the
+// caller nor the Limiter changes the other's.
+func (c Config) clone() Config {
+	lists := func(m map[string][]composite.Limit) map[string][]composite.Limit {
+		out := make(map[string][]composite.Limit, len(m))
+		for k, v := range m {
+			out[k] = slices.Clone(v)
+		}
+		return out
+	}
+	c.Tiers, c.Overrides, c.Users = lists(c.Tiers), lists(c.Overrides), maps.Clone(c.Users)
+	return c
+}
+
 // Limiter decides each user's requests against their tier's limits.
 type Limiter struct {
 	opts     []limiters.Option
 	reloadMu sync.Mutex // one Reload at a time
+	closed   bool       // under reloadMu
 	mu       sync.RWMutex
 	cfg      Config
 	// tiers and overrides keep the limits, by tier and by user.
@@ -93,11 +108,15 @@ func New(c Config, opts ...limiters.Option) (*Limiter, error) {
 // unchanged. Users are assigned as c says, SetTier's moves forgotten.
 // When c is invalid it returns why and changes nothing.
 func (l *Limiter) Reload(c Config) error {
+	c = c.clone()
 	if err := c.Validate(); err != nil {
 		return err
 	}
 	l.reloadMu.Lock()
 	defer l.reloadMu.Unlock()
+	if l.closed {
+		return fmt.Errorf("tiers: Reload after Close")
+	}
 	l.mu.RLock()
 	old := l.cfg
 	oldTiers, oldOverrides := l.tiers, l.overrides
@@ -162,8 +181,8 @@ func (l *Limiter) Reload(c Config) error {
 func (l *Limiter) Config() Config {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	c := l.cfg
-	c.Tiers, c.Overrides, c.Users = maps.Clone(c.Tiers), maps.Clone(c.Overrides), maps.Clone(l.users)
+	c := l.cfg.clone()
+	c.Users = maps.Clone(l.users)
 	return c
 }
 
@@ -232,6 +251,20 @@ func (l *Limiter) DecideAt(user string, t time.Time, n int, per []limiters.Decis
 	return c.DecideAt(user, t, n, per)
 }
 
+// Explain is DecideAt for a person: the decision, user's tier ("" for an
+// override) and, for a denial, the name of the limit that denied, all of
+// one configuration even while another is swapped in.
+func (l *Limiter) Explain(user string, t time.Time, n int) (d limiters.Decision, tier, deniedBy string) {
+	l.mu.RLock()
+	c, tier := l.limiterOf(user)
+	l.mu.RUnlock()
+	d, denied := c.DecideAt(user, t, n, nil)
+	if denied >= 0 {
+		deniedBy = c.LimitName(denied)
+	}
+	return d, tier, deniedBy
+}
+
 // PeekAt reports user's state at t under their limits without consuming
 // anything.
 func (l *Limiter) PeekAt(user string, t time.Time) limiters.Decision {
@@ -241,8 +274,12 @@ func (l *Limiter) PeekAt(user string, t time.Time) limiters.Decision {
 	return c.PeekAt(user, t)
 }
 
-// Close stops every limit's background sweeper.
+// Close stops every limit's background sweeper. Decisions still work;
+// Reload does not.
 func (l *Limiter) Close() error {
+	l.reloadMu.Lock()
+	defer l.reloadMu.Unlock()
+	l.closed = true
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, t := range l.tiers {

@@ -206,3 +206,27 @@ func TestConcurrentReload(t *testing.T) {
 		t.Errorf("paula's limit after 50 reloads: %v, want 59/s", got)
 	}
 }
+
+// The Limiter keeps its own copy: a caller that edits the Config it
+// passed, and reloads it, gets the edit; editing what Config returns
+// changes nothing.
+func TestConfigIsCopied(t *testing.T) {
+	c := config(t)
+	l := newTiers(t, c)
+	c.Tiers["premium"][0] = limits(t, "1/s")[0]
+	if err := l.Reload(c); err != nil {
+		t.Fatal(err)
+	}
+	if got := spend(l, "paula", t0); got != 1 {
+		t.Errorf("paula after premium was edited in place to 1/s and reloaded: %d admitted, want 1", got)
+	}
+	got := l.Config()
+	got.Tiers["free"][0] = limits(t, "100/s")[0]
+	if lim, _ := l.Limits("frank"); lim[0].Rate.N != 2 || l.Config().Tiers["free"][0].Rate.N != 2 {
+		t.Errorf("editing Config()'s result changed the limiter's: %v", lim)
+	}
+	l.Close()
+	if err := l.Reload(config(t)); err == nil || !strings.Contains(err.Error(), "Reload after Close") {
+		t.Errorf("Reload after Close = %v", err)
+	}
+}
