@@ -30,8 +30,11 @@ vet:
 staticcheck:
 	$(TOOL) staticcheck ./...
 
+# The tests get a real Redis server in REDIS_ADDR: the one it names, else
+# one running on 127.0.0.1:6379, else one tools/with-redis starts (and
+# installs, if need be) for the run and stops after.
 race:
-	$(GO) test -race -shuffle=on -count=1 ./...
+	tools/with-redis $(GO) test -race -shuffle=on -count=1 ./...
 
 ## gate: the quick lab against the committed baseline; fails on a regression (about a minute)
 gate:
