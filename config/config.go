@@ -229,11 +229,9 @@ func check(c *Config, root *yaml.Node, seen map[string]*yaml.Node) error {
 					return &Error{Line: line, Field: fmt.Sprintf("%s[%d]", path, j), Err: err}
 				}
 			}
-			l, err := composite.New(t.Algorithm, limits)
-			if err != nil {
+			if err := composite.Check(t.Algorithm, limits); err != nil {
 				return &Error{Line: list.Line, Field: path, Err: err}
 			}
-			l.Close()
 		}
 	}
 	return nil

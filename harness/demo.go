@@ -14,6 +14,7 @@ import (
 	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/limiters/memory"
 	"github.com/ratelab/ratelab/limiters/tiers"
+	"github.com/ratelab/ratelab/results"
 )
 
 // Scene is one part of the demo: a story told by decisions, in simulated
@@ -478,19 +479,7 @@ func pad(s string, width int, right bool) string {
 
 // wrapIndent wraps s at width, each line indented.
 func wrapIndent(s, indent string, width int) string {
-	var lines []string
-	line := indent
-	for _, word := range strings.Fields(s) {
-		if len(line) > len(indent) && len(line)+1+len(word) > width {
-			lines = append(lines, line)
-			line = indent
-		}
-		if len(line) > len(indent) {
-			line += " "
-		}
-		line += word
-	}
-	return strings.Join(append(lines, line), "\n")
+	return indent + strings.ReplaceAll(results.Wrap(s, width-len(indent)), "\n", "\n"+indent)
 }
 
 // painter colours text with ANSI escapes, or leaves it plain.

@@ -71,11 +71,8 @@ type AtDecider interface {
 // Spec is how ratelab reads "N per W" for algorithm a: N per W for a
 // window algorithm, a capacity of N refilled over W for a bucket.
 func Spec(a limiters.Algorithm, w limiters.Window) limiters.Spec {
-	return limiters.Spec{
-		Algorithm: a,
-		Window:    w,
-		Bucket:    limiters.Bucket{Capacity: w.Limit, Rate: float64(w.Limit) / w.Length.Seconds()},
-	}
+	r := limiters.Rate{N: w.Limit, Per: w.Length}
+	return limiters.Spec{Algorithm: a, Window: r.Window(), Bucket: r.Bucket()}
 }
 
 // Subjects returns ratelab's six algorithms, then the peers.

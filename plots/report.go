@@ -58,7 +58,7 @@ func WriteReport(dir string, f *results.File, source string) ([]string, error) {
 				return nil, fmt.Errorf("plots: drawing %s: %w", c.Name, err)
 			}
 			p := filepath.Join(cdir, c.Name+"."+format)
-			if err := writeFile(p, b); err != nil {
+			if err := results.WriteAtomic(p, b); err != nil {
 				return nil, err
 			}
 			paths = append(paths, p)
@@ -94,7 +94,7 @@ func WriteReport(dir string, f *results.File, source string) ([]string, error) {
 		b    []byte
 	}{{"report.html", html.Bytes()}, {"report.md", md.Bytes()}} {
 		p := filepath.Join(dir, w.name)
-		if err := writeFile(p, w.b); err != nil {
+		if err := results.WriteAtomic(p, w.b); err != nil {
 			return nil, err
 		}
 		paths = append(paths, p)
@@ -109,29 +109,6 @@ func containsChart(cs []Chart, name string) bool {
 		}
 	}
 	return false
-}
-
-// writeFile writes b to p through a temporary file, so that a reader never
-// sees half a file.
-func writeFile(p string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), p)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
 }
 
 // page is what the report's templates are given.

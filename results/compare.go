@@ -431,7 +431,7 @@ func (c *Comparison) Write(w io.Writer, all bool) error {
 	fmt.Fprintf(w, "Tolerance: time %.0f%% (ratelab's limiters' costs against the harness floor sampled around them), memory %.0f%% or %.0f bytes, allocations %.0f%% or %.3f a decision; accuracy in simulated time exact.\n",
 		100*c.Tolerance.Time, 100*c.Tolerance.Memory, c.Tolerance.MemoryBytes, 100*c.Tolerance.Allocs, c.Tolerance.AllocsPerDecision)
 	for _, warn := range c.Warnings {
-		fmt.Fprintln(w, wrap("Warning: "+warn+".", 100))
+		fmt.Fprintln(w, Wrap("Warning: "+warn+".", 100))
 	}
 	if len(c.Floor) > 0 {
 		var speeds []string
@@ -475,7 +475,7 @@ func (c *Comparison) Write(w io.Writer, all bool) error {
 	if most.Metric != "" {
 		summary += fmt.Sprintf("; the largest timing change within noise: %s on %s, %s %s", most.Limiter, most.Workload, most.Metric, most.Delta)
 	}
-	fmt.Fprintln(w, wrap(summary+".", 100))
+	fmt.Fprintln(w, Wrap(summary+".", 100))
 	if n := c.Regressions(); n > 0 {
 		_, err := fmt.Fprintf(w, "REGRESSED: %d metric%s beyond tolerance.\n", n, plural(n))
 		return err

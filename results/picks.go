@@ -384,13 +384,13 @@ func WritePicks(w io.Writer, f *File) error {
 		fmt.Fprintln(w, "Which limiter should I pick? This run's answers, from the numbers above:")
 	}
 	for _, p := range picks {
-		fmt.Fprintf(w, "%s\n", indent(wrap(fmt.Sprintf("- %s: %s. %s", p.Need, cmp.Or(p.Limiter, "none"), p.Why), 98), "  "))
+		fmt.Fprintf(w, "%s\n", indent(Wrap(fmt.Sprintf("- %s: %s. %s", p.Need, cmp.Or(p.Limiter, "none"), p.Why), 98), "  "))
 	}
 	if len(versus) > 0 {
 		fmt.Fprintln(w, "\nAgainst the peers:")
 	}
 	for _, v := range versus {
-		fmt.Fprintf(w, "%s\n", indent(wrap("- "+v, 98), "  "))
+		fmt.Fprintf(w, "%s\n", indent(Wrap("- "+v, 98), "  "))
 	}
 	return nil
 }

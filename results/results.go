@@ -239,11 +239,12 @@ func WriteFile(path string, f *File) error {
 	if err := Write(&b, f); err != nil {
 		return err
 	}
-	return writeAtomic(path, b.Bytes())
+	return WriteAtomic(path, b.Bytes())
 }
 
-// writeAtomic writes data to path through a temporary file and a rename.
-func writeAtomic(path string, data []byte) error {
+// WriteAtomic writes data to path through a temporary file and a rename,
+// readable by all: a reader never sees half a file.
+func WriteAtomic(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
 	if err != nil {
 		return err

@@ -278,7 +278,7 @@ func (t Table) Text(w io.Writer) error {
 	if err := tb.Render(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%s\n", wrap(t.Note, 100))
+	_, err := fmt.Fprintf(w, "%s\n", Wrap(t.Note, 100))
 	return err
 }
 
@@ -296,8 +296,8 @@ func (t Table) MarkdownAt(w io.Writer, level int) error {
 	return tb.Render()
 }
 
-// wrap breaks s into lines of at most width characters.
-func wrap(s string, width int) string {
+// Wrap breaks s into lines of at most width characters, at spaces.
+func Wrap(s string, width int) string {
 	var b strings.Builder
 	n := 0
 	for i, word := range strings.Fields(s) {
@@ -401,10 +401,10 @@ func WriteDir(dir string, f *File) ([]string, error) {
 			return nil, err
 		}
 	}
-	if err := writeAtomic(paths[1], md.Bytes()); err != nil {
+	if err := WriteAtomic(paths[1], md.Bytes()); err != nil {
 		return nil, err
 	}
-	if err := writeAtomic(paths[2], txt.Bytes()); err != nil {
+	if err := WriteAtomic(paths[2], txt.Bytes()); err != nil {
 		return nil, err
 	}
 	return paths, nil

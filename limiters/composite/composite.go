@@ -50,7 +50,6 @@ const MaxLimits = 8
 
 // Limiter enforces several limits on each key, all or nothing.
 type Limiter struct {
-	algo   limiters.Algorithm
 	limits []Limit
 	inner  []memory.Limiter
 	clock  limiters.Clock
@@ -76,42 +75,58 @@ var (
 // options apply to each limit's limiter; WithClock also sets the time
 // AllowN decides at.
 func New(a limiters.Algorithm, limits []Limit, opts ...limiters.Option) (*Limiter, error) {
-	if len(limits) == 0 || len(limits) > MaxLimits {
-		return nil, fmt.Errorf("composite: %w: want 1 to %d limits, got %d", limiters.ErrInvalidParameter, MaxLimits, len(limits))
+	named, specs, err := check(a, limits)
+	if err != nil {
+		return nil, err
 	}
 	o, err := limiters.Apply(opts)
 	if err != nil {
 		return nil, fmt.Errorf("composite: %w", err)
 	}
-	l := &Limiter{algo: a, limits: make([]Limit, len(limits)), clock: o.Clock, keyNames: o.KeepKeyNames, seed: maphash.MakeSeed()}
+	l := &Limiter{limits: named, clock: o.Clock, keyNames: o.KeepKeyNames, seed: maphash.MakeSeed()}
+	for i, spec := range specs {
+		in, err := memory.New(spec, opts...)
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("composite: limit %d (%s): %w", i+1, named[i].Name, err)
+		}
+		l.inner = append(l.inner, in)
+	}
+	return l, nil
+}
+
+// Check reports what New would refuse in limits for algorithm a, without
+// making anything: their number, a name given twice, a limit a cannot
+// enforce.
+func Check(a limiters.Algorithm, limits []Limit) error {
+	_, _, err := check(a, limits)
+	return err
+}
+
+// check returns limits with their names filled in, and each one's spec.
+func check(a limiters.Algorithm, limits []Limit) ([]Limit, []limiters.Spec, error) {
+	if len(limits) == 0 || len(limits) > MaxLimits {
+		return nil, nil, fmt.Errorf("composite: %w: want 1 to %d limits, got %d", limiters.ErrInvalidParameter, MaxLimits, len(limits))
+	}
+	named := make([]Limit, len(limits))
+	specs := make([]limiters.Spec, len(limits))
 	seen := map[string]int{}
 	for i, lim := range limits {
 		if lim.Name == "" {
 			lim.Name = lim.Rate.String()
 		}
 		if j, dup := seen[lim.Name]; dup {
-			l.Close()
-			return nil, fmt.Errorf("composite: %w: limits %d and %d are both named %q", limiters.ErrInvalidParameter, j+1, i+1, lim.Name)
+			return nil, nil, fmt.Errorf("composite: %w: limits %d and %d are both named %q", limiters.ErrInvalidParameter, j+1, i+1, lim.Name)
 		}
 		seen[lim.Name] = i
 		spec, err := lim.Rate.Spec(a)
 		if err != nil {
-			l.Close()
-			return nil, fmt.Errorf("composite: limit %d (%s): %w", i+1, lim.Name, err)
+			return nil, nil, fmt.Errorf("composite: limit %d (%s): %w", i+1, lim.Name, err)
 		}
-		in, err := memory.New(spec, opts...)
-		if err != nil {
-			l.Close()
-			return nil, fmt.Errorf("composite: limit %d (%s): %w", i+1, lim.Name, err)
-		}
-		l.limits[i] = lim
-		l.inner = append(l.inner, in)
+		named[i], specs[i] = lim, spec
 	}
-	return l, nil
+	return named, specs, nil
 }
-
-// Algorithm returns the algorithm every limit is kept with.
-func (l *Limiter) Algorithm() limiters.Algorithm { return l.algo }
 
 // Limits returns the limits, named (a copy).
 func (l *Limiter) Limits() []Limit { return append([]Limit(nil), l.limits...) }

@@ -11,8 +11,9 @@
 // state: a tier or an override whose algorithm and limits did not change
 // keeps its limiter and every user's quota in it.
 //
-// A Limiter is safe for concurrent use; decisions take a read lock, and
-// SetTier and Reload a write lock. Close it when done.
+// A Limiter is safe for concurrent use. Decisions take no lock of their
+// own: they read the configuration in force through one atomic pointer,
+// which Reload and SetTier replace. Close it when done.
 package tiers
 
 import (
@@ -22,6 +23,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
@@ -81,14 +83,33 @@ func (c Config) clone() Config {
 
 // Limiter decides each user's requests against their tier's limits.
 type Limiter struct {
-	opts     []limiters.Option
-	reloadMu sync.Mutex // one Reload at a time
-	closed   bool       // under reloadMu
-	mu       sync.RWMutex
-	cfg      Config
-	// tiers and overrides keep the limits, by tier and by user.
-	tiers, overrides map[string]*composite.Limiter
-	users            map[string]string
+	opts []limiters.Option
+	// mu orders Reload, SetTier and Close; decisions take no lock, but
+	// load the configuration in force, which those replace whole.
+	mu     sync.Mutex
+	closed bool
+	now    atomic.Pointer[state]
+}
+
+// state is one configuration, built: read by decisions without a lock,
+// never changed once stored, except for its moves.
+type state struct {
+	cfg   Config
+	tiers map[string]*composite.Limiter
+	// who places the users the configuration names (in a tier, or with
+	// an override); anyone else is in def.
+	who map[string]placement
+	def placement
+	// moves are SetTier's since this configuration: a map replaced, not
+	// changed, so that SetTier costs the moves so far, not the users.
+	moves atomic.Pointer[map[string]placement]
+}
+
+// placement is what decides for a user: an override's limiter (tier "")
+// or a tier's.
+type placement struct {
+	lim  *composite.Limiter
+	tier string
 }
 
 var _ limiters.AtLimiter = (*Limiter)(nil)
@@ -112,181 +133,192 @@ func (l *Limiter) Reload(c Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	l.reloadMu.Lock()
-	defer l.reloadMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.closed {
 		return fmt.Errorf("tiers: Reload after Close")
 	}
-	l.mu.RLock()
-	old := l.cfg
-	oldTiers, oldOverrides := l.tiers, l.overrides
-	l.mu.RUnlock()
+	old := l.now.Load()
+	if old == nil {
+		old = &state{}
+	}
 	var built []*composite.Limiter // to close if c fails half way
-	fail := func(err error) error {
-		for _, b := range built {
-			b.Close()
-		}
-		return err
-	}
-	keep := func(oldLimits []composite.Limit, had *composite.Limiter, limits []composite.Limit) (*composite.Limiter, bool) {
-		return had, had != nil && old.Algorithm == c.Algorithm && slices.Equal(oldLimits, limits)
-	}
-	build := func(what string, oldLimits []composite.Limit, had *composite.Limiter, limits []composite.Limit) (*composite.Limiter, error) {
-		if k, ok := keep(oldLimits, had, limits); ok {
-			return k, nil
+	build := func(what string, had *composite.Limiter, oldLimits, limits []composite.Limit) (*composite.Limiter, error) {
+		if had != nil && old.cfg.Algorithm == c.Algorithm && slices.Equal(oldLimits, limits) {
+			return had, nil
 		}
 		b, err := composite.New(c.Algorithm, limits, l.opts...)
 		if err != nil {
+			for _, b := range built {
+				b.Close()
+			}
 			return nil, fmt.Errorf("tiers: %s: %w", what, err)
 		}
 		built = append(built, b)
 		return b, nil
 	}
-	tiers := map[string]*composite.Limiter{}
+	st := &state{cfg: c, tiers: map[string]*composite.Limiter{}, who: map[string]placement{}}
 	for _, name := range slices.Sorted(maps.Keys(c.Tiers)) {
-		b, err := build("tier "+name, old.Tiers[name], oldTiers[name], c.Tiers[name])
+		b, err := build("tier "+name, old.tiers[name], old.cfg.Tiers[name], c.Tiers[name])
 		if err != nil {
-			return fail(err)
+			return err
 		}
-		tiers[name] = b
+		st.tiers[name] = b
 	}
-	overrides := map[string]*composite.Limiter{}
+	for user, tier := range c.Users {
+		st.who[user] = placement{st.tiers[tier], tier}
+	}
+	kept := map[*composite.Limiter]bool{}
 	for _, user := range slices.Sorted(maps.Keys(c.Overrides)) {
-		b, err := build(fmt.Sprintf("user %q's override", user), old.Overrides[user], oldOverrides[user], c.Overrides[user])
-		if err != nil {
-			return fail(err)
+		var had *composite.Limiter
+		if p, ok := old.who[user]; ok && p.tier == "" {
+			had = p.lim
 		}
-		overrides[user] = b
+		b, err := build(fmt.Sprintf("user %q's override", user), had, old.cfg.Overrides[user], c.Overrides[user])
+		if err != nil {
+			return err
+		}
+		st.who[user] = placement{b, ""}
+		kept[b] = true
 	}
-	l.mu.Lock()
-	l.cfg, l.tiers, l.overrides, l.users = c, tiers, overrides, maps.Clone(c.Users)
-	l.mu.Unlock()
+	st.def = placement{st.tiers[c.Default], c.Default}
+	for _, t := range st.tiers {
+		kept[t] = true
+	}
+	l.now.Store(st)
 	// What the new configuration no longer holds stops: a decision that
 	// read it before the swap still finishes, on a limiter that decides
 	// as ever and only no longer sweeps.
-	for name, t := range oldTiers {
-		if tiers[name] != t {
-			t.Close()
-		}
-	}
-	for user, o := range oldOverrides {
-		if overrides[user] != o {
-			o.Close()
+	for _, lim := range old.limiters() {
+		if !kept[lim] {
+			lim.Close()
 		}
 	}
 	return nil
 }
 
-// Config returns the configuration in force (its maps are copies).
+// limiters returns every limiter st holds.
+func (st *state) limiters() []*composite.Limiter {
+	var out []*composite.Limiter
+	for _, t := range st.tiers {
+		out = append(out, t)
+	}
+	for _, p := range st.who {
+		if p.tier == "" {
+			out = append(out, p.lim)
+		}
+	}
+	return out
+}
+
+// place returns what decides for user: an override, else a SetTier move,
+// else the configuration's tier, else the default tier.
+func (st *state) place(user string) placement {
+	p, named := st.who[user]
+	if named && p.tier == "" {
+		return p
+	}
+	if m := st.moves.Load(); m != nil {
+		if q, ok := (*m)[user]; ok {
+			return q
+		}
+	}
+	if named {
+		return p
+	}
+	return st.def
+}
+
+// Config returns the configuration in force, SetTier's moves included
+// (a copy).
 func (l *Limiter) Config() Config {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	c := l.cfg.clone()
-	c.Users = maps.Clone(l.users)
+	st := l.now.Load()
+	c := st.cfg.clone()
+	if m := st.moves.Load(); m != nil {
+		if c.Users == nil {
+			c.Users = map[string]string{}
+		}
+		for user, p := range *m {
+			c.Users[user] = p.tier
+		}
+	}
 	return c
 }
 
-// SetTier moves user to tier, at once. It does not touch an override.
+// SetTier moves user to tier, at once, until the next Reload. It does not
+// touch an override. Each move copies the moves made since the last
+// Reload: it is for the odd upgrade, while the configuration lists the
+// many.
 func (l *Limiter) SetTier(user, tier string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.tiers[tier]; !ok {
-		return fmt.Errorf("tiers: %w: no tier %q (the tiers: %s)", limiters.ErrInvalidParameter, tier, l.cfg.names())
+	st := l.now.Load()
+	lim, ok := st.tiers[tier]
+	if !ok {
+		return fmt.Errorf("tiers: %w: no tier %q (the tiers: %s)", limiters.ErrInvalidParameter, tier, st.cfg.names())
 	}
-	l.users[user] = tier
+	moves := map[string]placement{}
+	if m := st.moves.Load(); m != nil {
+		moves = maps.Clone(*m)
+	}
+	moves[user] = placement{lim, tier}
+	st.moves.Store(&moves)
 	return nil
 }
 
 // TierOf returns the tier user is in (the default for a user not
 // assigned), or "" when an override decides for them.
-func (l *Limiter) TierOf(user string) string {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	_, tier := l.limiterOf(user)
-	return tier
-}
-
-// limiterOf returns what decides for user, and their tier ("" for an
-// override). The caller holds l.mu.
-func (l *Limiter) limiterOf(user string) (*composite.Limiter, string) {
-	if o, ok := l.overrides[user]; ok {
-		return o, ""
-	}
-	tier, ok := l.users[user]
-	if !ok {
-		tier = l.cfg.Default
-	}
-	return l.tiers[tier], tier
-}
+func (l *Limiter) TierOf(user string) string { return l.now.Load().place(user).tier }
 
 // Limits returns the limits that decide for user, and their tier ("" for
 // an override).
 func (l *Limiter) Limits(user string) ([]composite.Limit, string) {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	c, tier := l.limiterOf(user)
-	return c.Limits(), tier
+	p := l.now.Load().place(user)
+	return p.lim.Limits(), p.tier
 }
 
 // AllowN reports whether n events for user may happen now under their
 // limits, and consumes them if so. The error is non-nil only for n < 1.
 func (l *Limiter) AllowN(ctx context.Context, user string, n int) (limiters.Decision, error) {
-	l.mu.RLock()
-	c, _ := l.limiterOf(user)
-	l.mu.RUnlock()
-	return c.AllowN(ctx, user, n)
+	return l.now.Load().place(user).lim.AllowN(ctx, user, n)
 }
 
 // AllowAt is AllowN at time t.
 func (l *Limiter) AllowAt(user string, t time.Time, n int) limiters.Decision {
-	d, _ := l.DecideAt(user, t, n, nil)
-	return d
+	return l.now.Load().place(user).lim.AllowAt(user, t, n)
 }
 
 // DecideAt is composite's DecideAt for user's limits (see Limits).
 func (l *Limiter) DecideAt(user string, t time.Time, n int, per []limiters.Decision) (limiters.Decision, int) {
-	l.mu.RLock()
-	c, _ := l.limiterOf(user)
-	l.mu.RUnlock()
-	return c.DecideAt(user, t, n, per)
+	return l.now.Load().place(user).lim.DecideAt(user, t, n, per)
 }
 
 // Explain is DecideAt for a person: the decision, user's tier ("" for an
 // override) and, for a denial, the name of the limit that denied, all of
 // one configuration even while another is swapped in.
 func (l *Limiter) Explain(user string, t time.Time, n int) (d limiters.Decision, tier, deniedBy string) {
-	l.mu.RLock()
-	c, tier := l.limiterOf(user)
-	l.mu.RUnlock()
-	d, denied := c.DecideAt(user, t, n, nil)
+	p := l.now.Load().place(user)
+	d, denied := p.lim.DecideAt(user, t, n, nil)
 	if denied >= 0 {
-		deniedBy = c.LimitName(denied)
+		deniedBy = p.lim.LimitName(denied)
 	}
-	return d, tier, deniedBy
+	return d, p.tier, deniedBy
 }
 
 // PeekAt reports user's state at t under their limits without consuming
 // anything.
 func (l *Limiter) PeekAt(user string, t time.Time) limiters.Decision {
-	l.mu.RLock()
-	c, _ := l.limiterOf(user)
-	l.mu.RUnlock()
-	return c.PeekAt(user, t)
+	return l.now.Load().place(user).lim.PeekAt(user, t)
 }
 
 // Close stops every limit's background sweeper. Decisions still work;
 // Reload does not.
 func (l *Limiter) Close() error {
-	l.reloadMu.Lock()
-	defer l.reloadMu.Unlock()
-	l.closed = true
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, t := range l.tiers {
-		t.Close()
-	}
-	for _, o := range l.overrides {
-		o.Close()
+	l.closed = true
+	for _, lim := range l.now.Load().limiters() {
+		lim.Close()
 	}
 	return nil
 }

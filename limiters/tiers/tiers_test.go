@@ -230,3 +230,22 @@ func TestConfigIsCopied(t *testing.T) {
 		t.Errorf("Reload after Close = %v", err)
 	}
 }
+
+// A decision allocates nothing, moved users and overrides included; and
+// the configuration read back shows the moves.
+func TestDecideAllocatesNothing(t *testing.T) {
+	c := config(t)
+	c.Users = nil
+	l := newTiers(t, c)
+	if err := l.SetTier("frank", "premium"); err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range []string{"frank", "olga", "stranger"} {
+		if n := testing.AllocsPerRun(200, func() { l.AllowAt(user, t0, 1) }); n != 0 {
+			t.Errorf("%s: %v allocations a decision, want 0", user, n)
+		}
+	}
+	if got := l.Config().Users; got["frank"] != "premium" || len(got) != 1 {
+		t.Errorf("Config().Users = %v, want frank in premium", got)
+	}
+}
