@@ -1,0 +1,41 @@
+-- The driver: decide (or peek) cost n against every limit, all or nothing.
+-- Reply: {allowed (1 or 0), the limit that denied (1-based; 0 when
+-- admitted), limit, remaining, retry after (ns; -1 for never), reset after
+-- (ns)}, combined over the limits: the least remaining (and its limit; of
+-- equal remaining, the smaller limit), the longest retry after among the
+-- limits that deny, the longest reset after.
+local consume = ARGV[1] == "a"
+local n = tonumber(ARGV[2])
+local st = {}
+local admit = true
+for i = 1, #KEYS do
+  local s = load(KEYS[i], tonumber(ARGV[4 + 2 * i]), tonumber(ARGV[5 + 2 * i]))
+  s.ok = admits(s, n)
+  admit = admit and s.ok
+  st[i] = s
+end
+if admit and consume then
+  for i = 1, #KEYS do
+    charge(st[i], KEYS[i], n)
+  end
+end
+local limit, remaining, retry, reset, denied
+for i = 1, #KEYS do
+  local s = st[i]
+  local rem, ret, res = describe(s, n)
+  if i == 1 or rem < remaining or (rem == remaining and s.lim < limit) then
+    remaining, limit = rem, s.lim
+  end
+  if not admit and not s.ok then
+    if denied == nil or (retry >= 0 and (ret < 0 or ret > retry)) then
+      retry, denied = ret, i
+    end
+  end
+  if i == 1 or res > reset then
+    reset = res
+  end
+end
+if admit then
+  return {1, 0, limit, remaining, 0, reset}
+end
+return {0, denied, limit, remaining, retry, reset}

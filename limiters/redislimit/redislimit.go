@@ -1,0 +1,525 @@
+// Package redislimit keeps rate limits in Redis, so that a fleet of
+// processes shares one limit per key. Every algorithm of ratelab is here,
+// with the same semantics as in memory: on the same trace, at explicit
+// times, a Redis limiter and an in-memory one give the same decisions.
+//
+// Each algorithm is one Lua script, run by its SHA-1 (EVALSHA) and sent
+// whole (EVAL) only when the server does not have it: one round trip per
+// decision, atomic on the server. A Limiter may hold several limits of one
+// algorithm at once ("10/s and 1000/h"), all or nothing, in the same one
+// round trip.
+//
+// Time is the server's clock (Redis TIME) by default, so a fleet agrees
+// whatever the skew between its machines' clocks; AllowAt and PeekAt take
+// an explicit time instead, which is how traces are replayed exactly.
+//
+// Keys are Prefix, the caller's key in braces (a Redis Cluster hash tag:
+// the keys of one decision share a slot), then the algorithm and the limit:
+//
+//	ratelab:{alice}:gcra:10@200000000
+//
+// Every key expires once its quota is full again, plus a grace (never
+// before: the sliding window counter keeps its previous window).
+//
+// When Redis cannot answer within the timeout, a decision follows the
+// failure mode (fail open by default) and the error says so; nothing
+// waits longer than the timeout, nothing panics.
+//
+// Numbers in Lua are doubles, exact for integers up to 2^53, and the
+// scripts compute in nanoseconds relative to the decision's second: a
+// window, or a bucket's time to refill from empty, may be at most 2^52ns
+// (52 days), and a window at least a microsecond; times run from 1970 to
+// 2106.
+package redislimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/composite"
+)
+
+// Client is what a Limiter needs of a go-redis client. *redis.Client,
+// *redis.ClusterClient, *redis.Ring and redis.UniversalClient (single
+// server, Cluster or Sentinel) all are one.
+type Client interface {
+	redis.Scripter
+	Del(ctx context.Context, keys ...string) *redis.IntCmd
+	Scan(ctx context.Context, cursor uint64, match string, count int64) *redis.ScanCmd
+	Pipeline() redis.Pipeliner
+}
+
+// FailureMode is what a decision does when Redis cannot make it.
+type FailureMode int
+
+const (
+	// FailOpen admits the request: an outage of Redis is not an outage of
+	// the API. The Decision has Allowed true, Remaining 0.
+	FailOpen FailureMode = iota
+	// FailClosed denies the request, with RetryAfter the timeout: nothing
+	// passes unmetered.
+	FailClosed
+)
+
+func (m FailureMode) String() string {
+	if m == FailClosed {
+		return "fail closed"
+	}
+	return "fail open"
+}
+
+// ErrUnavailable reports that Redis did not make a decision (it is down,
+// slow, or answered something unexpected). The Decision returned with it
+// follows the Limiter's FailureMode.
+var ErrUnavailable = errors.New("redislimit: Redis did not decide")
+
+// Options configure a Limiter. The zero value is the default.
+type Options struct {
+	// Prefix starts every key; empty means "ratelab:". It must not contain
+	// braces, which would move the hash tag.
+	Prefix string
+	// Timeout bounds every call to Redis; zero means 250ms.
+	Timeout time.Duration
+	// FailureMode is what a decision does when Redis does not answer.
+	FailureMode FailureMode
+	// Grace is how long a key outlives the moment its quota is full
+	// again; zero means one second. A decision at an explicit time keeps
+	// its keys at least ten minutes past that moment, counted on the
+	// server's clock, so a replay slower than its trace finds its state.
+	Grace time.Duration
+}
+
+// An Option sets one of the Options.
+type Option func(*Options)
+
+// WithPrefix sets the key prefix.
+func WithPrefix(p string) Option { return func(o *Options) { o.Prefix = p } }
+
+// WithTimeout sets the bound on every call to Redis.
+func WithTimeout(d time.Duration) Option { return func(o *Options) { o.Timeout = d } }
+
+// WithFailureMode sets what a decision does when Redis does not answer.
+func WithFailureMode(m FailureMode) Option { return func(o *Options) { o.FailureMode = m } }
+
+// WithGrace sets how long keys outlive full quota.
+func WithGrace(d time.Duration) Option { return func(o *Options) { o.Grace = d } }
+
+const (
+	// MaxPeriod is the longest window, and the longest time a bucket may
+	// take to refill from empty, a Redis limiter takes: 2^52ns, about 52
+	// days. Within it every time a script computes is an exact integer
+	// number of nanoseconds in a double.
+	MaxPeriod = time.Duration(1 << 52)
+	// MinWindow is the shortest window a Redis limiter takes.
+	MinWindow = time.Microsecond
+	// MaxLogLimit is the largest limit of a sliding log on Redis: its log
+	// is rewritten on every admitted request (16 bytes a request in the
+	// window), so a larger one would be slow.
+	MaxLogLimit = 1 << 16
+	// explicitGrace is the least time to live past full quota of a key
+	// last decided at an explicit time.
+	explicitGrace = 10 * time.Minute
+)
+
+var (
+	minTime = time.Unix(0, 0)
+	maxTime = time.Unix(math.MaxUint32, 0)
+)
+
+// Limiter decides in Redis. It is safe for concurrent use.
+type Limiter struct {
+	c      Client
+	alg    limiters.Algorithm
+	script *script
+	names  []string // each limit's name
+	quota  []int    // each limit's N or C, for failure decisions
+	suffix []string // each limit's key suffix
+	params []any    // two ARGV a limit
+	o      Options
+	grace  [2]string // ARGV 5: for the server's clock, for explicit times
+
+	// evals counts the times the script had to be sent whole (NOSCRIPT).
+	evals atomic.Int64
+}
+
+var (
+	_ limiters.AtLimiter  = (*Limiter)(nil)
+	_ limiters.Peeker     = (*Limiter)(nil)
+	_ limiters.Resetter   = (*Limiter)(nil)
+	_ limiters.ResetAller = (*Limiter)(nil)
+	_ limiters.Walker     = (*Limiter)(nil)
+)
+
+// New returns a Limiter enforcing s on every key, in Redis through c.
+func New(c Client, s limiters.Spec, opts ...Option) (*Limiter, error) {
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("redislimit: %w", err)
+	}
+	return newLimiter(c, s.Algorithm, []string{s.String()}, []limiters.Spec{s}, opts)
+}
+
+// NewComposite returns a Limiter enforcing every one of limits on each
+// key, all or nothing, with algorithm a (see package composite for the
+// semantics, which this shares): one script, one round trip a decision.
+func NewComposite(c Client, a limiters.Algorithm, limits []composite.Limit, opts ...Option) (*Limiter, error) {
+	if err := composite.Check(a, limits); err != nil {
+		return nil, fmt.Errorf("redislimit: %w", err)
+	}
+	names := make([]string, len(limits))
+	specs := make([]limiters.Spec, len(limits))
+	for i, lim := range limits {
+		specs[i], _ = lim.Rate.Spec(a) // checked above
+		if names[i] = lim.Name; names[i] == "" {
+			names[i] = lim.Rate.String()
+		}
+	}
+	return newLimiter(c, a, names, specs, opts)
+}
+
+func newLimiter(c Client, a limiters.Algorithm, names []string, specs []limiters.Spec, opts []Option) (*Limiter, error) {
+	if c == nil {
+		return nil, fmt.Errorf("redislimit: %w: no Redis client", limiters.ErrInvalidParameter)
+	}
+	var o Options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	switch {
+	case strings.ContainsAny(o.Prefix, "{}"):
+		return nil, fmt.Errorf("redislimit: %w: prefix %q has a brace, which would move the keys' hash tag", limiters.ErrInvalidParameter, o.Prefix)
+	case o.Timeout < 0 || o.Grace < 0:
+		return nil, fmt.Errorf("redislimit: %w: timeout and grace must not be negative", limiters.ErrInvalidParameter)
+	case o.FailureMode != FailOpen && o.FailureMode != FailClosed:
+		return nil, fmt.Errorf("redislimit: %w: unknown failure mode %d", limiters.ErrInvalidParameter, o.FailureMode)
+	}
+	if o.Prefix == "" {
+		o.Prefix = "ratelab:"
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 250 * time.Millisecond
+	}
+	if o.Grace == 0 {
+		o.Grace = time.Second
+	}
+	l := &Limiter{c: c, alg: a, script: scripts[a], names: names, o: o}
+	for i, s := range specs {
+		if err := fits(s); err != nil {
+			if len(specs) > 1 {
+				return nil, fmt.Errorf("redislimit: limit %d (%s): %w", i+1, names[i], err)
+			}
+			return nil, fmt.Errorf("redislimit: %w", err)
+		}
+		quota, period, sep := s.Window.Limit, s.Window.Length, "/"
+		if a.IsBucket() {
+			quota, period, sep = s.Bucket.Capacity, s.Bucket.Interval(), "@"
+		}
+		l.suffix = append(l.suffix, fmt.Sprintf(":%s:%d%s%d", a, quota, sep, period))
+		l.quota = append(l.quota, quota)
+		l.params = append(l.params, strconv.Itoa(quota), strconv.FormatInt(int64(period), 10))
+	}
+	l.grace[0] = strconv.FormatInt(o.Grace.Milliseconds(), 10)
+	l.grace[1] = strconv.FormatInt(max(o.Grace, explicitGrace).Milliseconds(), 10)
+	return l, nil
+}
+
+// fits reports whether s is within what the scripts compute exactly.
+func fits(s limiters.Spec) error {
+	if s.Algorithm.IsBucket() {
+		if p := time.Duration(s.Bucket.Capacity) * s.Bucket.Interval(); p > MaxPeriod {
+			return fmt.Errorf("%w: %v takes %v to refill from empty; on Redis at most %v (2^52ns)", limiters.ErrInvalidParameter, s, p, MaxPeriod)
+		}
+		return nil
+	}
+	w := s.Window
+	switch {
+	case w.Length > MaxPeriod:
+		return fmt.Errorf("%w: window %v is longer than the %v (2^52ns) a Redis limiter takes", limiters.ErrInvalidParameter, w.Length, MaxPeriod)
+	case w.Length < MinWindow:
+		return fmt.Errorf("%w: window %v is shorter than the %v a Redis limiter takes", limiters.ErrInvalidParameter, w.Length, MinWindow)
+	case s.Algorithm == limiters.SlidingLog && w.Limit > MaxLogLimit:
+		return fmt.Errorf("%w: a sliding log on Redis rewrites its log on every admitted request, so its limit must be at most %d, got %d", limiters.ErrInvalidParameter, MaxLogLimit, w.Limit)
+	}
+	return nil
+}
+
+// Algorithm returns the limiter's algorithm.
+func (l *Limiter) Algorithm() limiters.Algorithm { return l.alg }
+
+// LimitName returns the name of the i-th limit (0-based), as DecideAt's
+// denied index counts them.
+func (l *Limiter) LimitName(i int) string { return l.names[i] }
+
+// Limits returns the number of limits the limiter enforces.
+func (l *Limiter) Limits() int { return len(l.names) }
+
+// AllowN reports whether n events for key may happen now, by the server's
+// clock, and consumes them if so. A non-nil error means Redis did not
+// decide (the Decision follows the failure mode) or n < 1.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
+	d, _, err := l.decide(ctx, key, time.Time{}, "a", n)
+	return d, err
+}
+
+// AllowAt reports whether n events for key may happen at time t, and
+// consumes them if so. When Redis does not decide, the Decision follows
+// the failure mode; DecideAt also returns the error.
+func (l *Limiter) AllowAt(key string, t time.Time, n int) limiters.Decision {
+	d, _, _ := l.decide(context.Background(), key, t, "a", n)
+	return d
+}
+
+// DecideAt is AllowAt with a context and the error, and it tells which
+// limit denied (0-based; -1 when admitted or when Redis did not decide).
+// A zero t means the server's clock.
+func (l *Limiter) DecideAt(ctx context.Context, key string, t time.Time, n int) (limiters.Decision, int, error) {
+	return l.decide(ctx, key, t, "a", n)
+}
+
+// Peek reports key's state now, by the server's clock, without consuming
+// anything.
+func (l *Limiter) Peek(ctx context.Context, key string) (limiters.Decision, error) {
+	d, _, err := l.decide(ctx, key, time.Time{}, "p", 1)
+	return d, err
+}
+
+// PeekAt reports key's state at time t without consuming anything.
+func (l *Limiter) PeekAt(key string, t time.Time) limiters.Decision {
+	d, _, _ := l.decide(context.Background(), key, t, "p", 1)
+	return d
+}
+
+// PeekAtN reports what AllowAt(key, t, n) would decide, without consuming
+// anything.
+func (l *Limiter) PeekAtN(key string, t time.Time, n int) limiters.Decision {
+	d, _, _ := l.decide(context.Background(), key, t, "p", n)
+	return d
+}
+
+// decide runs the script for key at t (zero: the server's clock) in mode
+// "a" (consume) or "p" (peek).
+func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode string, n int) (limiters.Decision, int, error) {
+	if n < 1 {
+		d, _, err := l.decide(ctx, key, t, "p", 1)
+		d.Allowed, d.RetryAfter = false, limiters.Never
+		if err == nil {
+			err = fmt.Errorf("redislimit: %w, got %d", limiters.ErrInvalidCost, n)
+		}
+		return d, -1, err
+	}
+	explicit := !t.IsZero()
+	if explicit && (t.Before(minTime) || t.After(maxTime)) {
+		return l.failed(fmt.Errorf("time %v is outside what the Redis backend keeps (1970 to 2106)", t))
+	}
+	keys := make([]string, len(l.suffix))
+	tagged := l.o.Prefix + "{" + key + "}"
+	for i, s := range l.suffix {
+		keys[i] = tagged + s
+	}
+	args := make([]any, 5, 5+len(l.params))
+	args[0], args[1] = mode, n
+	if explicit {
+		ns := t.UnixNano()
+		args[2], args[3], args[4] = ns/1e9, ns%1e9, l.grace[1]
+	} else {
+		args[2], args[3], args[4] = "", "", l.grace[0]
+	}
+	args = append(args, l.params...)
+
+	ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
+	defer cancel()
+	v, err := l.run(ctx, keys, args)
+	if err != nil {
+		return l.failed(err)
+	}
+	return l.reply(v)
+}
+
+// run runs the limiter's script by SHA, and whole if the server does not
+// have it.
+func (l *Limiter) run(ctx context.Context, keys []string, args []any) (any, error) {
+	v, err := l.c.EvalSha(ctx, l.script.sha, keys, args...).Result()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		l.evals.Add(1)
+		v, err = l.c.Eval(ctx, l.script.src, keys, args...).Result()
+	}
+	return v, err
+}
+
+// reply reads the script's reply: {allowed, denied, limit, remaining,
+// retry after, reset after}, every one an integer.
+func (l *Limiter) reply(v any) (limiters.Decision, int, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 6 {
+		return l.failed(fmt.Errorf("the script replied %T %v, want 6 integers", v, v))
+	}
+	var x [6]int64
+	for i, e := range a {
+		if x[i], ok = e.(int64); !ok {
+			return l.failed(fmt.Errorf("the script replied %v, want 6 integers", v))
+		}
+	}
+	d := limiters.Decision{
+		Allowed:    x[0] == 1,
+		Limit:      int(x[2]),
+		Remaining:  int(x[3]),
+		RetryAfter: time.Duration(x[4]),
+		ResetAfter: time.Duration(x[5]),
+	}
+	if x[4] < 0 {
+		d.RetryAfter = limiters.Never
+	}
+	return d, int(x[1]) - 1, nil
+}
+
+// failed returns the decision of the failure mode, and err wrapped.
+func (l *Limiter) failed(err error) (limiters.Decision, int, error) {
+	limit := l.quota[0]
+	for _, q := range l.quota[1:] {
+		limit = min(limit, q)
+	}
+	d := limiters.Decision{Allowed: true, Limit: limit}
+	if l.o.FailureMode == FailClosed {
+		d.Allowed, d.RetryAfter = false, l.o.Timeout
+	}
+	return d, -1, fmt.Errorf("%w (%v): %w", ErrUnavailable, l.o.FailureMode, err)
+}
+
+// Reset forgets key: its next request sees a full quota.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	keys := make([]string, len(l.suffix))
+	for i, s := range l.suffix {
+		keys[i] = l.o.Prefix + "{" + key + "}" + s
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
+	defer cancel()
+	if err := l.c.Del(ctx, keys...).Err(); err != nil {
+		return fmt.Errorf("%w: Reset: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// ResetAll forgets every key this limiter holds (the keys with its prefix,
+// algorithm and limits), on every server of a cluster.
+func (l *Limiter) ResetAll(ctx context.Context) error {
+	return l.scan(ctx, func(ctx context.Context, c scanner, keys []string) error {
+		return c.Del(ctx, keys...).Err()
+	})
+}
+
+// Walk calls fn with each key the limiter holds and its state now, by the
+// server's clock, until fn returns false. Keys are found with SCAN, so a
+// key may be reported twice while keys are added, or not at all once its
+// quota is full again and it expired.
+func (l *Limiter) Walk(ctx context.Context, fn func(key string, d limiters.Decision) bool) error {
+	return l.walk(ctx, time.Time{}, fn)
+}
+
+// WalkAt is Walk with every key's state at time t.
+func (l *Limiter) WalkAt(t time.Time, fn func(key string, d limiters.Decision) bool) {
+	_ = l.walk(context.Background(), t, fn)
+}
+
+var errStop = errors.New("stop")
+
+func (l *Limiter) walk(ctx context.Context, t time.Time, fn func(key string, d limiters.Decision) bool) error {
+	seen := map[string]bool{}
+	err := l.scan(ctx, func(ctx context.Context, _ scanner, keys []string) error {
+		for _, k := range keys {
+			key, ok := l.userKey(k)
+			if !ok || seen[key] {
+				continue
+			}
+			seen[key] = true
+			d, _, err := l.decide(ctx, key, t, "p", 1)
+			if err != nil {
+				return err
+			}
+			if !fn(key, d) {
+				return errStop
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	return err
+}
+
+// userKey returns the caller's key of one of the limiter's Redis keys.
+func (l *Limiter) userKey(k string) (string, bool) {
+	rest, ok := strings.CutPrefix(k, l.o.Prefix+"{")
+	if !ok {
+		return "", false
+	}
+	for _, s := range l.suffix {
+		if key, ok := strings.CutSuffix(rest, "}"+s); ok {
+			return key, true
+		}
+	}
+	return "", false
+}
+
+// scanner is what scan needs of a client, or of one server of a cluster.
+type scanner interface {
+	Scan(ctx context.Context, cursor uint64, match string, count int64) *redis.ScanCmd
+	Del(ctx context.Context, keys ...string) *redis.IntCmd
+}
+
+// scan calls fn with each batch of the limiter's keys, from every master
+// of a cluster.
+func (l *Limiter) scan(ctx context.Context, fn func(context.Context, scanner, []string) error) error {
+	one := func(ctx context.Context, c scanner) error {
+		for _, s := range l.suffix {
+			match := glob(l.o.Prefix) + "{*}" + glob(s)
+			var cursor uint64
+			for {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				cctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
+				keys, next, err := c.Scan(cctx, cursor, match, 512).Result()
+				cancel()
+				if err != nil {
+					return fmt.Errorf("%w: SCAN: %w", ErrUnavailable, err)
+				}
+				if len(keys) > 0 {
+					if err := fn(ctx, c, keys); err != nil {
+						return err
+					}
+				}
+				if cursor = next; cursor == 0 {
+					break
+				}
+			}
+		}
+		return nil
+	}
+	if cc, ok := l.c.(interface {
+		ForEachMaster(context.Context, func(context.Context, *redis.Client) error) error
+	}); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return one(ctx, c) })
+	}
+	return one(ctx, l.c)
+}
+
+// glob escapes s for a SCAN MATCH pattern.
+func glob(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
