@@ -14,7 +14,9 @@
 // an explicit time instead, which is how traces are replayed exactly.
 //
 // Keys are Prefix, the caller's key in braces (a Redis Cluster hash tag:
-// the keys of one decision share a slot), then the algorithm and the limit:
+// the keys of one decision share a slot; braces and % in the key are
+// escaped as %7B, %7D and %25, and the empty key is %), then the algorithm
+// and the limit (N/W or C@T, W and T in nanoseconds):
 //
 //	ratelab:{alice}:gcra:10@200000000
 //
@@ -147,6 +149,10 @@ type Limiter struct {
 	o      Options
 	grace  [2]string // ARGV 5: for the server's clock, for explicit times
 
+	// guard is whether calls run on a goroutine of their own, raced
+	// against the timeout: the client does not honour context deadlines.
+	guard bool
+
 	// evals counts the times the script had to be sent whole (NOSCRIPT).
 	evals atomic.Int64
 }
@@ -210,7 +216,7 @@ func newLimiter(c Client, a limiters.Algorithm, names []string, specs []limiters
 	if o.Grace == 0 {
 		o.Grace = time.Second
 	}
-	l := &Limiter{c: c, alg: a, script: scripts[a], names: names, o: o}
+	l := &Limiter{c: c, alg: a, script: scripts[a], names: names, o: o, guard: !honoursDeadlines(c)}
 	for i, s := range specs {
 		if err := fits(s); err != nil {
 			if len(specs) > 1 {
@@ -320,7 +326,7 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode stri
 		return l.failed(fmt.Errorf("time %v is outside what the Redis backend keeps (1970 to 2106)", t))
 	}
 	keys := make([]string, len(l.suffix))
-	tagged := l.o.Prefix + "{" + key + "}"
+	tagged := l.o.Prefix + "{" + escape(key) + "}"
 	for i, s := range l.suffix {
 		keys[i] = tagged + s
 	}
@@ -343,9 +349,51 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode stri
 	return l.reply(v)
 }
 
+// honoursDeadlines reports whether c gives up when a context's deadline
+// passes. A go-redis client does only with ContextTimeoutEnabled; without
+// it a call waits for the client's own dial, read and write timeouts
+// (seconds, by default) whatever the context says.
+func honoursDeadlines(c Client) bool {
+	switch c := c.(type) {
+	case interface{ Options() *redis.Options }:
+		return c.Options().ContextTimeoutEnabled
+	case interface{ Options() *redis.ClusterOptions }:
+		return c.Options().ContextTimeoutEnabled
+	case interface{ Options() *redis.RingOptions }:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+type result struct {
+	v   any
+	err error
+}
+
 // run runs the limiter's script by SHA, and whole if the server does not
-// have it.
+// have it. With a client that does not honour deadlines the call runs on
+// a goroutine of its own and the decision stops waiting for it at the
+// deadline; the goroutine ends when the client's own timeouts end the
+// call. (Configure the client with ContextTimeoutEnabled to save the
+// goroutine: about a microsecond a decision.)
 func (l *Limiter) run(ctx context.Context, keys []string, args []any) (any, error) {
+	if !l.guard {
+		return l.eval(ctx, keys, args)
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := l.eval(ctx, keys, args)
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (l *Limiter) eval(ctx context.Context, keys []string, args []any) (any, error) {
 	v, err := l.c.EvalSha(ctx, l.script.sha, keys, args...).Result()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		l.evals.Add(1)
@@ -397,11 +445,11 @@ func (l *Limiter) failed(err error) (limiters.Decision, int, error) {
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	keys := make([]string, len(l.suffix))
 	for i, s := range l.suffix {
-		keys[i] = l.o.Prefix + "{" + key + "}" + s
+		keys[i] = l.o.Prefix + "{" + escape(key) + "}" + s
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
 	defer cancel()
-	if err := l.c.Del(ctx, keys...).Err(); err != nil {
+	if err := bounded(ctx, l.guard, func(ctx context.Context) error { return l.c.Del(ctx, keys...).Err() }); err != nil {
 		return fmt.Errorf("%w: Reset: %w", ErrUnavailable, err)
 	}
 	return nil
@@ -411,7 +459,12 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 // algorithm and limits), on every server of a cluster.
 func (l *Limiter) ResetAll(ctx context.Context) error {
 	return l.scan(ctx, func(ctx context.Context, c scanner, keys []string) error {
-		return c.Del(ctx, keys...).Err()
+		ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
+		defer cancel()
+		if err := bounded(ctx, l.guard, func(ctx context.Context) error { return c.Del(ctx, keys...).Err() }); err != nil {
+			return fmt.Errorf("%w: ResetAll: %w", ErrUnavailable, err)
+		}
+		return nil
 	})
 }
 
@@ -463,10 +516,37 @@ func (l *Limiter) userKey(k string) (string, bool) {
 	}
 	for _, s := range l.suffix {
 		if key, ok := strings.CutSuffix(rest, "}"+s); ok {
-			return key, true
+			return unescape(key)
 		}
 	}
 	return "", false
+}
+
+// The caller's key is the hash tag, between braces, so it must hold no
+// brace and must not be empty (Redis Cluster hashes all of "x{}y"): escape
+// writes {, } and % as %7B, %7D and %25, and the empty key as %.
+var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+
+func escape(key string) string {
+	switch {
+	case key == "":
+		return "%"
+	case !strings.ContainsAny(key, "{}%"):
+		return key
+	}
+	return escaper.Replace(key)
+}
+
+var unescaper = strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
+
+func unescape(tag string) (string, bool) {
+	switch {
+	case tag == "%":
+		return "", true
+	case strings.ContainsAny(tag, "{}"):
+		return "", false
+	}
+	return unescaper.Replace(tag), true
 }
 
 // scanner is what scan needs of a client, or of one server of a cluster.
@@ -486,8 +566,13 @@ func (l *Limiter) scan(ctx context.Context, fn func(context.Context, scanner, []
 				if err := ctx.Err(); err != nil {
 					return err
 				}
+				var keys []string
+				var next uint64
 				cctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
-				keys, next, err := c.Scan(cctx, cursor, match, 512).Result()
+				err := bounded(cctx, l.guard, func(ctx context.Context) (err error) {
+					keys, next, err = c.Scan(ctx, cursor, match, 512).Result()
+					return err
+				})
 				cancel()
 				if err != nil {
 					return fmt.Errorf("%w: SCAN: %w", ErrUnavailable, err)
@@ -510,6 +595,22 @@ func (l *Limiter) scan(ctx context.Context, fn func(context.Context, scanner, []
 		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return one(ctx, c) })
 	}
 	return one(ctx, l.c)
+}
+
+// bounded runs f, and when guard is set stops waiting for it when ctx is
+// done (see run).
+func bounded(ctx context.Context, guard bool, f func(context.Context) error) error {
+	if !guard {
+		return f(ctx)
+	}
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // glob escapes s for a SCAN MATCH pattern.

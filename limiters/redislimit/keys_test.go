@@ -1,0 +1,149 @@
+package redislimit
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/composite"
+)
+
+// hashTag is the part of a key Redis Cluster hashes: between the first {
+// and the first } after it, when that is not empty.
+func hashTag(k string) string {
+	if i := strings.IndexByte(k, '{'); i >= 0 {
+		if j := strings.IndexByte(k[i+1:], '}'); j > 0 {
+			return k[i+1 : i+1+j]
+		}
+	}
+	return k
+}
+
+// TestKeysExpire checks every algorithm's key: named by prefix, hash tag
+// and limit, and living until its quota is full again plus the grace:
+// never less (the sliding counter's lives through the next window).
+func TestKeysExpire(t *testing.T) {
+	c := server(t)
+	ctx := context.Background()
+	for _, a := range limiters.Algorithms() {
+		t.Run(string(a), func(t *testing.T) {
+			p := prefix(t, c)
+			r := limiters.Rate{N: 4, Per: 3 * time.Second}
+			s, _ := r.Spec(a)
+			l, err := New(c, s, WithPrefix(p), WithGrace(500*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := l.AllowN(ctx, "user", 2)
+			if err != nil || !d.Allowed {
+				t.Fatalf("AllowN: %+v, %v", d, err)
+			}
+			keys, err := c.Keys(ctx, glob(p)+"*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := p + "{user}" + l.suffix[0]; len(keys) != 1 || keys[0] != want {
+				t.Fatalf("keys %q, want [%q]", keys, want)
+			}
+			ttl, err := c.PTTL(ctx, keys[0]).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The key was set a moment before PTTL read it: at most that
+			// moment (under 100ms here) is gone.
+			lo, hi := d.ResetAfter+500*time.Millisecond-100*time.Millisecond, d.ResetAfter+500*time.Millisecond+time.Millisecond
+			if ttl < lo || ttl > hi || ttl <= d.ResetAfter {
+				t.Errorf("PTTL %v after a decision with ResetAfter %v and a grace of 500ms, want %v to %v", ttl, d.ResetAfter, lo, hi)
+			}
+			if a == limiters.SlidingCounter && ttl < 3*time.Second {
+				t.Errorf("the sliding counter's key lives %v, less than the window after this one", ttl)
+			}
+		})
+	}
+}
+
+// TestCompositeKeysShareSlot checks that the keys of one decision share a
+// hash tag, whatever braces the caller's key has, so Redis Cluster never
+// answers CROSSSLOT.
+func TestCompositeKeysShareSlot(t *testing.T) {
+	c := server(t)
+	p := prefix(t, c)
+	l, err := NewComposite(c, limiters.SlidingCounter, []composite.Limit{
+		{Rate: limiters.Rate{N: 10, Per: time.Second}},
+		{Rate: limiters.Rate{N: 100, Per: time.Minute}},
+		{Name: "daily", Rate: limiters.Rate{N: 1000, Per: 24 * time.Hour}},
+	}, WithPrefix(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"alice", "a}b{c", "{x}", "}{", ""} {
+		if _, err := l.AllowN(t.Context(), key, 1); err != nil {
+			t.Fatal(err)
+		}
+		keys, err := c.Keys(t.Context(), glob(p+"{"+escape(key)+"}")+":*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sort.Strings(keys)
+		if len(keys) != 3 {
+			t.Fatalf("key %q: Redis keys %q, want 3", key, keys)
+		}
+		for _, k := range keys[1:] {
+			if hashTag(k) != hashTag(keys[0]) {
+				t.Errorf("key %q: %q and %q hash differently", key, keys[0], k)
+			}
+		}
+	}
+	if err := l.ResetAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.Keys(t.Context(), glob(p)+"*").Result(); len(n) != 0 {
+		t.Errorf("after ResetAll: %q", n)
+	}
+}
+
+// TestBadParameters checks what New refuses, with a reason.
+func TestBadParameters(t *testing.T) {
+	c := server(t)
+	for _, tc := range []struct {
+		s    limiters.Spec
+		opts []Option
+		want string
+	}{
+		{limiters.Spec{Algorithm: limiters.FixedWindow, Window: limiters.Window{Limit: 10, Length: 60 * 24 * time.Hour}}, nil, "longer than"},
+		{limiters.Spec{Algorithm: limiters.FixedWindow, Window: limiters.Window{Limit: 10, Length: 999}}, nil, "shorter than"},
+		{limiters.Spec{Algorithm: limiters.SlidingLog, Window: limiters.Window{Limit: 1 << 20, Length: time.Second}}, nil, "at most 65536"},
+		{limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 100, Rate: 1e-5}}, nil, "to refill from empty"},
+		{limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 0, Rate: 1}}, nil, "capacity"},
+		{limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1, Rate: 1}}, []Option{WithPrefix("a{b")}, "brace"},
+		{limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1, Rate: 1}}, []Option{WithTimeout(-1)}, "negative"},
+		{limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1, Rate: 1}}, []Option{WithFailureMode(7)}, "failure mode"},
+	} {
+		_, err := New(c, tc.s, tc.opts...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%v): %v, want an error about %q", tc.s, err, tc.want)
+		}
+	}
+	if _, err := New(nil, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1, Rate: 1}}); err == nil {
+		t.Errorf("New(nil client) did not fail")
+	}
+	l, _ := New(c, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1, Rate: 1}}, WithPrefix(prefix(t, c)))
+	if _, _, err := l.DecideAt(t.Context(), "k", time.Date(1969, 1, 1, 0, 0, 0, 0, time.UTC), 1); err == nil || !strings.Contains(err.Error(), "1970 to 2106") {
+		t.Errorf("a time in 1969: %v", err)
+	}
+}
+
+func TestEscape(t *testing.T) {
+	for _, key := range []string{"", "a", "%", "%7B", "{", "}", "}{", "a{b}c%d", "%25", "héllo"} {
+		e := escape(key)
+		if e == "" || strings.ContainsAny(e, "{}") {
+			t.Errorf("escape(%q) = %q: not a usable hash tag", key, e)
+		}
+		if back, ok := unescape(e); !ok || back != key {
+			t.Errorf("unescape(escape(%q)) = %q, %v", key, back, ok)
+		}
+	}
+}
