@@ -37,10 +37,19 @@ type Tiered interface {
 	Explain(key string, t time.Time, n int) (d limiters.Decision, tier, deniedBy string)
 }
 
+// Fallible is what a limiter whose backend can fail adds (package
+// limiters/redislimit): the decision at an explicit time, with the error
+// when the backend did not make it.
+type Fallible interface {
+	DecideAt(ctx context.Context, key string, t time.Time, n int) (limiters.Decision, int, error)
+}
+
 // Replay decides each request of tr with l, at time zero plus the request's
 // time, and writes one JSON object per request to w, in order. It stops at
 // the first malformed line, returning its *workloads.TraceError after
-// writing every line before it, or when ctx ends, returning ctx's error.
+// writing every line before it, when ctx ends, returning ctx's error, or
+// when a Fallible limiter's backend fails, returning its error: a replay
+// never prints a decision its backend did not make.
 func Replay(ctx context.Context, tr *workloads.TraceReader, l limiters.AtLimiter, w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
@@ -59,6 +68,11 @@ func Replay(ctx context.Context, tr *workloads.TraceReader, l limiters.AtLimiter
 		var tier, deniedBy string
 		if tl, ok := l.(Tiered); ok {
 			d, tier, deniedBy = tl.Explain(req.Key, at, req.N)
+		} else if fl, ok := l.(Fallible); ok {
+			if d, _, err = fl.DecideAt(ctx, req.Key, at, req.N); err != nil && req.N >= 1 {
+				break
+			}
+			err = nil
 		} else {
 			d = l.AllowAt(req.Key, at, req.N)
 		}

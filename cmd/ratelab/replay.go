@@ -2,24 +2,30 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelab/ratelab/config"
 	"github.com/ratelab/ratelab/harness"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/limiters/redislimit"
 	"github.com/ratelab/ratelab/limiters/tiers"
 	"github.com/ratelab/ratelab/workloads"
 )
 
 const replayUsage = `Usage:
 
-	ratelab replay --algo ALGO --limit N --window W [TRACE]
-	ratelab replay --algo ALGO --capacity C --rate R [TRACE]
+	ratelab replay --algo ALGO --limit N --window W [--backend B] [TRACE]
+	ratelab replay --algo ALGO --capacity C --rate R [--backend B] [TRACE]
 	ratelab replay --config FILE [TRACE]
 
 Replay decides each request of a trace with one limiter and prints one JSON
@@ -41,6 +47,13 @@ have been printed.
 
 Algorithms: fixed-window, sliding-log and sliding-counter take --limit and
 --window; token-bucket, leaky-bucket and gcra take --capacity and --rate.
+
+--backend redis keeps the limits in the Redis server at --redis-url, as a
+fleet would, and gives the same decisions as --backend memory. The trace's
+times are passed to Redis (its clock is not used); the replay keeps its
+keys under a prefix of its own and removes them when done. If Redis fails,
+the replay stops with the error: it never prints a decision Redis did not
+make.
 
 With --config, the limits are the configuration file's (see the config
 package: algorithm, tiers, users, overrides): each key is a user, decided
@@ -64,7 +77,8 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	window := fs.Duration("window", 0, "W, the window: 500ms, 60s, 1m, 1h (window algorithms)")
 	capacity := fs.Int("capacity", 0, "C, the largest burst (bucket algorithms)")
 	rate := fs.Float64("rate", 0, "R, tokens per second, fractions allowed (bucket algorithms)")
-	backend := fs.String("backend", "memory", "where limits are kept: memory")
+	backend := fs.String("backend", "memory", "where limits are kept: memory or redis")
+	redisURL := fs.String("redis-url", "redis://127.0.0.1:6379/0", "the Redis server for --backend redis, as redis://[user:password@]host:port/db")
 	configFile := fs.String("config", "", "a configuration file of tiers and users, in place of --algo and its limit")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), replayUsage)
@@ -131,8 +145,15 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err := spec.Validate(); err != nil {
 		return bad(fmt.Errorf("replay: %w", err))
 	}
-	if *backend != "memory" {
-		return bad(fmt.Errorf("replay: --backend %q is not available; this build has the memory backend only", *backend))
+	switch *backend {
+	case "memory":
+		if set["redis-url"] {
+			return bad(errors.New("replay: --redis-url is for --backend redis"))
+		}
+	case "redis":
+		return replayRedis(ctx, fs.Arg(0), stdin, stdout, spec, *redisURL)
+	default:
+		return bad(fmt.Errorf("replay: --backend %q: want memory or redis", *backend))
 	}
 
 	l, err := memory.New(spec, limiters.WithSweepInterval(-1))
@@ -141,6 +162,36 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	defer l.Close()
 	return replay(ctx, fs.Arg(0), stdin, stdout, l)
+}
+
+// replayRedis replays the trace at path with a Redis limiter of spec, under
+// a key prefix of its own, and removes its keys when done.
+func replayRedis(ctx context.Context, path string, stdin io.Reader, stdout io.Writer, spec limiters.Spec, url string) error {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return usageError{fmt.Errorf("replay: --redis-url: %w", err)}
+	}
+	opt.ContextTimeoutEnabled = true
+	c := redis.NewClient(opt)
+	defer c.Close()
+	var nonce [8]byte
+	rand.Read(nonce[:])
+	l, err := redislimit.New(c, spec, redislimit.WithPrefix("ratelab:replay:"+hex.EncodeToString(nonce[:])+":"),
+		redislimit.WithFailureMode(redislimit.FailClosed), redislimit.WithTimeout(2*time.Second))
+	if err != nil {
+		return usageError{fmt.Errorf("replay: %w", err)}
+	}
+	redis.SetLogger(quietRedis{}) // failures are reported once, here, not by the pool too
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := c.Ping(pctx).Err(); err != nil {
+		return fmt.Errorf("replay: no answer from Redis at %s (--redis-url): %w", opt.Addr, err)
+	}
+	err = replay(ctx, path, stdin, stdout, l)
+	if rerr := l.ResetAll(context.WithoutCancel(ctx)); rerr != nil && err == nil {
+		err = fmt.Errorf("replay: removing the replay's keys from Redis: %w", rerr)
+	}
+	return err
 }
 
 // replay decides the trace at path (standard input for "" or -) with l.
@@ -164,3 +215,8 @@ func replay(ctx context.Context, path string, stdin io.Reader, stdout io.Writer,
 	}
 	return nil
 }
+
+// quietRedis drops go-redis's own log lines.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
