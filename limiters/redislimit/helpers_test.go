@@ -21,7 +21,7 @@ func server(t testing.TB) *redis.Client {
 	if addr == "" {
 		addr = "127.0.0.1:6379"
 	}
-	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64, ContextTimeoutEnabled: true})
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64, ContextTimeoutEnabled: true, PoolTimeout: 250 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {

@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"strings"
 	"testing"
@@ -145,5 +146,25 @@ func TestEscape(t *testing.T) {
 		if back, ok := unescape(e); !ok || back != key {
 			t.Errorf("unescape(escape(%q)) = %q, %v", key, back, ok)
 		}
+	}
+}
+
+// TestReplyChecked feeds reply what a server must never send: each is
+// refused, with the failure mode's decision, never read as a decision.
+func TestReplyChecked(t *testing.T) {
+	l := &Limiter{quota: []int{5}, suffix: []string{":x"}, o: Options{FailureMode: FailClosed, Timeout: time.Second}}
+	for _, v := range []any{nil, int64(1), []any{int64(1)}, "", "1 0 5 4 0", "1 0 5 4 0 7 8", "1 0 5 4 0 x", "2 0 5 4 0 1", "0 2 5 4 1 1", "1 0 5 -1 0 1", "1 0 5 4 0 1 "} {
+		d, _, err := l.reply(v)
+		if !errors.Is(err, ErrUnavailable) || d.Allowed {
+			t.Errorf("reply(%#v) = %+v, %v; want refused, fail closed", v, d, err)
+		}
+	}
+	d, denied, err := l.reply("0 1 5 0 250 1000")
+	if err != nil || d != (limiters.Decision{Limit: 5, RetryAfter: 250, ResetAfter: 1000}) || denied != 0 {
+		t.Errorf("reply of a denial: %+v, %d, %v", d, denied, err)
+	}
+	d, _, err = l.reply("0 1 5 0 -1 0")
+	if err != nil || d.RetryAfter != limiters.Never {
+		t.Errorf("reply of a never: %+v, %v", d, err)
 	}
 }

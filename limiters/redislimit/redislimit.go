@@ -41,6 +41,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +56,7 @@ import (
 // server, Cluster or Sentinel) all are one.
 type Client interface {
 	redis.Scripter
+	Process(ctx context.Context, cmd redis.Cmder) error
 	Del(ctx context.Context, keys ...string) *redis.IntCmd
 	Scan(ctx context.Context, cursor uint64, match string, count int64) *redis.ScanCmd
 	Pipeline() redis.Pipeliner
@@ -147,11 +149,16 @@ type Limiter struct {
 	suffix []string // each limit's key suffix
 	params []any    // two ARGV a limit
 	o      Options
-	grace  [2]string // ARGV 5: for the server's clock, for explicit times
+	grace  [2]any // ARGV 5: for the server's clock, for explicit times (strings)
 
 	// guard is whether calls run on a goroutine of their own, raced
 	// against the timeout: the client does not honour context deadlines.
 	guard bool
+	// light is whether a call's deadline may be set without a timer: the
+	// client honours deadlines and its pool gives up waiting for a
+	// connection within the timeout.
+	light bool
+	sha   any // the script's SHA-1, boxed once
 
 	// evals counts the times the script had to be sent whole (NOSCRIPT).
 	evals atomic.Int64
@@ -216,7 +223,9 @@ func newLimiter(c Client, a limiters.Algorithm, names []string, specs []limiters
 	if o.Grace == 0 {
 		o.Grace = time.Second
 	}
-	l := &Limiter{c: c, alg: a, script: scripts[a], names: names, o: o, guard: !honoursDeadlines(c)}
+	honours, pool := deadlines(c)
+	l := &Limiter{c: c, alg: a, script: scripts[a], names: names, o: o, guard: !honours, light: honours && pool > 0 && pool <= o.Timeout}
+	l.sha = l.script.sha
 	for i, s := range specs {
 		if err := fits(s); err != nil {
 			if len(specs) > 1 {
@@ -232,7 +241,7 @@ func newLimiter(c Client, a limiters.Algorithm, names []string, specs []limiters
 		l.quota = append(l.quota, quota)
 		l.params = append(l.params, strconv.Itoa(quota), strconv.FormatInt(int64(period), 10))
 	}
-	l.grace[0] = strconv.FormatInt(o.Grace.Milliseconds(), 10)
+	l.grace[0] = strconv.FormatInt(max(o.Grace.Milliseconds(), 1), 10)
 	l.grace[1] = strconv.FormatInt(max(o.Grace, explicitGrace).Milliseconds(), 10)
 	return l, nil
 }
@@ -271,7 +280,7 @@ func (l *Limiter) Limits() int { return len(l.names) }
 // clock, and consumes them if so. A non-nil error means Redis did not
 // decide (the Decision follows the failure mode) or n < 1.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
-	d, _, err := l.decide(ctx, key, time.Time{}, "a", n)
+	d, _, err := l.decide(ctx, key, time.Time{}, consume, n)
 	return d, err
 }
 
@@ -279,7 +288,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (limiters.Decis
 // consumes them if so. When Redis does not decide, the Decision follows
 // the failure mode; DecideAt also returns the error.
 func (l *Limiter) AllowAt(key string, t time.Time, n int) limiters.Decision {
-	d, _, _ := l.decide(context.Background(), key, t, "a", n)
+	d, _, _ := l.decide(context.Background(), key, t, consume, n)
 	return d
 }
 
@@ -287,34 +296,38 @@ func (l *Limiter) AllowAt(key string, t time.Time, n int) limiters.Decision {
 // limit denied (0-based; -1 when admitted or when Redis did not decide).
 // A zero t means the server's clock.
 func (l *Limiter) DecideAt(ctx context.Context, key string, t time.Time, n int) (limiters.Decision, int, error) {
-	return l.decide(ctx, key, t, "a", n)
+	return l.decide(ctx, key, t, consume, n)
 }
 
 // Peek reports key's state now, by the server's clock, without consuming
 // anything.
 func (l *Limiter) Peek(ctx context.Context, key string) (limiters.Decision, error) {
-	d, _, err := l.decide(ctx, key, time.Time{}, "p", 1)
+	d, _, err := l.decide(ctx, key, time.Time{}, peek, 1)
 	return d, err
 }
 
 // PeekAt reports key's state at time t without consuming anything.
 func (l *Limiter) PeekAt(key string, t time.Time) limiters.Decision {
-	d, _, _ := l.decide(context.Background(), key, t, "p", 1)
+	d, _, _ := l.decide(context.Background(), key, t, peek, 1)
 	return d
 }
 
 // PeekAtN reports what AllowAt(key, t, n) would decide, without consuming
 // anything.
 func (l *Limiter) PeekAtN(key string, t time.Time, n int) limiters.Decision {
-	d, _, _ := l.decide(context.Background(), key, t, "p", n)
+	d, _, _ := l.decide(context.Background(), key, t, peek, n)
 	return d
 }
 
+// The modes of a script: decide and consume, or peek. (Boxed once: a
+// string converted to an interface at each call is an allocation.)
+var consume, peek any = "a", "p"
+
 // decide runs the script for key at t (zero: the server's clock) in mode
-// "a" (consume) or "p" (peek).
-func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode string, n int) (limiters.Decision, int, error) {
+// consume or peek.
+func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any, n int) (limiters.Decision, int, error) {
 	if n < 1 {
-		d, _, err := l.decide(ctx, key, t, "p", 1)
+		d, _, err := l.decide(ctx, key, t, peek, 1)
 		d.Allowed, d.RetryAfter = false, limiters.Never
 		if err == nil {
 			err = fmt.Errorf("redislimit: %w, got %d", limiters.ErrInvalidCost, n)
@@ -325,44 +338,96 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode stri
 	if explicit && (t.Before(minTime) || t.After(maxTime)) {
 		return l.failed(fmt.Errorf("time %v is outside what the Redis backend keeps (1970 to 2106)", t))
 	}
-	keys := make([]string, len(l.suffix))
-	tagged := l.o.Prefix + "{" + escape(key) + "}"
-	for i, s := range l.suffix {
-		keys[i] = tagged + s
+	// One slice holds the whole command: EVALSHA sha numkeys keys... argv...
+	// Unless a call may outlive the decision (guard), the slice and the
+	// context come from a pool.
+	var c *call
+	if l.guard {
+		c = new(call)
+	} else {
+		c = calls.Get().(*call)
+		defer calls.Put(c)
 	}
-	args := make([]any, 5, 5+len(l.params))
-	args[0], args[1] = mode, n
+	k := len(l.suffix)
+	args := c.args[:3+k+5]
+	args[0], args[1], args[2] = "evalsha", l.sha, k
+	if k == 1 {
+		args[3] = l.o.Prefix + "{" + escape(key) + "}" + l.suffix[0]
+	} else {
+		tagged := l.o.Prefix + "{" + escape(key) + "}"
+		for i, s := range l.suffix {
+			args[3+i] = tagged + s
+		}
+	}
+	argv := args[3+k:]
+	argv[0], argv[1] = mode, n
 	if explicit {
 		ns := t.UnixNano()
-		args[2], args[3], args[4] = ns/1e9, ns%1e9, l.grace[1]
+		argv[2], argv[3], argv[4] = ns/1e9, ns%1e9, l.grace[1]
 	} else {
-		args[2], args[3], args[4] = "", "", l.grace[0]
+		argv[2], argv[3], argv[4] = "", "", l.grace[0]
 	}
 	args = append(args, l.params...)
 
-	ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
-	defer cancel()
-	v, err := l.run(ctx, keys, args)
+	var v any
+	var err error
+	if l.light {
+		c.ctx = deadlineCtx{ctx, time.Now().Add(l.o.Timeout)}
+		v, err = l.run(&c.ctx, args)
+		c.ctx = deadlineCtx{}
+	} else {
+		ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
+		v, err = l.run(ctx, args)
+		cancel()
+	}
+	clear(args)
 	if err != nil {
 		return l.failed(err)
 	}
 	return l.reply(v)
 }
 
-// honoursDeadlines reports whether c gives up when a context's deadline
-// passes. A go-redis client does only with ContextTimeoutEnabled; without
-// it a call waits for the client's own dial, read and write timeouts
-// (seconds, by default) whatever the context says.
-func honoursDeadlines(c Client) bool {
+// call is what one decision's command needs: its arguments (EVALSHA, the
+// SHA, the key count, at most MaxLimits keys, five ARGV and two a limit)
+// and its context.
+type call struct {
+	args [3 + 3*composite.MaxLimits + 5]any
+	ctx  deadlineCtx
+}
+
+var calls = sync.Pool{New: func() any { return new(call) }}
+
+// deadlines reports whether c gives up when a context's deadline passes,
+// and how long its pool waits for a free connection. A go-redis client
+// honours deadlines only with ContextTimeoutEnabled; without it a call
+// waits for the client's own dial, read and write timeouts (seconds, by
+// default) whatever the context says.
+func deadlines(c Client) (honours bool, pool time.Duration) {
 	switch c := c.(type) {
 	case interface{ Options() *redis.Options }:
-		return c.Options().ContextTimeoutEnabled
+		return c.Options().ContextTimeoutEnabled, c.Options().PoolTimeout
 	case interface{ Options() *redis.ClusterOptions }:
-		return c.Options().ContextTimeoutEnabled
+		return c.Options().ContextTimeoutEnabled, c.Options().PoolTimeout
 	case interface{ Options() *redis.RingOptions }:
-		return c.Options().ContextTimeoutEnabled
+		return c.Options().ContextTimeoutEnabled, c.Options().PoolTimeout
 	}
-	return false
+	return false, 0
+}
+
+// deadlineCtx is a context with a deadline and no timer: enough for a
+// client that sets its connections' deadlines from the context's and
+// whose pool waits no longer than the deadline (see Limiter.light). It
+// costs one allocation where context.WithTimeout costs four.
+type deadlineCtx struct {
+	context.Context
+	d time.Time
+}
+
+func (c *deadlineCtx) Deadline() (time.Time, bool) {
+	if d, ok := c.Context.Deadline(); ok && d.Before(c.d) {
+		return d, true
+	}
+	return c.d, true
 }
 
 type result struct {
@@ -376,13 +441,13 @@ type result struct {
 // deadline; the goroutine ends when the client's own timeouts end the
 // call. (Configure the client with ContextTimeoutEnabled to save the
 // goroutine: about a microsecond a decision.)
-func (l *Limiter) run(ctx context.Context, keys []string, args []any) (any, error) {
+func (l *Limiter) run(ctx context.Context, args []any) (any, error) {
 	if !l.guard {
-		return l.eval(ctx, keys, args)
+		return l.eval(ctx, args)
 	}
 	done := make(chan result, 1)
 	go func() {
-		v, err := l.eval(ctx, keys, args)
+		v, err := l.eval(ctx, args)
 		done <- result{v, err}
 	}()
 	select {
@@ -393,27 +458,42 @@ func (l *Limiter) run(ctx context.Context, keys []string, args []any) (any, erro
 	}
 }
 
-func (l *Limiter) eval(ctx context.Context, keys []string, args []any) (any, error) {
-	v, err := l.c.EvalSha(ctx, l.script.sha, keys, args...).Result()
+// eval runs args (EVALSHA sha ...), and again as EVAL with the script's
+// source if the server does not have the script.
+func (l *Limiter) eval(ctx context.Context, args []any) (any, error) {
+	cmd := redis.NewCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3)
+	err := l.c.Process(ctx, cmd)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		l.evals.Add(1)
-		v, err = l.c.Eval(ctx, l.script.src, keys, args...).Result()
+		again := append([]any{"eval", l.script.src}, args[2:]...)
+		cmd = redis.NewCmd(ctx, again...)
+		cmd.SetFirstKeyPos(3)
+		err = l.c.Process(ctx, cmd)
 	}
-	return v, err
+	if err != nil {
+		return nil, err
+	}
+	return cmd.Val(), nil
 }
 
-// reply reads the script's reply: {allowed, denied, limit, remaining,
-// retry after, reset after}, every one an integer.
+// reply reads the script's reply: six integers in a string, allowed,
+// denied, limit, remaining, retry after and reset after.
 func (l *Limiter) reply(v any) (limiters.Decision, int, error) {
-	a, ok := v.([]any)
-	if !ok || len(a) != 6 {
-		return l.failed(fmt.Errorf("the script replied %T %v, want 6 integers", v, v))
-	}
+	str, ok := v.(string)
 	var x [6]int64
-	for i, e := range a {
-		if x[i], ok = e.(int64); !ok {
-			return l.failed(fmt.Errorf("the script replied %v, want 6 integers", v))
+	for i := range x {
+		if !ok {
+			break
 		}
+		field, rest, more := strings.Cut(str, " ")
+		var err error
+		x[i], err = strconv.ParseInt(field, 10, 64)
+		ok = err == nil && more == (i < 5)
+		str = rest
+	}
+	if !ok || x[0] > 1 || x[0] < 0 || x[1] < 0 || x[1] > int64(len(l.suffix)) || x[3] < 0 || x[5] < 0 {
+		return l.failed(fmt.Errorf("the script replied %T %q, want six integers", v, v))
 	}
 	d := limiters.Decision{
 		Allowed:    x[0] == 1,
@@ -492,7 +572,7 @@ func (l *Limiter) walk(ctx context.Context, t time.Time, fn func(key string, d l
 				continue
 			}
 			seen[key] = true
-			d, _, err := l.decide(ctx, key, t, "p", 1)
+			d, _, err := l.decide(ctx, key, t, peek, 1)
 			if err != nil {
 				return err
 			}

@@ -1,7 +1,8 @@
 -- The driver: decide (or peek) cost n against every limit, all or nothing.
--- Reply: {allowed (1 or 0), the limit that denied (1-based; 0 when
--- admitted), limit, remaining, retry after (ns; -1 for never), reset after
--- (ns)}, combined over the limits: the least remaining (and its limit; of
+-- Reply: six integers in one string (one string costs the client one
+-- allocation, an array of integers one a number): allowed (1 or 0), the
+-- limit that denied (1-based; 0 when admitted), limit, remaining, retry
+-- after (ns; -1 for never), reset after (ns), combined over the limits: the least remaining (and its limit; of
 -- equal remaining, the smaller limit), the longest retry after among the
 -- limits that deny, the longest reset after.
 local consume = ARGV[1] == "a"
@@ -36,6 +37,6 @@ for i = 1, #KEYS do
   end
 end
 if admit then
-  return {1, 0, limit, remaining, 0, reset}
+  return string.format("1 0 %d %d 0 %d", limit, remaining, reset)
 end
-return {0, denied, limit, remaining, retry, reset}
+return string.format("0 %d %d %d %d %d", denied, limit, remaining, retry, reset)
