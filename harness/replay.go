@@ -69,10 +69,9 @@ func Replay(ctx context.Context, tr *workloads.TraceReader, l limiters.AtLimiter
 		if tl, ok := l.(Tiered); ok {
 			d, tier, deniedBy = tl.Explain(req.Key, at, req.N)
 		} else if fl, ok := l.(Fallible); ok {
-			if d, _, err = fl.DecideAt(ctx, req.Key, at, req.N); err != nil && req.N >= 1 {
+			if d, _, err = fl.DecideAt(ctx, req.Key, at, req.N); err != nil {
 				break
 			}
-			err = nil
 		} else {
 			d = l.AllowAt(req.Key, at, req.N)
 		}

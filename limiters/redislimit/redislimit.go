@@ -142,7 +142,6 @@ var (
 // Limiter decides in Redis. It is safe for concurrent use.
 type Limiter struct {
 	c      Client
-	alg    limiters.Algorithm
 	script *script
 	names  []string // each limit's name
 	quota  []int    // each limit's N or C, for failure decisions
@@ -224,7 +223,7 @@ func newLimiter(c Client, a limiters.Algorithm, names []string, specs []limiters
 		o.Grace = time.Second
 	}
 	honours, pool := deadlines(c)
-	l := &Limiter{c: c, alg: a, script: scripts[a], names: names, o: o, guard: !honours, light: honours && pool > 0 && pool <= o.Timeout}
+	l := &Limiter{c: c, script: scripts[a], names: names, o: o, guard: !honours, light: honours && pool > 0 && pool <= o.Timeout}
 	l.sha = l.script.sha
 	for i, s := range specs {
 		if err := fits(s); err != nil {
@@ -266,15 +265,9 @@ func fits(s limiters.Spec) error {
 	return nil
 }
 
-// Algorithm returns the limiter's algorithm.
-func (l *Limiter) Algorithm() limiters.Algorithm { return l.alg }
-
 // LimitName returns the name of the i-th limit (0-based), as DecideAt's
 // denied index counts them.
 func (l *Limiter) LimitName(i int) string { return l.names[i] }
-
-// Limits returns the number of limits the limiter enforces.
-func (l *Limiter) Limits() int { return len(l.names) }
 
 // AllowN reports whether n events for key may happen now, by the server's
 // clock, and consumes them if so. A non-nil error means Redis did not
@@ -430,20 +423,22 @@ func (c *deadlineCtx) Deadline() (time.Time, bool) {
 	return c.d, true
 }
 
-type result struct {
-	v   any
-	err error
-}
-
 // run runs the limiter's script by SHA, and whole if the server does not
-// have it. With a client that does not honour deadlines the call runs on
-// a goroutine of its own and the decision stops waiting for it at the
-// deadline; the goroutine ends when the client's own timeouts end the
-// call. (Configure the client with ContextTimeoutEnabled to save the
-// goroutine: about a microsecond a decision.)
+// have it; with a client that ignores deadlines, through guarded.
 func (l *Limiter) run(ctx context.Context, args []any) (any, error) {
 	if !l.guard {
 		return l.eval(ctx, args)
+	}
+	return l.guarded(ctx, args)
+}
+
+// guarded runs eval on a goroutine of its own and stops waiting at ctx's
+// deadline (see bounded). The results come back on a channel, never
+// through variables the goroutine might still write after the deadline.
+func (l *Limiter) guarded(ctx context.Context, args []any) (any, error) {
+	type result struct {
+		v   any
+		err error
 	}
 	done := make(chan result, 1)
 	go func() {
@@ -677,8 +672,11 @@ func (l *Limiter) scan(ctx context.Context, fn func(context.Context, scanner, []
 	return one(ctx, l.c)
 }
 
-// bounded runs f, and when guard is set stops waiting for it when ctx is
-// done (see run).
+// bounded runs f. When guard is set (the client does not honour context
+// deadlines) f runs on a goroutine of its own and bounded stops waiting
+// for it when ctx is done; the goroutine ends when the client's own
+// timeouts end the call. (Configure the client with ContextTimeoutEnabled
+// to save the goroutine: about a microsecond a decision.)
 func bounded(ctx context.Context, guard bool, f func(context.Context) error) error {
 	if !guard {
 		return f(ctx)

@@ -72,9 +72,8 @@ local function charge(s, key, n)
     kept = string.sub(s.v, HEAD + 1 + (s.first - 1) * ENTRY, stop)
   end
   s.total = (s.total or s.base) + n
-  s.live = s.live + n
+  s.live, s.newest = s.live + n, s.at
   keep(key, struct.pack("<d", head) .. kept .. struct.pack("<IId", sec, ns, s.total), s.at + s.w)
-  s.charged = true
 end
 
 local function describe(s, n)
@@ -89,9 +88,7 @@ local function describe(s, n)
     end
   end
   local reset = 0
-  if s.charged then
-    reset = s.at + s.w - NOW
-  elseif s.live > 0 then
+  if s.live > 0 then
     reset = s.newest + s.w - NOW
   end
   return math.max(s.n - s.live, 0), retry, reset
