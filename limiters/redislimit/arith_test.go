@@ -7,13 +7,13 @@ import (
 	"time"
 )
 
-// runLua runs body after the prelude, at time sec.ns, and returns its
+// runLua runs body after the prelude and the window arithmetic, at time sec.ns, and returns its
 // integer reply.
 func runLua(t *testing.T, body string, sec, ns int64, args ...any) []int64 {
 	t.Helper()
 	c := server(t)
 	argv := append([]any{"p", 1, sec, ns, 0}, args...)
-	v, err := c.Eval(t.Context(), prelude+body, nil, argv...).Result()
+	v, err := c.Eval(t.Context(), prelude+windows+body, nil, argv...).Result()
 	if err != nil {
 		t.Fatalf("%s: %v", body, err)
 	}

@@ -17,12 +17,15 @@ type script struct {
 	src, sha string
 }
 
-// scripts holds every algorithm's script: the prelude, the algorithm's
-// load/admits/charge/describe, then the driver.
+// scripts holds every algorithm's script: the prelude, the window
+// arithmetic if the algorithm counts in windows, the algorithm's
+// load/admits/charge/describe, then the driver. (A script defines only the
+// functions it uses: Lua 5.1 builds every function anew on each run.)
 var scripts = map[limiters.Algorithm]*script{}
 
-// prelude is the part every script starts with.
-var prelude string
+// prelude is the part every script starts with; windows, the window
+// arithmetic.
+var prelude, windows string
 
 func init() {
 	read := func(name string) string {
@@ -34,15 +37,16 @@ func init() {
 	}
 	driver := read("driver")
 	prelude = read("prelude")
-	for a, file := range map[limiters.Algorithm]string{
-		limiters.FixedWindow:    "fixedwindow",
-		limiters.SlidingLog:     "slidinglog",
-		limiters.SlidingCounter: "slidingcounter",
-		limiters.TokenBucket:    "tokenbucket",
-		limiters.LeakyBucket:    "leakybucket",
-		limiters.GCRA:           "gcra",
+	windows = read("windows")
+	for a, src := range map[limiters.Algorithm]string{
+		limiters.FixedWindow:    windows + read("fixedwindow"),
+		limiters.SlidingLog:     read("slidinglog"),
+		limiters.SlidingCounter: windows + read("slidingcounter"),
+		limiters.TokenBucket:    read("tokenbucket"),
+		limiters.LeakyBucket:    read("leakybucket"),
+		limiters.GCRA:           read("gcra"),
 	} {
-		scripts[a] = newScript(prelude + read(file) + driver)
+		scripts[a] = newScript(prelude + src + driver)
 	}
 }
 

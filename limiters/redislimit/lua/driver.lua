@@ -7,6 +7,18 @@
 -- limits that deny, the longest reset after.
 local consume = ARGV[1] == "a"
 local n = tonumber(ARGV[2])
+if #KEYS == 1 then -- one limit: no combining, and no table of states
+  local s = load(KEYS[1], tonumber(ARGV[6]), tonumber(ARGV[7]))
+  s.ok = admits(s, n)
+  if s.ok and consume then
+    charge(s, KEYS[1], n)
+  end
+  local remaining, retry, reset = describe(s, n)
+  if s.ok then
+    return string.format("1 0 %d %d 0 %d", s.lim, remaining, reset)
+  end
+  return string.format("0 1 %d %d %d %d", s.lim, remaining, retry, reset)
+end
 local st = {}
 local admit = true
 for i = 1, #KEYS do
