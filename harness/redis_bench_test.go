@@ -17,8 +17,9 @@ import (
 )
 
 // BenchmarkRedis measures one decision on Redis with 50 goroutines over
-// 10,000 keys, for ratelab's GCRA and go-redis/redis_rate (GCRA too), at
-// the same limit (100/s, burst 100). It reports decisions/s, p50 and p99.
+// 10,000 keys, for ratelab's GCRA, alone and batched into pipelines, and
+// go-redis/redis_rate (GCRA too), at the same limit (100/s, burst 100).
+// It reports decisions/s, p50 and p99.
 func BenchmarkRedis(b *testing.B) {
 	addr := os.Getenv("REDIS_ADDR")
 	if addr == "" {
@@ -39,6 +40,13 @@ func BenchmarkRedis(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ours.ResetAll(context.Background())
+	batched, err := redislimit.New(c, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 100, Rate: 100}},
+		redislimit.WithPrefix("ratelab-bench-batched:"), redislimit.WithBatching(redislimit.Batching{}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer batched.ResetAll(context.Background())
+	defer batched.Close()
 	peer := redis_rate.NewLimiter(c)
 	limit := redis_rate.Limit{Rate: 100, Burst: 100, Period: time.Second}
 	for _, tc := range []struct {
@@ -46,6 +54,7 @@ func BenchmarkRedis(b *testing.B) {
 		fn   func(ctx context.Context, key string) error
 	}{
 		{"ratelab-gcra", func(ctx context.Context, key string) error { _, err := ours.AllowN(ctx, key, 1); return err }},
+		{"ratelab-gcra-batched", func(ctx context.Context, key string) error { _, err := batched.AllowN(ctx, key, 1); return err }},
 		{"redis_rate", func(ctx context.Context, key string) error { _, err := peer.Allow(ctx, key, limit); return err }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

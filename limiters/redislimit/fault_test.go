@@ -61,15 +61,29 @@ func ownServer(t *testing.T, port int) (int, func()) {
 // being made and starts it again: while it is down every decision follows
 // the failure mode, with ErrUnavailable, in bounded time; once it is back
 // decisions are Redis's again within a second (the new server has no
-// scripts: EVALSHA falls back to EVAL); no goroutine is left behind.
+// scripts: EVALSHA falls back to EVAL, a pipeline to SCRIPT LOAD); no
+// goroutine is left behind. With and without batching.
 func TestServerStopsAndReturns(t *testing.T) {
-	for _, mode := range []FailureMode{FailOpen, FailClosed} {
-		t.Run(mode.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		mode FailureMode
+		opts []Option
+	}{
+		{FailOpen, nil},
+		{FailClosed, nil},
+		{FailOpen, []Option{WithBatching(Batching{})}},
+		{FailClosed, []Option{WithBatching(Batching{Pipelines: 2, MaxBatch: 8})}},
+	} {
+		mode := tc.mode
+		name := mode.String()
+		if tc.opts != nil {
+			name += ", batching"
+		}
+		t.Run(name, func(t *testing.T) {
 			before := runtime.NumGoroutine()
 			port, stop := ownServer(t, 0)
 			c := redis.NewClient(&redis.Options{Addr: fmt.Sprint("127.0.0.1:", port), DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
 			l, err := New(c, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 3, Rate: 1}},
-				WithTimeout(100*time.Millisecond), WithFailureMode(mode))
+				append([]Option{WithTimeout(100 * time.Millisecond), WithFailureMode(mode)}, tc.opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,6 +130,7 @@ func TestServerStopsAndReturns(t *testing.T) {
 				t.Errorf("the returned server had no scripts, but EVAL was never sent")
 			}
 			stop()
+			l.Close()
 			c.Close()
 			// Nothing left running: the pool's goroutines end with the client.
 			deadline := time.Now().Add(2 * time.Second)
@@ -152,12 +167,15 @@ func TestUnreachable(t *testing.T) {
 	closedAddr := closed.Addr().String()
 	closed.Close()
 	for _, addr := range []string{closedAddr, silent.Addr().String()} {
-		for _, mode := range []FailureMode{FailOpen, FailClosed} {
+		for i, mode := range []FailureMode{FailOpen, FailClosed, FailOpen, FailClosed} {
 			// A client that ignores context deadlines: the limiter bounds
 			// the wait itself.
 			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-			l, err := New(c, limiters.Spec{Algorithm: limiters.FixedWindow, Window: limiters.Window{Limit: 10, Length: time.Second}},
-				WithTimeout(50*time.Millisecond), WithFailureMode(mode))
+			opts := []Option{WithTimeout(50 * time.Millisecond), WithFailureMode(mode)}
+			if i >= 2 {
+				opts = append(opts, WithBatching(Batching{}))
+			}
+			l, err := New(c, limiters.Spec{Algorithm: limiters.FixedWindow, Window: limiters.Window{Limit: 10, Length: time.Second}}, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,10 +183,10 @@ func TestUnreachable(t *testing.T) {
 			d, err := l.AllowN(context.Background(), "k", 1)
 			took := time.Since(start)
 			if !errors.Is(err, ErrUnavailable) || d.Allowed != (mode == FailOpen) {
-				t.Errorf("%s, %v: %+v, %v", addr, mode, d, err)
+				t.Errorf("%s, %v, batching %v: %+v, %v", addr, mode, i >= 2, d, err)
 			}
 			if took > 2*time.Second {
-				t.Errorf("%s, %v: the decision took %v with a 50ms timeout", addr, mode, took)
+				t.Errorf("%s, %v, batching %v: the decision took %v with a 50ms timeout", addr, mode, i >= 2, took)
 			}
 			if mode == FailClosed && d.RetryAfter != 50*time.Millisecond {
 				t.Errorf("fail closed: RetryAfter %v, want the timeout", d.RetryAfter)

@@ -100,6 +100,8 @@ type Options struct {
 	// its keys at least ten minutes past that moment, counted on the
 	// server's clock, so a replay slower than its trace finds its state.
 	Grace time.Duration
+	// Batching, when set, gathers concurrent decisions into pipelines.
+	Batching *Batching
 }
 
 // An Option sets one of the Options.
@@ -158,6 +160,9 @@ type Limiter struct {
 	// connection within the timeout.
 	light bool
 	sha   any // the script's SHA-1, boxed once
+
+	// batch sends decisions in pipelines (WithBatching); nil otherwise.
+	batch *batcher
 
 	// evals counts the times the script had to be sent whole (NOSCRIPT).
 	evals atomic.Int64
@@ -242,7 +247,24 @@ func newLimiter(c Client, a limiters.Algorithm, names []string, specs []limiters
 	}
 	l.grace[0] = strconv.FormatInt(max(o.Grace.Milliseconds(), 1), 10)
 	l.grace[1] = strconv.FormatInt(max(o.Grace, explicitGrace).Milliseconds(), 10)
+	if o.Batching != nil {
+		b, err := newBatcher(l, *o.Batching)
+		if err != nil {
+			return nil, fmt.Errorf("redislimit: %w: %w", limiters.ErrInvalidParameter, err)
+		}
+		l.batch = b
+	}
 	return l, nil
+}
+
+// Close stops a batching Limiter's goroutines, once every decision queued
+// is answered; decisions after Close fail (and follow the failure mode).
+// Close does not close the client. Without batching it does nothing.
+func (l *Limiter) Close() error {
+	if l.batch != nil {
+		l.batch.close()
+	}
+	return nil
 }
 
 // fits reports whether s is within what the scripts compute exactly.
@@ -332,15 +354,9 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any,
 		return l.failed(fmt.Errorf("time %v is outside what the Redis backend keeps (1970 to 2106)", t))
 	}
 	// One slice holds the whole command: EVALSHA sha numkeys keys... argv...
-	// Unless a call may outlive the decision (guard), the slice and the
-	// context come from a pool.
-	var c *call
-	if l.guard {
-		c = new(call)
-	} else {
-		c = calls.Get().(*call)
-		defer calls.Put(c)
-	}
+	// Unless a call may outlive the decision (guard, or a batched call
+	// given up on), the slice and the context come from a pool.
+	c := calls.Get().(*call)
 	k := len(l.suffix)
 	args := c.args[:3+k+5]
 	args[0], args[1], args[2] = "evalsha", l.sha, k
@@ -364,6 +380,33 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any,
 
 	var v any
 	var err error
+	reuse := !l.guard
+	switch {
+	case l.batch == nil:
+		v, err = l.single(ctx, c, args)
+	case ctx.Err() != nil: // the caller is gone: nothing to queue
+		err = ctx.Err()
+	default:
+		var queued bool
+		if queued, err = l.batch.enqueue(c.batched(args, l.o.Timeout)); queued {
+			v, err, reuse = c.wait(ctx, l.guard, l.o.Timeout)
+		} else if err == nil { // the queue is full: decide alone
+			v, err = l.single(ctx, c, args)
+		}
+	}
+	if reuse {
+		clear(args)
+		c.cmd = nil
+		calls.Put(c)
+	}
+	if err != nil {
+		return l.failed(err)
+	}
+	return l.reply(v)
+}
+
+// single runs args on its own, bounded by the timeout.
+func (l *Limiter) single(ctx context.Context, c *call, args []any) (v any, err error) {
 	if l.light {
 		c.ctx = deadlineCtx{ctx, time.Now().Add(l.o.Timeout)}
 		v, err = l.run(&c.ctx, args)
@@ -373,22 +416,60 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any,
 		v, err = l.run(ctx, args)
 		cancel()
 	}
-	clear(args)
-	if err != nil {
-		return l.failed(err)
-	}
-	return l.reply(v)
+	return v, err
 }
 
 // call is what one decision's command needs: its arguments (EVALSHA, the
 // SHA, the key count, at most MaxLimits keys, five ARGV and two a limit)
-// and its context.
+// and its context; batched, its deadline and the way its answer comes
+// back.
 type call struct {
 	args [3 + 3*composite.MaxLimits + 5]any
 	ctx  deadlineCtx
+
+	cmd      []any     // the command, in args
+	deadline time.Time // when the caller stops waiting
+	v        any       // the answer: the script's reply,
+	err      error     // or why there is none
+	done     chan struct{}
 }
 
-var calls = sync.Pool{New: func() any { return new(call) }}
+var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+// batched readies c to be queued with command cmd.
+func (c *call) batched(cmd []any, timeout time.Duration) *call {
+	c.cmd, c.deadline = cmd, time.Now().Add(timeout)
+	return c
+}
+
+// answer gives c its answer (on the sender's goroutine).
+func (c *call) answer(v any, err error) {
+	c.v, c.err = v, err
+	c.done <- struct{}{}
+}
+
+// wait waits for c's answer, or for ctx to end. Where the client honours
+// deadlines, the sender answers every call by its deadline, and no timer
+// is needed; where it does not (guard), the wait has a timer of its own.
+// reuse is false when the wait gave up: the sender still holds c.
+func (c *call) wait(ctx context.Context, guard bool, timeout time.Duration) (v any, err error, reuse bool) {
+	var expired <-chan time.Time
+	if guard {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case <-c.done:
+		v, err = c.v, c.err
+		c.v, c.err = nil, nil
+		return v, err, true
+	case <-ctx.Done():
+		return nil, ctx.Err(), false
+	case <-expired:
+		return nil, context.DeadlineExceeded, false
+	}
+}
 
 // deadlines reports whether c gives up when a context's deadline passes,
 // and how long its pool waits for a free connection. A go-redis client
