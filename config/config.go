@@ -3,7 +3,7 @@
 // per-user overrides. It is YAML:
 //
 //	algorithm: sliding-counter   # one of the six
-//	backend: memory              # memory (the default)
+//	backend: memory              # memory (the default) or redis
 //	default_tier: free           # the tier of every user not listed
 //	tiers:
 //	  free: [10/s, 1000/day]     # limits, all enforced at once
@@ -42,7 +42,7 @@ import (
 )
 
 // Backends are the backends a configuration may name.
-var Backends = []string{"memory"}
+var Backends = []string{"memory", "redis"}
 
 // Config is a configuration file, read.
 type Config struct {

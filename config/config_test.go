@@ -84,7 +84,7 @@ func TestParseRefuses(t *testing.T) {
 		{"algorithm: magic\n", `1: algorithm: "magic" is not an algorithm (want one of fixed-window, sliding-log`},
 		{"algorithm: [gcra]\n", "1: algorithm: want one of fixed-window"},
 		{base + "algorithm: gcra\n", "5: algorithm: given twice (first on line 1)"},
-		{base + "backend: redis\n", `5: backend: "redis" is not a backend this ratelab has (want one of memory)`},
+		{base + "backend: valkey\n", `5: backend: "valkey" is not a backend this ratelab has (want one of memory, redis)`},
 		{"algorithm: gcra\ndefault_tier: gold\ntiers:\n  free: [10/s]\n", `2: default_tier: "gold" is not one of the tiers (free)`},
 		{base + "  pro: [10/x]\n", `5: tiers.pro[0]: limiters: not a rate: "10/x": the period "x" is not a unit`},
 		{base + "  pro:\n    - 10/s\n    - 5/min burst\n", `7: tiers.pro[1]: limiters: not a rate: "5/min burst": after the rate comes nothing, or burst and a number`},

@@ -32,9 +32,10 @@ type ReplayLine struct {
 }
 
 // Tiered is what a limiter of tiers adds (package limiters/tiers): the
-// key's tier and, for a denial, the name of the limit that denied.
+// key's tier, for a denial the name of the limit that denied, and the
+// error when its backend did not decide.
 type Tiered interface {
-	Explain(key string, t time.Time, n int) (d limiters.Decision, tier, deniedBy string)
+	Explain(ctx context.Context, key string, t time.Time, n int) (d limiters.Decision, tier, deniedBy string, err error)
 }
 
 // Fallible is what a limiter whose backend can fail adds (package
@@ -67,7 +68,9 @@ func Replay(ctx context.Context, tr *workloads.TraceReader, l limiters.AtLimiter
 		var d limiters.Decision
 		var tier, deniedBy string
 		if tl, ok := l.(Tiered); ok {
-			d, tier, deniedBy = tl.Explain(req.Key, at, req.N)
+			if d, tier, deniedBy, err = tl.Explain(ctx, req.Key, at, req.N); err != nil {
+				break
+			}
 		} else if fl, ok := l.(Fallible); ok {
 			if d, _, err = fl.DecideAt(ctx, req.Key, at, req.N); err != nil {
 				break

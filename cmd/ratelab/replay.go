@@ -16,6 +16,7 @@ import (
 	"github.com/ratelab/ratelab/config"
 	"github.com/ratelab/ratelab/harness"
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/limiters/memory"
 	"github.com/ratelab/ratelab/limiters/redislimit"
 	"github.com/ratelab/ratelab/limiters/tiers"
@@ -26,7 +27,7 @@ const replayUsage = `Usage:
 
 	ratelab replay --algo ALGO --limit N --window W [--backend B] [TRACE]
 	ratelab replay --algo ALGO --capacity C --rate R [--backend B] [TRACE]
-	ratelab replay --config FILE [TRACE]
+	ratelab replay --config FILE [--backend B] [TRACE]
 
 Replay decides each request of a trace with one limiter and prints one JSON
 object per request, in order:
@@ -59,7 +60,8 @@ With --config, the limits are the configuration file's (see the config
 package: algorithm, tiers, users, overrides): each key is a user, decided
 by all the limits of their tier at once, and each line also says the tier
 ("tier", absent for a user with limits of their own) and, for a denial,
-which limit denied ("denied_by").
+which limit denied ("denied_by"). The file's backend (memory or redis) is
+the replay's; --backend, if given, must agree with it.
 
 Examples:
 
@@ -111,6 +113,31 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		if set["backend"] && *backend != c.Backend {
 			return bad(fmt.Errorf("replay: --backend %s, but %s says %s", *backend, *configFile, c.Backend))
 		}
+		if c.Backend == "redis" {
+			return replayRedis(ctx, fs.Arg(0), stdin, stdout, *redisURL, func(cl *redis.Client, opts []redislimit.Option) (limiters.AtLimiter, func(context.Context) error, error) {
+				var groups []*redislimit.Limiter
+				build := redislimit.Tiers(cl, opts...)
+				l, err := tiers.NewWith(c.Tiers, func(name string, a limiters.Algorithm, limits []composite.Limit) (tiers.Group, error) {
+					g, err := build(name, a, limits)
+					if err == nil {
+						groups = append(groups, g.(*redislimit.Limiter))
+					}
+					return g, err
+				})
+				if err != nil {
+					return nil, nil, fmt.Errorf("%s: %w", *configFile, err)
+				}
+				return l, func(ctx context.Context) error {
+					l.Close()
+					for _, g := range groups {
+						if err := g.ResetAll(ctx); err != nil {
+							return err
+						}
+					}
+					return nil
+				}, nil
+			})
+		}
 		l, err := tiers.New(c.Tiers, limiters.WithSweepInterval(-1))
 		if err != nil {
 			return usageError{fmt.Errorf("replay: %s: %w", *configFile, err)}
@@ -151,7 +178,13 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			return bad(errors.New("replay: --redis-url is for --backend redis"))
 		}
 	case "redis":
-		return replayRedis(ctx, fs.Arg(0), stdin, stdout, spec, *redisURL)
+		return replayRedis(ctx, fs.Arg(0), stdin, stdout, *redisURL, func(c *redis.Client, opts []redislimit.Option) (limiters.AtLimiter, func(context.Context) error, error) {
+			l, err := redislimit.New(c, spec, opts...)
+			if err != nil {
+				return nil, nil, err
+			}
+			return l, l.ResetAll, nil
+		})
 	default:
 		return bad(fmt.Errorf("replay: --backend %q: want memory or redis", *backend))
 	}
@@ -164,9 +197,12 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	return replay(ctx, fs.Arg(0), stdin, stdout, l)
 }
 
-// replayRedis replays the trace at path with a Redis limiter of spec, under
-// a key prefix of its own, and removes its keys when done.
-func replayRedis(ctx context.Context, path string, stdin io.Reader, stdout io.Writer, spec limiters.Spec, url string) error {
+// replayRedis replays the trace at path with the limiter newLimiter builds
+// in the Redis server at url, with the options it is given (a key prefix
+// of the replay's own, fail closed), and removes its keys when done (the
+// function newLimiter returns).
+func replayRedis(ctx context.Context, path string, stdin io.Reader, stdout io.Writer, url string,
+	newLimiter func(*redis.Client, []redislimit.Option) (limiters.AtLimiter, func(context.Context) error, error)) error {
 	opt, err := redis.ParseURL(url)
 	if err != nil {
 		return usageError{fmt.Errorf("replay: --redis-url: %w", err)}
@@ -176,8 +212,8 @@ func replayRedis(ctx context.Context, path string, stdin io.Reader, stdout io.Wr
 	defer c.Close()
 	var nonce [8]byte
 	rand.Read(nonce[:])
-	l, err := redislimit.New(c, spec, redislimit.WithPrefix("ratelab:replay:"+hex.EncodeToString(nonce[:])+":"),
-		redislimit.WithFailureMode(redislimit.FailClosed), redislimit.WithTimeout(2*time.Second))
+	l, cleanup, err := newLimiter(c, []redislimit.Option{redislimit.WithPrefix("ratelab:replay:" + hex.EncodeToString(nonce[:]) + ":"),
+		redislimit.WithFailureMode(redislimit.FailClosed), redislimit.WithTimeout(2 * time.Second)})
 	if err != nil {
 		return usageError{fmt.Errorf("replay: %w", err)}
 	}
@@ -188,7 +224,7 @@ func replayRedis(ctx context.Context, path string, stdin io.Reader, stdout io.Wr
 		return fmt.Errorf("replay: no answer from Redis at %s (--redis-url): %w", opt.Addr, err)
 	}
 	err = replay(ctx, path, stdin, stdout, l)
-	if rerr := l.ResetAll(context.WithoutCancel(ctx)); rerr != nil && err == nil {
+	if rerr := cleanup(context.WithoutCancel(ctx)); rerr != nil && err == nil {
 		err = fmt.Errorf("replay: removing the replay's keys from Redis: %w", rerr)
 	}
 	return err

@@ -60,3 +60,61 @@ func TestReplayRedisSameAsMemory(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayTiersRedisSameAsMemory replays a random trace through a
+// configuration of tiers (two with the same limits, which must not share
+// a user's quota) and an override, kept in memory and in Redis: the
+// outputs, tiers and denying limits included, must be the same.
+func TestReplayTiersRedisSameAsMemory(t *testing.T) {
+	addr := os.Getenv("REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	const tiers = `algorithm: %s
+backend: %s
+default_tier: free
+tiers:
+  free: [{rate: 3/s, name: per-second}, {rate: 10/min, name: per-minute}]
+  trial: [{rate: 3/s, name: per-second}, {rate: 10/min, name: per-minute}]
+  "pro {x}": [20/s]
+users:
+  bob: trial
+  carol: "pro {x}"
+overrides:
+  "dan{1}": [2/s]
+`
+	r := rand.New(rand.NewPCG(4, uint64(time.Now().UnixNano())))
+	var trace strings.Builder
+	users := []string{"alice", "bob", "carol", "dan{1}", "erin"}
+	at := 0.0
+	for range 400 {
+		at += r.ExpFloat64() * 0.05
+		fmt.Fprintf(&trace, "%.6f,%s\n", at, users[r.IntN(len(users))])
+	}
+	dir := t.TempDir()
+	for _, algo := range []string{"sliding-counter", "gcra"} {
+		var out [2]string
+		for i, backend := range []string{"memory", "redis"} {
+			path := dir + "/" + algo + "-" + backend + ".yaml"
+			if err := os.WriteFile(path, fmt.Appendf(nil, tiers, algo, backend), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			stdout, errOut, code := ratelab(t, trace.String(), "replay", "--config", path, "--redis-url", "redis://"+addr+"/0")
+			if code != 0 {
+				t.Fatalf("%s on %s: exit %d: %s", algo, backend, code, errOut)
+			}
+			out[i] = stdout
+		}
+		if !strings.Contains(out[0], `"denied_by":"per-minute"`) || !strings.Contains(out[0], `"tier":"trial"`) {
+			t.Fatalf("%s: the trace should reach the per-minute limit and the trial tier:\n%s", algo, out[0])
+		}
+		if out[0] != out[1] {
+			ml, rl := strings.Split(out[0], "\n"), strings.Split(out[1], "\n")
+			for i := range ml {
+				if i >= len(rl) || ml[i] != rl[i] {
+					t.Fatalf("%s: line %d differs:\n  memory %s\n  redis  %s", algo, i+1, ml[i], rl[min(i, len(rl)-1)])
+				}
+			}
+		}
+	}
+}

@@ -103,18 +103,28 @@ func Check(a limiters.Algorithm, limits []Limit) error {
 	return err
 }
 
+// Named returns a copy of limits with every empty name filled in, as New
+// names them: the rate ("10/s").
+func Named(limits []Limit) []Limit {
+	out := make([]Limit, len(limits))
+	for i, lim := range limits {
+		if lim.Name == "" {
+			lim.Name = lim.Rate.String()
+		}
+		out[i] = lim
+	}
+	return out
+}
+
 // check returns limits with their names filled in, and each one's spec.
 func check(a limiters.Algorithm, limits []Limit) ([]Limit, []limiters.Spec, error) {
 	if len(limits) == 0 || len(limits) > MaxLimits {
 		return nil, nil, fmt.Errorf("composite: %w: want 1 to %d limits, got %d", limiters.ErrInvalidParameter, MaxLimits, len(limits))
 	}
-	named := make([]Limit, len(limits))
+	named := Named(limits)
 	specs := make([]limiters.Spec, len(limits))
 	seen := map[string]int{}
-	for i, lim := range limits {
-		if lim.Name == "" {
-			lim.Name = lim.Rate.String()
-		}
+	for i, lim := range named {
 		if j, dup := seen[lim.Name]; dup {
 			return nil, nil, fmt.Errorf("composite: %w: limits %d and %d are both named %q", limiters.ErrInvalidParameter, j+1, i+1, lim.Name)
 		}
@@ -123,7 +133,7 @@ func check(a limiters.Algorithm, limits []Limit) ([]Limit, []limiters.Spec, erro
 		if err != nil {
 			return nil, nil, fmt.Errorf("composite: limit %d (%s): %w", i+1, lim.Name, err)
 		}
-		named[i], specs[i] = lim, spec
+		specs[i] = spec
 	}
 	return named, specs, nil
 }

@@ -11,6 +11,10 @@
 // state: a tier or an override whose algorithm and limits did not change
 // keeps its limiter and every user's quota in it.
 //
+// Each tier and each override is one Group: in memory (package composite)
+// by default, or wherever a Builder puts it, such as Redis (package
+// redislimit), for a fleet that shares its tiers' quotas.
+//
 // A Limiter is safe for concurrent use. Decisions take no lock of their
 // own: they read the configuration in force through one atomic pointer,
 // which Reload and SetTier replace. Close it when done.
@@ -81,9 +85,32 @@ func (c Config) clone() Config {
 	return c
 }
 
+// Group decides for one tier or one override: its limits, enforced
+// together, all or nothing. A *composite.Limiter is one (in memory, what
+// New builds), and so is a *redislimit.Limiter (NewComposite, in Redis).
+type Group interface {
+	AllowN(ctx context.Context, key string, n int) (limiters.Decision, error)
+	AllowAt(key string, t time.Time, n int) limiters.Decision
+	PeekAt(key string, t time.Time) limiters.Decision
+	LimitName(i int) string
+	Close() error
+}
+
+// fallible is a Group whose backend can fail: its decision at an explicit
+// time, which limit denied, and the error when the backend did not decide.
+type fallible interface {
+	DecideAt(ctx context.Context, key string, t time.Time, n int) (limiters.Decision, int, error)
+}
+
+// A Builder builds the Group enforcing limits with algorithm a, for the
+// tier or the override called name ("tier free", "user alice"). Groups of
+// different names must not share state, even when their limits are the
+// same: a Redis builder gives each name a key prefix of its own.
+type Builder func(name string, a limiters.Algorithm, limits []composite.Limit) (Group, error)
+
 // Limiter decides each user's requests against their tier's limits.
 type Limiter struct {
-	opts []limiters.Option
+	build Builder
 	// mu orders Reload, SetTier and Close; decisions take no lock, but
 	// load the configuration in force, which those replace whole.
 	mu     sync.Mutex
@@ -95,7 +122,7 @@ type Limiter struct {
 // never changed once stored, except for its moves.
 type state struct {
 	cfg   Config
-	tiers map[string]*composite.Limiter
+	tiers map[string]Group
 	// who places the users the configuration names (in a tier, or with
 	// an override); anyone else is in def.
 	who map[string]placement
@@ -105,19 +132,30 @@ type state struct {
 	moves atomic.Pointer[map[string]placement]
 }
 
-// placement is what decides for a user: an override's limiter (tier "")
-// or a tier's.
+// placement is what decides for a user: an override's group (tier "") or
+// a tier's, and its limits.
 type placement struct {
-	lim  *composite.Limiter
-	tier string
+	lim    Group
+	tier   string
+	limits []composite.Limit
 }
 
 var _ limiters.AtLimiter = (*Limiter)(nil)
 
-// New returns a limiter for c. The options apply to every limit's
-// limiter.
+// New returns a limiter for c, in memory. The options apply to every
+// limit's limiter.
 func New(c Config, opts ...limiters.Option) (*Limiter, error) {
-	l := &Limiter{opts: opts}
+	return NewWith(c, func(_ string, a limiters.Algorithm, limits []composite.Limit) (Group, error) {
+		return composite.New(a, limits, opts...)
+	})
+}
+
+// NewWith returns a limiter for c whose tiers and overrides build builds.
+func NewWith(c Config, build Builder) (*Limiter, error) {
+	if build == nil {
+		return nil, fmt.Errorf("tiers: %w: no Builder", limiters.ErrInvalidParameter)
+	}
+	l := &Limiter{build: build}
 	if err := l.Reload(c); err != nil {
 		return nil, err
 	}
@@ -142,12 +180,12 @@ func (l *Limiter) Reload(c Config) error {
 	if old == nil {
 		old = &state{}
 	}
-	var built []*composite.Limiter // to close if c fails half way
-	build := func(what string, had *composite.Limiter, oldLimits, limits []composite.Limit) (*composite.Limiter, error) {
+	var built []Group // to close if c fails half way
+	build := func(name, what string, had Group, oldLimits, limits []composite.Limit) (Group, error) {
 		if had != nil && old.cfg.Algorithm == c.Algorithm && slices.Equal(oldLimits, limits) {
 			return had, nil
 		}
-		b, err := composite.New(c.Algorithm, limits, l.opts...)
+		b, err := l.build(name, c.Algorithm, limits)
 		if err != nil {
 			for _, b := range built {
 				b.Close()
@@ -157,31 +195,35 @@ func (l *Limiter) Reload(c Config) error {
 		built = append(built, b)
 		return b, nil
 	}
-	st := &state{cfg: c, tiers: map[string]*composite.Limiter{}, who: map[string]placement{}}
+	st := &state{cfg: c, tiers: map[string]Group{}, who: map[string]placement{}}
 	for _, name := range slices.Sorted(maps.Keys(c.Tiers)) {
-		b, err := build("tier "+name, old.tiers[name], old.cfg.Tiers[name], c.Tiers[name])
+		b, err := build("tier "+name, "tier "+name, old.tiers[name], old.cfg.Tiers[name], c.Tiers[name])
 		if err != nil {
 			return err
 		}
 		st.tiers[name] = b
 	}
-	for user, tier := range c.Users {
-		st.who[user] = placement{st.tiers[tier], tier}
+	named := map[string][]composite.Limit{} // each tier's limits, named once
+	for name, limits := range c.Tiers {
+		named[name] = composite.Named(limits)
 	}
-	kept := map[*composite.Limiter]bool{}
+	for user, tier := range c.Users {
+		st.who[user] = placement{st.tiers[tier], tier, named[tier]}
+	}
+	kept := map[Group]bool{}
 	for _, user := range slices.Sorted(maps.Keys(c.Overrides)) {
-		var had *composite.Limiter
+		var had Group
 		if p, ok := old.who[user]; ok && p.tier == "" {
 			had = p.lim
 		}
-		b, err := build(fmt.Sprintf("user %q's override", user), had, old.cfg.Overrides[user], c.Overrides[user])
+		b, err := build("user "+user, fmt.Sprintf("user %q's override", user), had, old.cfg.Overrides[user], c.Overrides[user])
 		if err != nil {
 			return err
 		}
-		st.who[user] = placement{b, ""}
+		st.who[user] = placement{b, "", composite.Named(c.Overrides[user])}
 		kept[b] = true
 	}
-	st.def = placement{st.tiers[c.Default], c.Default}
+	st.def = placement{st.tiers[c.Default], c.Default, named[c.Default]}
 	for _, t := range st.tiers {
 		kept[t] = true
 	}
@@ -197,9 +239,9 @@ func (l *Limiter) Reload(c Config) error {
 	return nil
 }
 
-// limiters returns every limiter st holds.
-func (st *state) limiters() []*composite.Limiter {
-	var out []*composite.Limiter
+// limiters returns every group st holds.
+func (st *state) limiters() []Group {
+	var out []Group
 	for _, t := range st.tiers {
 		out = append(out, t)
 	}
@@ -261,7 +303,7 @@ func (l *Limiter) SetTier(user, tier string) error {
 	if m := st.moves.Load(); m != nil {
 		moves = maps.Clone(*m)
 	}
-	moves[user] = placement{lim, tier}
+	moves[user] = placement{lim, tier, composite.Named(st.cfg.Tiers[tier])}
 	st.moves.Store(&moves)
 	return nil
 }
@@ -274,11 +316,13 @@ func (l *Limiter) TierOf(user string) string { return l.now.Load().place(user).t
 // an override).
 func (l *Limiter) Limits(user string) ([]composite.Limit, string) {
 	p := l.now.Load().place(user)
-	return p.lim.Limits(), p.tier
+	return slices.Clone(p.limits), p.tier
 }
 
 // AllowN reports whether n events for user may happen now under their
-// limits, and consumes them if so. The error is non-nil only for n < 1.
+// limits, and consumes them if so. The error is non-nil for n < 1, and
+// when the backend did not decide (the Decision then follows its failure
+// mode).
 func (l *Limiter) AllowN(ctx context.Context, user string, n int) (limiters.Decision, error) {
 	return l.now.Load().place(user).lim.AllowN(ctx, user, n)
 }
@@ -288,21 +332,43 @@ func (l *Limiter) AllowAt(user string, t time.Time, n int) limiters.Decision {
 	return l.now.Load().place(user).lim.AllowAt(user, t, n)
 }
 
-// DecideAt is composite's DecideAt for user's limits (see Limits).
+// DecideAt is composite's DecideAt for user's limits (see Limits): the
+// decision and which limit denied (-1 if none). per, when given, gets
+// each limit's own decision, from groups in memory (New) only.
 func (l *Limiter) DecideAt(user string, t time.Time, n int, per []limiters.Decision) (limiters.Decision, int) {
-	return l.now.Load().place(user).lim.DecideAt(user, t, n, per)
+	p := l.now.Load().place(user)
+	if c, ok := p.lim.(*composite.Limiter); ok {
+		return c.DecideAt(user, t, n, per)
+	}
+	d, denied, _ := decide(context.Background(), p.lim, user, t, n)
+	return d, denied
+}
+
+// decide is g's decision at t, which limit denied, and the backend's
+// error, if it can fail.
+func decide(ctx context.Context, g Group, user string, t time.Time, n int) (limiters.Decision, int, error) {
+	switch g := g.(type) {
+	case *composite.Limiter:
+		d, denied := g.DecideAt(user, t, n, nil)
+		return d, denied, nil
+	case fallible:
+		return g.DecideAt(ctx, user, t, n)
+	}
+	d := g.AllowAt(user, t, n)
+	return d, -1, nil
 }
 
 // Explain is DecideAt for a person: the decision, user's tier ("" for an
 // override) and, for a denial, the name of the limit that denied, all of
-// one configuration even while another is swapped in.
-func (l *Limiter) Explain(user string, t time.Time, n int) (d limiters.Decision, tier, deniedBy string) {
+// one configuration even while another is swapped in; and the error when
+// the backend did not decide (the Decision then follows its failure mode).
+func (l *Limiter) Explain(ctx context.Context, user string, t time.Time, n int) (d limiters.Decision, tier, deniedBy string, err error) {
 	p := l.now.Load().place(user)
-	d, denied := p.lim.DecideAt(user, t, n, nil)
+	d, denied, err := decide(ctx, p.lim, user, t, n)
 	if denied >= 0 {
 		deniedBy = p.lim.LimitName(denied)
 	}
-	return d, p.tier, deniedBy
+	return d, p.tier, deniedBy, err
 }
 
 // PeekAt reports user's state at t under their limits without consuming
@@ -311,8 +377,8 @@ func (l *Limiter) PeekAt(user string, t time.Time) limiters.Decision {
 	return l.now.Load().place(user).lim.PeekAt(user, t)
 }
 
-// Close stops every limit's background sweeper. Decisions still work;
-// Reload does not.
+// Close closes every group: in memory, it stops their background
+// sweepers, and decisions still work; Reload does not.
 func (l *Limiter) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
