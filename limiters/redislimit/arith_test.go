@@ -13,7 +13,7 @@ func runLua(t *testing.T, body string, sec, ns int64, args ...any) []int64 {
 	t.Helper()
 	c := server(t)
 	argv := append([]any{"p", 1, sec, ns, 0}, args...)
-	v, err := c.Eval(t.Context(), prelude+windows+body, nil, argv...).Result()
+	v, err := c.Eval(t.Context(), prelude+helpers+windows+"at(ARGV[3], ARGV[4], ARGV[5])\n"+body, nil, argv...).Result()
 	if err != nil {
 		t.Fatalf("%s: %v", body, err)
 	}

@@ -4,25 +4,36 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelab/ratelab/limiters"
 )
 
-// Batching gathers concurrent decisions into pipelines: many decisions
+// Batching gathers concurrent decisions into batches: many decisions
 // share one round trip, and the server reads and writes them with one
-// system call each way. A fleet whose processes make thousands of
-// decisions a second gets several times the decisions per second of
-// Redis, at the cost of a wait in a queue: a decision waits for the
-// pipeline in flight before it to come back. Nothing waits for a batch to
-// fill: a pipeline leaves as soon as a sender is free, with whatever is
-// queued.
+// system call each way. Through a *redis.Client (one server, or Sentinel)
+// a batch is one run of a script that makes its decisions one after the
+// other, atomically each, which saves the server most of its work per
+// decision too; through a Cluster or a Ring, whose keys live on several
+// servers, it is a pipeline of the usual scripts. A fleet whose processes
+// make thousands of decisions a second gets several times the decisions
+// per second of Redis, at the cost of a wait in a queue: a decision waits
+// for the batch in flight before it to come back. Nothing waits for a
+// batch to fill: a batch leaves as soon as a sender is free, with
+// whatever is queued. Decisions at the server's clock in one batch are
+// made at the one instant the batch reads the clock.
 type Batching struct {
-	// Pipelines is how many pipelines may be in flight at once (each on a
+	// Pipelines is how many batches may be in flight at once (each on a
 	// connection of the client's pool); zero means 4.
 	Pipelines int
-	// MaxBatch is the most decisions one pipeline carries; zero means 256.
+	// MaxBatch is the most decisions one batch carries; zero means 64.
+	// A batch holds the server for its whole run (about 10µs a decision),
+	// so a larger one delays every other client of the server longer.
 	MaxBatch int
 }
 
@@ -35,13 +46,18 @@ func WithBatching(b Batching) Option {
 // errClosed is why a batching Limiter that was closed decides nothing.
 var errClosed = errors.New("the limiter is closed")
 
-// batcher sends the decisions queued on q in pipelines.
+// batcher sends the decisions queued on q in batches.
 type batcher struct {
 	l    *Limiter
+	many *script // the batch script; nil: pipelines of the limiter's script
 	q    chan *call
 	max  int
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	// batches and decisions count what was sent: their ratio is the mean
+	// batch.
+	batches, decisions atomic.Int64
 
 	// mu orders sends against Close: a decision is queued only while
 	// closed is false, so that Close's senders find every queued call.
@@ -49,7 +65,7 @@ type batcher struct {
 	closed bool
 }
 
-func newBatcher(l *Limiter, b Batching) (*batcher, error) {
+func newBatcher(l *Limiter, a limiters.Algorithm, b Batching) (*batcher, error) {
 	if b.Pipelines < 0 || b.MaxBatch < 0 {
 		return nil, fmt.Errorf("batching: pipelines and batch size must not be negative, got %d and %d", b.Pipelines, b.MaxBatch)
 	}
@@ -57,9 +73,15 @@ func newBatcher(l *Limiter, b Batching) (*batcher, error) {
 		b.Pipelines = 4
 	}
 	if b.MaxBatch == 0 {
-		b.MaxBatch = 256
+		b.MaxBatch = 64
 	}
 	bt := &batcher{l: l, q: make(chan *call, b.Pipelines*b.MaxBatch), max: b.MaxBatch, stop: make(chan struct{})}
+	if _, one := l.c.(*redis.Client); one {
+		bt.many = batches[a]
+		if s, ok := single[a]; ok && len(l.suffix) == 1 {
+			bt.many = s[1]
+		}
+	}
 	bt.wg.Add(b.Pipelines)
 	for range b.Pipelines {
 		go bt.send()
@@ -126,16 +148,16 @@ func (b *batcher) send() {
 				break fill
 			}
 		}
-		b.pipeline(batch, cmds[:0])
+		b.send1(batch, cmds[:0])
 		clear(batch)
 	}
 }
 
-// pipeline sends batch in one pipeline, with the earliest of its
-// deadlines; calls whose deadline passed in the queue are not sent. A
-// server that does not have the script (NOSCRIPT) is sent it with SCRIPT
-// LOAD, and the calls it refused go again.
-func (b *batcher) pipeline(batch []*call, cmds []*redis.Cmd) {
+// send1 sends batch, with the earliest of its deadlines; calls whose
+// deadline passed in the queue are not sent. A server that does not have
+// the script (NOSCRIPT) is sent it with SCRIPT LOAD, and the calls it
+// refused go again.
+func (b *batcher) send1(batch []*call, cmds []*redis.Cmd) {
 	now := time.Now()
 	var deadline time.Time
 	live := batch[:0]
@@ -152,8 +174,14 @@ func (b *batcher) pipeline(batch []*call, cmds []*redis.Cmd) {
 	if len(live) == 0 {
 		return
 	}
+	b.batches.Add(1)
+	b.decisions.Add(int64(len(live)))
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	if b.many != nil {
+		b.scripted(ctx, live)
+		return
+	}
 	refused, _ := b.exec(ctx, live, cmds) // refused for want of the script: load it
 	if len(refused) == 0 {
 		return
@@ -193,4 +221,64 @@ func (b *batcher) exec(ctx context.Context, calls []*call, cmds []*redis.Cmd) (r
 	}
 	clear(cmds)
 	return refused, err
+}
+
+// scripted sends calls as one run of the batch script and answers each
+// with its part of the reply.
+func (b *batcher) scripted(ctx context.Context, calls []*call) {
+	k := len(b.l.suffix)
+	args := make([]any, 0, 7+len(calls)*(k+1)+2*k)
+	args = append(args, "evalsha", b.many.sha, len(calls)*k)
+	for _, c := range calls {
+		args = append(args, c.cmd[3:3+k]...) // the keys
+	}
+	args = append(args, len(calls), k, b.l.grace[0], b.l.grace[1])
+	args = append(args, b.l.params...)
+	for _, c := range calls {
+		// The call's ARGV are mode, n, seconds, nanoseconds, grace.
+		argv := c.cmd[3+k:]
+		n := argv[1].(int)
+		if argv[0] == peek {
+			n = -n
+		}
+		if argv[2] == "" {
+			args = append(args, n)
+		} else {
+			args = append(args, fmt.Sprint(n, " ", argv[2], " ", argv[3]))
+		}
+	}
+	run := func() *redis.Cmd {
+		cmd := redis.NewCmd(ctx, args...)
+		cmd.SetFirstKeyPos(3)
+		_ = b.l.c.Process(ctx, cmd)
+		return cmd
+	}
+	cmd := run()
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err := b.l.c.ScriptLoad(ctx, b.many.src).Err(); err != nil {
+			cmd.SetErr(err)
+		} else {
+			b.l.evals.Add(1)
+			cmd = run()
+		}
+	}
+	if err := cmd.Err(); err != nil {
+		for _, c := range calls {
+			c.answer(nil, err)
+		}
+		return
+	}
+	str, _ := cmd.Val().(string)
+	if strings.Count(str, ",") != len(calls)-1 {
+		err := fmt.Errorf("the batch script replied %T %.80q, want %d replies", cmd.Val(), cmd.Val(), len(calls))
+		for _, c := range calls {
+			c.answer(nil, err)
+		}
+		return
+	}
+	for _, c := range calls {
+		part, rest, _ := strings.Cut(str, ",")
+		c.answer(part, nil)
+		str = rest
+	}
 }

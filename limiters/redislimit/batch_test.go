@@ -10,54 +10,82 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/limiters/composite"
 )
 
 // TestBatchingSameAsMemory replays random traces from many goroutines at
 // once through one batching limiter, so that pipelines carry decisions of
 // different keys and times together: every decision must be the in-memory
 // limiter's, field for field.
+//
+// Through a *redis.Client a batch is one run of the batch script; through
+// a Ring (as through a Cluster) it is a pipeline: both are checked.
 func TestBatchingSameAsMemory(t *testing.T) {
 	c := server(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": c.Options().Addr}, ContextTimeoutEnabled: true, PoolTimeout: 250 * time.Millisecond})
+	defer ring.Close()
 	seed := uint64(time.Now().UnixNano())
+	for _, tc := range []struct {
+		name   string
+		client Client
+	}{{"script", c}, {"pipeline", ring}} {
+		t.Run(tc.name, func(t *testing.T) { batchingSameAsMemory(t, c, tc.client, seed) })
+	}
+}
+
+func batchingSameAsMemory(t *testing.T, c *redis.Client, client Client, seed uint64) {
 	for _, a := range limiters.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(9, seed))
-			s := randomSpec(r, a, false)
-			mem, err := memory.New(s, limiters.WithSweepInterval(-1))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer mem.Close()
-			red, err := New(c, s, WithPrefix(prefix(t, c)), WithTimeout(2*time.Second), WithBatching(Batching{Pipelines: 2, MaxBatch: 32}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer red.Close()
-			var wg sync.WaitGroup
-			for g := range 24 {
-				trace := randomTrace(r, s.Judged().Length, s.Judged().Limit, 60)
-				wg.Go(func() {
-					for i, st := range trace {
-						key := fmt.Sprint("g", g, "-", st.key) // each goroutine its own keys
-						var want, got limiters.Decision
-						var err error
-						if st.peek {
-							want = mem.PeekAtN(key, st.at, st.n)
-							got = red.PeekAtN(key, st.at, st.n)
-						} else {
-							want = mem.AllowAt(key, st.at, st.n)
-							got, _, err = red.DecideAt(context.Background(), key, st.at, st.n)
+			for _, k := range []int{1, 3} { // one limit, and three at once
+				var limits []composite.Limit
+				for i := range k {
+					s := randomSpec(r, a, false).Judged()
+					limits = append(limits, composite.Limit{Name: fmt.Sprint("l", i), Rate: limiters.Rate{N: s.Limit, Per: s.Length}})
+				}
+				mem, err := composite.New(a, limits, limiters.WithSweepInterval(-1))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer mem.Close()
+				red, err := NewComposite(client, a, limits, WithPrefix(prefix(t, c)), WithTimeout(2*time.Second), WithBatching(Batching{Pipelines: 2, MaxBatch: 32}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer red.Close()
+				if (red.batch.many != nil) != (client == Client(c)) {
+					t.Fatalf("batch script %v through %T", red.batch.many != nil, client)
+				}
+				var wg sync.WaitGroup
+				for g := range 24 {
+					trace := randomTrace(r, limits[0].Rate.Per, limits[0].Rate.N, 60)
+					wg.Go(func() {
+						for i, st := range trace {
+							key := fmt.Sprint("g", g, "-", st.key) // each goroutine its own keys
+							var want, got limiters.Decision
+							wantDenied, gotDenied := -1, -1
+							var err error
+							if st.peek {
+								want, got = mem.PeekAt(key, st.at), red.PeekAt(key, st.at)
+							} else {
+								want, wantDenied = mem.DecideAt(key, st.at, st.n, nil)
+								got, gotDenied, err = red.DecideAt(context.Background(), key, st.at, st.n)
+							}
+							if err != nil || got != want || gotDenied != wantDenied {
+								t.Errorf("%v, goroutine %d, step %d (%s at %v, n=%d, peek %v):\n  redis  %+v denied by %d (%v)\n  memory %+v denied by %d", limits, g, i, key, st.at.Format(time.RFC3339Nano), st.n, st.peek, got, gotDenied, err, want, wantDenied)
+								return
+							}
 						}
-						if err != nil || got != want {
-							t.Errorf("%v, goroutine %d, step %d (%s at %v, n=%d, peek %v):\n  redis  %+v (%v)\n  memory %+v", s, g, i, key, st.at.Format(time.RFC3339Nano), st.n, st.peek, got, err, want)
-							return
-						}
-					}
-				})
+					})
+				}
+				wg.Wait()
+				if d, b := red.batch.decisions.Load(), red.batch.batches.Load(); d < 2*b {
+					t.Errorf("%d decisions in %d batches: the test should make batches of several", d, b)
+				}
 			}
-			wg.Wait()
 		})
 	}
 }

@@ -229,6 +229,9 @@ func newLimiter(c Client, a limiters.Algorithm, names []string, specs []limiters
 	}
 	honours, pool := deadlines(c)
 	l := &Limiter{c: c, script: scripts[a], names: names, o: o, guard: !honours, light: honours && pool > 0 && pool <= o.Timeout}
+	if s, ok := single[a]; ok && len(specs) == 1 {
+		l.script = s[0]
+	}
 	l.sha = l.script.sha
 	for i, s := range specs {
 		if err := fits(s); err != nil {
@@ -248,7 +251,7 @@ func newLimiter(c Client, a limiters.Algorithm, names []string, specs []limiters
 	l.grace[0] = strconv.FormatInt(max(o.Grace.Milliseconds(), 1), 10)
 	l.grace[1] = strconv.FormatInt(max(o.Grace, explicitGrace).Milliseconds(), 10)
 	if o.Batching != nil {
-		b, err := newBatcher(l, *o.Batching)
+		b, err := newBatcher(l, a, *o.Batching)
 		if err != nil {
 			return nil, fmt.Errorf("redislimit: %w: %w", limiters.ErrInvalidParameter, err)
 		}

@@ -17,15 +17,25 @@ type script struct {
 	src, sha string
 }
 
-// scripts holds every algorithm's script: the prelude, the window
-// arithmetic if the algorithm counts in windows, the algorithm's
-// load/admits/charge/describe, then the driver. (A script defines only the
-// functions it uses: Lua 5.1 builds every function anew on each run.)
+// scripts holds every algorithm's script: the prelude, the helpers, the
+// window arithmetic if the algorithm counts in windows, the algorithm's
+// load/admits/charge/describe, the driver, then one.lua. (A script
+// defines only the functions it uses: Lua 5.1 builds every function anew
+// on each run.)
 var scripts = map[limiters.Algorithm]*script{}
 
-// prelude is the part every script starts with; windows, the window
-// arithmetic.
-var prelude, windows string
+// batches holds every algorithm's script for a batch of decisions, the
+// same but for many.lua in place of one.lua.
+var batches = map[limiters.Algorithm]*script{}
+
+// single holds the scripts, for one decision and for a batch, of the
+// algorithms whose decide is written out for one limit, where that is
+// worth its upkeep (tested against the in-memory limiters like the rest).
+var single = map[limiters.Algorithm][2]*script{}
+
+// prelude is the part every script starts with; helpers, the time and
+// key functions of the general decide; windows, the window arithmetic.
+var prelude, helpers, windows string
 
 func init() {
 	read := func(name string) string {
@@ -35,9 +45,8 @@ func init() {
 		}
 		return string(b)
 	}
-	driver := read("driver")
-	prelude = read("prelude")
-	windows = read("windows")
+	prelude, helpers, windows = read("prelude"), read("helpers"), read("windows")
+	driver, one, many := read("driver"), read("one"), read("many")
 	for a, src := range map[limiters.Algorithm]string{
 		limiters.FixedWindow:    windows + read("fixedwindow"),
 		limiters.SlidingLog:     read("slidinglog"),
@@ -46,8 +55,11 @@ func init() {
 		limiters.LeakyBucket:    read("leakybucket"),
 		limiters.GCRA:           read("gcra"),
 	} {
-		scripts[a] = newScript(prelude + src + driver)
+		scripts[a] = newScript(prelude + helpers + src + driver + one)
+		batches[a] = newScript(prelude + helpers + src + driver + many)
 	}
+	gcra1 := read("gcra1")
+	single[limiters.GCRA] = [2]*script{newScript(prelude + gcra1 + one), newScript(prelude + gcra1 + many)}
 }
 
 func newScript(src string) *script {
