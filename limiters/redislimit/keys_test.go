@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
 )
@@ -166,5 +168,23 @@ func TestReplyChecked(t *testing.T) {
 	d, _, err = l.reply("0 1 5 0 -1 0")
 	if err != nil || d.RetryAfter != limiters.Never {
 		t.Errorf("reply of a never: %+v, %v", d, err)
+	}
+}
+
+// TestRing checks decisions through a Ring, which hashes each command's
+// first key (a keyArg, written in the call's own buffer) to pick a shard.
+func TestRing(t *testing.T) {
+	c := server(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": c.Options().Addr}, ContextTimeoutEnabled: true, PoolTimeout: 250 * time.Millisecond})
+	defer ring.Close()
+	l, err := NewComposite(ring, limiters.FixedWindow, []composite.Limit{{Rate: limiters.Rate{N: 2, Per: time.Minute}}, {Rate: limiters.Rate{N: 5, Per: time.Hour}}}, WithPrefix(prefix(t, c)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		d, err := l.AllowN(context.Background(), "{ring}", 1)
+		if err != nil || d.Allowed != (i < 2) {
+			t.Fatalf("request %d through a Ring: %+v, %v", i+1, d, err)
+		}
 	}
 }

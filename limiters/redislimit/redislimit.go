@@ -363,13 +363,12 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any,
 	k := len(l.suffix)
 	args := c.args[:3+k+5]
 	args[0], args[1], args[2] = "evalsha", l.sha, k
-	if k == 1 {
-		args[3] = l.o.Prefix + "{" + escape(key) + "}" + l.suffix[0]
-	} else {
-		tagged := l.o.Prefix + "{" + escape(key) + "}"
-		for i, s := range l.suffix {
-			args[3+i] = tagged + s
-		}
+	tag := escape(key)
+	for i, s := range l.suffix {
+		b := append(c.keys[i].b[:0], l.o.Prefix...)
+		b = append(append(append(b, '{'), tag...), '}')
+		c.keys[i].b = append(b, s...)
+		args[3+i] = &c.keys[i]
 	}
 	argv := args[3+k:]
 	argv[0], argv[1] = mode, n
@@ -412,11 +411,11 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any,
 func (l *Limiter) single(ctx context.Context, c *call, args []any) (v any, err error) {
 	if l.light {
 		c.ctx = deadlineCtx{ctx, time.Now().Add(l.o.Timeout)}
-		v, err = l.run(&c.ctx, args)
+		v, err = l.run(&c.ctx, c, args)
 		c.ctx = deadlineCtx{}
 	} else {
 		ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
-		v, err = l.run(ctx, args)
+		v, err = l.run(ctx, c, args)
 		cancel()
 	}
 	return v, err
@@ -428,7 +427,9 @@ func (l *Limiter) single(ctx context.Context, c *call, args []any) (v any, err e
 // back.
 type call struct {
 	args [3 + 3*composite.MaxLimits + 5]any
+	keys [composite.MaxLimits]keyArg
 	ctx  deadlineCtx
+	cmd1 redis.Cmd // the command, alone
 
 	cmd      []any     // the command, in args
 	deadline time.Time // when the caller stops waiting
@@ -438,6 +439,16 @@ type call struct {
 }
 
 var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+// keyArg is a key built in a call's own buffer, which go-redis writes as
+// bytes (keyArg is an encoding.BinaryMarshaler): a string would cost an
+// allocation, and its boxing another.
+type keyArg struct{ b []byte }
+
+func (k *keyArg) MarshalBinary() ([]byte, error) { return k.b, nil }
+
+// String is the key, for Cluster and Ring, which hash it.
+func (k *keyArg) String() string { return string(k.b) }
 
 // batched readies c to be queued with command cmd.
 func (c *call) batched(cmd []any, timeout time.Duration) *call {
@@ -509,24 +520,24 @@ func (c *deadlineCtx) Deadline() (time.Time, bool) {
 
 // run runs the limiter's script by SHA, and whole if the server does not
 // have it; with a client that ignores deadlines, through guarded.
-func (l *Limiter) run(ctx context.Context, args []any) (any, error) {
+func (l *Limiter) run(ctx context.Context, c *call, args []any) (any, error) {
 	if !l.guard {
-		return l.eval(ctx, args)
+		return l.eval(ctx, c, args)
 	}
-	return l.guarded(ctx, args)
+	return l.guarded(ctx, c, args)
 }
 
 // guarded runs eval on a goroutine of its own and stops waiting at ctx's
 // deadline (see bounded). The results come back on a channel, never
 // through variables the goroutine might still write after the deadline.
-func (l *Limiter) guarded(ctx context.Context, args []any) (any, error) {
+func (l *Limiter) guarded(ctx context.Context, c *call, args []any) (any, error) {
 	type result struct {
 		v   any
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		v, err := l.eval(ctx, args)
+		v, err := l.eval(ctx, c, args)
 		done <- result{v, err}
 	}()
 	select {
@@ -539,8 +550,9 @@ func (l *Limiter) guarded(ctx context.Context, args []any) (any, error) {
 
 // eval runs args (EVALSHA sha ...), and again as EVAL with the script's
 // source if the server does not have the script.
-func (l *Limiter) eval(ctx context.Context, args []any) (any, error) {
-	cmd := redis.NewCmd(ctx, args...)
+func (l *Limiter) eval(ctx context.Context, c *call, args []any) (any, error) {
+	c.cmd1 = *redis.NewCmd(ctx, args...) // in the call: no allocation
+	cmd := &c.cmd1
 	cmd.SetFirstKeyPos(3)
 	err := l.c.Process(ctx, cmd)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -550,10 +562,12 @@ func (l *Limiter) eval(ctx context.Context, args []any) (any, error) {
 		cmd.SetFirstKeyPos(3)
 		err = l.c.Process(ctx, cmd)
 	}
+	v := cmd.Val()
+	c.cmd1 = redis.Cmd{}
 	if err != nil {
 		return nil, err
 	}
-	return cmd.Val(), nil
+	return v, nil
 }
 
 // reply reads the script's reply: six integers in a string, allowed,
