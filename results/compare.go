@@ -73,6 +73,9 @@ type Comparison struct {
 	// Warnings say what differs between the two machines: the floor
 	// cancels a machine's speed, not its kind.
 	Warnings []string
+	// Outside counts the runs of NEW left out because their limiter is
+	// kept in a server (Run.Outside).
+	Outside int
 }
 
 // Regressions counts the changes that fail the gate.
@@ -129,10 +132,15 @@ func (k key) String() string { return fmt.Sprintf("%s on %s (%s)", k.limiter, k.
 // gated returns the runs the gate compares, by key (simulated accuracy,
 // every accuracy run's allocations, memory, and timing), the keys in the
 // file's order, the keys it has more than once, and why it skipped what it
-// skipped, by limiter and workload.
+// skipped, by limiter and workload. Runs of limiters kept in a server
+// (Run.Outside) are not gated, run or skipped: the gate must pass the
+// same with the server and without it.
 func gated(f *File) (runs map[key]Run, order, twice []key, skipped map[[2]string]string) {
 	runs, skipped = map[key]Run{}, map[[2]string]string{}
 	for _, r := range f.Runs {
+		if r.Outside() {
+			continue
+		}
 		if r.SkippedBecause != "" {
 			skipped[[2]string{r.Limiter, r.Workload}] = r.SkippedBecause
 			continue
@@ -187,6 +195,11 @@ func Compare(base, cur *File, tol Tolerance) (*Comparison, error) {
 	}
 
 	c := &Comparison{Old: base, New: cur, Tolerance: tol, Floor: map[string]float64{}, Warnings: machineDiffers(base, cur)}
+	for _, r := range cur.Runs {
+		if r.Outside() && r.SkippedBecause == "" {
+			c.Outside++
+		}
+	}
 	for _, k := range order {
 		o, n := om[k], nm[k]
 		switch {
@@ -476,6 +489,9 @@ func (c *Comparison) Write(w io.Writer, all bool) error {
 		summary += fmt.Sprintf("; the largest timing change within noise: %s on %s, %s %s", most.Limiter, most.Workload, most.Metric, most.Delta)
 	}
 	fmt.Fprintln(w, Wrap(summary+".", 100))
+	if c.Outside > 0 {
+		fmt.Fprintln(w, Wrap(fmt.Sprintf("Not compared: NEW's %d run%s of limiters kept in Redis (a server outside the process, which the gate cannot count on being there).", c.Outside, plural(c.Outside)), 100))
+	}
 	if n := c.Regressions(); n > 0 {
 		_, err := fmt.Fprintf(w, "REGRESSED: %d metric%s beyond tolerance.\n", n, plural(n))
 		return err

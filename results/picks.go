@@ -17,6 +17,13 @@ type score struct {
 	// own is whether the limiter had limits of its own (Run.OwnLimits):
 	// in the scorecard, never in the picks.
 	own bool
+	// outside is whether it kept its state in a server (Run.Outside):
+	// picked for a limit many processes share, not against memory.
+	outside bool
+	// checked is how many of its decisions were compared with the same
+	// algorithm's in memory (Run.DiffersFromMemory), differs how many of
+	// them differed.
+	checked, differs int64
 	// worst is the most any key had in any window, over N, on the
 	// workload where it was most; attack is that on the boundary attack.
 	worst, attack float64
@@ -72,7 +79,7 @@ func scores(f *File) (out []*score, floor *score) {
 		}
 		i := slices.IndexFunc(out, func(s *score) bool { return s.name == r.Limiter })
 		if i < 0 {
-			out = append(out, &score{name: r.Limiter, algorithm: r.Algorithm, peer: r.Library != "ratelab", own: r.OwnLimits != ""})
+			out = append(out, &score{name: r.Limiter, algorithm: r.Algorithm, peer: r.Library != "ratelab", own: r.OwnLimits != "", outside: r.Outside()})
 			i = len(out) - 1
 		}
 		return out[i]
@@ -93,6 +100,10 @@ func scores(f *File) (out []*score, floor *score) {
 			s.wrong += a.FalseAllowRate + a.FalseDenyRate
 			s.accuracy++
 			s.realtime = s.realtime || r.Mode == "realtime"
+			if d := r.DiffersFromMemory; d != nil {
+				s.checked += r.Decisions
+				s.differs += *d
+			}
 		case r.Mode == "memory":
 			s.bytes = r.BytesPerUser
 		case r.Mode == "realtime" && r.OfferedRate > 0 && r.LatencyNS != nil:
@@ -132,6 +143,10 @@ func Scorecard(f *File) Table {
 		Left:   1,
 	}
 	all, floor := scores(f)
+	if slices.ContainsFunc(all, func(s *score) bool { return s.outside }) {
+		t.Note += " Limiters kept in Redis: each decision a round trip to the server, measured on a sample of each workload; " +
+			"their bytes per user are the server's memory per key, not the process's."
+	}
 	if floor != nil {
 		all = append(all, floor)
 	}
@@ -186,10 +201,14 @@ type Pick struct {
 
 // Picks answers "which limiter should I pick?" for the common needs from
 // f's numbers, and compares each peer with ratelab's limiter of the same
-// algorithm. A need f has no numbers for is left out.
+// algorithm on the same backend. A need f has no numbers for is left out.
+// The needs of one process are answered from the limiters in memory; the
+// limiters kept in Redis, a round trip a decision, answer the need of a
+// limit many processes share.
 func Picks(f *File) (picks []Pick, versus []string) {
-	all, floor := scores(f)
-	all = slices.DeleteFunc(all, func(s *score) bool { return s.own }) // not held to the same limit
+	everyone, floor := scores(f)
+	everyone = slices.DeleteFunc(everyone, func(s *score) bool { return s.own }) // not held to the same limit
+	all := slices.DeleteFunc(slices.Clone(everyone), func(s *score) bool { return s.outside })
 	g := fullSpeed(f)
 	best := func(keep func(*score) bool, less func(a, b *score) bool) *score {
 		var b *score
@@ -305,9 +324,14 @@ func Picks(f *File) (picks []Pick, versus []string) {
 		picks = append(picks, Pick{Need: "Least memory per user", Limiter: s.name, Why: why + "."})
 	}
 
-	// Every limiter an attacker got well past N with, worst first.
+	if p, ok := fleetPick(everyone, all, g); ok {
+		picks = append(picks, p)
+	}
+
+	// Every limiter an attacker got well past N with, worst first, on
+	// any backend: the edge is the algorithm's.
 	var over []*score
-	for _, s := range all {
+	for _, s := range everyone {
 		if s.attack > 1.05 {
 			over = append(over, s)
 		}
@@ -322,15 +346,15 @@ func Picks(f *File) (picks []Pick, versus []string) {
 			Why: fmt.Sprintf("In a single window, %s.", prose(at))})
 	}
 
-	for _, p := range all {
+	for _, p := range everyone {
 		if !p.peer {
 			continue
 		}
-		i := slices.IndexFunc(all, func(s *score) bool { return !s.peer && s.algorithm == p.algorithm })
+		i := slices.IndexFunc(everyone, func(s *score) bool { return !s.peer && s.algorithm == p.algorithm && s.outside == p.outside })
 		if i < 0 {
 			continue
 		}
-		s := all[i]
+		s := everyone[i]
 		var parts []string
 		if s.tput > 0 && p.tput > 0 {
 			parts = append(parts, fmt.Sprintf("%s against %s under overload (%.2f×)", rate(s.tput), rate(p.tput), s.tput/p.tput))
@@ -353,6 +377,72 @@ func Picks(f *File) (picks []Pick, versus []string) {
 		}
 	}
 	return picks, versus
+}
+
+// fleetPick is the pick for a limit many processes share: of the limiters
+// kept in Redis (in everyone), the fastest under overload that a boundary
+// attacker did not get past N with, set against the fastest in memory
+// (in local), which is what one process needs.
+func fleetPick(everyone, local []*score, g int) (Pick, bool) {
+	var fleet []*score
+	for _, s := range everyone {
+		if s.outside && s.tput > 0 {
+			fleet = append(fleet, s)
+		}
+	}
+	if len(fleet) == 0 {
+		return Pick{}, false
+	}
+	fastest := func(ss []*score, keep func(*score) bool) *score {
+		var b *score
+		for _, s := range ss {
+			if keep(s) && (b == nil || s.tput > b.tput) {
+				b = s
+			}
+		}
+		return b
+	}
+	s := fastest(fleet, func(s *score) bool { return s.attack <= 1.05 })
+	if s == nil {
+		s = fastest(fleet, func(*score) bool { return true })
+	}
+	why := fmt.Sprintf("Of the limiters kept in Redis that no boundary attacker got past N with, it made the most decisions a second: %s with %d goroutines", rate(s.tput), g)
+	if s.p50 > 0 {
+		why += fmt.Sprintf(", a median paced decision of %s", nanos(s.p50))
+	}
+	why += ". Every decision is a round trip to the server"
+	if m := fastest(local, func(*score) bool { return true }); m != nil {
+		why += fmt.Sprintf("; in memory, %s made %s: one process needs no Redis", m.name, rate(m.tput))
+	}
+	why += "."
+	var others []string
+	for _, o := range fleet {
+		if o != s && math.Abs(o.tput-s.tput) <= 0.1*s.tput {
+			others = append(others, o.name)
+		}
+	}
+	if len(others) > 0 {
+		why += fmt.Sprintf(" Within 10%%, too close to call on a shared machine: %s.", strings.Join(others, ", "))
+	}
+	if e := fastest(fleet, func(o *score) bool { return o.accuracy > 0 && o.worst <= 1+1e-9 }); e != nil && e != s {
+		why += fmt.Sprintf(" Never more than N in any window: %s, at %s.", e.name, rate(e.tput))
+	}
+	var checked, differs int64
+	var wrong []string
+	for _, o := range fleet {
+		checked += o.checked
+		differs += o.differs
+		if o.differs > 0 {
+			wrong = append(wrong, o.name)
+		}
+	}
+	switch {
+	case checked > 0 && differs == 0:
+		why += fmt.Sprintf(" On a sample of the workloads (%s requests), each of ratelab's decided as the same algorithm in memory does.", count(checked))
+	case differs > 0:
+		why += fmt.Sprintf(" But %s decided otherwise than the same algorithm in memory on %s of %s requests: a bug.", strings.Join(wrong, ", "), count(differs), count(checked))
+	}
+	return Pick{Need: "One limit shared by many processes (Redis)", Limiter: s.name, Why: why}, true
 }
 
 // costs says, after a clause, what s costs: its throughput and memory.

@@ -77,6 +77,32 @@ type Params struct {
 	// and the harness floor deciding for TimingSample in turn in each.
 	TimingRounds int     `json:"timing_rounds,omitempty"`
 	TimingSample Seconds `json:"timing_sample_s,omitempty"`
+	// Redis is how the lab ran the limiters kept in Redis; nil when it
+	// ran none.
+	Redis *RedisParams `json:"redis,omitempty"`
+}
+
+// RedisParams say how the lab ran the limiters kept in a Redis server,
+// each decision a round trip to it: on less than the others, so that the
+// lab takes a minute more, not an hour.
+type RedisParams struct {
+	// Addr is the server, host:port/db (never a password); Prefix starts
+	// every key the run wrote there (after "rate:", for redis_rate's), all
+	// removed when it ended.
+	Addr   string `json:"addr"`
+	Prefix string `json:"prefix"`
+	// Users and Simulated bound the simulated runs: the first Users users
+	// of each workload (attackers, for the boundary attack) over its first
+	// Simulated.
+	Users     int     `json:"users"`
+	Simulated Seconds `json:"simulated_s"`
+	// RealTime is how long each unpaced run lasts; LatencyTime the paced
+	// one, at OfferedRate.
+	RealTime    Seconds `json:"realtime_s"`
+	LatencyTime Seconds `json:"latency_s"`
+	OfferedRate float64 `json:"offered_rate_per_s"`
+	// Keys is how many keys the memory runs give the server.
+	Keys int `json:"keys"`
 }
 
 // Run is one limiter under one workload in one mode.
@@ -129,6 +155,15 @@ type Run struct {
 	SendLagNS *Latency `json:"send_lag_ns,omitempty"`
 	// SkippedBecause says why a run did not happen.
 	SkippedBecause string `json:"skipped_because,omitempty"`
+	// Note says how a run differs from the others of its table (a
+	// limiter kept in Redis runs on a sample of the workload, say); the
+	// tables print each note once.
+	Note string `json:"note,omitempty"`
+	// DiffersFromMemory is, for an accuracy run of a limiter kept outside
+	// the process, how many of its decisions differed from those of the
+	// same algorithm in memory on the same requests: 0 when the backend
+	// is exact.
+	DiffersFromMemory *int64 `json:"differs_from_memory,omitempty"`
 	// OwnLimits, when set, says the limiter had limits of its own (a
 	// configuration's tiers), not the lab's N per W: its costs compare
 	// with the others', its decisions do not, and the picks leave it out.
@@ -149,6 +184,13 @@ type Run struct {
 	// after it, on the same machine in the same moment.
 	Rounds []Round `json:"rounds,omitempty"`
 }
+
+// Outside reports whether r's limiter kept its state outside the process,
+// in a Redis server: each decision a round trip, so the lab runs it on a
+// sample (RedisParams), the regression gate leaves it out (the server is
+// not the tree's to regress, and may be absent), and the picks for one
+// process do not weigh it against the limiters in memory.
+func (r Run) Outside() bool { return r.Backend == "redis" }
 
 // Round is one round of a timing run: a limiter's sample and the harness
 // floor's around it (the floor's own run has only its samples).

@@ -91,10 +91,12 @@ func accuracyTable(f *File, mode string) Table {
 			"send lag: how late requests went against their compressed schedule. Not reproducible to the request: the clock is real."
 		t.Header = append(t.Header, "compressed", "send lag p99")
 	}
+	var runs []Run
 	for _, r := range f.Runs {
 		if r.Accuracy == nil || r.Mode != mode {
 			continue
 		}
+		runs = append(runs, r)
 		a := r.Accuracy
 		judged := ""
 		if j := r.Judged; j != nil {
@@ -119,6 +121,7 @@ func accuracyTable(f *File, mode string) Table {
 			*last = append(*last, strconv.FormatFloat(1/r.TimeScale, 'f', 0, 64)+"×", lag)
 		}
 	}
+	t.Note = withNotes(t.Note, runs) + twins(runs)
 	return t
 }
 
@@ -134,10 +137,12 @@ func latencyTable(f *File) Table {
 		Header: []string{"workload", "limiter", "offered", "p50", "p90", "p99", "p99.9", "max", "kept pace", "late", "admitted"},
 		Left:   2,
 	}
+	var runs []Run
 	for _, r := range f.Runs {
 		if r.Mode != "realtime" || r.OfferedRate == 0 || r.LatencyNS == nil {
 			continue
 		}
+		runs = append(runs, r)
 		l := r.LatencyNS
 		kept := ""
 		if r.AchievedFraction != nil {
@@ -149,6 +154,7 @@ func latencyTable(f *File) Table {
 			percent(r.LateFraction), percent(r.AdmittedFraction),
 		})
 	}
+	t.Note = withNotes(t.Note, runs)
 	return t
 }
 
@@ -160,10 +166,12 @@ func perGoroutines(f *File, name, title, note string, cell func(Run) string) Tab
 	var rows []row
 	cells := map[row]map[int]string{}
 	admitted := map[row]string{}
+	var runs []Run
 	for _, r := range f.Runs {
 		if r.Mode != "realtime" || r.OfferedRate != 0 || r.Accuracy != nil {
 			continue
 		}
+		runs = append(runs, r)
 		k := row{r.Workload, r.Limiter}
 		if cells[k] == nil {
 			cells[k] = map[int]string{}
@@ -176,7 +184,7 @@ func perGoroutines(f *File, name, title, note string, cell func(Run) string) Tab
 		}
 	}
 	slices.Sort(gs)
-	t := Table{Name: name, Title: title, Note: note, Header: []string{"workload", "limiter"}, Left: 2}
+	t := Table{Name: name, Title: title, Note: withNotes(note, runs), Header: []string{"workload", "limiter"}, Left: 2}
 	for _, g := range gs {
 		h := fmt.Sprintf("%d goroutines", g)
 		if g == 1 {
@@ -244,12 +252,15 @@ func memoryTable(f *File) Table {
 		Header: []string{"limiter", "users", "bytes per user"},
 		Left:   1,
 	}
+	var runs []Run
 	for _, r := range f.Runs {
 		if r.Mode != "memory" {
 			continue
 		}
+		runs = append(runs, r)
 		t.Rows = append(t.Rows, []string{r.Limiter, count(int64(r.Users)), strconv.FormatFloat(r.BytesPerUser, 'f', 1, 64)})
 	}
+	t.Note = withNotes(t.Note, runs)
 	return t
 }
 
@@ -436,13 +447,85 @@ func SimulationSpeed(f *File) string {
 	return fmt.Sprintf("Simulated time: %s decisions at %.1f million a second on one core (limiters and harness together).", count(decisions), f.Meta.SimulationPerS/1e6)
 }
 
-// Skipped lists the runs that did not happen, and why.
+// Skipped lists the runs that did not happen, and why: a line a reason,
+// naming the limiters and workloads it kept from running ("a, b on w1,
+// w2: why", every named limiter skipped on every named workload), so that
+// a server that did not answer is one line, not one a run.
 func Skipped(f *File) []string {
-	var out []string
+	type group struct {
+		why      string
+		limiters []string
+		on       map[string][]string // each limiter's workloads
+	}
+	var groups []*group
 	for _, r := range f.Runs {
-		if r.SkippedBecause != "" {
-			out = append(out, fmt.Sprintf("%s on %s: %s", r.Limiter, r.Workload, r.SkippedBecause))
+		if r.SkippedBecause == "" {
+			continue
+		}
+		i := slices.IndexFunc(groups, func(g *group) bool { return g.why == r.SkippedBecause })
+		if i < 0 {
+			groups = append(groups, &group{why: r.SkippedBecause, on: map[string][]string{}})
+			i = len(groups) - 1
+		}
+		g := groups[i]
+		if !slices.Contains(g.limiters, r.Limiter) {
+			g.limiters = append(g.limiters, r.Limiter)
+		}
+		if !slices.Contains(g.on[r.Limiter], r.Workload) {
+			g.on[r.Limiter] = append(g.on[r.Limiter], r.Workload)
+		}
+	}
+	var out []string
+	for _, g := range groups {
+		// Limiters skipped on the same workloads share a line.
+		var lines, names [][]string
+		for _, l := range g.limiters {
+			i := slices.IndexFunc(lines, func(ws []string) bool { return slices.Equal(ws, g.on[l]) })
+			if i < 0 {
+				lines, names = append(lines, g.on[l]), append(names, nil)
+				i = len(lines) - 1
+			}
+			names[i] = append(names[i], l)
+		}
+		for i, ws := range lines {
+			out = append(out, fmt.Sprintf("%s on %s: %s", strings.Join(names[i], ", "), strings.Join(ws, ", "), g.why))
 		}
 	}
 	return out
+}
+
+// withNotes returns note followed by each distinct Note of runs, in order.
+func withNotes(note string, runs []Run) string {
+	var seen []string
+	for _, r := range runs {
+		if r.Note != "" && !slices.Contains(seen, r.Note) {
+			seen = append(seen, r.Note)
+			note += " " + r.Note
+		}
+	}
+	return note
+}
+
+// twins says, for an accuracy table, whether the limiters kept outside the
+// process decided as the same algorithm in memory did on the same
+// requests; "" when the table has none.
+func twins(runs []Run) string {
+	var n, differ int64
+	var where []string
+	for _, r := range runs {
+		if d := r.DiffersFromMemory; d != nil {
+			n += r.Decisions
+			if *d > 0 {
+				differ += *d
+				where = append(where, fmt.Sprintf("%s on %s, %s of %s", r.Limiter, r.Workload, count(*d), count(r.Decisions)))
+			}
+		}
+	}
+	switch {
+	case n == 0:
+		return ""
+	case differ == 0:
+		return fmt.Sprintf(" Each row kept in a server decided as the same algorithm in memory did on the same requests, all %s of them.", count(n))
+	}
+	return fmt.Sprintf(" Rows kept in a server that decided otherwise than the same algorithm in memory on the same requests (a bug): %s.", strings.Join(where, "; "))
 }
