@@ -4,7 +4,9 @@
 //
 // Each adapter does what a typical user of that library does and no more:
 // one limiter per key behind a map for x/time/rate, the memory store of
-// sethvargo/go-limiter, and throttled's GCRA over its map store.
+// sethvargo/go-limiter, and throttled's GCRA over its map store. On Redis,
+// go-redis/redis_rate (NewRedisRate) is the reference beside ratelab's
+// limiters kept there.
 package peers
 
 import (
