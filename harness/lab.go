@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/workloads"
@@ -69,6 +71,25 @@ type Config struct {
 	// Extra are subjects run after the named ones: a configuration's
 	// tiers (TiersSubject).
 	Extra []Subject
+	// RedisURL is the Redis server (redis://host:port/db) of the subjects
+	// kept in Redis, ratelab's six algorithms and go-redis/redis_rate; empty
+	// leaves them out. A server that does not answer a PING within a second
+	// is no error: their runs are skipped, saying why. Their keys are under
+	// a prefix of the run's own, removed when done; nothing is flushed.
+	RedisURL string
+	// Each decision of theirs is a round trip to the server, thousands a
+	// second where a limiter in memory makes millions, so they run on less
+	// (Defaults): their simulated runs decide the first RedisUsers users
+	// (attackers, on the boundary attack) of each workload over its first
+	// RedisSimulated; their unpaced real-time runs last RedisRealTime, their
+	// paced ones RedisLatencyTime at RedisOfferedRate; their memory runs
+	// give the server RedisKeys keys.
+	RedisUsers       int
+	RedisSimulated   time.Duration
+	RedisRealTime    time.Duration
+	RedisLatencyTime time.Duration
+	RedisOfferedRate float64
+	RedisKeys        int
 }
 
 // MaxRequests is the most requests a workload may have: a guard against
@@ -100,6 +121,18 @@ func (c Config) Defaults() Config {
 	set(&c.RealTimeAccuracyScale, 0.02)
 	set(&c.TimingRounds, pick(q, 30, 20))
 	set(&c.TimingSample, 10*time.Millisecond)
+	// Redis makes about 15-25k decisions a second over loopback with many
+	// senders (its scripts take 10-20µs each of its one thread), 5-10k
+	// with one, and fills about 20k keys a second in pipelines: these keep
+	// the Redis rows to about a minute of the full lab and 20s of the
+	// quick one.
+	set(&c.RedisUsers, pick(q, 10, 6))
+	set(&c.RedisSimulated, pick(q, 10*time.Second, 4*time.Second))
+	c.RedisSimulated = min(max(c.RedisSimulated, 2*c.Limit.Length), c.Simulated)
+	set(&c.RedisRealTime, pick(q, 100*time.Millisecond, 50*time.Millisecond))
+	set(&c.RedisLatencyTime, pick(q, 300*time.Millisecond, 100*time.Millisecond))
+	set(&c.RedisOfferedRate, 2000)
+	set(&c.RedisKeys, pick(q, 50_000, 10_000))
 	if len(c.Modes) == 0 {
 		c.Modes = []string{ModeSimulated, ModeRealTime, ModeTiming, ModeMemory}
 	}
@@ -170,8 +203,24 @@ func (c Config) Validate() error {
 	if !(c.RealTimeAccuracyScale > 0 && c.RealTimeAccuracyScale <= 1) {
 		return fmt.Errorf("harness: the real-time accuracy scale must be in (0, 1], got %v", c.RealTimeAccuracyScale)
 	}
-	_, err := SubjectsNamed(c.Limiters)
-	return err
+	if _, err := SubjectsNamed(c.Limiters); err != nil {
+		return err
+	}
+	if c.RedisURL == "" {
+		for _, n := range c.Limiters {
+			if slices.Contains(RedisNames(), n) {
+				return fmt.Errorf("harness: %s is kept in Redis, and the lab has no Redis server to run it on", n)
+			}
+		}
+		return nil
+	}
+	if _, err := redis.ParseURL(c.RedisURL); err != nil {
+		return fmt.Errorf("harness: the Redis URL: %w", err)
+	}
+	if c.RedisUsers < 1 || c.RedisKeys < 1 || c.RedisSimulated < 2*c.Limit.Length || c.RedisRealTime <= 0 {
+		return fmt.Errorf("harness: Redis: users and keys must be positive, and the simulated span (%v) at least two windows", c.RedisSimulated)
+	}
+	return (RealTime{Goroutines: c.LatencyGoroutines, Rate: c.RedisOfferedRate, Duration: c.RedisLatencyTime}).Validate()
 }
 
 func generator(name string) func(workloads.Params) (*workloads.Workload, error) {
@@ -226,22 +275,56 @@ func (c Config) memoryLimit() limiters.Window {
 
 // Lab runs c and returns its results. Progress lines go to progress, if
 // not nil.
-func Lab(ctx context.Context, c Config, progress io.Writer) (*results.File, error) {
+func Lab(ctx context.Context, c Config, progress io.Writer) (_ *results.File, err error) {
 	c = c.Defaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	subjects, _ := SubjectsNamed(c.Limiters)
 	subjects = append(subjects, c.Extra...)
+	local := len(subjects) // subjects[:local] decide in the process
+	rl, redisSkip, err := c.openRedis(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f := &results.File{Schema: results.Schema}
+	var unreached []Subject // kept in Redis, which did not answer: redisSkip says so
+	if rl != nil {
+		defer func() {
+			if cerr := rl.close(ctx); err == nil {
+				err = cerr
+			}
+		}()
+		subjects = append(subjects, rl.subjects()...)
+	} else if redisSkip != "" {
+		unreached = (&redisLab{}).subjects() // for their names only
+	}
+	for _, ss := range []*[]Subject{&subjects, &unreached} {
+		*ss = slices.DeleteFunc(*ss, func(s Subject) bool { return s.Backend == BackendRedis && !redisNamed(c.Limiters, s.Name) })
+	}
 	names := c.Workloads
 	if c.Trace != nil {
 		names = append(slices.Clone(names), "trace")
 	}
 	begin := time.Now()
-	f := &results.File{Schema: results.Schema, Meta: meta(c, subjects, begin)}
+	f.Meta = meta(c, subjects, begin)
+	if rl != nil {
+		f.Meta.Params.Redis = &results.RedisParams{Addr: rl.addr, Prefix: rl.prefix, Users: c.RedisUsers, Simulated: results.Seconds(c.RedisSimulated.Seconds()),
+			RealTime: results.Seconds(c.RedisRealTime.Seconds()), LatencyTime: results.Seconds(c.RedisLatencyTime.Seconds()),
+			OfferedRate: c.RedisOfferedRate, Keys: c.RedisKeys}
+	}
 	has := func(m string) bool { return slices.Contains(c.Modes, m) }
 	var simDecisions int64
 	var simTime time.Duration
+	// redisSkipped is the run of s skipped when Redis failed earlier, if
+	// it did.
+	redisSkipped := func(s Subject, base results.Run) (results.Run, bool) {
+		if s.Backend != BackendRedis || rl == nil {
+			return base, false
+		}
+		base.SkippedBecause = rl.failed()
+		return base, base.SkippedBecause != ""
+	}
 
 	p := newProgress(progress, c, subjects, len(names))
 	for _, name := range names {
@@ -252,6 +335,9 @@ func Lab(ctx context.Context, c Config, progress io.Writer) (*results.File, erro
 		}
 		limit := c.Limit
 		judged := &results.Judged{Limit: limit.Limit, Window: results.Seconds(limit.Length.Seconds())}
+		for _, s := range unreached {
+			f.Runs = append(f.Runs, results.Run{Limiter: s.Name, Library: s.Library, Algorithm: string(s.Algorithm), Backend: s.Backend, Workload: name, SkippedBecause: redisSkip})
+		}
 		if len(w.Arrivals) == 0 {
 			for _, s := range subjects {
 				f.Runs = append(f.Runs, results.Run{Limiter: s.Name, Library: s.Library, Algorithm: string(s.Algorithm), Backend: s.Backend,
@@ -268,28 +354,49 @@ func Lab(ctx context.Context, c Config, progress io.Writer) (*results.File, erro
 		}
 		for _, s := range subjects {
 			base := results.Run{Limiter: s.Name, Library: s.Library, Algorithm: string(s.Algorithm), Backend: s.Backend, Workload: name}
-			if has(ModeSimulated) && s.OwnLimits != "" {
-				r := base
-				r.SkippedBecause = "its limits are its own (" + s.OwnLimits + "), not the lab's N per W: replay a trace through it (ratelab replay --config) to see its decisions"
-				f.Runs = append(f.Runs, r)
-			} else if has(ModeSimulated) {
-				p.step(fmt.Sprintf("accuracy of %s on %s", s.Name, name), 1)
-				r, elapsed, err := accuracyRun(ctx, c, s, w, ideal)
-				if err != nil {
-					return nil, fmt.Errorf("harness: %s on %s: %w", s.Name, name, err)
-				}
-				r.Limiter, r.Library, r.Algorithm, r.Backend, r.Workload, r.Judged = base.Limiter, base.Library, base.Algorithm, base.Backend, base.Workload, judged
-				if r.Mode == ModeSimulated {
-					simDecisions += r.Decisions
-					simTime += elapsed
-				}
-				f.Runs = append(f.Runs, r)
+			if !has(ModeSimulated) {
+				break
 			}
+			if r, skip := redisSkipped(s, base); skip {
+				f.Runs = append(f.Runs, r)
+				continue
+			}
+			p.step(fmt.Sprintf("accuracy of %s on %s", s.Name, name), 1)
+			var r results.Run
+			var elapsed time.Duration
+			switch {
+			case s.OwnLimits != "":
+				r.SkippedBecause = "its limits are its own (" + s.OwnLimits + "), not the lab's N per W: replay a trace through it (ratelab replay --config) to see its decisions"
+			case s.Backend == BackendRedis:
+				r, err = rl.accuracy(c, s, w)
+			default:
+				r, elapsed, err = accuracyRun(ctx, c, s, w, ideal)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("harness: %s on %s: %w", s.Name, name, err)
+			}
+			if r.Accuracy != nil {
+				r.Judged = judged
+			}
+			r.Limiter, r.Library, r.Algorithm, r.Backend, r.Workload = base.Limiter, base.Library, base.Algorithm, base.Backend, base.Workload
+			if r.Mode == ModeSimulated && s.Backend != BackendRedis {
+				simDecisions += r.Decisions
+				simTime += elapsed
+			}
+			f.Runs = append(f.Runs, r)
 		}
 		if has(ModeRealTime) {
 			for _, s := range append(slices.Clone(subjects), Floor()) {
 				base := results.Run{Limiter: s.Name, Library: s.Library, Algorithm: string(s.Algorithm), Backend: s.Backend, Workload: name}
-				for _, rt := range realTimeRuns(c) {
+				runs := realTimeRuns(c)
+				if s.Backend == BackendRedis {
+					runs = c.redisRealTimeRuns()
+				}
+				for _, rt := range runs {
+					if r, skip := redisSkipped(s, base); skip {
+						f.Runs = append(f.Runs, r)
+						break
+					}
 					p.step(fmt.Sprintf("%s on %s in real time, %s", s.Name, name, rt.describe()), 2)
 					runLimit := limit
 					if rt.Rate > 0 {
@@ -299,31 +406,56 @@ func Lab(ctx context.Context, c Config, progress io.Writer) (*results.File, erro
 					if err != nil {
 						return nil, fmt.Errorf("harness: %s on %s: %w", s.Name, name, err)
 					}
-					f.Runs = append(f.Runs, realTimeResult(base, rt, res))
+					r := realTimeResult(base, rt, res)
+					if s.Backend == BackendRedis {
+						r.Note = c.redisRealTimeNote(rt)
+					}
+					if skipped, skip := redisSkipped(s, base); skip {
+						r = skipped // Redis failed during the run: its numbers are not Redis's
+					}
+					f.Runs = append(f.Runs, r)
 				}
 			}
 		}
 		if has(ModeTiming) {
-			p.step(fmt.Sprintf("timing on %s, %d rounds", name, c.TimingRounds), 3)
-			runs, err := timingRuns(ctx, subjects, w, limit, c.TimingRounds, c.TimingSample)
-			if err != nil {
-				return nil, fmt.Errorf("harness: timing on %s: %w", name, err)
+			if local > 0 {
+				p.step(fmt.Sprintf("timing on %s, %d rounds", name, c.TimingRounds), 3)
+				runs, err := timingRuns(ctx, subjects[:local], w, limit, c.TimingRounds, c.TimingSample)
+				if err != nil {
+					return nil, fmt.Errorf("harness: timing on %s: %w", name, err)
+				}
+				f.Runs = append(f.Runs, runs...)
 			}
-			f.Runs = append(f.Runs, runs...)
+			for _, s := range subjects[local:] {
+				f.Runs = append(f.Runs, results.Run{Limiter: s.Name, Library: s.Library, Algorithm: string(s.Algorithm), Backend: s.Backend, Workload: name,
+					SkippedBecause: "not timed: the timing runs measure a decision in the process against the harness floor, for the regression gate; " +
+						"a decision on Redis is a round trip, measured by the real-time runs"})
+			}
 		}
 	}
 	if has(ModeMemory) {
 		for _, s := range subjects {
-			p.step(fmt.Sprintf("memory of %s at %d users", s.Name, c.ManyUsers), 4)
-			m, err := MeasureMemory(ctx, s, c.memoryLimit(), c.ManyUsers)
+			base := results.Run{Limiter: s.Name, Library: s.Library, Algorithm: string(s.Algorithm), Backend: s.Backend, Workload: "many-users"}
+			if r, skip := redisSkipped(s, base); skip {
+				f.Runs = append(f.Runs, r)
+				continue
+			}
+			users, weigh := c.ManyUsers, func() (MemoryResult, error) { return MeasureMemory(ctx, s, c.memoryLimit(), c.ManyUsers) }
+			if s.Weigh != nil {
+				users, weigh = c.RedisKeys, func() (MemoryResult, error) { return s.Weigh(ctx, c.memoryLimit(), c.RedisKeys) }
+			}
+			p.step(fmt.Sprintf("memory of %s at %d users", s.Name, users), 4)
+			m, err := weigh()
 			if err != nil {
 				return nil, fmt.Errorf("harness: memory of %s: %w", s.Name, err)
 			}
-			f.Runs = append(f.Runs, results.Run{
-				Limiter: s.Name, Library: s.Library, Algorithm: string(s.Algorithm), Backend: s.Backend,
-				Workload: "many-users", Mode: ModeMemory, Users: c.ManyUsers, Decisions: int64(c.ManyUsers),
-				BytesPerUser: m.BytesPerUser,
-			})
+			r := base
+			r.Mode, r.Users, r.Decisions, r.BytesPerUser = ModeMemory, users, int64(users), m.BytesPerUser
+			if s.Weigh != nil {
+				r.Note = fmt.Sprintf("Rows kept in Redis: the growth of the server's used_memory (INFO memory) per key it gained, after one decision for each of %d keys (sent in pipelines), "+
+					"each key's name (the run's prefix, the user, and for ratelab the algorithm and limit: 50 to 80 bytes) included; the server's memory, not the process's.", users)
+			}
+			f.Runs = append(f.Runs, r)
 		}
 	}
 	p.finish()

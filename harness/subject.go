@@ -3,6 +3,8 @@ package harness
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/ratelab/ratelab/harness/peers"
@@ -30,6 +32,10 @@ type Subject struct {
 	// weighed and run in real time like the others, but its accuracy is
 	// not judged against an N per W it does not have.
 	OwnLimits string
+	// Weigh, when set, measures what the limiter holds per key for keys
+	// keys at limit, in place of MeasureMemory's live heap: for a limiter
+	// whose state is in a server.
+	Weigh func(ctx context.Context, limit limiters.Window, keys int) (MemoryResult, error)
 }
 
 // TiersSubject is the limiter a configuration describes (package
@@ -146,8 +152,10 @@ func decider(l memory.Limiter, stop func(), err error) (AtDecider, func(), error
 	return l, stop, nil
 }
 
-// SubjectsNamed returns the subjects with the given names, in the order
-// Subjects lists them; all of them when names is empty.
+// SubjectsNamed returns the subjects in memory with the given names, in
+// the order Subjects lists them; all of them when names is empty. The
+// names of the subjects kept in Redis (RedisNames) are known, and left to
+// the lab.
 func SubjectsNamed(names []string) ([]Subject, error) {
 	all := Subjects()
 	if len(names) == 0 {
@@ -155,24 +163,24 @@ func SubjectsNamed(names []string) ([]Subject, error) {
 	}
 	var out []Subject
 	for _, s := range all {
-		for _, n := range names {
-			if s.Name == n {
-				out = append(out, s)
-			}
+		if slices.Contains(names, s.Name) {
+			out = append(out, s)
 		}
 	}
+	known := RedisNames()
+	for _, s := range all {
+		known = append(known, s.Name)
+	}
 	for _, n := range names {
-		found := false
-		for _, s := range all {
-			found = found || s.Name == n
-		}
-		if !found {
-			var known []string
-			for _, s := range all {
-				known = append(known, s.Name)
-			}
-			return nil, fmt.Errorf("harness: unknown limiter %q (want some of %v)", n, known)
+		if !slices.Contains(known, n) {
+			return nil, fmt.Errorf("harness: unknown limiter %q (want some of %s)", n, strings.Join(known[len(RedisNames()):], ", ")+", "+strings.Join(RedisNames(), ", "))
 		}
 	}
 	return out, nil
+}
+
+// redisNamed reports whether names asks for the subject kept in Redis
+// named name: it does when it names no subject at all.
+func redisNamed(names []string, name string) bool {
+	return len(names) == 0 || slices.Contains(names, name)
 }

@@ -1,0 +1,222 @@
+package harness
+
+import (
+	"context"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelab/ratelab/harness/peers"
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/results"
+)
+
+// redisURL is the test server's URL: REDIS_ADDR's, else 127.0.0.1:6379's.
+// make test provides one (tools/with-redis); the test fails without it.
+func redisURL(t *testing.T) (string, *redis.Client) {
+	t.Helper()
+	addr := os.Getenv("REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("no Redis at %s (set REDIS_ADDR, or run the tests with tools/with-redis): %v", addr, err)
+	}
+	return "redis://" + addr + "/0", c
+}
+
+// quiet drops go-redis's log lines: a server that does not answer is the
+// lab's to report, in its results.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func init() { redis.SetLogger(quiet{}) }
+
+// closedPort returns a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// A small lab with subjects on Redis: on the same sample of a workload
+// they decide as the same algorithm in memory does, and their accuracy is
+// what that decides; they run in real time and are weighed, are not
+// timed, and leave no key behind.
+func TestLabRedis(t *testing.T) {
+	url, rdb := redisURL(t)
+	c := smallLab()
+	c.RedisURL = url
+	c.Limiters = []string{"sliding-counter", "gcra", RedisName(limiters.SlidingCounter), RedisName(limiters.GCRA), RedisRateName}
+	c.Workloads = []string{"uniform", "boundary-attack", "many-users"}
+	c.RedisUsers, c.RedisSimulated, c.RedisKeys = 4, 3*time.Second, 2000
+	c.RedisRealTime, c.RedisLatencyTime = 20*time.Millisecond, 50*time.Millisecond
+	f, err := Lab(context.Background(), c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = c.Defaults()
+	p := f.Meta.Params.Redis
+	if p == nil || p.Users != 4 || p.Keys != 2000 || !strings.HasPrefix(p.Prefix, "ratelab:bench:") {
+		t.Fatalf("Params.Redis = %+v", p)
+	}
+	onRedis := []string{RedisName(limiters.SlidingCounter), RedisName(limiters.GCRA), RedisRateName}
+	seen := map[string]int{} // by mode, or "skipped"
+	for _, r := range f.Runs {
+		if !slices.Contains(onRedis, r.Limiter) {
+			continue
+		}
+		if !r.Outside() {
+			t.Errorf("%s on %s: backend %q, want redis", r.Limiter, r.Workload, r.Backend)
+		}
+		switch {
+		case r.SkippedBecause != "":
+			seen["skipped"]++
+			timing := strings.HasPrefix(r.SkippedBecause, "not timed")
+			accuracy := r.Workload == "many-users" || r.Limiter == RedisRateName
+			if !timing && !(accuracy && strings.HasPrefix(r.SkippedBecause, "accuracy")) {
+				t.Errorf("%s on %s skipped: %s", r.Limiter, r.Workload, r.SkippedBecause)
+			}
+		case r.Mode == ModeSimulated:
+			seen[r.Mode]++
+			w, err := c.Workload(r.Workload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sw := sample(w, c.RedisUsers, c.RedisSimulated)
+			m, err := memory.New(Spec(limiters.Algorithm(r.Algorithm), c.Limit), limiters.WithSweepInterval(-1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ideal, _ := Ideal(sw, c.Limit)
+			want := Compare(sw, Simulate(sw, m), ideal, c.Limit)
+			m.Close()
+			if r.DiffersFromMemory == nil || *r.DiffersFromMemory != 0 || *r.Accuracy != want || r.Decisions != int64(len(sw.Arrivals)) {
+				t.Errorf("%s on %s: %d decisions, %v differing from memory, accuracy %+v; want %d, 0 and %+v",
+					r.Limiter, r.Workload, r.Decisions, r.DiffersFromMemory, *r.Accuracy, len(sw.Arrivals), want)
+			}
+			if r.Accuracy.Admitted == 0 || r.Accuracy.Admitted == r.Decisions {
+				t.Errorf("%s on %s admitted %d of %d: the sample should be over the limit", r.Limiter, r.Workload, r.Accuracy.Admitted, r.Decisions)
+			}
+		case r.Mode == ModeRealTime:
+			seen[r.Mode]++
+			if r.ThroughputPerS <= 0 || r.LatencyNS == nil || r.Decisions == 0 || r.Note == "" {
+				t.Errorf("%s on %s in real time: %+v", r.Limiter, r.Workload, r)
+			}
+			if r.OfferedRate != 0 && r.OfferedRate != c.RedisOfferedRate {
+				t.Errorf("%s paced at %v, want %v", r.Limiter, r.OfferedRate, c.RedisOfferedRate)
+			}
+		case r.Mode == ModeMemory:
+			seen[r.Mode]++
+			// A key, its name (60 to 80 bytes here) and a value: a hundred
+			// bytes or a few hundred, not nothing and not kilobytes.
+			if r.Users != 2000 || r.BytesPerUser < 60 || r.BytesPerUser > 2000 {
+				t.Errorf("%s weighed %d keys at %.1f bytes each", r.Limiter, r.Users, r.BytesPerUser)
+			}
+		default:
+			t.Errorf("%s on %s: mode %q", r.Limiter, r.Workload, r.Mode)
+		}
+	}
+	// Accuracy: two of three subjects on two of three workloads; real
+	// time: three subjects, three workloads, two sweeps and a paced run;
+	// memory: each subject; skipped: timing everywhere, the accuracy of
+	// redis_rate and of many-users.
+	want := map[string]int{ModeSimulated: 2 * 2, ModeRealTime: 3 * 3 * 3, ModeMemory: 3, "skipped": 3*3 + 3 + 2}
+	for k, n := range want {
+		if seen[k] != n {
+			t.Errorf("%d Redis runs %s, want %d (all: %v)", seen[k], k, n, seen)
+		}
+	}
+	for _, match := range []string{p.Prefix + "*", peers.RedisRatePrefix + p.Prefix + "*"} {
+		if keys, _, err := rdb.Scan(context.Background(), 0, match, 1_000_000).Result(); err != nil || len(keys) > 0 {
+			t.Errorf("%d keys left under %s (%v)", len(keys), match, err)
+		}
+	}
+}
+
+// With no server at the URL, the lab runs the rest and says, once, why
+// the Redis rows were not run.
+func TestLabRedisUnreachable(t *testing.T) {
+	addr := closedPort(t)
+	c := smallLab()
+	c.RedisURL = "redis://" + addr + "/0"
+	c.Limiters = []string{"gcra", RedisName(limiters.GCRA), RedisRateName}
+	c.Workloads = []string{"uniform", "bursty"}
+	c.Modes = []string{ModeSimulated, ModeMemory}
+	f, err := Lab(context.Background(), c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Meta.Params.Redis != nil || slices.Contains(f.Meta.Params.Limiters, RedisRateName) {
+		t.Errorf("the params say Redis ran: %+v", f.Meta.Params)
+	}
+	ran := 0
+	for _, r := range f.Runs {
+		if r.Limiter == "gcra" && r.SkippedBecause == "" {
+			ran++
+		}
+	}
+	if ran != 3 {
+		t.Errorf("gcra ran %d times, want on each workload and in memory", ran)
+	}
+	want := RedisName(limiters.GCRA) + ", redis_rate on uniform, bursty: no Redis at " + addr + ": connect: connection refused; point the lab at a server with --redis-url"
+	if got := results.Skipped(f); len(got) != 1 || !strings.HasPrefix(got[0], want) {
+		t.Errorf("Skipped = %q, want one line starting %q", got, want)
+	}
+}
+
+// Deciding each key's requests on a goroutine of its own gives the
+// decisions of one goroutine deciding them all in order.
+func TestSimulateByKey(t *testing.T) {
+	c := smallLab().Defaults()
+	w, err := c.Workload("uniform")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range limiters.Algorithms() {
+		var got [2][]bool
+		for i, workers := range []int{1, 7} {
+			l, err := memory.New(Spec(a, c.Limit), limiters.WithSweepInterval(-1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if workers == 1 {
+				got[i] = Simulate(w, l)
+			} else {
+				got[i] = simulateByKey(w, l, workers)
+			}
+			l.Close()
+		}
+		if !slices.Equal(got[0], got[1]) {
+			t.Errorf("%s: simulateByKey decided otherwise than Simulate", a)
+		}
+	}
+}
+
+func TestRedisConfigRefused(t *testing.T) {
+	c := smallLab()
+	c.Limiters = []string{RedisName(limiters.GCRA)}
+	if err := c.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), "no Redis server") {
+		t.Errorf("a Redis subject without a server: %v", err)
+	}
+	c.RedisURL = "http://nowhere"
+	if err := c.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), "Redis URL") {
+		t.Errorf("a bad URL: %v", err)
+	}
+}
