@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratelab/ratelab/config"
 	"github.com/ratelab/ratelab/harness"
 	"github.com/ratelab/ratelab/limiters"
@@ -37,6 +39,17 @@ measures, for each:
 	            regression gate, ratelab compare, checks)
 	memory      live heap per user, at a million users
 
+The Redis rows are ratelab's six algorithms kept in Redis, "gcra (redis)"
+and so on, and go-redis/redis_rate (a GCRA on Redis), on the server at
+--redis-url (or $REDIS_ADDR). Each of their decisions is a round trip to
+the server, so they run on less: their accuracy on a sample of each
+workload (and decision for decision against the same algorithm in
+memory), shorter real-time runs paced at 2,000 a second, and the server's
+memory per key at fewer keys; they are not timed, and the regression gate
+leaves them out. Their keys are under a prefix of the run's own, removed
+when done. Without a server the lab runs the rest and says the Redis rows
+were skipped, and why; --redis=false leaves them out.
+
 Workloads: uniform (steady, a little over the limit), bursty (on/off,
 five times the limit then silence), boundary-attack (a full quota just
 before and just after every window edge), many-users (a million users,
@@ -62,7 +75,7 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var c harness.Config
 	var limitersFlag, workloadsFlag, modesFlag, goroutinesFlag string
-	fs.StringVar(&limitersFlag, "limiters", "", "comma-separated limiters to run (default all): fixed-window, sliding-log, sliding-counter, token-bucket, leaky-bucket, gcra, x/time/rate, go-limiter, throttled")
+	fs.StringVar(&limitersFlag, "limiters", "", "comma-separated limiters to run (default all): fixed-window, sliding-log, sliding-counter, token-bucket, leaky-bucket, gcra, x/time/rate, go-limiter, throttled, and on Redis \"gcra (redis)\" and so on, and redis_rate")
 	fs.StringVar(&workloadsFlag, "workloads", "", "comma-separated workloads (default all): uniform, bursty, boundary-attack, many-users")
 	fs.StringVar(&modesFlag, "modes", "", "comma-separated modes (default all): simulated, realtime, timing, memory")
 	limit := fs.Int("limit", 100, "N, the limit every limiter is given, per --window")
@@ -78,6 +91,8 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs.Uint64Var(&c.Seed, "seed", 1, "the seed of every workload")
 	trace := fs.String("trace", "", "also run this trace (a t,key[,n] CSV, as for replay) as workload \"trace\"")
 	configFile := fs.String("config", "", "also run the limiter this configuration file describes (its tiers; users not listed are in its default tier), as limiter \"config\"")
+	redisURL := fs.String("redis-url", "redis://127.0.0.1:6379/0", "the Redis server of the Redis rows, as redis://[user:password@]host:port/db (default: $REDIS_ADDR, host:port, when it is set)")
+	useRedis := fs.Bool("redis", true, "run the Redis rows (ratelab's algorithms on Redis, and go-redis/redis_rate); --redis=false leaves them out")
 	out := fs.String("out", "out", "the folder results go to")
 	fs.BoolVar(&c.Quick, "quick", false, "a short run, for CI and a first look")
 	fs.Usage = func() {
@@ -89,6 +104,17 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	if fs.NArg() > 0 {
 		return usagef("bench: unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch addr := os.Getenv("REDIS_ADDR"); {
+	case !*useRedis && set["redis-url"]:
+		return usagef("bench: --redis-url is for the Redis rows, which --redis=false leaves out")
+	case !*useRedis:
+	case set["redis-url"] || addr == "":
+		c.RedisURL = *redisURL
+	default:
+		c.RedisURL = "redis://" + addr + "/0"
 	}
 	c.Limit = limiters.Window{Limit: *limit, Length: *window}
 	c.Limiters, c.Workloads, c.Modes = list(limitersFlag), list(workloadsFlag), list(modesFlag)
@@ -125,6 +151,9 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		c.Extra = append(c.Extra, harness.TiersSubject("config", cfg.Tiers))
 	}
 
+	if c.RedisURL != "" {
+		redis.SetLogger(quietRedis{}) // a server that does not answer is said once, in the results
+	}
 	var progress io.Writer
 	if isTerminal(stderr) {
 		progress = stderr
@@ -148,7 +177,7 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		fmt.Fprintln(stdout, s)
 	}
 	for _, s := range results.Skipped(f) {
-		fmt.Fprintln(stdout, "Skipped:", s)
+		fmt.Fprintln(stdout, strings.ReplaceAll(results.Wrap("Skipped: "+s, 100), "\n", "\n  "))
 	}
 	if err := results.WritePicks(stdout, f); err != nil {
 		return err

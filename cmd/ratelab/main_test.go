@@ -254,6 +254,9 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--window", "1ms"}, "would have about"},
 		{[]string{"--window", "1m"}, "at least two windows"},
 		{[]string{"--trace", "/nonexistent.csv"}, "no such file"},
+		{[]string{"--redis=false", "--redis-url", "redis://127.0.0.1:6379/0"}, "--redis-url is for the Redis rows"},
+		{[]string{"--redis=false", "--limiters", "gcra (redis)"}, "gcra (redis) is kept in Redis"},
+		{[]string{"--redis-url", "http://127.0.0.1:6379"}, "the Redis URL"},
 	} {
 		_, stderr, code := ratelab(t, "", append([]string{"bench"}, tt.args...)...)
 		if code != 2 || !strings.Contains(stderr, tt.says) {
