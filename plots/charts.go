@@ -162,7 +162,8 @@ func newLegend() *legend {
 
 // The colours (Okabe and Ito's, which stay apart for colour-blind eyes)
 // and dashes of each limiter, the same in every chart: ratelab's solid,
-// the peers' dashed.
+// the peers' dashed; ratelab's on Redis in their algorithm's colour, dash
+// and dot.
 var palette = map[string]color.Color{
 	"fixed-window":    rgb(0xE69F00),
 	"sliding-log":     rgb(0x000000),
@@ -173,8 +174,12 @@ var palette = map[string]color.Color{
 	"x/time/rate":     rgb(0xD55E00),
 	"go-limiter":      rgb(0xCC79A7),
 	"throttled":       rgb(0x777777),
+	"redis_rate":      rgb(0x7B4F9D),
 	"(harness floor)": rgb(0xBBBBBB),
 }
+
+// redisSuffix ends the name of ratelab's limiters kept in Redis.
+const redisSuffix = " (redis)"
 
 var workloadColors = []color.Color{rgb(0x0072B2), rgb(0xE69F00), rgb(0xD55E00), rgb(0x009E73), rgb(0xCC79A7)}
 
@@ -183,15 +188,18 @@ func rgb(v uint32) color.Color {
 }
 
 func lineStyle(name string) draw.LineStyle {
-	c, ok := palette[name]
+	algorithm, onRedis := strings.CutSuffix(name, redisSuffix)
+	c, ok := palette[algorithm]
 	if !ok {
 		c = rgb(0x333333)
 	}
 	s := draw.LineStyle{Color: c, Width: vg.Points(1.6)}
-	switch name {
-	case "x/time/rate", "go-limiter", "throttled":
+	switch {
+	case isPeer(name):
 		s.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
-	case "(harness floor)":
+	case onRedis:
+		s.Dashes = []vg.Length{vg.Points(7), vg.Points(2), vg.Points(1.5), vg.Points(2)}
+	case name == "(harness floor)":
 		s.Dashes = []vg.Length{vg.Points(1.5), vg.Points(2.5)}
 	}
 	return s
@@ -614,13 +622,28 @@ func memoryChart(f *results.File) Chart {
 		return c
 	}
 	reverse(&b)
-	// Two series, ratelab's and the peers', drawn over each other: one
-	// bar a row, coloured by whose it is.
+	// A series each for ratelab's, the peers' and those kept in Redis,
+	// drawn over each other: one bar a row, coloured by whose it is.
+	outside := map[string]bool{}
+	for _, r := range f.Runs {
+		outside[r.Limiter] = outside[r.Limiter] || r.Mode == "memory" && r.Outside()
+	}
 	split := Bars{Groups: b.Groups, Series: []string{"ratelab", "peers"}, Overlay: true}
+	if slices.ContainsFunc(b.Groups, func(name string) bool { return outside[name] }) {
+		split.Series = append(split.Series, "on Redis (its memory)")
+		c.Title += ", and Redis's memory per key"
+		c.Caption += " The rows on Redis are the server's memory per key (INFO used_memory), its key's name included, after one decision each for " +
+			"fewer keys (the memory table says how many): not the process's heap."
+	}
 	for g, name := range b.Groups {
-		row := []float64{b.Values[g][0], 0}
-		if isPeer(name) {
-			row = []float64{0, b.Values[g][0]}
+		row := make([]float64, len(split.Series))
+		switch {
+		case outside[name]:
+			row[2] = b.Values[g][0]
+		case isPeer(name):
+			row[1] = b.Values[g][0]
+		default:
+			row[0] = b.Values[g][0]
 		}
 		split.Values = append(split.Values, row)
 	}
@@ -646,7 +669,7 @@ func thousands(n int) string {
 }
 
 func isPeer(name string) bool {
-	return name == "x/time/rate" || name == "go-limiter" || name == "throttled"
+	return name == "x/time/rate" || name == "go-limiter" || name == "throttled" || name == "redis_rate"
 }
 
 func maxOf(b Bars) float64 {

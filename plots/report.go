@@ -181,6 +181,11 @@ func metaRows(f *results.File) [][2]string {
 		rows = append(rows,
 			[2]string{"Real time", fmt.Sprintf("%v per run; unpaced with %s goroutines; paced at %.0f decisions a second by %d", p.RealTime.Duration(), ints(p.Goroutines), p.OfferedRate, p.LatencyGoroutines)})
 	}
+	if r := p.Redis; r != nil {
+		rows = append(rows, [2]string{"Redis", fmt.Sprintf("%s, a round trip a decision, so on less: accuracy on the first %d users of each workload over its first %v; "+
+			"real time %v per unpaced run, paced at %.0f decisions a second for %v; memory at %s keys", r.Addr, r.Users, r.Simulated.Duration(),
+			r.RealTime.Duration(), r.OfferedRate, r.LatencyTime.Duration(), thousands(r.Keys))})
+	}
 	return rows
 }
 

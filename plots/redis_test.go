@@ -1,0 +1,40 @@
+package plots
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ratelab/ratelab/results"
+)
+
+// A limiter kept in Redis is drawn in its algorithm's colour, dash and
+// dot, apart from it in memory and from the peers; redis_rate is a peer.
+func TestRedisLineStyles(t *testing.T) {
+	mem, red, peer := lineStyle("gcra"), lineStyle("gcra (redis)"), lineStyle("throttled")
+	if red.Color != mem.Color || len(red.Dashes) != 4 || len(mem.Dashes) != 0 || slices.Equal(red.Dashes, peer.Dashes) {
+		t.Errorf("gcra (redis) drawn %+v; gcra %+v, throttled %+v", red, mem, peer)
+	}
+	if rr := lineStyle("redis_rate"); rr.Color != palette["redis_rate"] || !slices.Equal(rr.Dashes, peer.Dashes) {
+		t.Errorf("redis_rate drawn %+v, want its colour, dashed as a peer", rr)
+	}
+}
+
+// The memory chart sets the server's memory per key apart from the
+// process's heap, and says so; the report names the server.
+func TestRedisMemoryChart(t *testing.T) {
+	f := fixture(t)
+	f.Meta.Params.Redis = &results.RedisParams{Addr: "127.0.0.1:6379/0", Users: 6, Simulated: 5, RealTime: 0.05, LatencyTime: 0.1, OfferedRate: 2000, Keys: 10_000}
+	f.Runs = append(f.Runs, results.Run{Limiter: "gcra (redis)", Library: "ratelab", Algorithm: "gcra", Backend: "redis", Workload: "many-users",
+		Mode: "memory", Users: 10_000, Decisions: 10_000, BytesPerUser: 190})
+	c := memoryChart(f)
+	if !strings.Contains(c.Title, "Redis's memory per key") || !strings.Contains(c.Caption, "not the process's heap") || c.legend.n != 3 {
+		t.Errorf("memory chart: %q, %q, %d legend entries", c.Title, c.Caption, c.legend.n)
+	}
+	if _, err := c.Render("png"); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(metaRows(f), func(r [2]string) bool { return r[0] == "Redis" && strings.Contains(r[1], "127.0.0.1:6379/0") }) {
+		t.Errorf("the report's parameters do not name the Redis server: %v", metaRows(f))
+	}
+}
