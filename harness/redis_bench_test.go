@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,8 +17,8 @@ import (
 	"github.com/ratelab/ratelab/limiters/redislimit"
 )
 
-// BenchmarkRedis measures one decision on Redis with 50 goroutines over
-// 10,000 keys, for ratelab's GCRA, alone and batched into pipelines, and
+// BenchmarkRedis measures one decision on Redis with 1 and 50 goroutines
+// over 10,000 keys, for ratelab's GCRA, alone and batched into pipelines, and
 // go-redis/redis_rate (GCRA too), at the same limit (100/s, burst 100).
 // It reports decisions/s, p50 and p99.
 func BenchmarkRedis(b *testing.B) {
@@ -57,36 +58,39 @@ func BenchmarkRedis(b *testing.B) {
 		{"ratelab-gcra-batched", func(ctx context.Context, key string) error { _, err := batched.AllowN(ctx, key, 1); return err }},
 		{"redis_rate", func(ctx context.Context, key string) error { _, err := peer.Allow(ctx, key, limit); return err }},
 	} {
-		b.Run(tc.name, func(b *testing.B) {
-			var mu sync.Mutex
-			var lat []time.Duration
-			b.SetParallelism(25) // 50 goroutines on 2 cores
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				ctx := context.Background()
-				local := make([]time.Duration, 0, 1024)
-				i := 0
-				for pb.Next() {
-					start := time.Now()
-					if err := tc.fn(ctx, keys[i%len(keys)]); err != nil {
-						b.Error(err)
-						return
-					}
-					local = append(local, time.Since(start))
-					i += 7919
+		for _, g := range []int{1, 50} {
+			b.Run(fmt.Sprintf("%s/goroutines=%d", tc.name, g), func(b *testing.B) {
+				lat := make([]time.Duration, b.N)
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				b.ReportAllocs()
+				b.ResetTimer()
+				for w := range g {
+					wg.Go(func() {
+						ctx := context.Background()
+						k := w * 997 // each goroutine its own walk through the keys
+						for {
+							i := next.Add(1) - 1
+							if i >= int64(b.N) {
+								return
+							}
+							start := time.Now()
+							if err := tc.fn(ctx, keys[k%len(keys)]); err != nil {
+								b.Error(err)
+								return
+							}
+							lat[i] = time.Since(start)
+							k += 7919
+						}
+					})
 				}
-				mu.Lock()
-				lat = append(lat, local...)
-				mu.Unlock()
-			})
-			b.StopTimer()
-			slices.Sort(lat)
-			if len(lat) > 0 {
+				wg.Wait()
+				b.StopTimer()
+				slices.Sort(lat)
 				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
-		})
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+			})
+		}
 	}
 }
