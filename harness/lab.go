@@ -130,8 +130,8 @@ func (c Config) Defaults() Config {
 	set(&c.RedisSimulated, pick(q, 10*time.Second, 4*time.Second))
 	c.RedisSimulated = min(max(c.RedisSimulated, 2*c.Limit.Length), c.Simulated)
 	set(&c.RedisRealTime, pick(q, 100*time.Millisecond, 50*time.Millisecond))
-	set(&c.RedisLatencyTime, pick(q, 300*time.Millisecond, 100*time.Millisecond))
-	set(&c.RedisOfferedRate, 2000)
+	set(&c.RedisLatencyTime, pick(q, 400*time.Millisecond, 150*time.Millisecond))
+	set(&c.RedisOfferedRate, 1000)
 	set(&c.RedisKeys, pick(q, 50_000, 10_000))
 	if len(c.Modes) == 0 {
 		c.Modes = []string{ModeSimulated, ModeRealTime, ModeTiming, ModeMemory}

@@ -53,8 +53,9 @@ func RedisNames() []string {
 
 // redisLab is the Redis server the lab's Redis subjects share: one client,
 // a key prefix of this run's own (every key the run writes starts with it,
-// or with redis_rate's "rate:" and it), and the first error Redis gave,
-// after which the lab runs none of them.
+// or with redis_rate's "rate:" and it; letters, digits and colons, nothing
+// a SCAN pattern reads otherwise), and the first error Redis gave, after
+// which the lab runs none of them.
 type redisLab struct {
 	c      *redis.Client
 	addr   string // host:port/db, for messages
@@ -122,18 +123,17 @@ func (r *redisLab) newPrefix() string {
 	return r.prefix + strconv.FormatInt(r.seq.Add(1), 10) + ":"
 }
 
-// sweep removes every key matching the SCAN pattern match, in batches.
-func (r *redisLab) sweep(ctx context.Context, match string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
+// scan calls fn with each batch of the keys matching the SCAN pattern
+// match.
+func (r *redisLab) scan(ctx context.Context, match string, fn func([]string) error) error {
 	var cursor uint64
 	for {
 		keys, next, err := r.c.Scan(ctx, cursor, match, 2000).Result()
 		if err != nil {
-			return err
+			return fmt.Errorf("harness: Redis at %s: SCAN: %w", r.addr, err)
 		}
 		if len(keys) > 0 {
-			if err := r.c.Unlink(ctx, keys...).Err(); err != nil {
+			if err := fn(keys); err != nil {
 				return err
 			}
 		}
@@ -143,28 +143,24 @@ func (r *redisLab) sweep(ctx context.Context, match string) error {
 	}
 }
 
+// sweep removes every key matching the SCAN pattern match, even once ctx
+// is cancelled (for a minute at most).
+func (r *redisLab) sweep(ctx context.Context, match string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	return r.scan(ctx, match, func(keys []string) error { return r.c.Unlink(ctx, keys...).Err() })
+}
+
 // close removes every key the run left (a limiter's own removal may have
 // failed, or been cut short) and closes the client.
 func (r *redisLab) close(ctx context.Context) error {
 	defer r.c.Close()
-	for _, p := range []string{glob(r.prefix), glob(peers.RedisRatePrefix + r.prefix)} {
+	for _, p := range []string{r.prefix, peers.RedisRatePrefix + r.prefix} {
 		if err := r.sweep(ctx, p+"*"); err != nil {
-			return fmt.Errorf("harness: removing the lab's keys from Redis at %s: %w", r.addr, err)
+			return fmt.Errorf("harness: removing the lab's keys from Redis: %w", err)
 		}
 	}
 	return nil
-}
-
-// glob escapes s for a SCAN pattern.
-func glob(s string) string {
-	var b strings.Builder
-	for _, c := range s {
-		if strings.ContainsRune(`*?[]\`, c) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 // subjects returns ratelab's six algorithms on Redis, then go-redis's
@@ -215,7 +211,7 @@ func (r *redisLab) subjects() []Subject {
 					// measurement (ten minutes past full quota), a window's
 					// end included.
 					now := time.Now()
-					return func(key string) { l.AllowAt(key, now, 1) }, glob(prefix) + "*", nil
+					return func(key string) { l.AllowAt(key, now, 1) }, prefix + "*", nil
 				})
 			},
 		})
@@ -223,7 +219,7 @@ func (r *redisLab) subjects() []Subject {
 	newRedisRate := func(c peers.RedisClient, w limiters.Window) (peers.Limiter, string, error) {
 		prefix := r.newPrefix()
 		l, err := peers.NewRedisRate(c, prefix, w)
-		return l, glob(peers.RedisRatePrefix+prefix) + "*", err
+		return l, peers.RedisRatePrefix + prefix + "*", err
 	}
 	out = append(out, Subject{
 		Name: RedisRateName, Library: peers.RedisRateModule, Algorithm: limiters.GCRA, Backend: BackendRedis,
@@ -346,17 +342,8 @@ func (r *redisLab) weigh(ctx context.Context, keys int, newDecider func(c redisl
 // count counts the keys matching the SCAN pattern match.
 func (r *redisLab) count(ctx context.Context, match string) (int, error) {
 	n := 0
-	var cursor uint64
-	for {
-		keys, next, err := r.c.Scan(ctx, cursor, match, 2000).Result()
-		if err != nil {
-			return 0, fmt.Errorf("harness: Redis at %s: SCAN: %w", r.addr, err)
-		}
-		n += len(keys)
-		if cursor = next; cursor == 0 {
-			return n, nil
-		}
-	}
+	err := r.scan(ctx, match, func(keys []string) error { n += len(keys); return nil })
+	return n, err
 }
 
 // settled is usage once the server's memory has stopped moving: after

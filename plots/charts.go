@@ -558,6 +558,9 @@ func accuracyNotes(f *results.File) string {
 	if len(exact) > 0 {
 		notes = append(notes, fmt.Sprintf("%s decided as the ideal did on every request", andList(exact)))
 	}
+	if slices.ContainsFunc(f.Runs, func(r results.Run) bool { return r.Accuracy != nil && r.Outside() }) {
+		notes = append(notes, "the rows on Redis are of a sample of each workload (the accuracy table says which), so they differ from the same algorithm's in memory by the sample, not the decisions")
+	}
 	if len(realtime) > 0 {
 		notes = append(notes, fmt.Sprintf("%s measured in a replay in real time", andList(realtime)))
 	}
