@@ -52,11 +52,11 @@ baseline:
 	$(OUT)/ratelab merge --out $(BASELINE) $(OUT)/baseline/1/results.json $(OUT)/baseline/2/results.json $(OUT)/baseline/3/results.json
 	@echo "Commit $(BASELINE) with the change that moved it (git diff --stat $(BASELINE))."
 
-## bench: the lab: every limiter and its peers through every workload (about three minutes)
+## bench: the lab: every limiter and its peers through every workload (about four minutes; the Redis rows need a server, else they are skipped)
 bench:
 	$(GO) run ./cmd/ratelab bench --out $(OUT)
 
-## bench-quick: the same, shorter (under a minute)
+## bench-quick: the same, shorter (about a minute)
 bench-quick:
 	$(GO) run ./cmd/ratelab bench --quick --out $(OUT)
 

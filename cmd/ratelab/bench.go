@@ -44,7 +44,7 @@ and so on, and go-redis/redis_rate (a GCRA on Redis), on the server at
 --redis-url (or $REDIS_ADDR). Each of their decisions is a round trip to
 the server, so they run on less: their accuracy on a sample of each
 workload (and decision for decision against the same algorithm in
-memory), shorter real-time runs paced at 2,000 a second, and the server's
+memory), shorter real-time runs paced at 1,000 a second, and the server's
 memory per key at fewer keys; they are not timed, and the regression gate
 leaves them out. Their keys are under a prefix of the run's own, removed
 when done. Without a server the lab runs the rest and says the Redis rows
@@ -60,7 +60,7 @@ It writes results.json (the public format), tables.md and tables.txt, the
 charts (charts/*.png and *.svg) and the report that ties them together
 (report.html, one page that opens from disk, and report.md) into --out, and
 prints the tables and which limiter to pick for which need. A full run
-takes about three minutes on 2 cores, --quick under a minute. The same
+takes about four minutes on 2 cores, --quick about a minute. The same
 --seed gives the same simulated runs, byte for byte.
 
 Examples:
