@@ -3,8 +3,12 @@ package harness
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -93,4 +97,90 @@ func BenchmarkRedis(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkRedisMemory measures Redis memory per key, the key included,
+// at 1,000,000 users (of 16 bytes) for ratelab's algorithms and for
+// go-redis/redis_rate (whose keys are shorter: "rate:user-00000000001", 21
+// bytes, against ratelab's 51, "ratelab:{user-00000000001}:gcra:100@" and
+// the period in ns), on a redis-server of its own (so that nothing else
+// moves used_memory): the difference in used_memory before and after
+// one decision for each key, divided by the keys. Run it alone, once:
+//
+//	go test ./harness -run '^$' -bench RedisMemory -benchtime 1x
+func BenchmarkRedisMemory(b *testing.B) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		b.Fatalf("this benchmark starts a redis-server of its own: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	srv := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", b.TempDir())
+	if err := srv.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	c := redis.NewClient(&redis.Options{Addr: fmt.Sprint("127.0.0.1:", port), ContextTimeoutEnabled: true, PoolTimeout: 2 * time.Second, PoolSize: 64})
+	defer c.Close()
+	ctx := context.Background()
+	for deadline := time.Now().Add(5 * time.Second); c.Ping(ctx).Err() != nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("the redis-server of the benchmark did not start")
+		}
+	}
+	used := func() float64 {
+		info, err := c.Info(ctx, "memory").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for line := range strings.SplitSeq(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+				n, _ := strconv.ParseFloat(v, 64)
+				return n
+			}
+		}
+		b.Fatal("INFO memory has no used_memory")
+		return 0
+	}
+	const keys = 1_000_000
+	fill := func(decide func(key string) error) float64 {
+		before := used()
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Go(func() {
+				for i := next.Add(1) - 1; i < keys; i = next.Add(1) - 1 {
+					if err := decide(fmt.Sprintf("user-%011d", i)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		per := (used() - before) / keys
+		if err := c.FlushDB(ctx).Err(); err != nil { // the benchmark's own server
+			b.Fatal(err)
+		}
+		return per
+	}
+	// 100 a day: one request leaves every key to live for hours, well past
+	// the end of the fill, for ratelab and redis_rate alike.
+	r := limiters.Rate{N: 100, Per: 24 * time.Hour}
+	for _, a := range limiters.Algorithms() {
+		s, _ := r.Spec(a)
+		l, err := redislimit.New(c, s, redislimit.WithBatching(redislimit.Batching{}), redislimit.WithTimeout(2*time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(fill(func(key string) error { _, err := l.AllowN(ctx, key, 1); return err }), "B/key-"+string(a))
+		l.Close()
+	}
+	peer := redis_rate.NewLimiter(c)
+	limit := redis_rate.Limit{Rate: 100, Burst: 100, Period: 24 * time.Hour}
+	b.ReportMetric(fill(func(key string) error { _, err := peer.Allow(ctx, key, limit); return err }), "B/key-redis_rate")
 }
