@@ -1,0 +1,685 @@
+// Package httplimit is net/http middleware that rate-limits requests with
+// any limiters.Limiter: in memory, on Redis, several limits at once
+// (package composite) or per-user tiers (package tiers).
+//
+// For each request the middleware finds a key (the client's IP address by
+// default; a header such as an API key; any function of the request) and
+// a cost (1 by default), asks the limiter, and writes what it decided in
+// the response's header fields:
+//
+//	X-RateLimit-Limit: 10
+//	X-RateLimit-Remaining: 7
+//	X-RateLimit-Reset: 1
+//	RateLimit-Policy: "10/s";q=10;w=1, "hourly";q=1000;w=3600
+//	RateLimit: "10/s";r=7;t=1, "hourly";r=997;t=3600
+//
+// The first three are the legacy fields most clients read (Reset is a delay
+// in seconds, rounded up, not a Unix time); the last two are the IETF
+// draft's structured fields (draft-ietf-httpapi-ratelimit-headers,
+// RFC 9651 syntax), one item per limit when the limiter can tell its
+// limits apart (see LimitDecider and KeyLimits), one item otherwise.
+// WithHeaders chooses which sets are sent.
+//
+// An admitted request goes on to the next handler. A denied one is
+// answered 429 Too Many Requests with Retry-After (the decision's
+// RetryAfter in whole seconds, rounded up, so a client that waits that
+// long is admitted; none when the request costs more than the limit and
+// will never be admitted) and an RFC 9457 problem body of the draft's
+// quota-exceeded type naming the policies it violated:
+//
+//	{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",
+//	 "title":"Request cannot be satisfied as assigned quota has been exceeded",
+//	 "status":429,"detail":"Retry in 1 second.","violated-policies":["10/s"]}
+//
+// In shadow mode (WithShadow) nothing is denied: the decision is made and
+// its headers sent, and what would have been denied is counted (Stats)
+// and reported to the Denied hook.
+//
+// When the key or cost function fails, or the limiter returns an error
+// (its backend did not decide), the request follows a failure mode:
+// served unmetered (FailOpen) or refused (FailClosed): 400 for a request
+// without a key, 503 with Retry-After and the draft's
+// temporary-reduced-capacity problem for a limiter that failed. Either
+// way it is counted (Stats) and reported to the Error hook, never
+// silently admitted or denied. By default a request without a key is
+// refused, since serving it would let any client skip the limit by
+// leaving out its key, and a limiter failure is served: an outage of the
+// limiter's store is not an outage of the API.
+//
+// Hooks (WithHooks) report each decision to metrics; an unset hook costs a
+// nil check, and the clock is read for the latency hook only when it is
+// set.
+//
+// A Middleware is safe for concurrent use.
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/composite"
+)
+
+// FailureMode is what a request whose key or decision failed gets.
+type FailureMode int
+
+const (
+	// FailOpen serves the request unmetered.
+	FailOpen FailureMode = iota
+	// FailClosed refuses it: 400 for a request without a key, 503 for a
+	// limiter that did not decide.
+	FailClosed
+)
+
+func (f FailureMode) String() string {
+	switch f {
+	case FailOpen:
+		return "fail open"
+	case FailClosed:
+		return "fail closed"
+	}
+	return fmt.Sprintf("FailureMode(%d)", int(f))
+}
+
+// CostFunc returns what a request costs (at least 1). An error, or a cost
+// below 1, means the request cannot be metered; it follows the key
+// failure mode.
+type CostFunc func(r *http.Request) (int, error)
+
+var (
+	// ErrKey reports that the key or the cost function failed: the
+	// request could not be metered. The Error hook's error wraps it and
+	// the function's error.
+	ErrKey = errors.New("httplimit: no key or cost for the request")
+	// ErrLimiter reports that the limiter returned an error: its backend
+	// did not decide. The Error hook's error wraps it and the limiter's.
+	ErrLimiter = errors.New("httplimit: the limiter did not decide")
+)
+
+// Hooks report decisions, to metrics for instance. Each may be nil. They
+// run on the request's goroutine, before the next handler: they should be
+// quick.
+type Hooks struct {
+	// Allowed is called for every request the limiter admitted.
+	Allowed func(r *http.Request, key string, d limiters.Decision)
+	// Denied is called for every request the limiter denied, in shadow
+	// mode too (where it is served).
+	Denied func(r *http.Request, key string, d limiters.Decision)
+	// Error is called when the key or cost function failed (the error
+	// wraps ErrKey) or the limiter did (ErrLimiter), before the failure
+	// mode is applied.
+	Error func(r *http.Request, err error)
+	// Latency is called with the time the limiter took to decide (errors
+	// included). When it is nil the clock is not read.
+	Latency func(r *http.Request, took time.Duration)
+}
+
+// Stats counts what the middleware did not simply decide.
+type Stats struct {
+	// ShadowDenied is how many requests shadow mode served that the
+	// limiter denied.
+	ShadowDenied int64
+	// KeyErrors is how many requests had no key or no cost.
+	KeyErrors int64
+	// LimiterErrors is how many decisions the limiter failed to make.
+	LimiterErrors int64
+}
+
+// LimitDecider is a limiter of several limits that decides at an explicit
+// time and says what each of its limits decided: *composite.Limiter is
+// one. The middleware then sends one RateLimit item per limit, and names
+// in a denial only the limits that denied.
+type LimitDecider interface {
+	limiters.Limiter
+	// DecideAt decides for key at t and, when per has room for one
+	// Decision a limit, fills it with each limit's own.
+	DecideAt(key string, t time.Time, n int, per []limiters.Decision) (d limiters.Decision, denied int)
+	// Limits returns the limits, named, in DecideAt's order.
+	Limits() []composite.Limit
+}
+
+// KeyLimits is a limiter whose limits depend on the key and which says
+// what they are: *tiers.Limiter is one (the key is the user). The
+// middleware decides with AllowN and sends every limit in
+// RateLimit-Policy, and one RateLimit item: the decision's, named after
+// the first limit of its quota, its t at most that limit's window. The
+// decision's Remaining is the least of all the limits', so the item never
+// promises more than the limit it names holds.
+type KeyLimits interface {
+	limiters.Limiter
+	Limits(key string) ([]composite.Limit, string)
+}
+
+// windowed and bucketed are the single limiters of package limiters:
+// their one policy is known without a decision.
+type windowed interface{ Window() limiters.Window }
+type bucketed interface{ Bucket() limiters.Bucket }
+
+// DefaultPolicy names the one policy of a limiter that does not name its
+// limits.
+const DefaultPolicy = "default"
+
+// config is what the options set.
+type config struct {
+	key         KeyFunc
+	cost        CostFunc
+	headers     Headers
+	shadow      bool
+	onKey       FailureMode
+	onLimiter   FailureMode
+	hooks       Hooks
+	policies    []Policy
+	setPolicies bool
+	clock       limiters.Clock
+	err         error // the first option that failed
+}
+
+// An Option configures a Middleware.
+type Option func(*config)
+
+func (c *config) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// WithKey keys requests by f. The default is ClientIP(IPConfig{}): the
+// direct peer's address, IPv6 grouped by /64, no proxy trusted.
+func WithKey(f KeyFunc) Option {
+	return func(c *config) {
+		if f == nil {
+			c.fail(fmt.Errorf("httplimit: WithKey(nil)"))
+		}
+		c.key = f
+	}
+}
+
+// WithHeaderKey keys requests by the header called name (see HeaderKey).
+func WithHeaderKey(name string) Option {
+	return func(c *config) {
+		k, err := HeaderKey(name)
+		if err != nil {
+			c.fail(err)
+		}
+		c.key = k
+	}
+}
+
+// WithClientIP keys requests by the client's address (see ClientIP).
+func WithClientIP(ip IPConfig) Option {
+	return func(c *config) {
+		k, err := ClientIP(ip)
+		if err != nil {
+			c.fail(err)
+		}
+		c.key = k
+	}
+}
+
+// WithCost prices requests by f; the default costs every request 1.
+func WithCost(f CostFunc) Option { return func(c *config) { c.cost = f } }
+
+// WithHeaders chooses the rate-limit header fields sent; the default is
+// AllHeaders.
+func WithHeaders(h Headers) Option { return func(c *config) { c.headers = h } }
+
+// WithShadow turns on shadow (dry-run) mode: every request is decided and
+// its headers sent, and none is denied; Stats counts those that would
+// have been.
+func WithShadow() Option { return func(c *config) { c.shadow = true } }
+
+// WithKeyFailure sets what a request without a key (or cost) gets; the
+// default is FailClosed: 400 Bad Request.
+func WithKeyFailure(m FailureMode) Option { return func(c *config) { c.onKey = m } }
+
+// WithLimiterFailure sets what a request gets when the limiter returns an
+// error; the default is FailOpen. The Decision the limiter returns with
+// its error is not used: this mode decides.
+func WithLimiterFailure(m FailureMode) Option { return func(c *config) { c.onLimiter = m } }
+
+// WithHooks sets the hooks.
+func WithHooks(h Hooks) Option { return func(c *config) { c.hooks = h } }
+
+// WithPolicies states the limiter's limits for the RateLimit-Policy field,
+// for a limiter that cannot say them itself (a Redis limiter), or to
+// rename them. The RateLimit item is named after the first policy whose
+// Quota is the decision's Limit (the first policy if none is). For a
+// LimitDecider they must be as many as its limits, in its order; a
+// KeyLimits says its own, per key, and refuses them.
+func WithPolicies(ps ...Policy) Option {
+	return func(c *config) { c.policies, c.setPolicies = append([]Policy(nil), ps...), true }
+}
+
+// WithClock sets the time a LimitDecider decides at; nil, the default,
+// means time.Now(). (Other limiters decide at their own clock, in AllowN.)
+func WithClock(clk limiters.Clock) Option { return func(c *config) { c.clock = clk } }
+
+// Middleware rate-limits the handlers it wraps.
+type Middleware struct {
+	lim     limiters.Limiter
+	decider LimitDecider // non-nil: one item per limit
+	keyed   KeyLimits    // non-nil: the policies depend on the key
+	// policies are the limiter's, when they do not depend on the key
+	// (nil when unknown); policyValue is them as RateLimit-Policy.
+	policies    []Policy
+	policyValue string
+
+	key       KeyFunc
+	cost      CostFunc
+	headers   Headers
+	shadow    bool
+	onKey     FailureMode
+	onLimiter FailureMode
+	hooks     Hooks
+	clock     limiters.Clock
+
+	shadowDenied  counter
+	keyErrors     counter
+	limiterErrors counter
+}
+
+// counter is a count alone on its cache line: shadow denials can be as
+// frequent as requests, and should not slow the others' counting.
+type counter struct {
+	atomic.Int64
+	_ [56]byte
+}
+
+// New returns middleware that limits requests with l, as opts say.
+func New(l limiters.Limiter, opts ...Option) (*Middleware, error) {
+	if l == nil {
+		return nil, fmt.Errorf("httplimit: no limiter")
+	}
+	c := config{headers: AllHeaders, onKey: FailClosed, onLimiter: FailOpen}
+	for _, opt := range opts {
+		opt(&c)
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	if c.key == nil {
+		c.key, _ = ClientIP(IPConfig{}) // the zero config is valid
+	}
+	if c.headers&^AllHeaders != 0 {
+		return nil, fmt.Errorf("httplimit: headers %#x: want a combination of LegacyHeaders and DraftHeaders", uint8(c.headers))
+	}
+	for _, f := range []struct {
+		what string
+		m    FailureMode
+	}{{"key", c.onKey}, {"limiter", c.onLimiter}} {
+		if f.m != FailOpen && f.m != FailClosed {
+			return nil, fmt.Errorf("httplimit: %s failure mode %v: want FailOpen or FailClosed", f.what, f.m)
+		}
+	}
+	m := &Middleware{lim: l, key: c.key, cost: c.cost, headers: c.headers, shadow: c.shadow,
+		onKey: c.onKey, onLimiter: c.onLimiter, hooks: c.hooks, clock: c.clock}
+	switch l := l.(type) {
+	case LimitDecider:
+		m.decider = l
+		for _, lim := range l.Limits() {
+			m.policies = append(m.policies, policyOf(lim))
+		}
+		if c.setPolicies && len(c.policies) != len(m.policies) {
+			return nil, fmt.Errorf("httplimit: %d policies for a limiter of %d limits", len(c.policies), len(m.policies))
+		}
+	case KeyLimits:
+		if c.setPolicies {
+			return nil, fmt.Errorf("httplimit: WithPolicies for a limiter that says its limits per key (%T)", l)
+		}
+		m.keyed = l
+	case windowed:
+		w := l.Window()
+		m.policies = []Policy{{Name: DefaultPolicy, Quota: w.Limit, Window: w.Length}}
+	case bucketed:
+		b := l.Bucket()
+		m.policies = []Policy{{Name: DefaultPolicy, Quota: b.Capacity, Window: fillTime(b)}}
+	}
+	if c.setPolicies {
+		if len(c.policies) == 0 {
+			return nil, fmt.Errorf("httplimit: WithPolicies with no policy")
+		}
+		seen := map[string]int{}
+		for i, p := range c.policies {
+			switch j, dup := seen[p.Name]; {
+			case p.Name == "":
+				return nil, fmt.Errorf("httplimit: policy %d has no name", i+1)
+			case dup:
+				return nil, fmt.Errorf("httplimit: policies %d and %d are both named %q", j+1, i+1, p.Name)
+			case p.Quota < 0 || p.Window < 0:
+				return nil, fmt.Errorf("httplimit: policy %q: quota %d and window %v must not be negative", p.Name, p.Quota, p.Window)
+			}
+			seen[p.Name] = i
+		}
+		m.policies = c.policies
+	}
+	if m.policies != nil {
+		m.policyValue = string(appendPolicies(nil, m.policies))
+	}
+	return m, nil
+}
+
+// Stats returns the counts so far.
+func (m *Middleware) Stats() Stats {
+	return Stats{
+		ShadowDenied:  m.shadowDenied.Load(),
+		KeyErrors:     m.keyErrors.Load(),
+		LimiterErrors: m.limiterErrors.Load(),
+	}
+}
+
+// Wrap returns next behind the limit. m.Wrap is a
+// func(http.Handler) http.Handler, as routers take middleware.
+func (m *Middleware) Wrap(next http.Handler) http.Handler { return &handler{m, next} }
+
+type handler struct {
+	m    *Middleware
+	next http.Handler
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m := h.m
+	key, err := m.key(r)
+	n := 1
+	if err == nil && m.cost != nil {
+		if n, err = m.cost(r); err == nil && n < 1 {
+			err = fmt.Errorf("httplimit: cost %d: want at least 1", n)
+		}
+	}
+	if err != nil {
+		m.keyErrors.Add(1)
+		m.failed(w, r, h.next, fmt.Errorf("%w: %w", ErrKey, err), m.onKey, http.StatusBadRequest)
+		return
+	}
+	if m.decider != nil {
+		m.decidePer(w, r, h.next, key, n)
+		return
+	}
+	var start time.Time
+	if m.hooks.Latency != nil {
+		start = time.Now()
+	}
+	d, err := m.lim.AllowN(r.Context(), key, n)
+	if m.hooks.Latency != nil {
+		m.hooks.Latency(r, time.Since(start))
+	}
+	if err != nil {
+		m.limiterErrors.Add(1)
+		m.failed(w, r, h.next, fmt.Errorf("%w: %w", ErrLimiter, err), m.onLimiter, http.StatusServiceUnavailable)
+		return
+	}
+	m.respond(w, r, h.next, key, n, d, nil)
+}
+
+// perPool holds the per-limit decisions of a LimitDecider's decision: a
+// slice handed to an interface method lives on the heap.
+var perPool = sync.Pool{New: func() any { return new([composite.MaxLimits]limiters.Decision) }}
+
+// decidePer decides with a LimitDecider, each limit's decision kept.
+func (m *Middleware) decidePer(w http.ResponseWriter, r *http.Request, next http.Handler, key string, n int) {
+	var per []limiters.Decision
+	if len(m.policies) <= composite.MaxLimits {
+		buf := perPool.Get().(*[composite.MaxLimits]limiters.Decision)
+		defer perPool.Put(buf)
+		per = buf[:len(m.policies)]
+	} else {
+		per = make([]limiters.Decision, len(m.policies))
+	}
+	var start, now time.Time
+	if m.hooks.Latency != nil || m.clock == nil {
+		start = time.Now()
+	}
+	if now = start; m.clock != nil {
+		now = m.clock.Now()
+	}
+	d, _ := m.decider.DecideAt(key, now, n, per)
+	if m.hooks.Latency != nil {
+		m.hooks.Latency(r, time.Since(start))
+	}
+	m.respond(w, r, next, key, n, d, per)
+}
+
+// respond sends decision d's headers, then serves or denies the request.
+// per, when not nil, is what each of m.policies decided.
+func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, next http.Handler, key string, n int, d limiters.Decision, per []limiters.Decision) {
+	deny := !d.Allowed && !m.shadow
+	retry := int64(-1) // the Retry-After sent, if any
+	if deny {
+		retry = retrySeconds(d)
+	}
+	var buf [512]byte
+	f := fields{b: buf[:0]}
+	if m.headers&LegacyHeaders != 0 {
+		f.b = appendInt(f.b, int64(d.Limit))
+		f.add(fieldLimit)
+		f.b = appendInt(f.b, int64(d.Remaining))
+		f.add(fieldRemaining)
+		f.b = appendInt(f.b, ceilSeconds(d.ResetAfter))
+		f.add(fieldReset)
+	}
+	// The policies of this key, and the name of the one RateLimit item
+	// when there is one.
+	policies := m.policies
+	var keyed [composite.MaxLimits]Policy
+	if m.keyed != nil && (m.headers&DraftHeaders != 0 || deny) {
+		limits, _ := m.keyed.Limits(key)
+		policies = keyed[:0]
+		for _, lim := range limits {
+			policies = append(policies, policyOf(lim))
+		}
+	}
+	// Without one decision a limit, the one item is the decision's,
+	// named after the first policy of its quota and its effective window
+	// at most that policy's: the limit that policy states is full again
+	// within its window, whatever the others hold.
+	name := DefaultPolicy
+	item := d
+	if per == nil && len(policies) > 0 {
+		p, found := pick(policies, d.Limit)
+		name = p.Name
+		if found && p.Window > 0 {
+			item.ResetAfter = min(item.ResetAfter, p.Window)
+		}
+	}
+	if m.headers&DraftHeaders != 0 {
+		switch {
+		case m.policyValue != "":
+			f.b = append(f.b, m.policyValue...)
+		case len(policies) > 0:
+			f.b = appendPolicies(f.b, policies)
+		default: // a limiter that does not say its limit: the decision does
+			f.b = appendPolicy(f.b, Policy{Name: DefaultPolicy, Quota: d.Limit})
+		}
+		f.add(fieldPolicy)
+		if per != nil {
+			for i, p := range per {
+				if i > 0 {
+					f.b = append(f.b, ", "...)
+				}
+				f.b = appendLimit(f.b, policies[i].Name, p, retry)
+			}
+		} else {
+			f.b = appendLimit(f.b, name, item, retry)
+		}
+		f.add(fieldRateLimit)
+	}
+	if !deny {
+		f.set(w.Header())
+		if d.Allowed {
+			if m.hooks.Allowed != nil {
+				m.hooks.Allowed(r, key, d)
+			}
+		} else {
+			m.shadowDenied.Add(1)
+			if m.hooks.Denied != nil {
+				m.hooks.Denied(r, key, d)
+			}
+		}
+		next.ServeHTTP(w, r)
+		return
+	}
+	if m.hooks.Denied != nil {
+		m.hooks.Denied(r, key, d)
+	}
+	deny429(w, f, n, d, retry, per, policies, name)
+}
+
+// deny429 answers a denied request: 429 with f's fields, Retry-After
+// (retry seconds, when retry >= 0) and a quota-exceeded problem naming the
+// policies violated: the denying limits' of per, or name. (f comes by
+// value: appending through a pointer would move its array to the heap.)
+func deny429(w http.ResponseWriter, f fields, n int, d limiters.Decision, retry int64, per []limiters.Decision, policies []Policy, name string) {
+	if retry >= 0 {
+		f.b = appendInt(f.b, retry)
+		f.add(fieldRetryAfter)
+	}
+	f.b = append(f.b, problemJSON...)
+	f.add(fieldContentType)
+	f.set(w.Header())
+	w.WriteHeader(http.StatusTooManyRequests)
+
+	body := bodyPool.Get().(*[]byte)
+	b := append((*body)[:0], quotaExceeded...)
+	if retry >= 0 {
+		b = append(b, "Retry in "...)
+		b = appendInt(b, retry)
+		b = append(b, " second"...)
+		if retry != 1 {
+			b = append(b, 's')
+		}
+		b = append(b, '.')
+	} else {
+		b = append(b, "The request costs "...)
+		b = appendInt(b, int64(n))
+		b = append(b, ", more than the limit of "...)
+		b = appendInt(b, int64(d.Limit))
+		b = append(b, ": it will never be admitted."...)
+	}
+	b = append(b, `","violated-policies":[`...)
+	if per != nil {
+		first := true
+		for i, p := range per {
+			if !p.Allowed {
+				if !first {
+					b = append(b, ',')
+				}
+				// A structured-field String, as the headers name the
+				// policy, is a JSON string too: printable ASCII, with '"'
+				// and '\' escaped.
+				b, first = appendString(b, policies[i].Name), false
+			}
+		}
+	} else {
+		b = appendString(b, name)
+	}
+	b = append(b, "]}\n"...)
+	w.Write(b)
+	*body = b
+	bodyPool.Put(body)
+}
+
+// pick returns the policy that names the item of a decision of quota
+// limit: the first policy of that quota (found), else the first.
+func pick(ps []Policy, limit int) (p Policy, found bool) {
+	for _, p := range ps {
+		if p.Quota == limit {
+			return p, true
+		}
+	}
+	return ps[0], false
+}
+
+// failed applies failure mode mode to a request that could not be
+// decided, after counting it (the caller has) and reporting err.
+func (m *Middleware) failed(w http.ResponseWriter, r *http.Request, next http.Handler, err error, mode FailureMode, status int) {
+	if m.hooks.Error != nil {
+		m.hooks.Error(r, err)
+	}
+	if mode == FailOpen {
+		next.ServeHTTP(w, r)
+		return
+	}
+	h := w.Header()
+	h[keyContentType] = []string{problemJSON}
+	if status == http.StatusServiceUnavailable {
+		h[keyRetryAfter] = []string{"1"}
+		w.WriteHeader(status)
+		io.WriteString(w, reducedCapacity)
+		return
+	}
+	w.WriteHeader(status)
+	io.WriteString(w, noKey)
+}
+
+// The problem bodies (RFC 9457): the draft's types, and about:blank.
+const (
+	problemJSON   = "application/problem+json"
+	quotaExceeded = `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",` +
+		`"title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"detail":"`
+	reducedCapacity = `{"type":"https://iana.org/assignments/http-problem-types#temporary-reduced-capacity",` +
+		`"title":"Request cannot be satisfied due to temporary server capacity constraints","status":503,` +
+		`"detail":"The rate limiter could not decide. Retry in 1 second."}` + "\n"
+	noKey = `{"type":"about:blank","title":"Bad Request","status":400,` +
+		`"detail":"The request carries nothing to rate-limit it by."}` + "\n"
+)
+
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// fields gathers header values in one buffer, to be set as one string and
+// one slice: two allocations a response whatever the number of fields.
+type fields struct {
+	b    []byte
+	n    int
+	keys [8]field // not the names: a string of f's in h would move b's array to the heap
+	ends [8]int
+}
+
+// field indexes fieldKeys.
+type field uint8
+
+const (
+	fieldLimit field = iota
+	fieldRemaining
+	fieldReset
+	fieldPolicy
+	fieldRateLimit
+	fieldRetryAfter
+	fieldContentType
+)
+
+var fieldKeys = [...]string{
+	fieldLimit:       keyLimit,
+	fieldRemaining:   keyRemaining,
+	fieldReset:       keyReset,
+	fieldPolicy:      keyPolicy,
+	fieldRateLimit:   keyRateLimit,
+	fieldRetryAfter:  keyRetryAfter,
+	fieldContentType: keyContentType,
+}
+
+// add ends the value appended since the last add: it is key's.
+func (f *fields) add(key field) {
+	f.keys[f.n], f.ends[f.n] = key, len(f.b)
+	f.n++
+}
+
+// set sets every value in h, each a slice of its own (capacity 1, so that
+// an Add later does not write into its neighbour).
+func (f *fields) set(h http.Header) {
+	if f.n == 0 {
+		return
+	}
+	s := string(f.b)
+	vals := make([]string, f.n)
+	start := 0
+	for i := range f.n {
+		vals[i] = s[start:f.ends[i]]
+		start = f.ends[i]
+		h[fieldKeys[f.keys[i]]] = vals[i : i+1 : i+1]
+	}
+}
