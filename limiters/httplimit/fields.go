@@ -138,9 +138,16 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// quotedDefault is DefaultPolicy as a structured-field String.
+const quotedDefault = `"` + DefaultPolicy + `"`
+
 // appendPolicy appends p as a RateLimit-Policy item: "name";q=Q[;w=W].
 func appendPolicy(b []byte, p Policy) []byte {
-	b = appendString(b, p.Name)
+	return appendQuota(appendString(b, p.Name), p)
+}
+
+// appendQuota appends the parameters of p as a RateLimit-Policy item.
+func appendQuota(b []byte, p Policy) []byte {
 	b = append(b, ";q="...)
 	b = appendInt(b, int64(p.Quota))
 	if p.Window >= time.Second && p.Window%time.Second == 0 {
@@ -161,19 +168,18 @@ func appendPolicies(b []byte, ps []Policy) []byte {
 	return b
 }
 
-// appendLimit appends a RateLimit item for the policy called name: its
-// remaining quota r and its effective window t, the seconds until the
+// appendLimit appends the parameters of a RateLimit item, after its name:
+// the remaining quota r and the effective window t, the seconds until the
 // quota is full again, rounded up. When the response carries a
 // Retry-After of retry seconds (retry >= 0), t is at most that: the draft
 // wants no Retry-After earlier than the end of an effective window, and a
 // client that may send nothing for retry seconds can send no more than r
 // in them either.
-func appendLimit(b []byte, name string, d limiters.Decision, retry int64) []byte {
+func appendLimit(b []byte, d limiters.Decision, retry int64) []byte {
 	t := ceilSeconds(d.ResetAfter)
 	if retry >= 0 {
 		t = min(t, retry)
 	}
-	b = appendString(b, name)
 	b = append(b, ";r="...)
 	b = appendInt(b, int64(d.Remaining))
 	b = append(b, ";t="...)

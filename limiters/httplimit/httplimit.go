@@ -61,6 +61,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
@@ -266,9 +267,11 @@ type Middleware struct {
 	decider LimitDecider // non-nil: one item per limit
 	keyed   KeyLimits    // non-nil: the policies depend on the key
 	// policies are the limiter's, when they do not depend on the key
-	// (nil when unknown); policyValue is them as RateLimit-Policy.
+	// (nil when unknown); policyValue is them as RateLimit-Policy, and
+	// names their names as structured-field Strings.
 	policies    []Policy
 	policyValue string
+	names       []string
 
 	key       KeyFunc
 	cost      CostFunc
@@ -279,6 +282,7 @@ type Middleware struct {
 	hooks     Hooks
 	clock     limiters.Clock
 
+	_             [64]byte // the counters' writes stay off the fields above
 	shadowDenied  counter
 	keyErrors     counter
 	limiterErrors counter
@@ -321,6 +325,9 @@ func New(l limiters.Limiter, opts ...Option) (*Middleware, error) {
 		onKey: c.onKey, onLimiter: c.onLimiter, hooks: c.hooks, clock: c.clock}
 	switch l := l.(type) {
 	case LimitDecider:
+		if len(l.Limits()) == 0 { // nothing to say per limit
+			break
+		}
 		m.decider = l
 		for _, lim := range l.Limits() {
 			m.policies = append(m.policies, policyOf(lim))
@@ -360,6 +367,9 @@ func New(l limiters.Limiter, opts ...Option) (*Middleware, error) {
 	}
 	if m.policies != nil {
 		m.policyValue = string(appendPolicies(nil, m.policies))
+		for _, p := range m.policies {
+			m.names = append(m.names, string(appendString(nil, p.Name)))
+		}
 	}
 	return m, nil
 }
@@ -397,7 +407,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if m.decider != nil {
-		m.decidePer(w, r, h.next, key, n)
+		if m.decidePer(w, r, key, n) {
+			h.next.ServeHTTP(w, r)
+		}
 		return
 	}
 	var start time.Time
@@ -413,19 +425,22 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.failed(w, r, h.next, fmt.Errorf("%w: %w", ErrLimiter, err), m.onLimiter, http.StatusServiceUnavailable)
 		return
 	}
-	m.respond(w, r, h.next, key, n, d, nil)
+	if m.respond(w, r, key, n, d, nil) {
+		h.next.ServeHTTP(w, r)
+	}
 }
 
 // perPool holds the per-limit decisions of a LimitDecider's decision: a
 // slice handed to an interface method lives on the heap.
 var perPool = sync.Pool{New: func() any { return new([composite.MaxLimits]limiters.Decision) }}
 
-// decidePer decides with a LimitDecider, each limit's decision kept.
-func (m *Middleware) decidePer(w http.ResponseWriter, r *http.Request, next http.Handler, key string, n int) {
+// decidePer decides with a LimitDecider, each limit's decision kept, and
+// responds as respond does.
+func (m *Middleware) decidePer(w http.ResponseWriter, r *http.Request, key string, n int) (serve bool) {
 	var per []limiters.Decision
 	if len(m.policies) <= composite.MaxLimits {
 		buf := perPool.Get().(*[composite.MaxLimits]limiters.Decision)
-		defer perPool.Put(buf)
+		defer perPool.Put(buf) // before the next handler runs, which may take long
 		per = buf[:len(m.policies)]
 	} else {
 		per = make([]limiters.Decision, len(m.policies))
@@ -441,18 +456,19 @@ func (m *Middleware) decidePer(w http.ResponseWriter, r *http.Request, next http
 	if m.hooks.Latency != nil {
 		m.hooks.Latency(r, time.Since(start))
 	}
-	m.respond(w, r, next, key, n, d, per)
+	return m.respond(w, r, key, n, d, per)
 }
 
-// respond sends decision d's headers, then serves or denies the request.
-// per, when not nil, is what each of m.policies decided.
-func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, next http.Handler, key string, n int, d limiters.Decision, per []limiters.Decision) {
+// respond sets decision d's headers and reports whether the request is to
+// be served; if not, it has answered it. per, when not nil, is what each
+// of m.policies decided.
+func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, key string, n int, d limiters.Decision, per []limiters.Decision) (serve bool) {
 	deny := !d.Allowed && !m.shadow
 	retry := int64(-1) // the Retry-After sent, if any
 	if deny {
 		retry = retrySeconds(d)
 	}
-	var buf [512]byte
+	var buf [256]byte // enough for every field of three limits
 	f := fields{b: buf[:0]}
 	if m.headers&LegacyHeaders != 0 {
 		f.b = appendInt(f.b, int64(d.Limit))
@@ -464,26 +480,21 @@ func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, next http.H
 	}
 	// The policies of this key, and the name of the one RateLimit item
 	// when there is one.
-	policies := m.policies
-	var keyed [composite.MaxLimits]Policy
+	policies, names := m.policies, m.names
 	if m.keyed != nil && (m.headers&DraftHeaders != 0 || deny) {
-		limits, _ := m.keyed.Limits(key)
-		policies = keyed[:0]
-		for _, lim := range limits {
-			policies = append(policies, policyOf(lim))
-		}
+		policies, names = m.keyPolicies(key)
 	}
 	// Without one decision a limit, the one item is the decision's,
 	// named after the first policy of its quota and its effective window
 	// at most that policy's: the limit that policy states is full again
 	// within its window, whatever the others hold.
-	name := DefaultPolicy
+	name := quotedDefault
 	item := d
 	if per == nil && len(policies) > 0 {
-		p, found := pick(policies, d.Limit)
-		name = p.Name
-		if found && p.Window > 0 {
-			item.ResetAfter = min(item.ResetAfter, p.Window)
+		i, found := pick(policies, d.Limit)
+		name = names[i]
+		if found && policies[i].Window > 0 {
+			item.ResetAfter = min(item.ResetAfter, policies[i].Window)
 		}
 	}
 	if m.headers&DraftHeaders != 0 {
@@ -493,7 +504,8 @@ func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, next http.H
 		case len(policies) > 0:
 			f.b = appendPolicies(f.b, policies)
 		default: // a limiter that does not say its limit: the decision does
-			f.b = appendPolicy(f.b, Policy{Name: DefaultPolicy, Quota: d.Limit})
+			f.b = append(f.b, quotedDefault...)
+			f.b = appendQuota(f.b, Policy{Quota: d.Limit})
 		}
 		f.add(fieldPolicy)
 		if per != nil {
@@ -501,10 +513,12 @@ func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, next http.H
 				if i > 0 {
 					f.b = append(f.b, ", "...)
 				}
-				f.b = appendLimit(f.b, policies[i].Name, p, retry)
+				f.b = append(f.b, names[i]...)
+				f.b = appendLimit(f.b, p, retry)
 			}
 		} else {
-			f.b = appendLimit(f.b, name, item, retry)
+			f.b = append(f.b, name...)
+			f.b = appendLimit(f.b, item, retry)
 		}
 		f.add(fieldRateLimit)
 	}
@@ -520,20 +534,22 @@ func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, next http.H
 				m.hooks.Denied(r, key, d)
 			}
 		}
-		next.ServeHTTP(w, r)
-		return
+		return true
 	}
 	if m.hooks.Denied != nil {
 		m.hooks.Denied(r, key, d)
 	}
-	deny429(w, f, n, d, retry, per, policies, name)
+	deny429(w, f, n, d, retry, per, names, name)
+	return false
 }
 
 // deny429 answers a denied request: 429 with f's fields, Retry-After
 // (retry seconds, when retry >= 0) and a quota-exceeded problem naming the
-// policies violated: the denying limits' of per, or name. (f comes by
-// value: appending through a pointer would move its array to the heap.)
-func deny429(w http.ResponseWriter, f fields, n int, d limiters.Decision, retry int64, per []limiters.Decision, policies []Policy, name string) {
+// policies violated: the denying limits' of per (whose names are names),
+// or name. The names are structured-field Strings, which are JSON strings
+// too: printable ASCII, with '"' and '\' escaped. (f comes by value:
+// appending through a pointer would move its array to the heap.)
+func deny429(w http.ResponseWriter, f fields, n int, d limiters.Decision, retry int64, per []limiters.Decision, names []string, name string) {
 	if retry >= 0 {
 		f.b = appendInt(f.b, retry)
 		f.add(fieldRetryAfter)
@@ -568,14 +584,11 @@ func deny429(w http.ResponseWriter, f fields, n int, d limiters.Decision, retry 
 				if !first {
 					b = append(b, ',')
 				}
-				// A structured-field String, as the headers name the
-				// policy, is a JSON string too: printable ASCII, with '"'
-				// and '\' escaped.
-				b, first = appendString(b, policies[i].Name), false
+				b, first = append(b, names[i]...), false
 			}
 		}
 	} else {
-		b = appendString(b, name)
+		b = append(b, name...)
 	}
 	b = append(b, "]}\n"...)
 	w.Write(b)
@@ -583,15 +596,28 @@ func deny429(w http.ResponseWriter, f fields, n int, d limiters.Decision, retry 
 	bodyPool.Put(body)
 }
 
-// pick returns the policy that names the item of a decision of quota
-// limit: the first policy of that quota (found), else the first.
-func pick(ps []Policy, limit int) (p Policy, found bool) {
-	for _, p := range ps {
+// keyPolicies returns the policies of key's limits, for a KeyLimits, and
+// their names as structured-field Strings.
+func (m *Middleware) keyPolicies(key string) ([]Policy, []string) {
+	limits, _ := m.keyed.Limits(key)
+	ps := make([]Policy, len(limits))
+	names := make([]string, len(limits))
+	for i, lim := range limits {
+		ps[i] = policyOf(lim)
+		names[i] = string(appendString(nil, ps[i].Name))
+	}
+	return ps, names
+}
+
+// pick returns the index of the policy that names the item of a decision
+// of quota limit: the first policy of that quota (found), else the first.
+func pick(ps []Policy, limit int) (i int, found bool) {
+	for i, p := range ps {
 		if p.Quota == limit {
-			return p, true
+			return i, true
 		}
 	}
-	return ps[0], false
+	return 0, false
 }
 
 // failed applies failure mode mode to a request that could not be
@@ -630,8 +656,8 @@ const (
 
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-// fields gathers header values in one buffer, to be set as one string and
-// one slice: two allocations a response whatever the number of fields.
+// fields gathers a response's header values in one buffer, to be cut from
+// a slab (see set).
 type fields struct {
 	b    []byte
 	n    int
@@ -669,17 +695,56 @@ func (f *fields) add(key field) {
 }
 
 // set sets every value in h, each a slice of its own (capacity 1, so that
-// an Add later does not write into its neighbour).
+// an Add later does not write into its neighbour), cut from a slab.
 func (f *fields) set(h http.Header) {
 	if f.n == 0 {
 		return
 	}
-	s := string(f.b)
-	vals := make([]string, f.n)
+	sl := slabs.Get().(*slab)
+	s, vals := sl.cut(f.b, f.n)
+	slabs.Put(sl)
 	start := 0
 	for i := range f.n {
 		vals[i] = s[start:f.ends[i]]
 		start = f.ends[i]
 		h[fieldKeys[f.keys[i]]] = vals[i : i+1 : i+1]
 	}
+}
+
+// A slab hands out header values without an allocation each: strings cut
+// from one byte array, and the slices that hold them cut from one
+// []string, each array allocated once for some forty responses. Two
+// allocations a response cost more than the rest of the middleware put
+// together (less the allocating than the collections they bring on), and
+// a header value is a few bytes that die with its response.
+//
+// A slab writes only past the bytes it has handed out, and drops an array
+// when it is full rather than reuse it, so a string it gave never
+// changes: what unsafe.String requires. The price: a value a handler keeps
+// keeps its whole array (4 KiB) alive.
+type slab struct {
+	b    []byte
+	vals []string
+}
+
+const (
+	slabBytes   = 4096
+	slabStrings = 256
+)
+
+var slabs = sync.Pool{New: func() any { return new(slab) }}
+
+// cut returns b as a string, and n strings to set.
+func (sl *slab) cut(b []byte, n int) (string, []string) {
+	if cap(sl.b)-len(sl.b) < len(b) {
+		sl.b = make([]byte, 0, max(slabBytes, len(b)))
+	}
+	if cap(sl.vals)-len(sl.vals) < n {
+		sl.vals = make([]string, 0, slabStrings)
+	}
+	start := len(sl.b)
+	sl.b = append(sl.b, b...)
+	k := len(sl.vals)
+	sl.vals = sl.vals[:k+n]
+	return unsafe.String(unsafe.SliceData(sl.b[start:]), len(b)), sl.vals[k : k+n : k+n]
 }

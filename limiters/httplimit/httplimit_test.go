@@ -465,12 +465,13 @@ func TestNewErrors(t *testing.T) {
 	}
 }
 
-// The hot path, proved: a decision with every header costs two
-// allocations (the values' string and slice), a denial no more, a key from
-// the client's address one more (its string).
+// The hot path, proved: a decision with every header costs no allocation
+// of its own (the values are cut from slabs, one allocated every forty
+// responses or so), a denial none either, and a key from the client's
+// address one (its string).
 func TestAllocs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation counts")
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop what it holds")
 	}
 	deny := limiters.Decision{Limit: 100, RetryAfter: time.Second, ResetAfter: time.Minute}
 	for _, c := range []struct {
@@ -479,9 +480,9 @@ func TestAllocs(t *testing.T) {
 		key  Option
 		want float64
 	}{
-		{"allowed, header key", allowAll, WithHeaderKey("X-User"), 2},
-		{"denied, header key", deny, WithHeaderKey("X-User"), 2},
-		{"allowed, client IP", allowAll, WithClientIP(IPConfig{}), 3},
+		{"allowed, header key", allowAll, WithHeaderKey("X-User"), 0},
+		{"denied, header key", deny, WithHeaderKey("X-User"), 0},
+		{"allowed, client IP", allowAll, WithClientIP(IPConfig{}), 1},
 	} {
 		h := newMiddleware(t, fixed(c.d), c.key).Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 		r := httptest.NewRequest("GET", "/", nil)
