@@ -166,18 +166,23 @@ type bucketed interface{ Bucket() limiters.Bucket }
 // limits.
 const DefaultPolicy = "default"
 
+// settings are what the options set that a Middleware keeps as set.
+type settings struct {
+	key       KeyFunc
+	cost      CostFunc
+	headers   Headers
+	shadow    bool
+	onKey     FailureMode
+	onLimiter FailureMode
+	hooks     Hooks
+	clock     limiters.Clock
+}
+
 // config is what the options set.
 type config struct {
-	key         KeyFunc
-	cost        CostFunc
-	headers     Headers
-	shadow      bool
-	onKey       FailureMode
-	onLimiter   FailureMode
-	hooks       Hooks
+	settings
 	policies    []Policy
 	setPolicies bool
-	clock       limiters.Clock
 	err         error // the first option that failed
 }
 
@@ -193,29 +198,22 @@ func (c *config) fail(err error) {
 // WithKey keys requests by f. The default is ClientIP(IPConfig{}): the
 // direct peer's address, IPv6 grouped by /64, no proxy trusted.
 func WithKey(f KeyFunc) Option {
-	return func(c *config) {
-		if f == nil {
-			c.fail(fmt.Errorf("httplimit: WithKey(nil)"))
-		}
-		c.key = f
+	var err error
+	if f == nil {
+		err = fmt.Errorf("httplimit: WithKey(nil)")
 	}
+	return keyOption(f, err)
 }
 
 // WithHeaderKey keys requests by the header called name (see HeaderKey).
-func WithHeaderKey(name string) Option {
-	return func(c *config) {
-		k, err := HeaderKey(name)
-		if err != nil {
-			c.fail(err)
-		}
-		c.key = k
-	}
-}
+func WithHeaderKey(name string) Option { return keyOption(HeaderKey(name)) }
 
 // WithClientIP keys requests by the client's address (see ClientIP).
-func WithClientIP(ip IPConfig) Option {
+func WithClientIP(ip IPConfig) Option { return keyOption(ClientIP(ip)) }
+
+// keyOption sets the key function k, or fails New with err.
+func keyOption(k KeyFunc, err error) Option {
 	return func(c *config) {
-		k, err := ClientIP(ip)
 		if err != nil {
 			c.fail(err)
 		}
@@ -273,14 +271,7 @@ type Middleware struct {
 	policyValue string
 	names       []string
 
-	key       KeyFunc
-	cost      CostFunc
-	headers   Headers
-	shadow    bool
-	onKey     FailureMode
-	onLimiter FailureMode
-	hooks     Hooks
-	clock     limiters.Clock
+	settings
 
 	_             [64]byte // the counters' writes stay off the fields above
 	shadowDenied  counter
@@ -300,7 +291,7 @@ func New(l limiters.Limiter, opts ...Option) (*Middleware, error) {
 	if l == nil {
 		return nil, fmt.Errorf("httplimit: no limiter")
 	}
-	c := config{headers: AllHeaders, onKey: FailClosed, onLimiter: FailOpen}
+	c := config{settings: settings{headers: AllHeaders, onKey: FailClosed, onLimiter: FailOpen}}
 	for _, opt := range opts {
 		opt(&c)
 	}
@@ -321,8 +312,7 @@ func New(l limiters.Limiter, opts ...Option) (*Middleware, error) {
 			return nil, fmt.Errorf("httplimit: %s failure mode %v: want FailOpen or FailClosed", f.what, f.m)
 		}
 	}
-	m := &Middleware{lim: l, key: c.key, cost: c.cost, headers: c.headers, shadow: c.shadow,
-		onKey: c.onKey, onLimiter: c.onLimiter, hooks: c.hooks, clock: c.clock}
+	m := &Middleware{lim: l, settings: c.settings}
 	switch l := l.(type) {
 	case LimitDecider:
 		if len(l.Limits()) == 0 { // nothing to say per limit
