@@ -41,6 +41,10 @@ func RedisName(a limiters.Algorithm) string { return string(a) + " (redis)" }
 // RedisRateName is the name of go-redis/redis_rate's subject.
 const RedisRateName = "redis_rate"
 
+// RedisBatchedName is the name of ratelab's GCRA on Redis with batching
+// (redislimit.WithBatching): concurrent decisions share a script's run.
+const RedisBatchedName = "gcra (redis, batched)"
+
 // RedisNames are the names of the subjects kept in Redis, in the order the
 // lab runs them.
 func RedisNames() []string {
@@ -48,7 +52,7 @@ func RedisNames() []string {
 	for _, a := range limiters.Algorithms() {
 		out = append(out, RedisName(a))
 	}
-	return append(out, RedisRateName)
+	return append(out, RedisBatchedName, RedisRateName)
 }
 
 // redisLab is the Redis server the lab's Redis subjects share: one client,
@@ -163,21 +167,36 @@ func (r *redisLab) close(ctx context.Context) error {
 	return nil
 }
 
-// subjects returns ratelab's six algorithms on Redis, then go-redis's
-// redis_rate. Each limiter a subject makes has a key prefix of its own and
+// subjects returns ratelab's six algorithms on Redis, GCRA again with
+// batching, then go-redis's redis_rate. Each limiter a subject makes has a key prefix of its own and
 // removes its keys when stopped; every decision Redis does not make is
 // recorded (r.failed) as well as denied.
 func (r *redisLab) subjects() []Subject {
 	var out []Subject
+	type variant struct {
+		name string
+		a    limiters.Algorithm
+		opts []redislimit.Option
+	}
+	var variants []variant
 	for _, a := range limiters.Algorithms() {
-		newLimiter := func(c redislimit.Client, w limiters.Window) (*redislimit.Limiter, string, error) {
+		variants = append(variants, variant{RedisName(a), a, nil})
+	}
+	variants = append(variants, variant{RedisBatchedName, limiters.GCRA, []redislimit.Option{redislimit.WithBatching(redislimit.Batching{})}})
+	for _, v := range variants {
+		a := v.a
+		newWith := func(c redislimit.Client, w limiters.Window, opts []redislimit.Option) (*redislimit.Limiter, string, error) {
 			prefix := r.newPrefix()
-			l, err := redislimit.New(c, Spec(a, w), redislimit.WithPrefix(prefix),
-				redislimit.WithTimeout(redisTimeout), redislimit.WithFailureMode(redislimit.FailClosed))
+			l, err := redislimit.New(c, Spec(a, w), append([]redislimit.Option{redislimit.WithPrefix(prefix),
+				redislimit.WithTimeout(redisTimeout), redislimit.WithFailureMode(redislimit.FailClosed)}, opts...)...)
 			return l, prefix, err
+		}
+		newLimiter := func(c redislimit.Client, w limiters.Window) (*redislimit.Limiter, string, error) {
+			return newWith(c, w, v.opts)
 		}
 		stopper := func(l *redislimit.Limiter) func() {
 			return func() {
+				l.Close() // a batching limiter's senders
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
 				if err := l.ResetAll(ctx); err != nil {
@@ -186,7 +205,7 @@ func (r *redisLab) subjects() []Subject {
 			}
 		}
 		out = append(out, Subject{
-			Name: RedisName(a), Library: "ratelab", Algorithm: a, Backend: BackendRedis,
+			Name: v.name, Library: "ratelab", Algorithm: a, Backend: BackendRedis,
 			NewAt: func(w limiters.Window) (AtDecider, func(), error) {
 				l, _, err := newLimiter(r.c, w)
 				if err != nil {
@@ -203,7 +222,9 @@ func (r *redisLab) subjects() []Subject {
 			},
 			Weigh: func(ctx context.Context, w limiters.Window, keys int) (MemoryResult, error) {
 				return r.weigh(ctx, keys, func(c redislimit.Client) (func(string), string, error) {
-					l, prefix, err := newLimiter(c, w)
+					// Without batching: the weighing sends its own pipelines,
+					// and what a key holds is the same.
+					l, prefix, err := newWith(c, w, nil)
 					if err != nil {
 						return nil, "", err
 					}

@@ -163,7 +163,7 @@ func newLegend() *legend {
 // The colours (Okabe and Ito's, which stay apart for colour-blind eyes)
 // and dashes of each limiter, the same in every chart: ratelab's solid,
 // the peers' dashed; ratelab's on Redis in their algorithm's colour, dash
-// and dot.
+// and dot, or dotted when batched.
 var palette = map[string]color.Color{
 	"fixed-window":    rgb(0xE69F00),
 	"sliding-log":     rgb(0x000000),
@@ -178,8 +178,12 @@ var palette = map[string]color.Color{
 	"(harness floor)": rgb(0xBBBBBB),
 }
 
-// redisSuffix ends the name of ratelab's limiters kept in Redis.
-const redisSuffix = " (redis)"
+// redisSuffix ends the name of ratelab's limiters kept in Redis, and
+// batchedSuffix of those that batch their decisions (drawn dotted, wider).
+const (
+	redisSuffix   = " (redis)"
+	batchedSuffix = " (redis, batched)"
+)
 
 var workloadColors = []color.Color{rgb(0x0072B2), rgb(0xE69F00), rgb(0xD55E00), rgb(0x009E73), rgb(0xCC79A7)}
 
@@ -188,7 +192,11 @@ func rgb(v uint32) color.Color {
 }
 
 func lineStyle(name string) draw.LineStyle {
-	algorithm, onRedis := strings.CutSuffix(name, redisSuffix)
+	algorithm, batched := strings.CutSuffix(name, batchedSuffix)
+	onRedis := batched
+	if !batched {
+		algorithm, onRedis = strings.CutSuffix(name, redisSuffix)
+	}
 	c, ok := palette[algorithm]
 	if !ok {
 		c = rgb(0x333333)
@@ -197,6 +205,9 @@ func lineStyle(name string) draw.LineStyle {
 	switch {
 	case isPeer(name):
 		s.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+	case batched:
+		s.Width = vg.Points(2.4)
+		s.Dashes = []vg.Length{vg.Points(1.5), vg.Points(1.5)}
 	case onRedis:
 		s.Dashes = []vg.Length{vg.Points(7), vg.Points(2), vg.Points(1.5), vg.Points(2)}
 	case name == "(harness floor)":
