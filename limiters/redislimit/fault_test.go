@@ -17,9 +17,9 @@ import (
 )
 
 // ownServer starts a redis-server of the test's own on a free loopback
-// port, keeping nothing on disk, and returns its port and a function that
-// stops it. The test fails if redis-server is not installed.
-func ownServer(t *testing.T, port int) (int, func()) {
+// port (with extra arguments, if any), keeping nothing on disk, and
+// returns its port and a function that stops it. The test fails if redis-server is not installed.
+func ownServer(t *testing.T, port int, extra ...string) (int, func()) {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -33,7 +33,7 @@ func ownServer(t *testing.T, port int) (int, func()) {
 		port = ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
 	}
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	cmd := exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, extra...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

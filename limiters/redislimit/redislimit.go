@@ -634,7 +634,17 @@ func (l *Limiter) ResetAll(ctx context.Context) error {
 	return l.scan(ctx, func(ctx context.Context, c scanner, keys []string) error {
 		ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
 		defer cancel()
-		if err := bounded(ctx, l.guard, func(ctx context.Context) error { return c.Del(ctx, keys...).Err() }); err != nil {
+		// One DEL a key, pipelined: a server of a Cluster holds many
+		// slots, and one DEL of keys in several is refused (CROSSSLOT).
+		del := func(ctx context.Context) error {
+			p := c.Pipeline()
+			for _, k := range keys {
+				p.Del(ctx, k)
+			}
+			_, err := p.Exec(ctx)
+			return err
+		}
+		if err := bounded(ctx, l.guard, del); err != nil {
 			return fmt.Errorf("%w: ResetAll: %w", ErrUnavailable, err)
 		}
 		return nil
@@ -725,7 +735,7 @@ func unescape(tag string) (string, bool) {
 // scanner is what scan needs of a client, or of one server of a cluster.
 type scanner interface {
 	Scan(ctx context.Context, cursor uint64, match string, count int64) *redis.ScanCmd
-	Del(ctx context.Context, keys ...string) *redis.IntCmd
+	Pipeline() redis.Pipeliner
 }
 
 // scan calls fn with each batch of the limiter's keys, from every master

@@ -1,0 +1,105 @@
+package redislimit
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/composite"
+)
+
+// ownCluster starts a Redis Cluster of three masters of the test's own on
+// loopback and returns their addresses. The servers stop with the test.
+func ownCluster(t *testing.T) []string {
+	t.Helper()
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Fatalf("this test makes a Redis Cluster and needs redis-cli (Debian: apt-get install redis-tools): %v", err)
+	}
+	var addrs []string
+	for range 3 {
+		port, _ := ownServer(t, 0, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+		addrs = append(addrs, fmt.Sprint("127.0.0.1:", port))
+	}
+	out, err := exec.Command(cli, append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			info, _ := c.ClusterInfo(context.Background()).Result()
+			if strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the cluster did not come up within 10s: %s", info)
+			}
+		}
+		c.Close()
+	}
+	return addrs
+}
+
+// TestCluster decides through a Redis Cluster of three masters: several
+// limits at once (keys that must share a slot, or Redis says CROSSSLOT),
+// alone and batched (pipelines, routed key by key), with the same
+// decisions as in memory for users spread over every master; then ResetAll
+// finds the keys on every master.
+func TestCluster(t *testing.T) {
+	addrs := ownCluster(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true, PoolTimeout: time.Second})
+	defer c.Close()
+	limits := []composite.Limit{
+		{Name: "second", Rate: limiters.Rate{N: 3, Per: time.Second}},
+		{Name: "minute", Rate: limiters.Rate{N: 10, Per: time.Minute}},
+	}
+	ctx := context.Background()
+	for _, batched := range []bool{false, true} {
+		opts := []Option{WithPrefix(fmt.Sprintf("cluster-%v:", batched)), WithTimeout(2 * time.Second)}
+		if batched {
+			opts = append(opts, WithBatching(Batching{}))
+		}
+		for _, a := range limiters.Algorithms() {
+			red, err := NewComposite(c, a, limits, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem, err := composite.New(a, limits, limiters.WithSweepInterval(-1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := time.Unix(1_800_000_000, 0)
+			for i := range 200 {
+				user := fmt.Sprint("user-", i%40) // 40 users: every master holds some
+				at = at.Add(37 * time.Millisecond)
+				want, wantDenied := mem.DecideAt(user, at, 1, nil)
+				got, gotDenied, err := red.DecideAt(ctx, user, at, 1)
+				if err != nil || got != want || gotDenied != wantDenied {
+					t.Fatalf("%s, batched %v, decision %d for %s: %+v denied by %d (%v), memory %+v denied by %d", a, batched, i, user, got, gotDenied, err, want, wantDenied)
+				}
+			}
+			if err := red.ResetAll(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var left atomic.Int64
+			err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+				n, err := m.DBSize(ctx).Result()
+				left.Add(n)
+				return err
+			})
+			if err != nil || left.Load() != 0 {
+				t.Fatalf("%s: %d keys left on the masters after ResetAll (%v)", a, left.Load(), err)
+			}
+			red.Close()
+			mem.Close()
+		}
+	}
+}
