@@ -458,8 +458,9 @@ func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, key string,
 	if deny {
 		retry = retrySeconds(d)
 	}
-	var buf [256]byte // enough for every field of three limits
-	f := fields{b: buf[:0]}
+	sl := slabs.Get().(*slab)
+	f := fields{b: sl.room()}
+	f.start = len(f.b)
 	if m.headers&LegacyHeaders != 0 {
 		f.b = appendInt(f.b, int64(d.Limit))
 		f.add(fieldLimit)
@@ -513,7 +514,8 @@ func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, key string,
 		f.add(fieldRateLimit)
 	}
 	if !deny {
-		f.set(w.Header())
+		f.set(w.Header(), sl)
+		slabs.Put(sl)
 		if d.Allowed {
 			if m.hooks.Allowed != nil {
 				m.hooks.Allowed(r, key, d)
@@ -529,7 +531,8 @@ func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, key string,
 	if m.hooks.Denied != nil {
 		m.hooks.Denied(r, key, d)
 	}
-	deny429(w, f, n, d, retry, per, names, name)
+	deny429(w, &f, sl, n, d, retry, per, names, name)
+	slabs.Put(sl)
 	return false
 }
 
@@ -537,20 +540,21 @@ func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, key string,
 // (retry seconds, when retry >= 0) and a quota-exceeded problem naming the
 // policies violated: the denying limits' of per (whose names are names),
 // or name. The names are structured-field Strings, which are JSON strings
-// too: printable ASCII, with '"' and '\' escaped. (f comes by value:
-// appending through a pointer would move its array to the heap.)
-func deny429(w http.ResponseWriter, f fields, n int, d limiters.Decision, retry int64, per []limiters.Decision, names []string, name string) {
+// too: printable ASCII, with '"' and '\' escaped. The body is written
+// from sl's room past the values, which the next response may overwrite:
+// a Write does not keep what it is given.
+func deny429(w http.ResponseWriter, f *fields, sl *slab, n int, d limiters.Decision, retry int64, per []limiters.Decision, names []string, name string) {
 	if retry >= 0 {
 		f.b = appendInt(f.b, retry)
 		f.add(fieldRetryAfter)
 	}
 	f.b = append(f.b, problemJSON...)
 	f.add(fieldContentType)
-	f.set(w.Header())
+	f.set(w.Header(), sl)
 	w.WriteHeader(http.StatusTooManyRequests)
 
-	body := bodyPool.Get().(*[]byte)
-	b := append((*body)[:0], quotaExceeded...)
+	b := append(sl.b, quotaExceeded...)
+	start := len(sl.b)
 	if retry >= 0 {
 		b = append(b, "Retry in "...)
 		b = appendInt(b, retry)
@@ -581,9 +585,7 @@ func deny429(w http.ResponseWriter, f fields, n int, d limiters.Decision, retry 
 		b = append(b, name...)
 	}
 	b = append(b, "]}\n"...)
-	w.Write(b)
-	*body = b
-	bodyPool.Put(body)
+	w.Write(b[start:])
 }
 
 // keyPolicies returns the policies of key's limits, for a KeyLimits, and
@@ -644,15 +646,14 @@ const (
 		`"detail":"The request carries nothing to rate-limit it by."}` + "\n"
 )
 
-var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
-
-// fields gathers a response's header values in one buffer, to be cut from
-// a slab (see set).
+// fields gathers a response's header values in a slab's room (see set):
+// b[start:] are the values.
 type fields struct {
-	b    []byte
-	n    int
-	keys [8]field // not the names: a string of f's in h would move b's array to the heap
-	ends [8]int
+	b     []byte
+	start int
+	n     int
+	keys  [8]field // not the names: a string of f's in h would move b's array to the heap
+	ends  [8]int
 }
 
 // field indexes fieldKeys.
@@ -685,56 +686,66 @@ func (f *fields) add(key field) {
 }
 
 // set sets every value in h, each a slice of its own (capacity 1, so that
-// an Add later does not write into its neighbour), cut from a slab.
-func (f *fields) set(h http.Header) {
+// an Add later does not write into its neighbour), and gives them to sl
+// for good.
+func (f *fields) set(h http.Header, sl *slab) {
 	if f.n == 0 {
 		return
 	}
-	sl := slabs.Get().(*slab)
-	s, vals := sl.cut(f.b, f.n)
-	slabs.Put(sl)
-	start := 0
+	s, vals := sl.cut(f.b, f.start, f.n)
+	start := f.start
 	for i := range f.n {
-		vals[i] = s[start:f.ends[i]]
+		vals[i] = s[start-f.start : f.ends[i]-f.start]
 		start = f.ends[i]
 		h[fieldKeys[f.keys[i]]] = vals[i : i+1 : i+1]
 	}
 }
 
-// A slab hands out header values without an allocation each: strings cut
-// from one byte array, and the slices that hold them cut from one
-// []string, each array allocated once for some forty responses. Two
-// allocations a response cost more than the rest of the middleware put
-// together (less the allocating than the collections they bring on), and
-// a header value is a few bytes that die with its response.
+// A slab hands out header values without an allocation each: the values
+// are written into one byte array and cut from it as strings, and the
+// slices that hold them are cut from one []string, each array allocated
+// once for some forty responses. Two allocations a response cost more
+// than the rest of the middleware put together (less the allocating than
+// the collections they bring on), and a header value is a few bytes that
+// die with its response.
 //
-// A slab writes only past the bytes it has handed out, and drops an array
-// when it is full rather than reuse it, so a string it gave never
-// changes: what unsafe.String requires. The price: a value a handler keeps
-// keeps its whole array (4 KiB) alive.
+// A slab hands out only bytes it holds, and writes only past them; it
+// drops an array when it is full rather than reuse it. So a string it
+// gave never changes: what unsafe.String requires. The price: a value a
+// handler keeps keeps its whole array (4 KiB) alive.
 type slab struct {
-	b    []byte
+	b    []byte // b[:len(b)] are handed out; the room past them is free
 	vals []string
 }
 
 const (
 	slabBytes   = 4096
 	slabStrings = 256
+	// slabRoom is the room a response starts with: every field of eight
+	// limits, or a denial's fields and body with three. A response that
+	// needs more moves to a new array as it appends.
+	slabRoom = 1024
 )
 
 var slabs = sync.Pool{New: func() any { return new(slab) }}
 
-// cut returns b as a string, and n strings to set.
-func (sl *slab) cut(b []byte, n int) (string, []string) {
-	if cap(sl.b)-len(sl.b) < len(b) {
-		sl.b = make([]byte, 0, max(slabBytes, len(b)))
+// room returns sl.b with at least slabRoom bytes of room past it.
+func (sl *slab) room() []byte {
+	if cap(sl.b)-len(sl.b) < slabRoom {
+		sl.b = make([]byte, 0, slabBytes)
 	}
+	return sl.b
+}
+
+// cut takes b[start:], which b appended to sl's room (or to a copy of sl.b
+// in a new array, when it ran out of room), as a string, and n strings to
+// set.
+func (sl *slab) cut(b []byte, start, n int) (string, []string) {
+	sl.b = b // handed out
 	if cap(sl.vals)-len(sl.vals) < n {
 		sl.vals = make([]string, 0, slabStrings)
 	}
-	start := len(sl.b)
-	sl.b = append(sl.b, b...)
 	k := len(sl.vals)
 	sl.vals = sl.vals[:k+n]
-	return unsafe.String(unsafe.SliceData(sl.b[start:]), len(b)), sl.vals[k : k+n : k+n]
+	return unsafe.String(unsafe.SliceData(b[start:]), len(b)-start), sl.vals[k : k+n : k+n]
 }
