@@ -721,10 +721,11 @@ type slab struct {
 const (
 	slabBytes   = 4096
 	slabStrings = 256
-	// slabRoom is the room a response starts with: every field of eight
-	// limits, or a denial's fields and body with three. A response that
-	// needs more moves to a new array as it appends.
-	slabRoom = 1024
+	// slabRoom is the room a response starts with: a denial's fields and
+	// body, with three limits. A response that needs more moves to a new
+	// array as it appends; more room would leave more of each array
+	// unused.
+	slabRoom = 512
 )
 
 var slabs = sync.Pool{New: func() any { return new(slab) }}
