@@ -43,7 +43,7 @@ const RedisRateName = "redis_rate"
 
 // RedisBatchedName is the name of ratelab's GCRA on Redis with batching
 // (redislimit.WithBatching): concurrent decisions share a script's run.
-const RedisBatchedName = "gcra (redis, batched)"
+const RedisBatchedName = "gcra (redis batched)"
 
 // RedisNames are the names of the subjects kept in Redis, in the order the
 // lab runs them.

@@ -182,7 +182,7 @@ var palette = map[string]color.Color{
 // batchedSuffix of those that batch their decisions (drawn dotted, wider).
 const (
 	redisSuffix   = " (redis)"
-	batchedSuffix = " (redis, batched)"
+	batchedSuffix = " (redis batched)"
 )
 
 var workloadColors = []color.Color{rgb(0x0072B2), rgb(0xE69F00), rgb(0xD55E00), rgb(0x009E73), rgb(0xCC79A7)}
