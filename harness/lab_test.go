@@ -67,9 +67,19 @@ func TestLab(t *testing.T) {
 				}
 				break
 			}
+			// Costs are ratios to the floor, which the machine's noise
+			// moves: checked for being measured, not for their size.
+			// Within one sample, the quantiles are ordered.
 			cost, ok := results.Costs(r)
-			if len(r.Rounds) != 2 || !ok || cost.Rounds != 2 || !(cost.Throughput > 1) || !(cost.P50 > 0) || !(cost.P90 >= cost.P50*0.5) {
+			if len(r.Rounds) != 2 || !ok || cost.Rounds != 2 || !(cost.Throughput > 0) || !(cost.P50 > 0) || !(cost.P90 > 0) {
 				t.Errorf("%s on %s: %d rounds, cost %+v (%v)", r.Limiter, r.Workload, len(r.Rounds), cost, ok)
+			}
+			for i, round := range r.Rounds {
+				for _, s := range []*results.Sample{&round.Sample, round.FloorBefore, round.FloorAfter} {
+					if s == nil || !(s.P50NS > 0) || s.P90NS < s.P50NS || !(s.ThroughputPerS > 0) {
+						t.Errorf("%s on %s, round %d: a sample %+v missing or out of order", r.Limiter, r.Workload, i, s)
+					}
+				}
 			}
 		case r.Mode == ModeRealTime:
 			if r.ThroughputPerS <= 0 || r.LatencyNS == nil || r.LatencyNS.P50 <= 0 || r.LockWaitNSPerOp == nil || r.AdmittedFraction == nil {
