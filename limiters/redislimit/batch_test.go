@@ -130,13 +130,7 @@ func TestBatchingClose(t *testing.T) {
 		t.Errorf("after Close: %+v, %v; want a fail-closed denial saying the limiter is closed", d, err)
 	}
 	l.Close() // twice is fine
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		t.Errorf("%d goroutines after Close, %d before", n, before)
-	}
+	noneLeft(t, before)
 }
 
 // TestBatchingCanceled checks that a caller whose context ends stops

@@ -133,13 +133,7 @@ func TestServerStopsAndReturns(t *testing.T) {
 			l.Close()
 			c.Close()
 			// Nothing left running: the pool's goroutines end with the client.
-			deadline := time.Now().Add(2 * time.Second)
-			for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
-			if n := runtime.NumGoroutine(); n > before {
-				t.Errorf("%d goroutines after, %d before", n, before)
-			}
+			noneLeft(t, before)
 		})
 	}
 }

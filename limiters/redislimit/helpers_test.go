@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -63,5 +64,18 @@ func removeAll(t testing.TB, c *redis.Client, p string) {
 			return
 		}
 		keys = keys[n:]
+	}
+}
+
+// noneLeft fails the test if, within two seconds, there are still more
+// goroutines than before.
+func noneLeft(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines after, %d before", n, before)
 	}
 }
