@@ -157,6 +157,14 @@ type KeyLimits interface {
 	Limits(key string) ([]composite.Limit, string)
 }
 
+// listed is a limiter that says its limits but decides them together,
+// each limit's decision unsaid: a Redis limiter of several limits
+// (redislimit.Limiter).
+type listed interface {
+	limiters.Limiter
+	Limits() []composite.Limit
+}
+
 // windowed and bucketed are the single limiters of package limiters:
 // their one policy is known without a decision.
 type windowed interface{ Window() limiters.Window }
@@ -324,6 +332,12 @@ func New(l limiters.Limiter, opts ...Option) (*Middleware, error) {
 		}
 		if c.setPolicies && len(c.policies) != len(m.policies) {
 			return nil, fmt.Errorf("httplimit: %d policies for a limiter of %d limits", len(c.policies), len(m.policies))
+		}
+	case listed:
+		// One policy a limit; the one decision's item names the policy
+		// of its limit.
+		for _, lim := range l.Limits() {
+			m.policies = append(m.policies, policyOf(lim))
 		}
 	case KeyLimits:
 		if c.setPolicies {

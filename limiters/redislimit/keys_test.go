@@ -188,3 +188,25 @@ func TestRing(t *testing.T) {
 		}
 	}
 }
+
+// TestLimits checks what a limiter says of its limits: a Spec's one, as
+// N per W (a bucket's capacity over its time to fill), and a composite's,
+// named.
+func TestLimits(t *testing.T) {
+	c := server(t)
+	s := limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 20, Rate: 10}}
+	l, err := New(c, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Limits(); len(got) != 1 || got[0].Name != s.String() || got[0].Rate != (limiters.Rate{N: 20, Per: 2 * time.Second}) {
+		t.Errorf("Limits of %v: %+v", s, got)
+	}
+	lc, err := NewComposite(c, limiters.FixedWindow, []composite.Limit{{Rate: limiters.Rate{N: 2, Per: time.Second}}, {Name: "daily", Rate: limiters.Rate{N: 9, Per: 24 * time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lc.Limits(); len(got) != 2 || got[0].Name != "2/s" || got[1].Name != "daily" || got[1].Rate.N != 9 {
+		t.Errorf("Limits of a composite: %+v", got)
+	}
+}

@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -145,7 +146,8 @@ var (
 type Limiter struct {
 	c      Client
 	script *script
-	names  []string // each limit's name
+	limits []composite.Limit // named
+	names  []string          // each limit's name
 	quota  []int    // each limit's N or C, for failure decisions
 	suffix []string // each limit's key suffix
 	params []any    // two ARGV a limit
@@ -181,7 +183,16 @@ func New(c Client, s limiters.Spec, opts ...Option) (*Limiter, error) {
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("redislimit: %w", err)
 	}
-	return newLimiter(c, s.Algorithm, []string{s.String()}, []limiters.Spec{s}, opts)
+	l, err := newLimiter(c, s.Algorithm, []string{s.String()}, []limiters.Spec{s}, opts)
+	if err != nil {
+		return nil, err
+	}
+	r := limiters.Rate{N: s.Window.Limit, Per: s.Window.Length}
+	if s.Algorithm.IsBucket() {
+		r = limiters.Rate{N: s.Bucket.Capacity, Per: time.Duration(s.Bucket.Capacity) * s.Bucket.Interval()}
+	}
+	l.limits = []composite.Limit{{Name: l.names[0], Rate: r}}
+	return l, nil
 }
 
 // NewComposite returns a Limiter enforcing every one of limits on each
@@ -199,7 +210,12 @@ func NewComposite(c Client, a limiters.Algorithm, limits []composite.Limit, opts
 			names[i] = lim.Rate.String()
 		}
 	}
-	return newLimiter(c, a, names, specs, opts)
+	l, err := newLimiter(c, a, names, specs, opts)
+	if err != nil {
+		return nil, err
+	}
+	l.limits = composite.Named(limits)
+	return l, nil
 }
 
 func newLimiter(c Client, a limiters.Algorithm, names []string, specs []limiters.Spec, opts []Option) (*Limiter, error) {
@@ -289,6 +305,11 @@ func fits(s limiters.Spec) error {
 	}
 	return nil
 }
+
+// Limits returns the limits, named, in DecideAt's order (a copy). A
+// limiter made by New has one, named as its Spec, its rate N per W for a
+// window and a capacity N refilled over W for a bucket.
+func (l *Limiter) Limits() []composite.Limit { return slices.Clone(l.limits) }
 
 // LimitName returns the name of the i-th limit (0-based), as DecideAt's
 // denied index counts them.
