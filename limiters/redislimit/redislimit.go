@@ -148,9 +148,9 @@ type Limiter struct {
 	script *script
 	limits []composite.Limit // named
 	names  []string          // each limit's name
-	quota  []int    // each limit's N or C, for failure decisions
-	suffix []string // each limit's key suffix
-	params []any    // two ARGV a limit
+	quota  []int             // each limit's N or C, for failure decisions
+	suffix []string          // each limit's key suffix
+	params []any             // two ARGV a limit
 	o      Options
 	grace  [2]any // ARGV 5: for the server's clock, for explicit times (strings)
 
