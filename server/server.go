@@ -1,0 +1,519 @@
+// Package server is ratelab's HTTP server: a tiny JSON API behind the
+// httplimit middleware, to try a limiter against with curl, or to drive
+// with a load generator (the lab starts one in process on a free loopback
+// port).
+//
+// Every request, whatever its method and path, is decided by the limiter.
+// A denied one gets httplimit's 429 and its problem body. A served one
+// gets 200 and one JSON object that echoes the decision:
+//
+//	{"key":"alice","n":1,"allowed":true,"limit":10,"remaining":9,"retry_after":0,"reset_after":0.1,"tier":"free"}
+//
+// (see Echo for the fields), with the rate-limit header fields httplimit
+// writes.
+//
+// The limits are one algorithm and limit for every key (Config.Spec), or a
+// configuration file of tiers, users and overrides (Config.File, package
+// config), which Reload reads again without losing the quotas of tiers
+// that did not change. They are kept in memory, or in Redis (Config.Backend),
+// where a fleet of servers shares them.
+//
+// A Server is safe for concurrent use. Serve it on a listener of your own
+// (Serve, then Shutdown), or let Run do both and reload on a signal.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelab/ratelab/config"
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/httplimit"
+	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/limiters/redislimit"
+	"github.com/ratelab/ratelab/limiters/tiers"
+)
+
+// Config configures a Server. Exactly one of Spec and File gives the
+// limits.
+type Config struct {
+	// Spec is the one limit of every key, when File is empty.
+	Spec limiters.Spec
+	// File is a configuration file (package config): the algorithm, the
+	// tiers and who is in which; each key is a user.
+	File string
+
+	// Backend keeps the limits: "memory" or "redis". Empty means the
+	// file's backend, or memory; when both are given they must agree.
+	Backend string
+	// Redis is the Redis server of a Redis backend (its Addr, DB,
+	// password); nil means 127.0.0.1:6379, database 0. The server sets
+	// its own timeouts on a copy: context deadlines honoured, no retries,
+	// and no wait for a pooled connection longer than RedisTimeout.
+	Redis *redis.Options
+	// RedisPrefix starts every Redis key; empty means "ratelab:serve:".
+	RedisPrefix string
+	// RedisTimeout bounds every decision on Redis; zero means 250ms.
+	RedisTimeout time.Duration
+	// FailClosed refuses requests (503) when Redis does not decide;
+	// false, the default, serves them unmetered.
+	FailClosed bool
+
+	// KeyHeader is the header requests are keyed by; empty means
+	// X-API-Key. A request without it is refused (400).
+	KeyHeader string
+	// ClientIP keys requests by the client's address instead, behind
+	// TrustedProxies (CIDRs or addresses; none by default), whose
+	// X-Forwarded-For alone is believed (see httplimit.ClientIP).
+	ClientIP       bool
+	TrustedProxies []string
+	// CostHeader, when set, is a header holding a request's cost, a
+	// positive integer; a request without it costs 1, and one with a
+	// malformed cost is refused (400).
+	CostHeader string
+	// Headers are the rate-limit header fields sent; the zero value sends
+	// none (httplimit.AllHeaders is what the command sends by default).
+	Headers httplimit.Headers
+	// Shadow decides and sends headers but serves every request.
+	Shadow bool
+
+	// Clock is the time of limits in memory; nil means the real time.
+	// (Redis uses its own clock.)
+	Clock limiters.Clock
+	// ShutdownTimeout bounds Run's graceful shutdown; zero means 5s.
+	ShutdownTimeout time.Duration
+	// Log gets a line for each reload Run makes and for its shutdown;
+	// nil means none.
+	Log *log.Logger
+}
+
+// Echo is the body of a served request: the key and cost it was decided
+// for and the decision, times in seconds. RetryAfter is null when the
+// request could never be admitted (shadow mode: its cost is above the
+// limit). Tier is the key's tier under a configuration file, absent for a
+// user with an override or when the limits are one Spec. When the
+// limiter failed and the request was served unmetered (fail open), Error
+// says why and the decision's fields are zero.
+type Echo struct {
+	Key        string   `json:"key"`
+	N          int      `json:"n"`
+	Allowed    bool     `json:"allowed"`
+	Limit      int      `json:"limit"`
+	Remaining  int      `json:"remaining"`
+	RetryAfter *float64 `json:"retry_after"`
+	ResetAfter float64  `json:"reset_after"`
+	Tier       string   `json:"tier,omitempty"`
+	Error      string   `json:"error,omitempty"`
+}
+
+// ErrNoRedis reports that the Redis server of a Redis backend did not
+// answer PING when the Server was made.
+var ErrNoRedis = errors.New("server: no answer from Redis")
+
+// Server serves the echo API behind a limiter.
+type Server struct {
+	cfg     Config
+	backend string
+	lim     limiters.Limiter // what decides
+	tiers   *tiers.Limiter   // lim, under a configuration file; nil for a Spec
+	closer  io.Closer        // lim's Close
+	rdb     *redis.Client    // the Redis backend's client, nil in memory
+	mw      *httplimit.Middleware
+	limited http.Handler // the echo behind mw
+	srv     *http.Server
+
+	reload    sync.Mutex // orders Reloads
+	closeOnce sync.Once
+}
+
+// New returns a Server as cfg says. For a Redis backend it connects and
+// checks that Redis answers (ErrNoRedis if not); errors in the
+// configuration file are *config.Error, naming the file and the line.
+func New(cfg Config) (*Server, error) {
+	if cfg.File == "" {
+		if err := cfg.Spec.Validate(); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+	} else if cfg.Spec != (limiters.Spec{}) {
+		return nil, errors.New("server: a Spec and a File: the limits are one or the other")
+	}
+	if cfg.RedisPrefix == "" {
+		cfg.RedisPrefix = "ratelab:serve:"
+	}
+	if cfg.RedisTimeout == 0 {
+		cfg.RedisTimeout = 250 * time.Millisecond
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = 5 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = log.New(io.Discard, "", 0)
+	}
+	s := &Server{cfg: cfg}
+	var file *config.Config
+	if cfg.File != "" {
+		c, err := config.Load(cfg.File)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.Backend != "" && cfg.Backend != c.Backend {
+			return nil, fmt.Errorf("server: backend %s, but %s says %s", cfg.Backend, cfg.File, c.Backend)
+		}
+		s.backend, file = c.Backend, c
+	} else {
+		s.backend = cfg.Backend
+		if s.backend == "" {
+			s.backend = "memory"
+		}
+	}
+	opts, err := s.middlewareOptions()
+	if err != nil {
+		return nil, err
+	}
+	switch s.backend {
+	case "memory":
+		err = s.inMemory(file)
+	case "redis":
+		err = s.inRedis(file)
+	default:
+		err = fmt.Errorf("server: backend %q: want memory or redis", s.backend)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.tiers == nil && s.backend == "redis" { // Redis does not say its limit: the Spec does
+		opts = append(opts, httplimit.WithPolicies(policy(cfg.Spec)))
+	}
+	if s.mw, err = httplimit.New(s.lim, opts...); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.limited = s.mw.Wrap(http.HandlerFunc(s.echo))
+	s.srv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          cfg.Log,
+	}
+	return s, nil
+}
+
+// inMemory builds the limiter in memory: the Spec's, or the file's tiers.
+func (s *Server) inMemory(file *config.Config) error {
+	var opts []limiters.Option
+	if s.cfg.Clock != nil {
+		opts = append(opts, limiters.WithClock(s.cfg.Clock))
+	}
+	if file != nil {
+		l, err := tiers.New(file.Tiers, opts...)
+		if err != nil {
+			return &config.Error{Path: s.cfg.File, Err: err}
+		}
+		s.lim, s.tiers, s.closer = l, l, l
+		return nil
+	}
+	l, err := memory.New(s.cfg.Spec, opts...)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	s.lim, s.closer = l, l
+	return nil
+}
+
+// inRedis connects to Redis, checks that it answers, and builds the
+// limiter there.
+func (s *Server) inRedis(file *config.Config) error {
+	opt := &redis.Options{Addr: "127.0.0.1:6379"}
+	if s.cfg.Redis != nil {
+		o := *s.cfg.Redis
+		opt = &o
+	}
+	opt.ContextTimeoutEnabled = true     // a decision's deadline bounds its round trip
+	opt.PoolTimeout = s.cfg.RedisTimeout // and its wait for a connection
+	opt.MaxRetries = -1                  // a retry would outlive the deadline
+	s.rdb = redis.NewClient(opt)
+	ctx, cancel := context.WithTimeout(context.Background(), max(2*time.Second, s.cfg.RedisTimeout))
+	defer cancel()
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		s.rdb.Close()
+		return fmt.Errorf("%w at %s: %w", ErrNoRedis, opt.Addr, err)
+	}
+	mode := redislimit.FailOpen
+	if s.cfg.FailClosed {
+		mode = redislimit.FailClosed
+	}
+	opts := []redislimit.Option{redislimit.WithPrefix(s.cfg.RedisPrefix), redislimit.WithTimeout(s.cfg.RedisTimeout), redislimit.WithFailureMode(mode)}
+	var err error
+	if file != nil {
+		var l *tiers.Limiter
+		if l, err = tiers.NewWith(file.Tiers, redislimit.Tiers(s.rdb, opts...)); err == nil {
+			s.lim, s.tiers, s.closer = l, l, l
+		} else {
+			err = &config.Error{Path: s.cfg.File, Err: err}
+		}
+	} else {
+		var l *redislimit.Limiter
+		if l, err = redislimit.New(s.rdb, s.cfg.Spec, opts...); err == nil {
+			s.lim, s.closer = l, l
+		} else {
+			err = fmt.Errorf("server: %w", err)
+		}
+	}
+	if err != nil {
+		s.rdb.Close()
+	}
+	return err
+}
+
+// policy states spec for the RateLimit-Policy field: N per W, or C per
+// the time the bucket takes to fill.
+func policy(spec limiters.Spec) httplimit.Policy {
+	if spec.Algorithm.IsBucket() {
+		b := spec.Bucket
+		return httplimit.Policy{Name: httplimit.DefaultPolicy, Quota: b.Capacity, Window: time.Duration(math.Round(float64(b.Capacity) / b.Rate * 1e9))}
+	}
+	return httplimit.Policy{Name: httplimit.DefaultPolicy, Quota: spec.Window.Limit, Window: spec.Window.Length}
+}
+
+// middlewareOptions are the httplimit options cfg asks for, with hooks
+// that hand each decision to the echo.
+func (s *Server) middlewareOptions() ([]httplimit.Option, error) {
+	c := s.cfg
+	var key httplimit.KeyFunc
+	var err error
+	switch {
+	case c.ClientIP && c.KeyHeader != "":
+		return nil, errors.New("server: a key header and the client IP: requests are keyed by one")
+	case c.ClientIP:
+		key, err = httplimit.ClientIP(httplimit.IPConfig{TrustedProxies: c.TrustedProxies})
+	case len(c.TrustedProxies) > 0:
+		return nil, errors.New("server: trusted proxies are for keying by client IP")
+	case c.KeyHeader == "":
+		key, err = httplimit.HeaderKey("X-API-Key")
+	default:
+		key, err = httplimit.HeaderKey(c.KeyHeader)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	mode := httplimit.FailOpen
+	if c.FailClosed {
+		mode = httplimit.FailClosed
+	}
+	opts := []httplimit.Option{
+		httplimit.WithKey(key),
+		httplimit.WithHeaders(c.Headers),
+		httplimit.WithLimiterFailure(mode),
+		httplimit.WithHooks(httplimit.Hooks{
+			Allowed: decided,
+			Denied:  decided, // in shadow mode, served
+			Error: func(r *http.Request, err error) {
+				if sl := slotOf(r); sl != nil {
+					sl.err = err
+				}
+			},
+		}),
+	}
+	if c.Shadow {
+		opts = append(opts, httplimit.WithShadow())
+	}
+	if c.CostHeader != "" {
+		cost, err := costHeader(c.CostHeader)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, httplimit.WithCost(cost))
+	}
+	return opts, nil
+}
+
+// costHeader prices a request by the header called name: 1 without it.
+func costHeader(name string) (httplimit.CostFunc, error) {
+	if _, err := httplimit.HeaderKey(name); err != nil { // the same check of the name
+		return nil, fmt.Errorf("server: cost header: %w", err)
+	}
+	canon := http.CanonicalHeaderKey(name)
+	return func(r *http.Request) (int, error) {
+		n := 1
+		if v := r.Header.Get(canon); v != "" {
+			var err error
+			if n, err = strconv.Atoi(v); err != nil || n < 1 {
+				return 0, fmt.Errorf("%s %q: want a positive integer", canon, v)
+			}
+		}
+		if sl := slotOf(r); sl != nil {
+			sl.n = n
+		}
+		return n, nil
+	}, nil
+}
+
+// slot carries a request's decision from the middleware's hooks to the
+// echo, through the request's context.
+type slot struct {
+	key     string
+	n       int
+	d       limiters.Decision
+	decided bool
+	err     error
+}
+
+type slotKey struct{}
+
+func slotOf(r *http.Request) *slot {
+	sl, _ := r.Context().Value(slotKey{}).(*slot)
+	return sl
+}
+
+func decided(r *http.Request, key string, d limiters.Decision) {
+	if sl := slotOf(r); sl != nil {
+		sl.key, sl.d, sl.decided = key, d, true
+	}
+}
+
+// ServeHTTP serves r: decided by the limiter, and echoed if served.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sl := &slot{n: 1}
+	s.limited.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, sl)))
+}
+
+// echo answers a request the middleware served with its decision.
+func (s *Server) echo(w http.ResponseWriter, r *http.Request) {
+	sl := slotOf(r)
+	e := Echo{Key: sl.key, N: sl.n}
+	switch {
+	case sl.decided:
+		d := sl.d
+		e.Allowed, e.Limit, e.Remaining, e.ResetAfter = d.Allowed, d.Limit, d.Remaining, d.ResetAfter.Seconds()
+		if d.RetryAfter >= 0 {
+			ra := d.RetryAfter.Seconds()
+			e.RetryAfter = &ra
+		}
+		if s.tiers != nil {
+			// The tier now: a reload between the decision and this
+			// line may have moved the user.
+			e.Tier = s.tiers.TierOf(sl.key)
+		}
+	case sl.err != nil:
+		e.Allowed, e.Error = true, sl.err.Error()
+		zero := 0.0
+		e.RetryAfter = &zero
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(e)
+}
+
+// Stats returns the middleware's counts: shadow denials and failures.
+func (s *Server) Stats() httplimit.Stats { return s.mw.Stats() }
+
+// Reload reads the configuration file again and puts it in force,
+// keeping every user's quota under the tiers and overrides whose limits
+// did not change. When the file is unreadable or invalid, or names
+// another backend, the configuration in force stays, and the error says
+// why (a *config.Error names the file and the line).
+func (s *Server) Reload() error {
+	if s.tiers == nil {
+		return errors.New("server: no configuration file to reload: the limits are the command line's")
+	}
+	s.reload.Lock()
+	defer s.reload.Unlock()
+	c, err := config.Load(s.cfg.File)
+	if err != nil {
+		return err
+	}
+	if c.Backend != s.backend {
+		return &config.Error{Path: s.cfg.File, Field: "backend", Err: fmt.Errorf("%s, but the server keeps its limits in %s: restart it to move them", c.Backend, s.backend)}
+	}
+	if err := s.tiers.Reload(c.Tiers); err != nil {
+		return &config.Error{Path: s.cfg.File, Err: err}
+	}
+	return nil
+}
+
+// Serve serves on ln until Shutdown, and then returns nil; or returns
+// the error that stopped it.
+func (s *Server) Serve(ln net.Listener) error {
+	if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Shutdown stops the server gracefully: it stops accepting connections,
+// waits for the requests in flight to finish, or ctx to end (then it
+// drops their connections and returns ctx's error), and closes the
+// limiter and the Redis client.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		s.srv.Close()
+		err = fmt.Errorf("server: requests still running at shutdown, their connections closed: %w", err)
+	}
+	s.Close()
+	return err
+}
+
+// Close closes the server at once, its connections and listeners, and the
+// limiter and the Redis client. Shutdown is the graceful way.
+func (s *Server) Close() error {
+	if s.srv != nil {
+		s.srv.Close()
+	}
+	s.closeOnce.Do(func() {
+		if s.closer != nil {
+			s.closer.Close()
+		}
+		if s.rdb != nil {
+			s.rdb.Close()
+		}
+	})
+	return nil
+}
+
+// Run serves on ln until ctx ends, reloading the configuration at each
+// value received from reload (a channel signal.Notify fills with SIGHUP;
+// nil for none) and logging one line for each; then it shuts down
+// gracefully within Config.ShutdownTimeout. It returns Shutdown's error,
+// or the error that stopped Serve.
+func (s *Server) Run(ctx context.Context, ln net.Listener, reload <-chan os.Signal) error {
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	for {
+		select {
+		case <-reload:
+			if err := s.Reload(); err != nil {
+				s.cfg.Log.Printf("reload failed, the configuration in force stays: %v", err)
+			} else {
+				s.cfg.Log.Printf("reloaded %s", s.cfg.File)
+			}
+		case err := <-served:
+			s.Close()
+			return err
+		case <-ctx.Done():
+			s.cfg.Log.Printf("shutting down: finishing the requests in flight (at most %v)", s.cfg.ShutdownTimeout)
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+			defer cancel()
+			err := s.Shutdown(sctx)
+			if serr := <-served; err == nil {
+				err = serr
+			}
+			return err
+		}
+	}
+}

@@ -1,0 +1,355 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelab/ratelab/config"
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/httplimit"
+	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/server"
+)
+
+// TestDenyThenAllow: through a real server on loopback, a key is served
+// until its quota is spent, denied with 429 and Retry-After, and served
+// again once Retry-After has passed. The limits run on a clock the test
+// moves.
+func TestDenyThenAllow(t *testing.T) {
+	clk := newClock()
+	s := start(t, server.Config{
+		Spec:    limiters.Spec{Algorithm: limiters.TokenBucket, Bucket: limiters.Bucket{Capacity: 2, Rate: 0.5}},
+		Headers: httplimit.AllHeaders,
+		Clock:   clk,
+	})
+	for i, want := range []int{200, 200, 429} {
+		if got := s.get(t, "alice"); got.status != want {
+			t.Fatalf("request %d: status %d, want %d: %s", i+1, got.status, want, got.body)
+		}
+	}
+	denied := s.get(t, "alice")
+	if denied.status != http.StatusTooManyRequests {
+		t.Fatalf("request 4: status %d, want 429", denied.status)
+	}
+	if ct := denied.header.Get("Content-Type"); ct != "application/problem+json" || !strings.Contains(string(denied.body), "quota-exceeded") {
+		t.Errorf("429: Content-Type %q, body %s: want httplimit's quota-exceeded problem", ct, denied.body)
+	}
+	retry, err := strconv.Atoi(denied.header.Get("Retry-After"))
+	if err != nil || retry != 2 { // one token at 0.5/s
+		t.Fatalf("Retry-After %q, want 2", denied.header.Get("Retry-After"))
+	}
+	if got := s.get(t, "bob"); got.status != 200 {
+		t.Errorf("bob: status %d, want 200: alice's quota is hers", got.status)
+	}
+	clk.Add(time.Duration(retry)*time.Second - time.Nanosecond)
+	if got := s.get(t, "alice"); got.status != 429 {
+		t.Errorf("a nanosecond before Retry-After: status %d, want 429", got.status)
+	}
+	clk.Add(time.Nanosecond)
+	if got := s.get(t, "alice"); got.status != 200 || got.echo.Remaining != 0 {
+		t.Errorf("at Retry-After: status %d, remaining %d, want 200 and 0", got.status, got.echo.Remaining)
+	}
+}
+
+// TestEcho checks the echo against the decision of an identical limiter
+// on the same clock, and against the header fields.
+func TestEcho(t *testing.T) {
+	clk := newClock()
+	spec := limiters.Spec{Algorithm: limiters.SlidingLog, Window: limiters.Window{Limit: 10, Length: 1500 * time.Millisecond}}
+	s := start(t, server.Config{Spec: spec, Headers: httplimit.AllHeaders, Clock: clk, CostHeader: "X-Cost"})
+	twin, err := memory.New(spec, limiters.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer twin.Close()
+	for step, cost := range []int{1, 3, 1, 4, 1} {
+		clk.Add(100 * time.Millisecond)
+		got := s.get(t, "alice", "X-Cost", strconv.Itoa(cost))
+		want := twin.AllowAt("alice", clk.Now(), cost)
+		e := got.echo
+		if got.status != 200 {
+			t.Fatalf("step %d: status %d, want 200", step, got.status)
+		}
+		if e.Key != "alice" || e.N != cost || e.Allowed != want.Allowed || e.Limit != want.Limit || e.Remaining != want.Remaining ||
+			e.RetryAfter == nil || *e.RetryAfter != want.RetryAfter.Seconds() || e.ResetAfter != want.ResetAfter.Seconds() || e.Tier != "" {
+			t.Errorf("step %d: echo %s, want the decision %+v for alice, cost %d", step, got.body, want, cost)
+		}
+		for field, v := range map[string]int{
+			httplimit.HeaderLimit:     e.Limit,
+			httplimit.HeaderRemaining: e.Remaining,
+			httplimit.HeaderReset:     int(math.Ceil(e.ResetAfter)),
+		} {
+			if h := got.header.Get(field); h != strconv.Itoa(v) {
+				t.Errorf("step %d: %s: %q, want %d as the echo says", step, field, h, v)
+			}
+		}
+		if h, w := got.header.Get(httplimit.HeaderRateLimit), fmt.Sprintf(`"default";r=%d;t=%d`, e.Remaining, int(math.Ceil(e.ResetAfter))); h != w {
+			t.Errorf("step %d: RateLimit %q, want %q", step, h, w)
+		}
+	}
+	if got := s.get(t, "alice"); got.status != http.StatusTooManyRequests {
+		t.Errorf("the quota spent (1+3+1+4+1 = 10): status %d, want 429", got.status)
+	}
+	if got := s.get(t, "alice", "X-Cost", "zero"); got.status != http.StatusBadRequest {
+		t.Errorf("a malformed cost: status %d, want 400", got.status)
+	}
+	if got := s.get(t, ""); got.status != http.StatusBadRequest {
+		t.Errorf("no key: status %d, want 400", got.status)
+	}
+}
+
+// TestShadow: shadow mode serves what it would deny, and says so.
+func TestShadow(t *testing.T) {
+	s := start(t, server.Config{
+		Spec:   limiters.Spec{Algorithm: limiters.FixedWindow, Window: limiters.Window{Limit: 1, Length: time.Hour}},
+		Shadow: true, Clock: newClock(),
+	})
+	s.get(t, "alice")
+	got := s.get(t, "alice")
+	if got.status != 200 || got.echo.Allowed || got.echo.RetryAfter == nil || *got.echo.RetryAfter <= 0 {
+		t.Errorf("shadow, over the limit: status %d, echo %s: want 200, allowed false, a retry time", got.status, got.body)
+	}
+	if got := s.get(t, "alice", "X-API-Key", "alice"); len(got.header[http.CanonicalHeaderKey(httplimit.HeaderLimit)]) != 0 {
+		t.Errorf("Headers zero: sent %v, want no rate-limit fields", got.header)
+	}
+	if n := s.Stats().ShadowDenied; n != 2 {
+		t.Errorf("Stats().ShadowDenied = %d, want 2", n)
+	}
+}
+
+const tiered = `algorithm: sliding-log
+default_tier: free
+tiers:
+  free: [2/min]
+  premium: [5/min]
+users:
+  alice: premium
+`
+
+// TestTiers: two users in different tiers see their own tier's limits.
+func TestTiers(t *testing.T) {
+	s := start(t, server.Config{File: writeFile(t, "", tiered), Headers: httplimit.AllHeaders, Clock: newClock()})
+	for _, tt := range []struct {
+		user, tier, policy string
+		limit              int
+	}{
+		{"alice", "premium", `"5/min";q=5;w=60`, 5},
+		{"bob", "free", `"2/min";q=2;w=60`, 2},
+	} {
+		got := s.get(t, tt.user)
+		if got.echo.Tier != tt.tier || got.echo.Limit != tt.limit || got.echo.Remaining != tt.limit-1 {
+			t.Errorf("%s: echo %s, want tier %s, limit %d, remaining %d", tt.user, got.body, tt.tier, tt.limit, tt.limit-1)
+		}
+		if p := got.header.Get(httplimit.HeaderRateLimitPolicy); p != tt.policy {
+			t.Errorf("%s: RateLimit-Policy %q, want %q", tt.user, p, tt.policy)
+		}
+	}
+}
+
+// TestReload: a reload puts a new file in force, keeping the quotas of a
+// tier that did not change; an invalid file leaves the old one in force
+// and the error names its line.
+func TestReload(t *testing.T) {
+	path := writeFile(t, "", tiered)
+	s := start(t, server.Config{File: path, Clock: newClock()})
+	testReload(t, s, path)
+}
+
+func testReload(t *testing.T, s *running, path string) {
+	t.Helper()
+	remaining := func(user string, want int, when string) {
+		t.Helper()
+		got := s.get(t, user)
+		if got.status != 200 || got.echo.Remaining != want {
+			t.Errorf("%s, %s: status %d, echo %s; want remaining %d", when, user, got.status, got.body, want)
+		}
+	}
+	remaining("alice", 4, "before")
+	remaining("bob", 1, "before")
+
+	writeFile(t, path, strings.Replace(tiered, "free: [2/min]", "free: [3/min]", 1))
+	if line := s.reloadBySignal(t); line != "reloaded "+path+"\n" {
+		t.Fatalf("SIGHUP: logged %q, want a reload", line)
+	}
+	remaining("alice", 3, "after a reload that kept premium") // her quota stays
+	remaining("bob", 2, "after a reload that changed free")   // a new quota of 3
+
+	writeFile(t, path, strings.Replace(tiered, "premium: [5/min]", "premium: [5/mni]", 1))
+	err := s.Reload()
+	var ce *config.Error
+	if !errors.As(err, &ce) || !strings.HasPrefix(err.Error(), path+":5: tiers.premium[0]:") {
+		t.Fatalf("Reload of an invalid file: %v, want a *config.Error naming %s:5", err, path)
+	}
+	if line := s.reloadBySignal(t); !strings.Contains(line, "the configuration in force stays") || !strings.Contains(line, path+":5:") {
+		t.Errorf("SIGHUP with an invalid file: logged %q, want the error with its line", line)
+	}
+	remaining("alice", 2, "after an invalid reload")
+	remaining("bob", 1, "after an invalid reload")
+
+	writeFile(t, path, strings.Replace(tiered, "algorithm: sliding-log", "algorithm: sliding-log\nbackend: elsewhere", 1))
+	if err := s.Reload(); err == nil || !strings.Contains(err.Error(), path+":2: backend:") {
+		t.Errorf("Reload naming an unknown backend: %v, want an error naming line 2", err)
+	}
+	remaining("alice", 1, "after another invalid reload")
+}
+
+func TestReloadWithoutFile(t *testing.T) {
+	s := start(t, server.Config{Spec: limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1, Rate: 1}}})
+	if err := s.Reload(); err == nil {
+		t.Error("Reload without a file: no error")
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	spec := limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1, Rate: 1}}
+	for _, tt := range []struct {
+		name string
+		cfg  server.Config
+		want string
+	}{
+		{"no limits", server.Config{}, "server: "},
+		{"both", server.Config{Spec: spec, File: "x.yaml"}, "one or the other"},
+		{"bad file", server.Config{File: writeFile(t, "", "algorithm: gcra\ntiers: {free: [1/s]}\ndefault_tier: paid\n")}, ":3: default_tier:"},
+		{"backend against the file", server.Config{File: writeFile(t, "", tiered), Backend: "redis"}, "but"},
+		{"unknown backend", server.Config{Spec: spec, Backend: "etcd"}, `backend "etcd"`},
+		{"bad proxy", server.Config{Spec: spec, ClientIP: true, TrustedProxies: []string{"10.0.0.0/33"}}, "trusted proxy"},
+		{"proxies without ip", server.Config{Spec: spec, TrustedProxies: []string{"10.0.0.0/8"}}, "client IP"},
+		{"bad key header", server.Config{Spec: spec, KeyHeader: "X Key"}, "not a header name"},
+		{"bad cost header", server.Config{Spec: spec, CostHeader: "X:Cost"}, "cost header"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := server.New(tt.cfg)
+			if err == nil {
+				s.Close()
+				t.Fatalf("New: no error, want one containing %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("New: %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+	_, err := server.New(server.Config{Spec: spec, Backend: "redis", Redis: &redis.Options{Addr: "127.0.0.1:1"}})
+	if !errors.Is(err, server.ErrNoRedis) || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Errorf("New with Redis down: %v, want ErrNoRedis naming the address", err)
+	}
+}
+
+// TestClientIP keys by the peer's address; a forged X-Forwarded-For from
+// an untrusted peer changes nothing.
+func TestClientIP(t *testing.T) {
+	s := start(t, server.Config{
+		Spec:     limiters.Spec{Algorithm: limiters.FixedWindow, Window: limiters.Window{Limit: 5, Length: time.Hour}},
+		ClientIP: true, TrustedProxies: []string{"10.0.0.0/8"}, Clock: newClock(),
+	})
+	if got := s.get(t, "", "X-Forwarded-For", "203.0.113.9"); got.echo.Key != "127.0.0.1" || got.echo.Remaining != 4 {
+		t.Errorf("echo %s, want key 127.0.0.1 (the forged header ignored), remaining 4", got.body)
+	}
+}
+
+// TestShutdownFinishesInFlight: Shutdown stops accepting connections but
+// lets a request in flight finish, and Run returns cleanly.
+func TestShutdownFinishesInFlight(t *testing.T) {
+	s, err := server.New(server.Config{Spec: limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 5, Rate: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	s.SetNext(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+		w.Write([]byte("finished"))
+	}))
+	ln, err := netListen(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(ctx, ln, nil) }()
+
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	got := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/", nil)
+		req.Header.Set("X-API-Key", "alice")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b := new(strings.Builder)
+		_, err = copyAll(b, resp)
+		got <- result{resp.StatusCode, b.String(), err}
+	}()
+	<-entered
+	cancel() // as SIGTERM would
+	// The listener closes while the request is still running.
+	for {
+		c, err := netDial(addr)
+		if err != nil {
+			break
+		}
+		c.Close()
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case err := <-ran:
+		t.Fatalf("Run returned (%v) with a request in flight", err)
+	default:
+	}
+	close(release)
+	if r := <-got; r.err != nil || r.status != 200 || r.body != "finished" {
+		t.Errorf("the request in flight: status %d, body %q, error %v; want 200 finished", r.status, r.body, r.err)
+	}
+	if err := <-ran; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+// TestShutdownBound: a request that does not finish within the bound is
+// cut off, and Shutdown says so.
+func TestShutdownBound(t *testing.T) {
+	s, err := server.New(server.Config{Spec: limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 5, Rate: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	s.SetNext(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+	}))
+	ln, err := netListen(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	go func() {
+		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/", nil)
+		req.Header.Set("X-API-Key", "alice")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the bound has passed
+	if err := s.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Shutdown with a request stuck: %v, want context.Canceled", err)
+	}
+}
