@@ -1,0 +1,194 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/server"
+	"github.com/ratelab/ratelab/workloads"
+)
+
+// HTTPAttack is one run of the lab's HTTP mode: a `ratelab serve` server
+// (package server, in this process, on a free loopback port) deciding
+// with algorithm a at limit, attacked by vegeta at Rate requests a second
+// for Duration, each request for the next user of the workload's
+// arrivals, in turn.
+type HTTPAttack struct {
+	Algorithm limiters.Algorithm
+	Limit     limiters.Window
+	Workload  *workloads.Workload
+	Rate      float64
+	Duration  time.Duration
+}
+
+// HTTPResult is what an HTTPAttack measured.
+type HTTPResult struct {
+	// Requests were sent; OK were answered 200, Limited 429, Other any
+	// other status, and Errors not answered at all.
+	Requests, OK, Limited, Other, Errors int
+	// Ideal is how many of the requests the limit admits, decided by the
+	// same algorithm in memory at the times vegeta sent them: the server
+	// decides at the times it reads them, a little later, so a few may
+	// differ near the edge of a window.
+	Ideal int
+	// Offered and Achieved are the requests a second asked for and sent:
+	// vegeta sends fewer when its workers cannot keep up.
+	Offered, Achieved float64
+	// LatencyNS is the end-to-end latency of the answered requests.
+	LatencyNS results.Latency
+	// FirstError is one of the errors, if any.
+	FirstError string
+}
+
+// KeptPace reports whether vegeta sent at least 95% of the offered rate.
+func (r HTTPResult) KeptPace() bool { return r.Achieved >= 0.95*r.Offered }
+
+// keyHeader carries the user's key to the server.
+const keyHeader = "X-User"
+
+// Run attacks a fresh server with a fresh attacker (vegeta's cannot be
+// reused) and stops both. Loads stay on loopback.
+func (h HTTPAttack) Run(ctx context.Context) (HTTPResult, error) {
+	switch {
+	case h.Rate <= 0 || h.Duration <= 0:
+		return HTTPResult{}, fmt.Errorf("harness: an HTTP attack needs a rate and a duration, got %v/s for %v", h.Rate, h.Duration)
+	case h.Workload == nil || len(h.Workload.Arrivals) == 0:
+		return HTTPResult{}, errors.New("harness: an HTTP attack needs a workload with requests")
+	}
+	spec := Spec(h.Algorithm, h.Limit)
+	srv, err := server.New(server.Config{Spec: spec, KeyHeader: keyHeader})
+	if err != nil {
+		return HTTPResult{}, fmt.Errorf("harness: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		srv.Close()
+		return HTTPResult{}, fmt.Errorf("harness: %w", err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+		<-served
+	}()
+
+	// Each request's key is in its URL too, where vegeta's Result keeps
+	// it, so that the ideal can replay the requests as sent.
+	base := "http://" + ln.Addr().String() + "/?u="
+	// The keys, made before the attack: Workload.Key is not for
+	// concurrent use, and vegeta's workers call the targeter at once.
+	keys := make([]string, int(h.Rate*h.Duration.Seconds())+1)
+	for i := range keys {
+		keys[i] = h.Workload.Key(h.Workload.Arrivals[i%len(h.Workload.Arrivals)].User)
+	}
+	var next atomic.Int64
+	targeter := func(t *vegeta.Target) error {
+		key := keys[int((next.Add(1)-1)%int64(len(keys)))]
+		t.Method = http.MethodGet
+		t.URL = base + url.QueryEscape(key)
+		t.Header = http.Header{keyHeader: []string{key}}
+		return nil
+	}
+	attacker := vegeta.NewAttacker(
+		vegeta.Workers(64), vegeta.MaxWorkers(1024), vegeta.Connections(256),
+		vegeta.KeepAlive(true), vegeta.MaxBody(0), vegeta.Timeout(5*time.Second))
+	defer attacker.Stop()
+	rate := vegeta.Rate{Freq: int(h.Rate), Per: time.Second}
+	var results []vegeta.Result
+	var m vegeta.Metrics
+	for res := range attacker.Attack(vegeta.Targeter(targeter), rate, h.Duration, "ratelab") {
+		m.Add(res)
+		results = append(results, *res)
+		if ctx.Err() != nil {
+			attacker.Stop()
+		}
+	}
+	m.Close()
+	if err := ctx.Err(); err != nil {
+		return HTTPResult{}, err
+	}
+
+	r := HTTPResult{Requests: len(results), Offered: h.Rate, Achieved: m.Rate}
+	var lat []time.Duration
+	for _, res := range results {
+		switch {
+		case res.Error != "" && res.Code == 0:
+			r.Errors++
+			if r.FirstError == "" {
+				r.FirstError = res.Error
+			}
+			continue
+		case res.Code == http.StatusOK:
+			r.OK++
+		case res.Code == http.StatusTooManyRequests:
+			r.Limited++
+		default:
+			r.Other++
+		}
+		lat = append(lat, res.Latency)
+	}
+	r.LatencyNS = latencyOf(lat)
+	if r.Ideal, err = ideal(spec, results); err != nil {
+		return HTTPResult{}, err
+	}
+	return r, nil
+}
+
+// ideal decides the requests of results, in the order they were sent, at
+// the times they were sent, with spec's algorithm in memory, and counts
+// those admitted.
+func ideal(spec limiters.Spec, results []vegeta.Result) (int, error) {
+	l, err := memory.New(spec, limiters.WithSweepInterval(-1))
+	if err != nil {
+		return 0, fmt.Errorf("harness: %w", err)
+	}
+	defer l.Close()
+	slices.SortStableFunc(results, func(a, b vegeta.Result) int { return a.Timestamp.Compare(b.Timestamp) })
+	admitted := 0
+	for _, res := range results {
+		u, err := url.Parse(res.URL)
+		if err != nil {
+			return 0, fmt.Errorf("harness: vegeta's result has URL %q: %w", res.URL, err)
+		}
+		if l.AllowAt(u.Query().Get("u"), res.Timestamp, 1).Allowed {
+			admitted++
+		}
+	}
+	return admitted, nil
+}
+
+// latencyOf returns the quantiles of d in nanoseconds (d sorted in place).
+func latencyOf(d []time.Duration) results.Latency {
+	if len(d) == 0 {
+		return results.Latency{}
+	}
+	slices.Sort(d)
+	q := func(p float64) float64 { return float64(d[min(len(d)-1, int(p*float64(len(d))))]) }
+	return results.Latency{P50: q(0.50), P90: q(0.90), P99: q(0.99), P999: q(0.999), Max: float64(d[len(d)-1])}
+}
+
+// String is the result in one line, for progress and tests.
+func (r HTTPResult) String() string {
+	pace := "kept pace"
+	if !r.KeptPace() {
+		pace = "fell behind: the workers could not keep up"
+	}
+	return fmt.Sprintf("%d requests at %s/s of %s/s offered (%s): %d 200, %d 429 (the limit admits %d), %d other, %d errors; p50 %v, p99 %v",
+		r.Requests, strconv.FormatFloat(r.Achieved, 'f', 0, 64), strconv.FormatFloat(r.Offered, 'f', 0, 64), pace,
+		r.OK, r.Limited, r.Ideal, r.Other, r.Errors, time.Duration(r.LatencyNS.P50), time.Duration(r.LatencyNS.P99))
+}
