@@ -1,7 +1,7 @@
 // Command ratelab is the face of the ratelab limiters and lab: it runs the
 // lab (bench), gates a run against a baseline (compare, merge), draws a saved
 // run's report again (report), replays traces through any limiter
-// (replay) and shows them at work (demo).
+// (replay), serves them over HTTP (serve) and shows them at work (demo).
 //
 // Run "ratelab help" for the commands and "ratelab help COMMAND" for one.
 package main
@@ -62,6 +62,7 @@ func commands() []command {
 		{"merge", "pool runs of one lab into one file, for a baseline", runMerge},
 		{"report", "draw the charts and the report of a saved run again", runReport},
 		{"replay", "decide a trace of requests with any limiter, one JSON line each", runReplay},
+		{"serve", "an HTTP server that rate-limits requests and echoes each decision", runServe},
 		{"demo", "a narrated walk through the limiters at work, in simulated time", runDemo},
 	}
 }

@@ -145,32 +145,9 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		defer l.Close()
 		return replay(ctx, fs.Arg(0), stdin, stdout, l)
 	}
-	if *algo == "" {
-		return bad(errors.New("replay: --algo or --config is required"))
-	}
-	a, err := limiters.ParseAlgorithm(*algo)
+	spec, err := specFlags("replay", *algo, set, limiters.Window{Limit: *limit, Length: *window}, limiters.Bucket{Capacity: *capacity, Rate: *rate})
 	if err != nil {
-		return bad(fmt.Errorf("replay: --algo: %w", err))
-	}
-	spec := limiters.Spec{Algorithm: a}
-	need, wrong := []string{"limit", "window"}, []string{"capacity", "rate"}
-	if a.IsBucket() {
-		need, wrong = wrong, need
-	}
-	for _, f := range wrong {
-		if set[f] {
-			return bad(fmt.Errorf("replay: %s takes --%s and --%s, not --%s", a, need[0], need[1], f))
-		}
-	}
-	for _, f := range need {
-		if !set[f] {
-			return bad(fmt.Errorf("replay: %s needs --%s", a, f))
-		}
-	}
-	spec.Window = limiters.Window{Limit: *limit, Length: *window}
-	spec.Bucket = limiters.Bucket{Capacity: *capacity, Rate: *rate}
-	if err := spec.Validate(); err != nil {
-		return bad(fmt.Errorf("replay: %w", err))
+		return bad(err)
 	}
 	switch *backend {
 	case "memory":
@@ -256,3 +233,35 @@ func replay(ctx context.Context, path string, stdin io.Reader, stdout io.Writer,
 type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
+
+// specFlags is the Spec of the flags --algo, --limit and --window or
+// --capacity and --rate (set says which were given) of the command cmd,
+// checked: a window algorithm takes the first two, a bucket the others.
+func specFlags(cmd, algo string, set map[string]bool, w limiters.Window, b limiters.Bucket) (limiters.Spec, error) {
+	if algo == "" {
+		return limiters.Spec{}, fmt.Errorf("%s: --algo or --config is required", cmd)
+	}
+	a, err := limiters.ParseAlgorithm(algo)
+	if err != nil {
+		return limiters.Spec{}, fmt.Errorf("%s: --algo: %w", cmd, err)
+	}
+	need, wrong := []string{"limit", "window"}, []string{"capacity", "rate"}
+	if a.IsBucket() {
+		need, wrong = wrong, need
+	}
+	for _, f := range wrong {
+		if set[f] {
+			return limiters.Spec{}, fmt.Errorf("%s: %s takes --%s and --%s, not --%s", cmd, a, need[0], need[1], f)
+		}
+	}
+	for _, f := range need {
+		if !set[f] {
+			return limiters.Spec{}, fmt.Errorf("%s: %s needs --%s", cmd, a, f)
+		}
+	}
+	spec := limiters.Spec{Algorithm: a, Window: w, Bucket: b}
+	if err := spec.Validate(); err != nil {
+		return limiters.Spec{}, fmt.Errorf("%s: %w", cmd, err)
+	}
+	return spec, nil
+}
