@@ -15,6 +15,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/httplimit"
 	"github.com/ratelab/ratelab/limiters/memory"
 	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/server"
@@ -69,7 +70,7 @@ func (h HTTPAttack) Run(ctx context.Context) (HTTPResult, error) {
 		return HTTPResult{}, errors.New("harness: an HTTP attack needs a workload with requests")
 	}
 	spec := Spec(h.Algorithm, h.Limit)
-	srv, err := server.New(server.Config{Spec: spec, KeyHeader: keyHeader})
+	srv, err := server.New(server.Config{Spec: spec, KeyHeader: keyHeader, Headers: httplimit.AllHeaders})
 	if err != nil {
 		return HTTPResult{}, fmt.Errorf("harness: %w", err)
 	}
@@ -81,9 +82,9 @@ func (h HTTPAttack) Run(ctx context.Context) (HTTPResult, error) {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
+		// Every answer is in: close at once rather than wait for
+		// vegeta's idle connections.
+		srv.Close()
 		<-served
 	}()
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ const (
 	ModeRealTime  = "realtime"
 	ModeTiming    = "timing"
 	ModeMemory    = "memory"
+	ModeHTTP      = "http"
 )
 
 // Config is a lab run. Zero fields take the defaults of the full run, or
@@ -90,6 +92,11 @@ type Config struct {
 	RedisLatencyTime time.Duration
 	RedisOfferedRate float64
 	RedisKeys        int
+	// The HTTP runs: ratelab's algorithms in memory behind the server of
+	// ratelab serve, on loopback, attacked by vegeta at HTTPRate requests
+	// a second for HTTPTime each.
+	HTTPRate float64
+	HTTPTime time.Duration
 }
 
 // MaxRequests is the most requests a workload may have: a guard against
@@ -133,8 +140,10 @@ func (c Config) Defaults() Config {
 	set(&c.RedisLatencyTime, pick(q, 400*time.Millisecond, 150*time.Millisecond))
 	set(&c.RedisOfferedRate, 1000)
 	set(&c.RedisKeys, pick(q, 50_000, 10_000))
+	set(&c.HTTPRate, 10_000)
+	set(&c.HTTPTime, pick(q, time.Second, 300*time.Millisecond))
 	if len(c.Modes) == 0 {
-		c.Modes = []string{ModeSimulated, ModeRealTime, ModeTiming, ModeMemory}
+		c.Modes = []string{ModeSimulated, ModeRealTime, ModeTiming, ModeMemory, ModeHTTP}
 	}
 	if len(c.Workloads) == 0 {
 		for _, g := range workloads.Generators {
@@ -166,8 +175,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("harness: the limit: %w", err)
 	}
 	for _, m := range c.Modes {
-		if m != ModeSimulated && m != ModeRealTime && m != ModeTiming && m != ModeMemory {
-			return fmt.Errorf("harness: unknown mode %q (want simulated, realtime, timing or memory)", m)
+		if m != ModeSimulated && m != ModeRealTime && m != ModeTiming && m != ModeMemory && m != ModeHTTP {
+			return fmt.Errorf("harness: unknown mode %q (want simulated, realtime, timing, memory or http)", m)
 		}
 	}
 	for _, w := range c.Workloads {
@@ -417,6 +426,20 @@ func Lab(ctx context.Context, c Config, progress io.Writer) (_ *results.File, er
 				}
 			}
 		}
+		if has(ModeHTTP) {
+			for _, s := range subjects {
+				if s.Library != "ratelab" || s.Backend != "memory" || s.OwnLimits != "" {
+					continue // the server runs ratelab's algorithms, in memory
+				}
+				p.step(fmt.Sprintf("%s on %s over HTTP, %s/s", s.Name, name, strconv.FormatFloat(c.HTTPRate, 'f', -1, 64)), 2)
+				h := HTTPAttack{Algorithm: s.Algorithm, Limit: pacedLimit(limit, w, c.HTTPRate), Workload: w, Rate: c.HTTPRate, Duration: c.HTTPTime}
+				res, err := h.Run(ctx)
+				if err != nil {
+					return nil, fmt.Errorf("harness: %s on %s over HTTP: %w", s.Name, name, err)
+				}
+				f.Runs = append(f.Runs, httpResult(results.Run{Limiter: s.Name, Library: s.Library, Algorithm: string(s.Algorithm), Backend: s.Backend, Workload: name}, h, res))
+			}
+		}
 		if has(ModeTiming) {
 			if local > 0 {
 				p.step(fmt.Sprintf("timing on %s, %d rounds", name, c.TimingRounds), 3)
@@ -625,4 +648,21 @@ func cpuModel() string {
 		}
 	}
 	return runtime.GOARCH
+}
+
+// httpResult is base with what an HTTP attack measured.
+func httpResult(base results.Run, h HTTPAttack, res HTTPResult) results.Run {
+	r := base
+	r.Mode, r.OfferedRate, r.ThroughputPerS, r.Decisions = ModeHTTP, h.Rate, res.Achieved, int64(res.Requests)
+	lat := res.LatencyNS
+	r.LatencyNS = &lat
+	achieved := res.Achieved / h.Rate
+	r.AchievedFraction = &achieved
+	if res.Requests > 0 {
+		admitted := float64(res.OK) / float64(res.Requests)
+		r.AdmittedFraction = &admitted
+	}
+	r.HTTP = &results.HTTP{OK: int64(res.OK), Limited: int64(res.Limited), Other: int64(res.Other), Errors: int64(res.Errors), Ideal: int64(res.Ideal),
+		FirstError: res.FirstError, Window: results.Seconds(h.Limit.Length.Seconds())}
+	return r // the table's "sent" beside "offered" says when vegeta fell behind
 }

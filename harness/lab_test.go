@@ -27,6 +27,7 @@ func smallLab() Config {
 		RealTime:     20 * time.Millisecond,
 		LatencyTime:  20 * time.Millisecond,
 		TimingRounds: 2, TimingSample: 2 * time.Millisecond,
+		HTTPRate: 1000, HTTPTime: 50 * time.Millisecond,
 	}
 }
 
@@ -39,8 +40,9 @@ func TestLab(t *testing.T) {
 		t.Fatal(err)
 	}
 	subjects := len(Subjects())
-	// accuracy + realtime (2 sweeps + paced, and the floor) + timing (and the floor) + memory
-	want := 4*subjects + 4*(subjects+1)*3 + 4*(subjects+1) + subjects
+	// accuracy + realtime (2 sweeps + paced, and the floor) + timing (and
+	// the floor) + memory + http (ratelab's six algorithms)
+	want := 4*subjects + 4*(subjects+1)*3 + 4*(subjects+1) + subjects + 4*len(limiters.Algorithms())
 	if len(f.Runs) != want {
 		t.Fatalf("%d runs, want %d", len(f.Runs), want)
 	}
@@ -59,6 +61,11 @@ func TestLab(t *testing.T) {
 			// keys are made (many-users makes some again: see AllocsPerDecision).
 			if a := r.AllocsPerDecision; a == nil || *a < 0 || r.Library == "ratelab" && *a >= 0.2 {
 				t.Errorf("%s on %s (%s): allocations per decision %v", r.Limiter, r.Workload, r.Mode, a)
+			}
+		case r.Mode == ModeHTTP:
+			if h := r.HTTP; h == nil || r.Decisions == 0 || h.OK+h.Limited+h.Other+h.Errors != r.Decisions || h.Other != 0 || h.Errors != 0 ||
+				h.Ideal > r.Decisions || r.LatencyNS == nil || !(r.ThroughputPerS > 0) {
+				t.Errorf("http run: %+v %+v: want every request answered 200 or 429", r, r.HTTP)
 			}
 		case r.Mode == ModeTiming:
 			if r.Limiter == "(harness floor)" {

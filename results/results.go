@@ -164,6 +164,8 @@ type Run struct {
 	// same algorithm in memory on the same requests: 0 when the backend
 	// is exact.
 	DiffersFromMemory *int64 `json:"differs_from_memory,omitempty"`
+	// HTTP, for an http run, counts the answers to the requests sent.
+	HTTP *HTTP `json:"http,omitempty"`
 	// OwnLimits, when set, says the limiter had limits of its own (a
 	// configuration's tiers), not the lab's N per W: its costs compare
 	// with the others', its decisions do not, and the picks leave it out.
@@ -370,4 +372,22 @@ func ReadFile(path string) (*File, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return f, nil
+}
+
+// HTTP counts the answers of an http run: requests sent over loopback to
+// the server of ratelab serve by vegeta.
+type HTTP struct {
+	// OK were answered 200, Limited 429, Other anything else, and Errors
+	// not at all.
+	OK      int64 `json:"ok"`
+	Limited int64 `json:"limited"`
+	Other   int64 `json:"other"`
+	Errors  int64 `json:"errors"`
+	// Ideal is how many the limit admits: the same requests, at the
+	// times they were sent, through the same algorithm in memory.
+	Ideal      int64  `json:"ideal"`
+	FirstError string `json:"first_error,omitempty"`
+	// Window is the limit's window W of the run, scaled so that each key
+	// is asked for the workload's multiple of its limit.
+	Window Seconds `json:"window"`
 }

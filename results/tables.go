@@ -64,6 +64,7 @@ func Tables(f *File) []Table {
 			}),
 		memoryTable(f),
 		timingTable(f),
+		httpTable(f),
 	} {
 		if len(t.Rows) > 0 {
 			out = append(out, t)
@@ -528,4 +529,33 @@ func twins(runs []Run) string {
 		return fmt.Sprintf(" Each row kept in a server decided as the same algorithm in memory did on the same requests, all %s of them.", count(n))
 	}
 	return fmt.Sprintf(" Rows kept in a server that decided otherwise than the same algorithm in memory on the same requests (a bug): %s.", strings.Join(where, "; "))
+}
+
+func httpTable(f *File) Table {
+	t := Table{
+		Name:  "http",
+		Title: "Over HTTP: ratelab serve on loopback, attacked by vegeta",
+		Note: "The server of ratelab serve (package server: the middleware, limiters/httplimit, in front of a tiny JSON handler) runs in the lab's process on a loopback port, " +
+			"each algorithm in memory; vegeta sends the workload's users in turn at the offered rate, the key in a header. " +
+			"The limit's window is scaled so that each key is asked for the workload's multiple of its limit. " +
+			"Ideal 200s: the same requests, at the times vegeta sent them, through the same algorithm in memory; the server decides when it reads them, a little later. " +
+			"Sent: the requests a second vegeta achieved (it sends fewer when its workers cannot keep up). Latency runs from send to the end of the response.",
+		Header: []string{"workload", "limiter", "offered", "sent", "200", "429", "ideal 200s", "other", "errors", "p50", "p99", "max"},
+		Left:   2,
+	}
+	var runs []Run
+	for _, r := range f.Runs {
+		if r.Mode != "http" || r.HTTP == nil || r.LatencyNS == nil {
+			continue
+		}
+		runs = append(runs, r)
+		h, l := r.HTTP, r.LatencyNS
+		t.Rows = append(t.Rows, []string{
+			r.Workload, r.Limiter, rate(r.OfferedRate), rate(r.ThroughputPerS),
+			count(h.OK), count(h.Limited), count(h.Ideal), count(h.Other), count(h.Errors),
+			nanos(l.P50), nanos(l.P99), nanos(l.Max),
+		})
+	}
+	t.Note = withNotes(t.Note, runs)
+	return t
 }

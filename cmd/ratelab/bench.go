@@ -38,6 +38,10 @@ measures, for each:
 	            sampled in turns, round after round (what the
 	            regression gate, ratelab compare, checks)
 	memory      live heap per user, at a million users
+	http        ratelab serve's server on loopback, each algorithm in
+	            memory, attacked by vegeta (10,000 requests a second
+	            by default): 200s and 429s against what the limit
+	            admits, the rate vegeta achieved, end-to-end latency
 
 The Redis rows are ratelab's six algorithms kept in Redis, "gcra (redis)"
 and so on, and go-redis/redis_rate (a GCRA on Redis), on the server at
@@ -77,7 +81,9 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	var limitersFlag, workloadsFlag, modesFlag, goroutinesFlag string
 	fs.StringVar(&limitersFlag, "limiters", "", "comma-separated limiters to run (default all): fixed-window, sliding-log, sliding-counter, token-bucket, leaky-bucket, gcra, x/time/rate, go-limiter, throttled, and on Redis \"gcra (redis)\" and so on, and redis_rate")
 	fs.StringVar(&workloadsFlag, "workloads", "", "comma-separated workloads (default all): uniform, bursty, boundary-attack, many-users")
-	fs.StringVar(&modesFlag, "modes", "", "comma-separated modes (default all): simulated, realtime, timing, memory")
+	fs.StringVar(&modesFlag, "modes", "", "comma-separated modes (default all): simulated, realtime, timing, memory, http")
+	fs.Float64Var(&c.HTTPRate, "http-rate", 0, "the rate vegeta attacks the server at in the http runs, per second (default 10000)")
+	fs.DurationVar(&c.HTTPTime, "http-time", 0, "how long each http run lasts (default 1s, quick 300ms)")
 	limit := fs.Int("limit", 100, "N, the limit every limiter is given, per --window")
 	window := fs.Duration("window", time.Second, "W, the limit's window")
 	fs.IntVar(&c.Users, "users", 0, "users of the uniform and bursty workloads (default 500, quick 100)")
