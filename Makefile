@@ -52,7 +52,7 @@ baseline:
 	$(OUT)/ratelab merge --out $(BASELINE) $(OUT)/baseline/1/results.json $(OUT)/baseline/2/results.json $(OUT)/baseline/3/results.json
 	@echo "Commit $(BASELINE) with the change that moved it (git diff --stat $(BASELINE))."
 
-## bench: the lab: every limiter and its peers through every workload (about four minutes; the Redis rows need a server, else they are skipped)
+## bench: the lab: every limiter and its peers through every workload (about four and a half minutes; the Redis rows need a server, else they are skipped)
 bench:
 	$(GO) run ./cmd/ratelab bench --out $(OUT)
 
