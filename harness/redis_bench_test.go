@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratelab/ratelab/internal/redistest"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/redislimit"
 )
@@ -26,15 +26,7 @@ import (
 // go-redis/redis_rate (GCRA too), at the same limit (100/s, burst 100).
 // It reports decisions/s, p50 and p99.
 func BenchmarkRedis(b *testing.B) {
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
-	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolTimeout: 250 * time.Millisecond})
-	defer c.Close()
-	if err := c.Ping(context.Background()).Err(); err != nil {
-		b.Fatalf("no Redis at %s: %v", addr, err)
-	}
+	c := redistest.Client(b, &redis.Options{ContextTimeoutEnabled: true, PoolTimeout: 250 * time.Millisecond})
 	keys := make([]string, 10000)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("user-%011d", i)

@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -12,27 +11,17 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelab/ratelab/harness/peers"
+	"github.com/ratelab/ratelab/internal/redistest"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/memory"
 	"github.com/ratelab/ratelab/results"
 )
 
-// redisURL is the test server's URL: REDIS_ADDR's, else 127.0.0.1:6379's.
-// make test provides one (tools/with-redis); the test fails without it.
+// redisURL is the test server's URL and a client of it (package
+// redistest; the test fails without one).
 func redisURL(t *testing.T) (string, *redis.Client) {
 	t.Helper()
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		t.Fatalf("no Redis at %s (set REDIS_ADDR, or run the tests with tools/with-redis): %v", addr, err)
-	}
-	return "redis://" + addr + "/0", c
+	return redistest.URL(), redistest.Client(t, nil)
 }
 
 // quiet drops go-redis's log lines: a server that does not answer is the

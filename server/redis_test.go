@@ -2,10 +2,7 @@ package server_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,42 +10,17 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratelab/ratelab/internal/redistest"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/server"
 )
 
-// redisFor returns the options of the test Redis server (REDIS_ADDR, else
-// 127.0.0.1:6379; the test fails without one) and a key prefix of the
-// test's own, whose keys are removed when it ends.
+// redisFor returns the options of the test Redis server (package
+// redistest; the test fails without one) and a key prefix of the test's
+// own, whose keys are removed when it ends.
 func redisFor(t *testing.T) (*redis.Options, string) {
 	t.Helper()
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
-	opt := &redis.Options{Addr: addr}
-	c := redis.NewClient(opt)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		c.Close()
-		t.Fatalf("no Redis at %s (set REDIS_ADDR, or run the tests with tools/with-redis): %v", addr, err)
-	}
-	var nonce [6]byte
-	rand.Read(nonce[:])
-	prefix := "ratelab:test:serve:" + t.Name() + ":" + hex.EncodeToString(nonce[:]) + ":"
-	t.Cleanup(func() {
-		defer c.Close()
-		ctx := context.Background()
-		iter := c.Scan(ctx, 0, prefix+"*", 100).Iterator()
-		for iter.Next(ctx) {
-			c.Del(ctx, iter.Val())
-		}
-		if err := iter.Err(); err != nil {
-			t.Errorf("removing the test's keys: %v", err)
-		}
-	})
-	return opt, prefix
+	return &redis.Options{Addr: redistest.Addr()}, redistest.Prefix(t, redistest.Client(t, nil))
 }
 
 // TestRedisDenyThenAllow: on Redis (its own clock, the real time), a key

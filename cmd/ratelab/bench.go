@@ -111,8 +111,7 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if fs.NArg() > 0 {
 		return usagef("bench: unexpected arguments %q", fs.Args())
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := given(fs)
 	switch addr := os.Getenv("REDIS_ADDR"); {
 	case !*useRedis && set["redis-url"]:
 		return usagef("bench: --redis-url is for the Redis rows, which --redis=false leaves out")

@@ -2,10 +2,11 @@ package main
 
 import (
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ratelab/ratelab/internal/redistest"
 
 	"github.com/ratelab/ratelab/results"
 )
@@ -14,10 +15,7 @@ import (
 // others: a sample decided as in memory, and the picks for one process
 // still made from the limiters in memory. (The harness's tests weigh them.)
 func TestBenchRedis(t *testing.T) {
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
+	addr := redistest.Addr()
 	out := t.TempDir()
 	stdout, stderr, code := ratelab(t, "", "bench", "--quick", "--limiters", "gcra,gcra (redis),redis_rate", "--workloads", "boundary-attack",
 		"--modes", "simulated", "--attackers", "3", "--simulated", "3s", "--limit", "10",

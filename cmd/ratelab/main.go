@@ -118,6 +118,21 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // parseFlags parses args with fs, printing fs's usage to stderr on a bad
 // flag (or to stdout on --help).
+// given returns the names of the flags set on the command line.
+func given(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
+// badUsage returns err as a usage error, after printing fs's usage to
+// stderr.
+func badUsage(fs *flag.FlagSet, stderr io.Writer, err error) error {
+	fs.SetOutput(stderr)
+	fs.Usage()
+	return usageError{err}
+}
+
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)

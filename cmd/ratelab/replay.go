@@ -89,14 +89,8 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-
-	bad := func(err error) error {
-		fs.SetOutput(stderr)
-		fs.Usage()
-		return usageError{err}
-	}
+	set := given(fs)
+	bad := func(err error) error { return badUsage(fs, stderr, err) }
 	if fs.NArg() > 1 {
 		return bad(fmt.Errorf("replay: one trace at most, got %d", fs.NArg()))
 	}

@@ -7,15 +7,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratelab/ratelab/internal/redistest"
 )
 
 // TestReplayRedisSameAsMemory replays random traces with every algorithm
 // on both backends: the outputs must be the same, line for line.
 func TestReplayRedisSameAsMemory(t *testing.T) {
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
+	addr := redistest.Addr()
 	r := rand.New(rand.NewPCG(3, uint64(time.Now().UnixNano())))
 	for _, algo := range []string{"fixed-window", "sliding-log", "sliding-counter", "token-bucket", "leaky-bucket", "gcra"} {
 		t.Run(algo, func(t *testing.T) {
@@ -66,10 +65,7 @@ func TestReplayRedisSameAsMemory(t *testing.T) {
 // a user's quota) and an override, kept in memory and in Redis: the
 // outputs, tiers and denying limits included, must be the same.
 func TestReplayTiersRedisSameAsMemory(t *testing.T) {
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
+	addr := redistest.Addr()
 	const tiers = `algorithm: %s
 backend: %s
 default_tier: free

@@ -89,13 +89,8 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	bad := func(err error) error {
-		fs.SetOutput(stderr)
-		fs.Usage()
-		return usageError{err}
-	}
+	set := given(fs)
+	bad := func(err error) error { return badUsage(fs, stderr, err) }
 	if fs.NArg() > 0 {
 		return bad(fmt.Errorf("serve: no arguments, got %q", fs.Arg(0)))
 	}

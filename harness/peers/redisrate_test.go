@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/ratelab/ratelab/internal/redistest"
 	"github.com/ratelab/ratelab/limiters"
 )
 
@@ -18,16 +16,8 @@ import (
 // "rate:" and the prefix it is given. It needs a Redis server (REDIS_ADDR,
 // else 127.0.0.1:6379; make test provides one).
 func TestRedisRate(t *testing.T) {
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
 	ctx := context.Background()
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	if err := c.Ping(ctx).Err(); err != nil {
-		t.Fatalf("no Redis at %s (set REDIS_ADDR, or run the tests with tools/with-redis): %v", addr, err)
-	}
+	c := redistest.Client(t, nil)
 	var nonce [8]byte
 	rand.Read(nonce[:])
 	prefix := "ratelab:test:" + hex.EncodeToString(nonce[:]) + ":"

@@ -147,7 +147,6 @@ type Limiter struct {
 	c      Client
 	script *script
 	limits []composite.Limit // named
-	names  []string          // each limit's name
 	quota  []int             // each limit's N or C, for failure decisions
 	suffix []string          // each limit's key suffix
 	params []any             // two ARGV a limit
@@ -183,16 +182,11 @@ func New(c Client, s limiters.Spec, opts ...Option) (*Limiter, error) {
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("redislimit: %w", err)
 	}
-	l, err := newLimiter(c, s.Algorithm, []string{s.String()}, []limiters.Spec{s}, opts)
-	if err != nil {
-		return nil, err
-	}
 	r := limiters.Rate{N: s.Window.Limit, Per: s.Window.Length}
 	if s.Algorithm.IsBucket() {
 		r = limiters.Rate{N: s.Bucket.Capacity, Per: time.Duration(s.Bucket.Capacity) * s.Bucket.Interval()}
 	}
-	l.limits = []composite.Limit{{Name: l.names[0], Rate: r}}
-	return l, nil
+	return newLimiter(c, s.Algorithm, []composite.Limit{{Name: s.String(), Rate: r}}, []limiters.Spec{s}, opts)
 }
 
 // NewComposite returns a Limiter enforcing every one of limits on each
@@ -202,23 +196,15 @@ func NewComposite(c Client, a limiters.Algorithm, limits []composite.Limit, opts
 	if err := composite.Check(a, limits); err != nil {
 		return nil, fmt.Errorf("redislimit: %w", err)
 	}
-	names := make([]string, len(limits))
 	specs := make([]limiters.Spec, len(limits))
 	for i, lim := range limits {
 		specs[i], _ = lim.Rate.Spec(a) // checked above
-		if names[i] = lim.Name; names[i] == "" {
-			names[i] = lim.Rate.String()
-		}
 	}
-	l, err := newLimiter(c, a, names, specs, opts)
-	if err != nil {
-		return nil, err
-	}
-	l.limits = composite.Named(limits)
-	return l, nil
+	return newLimiter(c, a, composite.Named(limits), specs, opts)
 }
 
-func newLimiter(c Client, a limiters.Algorithm, names []string, specs []limiters.Spec, opts []Option) (*Limiter, error) {
+// newLimiter returns a Limiter of limits (named), whose specs are specs.
+func newLimiter(c Client, a limiters.Algorithm, limits []composite.Limit, specs []limiters.Spec, opts []Option) (*Limiter, error) {
 	if c == nil {
 		return nil, fmt.Errorf("redislimit: %w: no Redis client", limiters.ErrInvalidParameter)
 	}
@@ -244,7 +230,7 @@ func newLimiter(c Client, a limiters.Algorithm, names []string, specs []limiters
 		o.Grace = time.Second
 	}
 	honours, pool := deadlines(c)
-	l := &Limiter{c: c, script: scripts[a], names: names, o: o, guard: !honours, light: honours && pool > 0 && pool <= o.Timeout}
+	l := &Limiter{c: c, script: scripts[a], limits: limits, o: o, guard: !honours, light: honours && pool > 0 && pool <= o.Timeout}
 	if s, ok := single[a]; ok && len(specs) == 1 {
 		l.script = s[0]
 	}
@@ -252,7 +238,7 @@ func newLimiter(c Client, a limiters.Algorithm, names []string, specs []limiters
 	for i, s := range specs {
 		if err := fits(s); err != nil {
 			if len(specs) > 1 {
-				return nil, fmt.Errorf("redislimit: limit %d (%s): %w", i+1, names[i], err)
+				return nil, fmt.Errorf("redislimit: limit %d (%s): %w", i+1, limits[i].Name, err)
 			}
 			return nil, fmt.Errorf("redislimit: %w", err)
 		}
@@ -313,7 +299,7 @@ func (l *Limiter) Limits() []composite.Limit { return slices.Clone(l.limits) }
 
 // LimitName returns the name of the i-th limit (0-based), as DecideAt's
 // denied index counts them.
-func (l *Limiter) LimitName(i int) string { return l.names[i] }
+func (l *Limiter) LimitName(i int) string { return l.limits[i].Name }
 
 // AllowN reports whether n events for key may happen now, by the server's
 // clock, and consumes them if so. A non-nil error means Redis did not
