@@ -117,7 +117,13 @@ const maxSFInt = 999_999_999_999_999
 // appendInt appends v as a structured-field Integer, clamped to
 // [0, maxSFInt]: every number these fields carry is a count or a delay.
 func appendInt(b []byte, v int64) []byte {
-	return strconv.AppendInt(b, min(max(v, 0), maxSFInt), 10)
+	switch v = min(max(v, 0), maxSFInt); {
+	case v < 10: // the most frequent, and cheaper than strconv's way
+		return append(b, byte('0'+v))
+	case v < 100:
+		return append(b, byte('0'+v/10), byte('0'+v%10))
+	}
+	return strconv.AppendInt(b, v, 10)
 }
 
 // appendString appends s as a structured-field String (RFC 9651, section

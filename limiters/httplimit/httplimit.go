@@ -17,8 +17,8 @@
 // in seconds, rounded up, not a Unix time); the last two are the IETF
 // draft's structured fields (draft-ietf-httpapi-ratelimit-headers,
 // RFC 9651 syntax), one item per limit when the limiter can tell its
-// limits apart (see LimitDecider and KeyLimits), one item otherwise.
-// WithHeaders chooses which sets are sent.
+// limits apart (see LimitDecider, EachDecider and KeyLimits), one item
+// otherwise. WithHeaders chooses which sets are sent.
 //
 // An admitted request goes on to the next handler. A denied one is
 // answered 429 Too Many Requests with Retry-After (the decision's
@@ -54,6 +54,7 @@
 package httplimit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -157,9 +158,22 @@ type KeyLimits interface {
 	Limits(key string) ([]composite.Limit, string)
 }
 
+// EachDecider is a limiter of several limits that says what each of them
+// decided, through a context and with an error, as a limiter with a store
+// must: *redislimit.Limiter is one. Like a LimitDecider, it gets one
+// RateLimit item per limit.
+type EachDecider interface {
+	limiters.Limiter
+	// DecideEach decides for key at t (zero: the limiter's own clock)
+	// and, when per has room for one Decision a limit, fills it with each
+	// limit's own. An error means the limiter did not decide.
+	DecideEach(ctx context.Context, key string, t time.Time, n int, per []limiters.Decision) (d limiters.Decision, denied int, err error)
+	// Limits returns the limits, named, in DecideEach's order.
+	Limits() []composite.Limit
+}
+
 // listed is a limiter that says its limits but decides them together,
-// each limit's decision unsaid: a Redis limiter of several limits
-// (redislimit.Limiter).
+// each limit's decision unsaid.
 type listed interface {
 	limiters.Limiter
 	Limits() []composite.Limit
@@ -270,8 +284,10 @@ func WithClock(clk limiters.Clock) Option { return func(c *config) { c.clock = c
 // Middleware rate-limits the handlers it wraps.
 type Middleware struct {
 	lim     limiters.Limiter
-	decider LimitDecider // non-nil: one item per limit
-	keyed   KeyLimits    // non-nil: the policies depend on the key
+	decider LimitDecider       // non-nil: one item per limit,
+	comp    *composite.Limiter // the decider, when it is this
+	each    EachDecider        // or non-nil: one item per limit, from a store
+	keyed   KeyLimits          // non-nil: the policies depend on the key
 	// policies are the limiter's, when they do not depend on the key
 	// (nil when unknown); policyValue is them as RateLimit-Policy, and
 	// names their names as structured-field Strings.
@@ -323,22 +339,16 @@ func New(l limiters.Limiter, opts ...Option) (*Middleware, error) {
 	m := &Middleware{lim: l, settings: c.settings}
 	switch l := l.(type) {
 	case LimitDecider:
-		if len(l.Limits()) == 0 { // nothing to say per limit
-			break
-		}
 		m.decider = l
-		for _, lim := range l.Limits() {
-			m.policies = append(m.policies, policyOf(lim))
-		}
-		if c.setPolicies && len(c.policies) != len(m.policies) {
-			return nil, fmt.Errorf("httplimit: %d policies for a limiter of %d limits", len(c.policies), len(m.policies))
-		}
+		m.comp, _ = l.(*composite.Limiter)
+		m.policies = perLimit(l.Limits())
+	case EachDecider:
+		m.each = l
+		m.policies = perLimit(l.Limits())
 	case listed:
 		// One policy a limit; the one decision's item names the policy
 		// of its limit.
-		for _, lim := range l.Limits() {
-			m.policies = append(m.policies, policyOf(lim))
-		}
+		m.policies = perLimit(l.Limits())
 	case KeyLimits:
 		if c.setPolicies {
 			return nil, fmt.Errorf("httplimit: WithPolicies for a limiter that says its limits per key (%T)", l)
@@ -350,6 +360,12 @@ func New(l limiters.Limiter, opts ...Option) (*Middleware, error) {
 	case bucketed:
 		b := l.Bucket()
 		m.policies = []Policy{{Name: DefaultPolicy, Quota: b.Capacity, Window: fillTime(b)}}
+	}
+	if (m.decider != nil || m.each != nil) && len(m.policies) == 0 { // nothing to say per limit
+		m.decider, m.comp, m.each = nil, nil, nil
+	}
+	if c.setPolicies && (m.decider != nil || m.each != nil) && len(c.policies) != len(m.policies) {
+		return nil, fmt.Errorf("httplimit: %d policies for a limiter of %d limits", len(c.policies), len(m.policies))
 	}
 	if c.setPolicies {
 		if len(c.policies) == 0 {
@@ -376,6 +392,15 @@ func New(l limiters.Limiter, opts ...Option) (*Middleware, error) {
 		}
 	}
 	return m, nil
+}
+
+// perLimit states limits as policies, one a limit.
+func perLimit(limits []composite.Limit) []Policy {
+	var ps []Policy
+	for _, lim := range limits {
+		ps = append(ps, policyOf(lim))
+	}
+	return ps
 }
 
 // Stats returns the counts so far.
@@ -410,26 +435,27 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.failed(w, r, h.next, fmt.Errorf("%w: %w", ErrKey, err), m.onKey, http.StatusBadRequest)
 		return
 	}
-	if m.decider != nil {
-		if m.decidePer(w, r, key, n) {
-			h.next.ServeHTTP(w, r)
+	var serve bool
+	if m.decider != nil || m.each != nil {
+		serve, err = m.decidePer(w, r, key, n)
+	} else {
+		var start time.Time
+		if m.hooks.Latency != nil {
+			start = time.Now()
 		}
-		return
-	}
-	var start time.Time
-	if m.hooks.Latency != nil {
-		start = time.Now()
-	}
-	d, err := m.lim.AllowN(r.Context(), key, n)
-	if m.hooks.Latency != nil {
-		m.hooks.Latency(r, time.Since(start))
+		var d limiters.Decision
+		d, err = m.lim.AllowN(r.Context(), key, n)
+		m.took(r, start)
+		if err == nil {
+			serve = m.respond(w, r, key, n, d, nil)
+		}
 	}
 	if err != nil {
 		m.limiterErrors.Add(1)
 		m.failed(w, r, h.next, fmt.Errorf("%w: %w", ErrLimiter, err), m.onLimiter, http.StatusServiceUnavailable)
 		return
 	}
-	if m.respond(w, r, key, n, d, nil) {
+	if serve {
 		h.next.ServeHTTP(w, r)
 	}
 }
@@ -438,9 +464,20 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // slice handed to an interface method lives on the heap.
 var perPool = sync.Pool{New: func() any { return new([composite.MaxLimits]limiters.Decision) }}
 
-// decidePer decides with a LimitDecider, each limit's decision kept, and
-// responds as respond does.
-func (m *Middleware) decidePer(w http.ResponseWriter, r *http.Request, key string, n int) (serve bool) {
+// decidePer decides with a LimitDecider or an EachDecider, each limit's
+// decision kept, and responds as respond does, unless the limiter
+// failed.
+func (m *Middleware) decidePer(w http.ResponseWriter, r *http.Request, key string, n int) (serve bool, err error) {
+	if m.comp != nil {
+		// The in-memory composite, called as itself: the decisions stay
+		// on the stack, where an interface method's argument cannot.
+		var buf [composite.MaxLimits]limiters.Decision
+		per := buf[:len(m.policies)]
+		start, now := m.times(true)
+		d, _ := m.comp.DecideAt(key, now, n, per)
+		m.took(r, start)
+		return m.respond(w, r, key, n, d, per), nil
+	}
 	var per []limiters.Decision
 	if len(m.policies) <= composite.MaxLimits {
 		buf := perPool.Get().(*[composite.MaxLimits]limiters.Decision)
@@ -449,18 +486,42 @@ func (m *Middleware) decidePer(w http.ResponseWriter, r *http.Request, key strin
 	} else {
 		per = make([]limiters.Decision, len(m.policies))
 	}
-	var start, now time.Time
-	if m.hooks.Latency != nil || m.clock == nil {
+	start, now := m.times(m.decider != nil)
+	var d limiters.Decision
+	if m.decider != nil {
+		d, _ = m.decider.DecideAt(key, now, n, per)
+	} else {
+		d, _, err = m.each.DecideEach(r.Context(), key, now, n, per)
+	}
+	m.took(r, start)
+	if err != nil {
+		return false, err
+	}
+	return m.respond(w, r, key, n, d, per), nil
+}
+
+// times returns when a decision starts, for the Latency hook (zero
+// without one), and the time to decide at: the clock's (WithClock), else
+// time.Now() when local, else zero (the limiter's own clock). The clock
+// is read once for both when it can be.
+func (m *Middleware) times(local bool) (start, now time.Time) {
+	if m.hooks.Latency != nil || (m.clock == nil && local) {
 		start = time.Now()
 	}
-	if now = start; m.clock != nil {
+	switch {
+	case m.clock != nil:
 		now = m.clock.Now()
+	case local:
+		now = start
 	}
-	d, _ := m.decider.DecideAt(key, now, n, per)
+	return start, now
+}
+
+// took reports the time since start to the Latency hook, if set.
+func (m *Middleware) took(r *http.Request, start time.Time) {
 	if m.hooks.Latency != nil {
 		m.hooks.Latency(r, time.Since(start))
 	}
-	return m.respond(w, r, key, n, d, per)
 }
 
 // respond sets decision d's headers and reports whether the request is to

@@ -3,6 +3,7 @@ package redislimit
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -156,18 +157,34 @@ func TestEscape(t *testing.T) {
 func TestReplyChecked(t *testing.T) {
 	l := &Limiter{quota: []int{5}, suffix: []string{":x"}, o: Options{FailureMode: FailClosed, Timeout: time.Second}}
 	for _, v := range []any{nil, int64(1), []any{int64(1)}, "", "1 0 5 4 0", "1 0 5 4 0 7 8", "1 0 5 4 0 x", "2 0 5 4 0 1", "0 2 5 4 1 1", "1 0 5 -1 0 1", "1 0 5 4 0 1 "} {
-		d, _, err := l.reply(v)
+		d, _, err := l.reply(v, nil)
 		if !errors.Is(err, ErrUnavailable) || d.Allowed {
 			t.Errorf("reply(%#v) = %+v, %v; want refused, fail closed", v, d, err)
 		}
 	}
-	d, denied, err := l.reply("0 1 5 0 250 1000")
+	d, denied, err := l.reply("0 1 5 0 250 1000", nil)
 	if err != nil || d != (limiters.Decision{Limit: 5, RetryAfter: 250, ResetAfter: 1000}) || denied != 0 {
 		t.Errorf("reply of a denial: %+v, %d, %v", d, denied, err)
 	}
-	d, _, err = l.reply("0 1 5 0 -1 0")
+	d, _, err = l.reply("0 1 5 0 -1 0", nil)
 	if err != nil || d.RetryAfter != limiters.Never {
 		t.Errorf("reply of a never: %+v, %v", d, err)
+	}
+
+	// Two limits: four more integers each, checked as closely.
+	l2 := &Limiter{quota: []int{5, 100}, suffix: []string{":x", ":y"}, o: l.o}
+	for _, v := range []any{"1 0 5 4 0 7", "1 0 5 4 0 7 1 4 0 7", "1 0 5 4 0 7 1 4 0 7 1 99 0", "1 0 5 4 0 7 1 4 0 7 2 99 0 9",
+		"1 0 5 4 0 7 1 4 0 7 1 -1 0 9", "1 0 5 4 0 7 1 4 0 7 1 99 0 -9", "1 0 5 4 0 7 1 4 0 7 1 99 0 9 "} {
+		per := make([]limiters.Decision, 2)
+		if d, _, err := l2.reply(v, per); !errors.Is(err, ErrUnavailable) || d.Allowed {
+			t.Errorf("two limits: reply(%#v) = %+v, %v; want refused, fail closed", v, d, err)
+		}
+	}
+	per := make([]limiters.Decision, 2)
+	d, denied, err = l2.reply("0 2 5 0 3000 9000 1 0 0 10 0 99 3000 9000", per)
+	wantPer := []limiters.Decision{{Allowed: true, Limit: 5, ResetAfter: 10}, {Limit: 100, Remaining: 99, RetryAfter: 3000, ResetAfter: 9000}}
+	if err != nil || d != (limiters.Decision{Limit: 5, RetryAfter: 3000, ResetAfter: 9000}) || denied != 1 || !slices.Equal(per, wantPer) {
+		t.Errorf("two limits, a denial: %+v, %d, %v, each %+v; want each %+v", d, denied, err, per, wantPer)
 	}
 }
 

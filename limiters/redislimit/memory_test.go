@@ -3,6 +3,7 @@ package redislimit
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -126,13 +127,27 @@ func TestCompositeSameAsMemory(t *testing.T) {
 					t.Fatal(err)
 				}
 				for i, st := range randomTrace(r, limits[0].Rate.Per, 10, 150) {
-					want, wantDenied := mem.DecideAt(st.key, st.at, st.n, nil)
-					got, gotDenied, err := red.DecideAt(t.Context(), st.key, st.at, st.n)
+					// Every other step through DecideEach, each limit's
+					// decision compared too.
+					each := i%2 == 1
+					var wantPer, gotPer []limiters.Decision
+					if each {
+						wantPer, gotPer = make([]limiters.Decision, len(limits)), make([]limiters.Decision, len(limits))
+					}
+					want, wantDenied := mem.DecideAt(st.key, st.at, st.n, wantPer)
+					var got limiters.Decision
+					var gotDenied int
+					if each {
+						got, gotDenied, err = red.DecideEach(t.Context(), st.key, st.at, st.n, gotPer)
+					} else {
+						got, gotDenied, err = red.DecideAt(t.Context(), st.key, st.at, st.n)
+					}
 					if err != nil {
 						t.Fatal(err)
 					}
-					if got != want || gotDenied != wantDenied {
-						t.Fatalf("%v, step %d (%s at %v, n=%d):\n  redis  %+v denied by %d\n  memory %+v denied by %d", limits, i, st.key, st.at.Format(time.RFC3339Nano), st.n, got, gotDenied, want, wantDenied)
+					if got != want || gotDenied != wantDenied || !slices.Equal(gotPer, wantPer) {
+						t.Fatalf("%v, step %d (%s at %v, n=%d):\n  redis  %+v denied by %d, each %+v\n  memory %+v denied by %d, each %+v",
+							limits, i, st.key, st.at.Format(time.RFC3339Nano), st.n, got, gotDenied, gotPer, want, wantDenied, wantPer)
 					}
 				}
 			}

@@ -305,7 +305,7 @@ func (l *Limiter) LimitName(i int) string { return l.limits[i].Name }
 // clock, and consumes them if so. A non-nil error means Redis did not
 // decide (the Decision follows the failure mode) or n < 1.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
-	d, _, err := l.decide(ctx, key, time.Time{}, consume, n)
+	d, _, err := l.decide(ctx, key, time.Time{}, consume, n, nil)
 	return d, err
 }
 
@@ -313,7 +313,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (limiters.Decis
 // consumes them if so. When Redis does not decide, the Decision follows
 // the failure mode; DecideAt also returns the error.
 func (l *Limiter) AllowAt(key string, t time.Time, n int) limiters.Decision {
-	d, _, _ := l.decide(context.Background(), key, t, consume, n)
+	d, _, _ := l.decide(context.Background(), key, t, consume, n, nil)
 	return d
 }
 
@@ -321,26 +321,39 @@ func (l *Limiter) AllowAt(key string, t time.Time, n int) limiters.Decision {
 // limit denied (0-based; -1 when admitted or when Redis did not decide).
 // A zero t means the server's clock.
 func (l *Limiter) DecideAt(ctx context.Context, key string, t time.Time, n int) (limiters.Decision, int, error) {
-	return l.decide(ctx, key, t, consume, n)
+	return l.decide(ctx, key, t, consume, n, nil)
+}
+
+// DecideEach is DecideAt that also says what each limit decided, in the
+// same round trip: when per has room for one Decision a limit, it fills
+// per[i] with limit i's own, as the in-memory composite.Limiter's
+// DecideAt does: Allowed if that limit alone would admit the request, and
+// its state after the decision (charged only if every limit admitted).
+// When Redis did not decide, per is left as it was.
+func (l *Limiter) DecideEach(ctx context.Context, key string, t time.Time, n int, per []limiters.Decision) (limiters.Decision, int, error) {
+	if len(per) < len(l.limits) {
+		per = nil
+	}
+	return l.decide(ctx, key, t, consume, n, per)
 }
 
 // Peek reports key's state now, by the server's clock, without consuming
 // anything.
 func (l *Limiter) Peek(ctx context.Context, key string) (limiters.Decision, error) {
-	d, _, err := l.decide(ctx, key, time.Time{}, peek, 1)
+	d, _, err := l.decide(ctx, key, time.Time{}, peek, 1, nil)
 	return d, err
 }
 
 // PeekAt reports key's state at time t without consuming anything.
 func (l *Limiter) PeekAt(key string, t time.Time) limiters.Decision {
-	d, _, _ := l.decide(context.Background(), key, t, peek, 1)
+	d, _, _ := l.decide(context.Background(), key, t, peek, 1, nil)
 	return d
 }
 
 // PeekAtN reports what AllowAt(key, t, n) would decide, without consuming
 // anything.
 func (l *Limiter) PeekAtN(key string, t time.Time, n int) limiters.Decision {
-	d, _, _ := l.decide(context.Background(), key, t, peek, n)
+	d, _, _ := l.decide(context.Background(), key, t, peek, n, nil)
 	return d
 }
 
@@ -350,9 +363,9 @@ var consume, peek any = "a", "p"
 
 // decide runs the script for key at t (zero: the server's clock) in mode
 // consume or peek.
-func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any, n int) (limiters.Decision, int, error) {
+func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any, n int, per []limiters.Decision) (limiters.Decision, int, error) {
 	if n < 1 {
-		d, _, err := l.decide(ctx, key, t, peek, 1)
+		d, _, err := l.decide(ctx, key, t, peek, 1, nil)
 		d.Allowed, d.RetryAfter = false, limiters.Never
 		if err == nil {
 			err = fmt.Errorf("redislimit: %w, got %d", limiters.ErrInvalidCost, n)
@@ -411,7 +424,7 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any,
 	if err != nil {
 		return l.failed(err)
 	}
-	return l.reply(v)
+	return l.reply(v, per)
 }
 
 // single runs args on its own, bounded by the timeout.
@@ -578,34 +591,67 @@ func (l *Limiter) eval(ctx context.Context, c *call, args []any) (any, error) {
 }
 
 // reply reads the script's reply: six integers in a string, allowed,
-// denied, limit, remaining, retry after and reset after.
-func (l *Limiter) reply(v any) (limiters.Decision, int, error) {
+// denied, limit, remaining, retry after and reset after, then, for more
+// than one limit, four a limit: admits, remaining, retry after, reset
+// after. It fills per (nil, or room for every limit) with the limits'.
+func (l *Limiter) reply(v any, per []limiters.Decision) (limiters.Decision, int, error) {
 	str, ok := v.(string)
-	var x [6]int64
-	for i := range x {
+	k := len(l.suffix)
+	want := 6
+	if k > 1 {
+		want += 4 * k
+	}
+	var x [6 + 4*composite.MaxLimits]int64
+	for i := range want {
 		if !ok {
 			break
 		}
 		field, rest, more := strings.Cut(str, " ")
 		var err error
 		x[i], err = strconv.ParseInt(field, 10, 64)
-		ok = err == nil && more == (i < 5)
+		ok = err == nil && more == (i < want-1)
 		str = rest
 	}
-	if !ok || x[0] > 1 || x[0] < 0 || x[1] < 0 || x[1] > int64(len(l.suffix)) || x[3] < 0 || x[5] < 0 {
-		return l.failed(fmt.Errorf("the script replied %T %q, want six integers", v, v))
+	if !ok || !sane(x[0], x[2:6]) || x[1] < 0 || x[1] > int64(k) {
+		return l.failed(fmt.Errorf("the script replied %T %.120q, want %d integers", v, v, want))
 	}
-	d := limiters.Decision{
-		Allowed:    x[0] == 1,
-		Limit:      int(x[2]),
-		Remaining:  int(x[3]),
-		RetryAfter: time.Duration(x[4]),
-		ResetAfter: time.Duration(x[5]),
-	}
-	if x[4] < 0 {
-		d.RetryAfter = limiters.Never
+	d := decision(x[0], int(x[2]), x[2:6])
+	if per != nil {
+		if k == 1 {
+			per[0] = d
+		}
+		for i := 0; i < k && k > 1; i++ {
+			e := x[6+4*i : 10+4*i]
+			if !sane(e[0], e) {
+				return l.failed(fmt.Errorf("the script replied %T %.120q: limit %d's decision %v is out of range", v, v, i+1, e))
+			}
+			per[i] = decision(e[0], l.quota[i], e)
+		}
 	}
 	return d, int(x[1]) - 1, nil
+}
+
+// sane reports whether allowed is 1 or 0 and the remaining and reset after
+// of x (limit or admits, remaining, retry after, reset after) are not
+// negative.
+func sane(allowed int64, x []int64) bool {
+	return (allowed == 0 || allowed == 1) && x[1] >= 0 && x[3] >= 0
+}
+
+// decision makes a Decision of quota limit of x: admits, remaining, retry
+// after (-1: never) and reset after.
+func decision(allowed int64, limit int, x []int64) limiters.Decision {
+	d := limiters.Decision{
+		Allowed:    allowed == 1,
+		Limit:      limit,
+		Remaining:  int(x[1]),
+		RetryAfter: time.Duration(x[2]),
+		ResetAfter: time.Duration(x[3]),
+	}
+	if x[2] < 0 {
+		d.RetryAfter = limiters.Never
+	}
+	return d
 }
 
 // failed returns the decision of the failure mode, and err wrapped.
@@ -682,7 +728,7 @@ func (l *Limiter) walk(ctx context.Context, t time.Time, fn func(key string, d l
 				continue
 			}
 			seen[key] = true
-			d, _, err := l.decide(ctx, key, t, peek, 1)
+			d, _, err := l.decide(ctx, key, t, peek, 1, nil)
 			if err != nil {
 				return err
 			}

@@ -9,7 +9,10 @@
 -- after (ns; -1 for never), reset after (ns), combined over the limits:
 -- the least remaining (and its limit; of equal remaining, the smaller
 -- limit), the longest retry after among the limits that deny, the longest
--- reset after.
+-- reset after. With more than one limit, four more integers a limit
+-- follow, what it decided alone: admits (1 or 0), remaining, retry after
+-- and reset after (as the limit stands after the decision, charged if
+-- the decision admitted).
 local function decide(first, k, consume, n, lp)
   if k == 1 then -- one limit: no combining, and no table of states
     local key = KEYS[first + 1]
@@ -38,9 +41,11 @@ local function decide(first, k, consume, n, lp)
     end
   end
   local limit, remaining, retry, reset, denied
+  local each = {}
   for i = 1, k do
     local s = st[i]
     local rem, ret, res = describe(s, n)
+    each[i] = string.format("%d %d %d %d", s.ok and 1 or 0, rem, ret, res)
     if i == 1 or rem < remaining or (rem == remaining and s.lim < limit) then
       remaining, limit = rem, s.lim
     end
@@ -53,8 +58,9 @@ local function decide(first, k, consume, n, lp)
       reset = res
     end
   end
+  each = table.concat(each, " ")
   if admit then
-    return string.format("1 0 %d %d 0 %d", limit, remaining, reset)
+    return string.format("1 0 %d %d 0 %d %s", limit, remaining, reset, each)
   end
-  return string.format("0 %d %d %d %d %d", denied, limit, remaining, retry, reset)
+  return string.format("0 %d %d %d %d %d %s", denied, limit, remaining, retry, reset, each)
 end
