@@ -105,20 +105,32 @@ func (h HTTPAttack) Run(ctx context.Context) (HTTPResult, error) {
 		t.Header = http.Header{keyHeader: []string{key}}
 		return nil
 	}
-	attacker := vegeta.NewAttacker(
-		vegeta.Workers(64), vegeta.MaxWorkers(1024), vegeta.Connections(256),
-		vegeta.KeepAlive(true), vegeta.MaxBody(0), vegeta.Timeout(5*time.Second))
-	defer attacker.Stop()
-	rate := vegeta.Rate{Freq: int(h.Rate), Per: time.Second}
-	var results []vegeta.Result
-	var m vegeta.Metrics
-	for res := range attacker.Attack(vegeta.Targeter(targeter), rate, h.Duration, "ratelab") {
-		m.Add(res)
-		results = append(results, *res)
-		if ctx.Err() != nil {
-			attacker.Stop()
+	// One transport for the run, closed with it: a warm-up attack on a
+	// key of its own, which no measured request shares, opens the
+	// connections the attack then uses (otherwise the first run's tail is
+	// their set-up). Each attack has an attacker of its own: vegeta's
+	// cannot be reused.
+	tr := &http.Transport{DialContext: (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext, MaxIdleConnsPerHost: 256}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	attack := func(tg vegeta.Targeter, d time.Duration, name string, each func(*vegeta.Result)) {
+		a := vegeta.NewAttacker(vegeta.Client(client), vegeta.Workers(64), vegeta.MaxWorkers(1024), vegeta.MaxBody(0))
+		defer a.Stop()
+		for res := range a.Attack(tg, vegeta.Rate{Freq: int(h.Rate), Per: time.Second}, d, name) {
+			each(res)
+			if ctx.Err() != nil {
+				a.Stop()
+			}
 		}
 	}
+	warm := vegeta.Target{Method: http.MethodGet, URL: base + "warm-up", Header: http.Header{keyHeader: []string{"warm-up"}}}
+	attack(vegeta.NewStaticTargeter(warm), warmUp(h.Duration), "warm-up", func(*vegeta.Result) {})
+	var results []vegeta.Result
+	var m vegeta.Metrics
+	attack(targeter, h.Duration, "ratelab", func(res *vegeta.Result) {
+		m.Add(res)
+		results = append(results, *res)
+	})
 	m.Close()
 	if err := ctx.Err(); err != nil {
 		return HTTPResult{}, err
@@ -148,6 +160,12 @@ func (h HTTPAttack) Run(ctx context.Context) (HTTPResult, error) {
 		return HTTPResult{}, err
 	}
 	return r, nil
+}
+
+// warmUp is how long an attack of d warms up: a tenth of it, at least
+// 50ms and at most 200ms.
+func warmUp(d time.Duration) time.Duration {
+	return min(max(d/10, 50*time.Millisecond), 200*time.Millisecond)
 }
 
 // ideal decides the requests of results, in the order they were sent, at

@@ -536,7 +536,7 @@ func httpTable(f *File) Table {
 		Name:  "http",
 		Title: "Over HTTP: ratelab serve on loopback, attacked by vegeta",
 		Note: "The server of ratelab serve (package server: the middleware, limiters/httplimit, in front of a tiny JSON handler) runs in the lab's process on a loopback port, " +
-			"each algorithm in memory; vegeta sends the workload's users in turn at the offered rate, the key in a header. " +
+			"each algorithm in memory; vegeta sends the workload's users in turn at the offered rate, the key in a header, after a warm-up on a key of its own that opens the connections (a tenth of the run). " +
 			"The limit's window is scaled so that each key is asked for the workload's multiple of its limit. " +
 			"Ideal 200s: the same requests, at the times vegeta sent them, through the same algorithm in memory; the server decides when it reads them, a little later. " +
 			"Sent: the requests a second vegeta achieved (it sends fewer when its workers cannot keep up). Latency runs from send to the end of the response.",
