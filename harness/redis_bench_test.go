@@ -22,7 +22,8 @@ import (
 )
 
 // BenchmarkRedis measures one decision on Redis with 1 and 50 goroutines
-// over 10,000 keys, for ratelab's GCRA, alone and batched into pipelines, and
+// over 10,000 keys, for ratelab's GCRA, alone, batched into pipelines and
+// packed 32 keys a hash, and
 // go-redis/redis_rate (GCRA too), at the same limit (100/s, burst 100).
 // It reports decisions/s, p50 and p99.
 func BenchmarkRedis(b *testing.B) {
@@ -42,6 +43,12 @@ func BenchmarkRedis(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	packed, err := redislimit.New(c, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 100, Rate: 100}},
+		redislimit.WithPrefix("ratelab-bench-packed:"), redislimit.WithPacking(10_000/32))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer packed.ResetAll(context.Background())
 	defer batched.ResetAll(context.Background())
 	defer batched.Close()
 	peer := redis_rate.NewLimiter(c)
@@ -52,6 +59,7 @@ func BenchmarkRedis(b *testing.B) {
 	}{
 		{"ratelab-gcra", func(ctx context.Context, key string) error { _, err := ours.AllowN(ctx, key, 1); return err }},
 		{"ratelab-gcra-batched", func(ctx context.Context, key string) error { _, err := batched.AllowN(ctx, key, 1); return err }},
+		{"ratelab-gcra-packed", func(ctx context.Context, key string) error { _, err := packed.AllowN(ctx, key, 1); return err }},
 		{"redis_rate", func(ctx context.Context, key string) error { _, err := peer.Allow(ctx, key, limit); return err }},
 	} {
 		for _, g := range []int{1, 50} {
@@ -172,6 +180,13 @@ func BenchmarkRedisMemory(b *testing.B) {
 		b.ReportMetric(fill(func(key string) error { _, err := l.AllowN(ctx, key, 1); return err }), "B/key-"+string(a))
 		l.Close()
 	}
+	// GCRA packed, 32 keys a hash.
+	s, _ := r.Spec(limiters.GCRA)
+	l, err := redislimit.New(c, s, redislimit.WithPacking(keys/32), redislimit.WithTimeout(2*time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(fill(func(key string) error { _, err := l.AllowN(ctx, key, 1); return err }), "B/key-gcra-packed")
 	peer := redis_rate.NewLimiter(c)
 	limit := redis_rate.Limit{Rate: 100, Burst: 100, Period: 24 * time.Hour}
 	b.ReportMetric(fill(func(key string) error { _, err := peer.Allow(ctx, key, limit); return err }), "B/key-redis_rate")

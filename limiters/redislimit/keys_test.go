@@ -125,6 +125,10 @@ func TestBadParameters(t *testing.T) {
 		{limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1, Rate: 1}}, []Option{WithPrefix("a{b")}, "brace"},
 		{limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1, Rate: 1}}, []Option{WithTimeout(-1)}, "negative"},
 		{limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1, Rate: 1}}, []Option{WithFailureMode(7)}, "failure mode"},
+		{limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1, Rate: 1}}, []Option{WithPacking(-1)}, "packing into -1 hashes"},
+		{limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1, Rate: 1}}, []Option{WithPacking(MaxPacking + 1)}, "packing into"},
+		{limiters.Spec{Algorithm: limiters.TokenBucket, Bucket: limiters.Bucket{Capacity: 1, Rate: 1}}, []Option{WithPacking(8)}, "packing is for GCRA"},
+		{limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1, Rate: 1}}, []Option{WithPacking(8), WithBatching(Batching{})}, "do not combine"},
 	} {
 		_, err := New(c, tc.s, tc.opts...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -87,20 +87,26 @@ func TestSameAsMemory(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%v: %v", s, err)
 				}
-				trace := randomTrace(r, s.Judged().Length, s.Judged().Limit, 150)
-				for i, st := range trace {
-					var want, got limiters.Decision
-					if st.peek {
-						want, got = mem.PeekAtN(st.key, st.at, st.n), red.PeekAtN(st.key, st.at, st.n)
-					} else {
-						want, got = mem.AllowAt(st.key, st.at, st.n), red.AllowAt(st.key, st.at, st.n)
-					}
-					if got != want {
-						t.Fatalf("%v, step %d of the trace (%s at %v, n=%d, peek %v):\n  redis  %+v\n  memory %+v", s, i, st.key, st.at.Format(time.RFC3339Nano), st.n, st.peek, got, want)
-					}
-				}
+				sameDecisions(t, s.String(), mem, red, randomTrace(r, s.Judged().Length, s.Judged().Limit, 150))
 			}
 		})
+	}
+}
+
+// sameDecisions replays trace through mem and red, and fails the test
+// at the first decision they do not make the same, field for field.
+func sameDecisions(t *testing.T, what string, mem memory.Limiter, red *Limiter, trace []step) {
+	t.Helper()
+	for i, st := range trace {
+		var want, got limiters.Decision
+		if st.peek {
+			want, got = mem.PeekAtN(st.key, st.at, st.n), red.PeekAtN(st.key, st.at, st.n)
+		} else {
+			want, got = mem.AllowAt(st.key, st.at, st.n), red.AllowAt(st.key, st.at, st.n)
+		}
+		if got != want {
+			t.Fatalf("%s, step %d of the trace (%s at %v, n=%d, peek %v):\n  redis  %+v\n  memory %+v", what, i, st.key, st.at.Format(time.RFC3339Nano), st.n, st.peek, got, want)
+		}
 	}
 }
 

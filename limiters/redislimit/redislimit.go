@@ -59,6 +59,8 @@ type Client interface {
 	redis.Scripter
 	Process(ctx context.Context, cmd redis.Cmder) error
 	Del(ctx context.Context, keys ...string) *redis.IntCmd
+	HDel(ctx context.Context, key string, fields ...string) *redis.IntCmd
+	HKeys(ctx context.Context, key string) *redis.StringSliceCmd
 	Scan(ctx context.Context, cursor uint64, match string, count int64) *redis.ScanCmd
 	Pipeline() redis.Pipeliner
 }
@@ -103,6 +105,10 @@ type Options struct {
 	Grace time.Duration
 	// Batching, when set, gathers concurrent decisions into pipelines.
 	Batching *Batching
+	// Packing, when positive, keeps the keys of a single GCRA limit in
+	// that many Redis hashes, a field a key, in place of a Redis key each
+	// (see WithPacking).
+	Packing int
 }
 
 // An Option sets one of the Options.
@@ -119,6 +125,27 @@ func WithFailureMode(m FailureMode) Option { return func(o *Options) { o.Failure
 
 // WithGrace sets how long keys outlive full quota.
 func WithGrace(d time.Duration) Option { return func(o *Options) { o.Grace = d } }
+
+// WithPacking keeps the keys of a single GCRA limit in hashes Redis
+// hashes, each caller's key a field of the hash its hash (FNV-1a) picks,
+// named Prefix{%bI}:gcra:C@T for hash I. A Redis key of its own costs
+// Redis about 100 bytes whatever it holds (its entries in the keyspace
+// and in the expiry table); a field of a small hash costs its name, its
+// value and a few bytes. With about 16 to 64 keys a hash (Redis keeps a
+// hash of at most 128 short fields as one compact list), a million keys
+// take less than half the memory. The price is server work: a decision
+// reads and writes a field, keeps the hash's expiry, and, for a new key,
+// looks at two fields drawn at random to delete those whose quota has
+// been full for the grace (a field does not expire on its own before
+// Redis 7.4): about a tenth fewer decisions a second.
+//
+// Decisions are the same as without packing. A hash expires when its
+// last field's quota is full again plus the grace. Packing does not
+// combine with batching, and is for GCRA with one limit.
+func WithPacking(hashes int) Option { return func(o *Options) { o.Packing = hashes } }
+
+// MaxPacking is the most hashes WithPacking takes.
+const MaxPacking = 1 << 24
 
 const (
 	// MaxPeriod is the longest window, and the longest time a bucket may
@@ -164,6 +191,9 @@ type Limiter struct {
 
 	// batch sends decisions in pipelines (WithBatching); nil otherwise.
 	batch *batcher
+	// packed is the number of hashes the keys are packed into
+	// (WithPacking); zero when each has a Redis key of its own.
+	packed uint64
 
 	// evals counts the times the script had to be sent whole (NOSCRIPT).
 	evals atomic.Int64
@@ -219,6 +249,12 @@ func newLimiter(c Client, a limiters.Algorithm, limits []composite.Limit, specs 
 		return nil, fmt.Errorf("redislimit: %w: timeout and grace must not be negative", limiters.ErrInvalidParameter)
 	case o.FailureMode != FailOpen && o.FailureMode != FailClosed:
 		return nil, fmt.Errorf("redislimit: %w: unknown failure mode %d", limiters.ErrInvalidParameter, o.FailureMode)
+	case o.Packing < 0 || o.Packing > MaxPacking:
+		return nil, fmt.Errorf("redislimit: %w: packing into %d hashes: want 1 to %d, or 0 for none", limiters.ErrInvalidParameter, o.Packing, MaxPacking)
+	case o.Packing > 0 && (a != limiters.GCRA || len(specs) != 1):
+		return nil, fmt.Errorf("redislimit: %w: packing is for GCRA with one limit, not %s with %d", limiters.ErrInvalidParameter, a, len(specs))
+	case o.Packing > 0 && o.Batching != nil:
+		return nil, fmt.Errorf("redislimit: %w: packing and batching do not combine", limiters.ErrInvalidParameter)
 	}
 	if o.Prefix == "" {
 		o.Prefix = "ratelab:"
@@ -233,6 +269,9 @@ func newLimiter(c Client, a limiters.Algorithm, limits []composite.Limit, specs 
 	l := &Limiter{c: c, script: scripts[a], limits: limits, o: o, guard: !honours, light: honours && pool > 0 && pool <= o.Timeout}
 	if s, ok := single[a]; ok && len(specs) == 1 {
 		l.script = s[0]
+	}
+	if o.Packing > 0 {
+		l.script, l.packed = packed, uint64(o.Packing)
 	}
 	l.sha = l.script.sha
 	for i, s := range specs {
@@ -383,10 +422,13 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any,
 	k := len(l.suffix)
 	args := c.args[:3+k+5]
 	args[0], args[1], args[2] = "evalsha", l.sha, k
-	tag := escape(key)
 	for i, s := range l.suffix {
 		b := append(c.keys[i].b[:0], l.o.Prefix...)
-		b = append(append(append(b, '{'), tag...), '}')
+		if l.packed > 0 {
+			b = append(strconv.AppendUint(append(b, "{%b"...), hashOf(key, l.packed), 10), '}')
+		} else {
+			b = append(append(append(b, '{'), escape(key)...), '}')
+		}
 		c.keys[i].b = append(b, s...)
 		args[3+i] = &c.keys[i]
 	}
@@ -399,6 +441,10 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any,
 		argv[2], argv[3], argv[4] = "", "", l.grace[0]
 	}
 	args = append(args, l.params...)
+	if l.packed > 0 { // the field: the key, as bytes from the call's buffer
+		c.field.b = append(c.field.b[:0], key...)
+		args = append(args, &c.field)
+	}
 
 	var v any
 	var err error
@@ -446,10 +492,11 @@ func (l *Limiter) single(ctx context.Context, c *call, args []any) (v any, err e
 // and its context; batched, its deadline and the way its answer comes
 // back.
 type call struct {
-	args [3 + 3*composite.MaxLimits + 5]any
-	keys [composite.MaxLimits]keyArg
-	ctx  deadlineCtx
-	cmd1 redis.Cmd // the command, alone
+	args  [3 + 3*composite.MaxLimits + 5]any
+	keys  [composite.MaxLimits]keyArg
+	field keyArg // the key, packed (WithPacking)
+	ctx   deadlineCtx
+	cmd1  redis.Cmd // the command, alone
 
 	cmd      []any     // the command, in args
 	deadline time.Time // when the caller stops waiting
@@ -623,7 +670,8 @@ func (l *Limiter) reply(v any, per []limiters.Decision) (limiters.Decision, int,
 		for i := 0; i < k && k > 1; i++ {
 			e := x[6+4*i : 10+4*i]
 			if !sane(e[0], e) {
-				return l.failed(fmt.Errorf("the script replied %T %.120q: limit %d's decision %v is out of range", v, v, i+1, e))
+				// (The numbers one by one: the slice would move x to the heap.)
+				return l.failed(fmt.Errorf("the script replied %T %.120q: limit %d's decision %d %d %d %d is out of range", v, v, i+1, e[0], e[1], e[2], e[3]))
 			}
 			per[i] = decision(e[0], l.quota[i], e)
 		}
@@ -669,6 +717,15 @@ func (l *Limiter) failed(err error) (limiters.Decision, int, error) {
 
 // Reset forgets key: its next request sees a full quota.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
+	if l.packed > 0 {
+		ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
+		defer cancel()
+		h := l.o.Prefix + "{%b" + strconv.FormatUint(hashOf(key, l.packed), 10) + "}" + l.suffix[0]
+		if err := bounded(ctx, l.guard, func(ctx context.Context) error { return l.c.HDel(ctx, h, key).Err() }); err != nil {
+			return fmt.Errorf("%w: Reset: %w", ErrUnavailable, err)
+		}
+		return nil
+	}
 	keys := make([]string, len(l.suffix))
 	for i, s := range l.suffix {
 		keys[i] = l.o.Prefix + "{" + escape(key) + "}" + s
@@ -721,9 +778,18 @@ var errStop = errors.New("stop")
 
 func (l *Limiter) walk(ctx context.Context, t time.Time, fn func(key string, d limiters.Decision) bool) error {
 	seen := map[string]bool{}
-	err := l.scan(ctx, func(ctx context.Context, _ scanner, keys []string) error {
+	err := l.scan(ctx, func(ctx context.Context, c scanner, keys []string) error {
+		if l.packed > 0 {
+			var err error
+			if keys, err = l.fields(ctx, c, keys); err != nil {
+				return err
+			}
+		}
 		for _, k := range keys {
-			key, ok := l.userKey(k)
+			key, ok := k, true
+			if l.packed == 0 {
+				key, ok = l.userKey(k)
+			}
 			if !ok || seen[key] {
 				continue
 			}
@@ -742,6 +808,39 @@ func (l *Limiter) walk(ctx context.Context, t time.Time, fn func(key string, d l
 		return nil
 	}
 	return err
+}
+
+// fields returns the callers' keys packed in hashes, the limiter's.
+func (l *Limiter) fields(ctx context.Context, c scanner, hashes []string) ([]string, error) {
+	var keys []string
+	for _, h := range hashes {
+		if !strings.HasPrefix(h, l.o.Prefix+"{%b") {
+			continue
+		}
+		var fields []string
+		cctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
+		err := bounded(cctx, l.guard, func(ctx context.Context) (err error) {
+			fields, err = c.HKeys(ctx, h).Result()
+			return err
+		})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("%w: HKEYS: %w", ErrUnavailable, err)
+		}
+		keys = append(keys, fields...)
+	}
+	return keys, nil
+}
+
+// hashOf picks the hash of n that key is packed in: FNV-1a, the same in
+// every process of a fleet.
+func hashOf(key string, n uint64) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= 1099511628211
+	}
+	return h % n
 }
 
 // userKey returns the caller's key of one of the limiter's Redis keys.
@@ -788,6 +887,7 @@ func unescape(tag string) (string, bool) {
 // scanner is what scan needs of a client, or of one server of a cluster.
 type scanner interface {
 	Scan(ctx context.Context, cursor uint64, match string, count int64) *redis.ScanCmd
+	HKeys(ctx context.Context, key string) *redis.StringSliceCmd
 	Pipeline() redis.Pipeliner
 }
 

@@ -33,6 +33,10 @@ var batches = map[limiters.Algorithm]*script{}
 // worth its upkeep (tested against the in-memory limiters like the rest).
 var single = map[limiters.Algorithm][2]*script{}
 
+// packed is GCRA's script for one decision on keys packed in hashes
+// (WithPacking).
+var packed *script
+
 // prelude is the part every script starts with; helpers, the time and
 // key functions of the general decide; windows, the window arithmetic.
 var prelude, helpers, windows string
@@ -58,8 +62,9 @@ func init() {
 		scripts[a] = newScript(prelude + helpers + src + driver + one)
 		batches[a] = newScript(prelude + helpers + src + driver + many)
 	}
-	gcra1 := read("gcra1")
+	gcra1 := read("gcraone") + read("gcra1")
 	single[limiters.GCRA] = [2]*script{newScript(prelude + gcra1 + one), newScript(prelude + gcra1 + many)}
+	packed = newScript(prelude + read("gcraone") + read("gcrapacked") + one)
 }
 
 func newScript(src string) *script {
