@@ -62,7 +62,7 @@ func init() {
 		scripts[a] = newScript(prelude + helpers + src + driver + one)
 		batches[a] = newScript(prelude + helpers + src + driver + many)
 	}
-	gcra1 := read("gcraone") + read("gcra1")
+	gcra1 := read("gcra1")
 	single[limiters.GCRA] = [2]*script{newScript(prelude + gcra1 + one), newScript(prelude + gcra1 + many)}
 	packed = newScript(prelude + read("gcraone") + read("gcrapacked") + one)
 }

@@ -1,5 +1,6 @@
--- What gcra1.lua and gcrapacked.lua share: GCRA with one limit, its TAT
--- stored as Unix nanoseconds in decimal.
+-- GCRA with one limit, its TAT stored as Unix nanoseconds in decimal:
+-- the parts of gcra1.lua that gcrapacked.lua calls as functions (gcra1.lua
+-- keeps them written out, for the instructions each function costs).
 
 -- tatOf reads a stored TAT, relative to B.
 local function tatOf(v)
