@@ -172,13 +172,6 @@ type EachDecider interface {
 	Limits() []composite.Limit
 }
 
-// listed is a limiter that says its limits but decides them together,
-// each limit's decision unsaid.
-type listed interface {
-	limiters.Limiter
-	Limits() []composite.Limit
-}
-
 // windowed and bucketed are the single limiters of package limiters:
 // their one policy is known without a decision.
 type windowed interface{ Window() limiters.Window }
@@ -284,10 +277,9 @@ func WithClock(clk limiters.Clock) Option { return func(c *config) { c.clock = c
 // Middleware rate-limits the handlers it wraps.
 type Middleware struct {
 	lim     limiters.Limiter
-	decider LimitDecider       // non-nil: one item per limit,
-	comp    *composite.Limiter // the decider, when it is this
-	each    EachDecider        // or non-nil: one item per limit, from a store
-	keyed   KeyLimits          // non-nil: the policies depend on the key
+	decider LimitDecider // non-nil: one item per limit,
+	each    EachDecider  // or non-nil: one item per limit, from a store
+	keyed   KeyLimits    // non-nil: the policies depend on the key
 	// policies are the limiter's, when they do not depend on the key
 	// (nil when unknown); policyValue is them as RateLimit-Policy, and
 	// names their names as structured-field Strings.
@@ -340,14 +332,9 @@ func New(l limiters.Limiter, opts ...Option) (*Middleware, error) {
 	switch l := l.(type) {
 	case LimitDecider:
 		m.decider = l
-		m.comp, _ = l.(*composite.Limiter)
 		m.policies = perLimit(l.Limits())
 	case EachDecider:
 		m.each = l
-		m.policies = perLimit(l.Limits())
-	case listed:
-		// One policy a limit; the one decision's item names the policy
-		// of its limit.
 		m.policies = perLimit(l.Limits())
 	case KeyLimits:
 		if c.setPolicies {
@@ -362,7 +349,7 @@ func New(l limiters.Limiter, opts ...Option) (*Middleware, error) {
 		m.policies = []Policy{{Name: DefaultPolicy, Quota: b.Capacity, Window: fillTime(b)}}
 	}
 	if (m.decider != nil || m.each != nil) && len(m.policies) == 0 { // nothing to say per limit
-		m.decider, m.comp, m.each = nil, nil, nil
+		m.decider, m.each = nil, nil
 	}
 	if c.setPolicies && (m.decider != nil || m.each != nil) && len(c.policies) != len(m.policies) {
 		return nil, fmt.Errorf("httplimit: %d policies for a limiter of %d limits", len(c.policies), len(m.policies))
@@ -468,16 +455,6 @@ var perPool = sync.Pool{New: func() any { return new([composite.MaxLimits]limite
 // decision kept, and responds as respond does, unless the limiter
 // failed.
 func (m *Middleware) decidePer(w http.ResponseWriter, r *http.Request, key string, n int) (serve bool, err error) {
-	if m.comp != nil {
-		// The in-memory composite, called as itself: the decisions stay
-		// on the stack, where an interface method's argument cannot.
-		var buf [composite.MaxLimits]limiters.Decision
-		per := buf[:len(m.policies)]
-		start, now := m.times(true)
-		d, _ := m.comp.DecideAt(key, now, n, per)
-		m.took(r, start)
-		return m.respond(w, r, key, n, d, per), nil
-	}
 	var per []limiters.Decision
 	if len(m.policies) <= composite.MaxLimits {
 		buf := perPool.Get().(*[composite.MaxLimits]limiters.Decision)

@@ -137,7 +137,8 @@ func WithGrace(d time.Duration) Option { return func(o *Options) { o.Grace = d }
 // reads and writes a field, keeps the hash's expiry, and, for a new key,
 // looks at two fields drawn at random to delete those whose quota has
 // been full for the grace (a field does not expire on its own before
-// Redis 7.4): about a tenth fewer decisions a second.
+// Redis 7.4): about 7% more instructions a decision on the server (85k
+// against 80k, callgrind, Redis 7.0).
 //
 // Decisions are the same as without packing. A hash expires when its
 // last field's quota is full again plus the grace. Packing does not
@@ -423,13 +424,7 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any,
 	args := c.args[:3+k+5]
 	args[0], args[1], args[2] = "evalsha", l.sha, k
 	for i, s := range l.suffix {
-		b := append(c.keys[i].b[:0], l.o.Prefix...)
-		if l.packed > 0 {
-			b = append(strconv.AppendUint(append(b, "{%b"...), hashOf(key, l.packed), 10), '}')
-		} else {
-			b = append(append(append(b, '{'), escape(key)...), '}')
-		}
-		c.keys[i].b = append(b, s...)
+		c.keys[i].b = l.appendKey(c.keys[i].b[:0], key, s)
 		args[3+i] = &c.keys[i]
 	}
 	argv := args[3+k:]
@@ -471,6 +466,19 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any,
 		return l.failed(err)
 	}
 	return l.reply(v, per)
+}
+
+// appendKey appends the Redis key that holds key's state under the limit
+// whose key suffix is suffix: Prefix{tag}suffix, the tag the key escaped
+// or, packed, "%b" and the number of the hash its field is in.
+func (l *Limiter) appendKey(b []byte, key, suffix string) []byte {
+	b = append(append(b, l.o.Prefix...), '{')
+	if l.packed > 0 {
+		b = strconv.AppendUint(append(b, "%b"...), hashOf(key, l.packed), 10)
+	} else {
+		b = append(b, escape(key)...)
+	}
+	return append(append(b, '}'), suffix...)
 }
 
 // single runs args on its own, bounded by the timeout.
@@ -663,16 +671,19 @@ func (l *Limiter) reply(v any, per []limiters.Decision) (limiters.Decision, int,
 		return l.failed(fmt.Errorf("the script replied %T %.120q, want %d integers", v, v, want))
 	}
 	d := decision(x[0], int(x[2]), x[2:6])
-	if per != nil {
-		if k == 1 {
+	if k == 1 {
+		if per != nil {
 			per[0] = d
 		}
-		for i := 0; i < k && k > 1; i++ {
-			e := x[6+4*i : 10+4*i]
-			if !sane(e[0], e) {
-				// (The numbers one by one: the slice would move x to the heap.)
-				return l.failed(fmt.Errorf("the script replied %T %.120q: limit %d's decision %d %d %d %d is out of range", v, v, i+1, e[0], e[1], e[2], e[3]))
-			}
+		return d, int(x[1]) - 1, nil
+	}
+	for i := range k { // checked whether or not per wants them
+		e := x[6+4*i : 10+4*i]
+		if !sane(e[0], e) {
+			// (The numbers one by one: the slice would move x to the heap.)
+			return l.failed(fmt.Errorf("the script replied %T %.120q: limit %d's decision %d %d %d %d is out of range", v, v, i+1, e[0], e[1], e[2], e[3]))
+		}
+		if per != nil {
 			per[i] = decision(e[0], l.quota[i], e)
 		}
 	}
@@ -717,22 +728,17 @@ func (l *Limiter) failed(err error) (limiters.Decision, int, error) {
 
 // Reset forgets key: its next request sees a full quota.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
-	if l.packed > 0 {
-		ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
-		defer cancel()
-		h := l.o.Prefix + "{%b" + strconv.FormatUint(hashOf(key, l.packed), 10) + "}" + l.suffix[0]
-		if err := bounded(ctx, l.guard, func(ctx context.Context) error { return l.c.HDel(ctx, h, key).Err() }); err != nil {
-			return fmt.Errorf("%w: Reset: %w", ErrUnavailable, err)
-		}
-		return nil
-	}
 	keys := make([]string, len(l.suffix))
 	for i, s := range l.suffix {
-		keys[i] = l.o.Prefix + "{" + escape(key) + "}" + s
+		keys[i] = string(l.appendKey(nil, key, s))
+	}
+	del := func(ctx context.Context) error { return l.c.Del(ctx, keys...).Err() }
+	if l.packed > 0 { // the key's field, not the hash the others share
+		del = func(ctx context.Context) error { return l.c.HDel(ctx, keys[0], key).Err() }
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
 	defer cancel()
-	if err := bounded(ctx, l.guard, func(ctx context.Context) error { return l.c.Del(ctx, keys...).Err() }); err != nil {
+	if err := bounded(ctx, l.guard, del); err != nil {
 		return fmt.Errorf("%w: Reset: %w", ErrUnavailable, err)
 	}
 	return nil
