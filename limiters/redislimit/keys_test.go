@@ -161,18 +161,46 @@ func TestEscape(t *testing.T) {
 func TestReplyChecked(t *testing.T) {
 	l := &Limiter{quota: []int{5}, suffix: []string{":x"}, o: Options{FailureMode: FailClosed, Timeout: time.Second}}
 	for _, v := range []any{nil, int64(1), []any{int64(1)}, "", "1 0 5 4 0", "1 0 5 4 0 7 8", "1 0 5 4 0 x", "2 0 5 4 0 1", "0 2 5 4 1 1", "1 0 5 -1 0 1", "1 0 5 4 0 1 "} {
-		d, _, err := l.reply(v, nil)
+		d, _, err := l.reply(v, 1, nil)
 		if !errors.Is(err, ErrUnavailable) || d.Allowed {
 			t.Errorf("reply(%#v) = %+v, %v; want refused, fail closed", v, d, err)
 		}
 	}
-	d, denied, err := l.reply("0 1 5 0 250 1000", nil)
+	d, denied, err := l.reply("0 1 5 0 250 1000", 1, nil)
 	if err != nil || d != (limiters.Decision{Limit: 5, RetryAfter: 250, ResetAfter: 1000}) || denied != 0 {
 		t.Errorf("reply of a denial: %+v, %d, %v", d, denied, err)
 	}
-	d, _, err = l.reply("0 1 5 0 -1 0", nil)
+	d, _, err = l.reply("0 1 5 0 -1 0", 1, nil)
 	if err != nil || d.RetryAfter != limiters.Never {
 		t.Errorf("reply of a never: %+v, %v", d, err)
+	}
+
+	// GCRA with one limit replies with the debt: C=5, T=100ns, so CT=500.
+	g := &Limiter{quota: []int{5}, suffix: []string{":x"}, interval: 100, o: l.o}
+	for _, v := range []any{nil, "", "x", "1 0 5 4 0 1", []any{int64(1)}, int64(501), "501", int64(-1), int64(-400)} {
+		// -1 and -400 are denials of cost 1 with debts of 0 and 399: one
+		// more would fit, so they could not have been denied.
+		if d, _, err := g.reply(v, 1, nil); !errors.Is(err, ErrUnavailable) || d.Allowed {
+			t.Errorf("debt: reply(%#v) = %+v, %v; want refused, fail closed", v, d, err)
+		}
+	}
+	for _, tc := range []struct {
+		v      any
+		n      int
+		want   limiters.Decision
+		denied int
+	}{
+		{int64(0), 1, limiters.Decision{Allowed: true, Limit: 5, Remaining: 5}, -1},
+		{"250", 1, limiters.Decision{Allowed: true, Limit: 5, Remaining: 2, ResetAfter: 250}, -1},
+		{int64(500), 1, limiters.Decision{Allowed: true, Limit: 5, ResetAfter: 500}, -1},
+		{int64(-451), 1, limiters.Decision{Limit: 5, RetryAfter: 50, ResetAfter: 450}, 0},
+		{"-451", 2, limiters.Decision{Limit: 5, RetryAfter: 150, ResetAfter: 450}, 0},
+		{int64(-1), 6, limiters.Decision{Limit: 5, Remaining: 5, RetryAfter: limiters.Never}, 0},
+	} {
+		d, denied, err := g.reply(tc.v, tc.n, nil)
+		if err != nil || d != tc.want || denied != tc.denied {
+			t.Errorf("debt: reply(%#v, n=%d) = %+v, %d, %v; want %+v, %d", tc.v, tc.n, d, denied, err, tc.want, tc.denied)
+		}
 	}
 
 	// Two limits: four more integers each, checked as closely.
@@ -180,12 +208,12 @@ func TestReplyChecked(t *testing.T) {
 	for _, v := range []any{"1 0 5 4 0 7", "1 0 5 4 0 7 1 4 0 7", "1 0 5 4 0 7 1 4 0 7 1 99 0", "1 0 5 4 0 7 1 4 0 7 2 99 0 9",
 		"1 0 5 4 0 7 1 4 0 7 1 -1 0 9", "1 0 5 4 0 7 1 4 0 7 1 99 0 -9", "1 0 5 4 0 7 1 4 0 7 1 99 0 9 "} {
 		per := make([]limiters.Decision, 2)
-		if d, _, err := l2.reply(v, per); !errors.Is(err, ErrUnavailable) || d.Allowed {
+		if d, _, err := l2.reply(v, 1, per); !errors.Is(err, ErrUnavailable) || d.Allowed {
 			t.Errorf("two limits: reply(%#v) = %+v, %v; want refused, fail closed", v, d, err)
 		}
 	}
 	per := make([]limiters.Decision, 2)
-	d, denied, err = l2.reply("0 2 5 0 3000 9000 1 0 0 10 0 99 3000 9000", per)
+	d, denied, err = l2.reply("0 2 5 0 3000 9000 1 0 0 10 0 99 3000 9000", 1, per)
 	wantPer := []limiters.Decision{{Allowed: true, Limit: 5, ResetAfter: 10}, {Limit: 100, Remaining: 99, RetryAfter: 3000, ResetAfter: 9000}}
 	if err != nil || d != (limiters.Decision{Limit: 5, RetryAfter: 3000, ResetAfter: 9000}) || denied != 1 || !slices.Equal(per, wantPer) {
 		t.Errorf("two limits, a denial: %+v, %d, %v, each %+v; want each %+v", d, denied, err, per, wantPer)

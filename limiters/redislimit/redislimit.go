@@ -195,6 +195,9 @@ type Limiter struct {
 	// packed is the number of hashes the keys are packed into
 	// (WithPacking); zero when each has a Redis key of its own.
 	packed uint64
+	// interval is GCRA's emission interval in ns when the script replies
+	// with the debt alone (gcra1.lua, gcrapacked.lua); zero otherwise.
+	interval int64
 
 	// evals counts the times the script had to be sent whole (NOSCRIPT).
 	evals atomic.Int64
@@ -269,7 +272,7 @@ func newLimiter(c Client, a limiters.Algorithm, limits []composite.Limit, specs 
 	honours, pool := deadlines(c)
 	l := &Limiter{c: c, script: scripts[a], limits: limits, o: o, guard: !honours, light: honours && pool > 0 && pool <= o.Timeout}
 	if s, ok := single[a]; ok && len(specs) == 1 {
-		l.script = s[0]
+		l.script, l.interval = s[0], int64(specs[0].Bucket.Interval())
 	}
 	if o.Packing > 0 {
 		l.script, l.packed = packed, uint64(o.Packing)
@@ -465,7 +468,7 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any,
 	if err != nil {
 		return l.failed(err)
 	}
-	return l.reply(v, per)
+	return l.reply(v, n, per)
 }
 
 // appendKey appends the Redis key that holds key's state under the limit
@@ -645,11 +648,20 @@ func (l *Limiter) eval(ctx context.Context, c *call, args []any) (any, error) {
 	return v, nil
 }
 
-// reply reads the script's reply: six integers in a string, allowed,
-// denied, limit, remaining, retry after and reset after, then, for more
-// than one limit, four a limit: admits, remaining, retry after, reset
-// after. It fills per (nil, or room for every limit) with the limits'.
-func (l *Limiter) reply(v any, per []limiters.Decision) (limiters.Decision, int, error) {
+// reply reads the script's reply to a decision of cost n: six integers
+// in a string, allowed, denied, limit, remaining, retry after and reset
+// after, then, for more than one limit, four a limit: admits, remaining,
+// retry after, reset after. It fills per (nil, or room for every limit)
+// with the limits'. GCRA's one-limit scripts reply with the debt alone
+// (see debt).
+func (l *Limiter) reply(v any, n int, per []limiters.Decision) (limiters.Decision, int, error) {
+	if l.interval > 0 {
+		d, denied, err := l.debt(v, n)
+		if per != nil {
+			per[0] = d
+		}
+		return d, denied, err
+	}
 	str, ok := v.(string)
 	k := len(l.suffix)
 	want := 6
@@ -688,6 +700,50 @@ func (l *Limiter) reply(v any, per []limiters.Decision) (limiters.Decision, int,
 		}
 	}
 	return d, int(x[1]) - 1, nil
+}
+
+// debt reads the reply of GCRA with one limit (gcra1.lua, gcrapacked.lua):
+// the debt, how far the theoretical arrival time is ahead of now after
+// the decision, in ns, as an integer (alone) or a decimal string (in a
+// batch); -debt-1 when the decision denies. The rest follows from the
+// limit C and the emission interval T, as in the in-memory GCRA: CT - debt
+// is the room left, and a denied n fits once the debt has fallen to
+// CT - nT.
+func (l *Limiter) debt(v any, n int) (limiters.Decision, int, error) {
+	var x int64
+	ok := false
+	switch v := v.(type) {
+	case int64:
+		x, ok = v, true
+	case string:
+		var err error
+		x, err = strconv.ParseInt(v, 10, 64)
+		ok = err == nil
+	}
+	c, t := int64(l.quota[0]), l.interval
+	ct := c * t
+	allowed, debt := x >= 0, x
+	if !allowed {
+		debt = -x - 1
+	}
+	d := limiters.Decision{Allowed: allowed, Limit: int(c), ResetAfter: time.Duration(debt)}
+	if debt < ct {
+		d.Remaining = int((ct - debt) / t)
+	}
+	if !allowed {
+		d.RetryAfter = limiters.Never
+		if int64(n) <= c {
+			d.RetryAfter = time.Duration(debt + int64(n)*t - ct)
+			ok = ok && d.RetryAfter > 0 // it denies: n does not fit yet
+		}
+	}
+	if !ok || allowed && debt > ct {
+		return l.failed(fmt.Errorf("the script replied %T %.120q, want a debt of at most %d ns", v, v, ct))
+	}
+	if allowed {
+		return d, -1, nil
+	}
+	return d, 0, nil
 }
 
 // sane reports whether allowed is 1 or 0 and the remaining and reset after

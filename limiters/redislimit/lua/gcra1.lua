@@ -6,11 +6,22 @@
 -- gcrapacked.lua shares parts of it through gcraone.lua; here they stay
 -- written out, since the three functions cost 4.2k instructions a run
 -- (80k a decision against 84k, callgrind, redis-server 7.0).
+--
+-- It replies with one number, the debt: how far the theoretical arrival
+-- time (TAT) is ahead of now, in ns, after the decision; -debt-1 when it
+-- denies. The client works out the rest (remaining, retry after) from
+-- the debt and the limit, as the in-memory GCRA does from its TAT. With
+-- the limit read once a run, this saved the server 2k instructions of 75k
+-- a decision alone, and 7k of 46k a decision in a batch (callgrind,
+-- redis-server 7.0), against six integers written with string.format.
+local C, T, CT -- the limit's capacity and emission interval, read once a run
 local function decide(first, k, consume, n, lp)
+  if not C then
+    C, T = tonumber(ARGV[lp + 1]), tonumber(ARGV[lp + 2])
+    CT = C * T
+  end
   local key = KEYS[first + 1]
-  local c, t = tonumber(ARGV[lp + 1]), tonumber(ARGV[lp + 2])
-  local ct = c * t
-  -- The theoretical arrival time, relative to B, stored as Unix nanoseconds.
+  -- The TAT, relative to B, stored as Unix nanoseconds.
   local tat = NOW
   local v = redis.call("GET", key)
   if v then
@@ -24,9 +35,11 @@ local function decide(first, k, consume, n, lp)
       tat = stored
     end
   end
-  local ok = n <= c and tat + n * t - NOW <= ct
-  if ok and consume then
-    tat = tat + n * t
+  if n > C or tat + n * T - NOW > CT then
+    return NOW - tat - 1
+  end
+  if consume then
+    tat = tat + n * T
     -- tat as Unix seconds and nanoseconds: divmod(tat, 1e9), exactly.
     local s = math.floor(tat / 1e9)
     local ns = tat - s * 1e9
@@ -37,25 +50,5 @@ local function decide(first, k, consume, n, lp)
     end
     redis.call("SET", key, string.format("%d%09d", B + s, ns), "PX", math.max(math.ceil((tat - NOW) / 1e6), 0) + GRACE)
   end
-  local debt = tat - NOW
-  local remaining = 0
-  if debt < ct then
-    -- floor((ct - debt) / t), exactly.
-    local x = ct - debt
-    remaining = math.floor(x / t)
-    local r = x - remaining * t
-    if r < 0 then
-      remaining = remaining - 1
-    elseif r >= t then
-      remaining = remaining + 1
-    end
-  end
-  if ok then
-    return string.format("1 0 %d %d 0 %d", c, remaining, debt)
-  end
-  local retry = -1
-  if n <= c then
-    retry = debt + n * t - ct
-  end
-  return string.format("0 1 %d %d %d %d", c, remaining, retry, debt)
+  return tat - NOW
 end

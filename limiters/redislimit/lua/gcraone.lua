@@ -24,28 +24,11 @@ local function stored(tat)
   return string.format("%d%09d", B + s, ns)
 end
 
--- answer is the reply to a decision of cost n (ok: admitted) for a
--- capacity c and an emission interval t (ct = c * t) that left tat.
-local function answer(ok, n, c, t, ct, tat)
-  local debt = tat - NOW
-  local remaining = 0
-  if debt < ct then
-    -- floor((ct - debt) / t), exactly.
-    local x = ct - debt
-    remaining = math.floor(x / t)
-    local r = x - remaining * t
-    if r < 0 then
-      remaining = remaining - 1
-    elseif r >= t then
-      remaining = remaining + 1
-    end
-  end
+-- answer is the reply to a decision (ok: admitted) that left tat: the
+-- debt, tat - NOW in ns, or -debt-1 when it denies (see gcra1.lua).
+local function answer(ok, tat)
   if ok then
-    return string.format("1 0 %d %d 0 %d", c, remaining, debt)
+    return tat - NOW
   end
-  local retry = -1
-  if n <= c then
-    retry = debt + n * t - ct
-  end
-  return string.format("0 1 %d %d %d %d", c, remaining, retry, debt)
+  return NOW - tat - 1
 end

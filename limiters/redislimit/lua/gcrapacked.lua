@@ -36,5 +36,5 @@ local function decide(first, k, consume, n, lp)
       redis.call("PEXPIRE", key, ms)
     end
   end
-  return answer(ok, n, c, t, ct, tat)
+  return answer(ok, tat)
 end

@@ -5,7 +5,8 @@
 -- numbers per limit, then one argument per decision: its cost n, negative
 -- to peek, alone for the server's clock or followed by " sec ns" for an
 -- explicit time. KEYS: k keys per decision, decision by decision. Reply:
--- the decisions' replies, joined by commas. Decisions at the server's
+-- the decisions' replies, joined by commas (a reply that is a number,
+-- gcra1.lua's, written in full: tostring would round it to 14 digits). Decisions at the server's
 -- clock are all made at the one instant the batch reads it.
 local m, k = tonumber(ARGV[1]), tonumber(ARGV[2])
 local first = 5 + 2 * k
@@ -24,6 +25,10 @@ for j = 0, m - 1 do
   if not consume then
     n = -n
   end
-  out[j + 1] = decide(j * k, k, consume, n, 4)
+  local r = decide(j * k, k, consume, n, 4)
+  if type(r) == "number" then
+    r = string.format("%d", r)
+  end
+  out[j + 1] = r
 end
 return table.concat(out, ",")

@@ -15,6 +15,7 @@
 -- made; the functions below read them.
 local B, NOW, GRACE
 local TB, TNOW -- the server's clock, read once a run
+local GS -- the string GRACE was read from (a batch passes the same one)
 
 -- at sets the decision's time, sec seconds and ns nanoseconds after the
 -- Unix epoch (both empty: the server's clock), and its grace, the
@@ -29,5 +30,7 @@ local function at(sec, ns, grace)
   else
     B, NOW = tonumber(sec), tonumber(ns)
   end
-  GRACE = tonumber(grace)
+  if grace ~= GS then
+    GS, GRACE = grace, tonumber(grace)
+  end
 end
