@@ -476,7 +476,8 @@ func Lab(ctx context.Context, c Config, progress io.Writer) (_ *results.File, er
 			r.Mode, r.Users, r.Decisions, r.BytesPerUser = ModeMemory, users, int64(users), m.BytesPerUser
 			if s.Weigh != nil {
 				r.Note = fmt.Sprintf("Rows kept in Redis: the growth of the server's used_memory (INFO memory) per key it gained, after one decision for each of %d keys (sent in pipelines), "+
-					"each key's name (the run's prefix, the user, and for ratelab the algorithm and limit: 50 to 80 bytes) included; the server's memory, not the process's.", users)
+					"each key's name (the run's prefix, the user, and for ratelab the algorithm and limit: 50 to 80 bytes) included; the server's memory, not the process's. "+
+					"Packed, each user is a field (its name and state) of one of %d hashes, and the growth is per field.", users, redisPackedHashes)
 			}
 			f.Runs = append(f.Runs, r)
 		}

@@ -45,6 +45,16 @@ const RedisRateName = "redis_rate"
 // (redislimit.WithBatching): concurrent decisions share a script's run.
 const RedisBatchedName = "gcra (redis batched)"
 
+// RedisPackedName is the name of ratelab's GCRA on Redis with its keys
+// packed into hashes (redislimit.WithPacking): memory for millions of
+// users.
+const RedisPackedName = "gcra (redis packed)"
+
+// redisPackedHashes is how many hashes the packed subject spreads its
+// users over: the lab's 50,000 Redis users make about 49 a hash (10,000,
+// quick, about 10), in the 16 to 64 that keep a hash one compact list.
+const redisPackedHashes = 1024
+
 // RedisNames are the names of the subjects kept in Redis, in the order the
 // lab runs them.
 func RedisNames() []string {
@@ -52,7 +62,7 @@ func RedisNames() []string {
 	for _, a := range limiters.Algorithms() {
 		out = append(out, RedisName(a))
 	}
-	return append(out, RedisBatchedName, RedisRateName)
+	return append(out, RedisBatchedName, RedisPackedName, RedisRateName)
 }
 
 // redisLab is the Redis server the lab's Redis subjects share: one client,
@@ -168,7 +178,7 @@ func (r *redisLab) close(ctx context.Context) error {
 }
 
 // subjects returns ratelab's six algorithms on Redis, GCRA again with
-// batching, then go-redis's redis_rate. Each limiter a subject makes has a key prefix of its own and
+// batching and with packing, then go-redis's redis_rate. Each limiter a subject makes has a key prefix of its own and
 // removes its keys when stopped; every decision Redis does not make is
 // recorded (r.failed) as well as denied.
 func (r *redisLab) subjects() []Subject {
@@ -177,12 +187,16 @@ func (r *redisLab) subjects() []Subject {
 		name string
 		a    limiters.Algorithm
 		opts []redislimit.Option
+		// packed: what a user holds is a field of a hash, not a key.
+		packed bool
 	}
 	var variants []variant
 	for _, a := range limiters.Algorithms() {
-		variants = append(variants, variant{RedisName(a), a, nil})
+		variants = append(variants, variant{RedisName(a), a, nil, false})
 	}
-	variants = append(variants, variant{RedisBatchedName, limiters.GCRA, []redislimit.Option{redislimit.WithBatching(redislimit.Batching{})}})
+	variants = append(variants,
+		variant{RedisBatchedName, limiters.GCRA, []redislimit.Option{redislimit.WithBatching(redislimit.Batching{})}, false},
+		variant{RedisPackedName, limiters.GCRA, []redislimit.Option{redislimit.WithPacking(redisPackedHashes)}, true})
 	for _, v := range variants {
 		a := v.a
 		newWith := func(c redislimit.Client, w limiters.Window, opts []redislimit.Option) (*redislimit.Limiter, string, error) {
@@ -221,10 +235,12 @@ func (r *redisLab) subjects() []Subject {
 				return recorded{l, r}, stopper(l), nil
 			},
 			Weigh: func(ctx context.Context, w limiters.Window, keys int) (MemoryResult, error) {
-				return r.weigh(ctx, keys, func(c redislimit.Client) (func(string), string, error) {
-					// Without batching: the weighing sends its own pipelines,
-					// and what a key holds is the same.
-					l, prefix, err := newWith(c, w, nil)
+				var opts []redislimit.Option
+				if v.packed { // batching is left out: the weighing sends its own pipelines
+					opts = v.opts
+				}
+				return r.weigh(ctx, keys, v.packed, func(c redislimit.Client) (func(string), string, error) {
+					l, prefix, err := newWith(c, w, opts)
 					if err != nil {
 						return nil, "", err
 					}
@@ -256,7 +272,7 @@ func (r *redisLab) subjects() []Subject {
 			}, nil
 		},
 		Weigh: func(ctx context.Context, w limiters.Window, keys int) (MemoryResult, error) {
-			return r.weigh(ctx, keys, func(c redislimit.Client) (func(string), string, error) {
+			return r.weigh(ctx, keys, false, func(c redislimit.Client) (func(string), string, error) {
 				l, match, err := newRedisRate(c, w)
 				if err != nil {
 					return nil, "", err
@@ -307,9 +323,9 @@ const weighBatch = 1000
 // that queues them in pipelines (a round trip each would take a minute at
 // a million keys), grows the server's used_memory (INFO memory): that
 // growth over the keys written, counted by SCAN, is the answer, each key's
-// name included (and whatever else wrote to the server meanwhile). The
-// keys are removed after.
-func (r *redisLab) weigh(ctx context.Context, keys int, newDecider func(c redislimit.Client) (func(string), string, error)) (MemoryResult, error) {
+// name included (and whatever else wrote to the server meanwhile); packed,
+// over the fields of the hashes written. The keys are removed after.
+func (r *redisLab) weigh(ctx context.Context, keys int, packed bool, newDecider func(c redislimit.Client) (func(string), string, error)) (MemoryResult, error) {
 	warm, match, err := newDecider(r.c)
 	if err != nil {
 		return MemoryResult{}, err
@@ -350,20 +366,42 @@ func (r *redisLab) weigh(ctx context.Context, keys int, newDecider func(c redisl
 	if err != nil {
 		return MemoryResult{}, err
 	}
-	held, err := r.count(ctx, qmatch)
+	held, err := r.count(ctx, qmatch, packed)
 	if err != nil {
 		return MemoryResult{}, err
 	}
 	if held != keys {
-		return MemoryResult{}, fmt.Errorf("harness: Redis at %s holds %d keys after a decision for each of %d", r.addr, held, keys)
+		what := "keys"
+		if packed {
+			what = "fields"
+		}
+		return MemoryResult{}, fmt.Errorf("harness: Redis at %s holds %d %s after a decision for each of %d users", r.addr, held, what, keys)
 	}
 	return MemoryResult{BytesPerUser: float64(memAfter-memBefore) / float64(held), Tracked: held}, nil
 }
 
-// count counts the keys matching the SCAN pattern match.
-func (r *redisLab) count(ctx context.Context, match string) (int, error) {
+// count counts the keys matching the SCAN pattern match, or, fields, the
+// fields of those keys (hashes).
+func (r *redisLab) count(ctx context.Context, match string, fields bool) (int, error) {
 	n := 0
-	err := r.scan(ctx, match, func(keys []string) error { n += len(keys); return nil })
+	err := r.scan(ctx, match, func(keys []string) error {
+		if !fields {
+			n += len(keys)
+			return nil
+		}
+		p := r.c.Pipeline()
+		lens := make([]*redis.IntCmd, len(keys))
+		for i, k := range keys {
+			lens[i] = p.HLen(ctx, k)
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			return fmt.Errorf("harness: Redis at %s: %w", r.addr, err)
+		}
+		for _, l := range lens {
+			n += int(l.Val())
+		}
+		return nil
+	})
 	return n, err
 }
 

@@ -163,7 +163,7 @@ func newLegend() *legend {
 // The colours (Okabe and Ito's, which stay apart for colour-blind eyes)
 // and dashes of each limiter, the same in every chart: ratelab's solid,
 // the peers' dashed; ratelab's on Redis in their algorithm's colour, dash
-// and dot, or dotted when batched.
+// and dot, dotted when batched, dash and two dots when packed.
 var palette = map[string]color.Color{
 	"fixed-window":    rgb(0xE69F00),
 	"sliding-log":     rgb(0x000000),
@@ -178,11 +178,13 @@ var palette = map[string]color.Color{
 	"(harness floor)": rgb(0xBBBBBB),
 }
 
-// redisSuffix ends the name of ratelab's limiters kept in Redis, and
-// batchedSuffix of those that batch their decisions (drawn dotted, wider).
+// redisSuffix ends the name of ratelab's limiters kept in Redis,
+// batchedSuffix of those that batch their decisions (drawn dotted, wider)
+// and packedSuffix of those that pack their users into hashes.
 const (
 	redisSuffix   = " (redis)"
 	batchedSuffix = " (redis batched)"
+	packedSuffix  = " (redis packed)"
 )
 
 var workloadColors = []color.Color{rgb(0x0072B2), rgb(0xE69F00), rgb(0xD55E00), rgb(0x009E73), rgb(0xCC79A7)}
@@ -193,10 +195,8 @@ func rgb(v uint32) color.Color {
 
 func lineStyle(name string) draw.LineStyle {
 	algorithm, batched := strings.CutSuffix(name, batchedSuffix)
-	onRedis := batched
-	if !batched {
-		algorithm, onRedis = strings.CutSuffix(name, redisSuffix)
-	}
+	algorithm, packed := strings.CutSuffix(algorithm, packedSuffix)
+	algorithm, onRedis := strings.CutSuffix(algorithm, redisSuffix)
 	c, ok := palette[algorithm]
 	if !ok {
 		c = rgb(0x333333)
@@ -208,6 +208,8 @@ func lineStyle(name string) draw.LineStyle {
 	case batched:
 		s.Width = vg.Points(2.4)
 		s.Dashes = []vg.Length{vg.Points(1.5), vg.Points(1.5)}
+	case packed:
+		s.Dashes = []vg.Length{vg.Points(7), vg.Points(2), vg.Points(1.5), vg.Points(2), vg.Points(1.5), vg.Points(2)}
 	case onRedis:
 		s.Dashes = []vg.Length{vg.Points(7), vg.Points(2), vg.Points(1.5), vg.Points(2)}
 	case name == "(harness floor)":

@@ -18,6 +18,18 @@ func TestRedisLineStyles(t *testing.T) {
 	if rr := lineStyle("redis_rate"); rr.Color != palette["redis_rate"] || !slices.Equal(rr.Dashes, peer.Dashes) {
 		t.Errorf("redis_rate drawn %+v, want its colour, dashed as a peer", rr)
 	}
+	// Batched and packed: GCRA's colour, each dashed its own way.
+	for _, name := range []string{"gcra (redis batched)", "gcra (redis packed)"} {
+		s := lineStyle(name)
+		if s.Color != mem.Color {
+			t.Errorf("%s drawn in %v, want gcra's %v", name, s.Color, mem.Color)
+		}
+		for _, other := range []string{"gcra", "gcra (redis)", "throttled", "gcra (redis batched)", "gcra (redis packed)"} {
+			if other != name && slices.Equal(s.Dashes, lineStyle(other).Dashes) {
+				t.Errorf("%s is dashed as %s is: %v", name, other, s.Dashes)
+			}
+		}
+	}
 }
 
 // The memory chart sets the server's memory per key apart from the

@@ -44,7 +44,9 @@ measures, for each:
 	            admits, the rate vegeta achieved, end-to-end latency
 
 The Redis rows are ratelab's six algorithms kept in Redis, "gcra (redis)"
-and so on, and go-redis/redis_rate (a GCRA on Redis), on the server at
+and so on, GCRA again with batching ("gcra (redis batched)") and with its
+users packed into hashes ("gcra (redis packed)"), and go-redis/redis_rate
+(a GCRA on Redis), on the server at
 --redis-url (or $REDIS_ADDR). Each of their decisions is a round trip to
 the server, so they run on less: their accuracy on a sample of each
 workload (and decision for decision against the same algorithm in
