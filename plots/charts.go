@@ -309,6 +309,34 @@ func (t logTicks) Ticks(min, max float64) []plot.Tick {
 	return out
 }
 
+// linearTicks labels a linear axis from zero at round steps (1, 2 or 5
+// times a power of ten, four to eight of them) as plain numbers: gonum's
+// default writes bytes as "250.00".
+type linearTicks struct{}
+
+func (linearTicks) Ticks(min, max float64) []plot.Tick {
+	if !finite(min, max) || max <= min {
+		return nil
+	}
+	p := math.Pow(10, math.Floor(math.Log10((max-min)/4)))
+	step := p
+	for _, k := range []float64{2, 5, 10} {
+		if (max-min)/step <= 8 {
+			break
+		}
+		step = k * p
+	}
+	var out []plot.Tick
+	for i := math.Ceil(min / step); i*step <= max; i++ {
+		v := math.Round(i*step/p) * p
+		if p < 1 { // 6 / 10 is 0.6; 6 × 0.1 is 0.6000000000000001
+			v = math.Round(i*step/p) / math.Round(1/p)
+		}
+		out = append(out, plot.Tick{Value: v, Label: humanize(v)})
+	}
+	return out
+}
+
 func humanize(v float64) string {
 	switch {
 	case v >= 1e9:
@@ -670,6 +698,7 @@ func memoryChart(f *results.File) Chart {
 		return fmt.Sprintf("%.1f", v)
 	})
 	p.X.Max = 1.15 * maxOf(b)
+	p.X.Tick.Marker = linearTicks{}
 	c.panels = append(c.panels, p)
 	c.h = 0.85*vg.Inch + vg.Length(len(b.Groups))*0.35*vg.Inch
 	return c
