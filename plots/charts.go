@@ -319,12 +319,11 @@ func (linearTicks) Ticks(min, max float64) []plot.Tick {
 		return nil
 	}
 	p := math.Pow(10, math.Floor(math.Log10((max-min)/4)))
-	step := p
-	for _, k := range []float64{2, 5, 10} {
-		if (max-min)/step <= 8 {
+	var step float64
+	for _, k := range []float64{1, 2, 5, 10} {
+		if step = k * p; (max-min)/step <= 8 {
 			break
 		}
-		step = k * p
 	}
 	var out []plot.Tick
 	for i := math.Ceil(min / step); i*step <= max; i++ {

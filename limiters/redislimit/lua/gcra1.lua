@@ -4,8 +4,8 @@
 -- anew on each run: this costs the server about a sixth less than the
 -- general decide (measured in instructions with callgrind). k is 1.
 -- gcrapacked.lua shares parts of it through gcraone.lua; here they stay
--- written out, since the three functions cost 4.2k instructions a run
--- (80k a decision against 84k, callgrind, redis-server 7.0).
+-- written out, since calling them as functions cost 4.2k instructions a
+-- run (80k a decision against 84k, callgrind, redis-server 7.0).
 --
 -- It replies with one number, the debt: how far the theoretical arrival
 -- time (TAT) is ahead of now, in ns, after the decision; -debt-1 when it

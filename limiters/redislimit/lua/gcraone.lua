@@ -23,12 +23,3 @@ local function stored(tat)
   end
   return string.format("%d%09d", B + s, ns)
 end
-
--- answer is the reply to a decision (ok: admitted) that left tat: the
--- debt, tat - NOW in ns, or -debt-1 when it denies (see gcra1.lua).
-local function answer(ok, tat)
-  if ok then
-    return tat - NOW
-  end
-  return NOW - tat - 1
-end

@@ -18,8 +18,10 @@ local function decide(first, k, consume, n, lp)
   if v then
     tat = math.max(tat, tatOf(v))
   end
-  local ok = n <= c and tat + n * t - NOW <= ct
-  if ok and consume then
+  if n > c or tat + n * t - NOW > ct then
+    return NOW - tat - 1 -- denied: -debt-1 (see gcra1.lua)
+  end
+  if consume then
     if not v then
       local drawn = redis.call("HRANDFIELD", key, 2, "WITHVALUES")
       for i = 1, #drawn, 2 do
@@ -36,5 +38,5 @@ local function decide(first, k, consume, n, lp)
       redis.call("PEXPIRE", key, ms)
     end
   end
-  return answer(ok, tat)
+  return tat - NOW
 end
