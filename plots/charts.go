@@ -327,8 +327,10 @@ func (linearTicks) Ticks(min, max float64) []plot.Tick {
 	}
 	var out []plot.Tick
 	for i := math.Ceil(min / step); i*step <= max; i++ {
-		v := math.Round(i*step/p) * p
-		if p < 1 { // 6 / 10 is 0.6; 6 × 0.1 is 0.6000000000000001
+		// Whole steps multiply exactly; a fractional one does not (6 × 0.1
+		// is 0.6000000000000001), so it is divided instead (6 / 10 is 0.6).
+		v := i * step
+		if p < 1 {
 			v = math.Round(i*step/p) / math.Round(1/p)
 		}
 		out = append(out, plot.Tick{Value: v, Label: humanize(v)})
