@@ -82,7 +82,11 @@ func batchingSameAsMemory(t *testing.T, c *redis.Client, client Client, seed uin
 					})
 				}
 				wg.Wait()
-				if d, b := red.batch.decisions.Load(), red.batch.batches.Load(); d < 2*b {
+				// Some batch must have held several decisions, or this
+				// tested decisions one by one. How many depends on how
+				// the 24 goroutines are scheduled: on a loaded machine,
+				// 1440 decisions went in 1352 batches.
+				if d, b := red.batch.decisions.Load(), red.batch.batches.Load(); d <= b {
 					t.Errorf("%d decisions in %d batches: the test should make batches of several", d, b)
 				}
 			}

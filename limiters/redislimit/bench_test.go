@@ -36,3 +36,38 @@ func BenchmarkAllowN(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHotKey is a key hammered past its limit by every goroutine
+// (GOMAXPROCS of them), with the denial cache and without: with it, the
+// denials after the first are made in the process.
+func BenchmarkHotKey(b *testing.B) {
+	c := server(b)
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{{"cache=on", nil}, {"cache=off", []Option{WithDenialCache(-1)}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			l, err := New(c, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 10, Rate: 0.001}},
+				append([]Option{WithPrefix(prefix(b, c))}, tc.opts...)...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			for range 10 {
+				l.AllowN(ctx, "hot", 1)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if d, err := l.AllowN(ctx, "hot", 1); d.Allowed || err != nil {
+						b.Errorf("the hot key: %+v, %v: want denied", d, err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+			b.ReportMetric(float64(l.Counts().RoundTrips)/float64(b.N+10), "round-trips/decision")
+		})
+	}
+}

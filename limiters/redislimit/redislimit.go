@@ -23,6 +23,11 @@
 // Every key expires once its quota is full again, plus a grace (never
 // before: the sliding window counter keeps its previous window).
 //
+// A denial Redis made of a unit request is remembered in the process until
+// the retry-after Redis gave, and the key's unit requests are denied again
+// without a round trip (WithDenialCache, on by default): exact, since only
+// consumption happens elsewhere, but for a Reset made by another process.
+//
 // When Redis cannot answer within the timeout, a decision follows the
 // failure mode (fail open by default) and the error says so; nothing
 // waits longer than the timeout, nothing panics.
@@ -109,6 +114,11 @@ type Options struct {
 	// that many Redis hashes, a field a key, in place of a Redis key each
 	// (see WithPacking).
 	Packing int
+	// DenialCache is how many of Redis's denials the Limiter remembers in
+	// the process, to deny a key again without a round trip until Redis's
+	// retry-after has passed (see WithDenialCache); zero means 4096,
+	// negative none.
+	DenialCache int
 }
 
 // An Option sets one of the Options.
@@ -125,6 +135,19 @@ func WithFailureMode(m FailureMode) Option { return func(o *Options) { o.Failure
 
 // WithGrace sets how long keys outlive full quota.
 func WithGrace(d time.Duration) Option { return func(o *Options) { o.Grace = d } }
+
+// WithDenialCache sets how many of Redis's denials of unit requests the
+// Limiter remembers (about 64 bytes each; zero means 4096, negative none).
+// While a key is denied, its unit requests are denied again in the process,
+// with no round trip, until the retry-after Redis gave: under an attack or
+// an overload, a hammered key costs Redis nothing more. It is exact, since
+// only consumption happens elsewhere: nothing can give the key room before
+// that time. Only a reset can, and Reset and ResetAll through this Limiter
+// clear it; a Reset made by another process is not seen here, and this
+// process may deny the key for up to the retry-after it cached (at most a
+// window, or a bucket's refill). Requests of a cost above 1, peeks and
+// DecideEach always go to Redis.
+func WithDenialCache(entries int) Option { return func(o *Options) { o.DenialCache = entries } }
 
 // WithPacking keeps the keys of a single GCRA limit in hashes Redis
 // hashes, each caller's key a field of the hash its hash (FNV-1a) picks,
@@ -202,8 +225,36 @@ type Limiter struct {
 	// with the debt alone (gcra1.lua, gcrapacked.lua); zero otherwise.
 	interval int64
 
-	// evals counts the times the script had to be sent whole (NOSCRIPT).
-	evals atomic.Int64
+	// denials remembers Redis's denials (WithDenialCache); nil for none.
+	denials *denials
+
+	// evals counts the times the script had to be sent whole (NOSCRIPT),
+	// and trips the round trips of decisions sent alone. (The denial
+	// cache counts nothing: a counter written by every core on a hot key
+	// cost more than the rest of its decision.)
+	evals, trips atomic.Int64
+}
+
+// Counts are what a Limiter has sent to Redis. The decisions it made
+// without a round trip (the denial cache's) are the caller's count less
+// Sent.
+type Counts struct {
+	// RoundTrips are the calls to Redis that decided: one a decision
+	// sent alone, one a batch (WithBatching), and one more each time the
+	// script had to be sent whole.
+	RoundTrips int64
+	// Sent is how many decisions went to Redis, alone or in batches.
+	Sent int64
+}
+
+// Counts returns what l has sent to Redis so far.
+func (l *Limiter) Counts() Counts {
+	c := Counts{RoundTrips: l.trips.Load() + l.evals.Load(), Sent: l.trips.Load()}
+	if l.batch != nil {
+		c.RoundTrips += l.batch.batches.Load()
+		c.Sent += l.batch.decisions.Load()
+	}
+	return c
 }
 
 var (
@@ -272,6 +323,9 @@ func newLimiter(c Client, a limiters.Algorithm, limits []composite.Limit, specs 
 	if o.Grace == 0 {
 		o.Grace = time.Second
 	}
+	if o.DenialCache == 0 {
+		o.DenialCache = 4096
+	}
 	honours, pool := deadlines(c)
 	l := &Limiter{c: c, script: scripts[a], limits: limits, o: o, guard: !honours, light: honours && pool > 0 && pool <= o.Timeout}
 	if s, ok := single[a]; ok && len(specs) == 1 {
@@ -295,6 +349,9 @@ func newLimiter(c Client, a limiters.Algorithm, limits []composite.Limit, specs 
 		l.suffix = append(l.suffix, fmt.Sprintf(":%s:%d%s%d", a, quota, sep, period))
 		l.quota = append(l.quota, quota)
 		l.params = append(l.params, strconv.Itoa(quota), strconv.FormatInt(int64(period), 10))
+	}
+	if o.DenialCache > 0 {
+		l.denials = newDenials(o.DenialCache)
 	}
 	l.grace[0] = strconv.FormatInt(max(o.Grace.Milliseconds(), 1), 10)
 	l.grace[1] = strconv.FormatInt(max(o.Grace, explicitGrace).Milliseconds(), 10)
@@ -422,6 +479,20 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any,
 	if explicit && (t.Before(minTime) || t.After(maxTime)) {
 		return l.failed(fmt.Errorf("time %v is outside what the Redis backend keeps (1970 to 2106)", t))
 	}
+	var h, gen uint64
+	var now, clock int64
+	cache := l.denials != nil && mode == consume && n == 1 && per == nil
+	if l.denials != nil && mode == consume {
+		h = l.denials.hash(key)
+	}
+	if cache {
+		var d limiters.Decision
+		now, clock = l.denials.now(t)
+		if by, ok := l.denials.denied(&d, h, now, clock); ok {
+			return d, by, nil
+		}
+		gen = l.denials.gen.Load()
+	}
 	// One slice holds the whole command: EVALSHA sha numkeys keys... argv...
 	// Unless a call may outlive the decision (guard, or a batched call
 	// given up on), the slice and the context come from a pool.
@@ -471,7 +542,20 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any,
 	if err != nil {
 		return l.failed(err)
 	}
-	return l.reply(v, n, per)
+	d, by, err := l.reply(v, n, per)
+	switch {
+	case err != nil || l.denials == nil || mode != consume:
+	case d.Allowed:
+		// On a clock that runs forward an admission comes after any
+		// denial's retry-after, but explicit times may step back.
+		l.denials.drop(h)
+	case cache && by >= 0 && d.Limit == l.quota[by]:
+		// Of several limits, the Decision names the one with the least
+		// room, the smaller of equals: while denied that stays the
+		// limit that denied only if it is already the one named.
+		l.denials.put(h, now, clock, d, by, gen)
+	}
+	return d, by, err
 }
 
 // appendKey appends the Redis key that holds key's state under the limit
@@ -489,6 +573,7 @@ func (l *Limiter) appendKey(b []byte, key, suffix string) []byte {
 
 // single runs args on its own, bounded by the timeout.
 func (l *Limiter) single(ctx context.Context, c *call, args []any) (v any, err error) {
+	l.trips.Add(1)
 	if l.light {
 		c.ctx = deadlineCtx{ctx, time.Now().Add(l.o.Timeout)}
 		v, err = l.run(&c.ctx, c, args)
@@ -797,7 +882,11 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
 	defer cancel()
-	if err := bounded(ctx, l.guard, del); err != nil {
+	err := bounded(ctx, l.guard, del)
+	if l.denials != nil { // after the keys are gone: a denial from before is not cached again
+		l.denials.forget(l.denials.hash(key))
+	}
+	if err != nil {
 		return fmt.Errorf("%w: Reset: %w", ErrUnavailable, err)
 	}
 	return nil
@@ -806,6 +895,9 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 // ResetAll forgets every key this limiter holds (the keys with its prefix,
 // algorithm and limits), on every server of a cluster.
 func (l *Limiter) ResetAll(ctx context.Context) error {
+	if l.denials != nil {
+		defer l.denials.clear()
+	}
 	return l.scan(ctx, func(ctx context.Context, c scanner, keys []string) error {
 		ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
 		defer cancel()

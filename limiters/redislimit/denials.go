@@ -1,0 +1,208 @@
+package redislimit
+
+import (
+	"hash/maphash"
+	"math/bits"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+)
+
+// The denial cache remembers, in the process, denials Redis made of unit
+// requests, so that a key hammered past its limit is turned away without a
+// round trip until Redis's own retry-after has passed.
+//
+// It is exact because only consumption happens elsewhere: once Redis has
+// denied a unit request for a key at time t, saying retry after d, no
+// process of the fleet can make that key admit anything before t + d
+// (admitting takes room, and nothing gives room back but time), and until
+// then the key's state is frozen, so Redis would answer every unit request
+// with the same denial, its retry-after and reset-after counted down. The
+// cache answers only from the time of the denial on: at an earlier time
+// (explicit times may step back) the state is another. (Of
+// several limits, the Decision's Limit is that of the limit with the least
+// room, the smaller of equals: a denial is cached only when that is the
+// limit that denied, which then stays so.) A request of a larger cost is
+// not cached: it goes to Redis.
+//
+// What breaks the argument is what gives room back other than time: Reset
+// and ResetAll through this Limiter clear the cache; a Reset through
+// another process (or a key deleted by hand) does not, and this process
+// may go on denying the key until the cached retry-after passes, at most
+// one window or one bucket's refill. A change of limits is a new Limiter,
+// with a cache of its own.
+//
+// For the server's clock, the cached denial runs from the moment the
+// decision was sent, by this process's monotonic clock: the server decided
+// no earlier, so the cache never denies past the time Redis named (its
+// clock's skew cancels out). A decision at an explicit time is cached at
+// that time, and used for explicit times only.
+//
+// Each entry is a cache line: a sequence number that is odd while the
+// entry is being written (a writer takes it by compare-and-swap, and gives
+// up if another holds it: it is only a cache), then the key's hash and the
+// denial. A key may sit in either of two entries of its set, picked by its
+// hash. Every word is atomic, so the race detector agrees.
+type denials struct {
+	seed maphash.Seed
+	sets []denialSet
+	mask uint64
+	base time.Time // the zero of the monotonic clock the live entries use
+	// gen counts the resets: a denial Redis made before one is not
+	// cached after it.
+	gen atomic.Uint64
+}
+
+const denialWays = 4
+
+type denialSet struct {
+	e [denialWays]denial
+}
+
+type denial struct {
+	seq   atomic.Uint64
+	h     atomic.Uint64
+	clock atomic.Int64 // liveClock or explicitClock: what the times count on
+	from  atomic.Int64 // the time of the denial
+	until atomic.Int64 // unit requests are denied from from until until
+	reset atomic.Int64 // the key is back to full quota at reset
+	// limitBy is the Decision's Limit, shifted 8 bits, and the limit
+	// that denied.
+	limitBy atomic.Int64
+	_       [8]byte
+}
+
+// The clocks an entry's times are on.
+const (
+	liveClock     = 1 // ns since denials.base, on the monotonic clock
+	explicitClock = 2 // Unix ns
+)
+
+// newDenials returns a cache of about entries entries (a power of two, at
+// least one set).
+func newDenials(entries int) *denials {
+	sets := max(1, entries/denialWays)
+	sets = 1 << (bits.Len(uint(sets)) - 1)
+	return &denials{seed: maphash.MakeSeed(), sets: make([]denialSet, sets), mask: uint64(sets - 1), base: time.Now()}
+}
+
+// hash hashes key, never to zero (an empty entry's).
+func (ds *denials) hash(key string) uint64 {
+	return maphash.String(ds.seed, key) | 1
+}
+
+// now returns the time of a decision at t (zero: the server's clock, read
+// here as this process's monotonic clock) on the clock an entry keeps.
+func (ds *denials) now(t time.Time) (ns, clock int64) {
+	if t.IsZero() {
+		return int64(time.Since(ds.base)), liveClock
+	}
+	return t.UnixNano(), explicitClock
+}
+
+func (ds *denials) ways(h uint64) (*denial, *denial) {
+	s := &ds.sets[(h>>8)&ds.mask]
+	i, j := h>>56&(denialWays-1), h>>60&(denialWays-1)
+	if i == j {
+		j ^= 1
+	}
+	return &s.e[i], &s.e[j]
+}
+
+// denied reports whether the cache denies a unit request for h at now, on
+// clock, and if so writes the decision into d and returns the limit that
+// denied. It takes no lock and writes nothing.
+func (ds *denials) denied(d *limiters.Decision, h uint64, now, clock int64) (int, bool) {
+	e1, e2 := ds.ways(h)
+	if by, ok := e1.deny(d, h, now, clock); ok {
+		return by, true
+	}
+	return e2.deny(d, h, now, clock)
+}
+
+func (e *denial) deny(d *limiters.Decision, h uint64, now, clock int64) (int, bool) {
+	s := e.seq.Load()
+	if s&1 != 0 || e.h.Load() != h {
+		return 0, false
+	}
+	c, from, until, reset, lb := e.clock.Load(), e.from.Load(), e.until.Load(), e.reset.Load(), e.limitBy.Load()
+	if e.seq.Load() != s || c != clock || now < from || now >= until {
+		return 0, false
+	}
+	*d = limiters.Decision{Limit: int(lb >> 8), RetryAfter: time.Duration(until - now), ResetAfter: time.Duration(max(reset-now, 0))}
+	return int(lb & 0xff), true
+}
+
+// put records d, Redis's denial of a unit request for h at now on clock
+// by limit by, asked for when the reset count was gen. It takes h's entry,
+// or an empty or expired one, or the one that expires first; it gives up
+// if another goroutine is writing there.
+func (ds *denials) put(h uint64, now, clock int64, d limiters.Decision, by int, gen uint64) {
+	if d.Allowed || d.RetryAfter <= 0 || d.RetryAfter == limiters.Never || ds.gen.Load() != gen {
+		return
+	}
+	until, reset := now+int64(d.RetryAfter), now+int64(d.ResetAfter)
+	e1, e2 := ds.ways(h)
+	e := e1
+	switch {
+	case e1.h.Load() == h:
+	case e2.h.Load() == h:
+		e = e2
+	case e1.h.Load() == 0 || e1.until.Load() <= now:
+	case e2.h.Load() == 0 || e2.until.Load() <= now || e2.until.Load() < e1.until.Load():
+		e = e2
+	}
+	s := e.seq.Load()
+	if s&1 != 0 || !e.seq.CompareAndSwap(s, s+1) {
+		return
+	}
+	e.h.Store(h)
+	e.clock.Store(clock)
+	e.from.Store(now)
+	e.until.Store(until)
+	e.reset.Store(reset)
+	e.limitBy.Store(int64(d.Limit)<<8 | int64(by))
+	e.seq.Store(s + 2)
+}
+
+// forget clears h's entries, waiting for a writer there to finish, and
+// keeps denials asked for before it from being cached after: for a reset.
+func (ds *denials) forget(h uint64) {
+	ds.gen.Add(1)
+	ds.drop(h)
+}
+
+// drop clears h's entries, waiting for a writer there to finish: for an
+// admission, after which a denial of an earlier time no longer holds.
+func (ds *denials) drop(h uint64) {
+	e1, e2 := ds.ways(h)
+	e1.clear(h)
+	e2.clear(h)
+}
+
+// clear empties every entry, as forget does one.
+func (ds *denials) clear() {
+	ds.gen.Add(1)
+	for i := range ds.sets {
+		for j := range ds.sets[i].e {
+			ds.sets[i].e[j].clear(0)
+		}
+	}
+}
+
+// clear empties e if it holds h (any hash, for 0).
+func (e *denial) clear(h uint64) {
+	for {
+		s := e.seq.Load()
+		if s&1 == 0 && (h != 0 && e.h.Load() != h || h == 0 && e.h.Load() == 0) {
+			return
+		}
+		if s&1 == 0 && e.seq.CompareAndSwap(s, s+1) {
+			e.h.Store(0)
+			e.until.Store(0)
+			e.seq.Store(s + 2)
+			return
+		}
+	}
+}
