@@ -1,12 +1,14 @@
 # ratelab's two jobs: `make test` (the tests CI runs) and `make bench` (the
-# lab); and `make gate`, the regression gate CI runs after the tests. All
+# lab); and `make gate`, the regression gate CI runs after the tests
+# (NO_BASE_OK=1 lets it pass without a base to time against; CI never sets it). All
 # set up what they need: Go fetches the modules, and the pinned tools
 # (staticcheck, benchstat) are built from tools/go.mod on first use.
 
 GO        ?= go
 TOOL      := $(GO) tool -modfile=tools/go.mod
 OUT       ?= out
-# The committed baseline the gate compares the quick lab with.
+# The committed figures the gate compares the quick lab with: accuracy,
+# allocations and memory, which do not depend on the machine.
 BASELINE  ?= results/baseline.json
 # Benchmarks: samples per benchmark, and time per sample. Six samples is
 # the least benchstat needs for a confidence interval worth reading.
@@ -36,27 +38,35 @@ staticcheck:
 race:
 	tools/with-redis $(GO) test -race -shuffle=on -count=1 ./...
 
-## gate: the quick lab against the committed baseline; fails on a regression (about a minute)
+# The commit the gate times the working tree against: the first line of
+# results/gate-base that is not a comment (make baseline sets it), unless
+# BASE is given (make gate BASE=main).
+BASE      ?= $(shell grep -v '^\#' results/gate-base 2>/dev/null | head -n 1)
+
+## gate: time the tree against the base commit in one run, A/B, and compare its quick lab with the committed baseline (about a minute)
 gate:
 	@mkdir -p $(OUT)
 	$(GO) build -o $(OUT)/ratelab ./cmd/ratelab
-	$(OUT)/ratelab bench --quick --out $(OUT)/gate > $(OUT)/gate.txt
-	@echo "The quick lab's tables and picks: $(OUT)/gate.txt; its report: $(OUT)/gate/report.html"
-	$(OUT)/ratelab compare $(BASELINE) $(OUT)/gate/results.json
+	$(OUT)/ratelab gate --base "$(BASE)" --baseline $(BASELINE) --out $(OUT)/gate $(if $(NO_BASE_OK),--no-base-ok)
 
-## baseline: three quick labs pooled into the baseline (on a quiet machine; commit the result; about three minutes)
+## baseline: the committed figures (three quick labs in simulated time and for memory, pooled) and HEAD as the gate's base (commit the result; about a minute)
 baseline:
+	@if [ -n "$$(git status --porcelain --untracked-files=no -- . ':!$(BASELINE)' ':!results/gate-base')" ]; then \
+	  echo "make baseline: the tree has changes not committed; the base it names is HEAD, which lacks them. Commit them first."; exit 1; fi
 	@mkdir -p $(OUT)/baseline
 	$(GO) build -o $(OUT)/ratelab ./cmd/ratelab
-	for i in 1 2 3; do $(OUT)/ratelab bench --quick --out $(OUT)/baseline/$$i > $(OUT)/baseline/$$i.txt || exit 1; done
+	for i in 1 2 3; do $(OUT)/ratelab bench --quick --modes simulated,memory --redis=false --out $(OUT)/baseline/$$i > $(OUT)/baseline/$$i.txt || exit 1; done
 	$(OUT)/ratelab merge --out $(BASELINE) $(OUT)/baseline/1/results.json $(OUT)/baseline/2/results.json $(OUT)/baseline/3/results.json
-	@echo "Commit $(BASELINE) with the change that moved it (git diff --stat $(BASELINE))."
+	@{ echo "# The commit make gate times the working tree against (ratelab gate --base)."; \
+	  echo "# make baseline sets it to HEAD; a branch or a tag will do as well."; \
+	  git rev-parse HEAD; } > results/gate-base
+	@echo "The base is now $$(git rev-parse --short HEAD). Commit $(BASELINE) and results/gate-base (git diff --stat results/)."
 
-## bench: the lab: every limiter and its peers through every workload (about four and a half minutes; the Redis rows need a server, else they are skipped)
+## bench: the lab: every limiter and its peers through every workload (about four minutes; the Redis rows need a server, else they are skipped)
 bench:
 	$(GO) run ./cmd/ratelab bench --out $(OUT)
 
-## bench-quick: the same, shorter (about a minute)
+## bench-quick: the same, shorter (under a minute)
 bench-quick:
 	$(GO) run ./cmd/ratelab bench --quick --out $(OUT)
 

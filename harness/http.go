@@ -22,17 +22,87 @@ import (
 	"github.com/ratelab/ratelab/workloads"
 )
 
+// HTTPConfig is how the http mode attacks: at Rate requests a second for
+// Time, each run.
+type HTTPConfig struct {
+	Rate float64
+	Time time.Duration
+}
+
+func (h HTTPConfig) defaults(quick bool) HTTPConfig {
+	set(&h.Rate, 10_000)
+	set(&h.Time, pick(quick, time.Second, 150*time.Millisecond))
+	return h
+}
+
+func (h HTTPConfig) validate() error {
+	if !(h.Rate > 0 && h.Rate <= 1e6) || h.Time <= 0 {
+		return fmt.Errorf("harness: the http runs take a rate from 0 to 1,000,000 a second and a positive time, got %v and %v", h.Rate, h.Time)
+	}
+	return nil
+}
+
+// httpMode puts each subject that can live in ratelab serve's server
+// behind it, on loopback, and attacks it with vegeta: the 200s and 429s
+// against what the limit admits, and the latency end to end.
+type httpMode struct{}
+
+func (httpMode) name() string { return ModeHTTP }
+func (httpMode) once() bool   { return false }
+
+func (httpMode) steps(c Config, subjects []Subject) int {
+	n := 0
+	for _, s := range subjects {
+		if s.Serve != nil {
+			n += 2
+		}
+	}
+	return n
+}
+
+func (httpMode) measure(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Run, error) {
+	var out []results.Run
+	for _, s := range subjects {
+		if s.Serve == nil || s.OwnLimits != "" {
+			continue // only a limit the server can decide
+		}
+		l.p.step(fmt.Sprintf("%s on %s over HTTP, %s/s", s.Name, w.Name, strconv.FormatFloat(l.c.HTTP.Rate, 'f', -1, 64)), 2)
+		h := HTTPAttack{Spec: s.Serve(pacedLimit(l.c.Limit, w, l.c.HTTP.Rate)), Workload: w, Rate: l.c.HTTP.Rate, Duration: l.c.HTTP.Time}
+		res, err := h.Run(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("harness: %s on %s over HTTP: %w", s.Name, w.Name, err)
+		}
+		out = append(out, httpResult(run(s, w.Name, ModeHTTP), h, res))
+	}
+	return out, nil
+}
+
+// httpResult is base with what an HTTP attack measured.
+func httpResult(base results.Run, h HTTPAttack, res HTTPResult) results.Run {
+	r := base
+	r.OfferedRate, r.ThroughputPerS, r.Decisions = h.Rate, res.Achieved, int64(res.Requests)
+	lat := res.LatencyNS
+	r.LatencyNS = &lat
+	achieved := res.Achieved / h.Rate
+	r.AchievedFraction = &achieved
+	if res.Requests > 0 {
+		admitted := float64(res.OK) / float64(res.Requests)
+		r.AdmittedFraction = &admitted
+	}
+	r.HTTP = &results.HTTP{OK: int64(res.OK), Limited: int64(res.Limited), Other: int64(res.Other), Errors: int64(res.Errors), Ideal: int64(res.Ideal),
+		FirstError: res.FirstError, Window: results.Seconds(h.Spec.Window.Length.Seconds())}
+	return r // the table's "sent" beside "offered" says when vegeta fell behind
+}
+
 // HTTPAttack is one run of the lab's HTTP mode: a `ratelab serve` server
-// (package server, in this process, on a free loopback port) deciding
-// with algorithm a at limit, attacked by vegeta at Rate requests a second
-// for Duration, each request for the next user of the workload's
-// arrivals, in turn.
+// (package server, in this process, on a free loopback port) deciding as
+// Spec says, attacked by vegeta at Rate requests a second for Duration,
+// each request for the next user of the workload's arrivals, in turn.
 type HTTPAttack struct {
-	Algorithm limiters.Algorithm
-	Limit     limiters.Window
-	Workload  *workloads.Workload
-	Rate      float64
-	Duration  time.Duration
+	Spec     limiters.Spec
+	Workload *workloads.Workload
+	Rate     float64
+	Duration time.Duration
 }
 
 // HTTPResult is what an HTTPAttack measured.
@@ -69,7 +139,7 @@ func (h HTTPAttack) Run(ctx context.Context) (HTTPResult, error) {
 	case h.Workload == nil || len(h.Workload.Arrivals) == 0:
 		return HTTPResult{}, errors.New("harness: an HTTP attack needs a workload with requests")
 	}
-	spec := Spec(h.Algorithm, h.Limit)
+	spec := h.Spec
 	srv, err := server.New(server.Config{Spec: spec, KeyHeader: keyHeader, Headers: httplimit.AllHeaders})
 	if err != nil {
 		return HTTPResult{}, fmt.Errorf("harness: %w", err)

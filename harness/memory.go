@@ -2,15 +2,58 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/workloads"
 )
 
+// memoryMode measures, once, what each subject holds per user at scale:
+// the live heap of the process after one decision for each of the many
+// users' keys, or what a subject kept in a server weighs itself.
+type memoryMode struct{}
+
+func (memoryMode) name() string { return ModeMemory }
+func (memoryMode) once() bool   { return true }
+
+func (memoryMode) steps(c Config, subjects []Subject) int { return 4 * len(subjects) }
+
+func (memoryMode) measure(ctx context.Context, l *lab, _ *workloads.Workload, subjects []Subject) ([]results.Run, error) {
+	var out []results.Run
+	for _, s := range subjects {
+		weigh := func() (MemoryResult, error) {
+			return MeasureMemory(ctx, s, l.c.memoryLimit(), l.c.ManyUsers)
+		}
+		switch {
+		case s.failed() != "":
+			out = append(out, skipped(s, "many-users", "", s.failed()))
+			continue
+		case s.Weigh != nil:
+			weigh = func() (MemoryResult, error) { return s.Weigh(ctx, l.c.memoryLimit()) }
+		case !s.inProcess():
+			continue
+		}
+		l.p.step(fmt.Sprintf("memory of %s", s.Name), 4)
+		m, err := weigh()
+		if err != nil {
+			return nil, fmt.Errorf("harness: memory of %s: %w", s.Name, err)
+		}
+		r := run(s, "many-users", ModeMemory)
+		r.Users, r.Decisions, r.BytesPerUser, r.Note = m.Users, int64(m.Users), m.BytesPerUser, m.Note
+		out = append(out, r)
+	}
+	return out, nil
+}
+
 // MemoryResult is what a memory run measured.
 type MemoryResult struct {
+	// Users is how many keys the limiter was given; Note, if set, says
+	// how it was weighed, where not as the others were.
+	Users int
+	Note  string
 	// BytesPerUser is the live heap the limiter holds per key it tracks,
 	// after garbage collection, the key's own bytes included when the
 	// limiter keeps the key.
@@ -43,7 +86,7 @@ func MeasureMemory(ctx context.Context, s Subject, limit limiters.Window, users 
 		}
 	}
 	after := liveHeap()
-	r := MemoryResult{Tracked: users}
+	r := MemoryResult{Users: users, Tracked: users}
 	if m, ok := l.(memory.Limiter); ok {
 		r.Tracked = m.Stats().Keys
 	}

@@ -3,7 +3,6 @@ package harness
 import (
 	"fmt"
 	"io"
-	"slices"
 	"time"
 )
 
@@ -15,21 +14,21 @@ type progress struct {
 	done, total int
 }
 
-func newProgress(w io.Writer, c Config, subjects []Subject, workloads int) *progress {
+func newProgress(w io.Writer, c Config, ms []mode, subjects []Subject, workloads []string) *progress {
 	p := &progress{w: w, begin: time.Now()}
-	per := 1 // generating
-	if slices.Contains(c.Modes, ModeSimulated) {
-		per += 1 + len(subjects)
+	for _, name := range workloads {
+		p.total++ // generating
+		g := generator(name)
+		for _, m := range ms {
+			if !m.once() && (g == nil || !g.AccuracyOnly || m.name() == ModeSimulated) {
+				p.total += m.steps(c, subjects)
+			}
+		}
 	}
-	if slices.Contains(c.Modes, ModeRealTime) {
-		per += 2 * (len(subjects) + 1) * len(realTimeRuns(c)) // and the floor
-	}
-	if slices.Contains(c.Modes, ModeTiming) {
-		per += 3
-	}
-	p.total = per * workloads
-	if slices.Contains(c.Modes, ModeMemory) {
-		p.total += 4 * len(subjects)
+	for _, m := range ms {
+		if m.once() {
+			p.total += m.steps(c, subjects)
+		}
 	}
 	return p
 }

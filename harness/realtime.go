@@ -6,13 +6,144 @@ import (
 	"math"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/workloads"
 )
+
+// realTimeMode runs each subject, and the harness floor, on the real
+// clock: unpaced, as fast as each of a growing number of goroutines can
+// send (throughput, contention); then paced at an offered rate, open loop,
+// several times over (latency from each request's intended send time). A
+// subject kept in a server runs its own shorter, slower runs.
+type realTimeMode struct{}
+
+func (realTimeMode) name() string { return ModeRealTime }
+func (realTimeMode) once() bool   { return false }
+
+func (realTimeMode) steps(c Config, subjects []Subject) int {
+	return 2 * (len(subjects) + 1) * len(c.realTimeRuns())
+}
+
+func (realTimeMode) measure(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Run, error) {
+	var out []results.Run
+	for _, s := range append(slices.Clone(subjects), Floor()) {
+		if s.New == nil {
+			continue
+		}
+		runs, note := l.c.realTimeRuns(), func(RealTime) string { return "" }
+		if s.Remote != nil {
+			runs, note = s.Remote.RealTime, s.Remote.Note
+		}
+		for _, rt := range runs {
+			if why := s.failed(); why != "" {
+				out = append(out, skipped(s, w.Name, "", why))
+				break
+			}
+			l.p.step(fmt.Sprintf("%s on %s in real time, %s", s.Name, w.Name, rt.describe()), 2)
+			limit := l.c.Limit
+			if rt.Rate > 0 {
+				limit = pacedLimit(limit, w, rt.Rate)
+			}
+			r, err := l.realTime(ctx, s, w, limit, rt)
+			if err != nil {
+				return nil, fmt.Errorf("harness: %s on %s: %w", s.Name, w.Name, err)
+			}
+			r.Note = note(rt)
+			if why := s.failed(); why != "" {
+				r = skipped(s, w.Name, "", why) // its server failed during the run: its numbers are not the server's
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// realTime runs s on w as rt says, a paced run l.c.LatencyRuns times over,
+// each on a limiter of its own.
+func (l *lab) realTime(ctx context.Context, s Subject, w *workloads.Workload, limit limiters.Window, rt RealTime) (results.Run, error) {
+	repeat := 1
+	if rt.Rate > 0 {
+		repeat = l.c.LatencyRuns
+	}
+	var each []RealTimeResult
+	for range repeat {
+		lim, stop, err := s.New(limit)
+		if err != nil {
+			return results.Run{}, err
+		}
+		res, err := RunRealTime(ctx, w, lim, rt)
+		stop()
+		if err != nil {
+			return results.Run{}, err
+		}
+		each = append(each, res)
+	}
+	return realTimeResult(run(s, w.Name, ModeRealTime), rt, each), nil
+}
+
+// realTimeResult is base with what the runs of rt measured, pooled: their
+// decisions, time, admissions and lock wait summed; the latency the median
+// over the runs of each of their percentiles, each run's kept beside it
+// (the spread), and the curve that of all their requests together.
+func realTimeResult(base results.Run, rt RealTime, each []RealTimeResult) results.Run {
+	var all RealTimeResult
+	var late float64
+	for i := range each {
+		all.Decisions += each[i].Decisions
+		all.Admitted += each[i].Admitted
+		all.Elapsed += each[i].Elapsed
+		all.LockWait += each[i].LockWait
+		all.Latency.merge(&each[i].Latency)
+		late += each[i].Late * float64(each[i].Decisions)
+	}
+	r := base
+	r.Goroutines, r.OfferedRate, r.Decisions = rt.Goroutines, rt.Rate, all.Decisions
+	r.LatencyNS = all.Latency.latency()
+	if len(each) > 1 {
+		r.LatencyRunsNS = make([]results.Latency, len(each))
+		for i := range each {
+			r.LatencyRunsNS[i] = *each[i].Latency.latency()
+		}
+		m := results.MedianLatency(r.LatencyRunsNS)
+		r.LatencyNS = &m
+	}
+	r.LatencyCurveNS = all.Latency.curve()
+	r.ThroughputPerS = all.Throughput()
+	wait := float64(all.LockWait) / float64(max(all.Decisions, 1))
+	r.LockWaitNSPerOp = &wait
+	admitted := float64(all.Admitted) / float64(max(all.Decisions, 1))
+	r.AdmittedFraction = &admitted
+	if rt.Rate > 0 {
+		achieved, late := all.Throughput()/rt.Rate, late/float64(max(all.Decisions, 1))
+		r.AchievedFraction, r.LateFraction = &achieved, &late
+	}
+	return r
+}
+
+// realTimeRuns are the real-time runs of one limiter on one workload: the
+// unpaced sweep, then the paced run for latency.
+func (c Config) realTimeRuns() []RealTime {
+	var out []RealTime
+	for _, g := range c.Goroutines {
+		out = append(out, RealTime{Goroutines: g, Duration: c.RealTime})
+	}
+	return append(out, RealTime{Goroutines: c.LatencyGoroutines, Rate: c.OfferedRate, Duration: c.LatencyTime})
+}
+
+// pacedLimit is the limit a paced run gives its limiter: the window scaled
+// by the workload's own rate over the offered rate, so that each key is
+// asked for the same multiple of its limit as in the workload.
+func pacedLimit(limit limiters.Window, w *workloads.Workload, offered float64) limiters.Window {
+	native := float64(len(w.Arrivals)) / w.Params.Duration.Seconds()
+	length := time.Duration(float64(limit.Length) * native / offered)
+	return limiters.Window{Limit: limit.Limit, Length: max(length, time.Microsecond)}
+}
 
 // RealTime says how a real-time run sends a workload.
 type RealTime struct {
@@ -166,37 +297,6 @@ func sendUnpaced(ctx context.Context, l limiters.Limiter, keys []string, seq []w
 		}
 		n++
 	}
-}
-
-// RealTimeAccuracy sends w to l alone, one request at a time at its
-// arrival time with time scaled by scale (0.02 runs a minute of arrivals in
-// 1.2 seconds, against a limit whose window is scaled alike), and returns
-// which requests were admitted, the workload as it was really sent (times
-// in unscaled time, as the ideal must see them), and how late the sends
-// were against their schedule. It is how the accuracy of a limiter that
-// takes no explicit time is measured.
-func RealTimeAccuracy(ctx context.Context, w *workloads.Workload, l limiters.Limiter, scale float64) (allowed []bool, sent *workloads.Workload, lag hist, err error) {
-	keys := keysOf(w)
-	allowed = make([]bool, len(w.Arrivals))
-	sent = &workloads.Workload{Name: w.Name, Params: w.Params, Arrivals: make([]workloads.Arrival, len(w.Arrivals))}
-	runtime.GC()
-	start := time.Now().Add(time.Millisecond)
-	for i, a := range w.Arrivals {
-		due := time.Duration(float64(a.T) * scale)
-		if err := waitUntil(ctx, start.Add(due), false); err != nil {
-			return nil, nil, lag, err
-		}
-		now := time.Since(start)
-		d, err := l.AllowN(ctx, keys[a.User], int(a.N))
-		if err != nil {
-			return nil, nil, lag, err
-		}
-		lag.record(int64(now - due))
-		allowed[i] = d.Allowed
-		a.T = time.Duration(float64(now) / scale)
-		sent.Arrivals[i] = a
-	}
-	return allowed, sent, lag, nil
 }
 
 // waitUntil returns at time at, or with ctx's error when ctx ends first: it

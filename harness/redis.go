@@ -18,7 +18,6 @@ import (
 
 	"github.com/ratelab/ratelab/harness/peers"
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
 	"github.com/ratelab/ratelab/limiters/redislimit"
 	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/workloads"
@@ -62,7 +61,8 @@ func RedisNames() []string {
 	for _, a := range limiters.Algorithms() {
 		out = append(out, RedisName(a))
 	}
-	return append(out, RedisBatchedName, RedisPackedName, RedisRateName)
+	return append(out, RedisBatchedName, RedisPackedName, RedisRateName, RedisFloorName, RedisBatchedFloorName,
+		RedisFleetPlainName, RedisFleetBatchedName, RedisFleetCachedName)
 }
 
 // redisLab is the Redis server the lab's Redis subjects share: one client,
@@ -72,21 +72,85 @@ func RedisNames() []string {
 // which the lab runs none of them.
 type redisLab struct {
 	c      *redis.Client
+	cfg    Config
 	addr   string // host:port/db, for messages
 	prefix string
 	seq    atomic.Int64
+	// unreached says why the server could not be reached, "" when it was.
+	unreached string
 
 	mu  sync.Mutex
 	err error
 }
 
-// openRedis connects to the server at url and asks it for a PING, for a
-// second at most. A server that does not answer is no error: skip says
-// why, for the runs it keeps from happening.
-func openRedis(ctx context.Context, url string) (r *redisLab, skip string, err error) {
-	opt, err := redis.ParseURL(url)
+// RedisConfig says where the subjects kept in Redis are kept, and how the
+// lab runs them: each decision of theirs is a round trip to the server,
+// thousands a second where a limiter in memory makes millions, so they run
+// on less (Defaults). Their simulated runs decide the first Users users
+// (attackers, on the attacks) of each workload over its first Simulated;
+// their unpaced real-time runs last RealTime, their paced ones LatencyTime
+// at OfferedRate; their memory runs give the server Keys keys.
+type RedisConfig struct {
+	// URL is the server (redis://host:port/db); empty leaves the subjects
+	// kept in Redis out. A server that does not answer a PING within a
+	// second is no error: their runs are skipped, saying why. Their keys
+	// are under a prefix of the run's own, removed when done; nothing is
+	// flushed.
+	URL         string
+	Users       int
+	Simulated   time.Duration
+	RealTime    time.Duration
+	LatencyTime time.Duration
+	OfferedRate float64
+	Keys        int
+}
+
+// defaults sets r's zero fields for c. Redis makes about 15-25k decisions
+// a second over loopback with many senders (its scripts take 10-20µs each
+// of its one thread), 5-10k with one, and fills about 20k keys a second in
+// pipelines: these keep the Redis rows to about a minute of the full lab
+// and 20s of the quick one.
+func (r RedisConfig) defaults(c Config) RedisConfig {
+	q := c.Quick
+	set(&r.Users, pick(q, 10, 6))
+	set(&r.Simulated, pick(q, 10*time.Second, 4*time.Second))
+	r.Simulated = min(max(r.Simulated, 2*c.Limit.Length), c.Simulated)
+	set(&r.RealTime, pick(q, 60*time.Millisecond, 30*time.Millisecond))
+	set(&r.LatencyTime, pick(q, 150*time.Millisecond, 60*time.Millisecond))
+	set(&r.OfferedRate, 1000)
+	set(&r.Keys, pick(q, 50_000, 5_000))
+	return r
+}
+
+func (r RedisConfig) validate(c Config) error {
+	if r.URL == "" {
+		for _, n := range c.Limiters {
+			if slices.Contains(RedisNames(), n) {
+				return fmt.Errorf("harness: %s is kept in Redis, and the lab has no Redis server to run it on", n)
+			}
+		}
+		return nil
+	}
+	if _, err := redis.ParseURL(r.URL); err != nil {
+		return fmt.Errorf("harness: the Redis URL: %w", err)
+	}
+	if r.Users < 1 || r.Keys < 1 || r.Simulated < 2*c.Limit.Length || r.RealTime <= 0 {
+		return fmt.Errorf("harness: Redis: users and keys must be positive, and the simulated span (%v) at least two windows", r.Simulated)
+	}
+	return (RealTime{Goroutines: c.LatencyGoroutines, Rate: r.OfferedRate, Duration: r.LatencyTime}).Validate()
+}
+
+// openRedis opens the lab's Redis, when c names one and asks for a subject
+// kept there: it connects to the server and asks it for a PING, for a
+// second at most. A server that does not answer is no error: its subjects
+// are unavailable, saying why.
+func openRedis(ctx context.Context, c Config) (opened, error) {
+	if c.Redis.URL == "" || !slices.ContainsFunc(RedisNames(), func(n string) bool { return named(c.Limiters, n) }) {
+		return nil, nil
+	}
+	opt, err := redis.ParseURL(c.Redis.URL)
 	if err != nil {
-		return nil, "", fmt.Errorf("harness: the Redis URL: %w", err)
+		return nil, fmt.Errorf("harness: the Redis URL: %w", err)
 	}
 	opt.ContextTimeoutEnabled = true
 	opt.PoolSize = redisPool
@@ -94,7 +158,7 @@ func openRedis(ctx context.Context, url string) (r *redisLab, skip string, err e
 	opt.MaxRetries = -1 // a decision retried is a decision made twice
 	var nonce [8]byte
 	rand.Read(nonce[:])
-	r = &redisLab{c: redis.NewClient(opt), addr: fmt.Sprintf("%s/%d", opt.Addr, opt.DB), prefix: "ratelab:bench:" + hex.EncodeToString(nonce[:]) + ":"}
+	r := &redisLab{c: redis.NewClient(opt), cfg: c, addr: fmt.Sprintf("%s/%d", opt.Addr, opt.DB), prefix: "ratelab:bench:" + hex.EncodeToString(nonce[:]) + ":"}
 	pctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
 	if err := r.c.Ping(pctx).Err(); err != nil {
@@ -107,9 +171,20 @@ func openRedis(ctx context.Context, url string) (r *redisLab, skip string, err e
 		case errors.Is(err, context.DeadlineExceeded):
 			why = fmt.Sprintf("no answer within %v", redisTimeout)
 		}
-		return nil, fmt.Sprintf("no Redis at %s: %s; point the lab at a server with --redis-url, or leave these rows out with --redis=false", opt.Addr, why), nil
+		r.c, r.unreached = nil, fmt.Sprintf("no Redis at %s: %s; point the lab at a server with --redis-url, or leave these rows out with --redis=false", opt.Addr, why)
 	}
-	return r, "", nil
+	return r, nil
+}
+
+// describe says in p how the lab ran the Redis subjects.
+func (r *redisLab) describe(p *results.Params) {
+	if r.unreached != "" {
+		return
+	}
+	c := r.cfg.Redis
+	p.Redis = &results.RedisParams{Addr: r.addr, Prefix: r.prefix, Users: c.Users, Simulated: results.Seconds(c.Simulated.Seconds()),
+		RealTime: results.Seconds(c.RealTime.Seconds()), LatencyTime: results.Seconds(c.LatencyTime.Seconds()),
+		OfferedRate: c.OfferedRate, Keys: c.Keys}
 }
 
 // fail records err, the first error Redis gave.
@@ -168,6 +243,9 @@ func (r *redisLab) sweep(ctx context.Context, match string) error {
 // close removes every key the run left (a limiter's own removal may have
 // failed, or been cut short) and closes the client.
 func (r *redisLab) close(ctx context.Context) error {
+	if r.c == nil {
+		return nil
+	}
 	defer r.c.Close()
 	for _, p := range []string{r.prefix, peers.RedisRatePrefix + r.prefix} {
 		if err := r.sweep(ctx, p+"*"); err != nil {
@@ -177,89 +255,110 @@ func (r *redisLab) close(ctx context.Context) error {
 	return nil
 }
 
-// subjects returns ratelab's six algorithms on Redis, GCRA again with
-// batching and with packing, then go-redis's redis_rate. Each limiter a subject makes has a key prefix of its own and
-// removes its keys when stopped; every decision Redis does not make is
-// recorded (r.failed) as well as denied.
+// subjects returns the subjects the lab's configuration names of
+// ratelab's six algorithms on Redis, GCRA again with batching and with
+// packing, and go-redis's redis_rate: unavailable, saying why, when the
+// server did not answer. Each limiter a subject makes has a key prefix of
+// its own and removes its keys when stopped; every decision Redis does not
+// make is recorded (r.failed) as well as denied.
 func (r *redisLab) subjects() []Subject {
 	var out []Subject
-	type variant struct {
-		name string
-		a    limiters.Algorithm
-		opts []redislimit.Option
-		// packed: what a user holds is a field of a hash, not a key.
-		packed bool
-	}
-	var variants []variant
 	for _, a := range limiters.Algorithms() {
-		variants = append(variants, variant{RedisName(a), a, nil, false})
+		out = append(out, r.ratelab(RedisName(a), a, nil, false))
 	}
-	variants = append(variants,
-		variant{RedisBatchedName, limiters.GCRA, []redislimit.Option{redislimit.WithBatching(redislimit.Batching{})}, false},
-		variant{RedisPackedName, limiters.GCRA, []redislimit.Option{redislimit.WithPacking(redisPackedHashes)}, true})
-	for _, v := range variants {
-		a := v.a
-		newWith := func(c redislimit.Client, w limiters.Window, opts []redislimit.Option) (*redislimit.Limiter, string, error) {
-			prefix := r.newPrefix()
-			l, err := redislimit.New(c, Spec(a, w), append([]redislimit.Option{redislimit.WithPrefix(prefix),
-				redislimit.WithTimeout(redisTimeout), redislimit.WithFailureMode(redislimit.FailClosed)}, opts...)...)
-			return l, prefix, err
+	out = append(out,
+		r.ratelab(RedisBatchedName, limiters.GCRA, []redislimit.Option{redislimit.WithBatching(redislimit.Batching{})}, false),
+		r.ratelab(RedisPackedName, limiters.GCRA, []redislimit.Option{redislimit.WithPacking(redisPackedHashes)}, true),
+		r.redisRate())
+	out = append(out, r.floors()...)
+	out = append(out, r.fleets()...)
+	out = slices.DeleteFunc(out, func(s Subject) bool { return !named(r.cfg.Limiters, s.Name) })
+	for i := range out {
+		out[i].Backend = BackendRedis
+		out[i].Remote = r.remote()
+		if r.unreached != "" {
+			out[i] = Subject{Name: out[i].Name, Library: out[i].Library, Algorithm: out[i].Algorithm, Backend: BackendRedis, Floor: out[i].Floor,
+				Remote: &Remote{Server: "Redis", Unavailable: r.unreached}}
 		}
-		newLimiter := func(c redislimit.Client, w limiters.Window) (*redislimit.Limiter, string, error) {
-			return newWith(c, w, v.opts)
-		}
-		stopper := func(l *redislimit.Limiter) func() {
-			return func() {
-				l.Close() // a batching limiter's senders
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				if err := l.ResetAll(ctx); err != nil {
-					r.fail(err)
-				}
+	}
+	return out
+}
+
+// remote is how a subject kept in Redis takes part in the lab.
+func (r *redisLab) remote() *Remote {
+	c := r.cfg
+	var rts []RealTime
+	for _, g := range c.Goroutines {
+		rts = append(rts, RealTime{Goroutines: g, Duration: c.Redis.RealTime})
+	}
+	rts = append(rts, RealTime{Goroutines: c.LatencyGoroutines, Rate: c.Redis.OfferedRate, Duration: c.Redis.LatencyTime})
+	return &Remote{Server: "Redis", Failed: r.failed, Sample: r.sample, Senders: 16, RealTime: rts, Note: r.realTimeNote}
+}
+
+// ratelab is ratelab's algorithm a on Redis with opts, named name; packed
+// says what a user holds is a field of a hash, not a key.
+func (r *redisLab) ratelab(name string, a limiters.Algorithm, opts []redislimit.Option, packed bool) Subject {
+	newWith := func(c redislimit.Client, w limiters.Window, opts []redislimit.Option) (*redislimit.Limiter, string, error) {
+		prefix := r.newPrefix()
+		l, err := redislimit.New(c, Spec(a, w), append([]redislimit.Option{redislimit.WithPrefix(prefix),
+			redislimit.WithTimeout(redisTimeout), redislimit.WithFailureMode(redislimit.FailClosed)}, opts...)...)
+		return l, prefix, err
+	}
+	stopper := func(l *redislimit.Limiter) func() {
+		return func() {
+			l.Close() // a batching limiter's senders
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := l.ResetAll(ctx); err != nil {
+				r.fail(err)
 			}
 		}
-		out = append(out, Subject{
-			Name: v.name, Library: "ratelab", Algorithm: a, Backend: BackendRedis,
-			NewAt: func(w limiters.Window) (AtDecider, func(), error) {
-				l, _, err := newLimiter(r.c, w)
-				if err != nil {
-					return nil, nil, err
-				}
-				return redisAt{l, r}, stopper(l), nil
-			},
-			New: func(w limiters.Window) (limiters.Limiter, func(), error) {
-				l, _, err := newLimiter(r.c, w)
-				if err != nil {
-					return nil, nil, err
-				}
-				return recorded{l, r}, stopper(l), nil
-			},
-			Weigh: func(ctx context.Context, w limiters.Window, keys int) (MemoryResult, error) {
-				var opts []redislimit.Option
-				if v.packed { // batching is left out: the weighing sends its own pipelines
-					opts = v.opts
-				}
-				return r.weigh(ctx, keys, v.packed, func(c redislimit.Client) (func(string), string, error) {
-					l, prefix, err := newWith(c, w, opts)
-					if err != nil {
-						return nil, "", err
-					}
-					// At an explicit time, so that the keys outlive the
-					// measurement (ten minutes past full quota), a window's
-					// end included.
-					now := time.Now()
-					return func(key string) { l.AllowAt(key, now, 1) }, prefix + "*", nil
-				})
-			},
-		})
 	}
+	return Subject{
+		Name: name, Library: "ratelab", Algorithm: a,
+		NewAt: func(w limiters.Window) (AtDecider, func(), error) {
+			l, _, err := newWith(r.c, w, opts)
+			if err != nil {
+				return nil, nil, err
+			}
+			return redisAt{l, r}, stopper(l), nil
+		},
+		New: func(w limiters.Window) (limiters.Limiter, func(), error) {
+			l, _, err := newWith(r.c, w, opts)
+			if err != nil {
+				return nil, nil, err
+			}
+			return recorded{l, r}, stopper(l), nil
+		},
+		Weigh: func(ctx context.Context, w limiters.Window) (MemoryResult, error) {
+			var weighOpts []redislimit.Option
+			if packed { // batching is left out: the weighing sends its own pipelines
+				weighOpts = opts
+			}
+			return r.weigh(ctx, packed, func(c redislimit.Client) (func(string), string, error) {
+				l, prefix, err := newWith(c, w, weighOpts)
+				if err != nil {
+					return nil, "", err
+				}
+				// At an explicit time, so that the keys outlive the
+				// measurement (ten minutes past full quota), a window's
+				// end included.
+				now := time.Now()
+				return func(key string) { l.AllowAt(key, now, 1) }, prefix + "*", nil
+			})
+		},
+	}
+}
+
+// redisRate is go-redis/redis_rate, a GCRA on Redis.
+func (r *redisLab) redisRate() Subject {
 	newRedisRate := func(c peers.RedisClient, w limiters.Window) (peers.Limiter, string, error) {
 		prefix := r.newPrefix()
 		l, err := peers.NewRedisRate(c, prefix, w)
 		return l, peers.RedisRatePrefix + prefix + "*", err
 	}
-	out = append(out, Subject{
-		Name: RedisRateName, Library: peers.RedisRateModule, Algorithm: limiters.GCRA, Backend: BackendRedis,
+	return Subject{
+		Name: RedisRateName, Library: peers.RedisRateModule, Algorithm: limiters.GCRA,
 		New: func(w limiters.Window) (limiters.Limiter, func(), error) {
 			l, match, err := newRedisRate(r.c, w)
 			if err != nil {
@@ -271,8 +370,8 @@ func (r *redisLab) subjects() []Subject {
 				}
 			}, nil
 		},
-		Weigh: func(ctx context.Context, w limiters.Window, keys int) (MemoryResult, error) {
-			return r.weigh(ctx, keys, false, func(c redislimit.Client) (func(string), string, error) {
+		Weigh: func(ctx context.Context, w limiters.Window) (MemoryResult, error) {
+			return r.weigh(ctx, false, func(c redislimit.Client) (func(string), string, error) {
 				l, match, err := newRedisRate(c, w)
 				if err != nil {
 					return nil, "", err
@@ -280,8 +379,7 @@ func (r *redisLab) subjects() []Subject {
 				return func(key string) { l.AllowN(context.Background(), key, 1) }, match, nil
 			})
 		},
-	})
-	return out
+	}
 }
 
 // recorded is a limiter on Redis whose errors are recorded.
@@ -325,7 +423,8 @@ const weighBatch = 1000
 // growth over the keys written, counted by SCAN, is the answer, each key's
 // name included (and whatever else wrote to the server meanwhile); packed,
 // over the fields of the hashes written. The keys are removed after.
-func (r *redisLab) weigh(ctx context.Context, keys int, packed bool, newDecider func(c redislimit.Client) (func(string), string, error)) (MemoryResult, error) {
+func (r *redisLab) weigh(ctx context.Context, packed bool, newDecider func(c redislimit.Client) (func(string), string, error)) (MemoryResult, error) {
+	keys := r.cfg.Redis.Keys
 	warm, match, err := newDecider(r.c)
 	if err != nil {
 		return MemoryResult{}, err
@@ -377,7 +476,10 @@ func (r *redisLab) weigh(ctx context.Context, keys int, packed bool, newDecider 
 		}
 		return MemoryResult{}, fmt.Errorf("harness: Redis at %s holds %d %s after a decision for each of %d users", r.addr, held, what, keys)
 	}
-	return MemoryResult{BytesPerUser: float64(memAfter-memBefore) / float64(held), Tracked: held}, nil
+	return MemoryResult{Users: keys, BytesPerUser: float64(memAfter-memBefore) / float64(held), Tracked: held,
+		Note: fmt.Sprintf("Rows kept in Redis: the growth of the server's used_memory (INFO memory) per key it gained, after one decision for each of %d keys (sent in pipelines), "+
+			"each key's name (the run's prefix, the user, and for ratelab the algorithm and limit: 50 to 80 bytes) included; the server's memory, not the process's. "+
+			"Packed, each user is a field (its name and state) of one of %d hashes, and the growth is per field.", keys, redisPackedHashes)}, nil
 }
 
 // count counts the keys matching the SCAN pattern match, or, fields, the
@@ -467,87 +569,38 @@ func (q *queue) EvalSha(ctx context.Context, sha string, keys []string, args ...
 	return redis.NewCmdResult(nil, errQueued)
 }
 
-// openRedis opens the lab's Redis, when c names one and asks for a subject
-// kept there.
-func (c Config) openRedis(ctx context.Context) (*redisLab, string, error) {
-	if c.RedisURL == "" || !slices.ContainsFunc(RedisNames(), func(n string) bool { return redisNamed(c.Limiters, n) }) {
-		return nil, "", nil
-	}
-	return openRedis(ctx, c.RedisURL)
-}
-
-// redisRealTimeRuns are the real-time runs of a subject kept in Redis: the
-// lab's, shorter, and paced at a rate a round trip a decision keeps up
-// with.
-func (c Config) redisRealTimeRuns() []RealTime {
-	var out []RealTime
-	for _, g := range c.Goroutines {
-		out = append(out, RealTime{Goroutines: g, Duration: c.RedisRealTime})
-	}
-	return append(out, RealTime{Goroutines: c.LatencyGoroutines, Rate: c.RedisOfferedRate, Duration: c.RedisLatencyTime})
-}
-
-// redisRealTimeNote says how the real-time run rt of a subject kept in
-// Redis differs from the others in its table.
-func (c Config) redisRealTimeNote(rt RealTime) string {
+// realTimeNote says how the real-time run rt of a subject kept in Redis
+// differs from the others in its table.
+func (r *redisLab) realTimeNote(rt RealTime) string {
+	c := r.cfg
 	if rt.Rate > 0 {
 		return fmt.Sprintf("Rows kept in Redis are paced at %.0f a second for %v: each decision is a round trip to the server, and at %.0f a second the run would measure a queue.",
-			c.RedisOfferedRate, c.RedisLatencyTime, c.OfferedRate)
+			c.Redis.OfferedRate, c.Redis.LatencyTime, c.OfferedRate)
 	}
-	return fmt.Sprintf("Rows kept in Redis run for %v each, a round trip to the server a decision: too few decisions to take most keys past their limits, so most are admitted.", c.RedisRealTime)
+	return fmt.Sprintf("Rows kept in Redis run for %v each, a round trip to the server a decision: too few decisions to take most keys past their limits, so most are admitted.", c.Redis.RealTime)
 }
 
 // redisMaxSample is the most requests a sample of a workload decided on
 // Redis may have: about fifteen seconds of the lab's time.
 const redisMaxSample = 300_000
 
-// accuracy measures s, kept in Redis, on a sample of w (Config.RedisUsers
-// and RedisSimulated): against the ideal, and request for request against
-// the same algorithm in memory. The sample's keys are shared out among
-// senders (simulateByKey), so that the round trips overlap.
-func (r *redisLab) accuracy(c Config, s Subject, w *workloads.Workload) (results.Run, error) {
-	switch {
-	case s.NewAt == nil:
-		return results.Run{SkippedBecause: "accuracy not measured: it reads the server's clock and takes no explicit time, and a replay in real time, a round trip a request, would not fit the lab's time"}, nil
-	case w.Name == "many-users":
-		return results.Run{SkippedBecause: fmt.Sprintf("accuracy on Redis not measured on many-users: its point is its population (%d users), and a sample of a few would be another workload; Redis at scale is the memory run's", w.Params.Users)}, nil
+// sample returns the part of w the Redis subjects decide in simulated
+// time, the first Redis.Users users over its first Redis.Simulated, and
+// the note their rows carry; or why they decide none of it.
+func (r *redisLab) sample(w *workloads.Workload) (*workloads.Workload, string, string) {
+	c := r.cfg
+	if w.Name == "many-users" {
+		return nil, "", fmt.Sprintf("accuracy on Redis not measured on many-users: its point is its population (%d users), and a sample of a few would be another workload; Redis at scale is the memory run's", w.Params.Users)
 	}
-	sw := sample(w, c.RedisUsers, c.RedisSimulated)
+	sw := sample(w, c.Redis.Users, c.Redis.Simulated)
 	switch n := len(sw.Arrivals); {
 	case n == 0:
-		return results.Run{SkippedBecause: fmt.Sprintf("the sample decided on Redis (the first %d users over the first %v) has no requests", c.RedisUsers, c.RedisSimulated)}, nil
+		return nil, "", fmt.Sprintf("the sample decided on Redis (the first %d users over the first %v) has no requests", c.Redis.Users, c.Redis.Simulated)
 	case n > redisMaxSample:
-		return results.Run{SkippedBecause: fmt.Sprintf("the sample decided on Redis (the first %d users over the first %v) has %d requests, more than the %d the lab sends Redis", c.RedisUsers, c.RedisSimulated, n, redisMaxSample)}, nil
+		return nil, "", fmt.Sprintf("the sample decided on Redis (the first %d users over the first %v) has %d requests, more than the %d the lab sends Redis", c.Redis.Users, c.Redis.Simulated, n, redisMaxSample)
 	}
-	ideal, err := Ideal(sw, c.Limit)
-	if err != nil {
-		return results.Run{}, err
-	}
-	twin, err := memory.New(Spec(s.Algorithm, c.Limit), limiters.WithSweepInterval(-1))
-	if err != nil {
-		return results.Run{}, err
-	}
-	defer twin.Close()
-	d, stop, err := s.NewAt(c.Limit)
-	if err != nil {
-		return results.Run{}, err
-	}
-	defer stop()
-	allowed := simulateByKey(sw, d, min(sw.Params.Users, 16))
-	if why := r.failed(); why != "" {
-		return results.Run{SkippedBecause: why}, nil
-	}
-	differs := int64(0)
-	for i, ok := range Simulate(sw, twin) {
-		if ok != allowed[i] {
-			differs++
-		}
-	}
-	acc := Compare(sw, allowed, ideal, c.Limit)
-	allocs := steadyAllocsAt(after(sw, 500, c.Limit.Length), d, c.Limit.Length)
-	return results.Run{Mode: ModeSimulated, Decisions: int64(len(allowed)), Accuracy: &acc, AllocsPerDecision: &allocs, DiffersFromMemory: &differs,
-		Note: fmt.Sprintf("Rows kept in Redis decide a sample of each workload, its first %d users (attackers, on the boundary attack) over its first %v, a round trip to the server a request; "+
-			"their allocations per decision are over 500 requests.", c.RedisUsers, c.RedisSimulated)}, nil
+	return sw, fmt.Sprintf("Rows kept in Redis decide a sample of each workload, its first %d users (attackers, on the boundary attack) over its first %v, a round trip to the server a request; "+
+		"their allocations per decision are over 500 requests.", c.Redis.Users, c.Redis.Simulated), ""
 }
 
 // sample returns the requests w's first users users made in its first
@@ -568,40 +621,4 @@ func sample(w *workloads.Workload, users int, span time.Duration) *workloads.Wor
 		}
 	}
 	return out
-}
-
-// after returns w's first n requests moved past its end by whole windows
-// of length, so that a limiter that has decided w meets them as it met w's
-// (the keys made, time going on).
-func after(w *workloads.Workload, n int, length time.Duration) *workloads.Workload {
-	out := &workloads.Workload{Name: w.Name, Params: w.Params, Arrivals: slices.Clone(w.Arrivals[:min(n, len(w.Arrivals))])}
-	if len(w.Arrivals) == 0 {
-		return out
-	}
-	shift := ((w.Arrivals[len(w.Arrivals)-1].T+length)/length + 1) * length
-	for i := range out.Arrivals {
-		out.Arrivals[i].T += shift
-	}
-	return out
-}
-
-// simulateByKey is Simulate with w's users shared out among workers
-// goroutines, each deciding its users' requests in order: the same
-// decisions from a limiter whose keys do not share state, sooner when
-// each decision waits on a server.
-func simulateByKey(w *workloads.Workload, d AtDecider, workers int) []bool {
-	allowed := make([]bool, len(w.Arrivals))
-	keys := keysOf(w)
-	var wg sync.WaitGroup
-	for g := range max(workers, 1) {
-		wg.Go(func() {
-			for i, a := range w.Arrivals {
-				if int(a.User)%workers == g {
-					allowed[i] = d.AllowAt(keys[a.User], time.Unix(0, int64(a.T)), int(a.N)).Allowed
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return allowed
 }

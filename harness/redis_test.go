@@ -51,11 +51,11 @@ func closedPort(t *testing.T) string {
 func TestLabRedis(t *testing.T) {
 	url, rdb := redisURL(t)
 	c := smallLab()
-	c.RedisURL = url
-	c.Limiters = []string{"sliding-counter", "gcra", RedisName(limiters.SlidingCounter), RedisName(limiters.GCRA), RedisRateName}
+	c.Redis.URL = url
+	c.Limiters = []string{"sliding-counter", "gcra", RedisName(limiters.SlidingCounter), RedisName(limiters.GCRA), RedisRateName, RedisFloorName, RedisBatchedFloorName}
 	c.Workloads = []string{"uniform", "boundary-attack", "many-users"}
-	c.RedisUsers, c.RedisSimulated, c.RedisKeys = 4, 3*time.Second, 2000
-	c.RedisRealTime, c.RedisLatencyTime = 20*time.Millisecond, 50*time.Millisecond
+	c.Redis.Users, c.Redis.Simulated, c.Redis.Keys = 4, 3*time.Second, 2000
+	c.Redis.RealTime, c.Redis.LatencyTime = 20*time.Millisecond, 50*time.Millisecond
 	f, err := Lab(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +88,7 @@ func TestLabRedis(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sw := sample(w, c.RedisUsers, c.RedisSimulated)
+			sw := sample(w, c.Redis.Users, c.Redis.Simulated)
 			m, err := memory.New(Spec(limiters.Algorithm(r.Algorithm), c.Limit), limiters.WithSweepInterval(-1))
 			if err != nil {
 				t.Fatal(err)
@@ -108,8 +108,8 @@ func TestLabRedis(t *testing.T) {
 			if r.ThroughputPerS <= 0 || r.LatencyNS == nil || r.Decisions == 0 || r.Note == "" {
 				t.Errorf("%s on %s in real time: %+v", r.Limiter, r.Workload, r)
 			}
-			if r.OfferedRate != 0 && r.OfferedRate != c.RedisOfferedRate {
-				t.Errorf("%s paced at %v, want %v", r.Limiter, r.OfferedRate, c.RedisOfferedRate)
+			if r.OfferedRate != 0 && r.OfferedRate != c.Redis.OfferedRate {
+				t.Errorf("%s paced at %v, want %v", r.Limiter, r.OfferedRate, c.Redis.OfferedRate)
 			}
 		case r.Mode == ModeMemory:
 			seen[r.Mode]++
@@ -132,6 +132,27 @@ func TestLabRedis(t *testing.T) {
 			t.Errorf("%d Redis runs %s, want %d (all: %v)", seen[k], k, n, seen)
 		}
 	}
+	// The floors: in real time only, each sweep and the paced run on each
+	// workload, admitting everything, left out of the picks.
+	floors := 0
+	for _, r := range f.Runs {
+		if r.Limiter != RedisFloorName && r.Limiter != RedisBatchedFloorName {
+			continue
+		}
+		floors++
+		if r.Mode != ModeRealTime || !r.Floor || !r.Outside() || r.SkippedBecause != "" || !(r.ThroughputPerS > 0) || *r.AdmittedFraction != 1 {
+			t.Errorf("%s on %s (%s): %+v, want a real-time run admitting everything", r.Limiter, r.Workload, r.Mode, r)
+		}
+	}
+	if floors != 2*3*3 {
+		t.Errorf("%d runs of the Redis floors, want 18", floors)
+	}
+	picks, _ := results.Picks(f)
+	for _, p := range picks {
+		if strings.Contains(p.Limiter, "floor") || strings.Contains(p.Why, "(redis") && strings.Contains(p.Why, "floor)") {
+			t.Errorf("a pick names a floor: %+v", p)
+		}
+	}
 	for _, match := range []string{p.Prefix + "*", peers.RedisRatePrefix + p.Prefix + "*"} {
 		if keys, _, err := rdb.Scan(context.Background(), 0, match, 1_000_000).Result(); err != nil || len(keys) > 0 {
 			t.Errorf("%d keys left under %s (%v)", len(keys), match, err)
@@ -144,7 +165,7 @@ func TestLabRedis(t *testing.T) {
 func TestLabRedisUnreachable(t *testing.T) {
 	addr := closedPort(t)
 	c := smallLab()
-	c.RedisURL = "redis://" + addr + "/0"
+	c.Redis.URL = "redis://" + addr + "/0"
 	c.Limiters = []string{"gcra", RedisName(limiters.GCRA), RedisRateName}
 	c.Workloads = []string{"uniform", "bursty"}
 	c.Modes = []string{ModeSimulated, ModeMemory}
@@ -204,7 +225,7 @@ func TestRedisConfigRefused(t *testing.T) {
 	if err := c.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), "no Redis server") {
 		t.Errorf("a Redis subject without a server: %v", err)
 	}
-	c.RedisURL = "http://nowhere"
+	c.Redis.URL = "http://nowhere"
 	if err := c.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), "Redis URL") {
 		t.Errorf("a bad URL: %v", err)
 	}

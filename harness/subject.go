@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -11,31 +12,138 @@ import (
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/memory"
 	"github.com/ratelab/ratelab/limiters/tiers"
+	"github.com/ratelab/ratelab/workloads"
 )
 
-// Subject is a limiter under test: one of ratelab's algorithms, or a peer
-// library.
+// Subject is a limiter under test, and what it can do. Each ability is a
+// function, nil when the subject lacks it: the lab's modes each measure
+// the subjects that have what they need, and say why not the others.
 type Subject struct {
 	// Name is how tables call it: the algorithm for ratelab's, the
 	// library for a peer.
-	Name      string
+	Name string
+	// Library is the Go module (and version) measured; Backend where the
+	// limiter keeps its state ("memory", "redis").
 	Library   string
 	Algorithm limiters.Algorithm
 	Backend   string
-	// NewAt returns the limiter for "N per W" deciding at explicit times,
-	// for simulated time; nil when the limiter takes no explicit time.
+	// NewAt makes the limiter for "N per W" deciding at explicit times:
+	// its accuracy is measured in simulated time, exactly.
 	NewAt func(w limiters.Window) (AtDecider, func(), error)
-	// New returns it deciding at its own clock, for real time.
+	// New makes it deciding at its own clock: for real time, timing,
+	// memory, and accuracy replayed in real time when it has no NewAt.
 	New func(w limiters.Window) (limiters.Limiter, func(), error)
+	// Serve, when set, is the limit as the server of ratelab serve
+	// decides it: the http mode puts the subject behind that server.
+	Serve func(w limiters.Window) limiters.Spec
+	// Weigh, when set, measures what the limiter holds per key itself
+	// (its state is in a server), in place of the live heap of the
+	// process after a decision for each of the memory run's keys.
+	Weigh func(ctx context.Context, limit limiters.Window) (MemoryResult, error)
 	// OwnLimits, when set, says the limiter has limits of its own (a
 	// configuration's tiers) and ignores the lab's N per W: it is timed,
 	// weighed and run in real time like the others, but its accuracy is
 	// not judged against an N per W it does not have.
 	OwnLimits string
-	// Weigh, when set, measures what the limiter holds per key for keys
-	// keys at limit, in place of MeasureMemory's live heap: for a limiter
-	// whose state is in a server.
-	Weigh func(ctx context.Context, limit limiters.Window, keys int) (MemoryResult, error)
+	// Fleet, when set, makes the subject as processes sharing one server:
+	// the fleet mode runs it so.
+	Fleet *Fleet
+	// Floor says the subject decides nothing and admits everything: what
+	// the harness, or a round trip, costs alone. It runs in real time
+	// only, and the picks leave it out.
+	Floor bool
+	// Remote, when set, says each decision is a round trip to a server,
+	// and how the lab allows for that.
+	Remote *Remote
+}
+
+// Remote is how a subject whose every decision is a round trip to a
+// server takes part in the lab: it makes thousands of decisions a second
+// where a limiter in the process makes millions, so it decides a sample
+// of each workload, runs shorter and slower in real time, is not timed
+// against the harness floor, and stops when its server fails.
+type Remote struct {
+	// Server names the server, for what the results say: "Redis".
+	Server string
+	// Unavailable says why the subject cannot run at all (its server
+	// did not answer), "" when it can; Failed says why it stopped (its
+	// server failed during the lab), "" while it runs.
+	Unavailable string
+	Failed      func() string
+	// Sample returns the part of w it decides in simulated time and a
+	// note for its rows, or why it decides none of w.
+	Sample func(w *workloads.Workload) (sample *workloads.Workload, note, skip string)
+	// Senders share out the sample's keys, so that round trips overlap.
+	Senders int
+	// RealTime are its real-time runs, in place of the lab's, and the
+	// note each one's row carries.
+	RealTime []RealTime
+	Note     func(RealTime) string
+}
+
+// failed says why s no longer runs, "" while it does.
+func (s Subject) failed() string {
+	if s.Remote == nil || s.Remote.Failed == nil {
+		return ""
+	}
+	return s.Remote.Failed()
+}
+
+// inProcess reports whether s decides in the process, without a round
+// trip: what timing it against the harness floor, and weighing it by the
+// live heap, take.
+func (s Subject) inProcess() bool { return s.Remote == nil && s.New != nil }
+
+// NewSubject makes a subject of a limiter of your own, named name, for the
+// lab to measure beside ratelab's and the peers: newLimiter makes one for
+// the lab's limit, N per W. When what it makes also decides at explicit
+// times (AllowAt, as AtDecider and limiters.AtLimiter have it), its
+// accuracy is measured in simulated time, exactly; otherwise by a replay
+// in real time, time compressed. (NewSubject makes one at 100 per second
+// to find out.) A limiter that is an io.Closer is closed when the lab is
+// done with it.
+func NewSubject(name string, newLimiter func(limiters.Window) (limiters.Limiter, error)) (Subject, error) {
+	if strings.TrimSpace(name) == "" {
+		return Subject{}, fmt.Errorf("harness: a subject needs a name")
+	}
+	probe, err := newLimiter(limiters.Window{Limit: 100, Length: time.Second})
+	if err != nil {
+		return Subject{}, fmt.Errorf("harness: subject %s: %w", name, err)
+	}
+	_, at := probe.(AtDecider)
+	closer(probe)()
+	s := Subject{Name: name, Library: name, Backend: "memory",
+		New: func(w limiters.Window) (limiters.Limiter, func(), error) {
+			l, err := newLimiter(w)
+			if err != nil {
+				return nil, nil, err
+			}
+			return l, closer(l), nil
+		},
+	}
+	if at {
+		s.NewAt = func(w limiters.Window) (AtDecider, func(), error) {
+			l, err := newLimiter(w)
+			if err != nil {
+				return nil, nil, err
+			}
+			d, ok := l.(AtDecider)
+			if !ok {
+				closer(l)()
+				return nil, nil, fmt.Errorf("harness: subject %s: its limiter for %v decides at no explicit time, where the first one did", name, w)
+			}
+			return d, closer(l), nil
+		}
+	}
+	return s, nil
+}
+
+// closer returns what closes l, if it is an io.Closer.
+func closer(l any) func() {
+	if c, ok := l.(io.Closer); ok {
+		return func() { c.Close() }
+	}
+	return func() {}
 }
 
 // TiersSubject is the limiter a configuration describes (package
@@ -81,7 +189,7 @@ func Spec(a limiters.Algorithm, w limiters.Window) limiters.Spec {
 	return limiters.Spec{Algorithm: a, Window: r.Window(), Bucket: r.Bucket()}
 }
 
-// Subjects returns ratelab's six algorithms, then the peers.
+// Subjects returns ratelab's six algorithms in memory, then the peers.
 func Subjects() []Subject {
 	var out []Subject
 	for _, a := range limiters.Algorithms() {
@@ -94,7 +202,13 @@ func Subjects() []Subject {
 		}
 		out = append(out, Subject{
 			Name: string(a), Library: "ratelab", Algorithm: a, Backend: "memory",
-			NewAt: func(w limiters.Window) (AtDecider, func(), error) { return decider(newMemory(w)) },
+			NewAt: func(w limiters.Window) (AtDecider, func(), error) {
+				l, stop, err := newMemory(w)
+				if err != nil {
+					return nil, nil, err
+				}
+				return l, stop, nil
+			},
 			New: func(w limiters.Window) (limiters.Limiter, func(), error) {
 				l, stop, err := newMemory(w)
 				if err != nil {
@@ -102,6 +216,7 @@ func Subjects() []Subject {
 				}
 				return l, stop, nil
 			},
+			Serve: func(w limiters.Window) limiters.Spec { return Spec(a, w) },
 		})
 	}
 	for _, p := range peers.All() {
@@ -134,7 +249,7 @@ func Subjects() []Subject {
 // costs, and what the runtime alone adds to lock wait.
 func Floor() Subject {
 	return Subject{
-		Name: "(harness floor)", Library: "ratelab", Backend: "none",
+		Name: "(harness floor)", Library: "ratelab", Backend: "none", Floor: true,
 		New: func(limiters.Window) (limiters.Limiter, func(), error) { return nop{}, func() {}, nil },
 	}
 }
@@ -145,42 +260,39 @@ func (nop) AllowN(context.Context, string, int) (limiters.Decision, error) {
 	return limiters.Decision{Allowed: true}, nil
 }
 
-func decider(l memory.Limiter, stop func(), err error) (AtDecider, func(), error) {
-	if err != nil {
-		return nil, nil, err
-	}
-	return l, stop, nil
-}
-
-// SubjectsNamed returns the subjects in memory with the given names, in
-// the order Subjects lists them; all of them when names is empty. The
-// names of the subjects kept in Redis (RedisNames) are known, and left to
-// the lab.
+// SubjectsNamed returns the subjects in the process with the given names,
+// in the order Subjects lists them; all of them when names is empty. The
+// names of the subjects the lab's servers hold (ServerNames) are known,
+// and left to the lab.
 func SubjectsNamed(names []string) ([]Subject, error) {
 	all := Subjects()
 	if len(names) == 0 {
 		return all, nil
 	}
-	var out []Subject
-	for _, s := range all {
-		if slices.Contains(names, s.Name) {
-			out = append(out, s)
-		}
-	}
-	known := RedisNames()
+	var out, known []string
 	for _, s := range all {
 		known = append(known, s.Name)
 	}
-	for _, n := range names {
-		if !slices.Contains(known, n) {
-			return nil, fmt.Errorf("harness: unknown limiter %q (want some of %s)", n, strings.Join(known[len(RedisNames()):], ", ")+", "+strings.Join(RedisNames(), ", "))
+	known = append(known, ServerNames()...)
+	var subjects []Subject
+	for _, s := range all {
+		if slices.Contains(names, s.Name) {
+			subjects = append(subjects, s)
 		}
 	}
-	return out, nil
+	for _, n := range names {
+		if !slices.Contains(known, n) {
+			out = append(out, n)
+		}
+	}
+	if len(out) > 0 {
+		return nil, fmt.Errorf("harness: unknown limiter %q (want some of %s)", out[0], strings.Join(known, ", "))
+	}
+	return subjects, nil
 }
 
-// redisNamed reports whether names asks for the subject kept in Redis
-// named name: it does when it names no subject at all.
-func redisNamed(names []string, name string) bool {
+// named reports whether names asks for the subject named name: it does
+// when it names no subject at all.
+func named(names []string, name string) bool {
 	return len(names) == 0 || slices.Contains(names, name)
 }

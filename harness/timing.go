@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"slices"
 	"time"
@@ -19,9 +20,44 @@ import (
 // floor's time.
 const timingBatch = 256
 
-// timingRuns measures what one decision of each subject costs on w, for
-// the regression gate, against the harness floor sampled just before and
-// just after it. A sample is one goroutine deciding as fast as it can for
+// timingMode measures what one decision of each subject in the process
+// costs, one goroutine flat out, against the harness floor sampled just
+// before and after it (timingRuns). A subject kept in a server is not
+// timed: its decision is a round trip, which the real-time runs measure.
+type timingMode struct{}
+
+func (timingMode) name() string { return ModeTiming }
+func (timingMode) once() bool   { return false }
+
+func (timingMode) steps(Config, []Subject) int { return 3 }
+
+func (timingMode) measure(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Run, error) {
+	var timed []Subject
+	var out []results.Run
+	for _, s := range subjects {
+		if s.inProcess() {
+			timed = append(timed, s)
+		}
+	}
+	if len(timed) > 0 {
+		l.p.step(fmt.Sprintf("timing on %s, %d rounds", w.Name, l.c.TimingRounds), 3)
+		runs, err := timingRuns(ctx, timed, w, l.c.Limit, l.c.TimingRounds, l.c.TimingSample)
+		if err != nil {
+			return nil, fmt.Errorf("harness: timing on %s: %w", w.Name, err)
+		}
+		out = runs
+	}
+	for _, s := range subjects {
+		if s.Remote != nil && !s.Floor && s.New != nil {
+			out = append(out, skipped(s, w.Name, "", "not timed: the timing runs measure a decision in the process against the harness floor; "+
+				"a decision on "+s.Remote.Server+" is a round trip, measured by the real-time runs"))
+		}
+	}
+	return out, nil
+}
+
+// timingRuns measures what one decision of each subject costs on w,
+// against the harness floor sampled just before and just after it. A sample is one goroutine deciding as fast as it can for
 // sample; a round is every subject's sample in turn, a floor sample
 // between each two (the first subject moving on by one each round).
 //
@@ -52,13 +88,9 @@ func timingRuns(ctx context.Context, subjects []Subject, w *workloads.Workload, 
 			Workload: w.Name, Mode: ModeTiming, Goroutines: 1, Rounds: make([]results.Round, 0, rounds)}
 	}
 	take := func(i int) results.Sample {
-		n, elapsed, h := timeSample(ctx, ls[i], keys, w.Arrivals, &cursor[i], sample)
+		s, n := timeSample(ctx, ls[i], keys, w.Arrivals, &cursor[i], sample)
 		out[i].Decisions += n
-		return results.Sample{
-			ThroughputPerS: float64(n) / elapsed.Seconds(),
-			P50NS:          h.quantile(0.5) / timingBatch,
-			P90NS:          h.quantile(0.9) / timingBatch,
-		}
+		return s
 	}
 	for r := -1; r < rounds; r++ { // round -1 fills the limiters
 		runtime.GC() // the last round's garbage is not this one's to collect
@@ -85,9 +117,12 @@ func timingRuns(ctx context.Context, subjects []Subject, w *workloads.Workload, 
 }
 
 // timeSample sends seq to l from *at on, wrapping around, as fast as one
-// goroutine can for d, and returns how many it decided, how long that
-// took, and the time of each batch of timingBatch decisions.
-func timeSample(ctx context.Context, l limiters.Limiter, keys []string, seq []workloads.Arrival, at *int, d time.Duration) (n int64, elapsed time.Duration, h hist) {
+// goroutine can for d, and returns the sample (decisions per second, and
+// quantiles of the time of a decision over batches of timingBatch) and how
+// many it decided.
+func timeSample(ctx context.Context, l limiters.Limiter, keys []string, seq []workloads.Arrival, at *int, d time.Duration) (results.Sample, int64) {
+	var h hist
+	var n int64
 	i := *at
 	start := time.Now()
 	deadline := start.Add(d)
@@ -106,7 +141,11 @@ func timeSample(ctx context.Context, l limiters.Limiter, keys []string, seq []wo
 		t0 = t1
 		if !t1.Before(deadline) || ctx.Err() != nil {
 			*at = i
-			return n, t1.Sub(start), h
+			return results.Sample{
+				ThroughputPerS: float64(n) / t1.Sub(start).Seconds(),
+				P50NS:          h.quantile(0.5) / timingBatch,
+				P90NS:          h.quantile(0.9) / timingBatch,
+			}, n
 		}
 	}
 }

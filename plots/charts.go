@@ -49,7 +49,7 @@ func (l *legend) add(name string, thumb plot.Thumbnailer) {
 // Charts returns the charts f has data for.
 func Charts(f *results.File) []Chart {
 	var out []Chart
-	for _, c := range []Chart{latencyChart(f), edgeChart(f), accuracyChart(f), memoryChart(f), scalingChart(f), contentionChart(f)} {
+	for _, c := range []Chart{latencyChart(f), edgeChart(f), accuracyChart(f), memoryChart(f), scalingChart(f), contentionChart(f), fleetChart(f)} {
 		if len(c.panels) > 0 {
 			out = append(out, c)
 		}
@@ -176,6 +176,9 @@ var palette = map[string]color.Color{
 	"throttled":       rgb(0x777777),
 	"redis_rate":      rgb(0x7B4F9D),
 	"(harness floor)": rgb(0xBBBBBB),
+	// The Redis floors: what the round trip costs, alone and batched.
+	"(redis floor)":         rgb(0x888888),
+	"(redis batched floor)": rgb(0x888888),
 }
 
 // redisSuffix ends the name of ratelab's limiters kept in Redis,
@@ -194,6 +197,16 @@ func rgb(v uint32) color.Color {
 }
 
 func lineStyle(name string) draw.LineStyle {
+	if algorithm, variant, ok := strings.Cut(name, " fleet ("); ok { // a fleet: its algorithm's colour, dashed by variant
+		s := draw.LineStyle{Color: palette[algorithm], Width: vg.Points(1.6)}
+		switch variant {
+		case "batched)":
+			s.Width, s.Dashes = vg.Points(2.4), []vg.Length{vg.Points(1.5), vg.Points(1.5)}
+		case "cached)":
+			s.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+		}
+		return s
+	}
 	algorithm, batched := strings.CutSuffix(name, batchedSuffix)
 	algorithm, packed := strings.CutSuffix(algorithm, packedSuffix)
 	algorithm, onRedis := strings.CutSuffix(algorithm, redisSuffix)
@@ -214,6 +227,11 @@ func lineStyle(name string) draw.LineStyle {
 		s.Dashes = []vg.Length{vg.Points(7), vg.Points(2), vg.Points(1.5), vg.Points(2)}
 	case name == "(harness floor)":
 		s.Dashes = []vg.Length{vg.Points(1.5), vg.Points(2.5)}
+	case name == "(redis floor)":
+		s.Dashes = []vg.Length{vg.Points(7), vg.Points(2), vg.Points(1.5), vg.Points(2)}
+	case name == "(redis batched floor)":
+		s.Width = vg.Points(2.4)
+		s.Dashes = []vg.Length{vg.Points(1.5), vg.Points(1.5)}
 	}
 	return s
 }
@@ -798,4 +816,24 @@ func contentionChart(f *results.File) Chart {
 		// nanosecond, which is nothing, does not fill the panel.
 		p.Y.Max = max(p.Y.Max, 100*Floor)
 	})
+}
+
+func fleetChart(f *results.File) Chart {
+	c := Chart{Name: "fleet", Title: "A fleet sharing one Redis: round trips against accuracy",
+		Caption: "Each line is a fleet of processes sharing one Redis, through its two routings (each request to a process at random, or a key's to the same one): " +
+			"the round trips to Redis a decision against the share of decisions unlike the ideal's, in simulated time. " +
+			"Left is cheaper; lower is closer to the ideal. Exact fleets decide alike, so they sit at one height: the denial cache only moves left.",
+		w: 9 * vg.Inch, cols: 2, legend: newLegend()}
+	seen := map[string]bool{}
+	for _, pn := range Fleet(f) {
+		p := newPlot(pn.Title, "round trips a decision", "decisions unlike the ideal's (%)")
+		p.X.Min, p.X.Max = 0, 1.05
+		p.Y.Min = 0
+		addLines(p, pn.Lines, c.legend, seen)
+		p.Y.Max = max(p.Y.Max*1.15, 1)
+		p.X.Tick.Marker, p.Y.Tick.Marker = linearTicks{}, linearTicks{}
+		c.panels = append(c.panels, p)
+	}
+	c.h = gridHeight(len(c.panels), c.cols, 2.6*vg.Inch)
+	return c
 }

@@ -222,3 +222,22 @@ func perGoroutines(f *results.File, y func(results.Run) (float64, bool)) []Panel
 func finite(min, max float64) bool {
 	return !math.IsNaN(min) && !math.IsNaN(max) && !math.IsInf(min, 0) && !math.IsInf(max, 0) && min <= max
 }
+
+// Fleet is a panel per workload of the fleet runs: a line per fleet
+// through its routings, of the round trips a decision against the share
+// of decisions unlike the ideal's (false allows and denies, in %), both in
+// simulated time.
+func Fleet(f *results.File) []Panel {
+	fleet := func(r results.Run) bool {
+		return r.Mode == "fleet" && r.Fleet != nil && r.Accuracy != nil && r.SkippedBecause == ""
+	}
+	var out []Panel
+	for _, w := range workloadsOf(f, fleet) {
+		lines := linesBy(f, func(r results.Run) bool { return fleet(r) && r.Workload == w }, func(r results.Run) []XY {
+			a := r.Accuracy
+			return []XY{{X: r.Fleet.RoundTripsSimulated, Y: 100 * (a.FalseAllowRate + a.FalseDenyRate)}}
+		})
+		out = append(out, Panel{Title: w, Lines: lines})
+	}
+	return out
+}

@@ -165,7 +165,7 @@ func metaRows(f *results.File) [][2]string {
 		{"Limiters", strings.Join(p.Limiters, ", ")},
 		{"Workloads", strings.Join(p.Workloads, ", ")},
 		{"Modes", strings.Join(p.Modes, ", ")},
-		{"Users", fmt.Sprintf("%s (uniform, bursty), %s attackers (boundary-attack), %s (many-users and memory)", thousands(p.Users), thousands(p.Attackers), thousands(p.ManyUsers))},
+		{"Users", fmt.Sprintf("%s (uniform, bursty), %s attackers (boundary-attack, anchored-attack), %s (many-users and memory)", thousands(p.Users), thousands(p.Attackers), thousands(p.ManyUsers))},
 		{"Simulated time", fmt.Sprintf("%v per workload", p.Simulated.Duration())},
 	}
 	var peers []string

@@ -6,16 +6,14 @@ import (
 )
 
 // Merge pools runs of one lab (the same tree, parameters and seed, run
-// one after the other) into one file, for a baseline that sits in the
-// middle of the machine's noise rather than wherever one run landed: each
-// timing run's rounds from every file, in order; memory per user and
-// allocations per decision, their medians; the simulated accuracy, which
-// must be the same in every file. Everything else is the first file's.
-//
-// Measured on the project's machine: a new run against a baseline of one
-// run had some ratelab limiter's cost apart by more than 40% in 5 of 300
-// draws (the worst 1.48x); against three runs pooled, in none (the worst
-// 1.35x).
+// one after the other) into one file, for a committed baseline that sits
+// in the middle of the noise rather than wherever one run landed: memory
+// per user and allocations per decision, their medians (when a table
+// grows depends on each process's hash seed); the simulated accuracy,
+// which must be the same in every file; each timing run's rounds from
+// every file, in order. Everything else is the first file's, but for the
+// pictures of a window edge (Run.Edge), which it leaves out: nine tenths
+// of a quick lab's file, and nothing a baseline compares.
 func Merge(files ...*File) (*File, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("results: nothing to merge")
@@ -48,6 +46,8 @@ func Merge(files ...*File) (*File, error) {
 		pools[i] = runs
 	}
 	for i, r := range out.Runs {
+		r.Edge = nil
+		out.Runs[i] = r
 		k := key{r.Limiter, r.Workload, r.Mode}
 		if _, ok := byKey[k]; !ok || r.SkippedBecause != "" {
 			continue

@@ -8,6 +8,9 @@ import (
 
 func TestMerge(t *testing.T) {
 	a, b := gateFiles(t)
+	edit(a, func(r Run) bool { return r.Workload == "boundary-attack" && r.Mode == "simulated" }, func(r *Run) {
+		r.Edge = &Series{Key: "attacker-0", T: []float64{0.99, 1.01}, InWindow: []float64{100, 200}}
+	})
 	m, err := Merge(a, b)
 	if err != nil {
 		t.Fatal(err)
@@ -34,6 +37,18 @@ func TestMerge(t *testing.T) {
 				t.Errorf("%s: %v allocations, want the median %v", k, *got.AllocsPerDecision, want)
 			}
 		}
+	}
+	edges := 0
+	for i, r := range m.Runs {
+		if r.Edge != nil {
+			t.Errorf("%s on %s (%s): the edge picture is kept", r.Limiter, r.Workload, r.Mode)
+		}
+		if a.Runs[i].Edge != nil {
+			edges++
+		}
+	}
+	if edges == 0 {
+		t.Error("the first file has no edge pictures to leave out")
 	}
 	// Merging leaves its inputs as they were.
 	if a2, _ := gateFiles(t); len(a.Runs[0].Rounds) != len(a2.Runs[0].Rounds) || a.Meta.Merged != 0 {

@@ -25,7 +25,8 @@ type score struct {
 	// them differed.
 	checked, differs int64
 	// worst is the most any key had in any window, over N, on the
-	// workload where it was most; attack is that on the boundary attack.
+	// workload where it was most; attack is that on the attacks on a
+	// window edge, the epoch's or a key's own.
 	worst, attack float64
 	// wrong is the share of decisions that differ from the ideal's
 	// (false allows and false denies), averaged over workloads.
@@ -44,8 +45,11 @@ type score struct {
 }
 
 // isFloor reports whether r measured the harness floor, which decides
-// nothing: the one run with no algorithm.
-func isFloor(r Run) bool { return r.Algorithm == "" }
+// nothing (in a file from before Run.Floor, the run with no algorithm that
+// is not a limiter of someone's own, in memory).
+func isFloor(r Run) bool {
+	return !r.Outside() && (r.Floor || r.Algorithm == "" && r.Backend != "memory")
+}
 
 // fullSpeed is the goroutine count whose unpaced throughput scores compare:
 // GOMAXPROCS if the run swept it, else the most below it, else the fewest.
@@ -86,15 +90,15 @@ func scores(f *File) (out []*score, floor *score) {
 	}
 	logs := map[*score][]float64{}
 	for _, r := range f.Runs {
-		if r.SkippedBecause != "" || r.Limiter == "" {
-			continue
+		if r.SkippedBecause != "" || r.Limiter == "" || r.Floor && r.Outside() {
+			continue // a Redis floor decides nothing: it is read beside the rows, not scored
 		}
 		s := find(r)
 		switch {
 		case r.Accuracy != nil:
 			a := r.Accuracy
 			s.worst = max(s.worst, a.MaxWindowRatio)
-			if r.Workload == "boundary-attack" {
+			if r.Workload == "boundary-attack" || r.Workload == "anchored-attack" {
 				s.attack = max(s.attack, a.MaxWindowRatio)
 			}
 			s.wrong += a.FalseAllowRate + a.FalseDenyRate
@@ -327,6 +331,9 @@ func Picks(f *File) (picks []Pick, versus []string) {
 	if p, ok := fleetPick(everyone, all, g); ok {
 		picks = append(picks, p)
 	}
+	if p, ok := overloadPick(f); ok {
+		picks = append(picks, p)
+	}
 
 	// Every limiter an attacker got well past N with, worst first, on
 	// any backend: the edge is the algorithm's.
@@ -496,4 +503,70 @@ func prose(phrases []string) string {
 		return strings.Join(phrases, "")
 	}
 	return strings.Join(phrases[:len(phrases)-1], ", ") + " and " + phrases[len(phrases)-1]
+}
+
+// overloadPick is the pick for a fleet under overload: of the fleets
+// (Run.Fleet) that decided on their samples as the same algorithm in
+// memory does, the one that made the fewest round trips a decision in
+// real time on the workload where the fleets made the most, set against
+// the one that made the most there.
+func overloadPick(f *File) (Pick, bool) {
+	type fleet struct {
+		name                   string
+		trips, tput, cpu       map[string]float64
+		checked, differs, runs int64
+	}
+	var fleets []*fleet
+	var workloads []string
+	for _, r := range f.Runs {
+		fl := r.Fleet
+		if r.Mode != "fleet" || fl == nil || r.SkippedBecause != "" {
+			continue
+		}
+		i := slices.IndexFunc(fleets, func(x *fleet) bool { return x.name == r.Limiter })
+		if i < 0 {
+			fleets = append(fleets, &fleet{name: r.Limiter, trips: map[string]float64{}, tput: map[string]float64{}, cpu: map[string]float64{}})
+			i = len(fleets) - 1
+		}
+		x := fleets[i]
+		x.runs++
+		// The routing that made the most round trips: the worse of the two.
+		if fl.RoundTrips >= x.trips[r.Workload] {
+			x.trips[r.Workload], x.tput[r.Workload], x.cpu[r.Workload] = fl.RoundTrips, r.ThroughputPerS, fl.ServerCPUNS
+		}
+		if r.DiffersFromMemory != nil {
+			x.checked += r.Decisions
+			x.differs += *r.DiffersFromMemory
+		}
+		if !slices.Contains(workloads, r.Workload) {
+			workloads = append(workloads, r.Workload)
+		}
+	}
+	if len(fleets) < 2 {
+		return Pick{}, false
+	}
+	// The workload where a plain round trip a decision costs the most
+	// decisions: the one most over its limit, where caching denials pays.
+	var best *fleet
+	w := ""
+	for _, wl := range workloads {
+		for _, x := range fleets {
+			if x.differs == 0 && x.checked > 0 && (best == nil || x.trips[wl] < best.trips[w]) {
+				best, w = x, wl
+			}
+		}
+	}
+	if best == nil {
+		return Pick{}, false
+	}
+	worst := fleets[0]
+	for _, x := range fleets {
+		if x.trips[w] > worst.trips[w] {
+			worst = x
+		}
+	}
+	why := fmt.Sprintf("A fleet of processes sharing one Redis, sent to as fast as they could go: on %s it made %.3f round trips a decision against %s's %.3f, "+
+		"%s against %s, and the server spent %s of CPU a decision against %s. On samples of the workloads in simulated time its %s decisions were the same algorithm's in memory, every one.",
+		w, best.trips[w], worst.name, worst.trips[w], rate(best.tput[w]), rate(worst.tput[w]), nanos(best.cpu[w]), nanos(worst.cpu[w]), count(best.checked))
+	return Pick{Need: "A fleet under attack or overload", Limiter: best.name, Why: why}, true
 }

@@ -13,6 +13,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"time"
 )
 
@@ -70,6 +72,8 @@ type Params struct {
 	RealTime          Seconds `json:"realtime_s"`
 	LatencyGoroutines int     `json:"latency_goroutines"`
 	OfferedRate       float64 `json:"offered_rate_per_s"`
+	// LatencyRuns is how many times each paced run was repeated.
+	LatencyRuns int `json:"latency_runs,omitempty"`
 	// RealTimeAccuracyScale is how much time is compressed when a limiter
 	// that takes no explicit time has its accuracy measured in real time.
 	RealTimeAccuracyScale float64 `json:"realtime_accuracy_scale"`
@@ -116,8 +120,8 @@ type Run struct {
 	Backend   string `json:"backend"`
 	Workload  string `json:"workload"`
 	// Mode is "simulated" (explicit times, for accuracy), "realtime"
-	// (goroutines on the real clock), "timing" (the interleaved samples
-	// the regression gate compares), or "memory".
+	// (goroutines on the real clock), "timing" (a limiter's samples
+	// interleaved with the harness floor's), "memory" or "http".
 	Mode string `json:"mode"`
 	// Goroutines and OfferedRate describe a real-time run: how many
 	// senders, and at what total rate (0: as fast as each can go).
@@ -136,8 +140,12 @@ type Run struct {
 	// same distribution at more quantiles, for plotting.
 	LatencyNS      *Latency   `json:"latency_ns,omitempty"`
 	LatencyCurveNS []Quantile `json:"latency_curve_ns,omitempty"`
-	ThroughputPerS float64    `json:"throughput_per_s,omitempty"`
-	BytesPerUser   float64    `json:"bytes_per_user,omitempty"`
+	// LatencyRunsNS are, for a paced run repeated (Params.LatencyRuns),
+	// each repetition's latency: LatencyNS is their median, quantile by
+	// quantile, and LatencyCurveNS that of all their requests together.
+	LatencyRunsNS  []Latency `json:"latency_runs_ns,omitempty"`
+	ThroughputPerS float64   `json:"throughput_per_s,omitempty"`
+	BytesPerUser   float64   `json:"bytes_per_user,omitempty"`
 	// Users is, for a memory run, the keys the limiter was given.
 	Users           int      `json:"users,omitempty"`
 	LockWaitNSPerOp *float64 `json:"lock_wait_ns_per_op,omitempty"`
@@ -153,6 +161,9 @@ type Run struct {
 	// against their compressed schedule.
 	TimeScale float64  `json:"time_scale,omitempty"`
 	SendLagNS *Latency `json:"send_lag_ns,omitempty"`
+	// Floor says the limiter decided nothing and admitted everything: what
+	// the harness, or a round trip to Redis, costs alone.
+	Floor bool `json:"floor,omitempty"`
 	// SkippedBecause says why a run did not happen.
 	SkippedBecause string `json:"skipped_because,omitempty"`
 	// Note says how a run differs from the others of its table (a
@@ -166,6 +177,9 @@ type Run struct {
 	DiffersFromMemory *int64 `json:"differs_from_memory,omitempty"`
 	// HTTP, for an http run, counts the answers to the requests sent.
 	HTTP *HTTP `json:"http,omitempty"`
+	// Fleet, for a fleet run, says how the processes shared the server
+	// and what that cost.
+	Fleet *Fleet `json:"fleet,omitempty"`
 	// OwnLimits, when set, says the limiter had limits of its own (a
 	// configuration's tiers), not the lab's N per W: its costs compare
 	// with the others', its decisions do not, and the picks leave it out.
@@ -189,8 +203,8 @@ type Run struct {
 
 // Outside reports whether r's limiter kept its state outside the process,
 // in a Redis server: each decision a round trip, so the lab runs it on a
-// sample (RedisParams), the regression gate leaves it out (the server is
-// not the tree's to regress, and may be absent), and the picks for one
+// sample (RedisParams), compare leaves it out (the server is not the
+// tree's to regress, and may be absent), and the picks for one
 // process do not weigh it against the limiters in memory.
 func (r Run) Outside() bool { return r.Backend == "redis" }
 
@@ -258,6 +272,38 @@ type Latency struct {
 	P99  float64 `json:"p99"`
 	P999 float64 `json:"p999"`
 	Max  float64 `json:"max"`
+}
+
+// MedianLatency is the median of runs, quantile by quantile.
+func MedianLatency(runs []Latency) Latency {
+	of := func(q func(Latency) float64) float64 {
+		v := make([]float64, len(runs))
+		for i, r := range runs {
+			v[i] = q(r)
+		}
+		return medianOf(v)
+	}
+	return Latency{
+		P50:  of(func(l Latency) float64 { return l.P50 }),
+		P90:  of(func(l Latency) float64 { return l.P90 }),
+		P99:  of(func(l Latency) float64 { return l.P99 }),
+		P999: of(func(l Latency) float64 { return l.P999 }),
+		Max:  of(func(l Latency) float64 { return l.Max }),
+	}
+}
+
+// CPUModel is this machine's CPU model name, as Meta records it: from
+// /proc/cpuinfo where there is one, else the architecture.
+func CPUModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return runtime.GOARCH
 }
 
 // Seconds is a duration written as a number of seconds.
@@ -330,13 +376,22 @@ func Read(r io.Reader) (*File, error) {
 	case *v.Schema != Schema:
 		return nil, fmt.Errorf("%w: the file is version %d, this ratelab reads %d", ErrSchema, *v.Schema, Schema)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var f File
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("results: %s%w", where(data, err), err)
+	if err := decodeStrict(data, &f); err != nil {
+		return nil, err
 	}
 	return &f, nil
+}
+
+// decodeStrict decodes data into v, refusing fields v does not have, and
+// says where in data an error is.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("results: %s%w", where(data, err), err)
+	}
+	return nil
 }
 
 // where returns "line L, column C: " for a JSON error that has an offset
@@ -372,6 +427,24 @@ func ReadFile(path string) (*File, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return f, nil
+}
+
+// Fleet is a fleet run: Processes processes, each with a client and a
+// limiter of its own, sharing one Redis server, the workload's requests
+// routed to them as a load balancer would (Routing: "random", or "sticky"
+// by key). Its accuracy is in simulated time, on the sample of the
+// workload the Redis rows decide; its throughput and latency in real time.
+type Fleet struct {
+	Processes int    `json:"processes"`
+	Routing   string `json:"routing"`
+	// RoundTripsSimulated and RoundTrips are the round trips to Redis a
+	// decision, as the clients counted them, in simulated time and in
+	// real time.
+	RoundTripsSimulated float64 `json:"round_trips_per_decision_simulated"`
+	RoundTrips          float64 `json:"round_trips_per_decision"`
+	// ServerCPUNS is the server's CPU time a decision in the real-time
+	// run (INFO cpu, user and system), in nanoseconds.
+	ServerCPUNS float64 `json:"server_cpu_ns_per_decision"`
 }
 
 // HTTP counts the answers of an http run: requests sent over loopback to

@@ -23,7 +23,7 @@ func fixture() *File {
 		Meta: Meta{Seed: 7, GoVersion: "go1.26.8", CPU: "AMD EPYC", Cores: 2, GOMAXPROCS: 2,
 			Start: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), Elapsed: 93.5, SimulationPerS: 1.31e7,
 			Params: Params{Limit: 100, Window: 1, Users: 500, Attackers: 50, ManyUsers: 1_000_000, Simulated: 60,
-				Goroutines: []int{1, 2}, RealTime: 0.25, LatencyGoroutines: 1, OfferedRate: 200_000, RealTimeAccuracyScale: 0.02}},
+				Goroutines: []int{1, 2}, RealTime: 0.25, LatencyGoroutines: 1, OfferedRate: 200_000, LatencyRuns: 3, RealTimeAccuracyScale: 0.02}},
 		Runs: []Run{
 			{Limiter: "fixed-window", Library: "ratelab", Algorithm: "fixed-window", Backend: "memory", Workload: "boundary-attack", Mode: "simulated", Judged: j, Decisions: 590_000,
 				Accuracy: &Accuracy{Admitted: 300_000, Ideal: 295_000, FalseAllow: 295_000, FalseDeny: 290_000, FalseAllowRate: 0.5, FalseDenyRate: 0.4915, MaxWindowRatio: 2}},
@@ -45,7 +45,9 @@ func fixture() *File {
 				LatencyNS: &Latency{P50: 210, P90: 260, P99: 900, P999: 30_000, Max: 4.1e6}, ThroughputPerS: 1.05e7, LockWaitNSPerOp: ptr(278.4)},
 			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "uniform", Mode: "realtime", Goroutines: 1, OfferedRate: 200_000, Decisions: 100_000,
 				LatencyNS: &Latency{P50: 136, P90: 154, P99: 994, P999: 28_224, Max: 219_966}, ThroughputPerS: 199_990, AchievedFraction: ptr(0.99995),
-				LateFraction: ptr(0.0004), AdmittedFraction: ptr(0.8312)},
+				LateFraction: ptr(0.0004), AdmittedFraction: ptr(0.8312),
+				LatencyRunsNS: []Latency{{P50: 131, P90: 150, P99: 994, P999: 28_224, Max: 219_966}, {P50: 136, P90: 154, P99: 802, P999: 19_000, Max: 90_120},
+					{P50: 140, P90: 161, P99: 2_480, P999: 31_000, Max: 1_200_000}}},
 			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "many-users", Mode: "memory", Users: 1_000_000, Decisions: 1_000_000, BytesPerUser: 21.04},
 			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "uniform", Mode: "timing", Goroutines: 1, Decisions: 1_200_000, ThroughputPerS: 2.0e7,
 				Rounds: []Round{

@@ -25,7 +25,7 @@ type Arrival struct {
 // users.
 type Workload struct {
 	// Name says which generator made it: uniform, bursty,
-	// boundary-attack, many-users, or trace.
+	// boundary-attack, anchored-attack, many-users, or trace.
 	Name string
 	// Params are the parameters it was made from (for a trace, only
 	// Users and Duration mean anything).
@@ -280,6 +280,43 @@ func BoundaryAttack(p Params) (*Workload, error) {
 	return &Workload{Name: "boundary-attack", Params: p, Arrivals: out}, nil
 }
 
+// AnchoredAttack is the boundary attack aimed at each key's own windows
+// rather than the epoch's, for limiters whose windows start at a key's
+// first request (go-limiter's, ulule/limiter's): each user sends one
+// request at an anchor a of its own, drawn at random in [0, W), then
+// spends a full quota just before and just after every other edge a + kW
+// from there (k = 2, 4, ...): N unit requests evenly spread over
+// [a + kW - Edge, a + kW - Edge/2), and N more over [a + kW, a + kW + Edge).
+// Every other edge, so that each side of an attacked edge is a window with
+// its quota whole: a window anchored at a admits all 2N; one anchored at
+// the epoch sees both bursts in one window unless a falls within Edge of
+// it. The first burst ends half an Edge short of the edge, so that a
+// sender running a little late (a replay in real time) does not carry it
+// across.
+func AnchoredAttack(p Params) (*Workload, error) {
+	p, err := p.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	rng := p.rng("anchored-attack")
+	n, w := p.Limit.Limit, p.Limit.Length
+	step := p.Edge / time.Duration(n)
+	var out []Arrival
+	for u := range p.Users {
+		a := time.Duration(rng.Int64N(int64(w)))
+		out = append(out, Arrival{T: a, User: int32(u), N: 1})
+		for edge := a + 2*w; edge+p.Edge <= p.Duration; edge += 2 * w {
+			for i := range n {
+				out = append(out,
+					Arrival{T: edge - p.Edge + time.Duration(i)*step/2, User: int32(u), N: 1},
+					Arrival{T: edge + time.Duration(i)*step, User: int32(u), N: 1})
+			}
+		}
+	}
+	sortArrivals(out)
+	return &Workload{Name: "anchored-attack", Params: p, Arrivals: out}, nil
+}
+
 // ManyUsers is a large population whose activity follows a Zipf law: a
 // Poisson process at Users times the per-user rate, each arrival from user
 // i with probability proportional to 1/(i+1)^Zipf. A few users are far over
@@ -302,14 +339,23 @@ func ManyUsers(p Params) (*Workload, error) {
 
 // Generators are the generated workloads by name, in the order the lab
 // runs them.
-var Generators = []struct {
+var Generators = []Generator{
+	{Name: "uniform", New: Uniform},
+	{Name: "bursty", New: Bursty},
+	{Name: "boundary-attack", New: BoundaryAttack},
+	{Name: "anchored-attack", New: AnchoredAttack, AccuracyOnly: true},
+	{Name: "many-users", New: ManyUsers},
+}
+
+// Generator makes a workload from its parameters.
+type Generator struct {
 	Name string
 	New  func(Params) (*Workload, error)
-}{
-	{"uniform", Uniform},
-	{"bursty", Bursty},
-	{"boundary-attack", BoundaryAttack},
-	{"many-users", ManyUsers},
+	// AccuracyOnly says the workload is an attack on accuracy: what it
+	// costs to decide is another workload's (the anchored attack's
+	// requests are the boundary attack's, moved), so the lab measures
+	// only its accuracy.
+	AccuracyOnly bool
 }
 
 // FromTrace reads a whole trace into a workload: each distinct key is a

@@ -129,6 +129,64 @@ func TestBursty(t *testing.T) {
 
 // The boundary attack: at every edge, every attacker asks N in the Edge
 // before it and N in the Edge after it, and nothing else.
+// The anchored attack: each attacker's first request is its anchor a, in
+// [0, W), then a full quota on each side of every other edge a + kW.
+func TestAnchoredAttack(t *testing.T) {
+	p := Params{Seed: 5, Users: 4, Limit: limit, Duration: 7 * time.Second}
+	w, err := AnchoredAttack(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[int32]time.Duration{}
+	type slot struct {
+		k     time.Duration // the edge, a + kW
+		after bool
+		user  int32
+	}
+	count := map[slot]int{}
+	for _, a := range w.Arrivals {
+		at, ok := anchors[a.User]
+		if !ok {
+			if a.T >= time.Second || a.N != 1 {
+				t.Fatalf("user %d's first request %+v: want its anchor, one request in the first window", a.User, a)
+			}
+			anchors[a.User] = a.T
+			continue
+		}
+		rel := a.T - at
+		edge := (rel + 10*time.Millisecond) / time.Second * time.Second
+		off := rel - edge
+		if off < -10*time.Millisecond || off >= 10*time.Millisecond || (off < 0 && off >= -5*time.Millisecond) || a.N != 1 || edge/time.Second%2 != 0 || edge == 0 {
+			t.Fatalf("user %d's %+v is %v after its anchor %v: not within 10ms after, or 10 to 5ms before, an even edge of its own", a.User, a, rel, at)
+		}
+		count[slot{edge, off >= 0, a.User}]++
+	}
+	if len(anchors) != 4 {
+		t.Fatalf("%d attackers, want 4", len(anchors))
+	}
+	distinct := map[time.Duration]bool{}
+	for _, a := range anchors {
+		distinct[a] = true
+	}
+	if len(distinct) < 3 {
+		t.Errorf("anchors %v: want them drawn apart", anchors)
+	}
+	for s, n := range count {
+		if n != 10 {
+			t.Errorf("%+v: %d requests, want 10 (N)", s, n)
+		}
+	}
+	// Edges 2W, 4W and 6W after the anchor, each side, for each attacker
+	// whose last edge has room before the end.
+	for u, a := range anchors {
+		for k := 2 * time.Second; a+k+10*time.Millisecond <= p.Duration; k += 2 * time.Second {
+			if count[slot{k, false, u}] != 10 || count[slot{k, true, u}] != 10 {
+				t.Errorf("user %d, edge %v after its anchor: %d before, %d after, want 10 each", u, k, count[slot{k, false, u}], count[slot{k, true, u}])
+			}
+		}
+	}
+}
+
 func TestBoundaryAttack(t *testing.T) {
 	p := Params{Seed: 5, Users: 3, Limit: limit, Duration: 5 * time.Second}
 	w, err := BoundaryAttack(p)

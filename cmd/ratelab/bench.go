@@ -31,12 +31,12 @@ measures, for each:
 	accuracy    against the ideal (the sliding window log on the same
 	            requests), in simulated time: false allows and denies, and
 	            the most admitted in any window
-	latency     of one decision from its intended send time, paced
+	latency     of one decision from its intended send time, paced, the
+	            median of three runs' percentiles
 	throughput  unpaced, as the number of goroutines grows
 	contention  time blocked on locks per decision
 	timing      the cost of one decision against the harness floor,
-	            sampled in turns, round after round (what the
-	            regression gate, ratelab compare, checks)
+	            sampled in turns, round after round
 	memory      live heap per user, at a million users
 	http        ratelab serve's server on loopback, each algorithm in
 	            memory, attacked by vegeta (10,000 requests a second
@@ -51,14 +51,16 @@ users packed into hashes ("gcra (redis packed)"), and go-redis/redis_rate
 the server, so they run on less: their accuracy on a sample of each
 workload (and decision for decision against the same algorithm in
 memory), shorter real-time runs paced at 1,000 a second, and the server's
-memory per key at fewer keys; they are not timed, and the regression gate
+memory per key at fewer keys; they are not timed, and ratelab compare
 leaves them out. Their keys are under a prefix of the run's own, removed
 when done. Without a server the lab runs the rest and says the Redis rows
 were skipped, and why; --redis=false leaves them out.
 
 Workloads: uniform (steady, a little over the limit), bursty (on/off,
 five times the limit then silence), boundary-attack (a full quota just
-before and just after every window edge), many-users (a million users,
+before and just after every window edge), anchored-attack (the same, at
+the edges of windows that start at each key's first request, every other
+one; measured for accuracy only), many-users (a million users,
 Zipf-skewed). Every limiter is given the same limit: N per W for the
 window algorithms, a capacity of N refilled over W for the buckets.
 
@@ -66,7 +68,7 @@ It writes results.json (the public format), tables.md and tables.txt, the
 charts (charts/*.png and *.svg) and the report that ties them together
 (report.html, one page that opens from disk, and report.md) into --out, and
 prints the tables and which limiter to pick for which need. A full run
-takes about four and a half minutes on 2 cores, --quick about a minute. The same
+takes about four minutes on 2 cores, --quick under a minute. The same
 --seed gives the same simulated runs, byte for byte.
 
 Examples:
@@ -80,29 +82,21 @@ Flags:
 func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var c harness.Config
-	var limitersFlag, workloadsFlag, modesFlag, goroutinesFlag string
+	var limitersFlag, modesFlag, goroutinesFlag string
 	fs.StringVar(&limitersFlag, "limiters", "", "comma-separated limiters to run (default all): fixed-window, sliding-log, sliding-counter, token-bucket, leaky-bucket, gcra, x/time/rate, go-limiter, throttled, and on Redis \"gcra (redis)\" and so on, and redis_rate")
-	fs.StringVar(&workloadsFlag, "workloads", "", "comma-separated workloads (default all): uniform, bursty, boundary-attack, many-users")
 	fs.StringVar(&modesFlag, "modes", "", "comma-separated modes (default all): simulated, realtime, timing, memory, http")
-	fs.Float64Var(&c.HTTPRate, "http-rate", 0, "the rate vegeta attacks the server at in the http runs, per second (default 10000)")
-	fs.DurationVar(&c.HTTPTime, "http-time", 0, "how long each http run lasts (default 1s, quick 300ms)")
-	limit := fs.Int("limit", 100, "N, the limit every limiter is given, per --window")
-	window := fs.Duration("window", time.Second, "W, the limit's window")
-	fs.IntVar(&c.Users, "users", 0, "users of the uniform and bursty workloads (default 500, quick 100)")
-	fs.IntVar(&c.Attackers, "attackers", 0, "users of the boundary attack (default 50, quick 20)")
-	fs.IntVar(&c.ManyUsers, "many-users", 0, "users of many-users and of the memory runs (default 1,000,000, quick 100,000)")
-	fs.DurationVar(&c.Simulated, "simulated", 0, "simulated time each workload spans (default 1m, quick 20s)")
+	fs.Float64Var(&c.HTTP.Rate, "http-rate", 0, "the rate vegeta attacks the server at in the http runs, per second (default 10000)")
+	fs.DurationVar(&c.HTTP.Time, "http-time", 0, "how long each http run lasts (default 1s, quick 150ms)")
+	workloadsFlags := workloadFlags(fs, &c)
 	fs.StringVar(&goroutinesFlag, "goroutines", "", "comma-separated goroutine counts the unpaced real-time runs sweep (default 1,2,8,64, quick 1,2,8)")
-	fs.DurationVar(&c.RealTime, "realtime", 0, "how long each unpaced real-time run lasts (default 250ms, quick 100ms)")
-	fs.IntVar(&c.TimingRounds, "timing-rounds", 0, "rounds of the timing runs (default 30, quick 20)")
+	fs.DurationVar(&c.RealTime, "realtime", 0, "how long each unpaced real-time run lasts (default 250ms, quick 50ms)")
+	fs.IntVar(&c.TimingRounds, "timing-rounds", 0, "rounds of the timing runs (default 20, quick 5)")
 	fs.Float64Var(&c.OfferedRate, "rate", 0, "the total offered rate of the paced runs, per second (default 200000)")
-	fs.Uint64Var(&c.Seed, "seed", 1, "the seed of every workload")
 	trace := fs.String("trace", "", "also run this trace (a t,key[,n] CSV, as for replay) as workload \"trace\"")
 	configFile := fs.String("config", "", "also run the limiter this configuration file describes (its tiers; users not listed are in its default tier), as limiter \"config\"")
 	redisURL := fs.String("redis-url", "redis://127.0.0.1:6379/0", "the Redis server of the Redis rows, as redis://[user:password@]host:port/db (default: $REDIS_ADDR, host:port, when it is set)")
 	useRedis := fs.Bool("redis", true, "run the Redis rows (ratelab's algorithms on Redis, and go-redis/redis_rate); --redis=false leaves them out")
 	out := fs.String("out", "out", "the folder results go to")
-	fs.BoolVar(&c.Quick, "quick", false, "a short run, for CI and a first look")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), benchUsage)
 		fs.PrintDefaults()
@@ -119,12 +113,12 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return usagef("bench: --redis-url is for the Redis rows, which --redis=false leaves out")
 	case !*useRedis:
 	case set["redis-url"] || addr == "":
-		c.RedisURL = *redisURL
+		c.Redis.URL = *redisURL
 	default:
-		c.RedisURL = "redis://" + addr + "/0"
+		c.Redis.URL = "redis://" + addr + "/0"
 	}
-	c.Limit = limiters.Window{Limit: *limit, Length: *window}
-	c.Limiters, c.Workloads, c.Modes = list(limitersFlag), list(workloadsFlag), list(modesFlag)
+	workloadsFlags()
+	c.Limiters, c.Modes = list(limitersFlag), list(modesFlag)
 	for _, g := range list(goroutinesFlag) {
 		n, err := strconv.Atoi(g)
 		if err != nil {
@@ -158,7 +152,7 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		c.Extra = append(c.Extra, harness.TiersSubject("config", cfg.Tiers))
 	}
 
-	if c.RedisURL != "" {
+	if c.Redis.URL != "" {
 		redis.SetLogger(quietRedis{}) // a server that does not answer is said once, in the results
 	}
 	var progress io.Writer
@@ -217,4 +211,24 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// workloadFlags defines on fs the flags that say what the workloads are
+// (the quick lab's or the full one's, the seed, the limit, the
+// populations), the same for bench and worker, and returns what sets
+// them into c once fs is parsed.
+func workloadFlags(fs *flag.FlagSet, c *harness.Config) func() {
+	workloadsFlag := fs.String("workloads", "", "comma-separated workloads (default all): uniform, bursty, boundary-attack, anchored-attack, many-users")
+	limit := fs.Int("limit", 100, "N, the limit every limiter is given, per --window")
+	window := fs.Duration("window", time.Second, "W, the limit's window")
+	fs.IntVar(&c.Users, "users", 0, "users of the uniform and bursty workloads (default 500, quick 100)")
+	fs.IntVar(&c.Attackers, "attackers", 0, "users of the boundary and anchored attacks (default 50, quick 20)")
+	fs.IntVar(&c.ManyUsers, "many-users", 0, "users of many-users and of the memory runs (default 1,000,000, quick 100,000)")
+	fs.DurationVar(&c.Simulated, "simulated", 0, "simulated time each workload spans (default 1m, quick 20s)")
+	fs.Uint64Var(&c.Seed, "seed", 1, "the seed of every workload")
+	fs.BoolVar(&c.Quick, "quick", false, "a short run, for CI and a first look")
+	return func() {
+		c.Limit = limiters.Window{Limit: *limit, Length: *window}
+		c.Workloads = list(*workloadsFlag)
+	}
 }

@@ -14,11 +14,12 @@ const compareUsage = `Usage:
 
 	ratelab compare [flags] OLD.json NEW.json
 
-Compare is the regression gate: it compares a run of the lab (NEW) with a
-baseline (OLD) and prints every gated metric that moved beyond its
-tolerance, with the verdict. Exit status 0 when nothing regressed, 1 when
-something did, 2 when the files cannot be compared (unreadable, another
-schema version, other parameters, runs that do not match up).
+Compare compares a run of the lab (NEW) with a baseline (OLD) on what does
+not depend on the machine, and prints every metric that moved beyond its
+tolerance, with the verdict: the committed half of the regression gate
+(ratelab gate --baseline runs it). Exit status 0 when nothing regressed,
+1 when something did, 2 when the files cannot be compared (unreadable,
+another schema version, other parameters, runs that do not match up).
 
 What it compares, and how:
 
@@ -27,20 +28,14 @@ What it compares, and how:
 	                 regression until the baseline is refreshed on purpose
 	allocations      per decision in steady state, within 5% or 0.001
 	memory           bytes per user, within 2% or 2 bytes
-	time             each of ratelab's limiters' cost against the harness
-	                 floor sampled just before and after it in the same
-	                 run (time per decision, p50 and p90), within 40%; the
-	                 peers' costs are shown with --all, not gated
 
-Time is never compared as an absolute: on a shared machine the same code
-runs 1.6 times as fast one second as the next, and the floor's samples
-around a limiter's slow down with it. The tolerances are what twelve runs
-of one tree on a 2-core VM moved by, with a margin (README, "The
-regression gate").
+Timings are shown with --all, never gated: two runs of the lab are made
+at different moments, often on different machines, and a timing from one
+says little of the other. ratelab gate times the two builds in one run.
 
 Examples:
 
-	ratelab compare results/baseline.json out/gate/results.json
+	ratelab compare results/baseline.json out/gate/lab/results.json
 	ratelab compare --all old.json new.json
 
 Flags:
@@ -50,7 +45,6 @@ func runCompare(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	tol := results.DefaultTolerance
 	all := fs.Bool("all", false, "list every metric compared that moved, within noise too")
-	fs.Float64Var(&tol.Time, "time-tolerance", tol.Time, "how much a cost against the floor may grow, as a fraction")
 	fs.Float64Var(&tol.Memory, "memory-tolerance", tol.Memory, "how much bytes per user may grow, as a fraction (or by 2 bytes)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), compareUsage)
@@ -64,13 +58,8 @@ func runCompare(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fs.Usage()
 		return usagef("compare: want two files, OLD.json and NEW.json, got %d", fs.NArg())
 	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"--time-tolerance", tol.Time}, {"--memory-tolerance", tol.Memory}} {
-		if !(f.v >= 0 && f.v <= 10) {
-			return usagef("compare: %s must be a fraction from 0 to 10 (0.4 is 40%%), got %v", f.name, f.v)
-		}
+	if !(tol.Memory >= 0 && tol.Memory <= 10) {
+		return usagef("compare: --memory-tolerance must be a fraction from 0 to 10 (0.02 is 2%%), got %v", tol.Memory)
 	}
 	base, err := results.ReadFile(fs.Arg(0))
 	if err != nil {
@@ -92,18 +81,24 @@ func runCompare(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return err
 	}
 	if n := c.Regressions(); n > 0 {
-		return regressionError{n}
+		return regressionError{"compare", n}
 	}
 	return nil
 }
 
 // regressionError is a gate that failed: exit status 1, the table having
 // said what regressed.
-type regressionError struct{ n int }
+type regressionError struct {
+	command string
+	n       int
+}
 
-func (e regressionError) Error() string {
-	if e.n == 1 {
-		return "compare: 1 metric regressed"
+func (e regressionError) Error() string { return e.command + ": " + metrics(e.n) + " regressed" }
+
+// metrics says "1 metric" or "n metrics".
+func metrics(n int) string {
+	if n == 1 {
+		return "1 metric"
 	}
-	return fmt.Sprintf("compare: %d metrics regressed", e.n)
+	return fmt.Sprintf("%d metrics", n)
 }

@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/ratelab/ratelab/harness"
+	"github.com/ratelab/ratelab/demo"
 )
 
 const demoUsage = `Usage:
@@ -54,7 +54,7 @@ func runDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	default:
 		return usagef("demo: --color must be auto, always or never, got %q", *color)
 	}
-	scenes, err := harness.Demo()
+	scenes, err := demo.Scenes()
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
@@ -63,5 +63,5 @@ func runDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		enc.SetIndent("", "  ")
 		return enc.Encode(map[string]any{"scenes": scenes})
 	}
-	return harness.WriteDemo(stdout, scenes, paint)
+	return demo.Write(stdout, scenes, paint)
 }

@@ -58,12 +58,14 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"bench", "the lab: every limiter and its peers, through the same workloads", runBench},
-		{"compare", "the regression gate: compare a run with a baseline", runCompare},
+		{"gate", "the regression gate: time two builds in one run, A/B, and judge the new", runGate},
+		{"compare", "compare a run of the lab with a baseline (accuracy, allocations, memory)", runCompare},
 		{"merge", "pool runs of one lab into one file, for a baseline", runMerge},
 		{"report", "draw the charts and the report of a saved run again", runReport},
 		{"replay", "decide a trace of requests with any limiter, one JSON line each", runReplay},
 		{"serve", "an HTTP server that rate-limits requests and echoes each decision", runServe},
 		{"demo", "a narrated walk through the limiters at work, in simulated time", runDemo},
+		{"worker", "time decisions on request, for the gate (it runs one in each build)", runWorker},
 	}
 }
 

@@ -314,7 +314,8 @@ func TestCompare(t *testing.T) {
 		{"unreadable", []string{old, notJSON}, 2, "", "NEW: " + notJSON + ": results: line 2, column 15: invalid character"},
 		{"missing", []string{filepath.Join(dir, "nope.json"), same}, 2, "", "OLD: open"},
 		{"one file", []string{old}, 2, "", "want two files, OLD.json and NEW.json, got 1"},
-		{"bad tolerance", []string{"--time-tolerance", "-1", old, same}, 2, "", "--time-tolerance must be a fraction from 0 to 10"},
+		{"bad tolerance", []string{"--memory-tolerance", "-1", old, same}, 2, "", "--memory-tolerance must be a fraction from 0 to 10"},
+		{"a tolerance of time, which compare has no more", []string{"--time-tolerance", "0.4", old, same}, 2, "", "flag provided but not defined: -time-tolerance"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out, errOut, code := ratelab(t, "", append([]string{"compare"}, tt.args...)...)

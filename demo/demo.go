@@ -1,4 +1,6 @@
-package harness
+// Package demo is ratelab demo's story: the limiters at work, decided in
+// simulated time, told as scenes of decisions for a terminal or as JSON.
+package demo
 
 import (
 	"bufio"
@@ -57,12 +59,12 @@ type Summary struct {
 	Bad []bool `json:"-"`
 }
 
-// Demo returns the demo's scenes: the seed examples of a token bucket, two
+// Scenes returns the demo's scenes: the seed examples of a token bucket, two
 // users kept apart, the window edge under all six algorithms, a free and a
 // premium user, and a composite limit that denies on its hourly window.
 // Everything is decided at explicit times: the demo takes milliseconds and
 // gives the same answers every time.
-func Demo() ([]Scene, error) {
+func Scenes() ([]Scene, error) {
 	var scenes []Scene
 	for _, scene := range []func() (Scene, error){burstThenRefill, steadyState, isolation, windowEdge, freeAndPremium, hourly} {
 		s, err := scene()
@@ -310,9 +312,9 @@ func hourly() (Scene, error) {
 	return s, nil
 }
 
-// WriteDemo writes scenes for a person at a terminal: a table of
+// Write writes scenes for a person at a terminal: a table of
 // decisions a scene (steps alike elided), colours when color is set.
-func WriteDemo(w io.Writer, scenes []Scene, color bool) error {
+func Write(w io.Writer, scenes []Scene, color bool) error {
 	p := painter(color)
 	bw := bufio.NewWriter(w)
 	fmt.Fprintln(bw, p.bold("ratelab demo")+p.dim(": rate limiters at work, in simulated time (the same answers every run)"))

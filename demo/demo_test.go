@@ -1,4 +1,4 @@
-package harness
+package demo
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 // The demo's first scenes are the seed's worked examples; their results
 // are the seed's, row by row.
 func TestDemoScenes(t *testing.T) {
-	scenes, err := Demo()
+	scenes, err := Scenes()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,16 +59,16 @@ func TestDemoScenes(t *testing.T) {
 	}
 }
 
-func TestWriteDemo(t *testing.T) {
-	scenes, err := Demo()
+func TestWrite(t *testing.T) {
+	scenes, err := Scenes()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var plain, colored bytes.Buffer
-	if err := WriteDemo(&plain, scenes, false); err != nil {
+	if err := Write(&plain, scenes, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteDemo(&colored, scenes, true); err != nil {
+	if err := Write(&colored, scenes, true); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(plain.String(), "\x1b[") {

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratelab/ratelab/gate"
+	"github.com/ratelab/ratelab/results"
+)
+
+const gateUsage = `Usage:
+
+	ratelab gate --base REF [flags]
+	ratelab gate --base-bin OLD --new-bin NEW [flags]
+
+Gate is the regression gate for time. It builds two ratelabs, the base
+(the commit, branch or tag REF, checked out into a temporary worktree)
+and the new one (the working tree, as it is), and times both in this one
+run on this one machine: each runs as a worker (ratelab worker), and the
+gate takes their samples in turns, one of each build a round, AB or BA
+(half the rounds each way, at random), each after a sample of its own
+build not kept (--warm: a worker that sat idle while the other ran finds
+its data out of the cache), every one of ratelab's six limiters on every
+workload, round after round. Each round's ratio of the new build's sample
+to the base's is one paired measurement, taken in one spell of the
+machine; over the rounds, each metric (time per decision, p50 and p90 of
+its time over stretches of 256 decisions) gets the Hodges-Lehmann
+estimate of the ratio and its confidence interval from Wilcoxon's
+signed-rank test. A metric regressed when its whole interval lies above
+1 + --threshold: slower beyond the threshold, with that confidence.
+
+With --baseline, it also runs the new build's quick lab in simulated time
+and for memory, and compares it with that committed baseline, as ratelab
+compare does: accuracy exactly, allocations per decision and bytes per
+user within their tolerances. Those do not depend on the machine; times
+do, and are never compared with figures from elsewhere.
+
+A base that cannot be built (not in this clone's history, a shallow
+clone, a build that fails, a build too old to have a worker) fails the
+gate, saying why, unless --no-base-ok, which then gates the committed
+figures alone and says so. CI must not set it.
+
+Exit status 0 when nothing regressed, 1 when something did, 2 for bad
+flags, a base that cannot be built or a baseline that cannot be read.
+It writes ab.json (every sample, for ratelab gate --judge), lab/ (the
+quick lab's results) and gate.txt (what it printed) into --out.
+
+Examples:
+
+	ratelab gate --base main
+	ratelab gate --base v1.4.0 --baseline results/baseline.json
+	ratelab gate --base-bin ./ratelab-old --new-bin ./ratelab-new --workloads many-users
+	ratelab gate --judge out/gate/ab.json --threshold 0.05
+
+Flags:
+`
+
+func runGate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
+	base := fs.String("base", "", "the git commit, branch or tag to time the working tree against")
+	baseBin := fs.String("base-bin", "", "a built ratelab to use as the base, in place of building --base")
+	newBin := fs.String("new-bin", "", "a built ratelab to use as the new build, in place of building the working tree")
+	pkg := fs.String("pkg", "./cmd/ratelab", "the package of the ratelab command, built in each tree")
+	baseline := fs.String("baseline", "", "also compare the new build's quick lab with this committed baseline (accuracy, allocations, memory)")
+	noBaseOK := fs.Bool("no-base-ok", false, "when the base cannot be built, gate only the committed figures, saying so, instead of failing (CI must not set this)")
+	judge := fs.String("judge", "", "judge the samples of an earlier gate's ab.json again, with this run's --threshold and --confidence, instead of timing")
+	out := fs.String("out", "out/gate", "the folder results go to")
+	plan := gate.Plan{Seed: 1}
+	fs.IntVar(&plan.Rounds, "rounds", 30, "rounds each limiter is timed in on each workload")
+	fs.DurationVar(&plan.Sample, "sample", 10*time.Millisecond, "how long each kept sample lasts")
+	fs.DurationVar(&plan.Warm, "warm", 10*time.Millisecond, "how long the sample of the same build before each kept one lasts, not kept")
+	fs.Uint64Var(&plan.Seed, "order-seed", 1, "the seed of the order of each round's samples")
+	rule := results.DefaultRule
+	fs.Float64Var(&rule.Threshold, "threshold", rule.Threshold, "how much slower a metric may be, as a fraction, before the whole of its interval above it is a regression")
+	fs.Float64Var(&rule.Confidence, "confidence", rule.Confidence, "the confidence of each metric's interval")
+	limitersFlag := fs.String("limiters", "", "comma-separated limiters to time (default ratelab's six)")
+	workloadsFlag := fs.String("workloads", "", "comma-separated workloads (default all four)")
+	quick := fs.Bool("quick", true, "the quick lab's workloads (100,000 users on many-users); --quick=false for the full lab's (1,000,000)")
+	all := fs.Bool("all", false, "list every metric, not only those beyond the threshold")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), gateUsage)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return badUsage(fs, stderr, fmt.Errorf("gate: unexpected arguments %q", fs.Args()))
+	}
+	if err := rule.Validate(); err != nil {
+		return badUsage(fs, stderr, fmt.Errorf("gate: %w", err))
+	}
+	if *judge != "" {
+		return judgeAgain(*judge, rule, *all, stdout)
+	}
+	switch {
+	case given(fs)["base"] && *base == "":
+		return badUsage(fs, stderr, errors.New("gate: --base is empty (make gate reads it from results/gate-base: is the file there?)"))
+	case *base == "" && *baseBin == "":
+		return badUsage(fs, stderr, errors.New("gate: want --base REF or --base-bin FILE"))
+	case *base != "" && *baseBin != "":
+		return badUsage(fs, stderr, errors.New("gate: --base and --base-bin each name the base: give one"))
+	}
+	if err := plan.Validate(); err != nil {
+		return badUsage(fs, stderr, err)
+	}
+	plan.Limiters, plan.Workloads = list(*limitersFlag), list(*workloadsFlag)
+	plan.WorkerArgs = []string{"--quick=" + strconv.FormatBool(*quick)}
+	if *baseline != "" {
+		if _, err := results.ReadFile(*baseline); err != nil {
+			return usageError{fmt.Errorf("gate: the baseline: %w", err)}
+		}
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	var log strings.Builder
+	w := io.MultiWriter(stdout, &log)
+	defer func() { results.WriteAtomic(filepath.Join(*out, "gate.txt"), []byte(log.String())) }()
+	step := func(string) {}
+	if isTerminal(stderr) {
+		step = func(what string) { fmt.Fprint(stderr, "\r\033[Kgate: ", what, "…") }
+		defer fmt.Fprint(stderr, "\r\033[K")
+	}
+
+	builds, err := gate.Pair{BaseRef: *base, BaseBin: *baseBin, NewBin: *newBin, Pkg: *pkg}.Make(ctx, filepath.Join(*out, "bin"), step)
+	if err != nil {
+		return err
+	}
+	failed := 0
+	if *baseline != "" { // the committed figures, which do not depend on the machine
+		step("the new build's quick lab, in simulated time and for memory")
+		n, err := committed(ctx, builds.NewBin, *baseline, filepath.Join(*out, "lab"), *all, w)
+		if err != nil {
+			return err
+		}
+		failed += n
+		fmt.Fprintln(w)
+	}
+	ab, err := builds.Time(ctx, plan, step)
+	switch {
+	case errors.Is(err, gate.ErrNoBase):
+		fmt.Fprintln(w, results.Wrap(fmt.Sprintf("Timings NOT COMPARED: %v.", err), 100))
+		switch {
+		case !*noBaseOK:
+			return usageError{fmt.Errorf("gate: no base to time against, so no timing was gated (--no-base-ok gates the committed figures alone)")}
+		case *baseline == "":
+			return usageError{fmt.Errorf("gate: no base to time against and no --baseline: nothing to gate")}
+		}
+		fmt.Fprintln(w, "--no-base-ok: the gate passes on the committed figures alone; no timing was gated.")
+		return verdict(w, failed, "")
+	case err != nil:
+		return err
+	}
+	if err := writeAB(filepath.Join(*out, "ab.json"), ab); err != nil {
+		return err
+	}
+	changes, err := results.Judge(ab, rule)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "== Timings: both builds in this one run, A/B ==")
+	if err := results.WriteJudged(w, ab, rule, changes, *all); err != nil {
+		return err
+	}
+	return verdict(w, failed+results.ABRegressions(changes), filepath.Join(*out, "ab.json"))
+}
+
+// verdict says whether the gate passed, and fails it when failed metrics
+// regressed; samples is where the timings' samples are, if any.
+func verdict(w io.Writer, failed int, samples string) error {
+	if failed == 0 {
+		if samples != "" {
+			fmt.Fprintln(w, "\nThe gate passed.")
+		}
+		return nil
+	}
+	if samples != "" {
+		fmt.Fprintf(w, "\nThe gate FAILED: %s regressed. Samples: %s\n", metrics(failed), samples)
+	}
+	return regressionError{"gate", failed}
+}
+
+// committedLab is the lab whose figures are committed: what make baseline
+// runs.
+var committedLab = []string{"bench", "--quick", "--modes", "simulated,memory", "--redis=false"}
+
+// committed runs newBin's quick lab in simulated time and for memory into
+// dir and compares it with the baseline, writing the comparison to w. It
+// returns how many metrics regressed.
+func committed(ctx context.Context, newBin, baseline, dir string, all bool, w io.Writer) (int, error) {
+	cmd := exec.CommandContext(ctx, newBin, append(committedLab, "--out", dir)...)
+	outText, err := cmd.CombinedOutput()
+	if werr := results.WriteAtomic(dir+".txt", outText); err == nil && werr != nil {
+		err = werr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("gate: the new build's lab: %v: %s", err, strings.TrimSpace(lastLines(string(outText), 5)))
+	}
+	old, err := results.ReadFile(baseline)
+	if err != nil {
+		return 0, usageError{fmt.Errorf("gate: the baseline: %w", err)}
+	}
+	cur, err := results.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return 0, fmt.Errorf("gate: the new build's lab: %w", err)
+	}
+	c, err := results.Compare(old, cur, results.DefaultTolerance)
+	if err != nil {
+		return 0, usageError{fmt.Errorf("gate: the committed baseline %s and the new build's lab: %w", baseline, err)}
+	}
+	fmt.Fprintln(w, "== Committed figures: the new build's quick lab against", baseline, "==")
+	if err := c.Write(w, all); err != nil {
+		return 0, err
+	}
+	return c.Regressions(), nil
+}
+
+// judgeAgain judges a saved ab.json with rule.
+func judgeAgain(path string, rule results.Rule, all bool, stdout io.Writer) error {
+	in, err := os.Open(path)
+	if err != nil {
+		return usageError{fmt.Errorf("gate: %w", err)}
+	}
+	defer in.Close()
+	ab, err := results.ReadAB(in)
+	if err != nil {
+		return usageError{fmt.Errorf("gate: %s: %w", path, err)}
+	}
+	changes, err := results.Judge(ab, rule)
+	if err != nil {
+		return err
+	}
+	if err := results.WriteJudged(stdout, ab, rule, changes, all); err != nil {
+		return err
+	}
+	if n := results.ABRegressions(changes); n > 0 {
+		return regressionError{"gate", n}
+	}
+	return nil
+}
+
+func writeAB(path string, ab *results.AB) error {
+	var b strings.Builder
+	if err := results.WriteAB(&b, ab); err != nil {
+		return err
+	}
+	return results.WriteAtomic(path, []byte(b.String()))
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
+}

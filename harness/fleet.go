@@ -1,0 +1,255 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/workloads"
+)
+
+// FleetConfig is how the fleet mode runs: Processes processes share one
+// server, each sending from Goroutines goroutines in its real-time run,
+// which lasts RealTime.
+type FleetConfig struct {
+	Processes  int
+	Goroutines int
+	RealTime   time.Duration
+}
+
+func (f FleetConfig) defaults(quick bool) FleetConfig {
+	set(&f.Processes, 4)
+	set(&f.Goroutines, 2)
+	set(&f.RealTime, pick(quick, 200*time.Millisecond, 100*time.Millisecond))
+	return f
+}
+
+func (f FleetConfig) validate() error {
+	if f.Processes < 1 || f.Processes > 64 || f.Goroutines < 1 || f.Goroutines > 256 || f.RealTime <= 0 {
+		return fmt.Errorf("harness: a fleet is 1 to 64 processes of 1 to 256 goroutines, for a positive time; got %d of %d for %v", f.Processes, f.Goroutines, f.RealTime)
+	}
+	return nil
+}
+
+// A Process is one process of a fleet: a limiter with a client of its own,
+// deciding at explicit times and at the server's clock, which counts its
+// round trips.
+type Process interface {
+	AtDecider
+	limiters.Limiter
+	RoundTrips() int64
+	Close()
+}
+
+// A Fleet makes the processes of a fleet sharing one server, and reads
+// what the server spent.
+type Fleet struct {
+	// New makes n processes for the lab's limit, sharing their keys, and
+	// what closes them and removes their keys.
+	New func(w limiters.Window, n int) ([]Process, func(), error)
+	// ServerCPU returns the server's CPU time so far.
+	ServerCPU func(ctx context.Context) (time.Duration, error)
+}
+
+// The routings of a fleet: each request to a process drawn at random, or
+// every request of a key to the same process.
+var routings = []string{"random", "sticky"}
+
+// fleetMode runs each subject that can be a fleet (Subject.Fleet) as
+// FleetConfig.Processes processes sharing its server, the workload's
+// requests routed to them as a load balancer would: in simulated time on
+// the sample of the workload the subject decides, for accuracy and round
+// trips, and in real time for throughput, latency, round trips and the
+// server's CPU.
+type fleetMode struct{}
+
+func (fleetMode) name() string { return ModeFleet }
+func (fleetMode) once() bool   { return false }
+
+func (fleetMode) steps(c Config, subjects []Subject) int {
+	n := 0
+	for _, s := range subjects {
+		if s.Fleet != nil {
+			n += 2 * len(routings)
+		}
+	}
+	return n
+}
+
+func (fleetMode) measure(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Run, error) {
+	var out []results.Run
+	for _, s := range subjects {
+		if s.Fleet == nil {
+			continue
+		}
+		for _, routing := range routings {
+			if why := s.failed(); why != "" {
+				out = append(out, skipped(s, w.Name, ModeFleet, why))
+				break
+			}
+			l.p.step(fmt.Sprintf("%s on %s, a fleet of %d, %s", s.Name, w.Name, l.c.Fleet.Processes, routing), 2)
+			r, err := l.fleet(ctx, s, w, routing)
+			if err != nil {
+				return nil, fmt.Errorf("harness: %s on %s, a fleet: %w", s.Name, w.Name, err)
+			}
+			if why := s.failed(); why != "" {
+				r = skipped(s, w.Name, ModeFleet, why)
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// fleet runs s as a fleet on w, with routing.
+func (l *lab) fleet(ctx context.Context, s Subject, w *workloads.Workload, routing string) (results.Run, error) {
+	c := l.c.Fleet
+	r := run(s, w.Name, ModeFleet)
+	r.Fleet = &results.Fleet{Processes: c.Processes, Routing: routing}
+	sw, note, skip := s.Remote.Sample(w)
+	if skip == "" {
+		acc, trips, differs, err := l.fleetSimulated(s, sw, routing)
+		if err != nil {
+			return results.Run{}, err
+		}
+		r.Accuracy, r.Decisions, r.DiffersFromMemory, r.Note = &acc, int64(len(sw.Arrivals)), &differs, note
+		r.Fleet.RoundTripsSimulated = trips
+		r.Judged = &results.Judged{Limit: l.c.Limit.Limit, Window: results.Seconds(l.c.Limit.Length.Seconds())}
+	}
+	return l.fleetRealTime(ctx, s, w, routing, r)
+}
+
+// route returns the process of request i of w for key u, of p processes.
+func route(routing string, rng *rand.Rand, u int32, p int) int {
+	if routing == "sticky" {
+		h := fnv.New32a()
+		h.Write([]byte{byte(u), byte(u >> 8), byte(u >> 16), byte(u >> 24)})
+		return int(h.Sum32() % uint32(p))
+	}
+	return rng.IntN(p)
+}
+
+// fleetSimulated decides the sample sw at explicit times, each request by
+// the process routing sends it to, the keys shared out among senders (a
+// key's requests in order, as simulateByKey), and returns its accuracy,
+// its round trips a decision, and how many decisions differ from the same
+// algorithm's in memory.
+func (l *lab) fleetSimulated(s Subject, sw *workloads.Workload, routing string) (results.Accuracy, float64, int64, error) {
+	procs, stop, err := s.Fleet.New(l.c.Limit, l.c.Fleet.Processes)
+	if err != nil {
+		return results.Accuracy{}, 0, 0, err
+	}
+	defer stop()
+	rng := rand.New(rand.NewPCG(l.c.Seed, 0x6a09e667f3bcc908))
+	to := make([]int, len(sw.Arrivals))
+	for i, a := range sw.Arrivals {
+		to[i] = route(routing, rng, a.User, len(procs))
+	}
+	allowed := make([]bool, len(sw.Arrivals))
+	keys := keysOf(sw)
+	workers := min(sw.Params.Users, s.Remote.Senders)
+	var wg sync.WaitGroup
+	for g := range max(workers, 1) {
+		wg.Go(func() {
+			for i, a := range sw.Arrivals {
+				if int(a.User)%workers == g {
+					allowed[i] = procs[to[i]].AllowAt(keys[a.User], time.Unix(0, int64(a.T)), int(a.N)).Allowed
+				}
+			}
+		})
+	}
+	wg.Wait()
+	ideal, err := Ideal(sw, l.c.Limit)
+	if err != nil {
+		return results.Accuracy{}, 0, 0, err
+	}
+	twin, err := memory.New(Spec(s.Algorithm, l.c.Limit), limiters.WithSweepInterval(-1))
+	if err != nil {
+		return results.Accuracy{}, 0, 0, err
+	}
+	defer twin.Close()
+	differs := int64(0)
+	for i, ok := range Simulate(sw, twin) {
+		if ok != allowed[i] {
+			differs++
+		}
+	}
+	return Compare(sw, allowed, ideal, l.c.Limit), float64(roundTrips(procs)) / float64(max(len(sw.Arrivals), 1)), differs, nil
+}
+
+// fleetRealTime runs the fleet in real time on w, routed by routing, every
+// process's goroutines sending the requests routed to it as fast as they
+// can, and adds to r what it measured.
+func (l *lab) fleetRealTime(ctx context.Context, s Subject, w *workloads.Workload, routing string, r results.Run) (results.Run, error) {
+	c := l.c.Fleet
+	procs, stop, err := s.Fleet.New(l.c.Limit, c.Processes)
+	if err != nil {
+		return results.Run{}, err
+	}
+	defer stop()
+	rng := rand.New(rand.NewPCG(l.c.Seed, 0xbb67ae8584caa73b))
+	mine := make([][]workloads.Arrival, len(procs))
+	for _, a := range w.Arrivals {
+		p := route(routing, rng, a.User, len(procs))
+		mine[p] = append(mine[p], a)
+	}
+	keys := keysOf(w)
+	cpuBefore, err := s.Fleet.ServerCPU(ctx)
+	if err != nil {
+		return results.Run{}, err
+	}
+	type out struct {
+		n int64
+		h hist
+	}
+	outs := make([]out, len(procs)*c.Goroutines)
+	var wg sync.WaitGroup
+	start := time.Now().Add(time.Millisecond)
+	deadline := start.Add(c.RealTime)
+	for p := range procs {
+		for g := range c.Goroutines {
+			if len(mine[p]) == 0 {
+				break
+			}
+			o := &outs[p*c.Goroutines+g]
+			wg.Go(func() {
+				o.n, _ = sendUnpaced(ctx, procs[p], keys, mine[p], g*len(mine[p])/c.Goroutines, start, deadline, &o.h)
+			})
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	cpuAfter, err := s.Fleet.ServerCPU(ctx)
+	if err != nil {
+		return results.Run{}, err
+	}
+	var all hist
+	var n int64
+	for i := range outs {
+		n += outs[i].n
+		all.merge(&outs[i].h)
+	}
+	r.Goroutines = len(procs) * c.Goroutines
+	r.ThroughputPerS = float64(n) / elapsed.Seconds()
+	r.LatencyNS = all.latency()
+	r.Fleet.RoundTrips = float64(roundTrips(procs)) / float64(max(n, 1))
+	r.Fleet.ServerCPUNS = float64(cpuAfter-cpuBefore) / float64(max(n, 1))
+	if r.Accuracy == nil {
+		r.Decisions = n
+	}
+	return r, ctx.Err()
+}
+
+func roundTrips(procs []Process) int64 {
+	n := int64(0)
+	for _, p := range procs {
+		n += p.RoundTrips()
+	}
+	return n
+}

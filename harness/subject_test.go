@@ -1,0 +1,115 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/gcra"
+)
+
+// clockOnly decides at its own clock only: the lab replays its accuracy in
+// real time. It counts its closes.
+type clockOnly struct {
+	l      *gcra.Limiter
+	closed *atomic.Int32
+}
+
+func (c clockOnly) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
+	return c.l.AllowN(ctx, key, n)
+}
+
+func (c clockOnly) Close() error {
+	c.closed.Add(1)
+	return c.l.Close()
+}
+
+func TestNewSubject(t *testing.T) {
+	var made, closed atomic.Int32
+	s, err := NewSubject("mine", func(w limiters.Window) (limiters.Limiter, error) {
+		made.Add(1)
+		l, err := gcra.New(limiters.Rate{N: w.Limit, Per: w.Length}.Bucket())
+		return clockOnly{l, &closed}, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.NewAt != nil || s.New == nil || s.Name != "mine" || s.Backend != "memory" {
+		t.Fatalf("subject %+v: want one that decides at its own clock only", s)
+	}
+	c := smallLab()
+	c.Limiters, c.Extra = []string{"gcra"}, []Subject{s}
+	c.Workloads, c.Modes = []string{"uniform"}, []string{ModeSimulated, ModeMemory}
+	f, err := Lab(context.Background(), c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes := map[string]bool{}
+	for _, r := range f.Runs {
+		if r.Limiter == "mine" {
+			modes[r.Mode] = true
+			if r.Mode == ModeRealTime && (r.Accuracy == nil || r.Accuracy.Admitted == 0 || r.TimeScale == 0) {
+				t.Errorf("its accuracy, replayed: %+v", r)
+			}
+		}
+	}
+	if !modes[ModeRealTime] || !modes[ModeMemory] || modes[ModeSimulated] {
+		t.Errorf("measured in modes %v: want accuracy replayed in real time, and memory", modes)
+	}
+	if made.Load() < 3 || made.Load() != closed.Load() {
+		t.Errorf("%d limiters made, %d closed: want each closed when the lab is done with it", made.Load(), closed.Load())
+	}
+}
+
+func TestNewSubjectRefuses(t *testing.T) {
+	ok := func(w limiters.Window) (limiters.Limiter, error) {
+		return gcra.New(limiters.Bucket{Capacity: w.Limit, Rate: 1})
+	}
+	if _, err := NewSubject(" ", ok); err == nil || !strings.Contains(err.Error(), "needs a name") {
+		t.Errorf("no name: %v", err)
+	}
+	broken := errors.New("no limiter today")
+	if _, err := NewSubject("broken", func(limiters.Window) (limiters.Limiter, error) { return nil, broken }); !errors.Is(err, broken) || !strings.Contains(err.Error(), "subject broken") {
+		t.Errorf("a constructor that fails: %v", err)
+	}
+	mine, err := NewSubject("gcra", ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := smallLab()
+	c.Extra = []Subject{mine}
+	if err := c.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), `two subjects are named "gcra"`) {
+		t.Errorf("a subject named as one of ratelab's: %v", err)
+	}
+	c.Extra = []Subject{{Name: "nothing"}}
+	if err := c.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), "makes no limiter") {
+		t.Errorf("a subject that makes nothing: %v", err)
+	}
+}
+
+// A subject deciding at explicit times is measured in simulated time, and
+// the same seed gives it the same decisions.
+func TestNewSubjectAt(t *testing.T) {
+	s, err := NewSubject("mine", func(w limiters.Window) (limiters.Limiter, error) {
+		return gcra.New(limiters.Rate{N: w.Limit, Per: w.Length}.Bucket())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.NewAt == nil {
+		t.Fatal("a limiter with AllowAt: want NewAt")
+	}
+	c := smallLab()
+	c.Limiters, c.Extra = []string{"gcra"}, []Subject{s}
+	c.Workloads, c.Modes = []string{"boundary-attack"}, []string{ModeSimulated}
+	f, err := Lab(context.Background(), c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Runs) != 2 || f.Runs[1].Limiter != "mine" || f.Runs[1].Mode != ModeSimulated || *f.Runs[1].Accuracy != *f.Runs[0].Accuracy {
+		t.Errorf("runs %+v: want mine decided as ratelab's gcra, which it is", f.Runs)
+	}
+}
