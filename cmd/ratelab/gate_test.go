@@ -69,7 +69,7 @@ func TestGate(t *testing.T) {
 	}
 
 	// The same samples judged again, by a rule that cannot be met.
-	again, _, code := ratelab(t, "", "gate", "--judge", filepath.Join(dir, "ab.json"), "--threshold", "0", "--confidence", "0.5")
+	again, _, code := ratelab(t, "", "gate", "--judge", filepath.Join(dir, "ab.json"), "--threshold", "0", "--confidence", "0.5", "--all")
 	if code > 1 || !strings.Contains(again, "50% interval") || !strings.Contains(again, "above 1.00") {
 		t.Errorf("judged again: exit %d\n%s", code, again)
 	}
