@@ -119,6 +119,13 @@ type Options struct {
 	// retry-after has passed (see WithDenialCache); zero means 4096,
 	// negative none.
 	DenialCache int
+	// Lease, when positive, is the lease time τ of the approximate lease
+	// mode (see WithLeases); zero means exact decisions, one round trip
+	// each (or none, from the denial cache).
+	Lease time.Duration
+	// LeaseMost is the most units one lease takes; zero means a quarter
+	// of the capacity, at least one.
+	LeaseMost int
 }
 
 // An Option sets one of the Options.
@@ -148,6 +155,28 @@ func WithGrace(d time.Duration) Option { return func(o *Options) { o.Grace = d }
 // window, or a bucket's refill). Requests of a cost above 1, peeks and
 // DecideEach always go to Redis.
 func WithDenialCache(entries int) Option { return func(o *Options) { o.DenialCache = entries } }
+
+// WithLeases turns on the approximate lease mode, for GCRA and the token
+// bucket with one limit: a process takes up to most units of a key's
+// quota from Redis in one round trip (a lease, zero most meaning a quarter
+// of the capacity) and admits the key's requests from them itself, for at
+// most the lease time tau; units it has not spent by then are dropped.
+//
+// The error is bounded: in any interval of length D, the fleet admits at
+// most C + (D+tau)·R requests of a key, where the exact limiter admits at
+// most C + D·R (C the capacity, R the rate): never more than tau·R over
+// the exact limiter's bound, whatever the number of processes. A process
+// denies more than the exact limiter would while units sit leased and
+// unspent in another process, and while it waits for room for a whole
+// lease. A quiet key takes leases of one unit (exact, one round trip a
+// request); a busy one, leases sized to its demand in this process over
+// tau. Reset and ResetAll through this Limiter drop its leases; a Reset
+// through another process leaves this one's units to be spent (at most a
+// lease). Peek, PeekAt and DecideEach go to Redis and do not see the
+// units processes hold.
+func WithLeases(tau time.Duration, most int) Option {
+	return func(o *Options) { o.Lease, o.LeaseMost = tau, most }
+}
 
 // WithPacking keeps the keys of a single GCRA limit in hashes Redis
 // hashes, each caller's key a field of the hash its hash (FNV-1a) picks,
@@ -227,6 +256,9 @@ type Limiter struct {
 
 	// denials remembers Redis's denials (WithDenialCache); nil for none.
 	denials *denials
+	// leases holds the units this process leased (WithLeases); nil when
+	// every decision is exact.
+	leases *leases
 
 	// evals counts the times the script had to be sent whole (NOSCRIPT),
 	// and trips the round trips of decisions sent alone. (The denial
@@ -313,6 +345,14 @@ func newLimiter(c Client, a limiters.Algorithm, limits []composite.Limit, specs 
 		return nil, fmt.Errorf("redislimit: %w: packing is for GCRA with one limit, not %s with %d", limiters.ErrInvalidParameter, a, len(specs))
 	case o.Packing > 0 && o.Batching != nil:
 		return nil, fmt.Errorf("redislimit: %w: packing and batching do not combine", limiters.ErrInvalidParameter)
+	case o.Lease < 0 || o.Lease > MaxPeriod || o.LeaseMost < 0:
+		return nil, fmt.Errorf("redislimit: %w: lease time %v and largest lease %d: want a time up to %v and a size not negative", limiters.ErrInvalidParameter, o.Lease, o.LeaseMost, MaxPeriod)
+	case o.Lease > 0 && (a != limiters.GCRA && a != limiters.TokenBucket || len(specs) != 1):
+		return nil, fmt.Errorf("redislimit: %w: leases are for GCRA and the token bucket with one limit, not %s with %d", limiters.ErrInvalidParameter, a, len(specs))
+	case o.Lease > 0 && (o.Batching != nil || o.Packing > 0):
+		return nil, fmt.Errorf("redislimit: %w: leases do not combine with batching or packing", limiters.ErrInvalidParameter)
+	case o.Lease > 0 && o.LeaseMost > specs[0].Bucket.Capacity:
+		return nil, fmt.Errorf("redislimit: %w: a lease of %d units is more than the capacity, %d, and would never be granted", limiters.ErrInvalidParameter, o.LeaseMost, specs[0].Bucket.Capacity)
 	}
 	if o.Prefix == "" {
 		o.Prefix = "ratelab:"
@@ -352,6 +392,13 @@ func newLimiter(c Client, a limiters.Algorithm, limits []composite.Limit, specs 
 	}
 	if o.DenialCache > 0 {
 		l.denials = newDenials(o.DenialCache)
+	}
+	if o.Lease > 0 {
+		most := o.LeaseMost
+		if most == 0 {
+			most = max(1, l.quota[0]/4)
+		}
+		l.leases = newLeases(leaseEntries, o.Lease, int64(most), l.quota[0], specs[0].Bucket.Interval())
 	}
 	l.grace[0] = strconv.FormatInt(max(o.Grace.Milliseconds(), 1), 10)
 	l.grace[1] = strconv.FormatInt(max(o.Grace, explicitGrace).Milliseconds(), 10)
@@ -408,7 +455,7 @@ func (l *Limiter) LimitName(i int) string { return l.limits[i].Name }
 // clock, and consumes them if so. A non-nil error means Redis did not
 // decide (the Decision follows the failure mode) or n < 1.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
-	d, _, err := l.decide(ctx, key, time.Time{}, consume, n, nil)
+	d, _, err := l.consume(ctx, key, time.Time{}, n)
 	return d, err
 }
 
@@ -416,7 +463,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (limiters.Decis
 // consumes them if so. When Redis does not decide, the Decision follows
 // the failure mode; DecideAt also returns the error.
 func (l *Limiter) AllowAt(key string, t time.Time, n int) limiters.Decision {
-	d, _, _ := l.decide(context.Background(), key, t, consume, n, nil)
+	d, _, _ := l.consume(context.Background(), key, t, n)
 	return d
 }
 
@@ -424,6 +471,15 @@ func (l *Limiter) AllowAt(key string, t time.Time, n int) limiters.Decision {
 // limit denied (0-based; -1 when admitted or when Redis did not decide).
 // A zero t means the server's clock.
 func (l *Limiter) DecideAt(ctx context.Context, key string, t time.Time, n int) (limiters.Decision, int, error) {
+	return l.consume(ctx, key, t, n)
+}
+
+// consume decides a request of cost n for key at t, from a lease if the
+// Limiter takes them.
+func (l *Limiter) consume(ctx context.Context, key string, t time.Time, n int) (limiters.Decision, int, error) {
+	if l.leases != nil && n >= 1 && (t.IsZero() || !t.Before(minTime) && !t.After(maxTime)) {
+		return l.lease(ctx, key, t, n)
+	}
 	return l.decide(ctx, key, t, consume, n, nil)
 }
 
@@ -883,6 +939,9 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
 	defer cancel()
 	err := bounded(ctx, l.guard, del)
+	if l.leases != nil {
+		l.leases.forget(key)
+	}
 	if l.denials != nil { // after the keys are gone: a denial from before is not cached again
 		l.denials.forget(l.denials.hash(key))
 	}
@@ -897,6 +956,9 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 func (l *Limiter) ResetAll(ctx context.Context) error {
 	if l.denials != nil {
 		defer l.denials.clear()
+	}
+	if l.leases != nil {
+		defer l.leases.clear()
 	}
 	return l.scan(ctx, func(ctx context.Context, c scanner, keys []string) error {
 		ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
