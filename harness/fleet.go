@@ -55,6 +55,9 @@ type Fleet struct {
 	New func(w limiters.Window, n int) ([]Process, func(), error)
 	// ServerCPU returns the server's CPU time so far.
 	ServerCPU func(ctx context.Context) (time.Duration, error)
+	// Lease is whether the processes lease quota (approximate): their
+	// decisions are not expected to be the algorithm's in memory.
+	Lease bool
 }
 
 // The routings of a fleet: each request to a process drawn at random, or
@@ -119,7 +122,9 @@ func (l *lab) fleet(ctx context.Context, s Subject, w *workloads.Workload, routi
 			return results.Run{}, err
 		}
 		r.Accuracy, r.Decisions, r.DiffersFromMemory, r.Note = &acc, int64(len(sw.Arrivals)), &differs, note
-		r.Fleet.RoundTripsSimulated = trips
+		r.Fleet.RoundTripsSimulated = float64(trips) / float64(max(len(sw.Arrivals), 1))
+		r.Fleet.RoundTripsPerAdmitted = float64(trips) / float64(max(acc.Admitted, 1))
+		r.Fleet.Lease = s.Fleet.Lease
 		r.Judged = &results.Judged{Limit: l.c.Limit.Limit, Window: results.Seconds(l.c.Limit.Length.Seconds())}
 	}
 	return l.fleetRealTime(ctx, s, w, routing, r)
@@ -138,9 +143,9 @@ func route(routing string, rng *rand.Rand, u int32, p int) int {
 // fleetSimulated decides the sample sw at explicit times, each request by
 // the process routing sends it to, the keys shared out among senders (a
 // key's requests in order, as simulateByKey), and returns its accuracy,
-// its round trips a decision, and how many decisions differ from the same
+// its round trips, and how many decisions differ from the same
 // algorithm's in memory.
-func (l *lab) fleetSimulated(s Subject, sw *workloads.Workload, routing string) (results.Accuracy, float64, int64, error) {
+func (l *lab) fleetSimulated(s Subject, sw *workloads.Workload, routing string) (results.Accuracy, int64, int64, error) {
 	procs, stop, err := s.Fleet.New(l.c.Limit, l.c.Fleet.Processes)
 	if err != nil {
 		return results.Accuracy{}, 0, 0, err
@@ -180,7 +185,7 @@ func (l *lab) fleetSimulated(s Subject, sw *workloads.Workload, routing string) 
 			differs++
 		}
 	}
-	return Compare(sw, allowed, ideal, l.c.Limit), float64(roundTrips(procs)) / float64(max(len(sw.Arrivals), 1)), differs, nil
+	return Compare(sw, allowed, ideal, l.c.Limit), roundTrips(procs), differs, nil
 }
 
 // fleetRealTime runs the fleet in real time on w, routed by routing, every

@@ -62,7 +62,7 @@ func RedisNames() []string {
 		out = append(out, RedisName(a))
 	}
 	return append(out, RedisBatchedName, RedisPackedName, RedisRateName, RedisFloorName, RedisBatchedFloorName,
-		RedisFleetPlainName, RedisFleetBatchedName, RedisFleetCachedName)
+		RedisFleetPlainName, RedisFleetBatchedName, RedisFleetCachedName, RedisFleetLeaseName, RedisFleetLeaseTBName)
 }
 
 // redisLab is the Redis server the lab's Redis subjects share: one client,

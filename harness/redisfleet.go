@@ -17,34 +17,54 @@ import (
 // with a client of its own, one round trip a decision (plain), gathered in
 // batches (batched), and with the denial cache (cached, redislimit's
 // default), which answers a denied key in the process until Redis's
-// retry-after.
+// retry-after; and GCRA and the token bucket with leases (approximate,
+// WithLeases), which admit from units leased for a lease time.
 const (
 	RedisFleetPlainName   = "gcra fleet (plain)"
 	RedisFleetBatchedName = "gcra fleet (batched)"
 	RedisFleetCachedName  = "gcra fleet (cached)"
+	RedisFleetLeaseName   = "gcra fleet (lease)"
+	RedisFleetLeaseTBName = "token-bucket fleet (lease)"
 )
+
+// LeaseTime is the lease time of the lease fleets, as a fraction of the
+// lab's window: they admit at most LeaseTime·R more than the exact limiter
+// in any interval.
+const LeaseTime = 10 // a tenth of the window
 
 // fleets returns the fleets on r's server.
 func (r *redisLab) fleets() []Subject {
 	off := redislimit.WithDenialCache(-1)
 	var out []Subject
+	lease := func(w limiters.Window) []redislimit.Option {
+		return []redislimit.Option{redislimit.WithLeases(w.Length/LeaseTime, 0)}
+	}
 	for _, v := range []struct {
 		name string
-		opts []redislimit.Option
+		a    limiters.Algorithm
+		opts func(limiters.Window) []redislimit.Option
 	}{
-		{RedisFleetPlainName, []redislimit.Option{off}},
-		{RedisFleetBatchedName, []redislimit.Option{off, redislimit.WithBatching(redislimit.Batching{})}},
-		{RedisFleetCachedName, nil},
+		{RedisFleetPlainName, limiters.GCRA, func(limiters.Window) []redislimit.Option { return []redislimit.Option{off} }},
+		{RedisFleetBatchedName, limiters.GCRA, func(limiters.Window) []redislimit.Option {
+			return []redislimit.Option{off, redislimit.WithBatching(redislimit.Batching{})}
+		}},
+		{RedisFleetCachedName, limiters.GCRA, func(limiters.Window) []redislimit.Option { return nil }},
+		{RedisFleetLeaseName, limiters.GCRA, lease},
+		{RedisFleetLeaseTBName, limiters.TokenBucket, lease},
 	} {
-		out = append(out, Subject{Name: v.name, Library: "ratelab", Algorithm: limiters.GCRA,
-			Fleet: &Fleet{New: func(w limiters.Window, n int) ([]Process, func(), error) { return r.fleet(w, n, v.opts) }, ServerCPU: r.serverCPU}})
+		out = append(out, Subject{Name: v.name, Library: "ratelab", Algorithm: v.a,
+			Fleet: &Fleet{
+				New:       func(w limiters.Window, n int) ([]Process, func(), error) { return r.fleet(v.a, w, n, v.opts(w)) },
+				ServerCPU: r.serverCPU,
+				Lease:     v.name == RedisFleetLeaseName || v.name == RedisFleetLeaseTBName,
+			}})
 	}
 	return out
 }
 
-// fleet makes n processes of GCRA at w with opts, each with a client of
-// its own, sharing a key prefix.
-func (r *redisLab) fleet(w limiters.Window, n int, opts []redislimit.Option) ([]Process, func(), error) {
+// fleet makes n processes of a at w with opts, each with a client of its
+// own, sharing a key prefix.
+func (r *redisLab) fleet(a limiters.Algorithm, w limiters.Window, n int, opts []redislimit.Option) ([]Process, func(), error) {
 	prefix := r.newPrefix()
 	procs := make([]Process, 0, n)
 	stop := func() {
@@ -58,7 +78,7 @@ func (r *redisLab) fleet(w limiters.Window, n int, opts []redislimit.Option) ([]
 	for range n {
 		opt := *r.c.Options()
 		c := redis.NewClient(&opt)
-		l, err := redislimit.New(c, Spec(limiters.GCRA, w), append([]redislimit.Option{redislimit.WithPrefix(prefix),
+		l, err := redislimit.New(c, Spec(a, w), append([]redislimit.Option{redislimit.WithPrefix(prefix),
 			redislimit.WithTimeout(redisTimeout), redislimit.WithFailureMode(redislimit.FailClosed)}, opts...)...)
 		if err != nil {
 			c.Close()

@@ -33,6 +33,8 @@ type Chart struct {
 	// ylabel, if set, is one y axis label for every panel, drawn once
 	// at the left: for log y axes, whose own labels gonum misplaces.
 	ylabel string
+	// legendW is the legend's width; zero means legendWidth.
+	legendW vg.Length
 }
 
 // legend is a plot legend that knows whether it has entries.
@@ -102,6 +104,9 @@ func (c Chart) draw(dc draw.Canvas) {
 	title := textStyle(13, draw.XCenter, draw.YTop)
 	dc.FillText(title, vg.Point{X: (dc.Min.X + dc.Max.X) / 2, Y: dc.Max.Y - vg.Points(6)}, c.Title)
 	width := legendWidth
+	if c.legendW > 0 {
+		width = c.legendW
+	}
 	if c.legend.n == 0 {
 		width = vg.Points(12) // a margin, not a legend
 	}
@@ -132,7 +137,7 @@ func (c Chart) draw(dc draw.Canvas) {
 			}
 		}
 	}
-	side := draw.Crop(dc, dc.Max.X-dc.Min.X-legendWidth+vg.Points(8), 0, 0, -vg.Points(34))
+	side := draw.Crop(dc, dc.Max.X-dc.Min.X-width+vg.Points(8), 0, 0, -vg.Points(34))
 	c.legend.Draw(side)
 }
 
@@ -204,6 +209,8 @@ func lineStyle(name string) draw.LineStyle {
 			s.Width, s.Dashes = vg.Points(2.4), []vg.Length{vg.Points(1.5), vg.Points(1.5)}
 		case "cached)":
 			s.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+		case "lease)":
+			s.Width, s.Dashes = vg.Points(2), []vg.Length{vg.Points(8), vg.Points(2), vg.Points(2), vg.Points(2)}
 		}
 		return s
 	}
@@ -269,8 +276,14 @@ func logRange(a *plot.Axis, least float64) {
 
 // addLines draws lines on p and puts each name once in the legend.
 func addLines(p *plot.Plot, lines []Line, leg *legend, seen map[string]bool) {
+	addLinesOf(p, lines, leg, seen, true)
+}
+
+// addLinesOf is addLines for log axes (positive: only points above zero)
+// or linear ones (points at zero too).
+func addLinesOf(p *plot.Plot, lines []Line, leg *legend, seen map[string]bool, positive bool) {
 	for _, l := range lines {
-		xys := points(l)
+		xys := points(l, positive)
 		ln, err := plotter.NewLine(xys)
 		if err != nil {
 			continue // no point left to draw
@@ -289,11 +302,12 @@ func addLines(p *plot.Plot, lines []Line, leg *legend, seen map[string]bool) {
 	}
 }
 
-// points are l's points that can be drawn on log axes: finite, above zero.
-func points(l Line) plotter.XYs {
+// points are l's points that can be drawn: finite, and above zero for log
+// axes (positive) or not below it.
+func points(l Line, positive bool) plotter.XYs {
 	var xys plotter.XYs
 	for _, pt := range l.Points {
-		if finite(pt.X, pt.X) && finite(pt.Y, pt.Y) && pt.X > 0 && pt.Y > 0 {
+		if finite(pt.X, pt.X) && finite(pt.Y, pt.Y) && (pt.X > 0 && pt.Y > 0 || !positive && pt.X >= 0 && pt.Y >= 0) {
 			xys = append(xys, plotter.XY{X: pt.X, Y: pt.Y})
 		}
 	}
@@ -350,6 +364,9 @@ func (linearTicks) Ticks(min, max float64) []plot.Tick {
 		v := i * step
 		if p < 1 {
 			v = math.Round(i*step/p) / math.Round(1/p)
+		}
+		if v == 0 {
+			v = 0 // not -0, from a min a little below zero
 		}
 		out = append(out, plot.Tick{Value: v, Label: humanize(v)})
 	}
@@ -822,15 +839,17 @@ func fleetChart(f *results.File) Chart {
 	c := Chart{Name: "fleet", Title: "A fleet sharing one Redis: round trips against accuracy",
 		Caption: "Each line is a fleet of processes sharing one Redis, through its two routings (each request to a process at random, or a key's to the same one): " +
 			"the round trips to Redis a decision against the share of decisions unlike the ideal's, in simulated time. " +
-			"Left is cheaper; lower is closer to the ideal. Exact fleets decide alike, so they sit at one height: the denial cache only moves left.",
-		w: 9 * vg.Inch, cols: 2, legend: newLegend()}
+			"Left is cheaper; lower is closer to the ideal. Exact fleets decide alike, so they sit at one height: the denial cache only moves left. " +
+			"Leases move further left and off that height (approximate); the token bucket's lease fleet decides as GCRA's, the same limit, and hides it.",
+		w: 10 * vg.Inch, cols: 2, legend: newLegend(), legendW: 2.1 * vg.Inch}
 	seen := map[string]bool{}
 	for _, pn := range Fleet(f) {
 		p := newPlot(pn.Title, "round trips a decision", "decisions unlike the ideal's (%)")
 		p.X.Min, p.X.Max = 0, 1.05
 		p.Y.Min = 0
-		addLines(p, pn.Lines, c.legend, seen)
+		addLinesOf(p, pn.Lines, c.legend, seen, false)
 		p.Y.Max = max(p.Y.Max*1.15, 1)
+		p.Y.Min = -p.Y.Max / 40 // room for a point at 0
 		p.X.Tick.Marker, p.Y.Tick.Marker = linearTicks{}, linearTicks{}
 		c.panels = append(c.panels, p)
 	}

@@ -90,8 +90,11 @@ func scores(f *File) (out []*score, floor *score) {
 	}
 	logs := map[*score][]float64{}
 	for _, r := range f.Runs {
-		if r.SkippedBecause != "" || r.Limiter == "" || r.Floor && r.Outside() {
-			continue // a Redis floor decides nothing: it is read beside the rows, not scored
+		if r.SkippedBecause != "" || r.Limiter == "" || r.Floor && r.Outside() || r.Mode == "fleet" {
+			// A Redis floor decides nothing: it is read beside the rows,
+			// not scored. A fleet is the same limiter as its Redis row,
+			// shared: its table and picks are its own.
+			continue
 		}
 		s := find(r)
 		switch {
@@ -334,6 +337,9 @@ func Picks(f *File) (picks []Pick, versus []string) {
 	if p, ok := overloadPick(f); ok {
 		picks = append(picks, p)
 	}
+	if p, ok := leasePick(f); ok {
+		picks = append(picks, p)
+	}
 
 	// Every limiter an attacker got well past N with, worst first, on
 	// any backend: the edge is the algorithm's.
@@ -569,4 +575,68 @@ func overloadPick(f *File) (Pick, bool) {
 		"%s against %s, and the server spent %s of CPU a decision against %s. On samples of the workloads in simulated time its %s decisions were the same algorithm's in memory, every one.",
 		w, best.trips[w], worst.name, worst.trips[w], rate(best.tput[w]), rate(worst.tput[w]), nanos(best.cpu[w]), nanos(worst.cpu[w]), count(best.checked))
 	return Pick{Need: "A fleet under attack or overload", Limiter: best.name, Why: why}, true
+}
+
+// leasePick is the pick for a fleet that may admit a little more than the
+// limit for fewer round trips: of the fleets that lease quota, the one
+// with the fewest round trips an admitted request, in simulated time, on
+// its worse routing of the workload where it made the most; with its
+// worst error against the ideal, beside the exact fleets'.
+func leasePick(f *File) (Pick, bool) {
+	type fleet struct {
+		name  string
+		trips map[string]float64 // a workload's worse routing
+		most  float64            // the most in any W, anywhere
+		wrong float64            // the largest share unlike the ideal
+	}
+	var leases []*fleet
+	exactWrong := 0.0
+	for _, r := range f.Runs {
+		fl, a := r.Fleet, r.Accuracy
+		if r.Mode != "fleet" || fl == nil || a == nil || r.SkippedBecause != "" {
+			continue
+		}
+		wrong := a.FalseAllowRate + a.FalseDenyRate
+		if !fl.Lease {
+			exactWrong = max(exactWrong, wrong)
+			continue
+		}
+		i := slices.IndexFunc(leases, func(x *fleet) bool { return x.name == r.Limiter })
+		if i < 0 {
+			leases = append(leases, &fleet{name: r.Limiter, trips: map[string]float64{}})
+			i = len(leases) - 1
+		}
+		x := leases[i]
+		x.trips[r.Workload] = max(x.trips[r.Workload], fl.RoundTripsPerAdmitted)
+		x.most, x.wrong = max(x.most, a.MaxWindowRatio), max(x.wrong, wrong)
+	}
+	worst := func(x *fleet) (string, float64) {
+		w, t := "", -1.0
+		for wl, v := range x.trips {
+			if v > t || v == t && wl < w {
+				w, t = wl, v
+			}
+		}
+		return w, t
+	}
+	var best *fleet
+	for _, x := range leases {
+		if _, t := worst(x); best == nil || t < func() float64 { _, b := worst(best); return b }() {
+			best = x
+		}
+	}
+	if best == nil || exactWrong == 0 && best.wrong == 0 {
+		return Pick{}, false
+	}
+	w, t := worst(best)
+	bw, bt := "", math.Inf(1)
+	for wl, v := range best.trips {
+		if v < bt || v == bt && wl < bw {
+			bw, bt = wl, v
+		}
+	}
+	why := fmt.Sprintf("Each process leases units of a key's quota and admits from them for at most the lease time: %.3f round trips an admitted request on %s, %.3f on %s, in simulated time (the worse routing of each). "+
+		"The price is accuracy: up to %.1f%% of decisions unlike the ideal's, against %.1f%% for the exact fleets, and at most %.2f×N in any window (the bound: C + (W+τ)·R).",
+		bt, bw, t, w, 100*best.wrong, 100*exactWrong, best.most)
+	return Pick{Need: "A fleet that may admit a little more for far fewer round trips", Limiter: best.name, Why: why}, true
 }

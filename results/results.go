@@ -442,6 +442,11 @@ type Fleet struct {
 	// real time.
 	RoundTripsSimulated float64 `json:"round_trips_per_decision_simulated"`
 	RoundTrips          float64 `json:"round_trips_per_decision"`
+	// RoundTripsPerAdmitted is the round trips in simulated time over the
+	// decisions that admitted.
+	RoundTripsPerAdmitted float64 `json:"round_trips_per_admitted_simulated,omitempty"`
+	// Lease is whether the processes leased quota (approximate).
+	Lease bool `json:"lease,omitempty"`
 	// ServerCPUNS is the server's CPU time a decision in the real-time
 	// run (INFO cpu, user and system), in nanoseconds.
 	ServerCPUNS float64 `json:"server_cpu_ns_per_decision"`

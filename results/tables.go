@@ -582,8 +582,9 @@ func fleetTable(f *File) Table {
 			"In simulated time, on the sample of the workload the Redis rows decide: round trips a decision as the clients counted them, accuracy against the ideal, " +
 			"and differs: decisions unlike the same algorithm's in memory (0: exact). In real time, every process's goroutines sending the requests routed to it as fast as they can, " +
 			"so keys are asked far beyond their limit: decisions a second, p99, round trips a decision, and the server's CPU a decision (INFO cpu). " +
-			"Plain: one round trip a decision; batched: decisions gathered into batches; cached: Redis's denials remembered in each process until their retry-after (exact).",
-		Header: []string{"workload", "limiter", "routing", "round trips/decision", "false allows", "false denies", "most in any W", "differs",
+			"Plain: one round trip a decision; batched: decisions gathered into batches; cached: Redis's denials remembered in each process until their retry-after (exact); " +
+			"lease: each process leases units of a key's quota and admits from them for at most a lease time τ (approximate: at most C + (D+τ)·R in any interval D, where the exact limiter admits C + D·R).",
+		Header: []string{"workload", "limiter", "routing", "round trips/decision", "round trips/admitted", "false allows", "false denies", "most in any W", "differs",
 			"real time: decisions/s", "p99", "round trips/decision", "server CPU/decision"},
 		Left: 3,
 	}
@@ -594,13 +595,16 @@ func fleetTable(f *File) Table {
 			continue
 		}
 		runs = append(runs, r)
-		row := []string{r.Workload, r.Limiter, fmt.Sprintf("%s, %d", fl.Routing, fl.Processes), "", "", "", "", ""}
+		row := []string{r.Workload, r.Limiter, fmt.Sprintf("%s, %d", fl.Routing, fl.Processes), "", "", "", "", "", ""}
 		if a := r.Accuracy; a != nil {
 			row[3] = strconv.FormatFloat(fl.RoundTripsSimulated, 'f', 3, 64)
-			row[4], row[5] = countRate(a.FalseAllow, a.FalseAllowRate), countRate(a.FalseDeny, a.FalseDenyRate)
-			row[6] = strconv.FormatFloat(a.MaxWindowRatio, 'f', 2, 64)
+			if a.Admitted > 0 {
+				row[4] = strconv.FormatFloat(fl.RoundTripsPerAdmitted, 'f', 3, 64)
+			}
+			row[5], row[6] = countRate(a.FalseAllow, a.FalseAllowRate), countRate(a.FalseDeny, a.FalseDenyRate)
+			row[7] = strconv.FormatFloat(a.MaxWindowRatio, 'f', 2, 64)
 			if r.DiffersFromMemory != nil {
-				row[7] = count(*r.DiffersFromMemory)
+				row[8] = count(*r.DiffersFromMemory)
 			}
 		}
 		p99 := ""

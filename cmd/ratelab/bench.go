@@ -56,6 +56,15 @@ leaves them out. Their keys are under a prefix of the run's own, removed
 when done. Without a server the lab runs the rest and says the Redis rows
 were skipped, and why; --redis=false leaves them out.
 
+The fleet mode runs GCRA on Redis as a fleet: four processes, each with a
+client and a limiter of its own, sharing the server, the requests routed
+to them at random or by key (sticky): "gcra fleet (plain)", one round
+trip a decision; "(batched)"; "(cached)", Redis's denials remembered in
+each process (exact); and "gcra fleet (lease)" and "token-bucket fleet
+(lease)", which lease units of a key's quota for a tenth of the window
+(approximate, within a stated bound). It measures round trips a decision
+and an admission, accuracy, decisions a second and the server's CPU.
+
 Workloads: uniform (steady, a little over the limit), bursty (on/off,
 five times the limit then silence), boundary-attack (a full quota just
 before and just after every window edge), anchored-attack (the same, at
@@ -84,7 +93,7 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	var c harness.Config
 	var limitersFlag, modesFlag, goroutinesFlag string
 	fs.StringVar(&limitersFlag, "limiters", "", "comma-separated limiters to run (default all): fixed-window, sliding-log, sliding-counter, token-bucket, leaky-bucket, gcra, x/time/rate, go-limiter, throttled, and on Redis \"gcra (redis)\" and so on, and redis_rate")
-	fs.StringVar(&modesFlag, "modes", "", "comma-separated modes (default all): simulated, realtime, timing, memory, http")
+	fs.StringVar(&modesFlag, "modes", "", "comma-separated modes (default all): simulated, realtime, timing, memory, http, fleet")
 	fs.Float64Var(&c.HTTP.Rate, "http-rate", 0, "the rate vegeta attacks the server at in the http runs, per second (default 10000)")
 	fs.DurationVar(&c.HTTP.Time, "http-time", 0, "how long each http run lasts (default 1s, quick 150ms)")
 	workloadsFlags := workloadFlags(fs, &c)
