@@ -3,7 +3,9 @@ package redislimit
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/ratelab/ratelab/limiters"
 )
@@ -45,7 +47,11 @@ func BenchmarkHotKey(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		opts []Option
-	}{{"cache=on", nil}, {"cache=off", []Option{WithDenialCache(-1)}}} {
+	}{
+		{"cache=on", nil},
+		{"cache=off", []Option{WithDenialCache(-1)}},
+		{"lease", []Option{WithLeases(100*time.Millisecond, 0)}},
+	} {
 		b.Run(tc.name, func(b *testing.B) {
 			l, err := New(c, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 10, Rate: 0.001}},
 				append([]Option{WithPrefix(prefix(b, c))}, tc.opts...)...)
@@ -69,5 +75,70 @@ func BenchmarkHotKey(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 			b.ReportMetric(float64(l.Counts().RoundTrips)/float64(b.N+10), "round-trips/decision")
 		})
+	}
+}
+
+// BenchmarkOverload is a fleet of four processes (Limiters, one client)
+// deciding 16 keys, each asked ten times its rate (100 a second, a
+// capacity of 100), at explicit times, each request sent to a process at
+// random or every request of a key to one (sticky): the round trips a
+// decision and an admission of each kind of fleet, and the share
+// admitted (the exact limiter admits a tenth, and the capacity at first).
+func BenchmarkOverload(b *testing.B) {
+	c := server(b)
+	s := limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 100, Rate: 100}}
+	keys := make([]string, 16)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user-%d", i)
+	}
+	for _, v := range []struct {
+		name string
+		opts []Option
+	}{
+		{"plain", []Option{WithDenialCache(-1)}},
+		{"cached", nil},
+		{"lease", []Option{WithLeases(100*time.Millisecond, 0)}},
+	} {
+		for _, routing := range []string{"random", "sticky"} {
+			b.Run(v.name+"/"+routing, func(b *testing.B) {
+				pre := prefix(b, c)
+				var fleet []*Limiter
+				for range 4 {
+					l, err := New(c, s, append([]Option{WithPrefix(pre)}, v.opts...)...)
+					if err != nil {
+						b.Fatal(err)
+					}
+					fleet = append(fleet, l)
+				}
+				r := rand.New(rand.NewPCG(1, 2))
+				t0 := time.Unix(1_800_000_000, 0)
+				admitted := 0
+				i := 0
+				for b.Loop() {
+					k := i % len(keys)
+					p := k % len(fleet)
+					if routing == "random" {
+						p = r.IntN(len(fleet))
+					}
+					// Each key every millisecond: ten times 100 a second.
+					at := t0.Add(time.Duration(i/len(keys))*time.Millisecond + time.Duration(k)*time.Microsecond)
+					d, _, err := fleet[p].DecideAt(context.Background(), keys[k], at, 1)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if d.Allowed {
+						admitted++
+					}
+					i++
+				}
+				trips := int64(0)
+				for _, l := range fleet {
+					trips += l.Counts().RoundTrips
+				}
+				b.ReportMetric(float64(trips)/float64(i), "round-trips/decision")
+				b.ReportMetric(float64(trips)/float64(max(admitted, 1)), "round-trips/admitted")
+				b.ReportMetric(float64(admitted)/float64(i), "admitted/decision")
+			})
+		}
 	}
 }

@@ -24,7 +24,10 @@ import (
 // several limits, the Decision's Limit is that of the limit with the least
 // room, the smaller of equals: a denial is cached only when that is the
 // limit that denied, which then stays so.) A request of a larger cost is
-// not cached: it goes to Redis.
+// not cached: it goes to Redis. For GCRA and the token bucket with one
+// limit, an admission that leaves the key empty is cached as the denial
+// of a unit until the next unit fits (its debt down to C-1 units), which
+// is what Redis would answer.
 //
 // What breaks the argument is what gives room back other than time: Reset
 // and ResetAll through this Limiter clear the cache; a Reset through

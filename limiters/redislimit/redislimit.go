@@ -154,6 +154,12 @@ func WithGrace(d time.Duration) Option { return func(o *Options) { o.Grace = d }
 // process may deny the key for up to the retry-after it cached (at most a
 // window, or a bucket's refill). Requests of a cost above 1, peeks and
 // DecideEach always go to Redis.
+//
+// For GCRA and the token bucket with one limit, an admission that leaves
+// the key empty (Remaining 0) is cached too, as the denial of the next
+// unit until the time it fits: by the same argument Redis would deny
+// every unit request until then, so a key asked past its limit costs a
+// round trip an admission, not two.
 func WithDenialCache(entries int) Option { return func(o *Options) { o.DenialCache = entries } }
 
 // WithLeases turns on the approximate lease mode, for GCRA and the token
@@ -256,6 +262,11 @@ type Limiter struct {
 
 	// denials remembers Redis's denials (WithDenialCache); nil for none.
 	denials *denials
+	// unit is the time a unit of quota takes to come back, in ns, for
+	// GCRA and the token bucket with one limit (zero otherwise): an
+	// admission that leaves such a key empty is a denial of the next unit
+	// until then, and is cached as one.
+	unit int64
 	// leases holds the units this process leased (WithLeases); nil when
 	// every decision is exact.
 	leases *leases
@@ -392,6 +403,9 @@ func newLimiter(c Client, a limiters.Algorithm, limits []composite.Limit, specs 
 	}
 	if o.DenialCache > 0 {
 		l.denials = newDenials(o.DenialCache)
+		if (a == limiters.GCRA || a == limiters.TokenBucket) && len(specs) == 1 {
+			l.unit = int64(specs[0].Bucket.Interval())
+		}
 	}
 	if o.Lease > 0 {
 		most := o.LeaseMost
@@ -605,6 +619,14 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any,
 		// On a clock that runs forward an admission comes after any
 		// denial's retry-after, but explicit times may step back.
 		l.denials.drop(h)
+		if cache && d.Remaining == 0 && l.unit > 0 {
+			// The key is empty: the next unit fits once its debt is down
+			// to C-1 units, and until then Redis would deny every unit
+			// request, as if it had denied one now.
+			if wait := int64(d.ResetAfter) - int64(l.quota[0]-1)*l.unit; wait > 0 {
+				l.denials.put(h, now, clock, limiters.Decision{Limit: d.Limit, RetryAfter: time.Duration(wait), ResetAfter: d.ResetAfter}, 0, gen)
+			}
+		}
 	case cache && by >= 0 && d.Limit == l.quota[by]:
 		// Of several limits, the Decision names the one with the least
 		// room, the smaller of equals: while denied that stays the
