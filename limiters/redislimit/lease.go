@@ -2,7 +2,6 @@ package redislimit
 
 import (
 	"context"
-	"hash/maphash"
 	"math/bits"
 	"sync"
 	"time"
@@ -41,9 +40,11 @@ import (
 //
 // The table is of fixed size, set-associative like the denial cache, a
 // mutex a set; a key pushed out loses its unspent units (which is always
-// safe). Two keys whose 64-bit hashes agree would share a lease.
+// safe). Keys are hashed with FNV-1a, the same in every run, so that a
+// replay at explicit times decides and asks the same; keys made to
+// collide only cost their owner round trips. Two keys whose 64-bit hashes
+// agree would share a lease.
 type leases struct {
-	seed  maphash.Seed
 	sets  []leaseSet
 	mask  uint64
 	base  time.Time
@@ -76,16 +77,16 @@ type lease struct {
 	deniedAt, next int64
 	// Demand: the last lease's size, and the requests since it was asked.
 	size, since, asked int64
-	// contended is whether Redis denied the last lease asked: other
-	// processes are taking the key's quota.
-	contended bool
+	// contended counts the leases Redis denied in a row: other processes
+	// are taking the key's quota.
+	contended int64
 }
 
 // newLeases returns a table of about entries keys.
 func newLeases(entries int, tau time.Duration, most int64, quota int, unit time.Duration) *leases {
 	sets := max(1, entries/leaseWays)
 	sets = 1 << (bits.Len(uint(sets)) - 1)
-	return &leases{seed: maphash.MakeSeed(), sets: make([]leaseSet, sets), mask: uint64(sets - 1),
+	return &leases{sets: make([]leaseSet, sets), mask: uint64(sets - 1),
 		base: time.Now(), tau: int64(tau), most: most, quota: quota, unit: max(int64(unit), 1)}
 }
 
@@ -149,7 +150,7 @@ func (ls *leases) early(e *lease, now, l, n int64, d *limiters.Decision) (int64,
 	switch {
 	case free >= l:
 		return l, false
-	case free >= max(n, l/2) && !e.contended:
+	case free >= max(n, l/2) && e.contended == 0:
 		e.size = free
 		return free, false
 	}
@@ -192,7 +193,7 @@ func (ls *leases) grant(e *lease, now, l int64, d limiters.Decision) {
 		e.units, e.from, e.until = l, now, now+ls.tau
 	}
 	e.seen, e.reset = now, now+int64(d.ResetAfter)
-	e.deniedAt, e.next, e.contended = 0, 0, false
+	e.deniedAt, e.next, e.contended = 0, 0, 0
 }
 
 // lease decides a request of cost n for key at t from the units this
@@ -200,7 +201,7 @@ func (ls *leases) grant(e *lease, now, l int64, d limiters.Decision) {
 func (l *Limiter) lease(ctx context.Context, key string, t time.Time, n int) (limiters.Decision, int, error) {
 	ls := l.leases
 	now, clock := ls.now(t)
-	h := maphash.String(ls.seed, key) | 1
+	h := leaseHash(key)
 	s := &ls.sets[(h>>8)&ls.mask]
 	var d limiters.Decision
 	s.mu.Lock()
@@ -240,8 +241,16 @@ func (l *Limiter) lease(ctx context.Context, key string, t time.Time, n int) (li
 			s.mu.Unlock()
 			continue
 		case d.RetryAfter != limiters.Never:
-			e.deniedAt, e.next = now, now+int64(d.RetryAfter)
-			e.seen, e.reset, e.contended = now, now+int64(d.ResetAfter), true
+			// The processes Redis denied wait as long as each other for
+			// room: spread their next asks over as many leases' worth
+			// of time as this one lost in a row (at most four), by a
+			// hash of the key and the time, so that a replay decides
+			// the same.
+			e.contended++
+			spread := uint64(min(e.contended, 4)*size) * uint64(ls.unit)
+			jitter := int64((h^uint64(now))*0x9E3779B97F4A7C15>>11) % int64(max(spread, 1))
+			e.deniedAt, e.next = now, now+int64(d.RetryAfter)+jitter
+			e.seen, e.reset = now, now+int64(d.ResetAfter)
 		}
 		s.mu.Unlock()
 		return d, by(d), nil
@@ -258,7 +267,7 @@ func by(d limiters.Decision) int {
 
 // forget drops key's lease, and its units: for a reset.
 func (ls *leases) forget(key string) {
-	h := maphash.String(ls.seed, key) | 1
+	h := leaseHash(key)
 	s := &ls.sets[(h>>8)&ls.mask]
 	s.mu.Lock()
 	for i := range s.e {
@@ -277,4 +286,13 @@ func (ls *leases) clear() {
 		s.e = [leaseWays]lease{}
 		s.mu.Unlock()
 	}
+}
+
+// leaseHash is FNV-1a of key, never zero (an empty entry's).
+func leaseHash(key string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint64(key[i])) * 1099511628211
+	}
+	return h | 1
 }
