@@ -27,8 +27,11 @@ import (
 // limit (100/s, burst 100). Beside them, the floors: EVALSHA of a script
 // that returns 0 at once, on the same keys and client, which no limiter
 // that makes one round trip a decision can beat, and the same gathered
-// into batches of up to 64, two in flight, which no batching limiter can.
-// It reports decisions/s, p50 and p99.
+// into batches of up to 64, two in flight, which no batching limiter can;
+// and a script of what every limiter must do at least (TIME, GET, SET
+// with an expiry), alone and batched.
+// It reports decisions/s, p50 and p99, and the server's CPU a decision
+// (INFO cpu, user and system, before and after).
 func BenchmarkRedis(b *testing.B) {
 	c := redistest.Client(b, &redis.Options{ContextTimeoutEnabled: true, PoolTimeout: 250 * time.Millisecond})
 	keys := make([]string, 10000)
@@ -58,6 +61,31 @@ func BenchmarkRedis(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// What every limiter's script must do at least: read the clock, read
+	// the key, write it back with an expiry.
+	least, err := c.ScriptLoad(context.Background(), `local t = redis.call("TIME")
+local v = redis.call("GET", KEYS[1])
+redis.call("SET", KEYS[1], t[1], "PX", 2000)
+return 0`).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	leastBatch, err := c.ScriptLoad(context.Background(), `local t = redis.call("TIME")
+for i = 1, #KEYS do
+  local v = redis.call("GET", KEYS[i])
+  redis.call("SET", KEYS[i], t[1], "PX", 2000)
+end
+return 0`).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	batchedLeast := newNoopBatcher(&redisLab{c: c}, leastBatch)
+	defer batchedLeast.close()
+	defer func() {
+		for _, k := range keys {
+			c.Del(context.Background(), "ratelab-bench-least:"+k)
+		}
+	}()
 	batchedFloor := newNoopBatcher(&redisLab{c: c}, floor)
 	defer batchedFloor.close()
 	peer := redis_rate.NewLimiter(c)
@@ -71,13 +99,25 @@ func BenchmarkRedis(b *testing.B) {
 		{"ratelab-gcra-packed", func(ctx context.Context, key string) error { _, err := packed.AllowN(ctx, key, 1); return err }},
 		{"redis_rate", func(ctx context.Context, key string) error { _, err := peer.Allow(ctx, key, limit); return err }},
 		{"floor-evalsha", func(ctx context.Context, key string) error { return c.EvalSha(ctx, floor, []string{key}).Err() }},
+		{"floor-time-get-set", func(ctx context.Context, key string) error {
+			return c.EvalSha(ctx, least, []string{"ratelab-bench-least:" + key}).Err()
+		}},
 		{"floor-batched", func(ctx context.Context, key string) error { _, err := batchedFloor.AllowN(ctx, key, 1); return err }},
+		{"floor-time-get-set-batched", func(ctx context.Context, key string) error {
+			_, err := batchedLeast.AllowN(ctx, "ratelab-bench-least:"+key, 1)
+			return err
+		}},
 	} {
 		for _, g := range []int{1, 50} {
 			b.Run(fmt.Sprintf("%s/goroutines=%d", tc.name, g), func(b *testing.B) {
 				lat := make([]time.Duration, b.N)
 				var next atomic.Int64
 				var wg sync.WaitGroup
+				server := &redisLab{c: c}
+				cpu0, err := server.serverCPU(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
 				b.ReportAllocs()
 				b.ResetTimer()
 				for w := range g {
@@ -101,6 +141,13 @@ func BenchmarkRedis(b *testing.B) {
 				}
 				wg.Wait()
 				b.StopTimer()
+				cpu1, err := server.serverCPU(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				// The server's CPU (user and system) a decision, its idle
+				// housekeeping included: the client shares these cores.
+				b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "server-ns/decision")
 				slices.Sort(lat)
 				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
