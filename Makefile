@@ -15,7 +15,7 @@ BASELINE  ?= results/baseline.json
 COUNT     ?= 6
 BENCHTIME ?= 200ms
 
-.PHONY: all test fmt-check vet staticcheck race gate baseline bench bench-quick bench-go bench-go-run bench-go-report clean
+.PHONY: all test fmt-check vet staticcheck race soak gate baseline bench bench-quick bench-go bench-go-run bench-go-report clean
 
 all: test
 
@@ -37,6 +37,10 @@ staticcheck:
 # installs, if need be) for the run and stops after.
 race:
 	tools/with-redis $(GO) test -race -shuffle=on -count=1 ./...
+
+## soak: the linearizability checks on 300 histories a case, not make test's 3 (a few minutes; Redis as for make test)
+soak:
+	tools/with-redis $(GO) test -count=1 -timeout 30m ./lincheck -args -soak=300
 
 # The commit the gate times the working tree against: the first line of
 # results/gate-base that is not a comment (make baseline sets it), unless

@@ -52,15 +52,23 @@ type denials struct {
 	sets []denialSet
 	mask uint64
 	base time.Time // the zero of the monotonic clock the live entries use
-	// gen counts the resets: a denial Redis made before one is not
-	// cached after it.
-	gen atomic.Uint64
+	// resetting counts the ResetAlls under way: while one is, the cache
+	// neither answers nor keeps anything.
+	resetting atomic.Int32
 }
 
 const denialWays = 4
 
 type denialSet struct {
 	e [denialWays]denial
+	// gen counts the admissions and resets of the set's keys: a denial
+	// Redis made before one, whose reply comes back after it, is not
+	// cached (it may be older than the admission, in Redis's order).
+	gen atomic.Uint64
+	// resetting counts the Resets of the set's keys under way (see
+	// reset).
+	resetting atomic.Int32
+	_         [52]byte
 }
 
 type denial struct {
@@ -104,6 +112,9 @@ func (ds *denials) now(t time.Time) (ns, clock int64) {
 	return t.UnixNano(), explicitClock
 }
 
+// gen returns the count of h's set, to be given to put.
+func (ds *denials) gen(h uint64) uint64 { return ds.sets[(h>>8)&ds.mask].gen.Load() }
+
 func (ds *denials) ways(h uint64) (*denial, *denial) {
 	s := &ds.sets[(h>>8)&ds.mask]
 	i, j := h>>56&(denialWays-1), h>>60&(denialWays-1)
@@ -117,6 +128,9 @@ func (ds *denials) ways(h uint64) (*denial, *denial) {
 // clock, and if so writes the decision into d and returns the limit that
 // denied. It takes no lock and writes nothing.
 func (ds *denials) denied(d *limiters.Decision, h uint64, now, clock int64) (int, bool) {
+	if ds.resetting.Load() != 0 || ds.sets[(h>>8)&ds.mask].resetting.Load() != 0 {
+		return 0, false
+	}
 	e1, e2 := ds.ways(h)
 	if by, ok := e1.deny(d, h, now, clock); ok {
 		return by, true
@@ -138,11 +152,11 @@ func (e *denial) deny(d *limiters.Decision, h uint64, now, clock int64) (int, bo
 }
 
 // put records d, Redis's denial of a unit request for h at now on clock
-// by limit by, asked for when the reset count was gen. It takes h's entry,
+// by limit by, asked for when h's set's count was gen. It takes h's entry,
 // or an empty or expired one, or the one that expires first; it gives up
 // if another goroutine is writing there.
 func (ds *denials) put(h uint64, now, clock int64, d limiters.Decision, by int, gen uint64) {
-	if d.Allowed || d.RetryAfter <= 0 || d.RetryAfter == limiters.Never || ds.gen.Load() != gen {
+	if d.Allowed || d.RetryAfter <= 0 || d.RetryAfter == limiters.Never || !ds.keeps(h, gen) {
 		return
 	}
 	until, reset := now+int64(d.RetryAfter), now+int64(d.ResetAfter)
@@ -166,27 +180,62 @@ func (ds *denials) put(h uint64, now, clock int64, d limiters.Decision, by int, 
 	e.until.Store(until)
 	e.reset.Store(reset)
 	e.limitBy.Store(int64(d.Limit)<<8 | int64(by))
+	if !ds.keeps(h, gen) {
+		// An admission or a reset came while this was written, and its
+		// drop may have looked here before it was: undo it.
+		e.h.Store(0)
+		e.until.Store(0)
+	}
 	e.seq.Store(s + 2)
 }
 
-// forget clears h's entries, waiting for a writer there to finish, and
-// keeps denials asked for before it from being cached after: for a reset.
-func (ds *denials) forget(h uint64) {
-	ds.gen.Add(1)
-	ds.drop(h)
+// keeps reports whether a denial of h asked for when its set's count was
+// gen may be kept: no admission or reset since, and none under way.
+func (ds *denials) keeps(h uint64, gen uint64) bool {
+	s := &ds.sets[(h>>8)&ds.mask]
+	return s.gen.Load() == gen && s.resetting.Load() == 0 && ds.resetting.Load() == 0
 }
 
-// drop clears h's entries, waiting for a writer there to finish: for an
-// admission, after which a denial of an earlier time no longer holds.
-func (ds *denials) drop(h uint64) {
+// reset runs del, which deletes h's keys in Redis, with the cache of h's
+// set out of use: it answers nothing and keeps nothing from before del
+// ends until after (a denial of the key from before, answered once Redis
+// has forgotten the key, would be older than the reset; one asked before
+// and answered after would be kept).
+func (ds *denials) reset(h uint64, del func() error) error {
+	s := &ds.sets[(h>>8)&ds.mask]
+	s.resetting.Add(1)
+	defer s.resetting.Add(-1)
+	ds.drop(h)
+	defer ds.drop(h)
+	return del()
+}
+
+// resetAll is reset for every key, clearing every entry.
+func (ds *denials) resetAll(del func() error) error {
+	ds.resetting.Add(1)
+	defer ds.resetting.Add(-1)
+	ds.clear()
+	defer ds.clear()
+	return del()
+}
+
+// drop clears h's entries, waiting for a writer there to finish, and
+// keeps denials asked for before it from being cached after: for an
+// admission, after which a denial of an earlier time no longer holds. It
+// returns the set's new count.
+func (ds *denials) drop(h uint64) uint64 {
+	g := ds.sets[(h>>8)&ds.mask].gen.Add(1)
 	e1, e2 := ds.ways(h)
 	e1.clear(h)
 	e2.clear(h)
+	return g
 }
 
 // clear empties every entry, as forget does one.
 func (ds *denials) clear() {
-	ds.gen.Add(1)
+	for i := range ds.sets {
+		ds.sets[i].gen.Add(1)
+	}
 	for i := range ds.sets {
 		for j := range ds.sets[i].e {
 			ds.sets[i].e[j].clear(0)

@@ -155,6 +155,14 @@ func WithGrace(d time.Duration) Option { return func(o *Options) { o.Grace = d }
 // window, or a bucket's refill). Requests of a cost above 1, peeks and
 // DecideEach always go to Redis.
 //
+// Exact means at the server's clock, and at explicit times that do not go
+// back: a denial cached at time t answers a request at an earlier time
+// than an admission Redis made of the key at a later one (in another
+// process, or in this one before its reply is read) as the key stood at
+// t, where Redis decides a window's or a bucket's request at the later
+// time it has seen, and may admit it (GCRA decides at the time given, and
+// denies as the cache does, with a later retry-after).
+//
 // For GCRA and the token bucket with one limit, an admission that leaves
 // the key empty (Remaining 0) is cached too, as the denial of the next
 // unit until the time it fits: by the same argument Redis would deny
@@ -561,7 +569,7 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any,
 		if by, ok := l.denials.denied(&d, h, now, clock); ok {
 			return d, by, nil
 		}
-		gen = l.denials.gen.Load()
+		gen = l.denials.gen(h)
 	}
 	// One slice holds the whole command: EVALSHA sha numkeys keys... argv...
 	// Unless a call may outlive the decision (guard, or a batched call
@@ -618,13 +626,13 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any,
 	case d.Allowed:
 		// On a clock that runs forward an admission comes after any
 		// denial's retry-after, but explicit times may step back.
-		l.denials.drop(h)
-		if cache && d.Remaining == 0 && l.unit > 0 {
+		g := l.denials.drop(h)
+		if cache && d.Remaining == 0 && l.unit > 0 && g == gen+1 {
 			// The key is empty: the next unit fits once its debt is down
 			// to C-1 units, and until then Redis would deny every unit
 			// request, as if it had denied one now.
 			if wait := int64(d.ResetAfter) - int64(l.quota[0]-1)*l.unit; wait > 0 {
-				l.denials.put(h, now, clock, limiters.Decision{Limit: d.Limit, RetryAfter: time.Duration(wait), ResetAfter: d.ResetAfter}, 0, gen)
+				l.denials.put(h, now, clock, limiters.Decision{Limit: d.Limit, RetryAfter: time.Duration(wait), ResetAfter: d.ResetAfter}, 0, g)
 			}
 		}
 	case cache && by >= 0 && d.Limit == l.quota[by]:
@@ -960,12 +968,15 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
 	defer cancel()
-	err := bounded(ctx, l.guard, del)
+	run := func() error { return bounded(ctx, l.guard, del) }
+	var err error
+	if l.denials != nil {
+		err = l.denials.reset(l.denials.hash(key), run)
+	} else {
+		err = run()
+	}
 	if l.leases != nil {
 		l.leases.forget(key)
-	}
-	if l.denials != nil { // after the keys are gone: a denial from before is not cached again
-		l.denials.forget(l.denials.hash(key))
 	}
 	if err != nil {
 		return fmt.Errorf("%w: Reset: %w", ErrUnavailable, err)
@@ -976,12 +987,16 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 // ResetAll forgets every key this limiter holds (the keys with its prefix,
 // algorithm and limits), on every server of a cluster.
 func (l *Limiter) ResetAll(ctx context.Context) error {
-	if l.denials != nil {
-		defer l.denials.clear()
-	}
 	if l.leases != nil {
 		defer l.leases.clear()
 	}
+	if l.denials != nil {
+		return l.denials.resetAll(func() error { return l.resetAll(ctx) })
+	}
+	return l.resetAll(ctx)
+}
+
+func (l *Limiter) resetAll(ctx context.Context) error {
 	return l.scan(ctx, func(ctx context.Context, c scanner, keys []string) error {
 		ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
 		defer cancel()

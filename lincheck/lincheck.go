@@ -1,0 +1,327 @@
+// Package lincheck checks that concurrent histories of a limiter are
+// linearizable: that every decision made while other goroutines decided on
+// the same key is the one some order of the same calls, each taking effect
+// between its call and its return, would have given, one at a time.
+//
+// A history is recorded from goroutines calling AllowAt, PeekAt and Reset
+// on a few keys, each call's time (an explicit time, part of its input)
+// taken from a shared clock just before it, so that calls race both for
+// the limiter and for their times. The sequential model is ratelab's own
+// in-memory limiter of the same parameters, replayed from a fresh one in
+// the order the checker tries, so "the same decisions" means every field
+// of the Decision. The checker is porcupine (github.com/anishathalye/
+// porcupine), which searches the orders a history allows.
+package lincheck
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/ratelab/ratelab/limiters"
+)
+
+// Subject is what a history is recorded from, and what a model is made of.
+type Subject interface {
+	AllowAt(key string, t time.Time, n int) limiters.Decision
+	PeekAt(key string, t time.Time) limiters.Decision
+	Reset(ctx context.Context, key string) error
+}
+
+// The kinds of call.
+const (
+	Allow = 'a'
+	Peek  = 'p'
+	Reset = 'r'
+)
+
+// Call is an operation's input: a call of kind Op for Key at T (Unix ns),
+// of cost N.
+type Call struct {
+	Op  byte
+	Key string
+	T   int64
+	N   int
+}
+
+func (c Call) String() string {
+	switch c.Op {
+	case Allow:
+		return fmt.Sprintf("AllowAt(%s, %d, %d)", c.Key, c.T, c.N)
+	case Peek:
+		return fmt.Sprintf("PeekAt(%s, %d)", c.Key, c.T)
+	}
+	return fmt.Sprintf("Reset(%s)", c.Key)
+}
+
+// Workload is how a history is recorded: Goroutines goroutines make Calls
+// calls each on Keys keys; each call's time is Start plus Step for each
+// call taken before it by any goroutine, but one call in StepBack goes
+// back up to five steps (a slow clock, or a decision sent late). Of the
+// calls, one in Peeks peeks, one in Resets resets, one in Costly costs 2;
+// the rest admit one.
+type Workload struct {
+	Seed                          uint64
+	Goroutines, Calls, Keys       int
+	Start                         time.Time
+	Step                          time.Duration
+	StepBack, Peeks, Resets, Cost int
+}
+
+// Record runs w against s and returns the history: each call with its
+// outcome, and its call and return as ticks of one counter every
+// goroutine advances.
+func Record(s Subject, w Workload) ([]porcupine.Operation, error) {
+	var ticks, clock atomic.Int64
+	ops := make([][]porcupine.Operation, w.Goroutines)
+	errs := make([]error, w.Goroutines)
+	var wg sync.WaitGroup
+	for g := range w.Goroutines {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(w.Seed, uint64(g)))
+			for range w.Calls {
+				c := Call{Op: Allow, Key: fmt.Sprintf("k%d", r.IntN(w.Keys)), N: 1}
+				step := clock.Add(1)
+				if w.StepBack > 0 && r.IntN(w.StepBack) == 0 {
+					step -= 1 + r.Int64N(5)
+				}
+				c.T = w.Start.Add(time.Duration(step) * w.Step).UnixNano()
+				switch {
+				case w.Resets > 0 && r.IntN(w.Resets) == 0:
+					c.Op = Reset
+				case w.Peeks > 0 && r.IntN(w.Peeks) == 0:
+					c.Op = Peek
+				case w.Cost > 0 && r.IntN(w.Cost) == 0:
+					c.N = 2
+				}
+				call := ticks.Add(1)
+				if r.IntN(2) == 0 {
+					runtime.Gosched() // let calls overlap, on 2 cores too
+				}
+				d, err := apply(s, c)
+				ret := ticks.Add(1)
+				if err != nil {
+					errs[g] = fmt.Errorf("%v: %w", c, err)
+					return
+				}
+				ops[g] = append(ops[g], porcupine.Operation{ClientId: g, Input: c, Call: call, Output: d, Return: ret})
+			}
+		})
+	}
+	wg.Wait()
+	var out []porcupine.Operation
+	for g := range ops {
+		if errs[g] != nil {
+			return nil, errs[g]
+		}
+		out = append(out, ops[g]...)
+	}
+	return out, nil
+}
+
+// apply makes call c on s.
+func apply(s Subject, c Call) (limiters.Decision, error) {
+	t := time.Unix(0, c.T)
+	switch c.Op {
+	case Allow:
+		return s.AllowAt(c.Key, t, c.N), nil
+	case Peek:
+		return s.PeekAt(c.Key, t), nil
+	}
+	return limiters.Decision{}, s.Reset(context.Background(), c.Key)
+}
+
+// state is the model's state: the calls taken so far on one key, newest
+// first, each node shared by the states that extend it.
+type state struct {
+	prev *state
+	c    Call
+	n    int
+	hash uint64
+}
+
+// Model returns the sequential specification: a fresh limiter from fresh,
+// replaying a key's calls in order, must give each call's outcome, the
+// same by same (nil: every field of the Decision). Histories are checked a
+// key at a time.
+func Model(fresh func() (Subject, func()), same func(got, want limiters.Decision) bool) porcupine.Model {
+	if same == nil {
+		same = func(got, want limiters.Decision) bool { return got == want }
+	}
+	replays := &replayer{by: map[string]*replay{}}
+	return porcupine.Model{
+		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+			by := map[string]int{}
+			var out [][]porcupine.Operation
+			for _, op := range h {
+				k := op.Input.(Call).Key
+				i, ok := by[k]
+				if !ok {
+					i = len(out)
+					by[k] = i
+					out = append(out, nil)
+				}
+				out[i] = append(out[i], op)
+			}
+			return out
+		},
+		Init: func() any { return (*state)(nil) },
+		Step: func(st, in, out any) (bool, any) {
+			s, c := st.(*state), in.(Call)
+			r := replays.at(c.Key)
+			l, ok := r.to(s, fresh)
+			if !ok {
+				return false, st
+			}
+			want := out.(limiters.Decision)
+			// Most candidates fail on whether they admit: that is peeked
+			// first, where the model can, leaving it as it was, so that
+			// the next candidate from the same state needs no replay.
+			if p, ok := l.(peekerN); ok && c.Op == Allow {
+				if p.PeekAtN(c.Key, time.Unix(0, c.T), c.N).Allowed != want.Allowed {
+					return false, st
+				}
+			}
+			d, err := apply(l, c)
+			next := &state{prev: s, c: c, n: 1, hash: mix(0, c)}
+			if s != nil {
+				next.n, next.hash = s.n+1, mix(s.hash, c)
+			}
+			if err != nil || !same(want, d) {
+				r.drop()
+				return false, st
+			}
+			r.at = next
+			return true, next
+		},
+		Equal: func(a, b any) bool {
+			p, q := a.(*state), b.(*state)
+			for p != nil && q != nil && p != q {
+				if p.n != q.n || p.hash != q.hash || p.c != q.c {
+					return false
+				}
+				p, q = p.prev, q.prev
+			}
+			return p == q
+		},
+		Hash: func(st any) uint64 {
+			if s := st.(*state); s != nil {
+				return s.hash
+			}
+			return 0
+		},
+		DescribeOperation: func(in, out any) string {
+			return fmt.Sprintf("%v -> %+v", in.(Call), out.(limiters.Decision))
+		},
+	}
+}
+
+func mix(h uint64, c Call) uint64 {
+	f := fnv.New64a()
+	fmt.Fprintf(f, "%d|%c|%s|%d|%d", h, c.Op, c.Key, c.T, c.N)
+	return f.Sum64()
+}
+
+// Result is what Check found of one history.
+type Result struct {
+	Verdict porcupine.CheckResult
+	// Calls is the history's length; Overlapping, how many of its calls
+	// overlapped another call on the same key (the ones whose order the
+	// checker had to search).
+	Calls, Overlapping int
+}
+
+// Check records a history of s under w and checks it against model,
+// within timeout.
+func Check(s Subject, model porcupine.Model, w Workload, timeout time.Duration) (Result, error) {
+	h, err := Record(s, w)
+	if err != nil {
+		return Result{Verdict: porcupine.Unknown}, err
+	}
+	return Result{Verdict: porcupine.CheckOperationsTimeout(model, h, timeout), Calls: len(h), Overlapping: overlapping(h)}, nil
+}
+
+// SameVerdict compares decisions by what they decide (Allowed, Limit and
+// Remaining), not by when they say to come back.
+func SameVerdict(got, want limiters.Decision) bool {
+	return got.Allowed == want.Allowed && got.Limit == want.Limit && got.Remaining == want.Remaining
+}
+
+// overlapping counts the calls of h that overlap another on the same key.
+func overlapping(h []porcupine.Operation) int {
+	n := 0
+	for i, a := range h {
+		for j, b := range h {
+			if i != j && a.Input.(Call).Key == b.Input.(Call).Key && a.Call < b.Return && b.Call < a.Return {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+type peekerN interface {
+	PeekAtN(key string, t time.Time, n int) limiters.Decision
+}
+
+// replayer keeps, for each key (each partition, which one goroutine of
+// the checker searches), the model limiter of the state last reached, so
+// that a step from it costs one call, not a replay of every call before.
+type replayer struct {
+	mu sync.Mutex
+	by map[string]*replay
+}
+
+type replay struct {
+	l    Subject
+	done func()
+	at   *state
+}
+
+func (r *replayer) at(key string) *replay {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.by[key]
+	if !ok {
+		p = &replay{}
+		r.by[key] = p
+	}
+	return p
+}
+
+// to returns the model at state s, replaying s's calls into a fresh
+// limiter unless it is at s already.
+func (r *replay) to(s *state, fresh func() (Subject, func())) (Subject, bool) {
+	if r.l != nil && r.at == s {
+		return r.l, true
+	}
+	r.drop()
+	r.l, r.done = fresh()
+	var calls []Call
+	for p := s; p != nil; p = p.prev {
+		calls = append(calls, p.c)
+	}
+	for i := len(calls) - 1; i >= 0; i-- {
+		if _, err := apply(r.l, calls[i]); err != nil {
+			r.drop()
+			return nil, false
+		}
+	}
+	r.at = s
+	return r.l, true
+}
+
+func (r *replay) drop() {
+	if r.l != nil {
+		r.done()
+	}
+	r.l, r.done, r.at = nil, nil, nil
+}

@@ -1,0 +1,213 @@
+package lincheck
+
+import (
+	"flag"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/ratelab/ratelab/internal/redistest"
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/composite"
+	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/limiters/redislimit"
+)
+
+var soak = flag.Int("soak", 0, "histories a case for a longer run (make soak); 0 means the few make test runs")
+
+// rate is the limit every case runs at: 4 in 100ms, so that a history of
+// calls a fiftieth of a window apart is mostly over it.
+var rate = limiters.Rate{N: 4, Per: 100 * time.Millisecond}
+
+func workload(seed uint64) Workload {
+	return Workload{Seed: seed, Goroutines: 4, Calls: 40, Keys: 2, Start: time.Unix(1_800_000_000, 0),
+		Step: rate.Per / 50, StepBack: 8, Peeks: 8, Resets: 25, Cost: 6}
+}
+
+// histories is how many histories a case checks.
+func histories() int {
+	if *soak > 0 {
+		return *soak
+	}
+	return 3
+}
+
+func inMemory(t testing.TB, a limiters.Algorithm) func() (Subject, func()) {
+	s, err := rate.Spec(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() (Subject, func()) {
+		l, err := memory.New(s, limiters.WithSweepInterval(-1))
+		if err != nil {
+			panic(err)
+		}
+		return l, func() { l.Close() }
+	}
+}
+
+func twoLimits(t testing.TB, a limiters.Algorithm) func() (Subject, func()) {
+	limits := []composite.Limit{{Rate: rate}, {Rate: limiters.Rate{N: 10, Per: time.Second}}}
+	return func() (Subject, func()) {
+		l, err := composite.New(a, limits, limiters.WithSweepInterval(-1))
+		if err != nil {
+			panic(err)
+		}
+		return l, func() { l.Close() }
+	}
+}
+
+// check checks histories of the subject made by make against model,
+// failing the test on any history that is not linearizable.
+func check(t *testing.T, make func() (Subject, func()), model func() (Subject, func())) {
+	t.Helper()
+	checkWith(t, make, model, nil, func(w Workload) Workload { return w })
+}
+
+// checkWith is check with decisions compared by same (nil: every field),
+// on the workloads shape makes.
+func checkWith(t *testing.T, make func() (Subject, func()), model func() (Subject, func()), same func(got, want limiters.Decision) bool, shape func(Workload) Workload) {
+	t.Helper()
+	n := histories()
+	unknown, overlapping := 0, 0
+	for i := range n {
+		s, done := make()
+		res, err := Check(s, Model(model, same), shape(workload(uint64(i))), 20*time.Second)
+		done()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch res.Verdict {
+		case porcupine.Illegal:
+			t.Fatalf("history %d (%d calls, %d overlapping another on its key): not linearizable", i, res.Calls, res.Overlapping)
+		case porcupine.Unknown:
+			unknown++
+			t.Logf("history %d (%d calls, %d overlapping): the checker gave up after 20s", i, res.Calls, res.Overlapping)
+		}
+		overlapping += res.Overlapping
+	}
+	// The checker may give up on a history with many overlapping calls;
+	// one in ten is allowed, and one of make test's three.
+	if unknown == n || n >= 10 && unknown*10 > n {
+		t.Fatalf("the checker gave up on %d of %d histories", unknown, n)
+	}
+	if overlapping == 0 {
+		t.Fatal("no call overlapped another: nothing concurrent was checked")
+	}
+	t.Logf("%d histories, %d calls overlapping another on their key, %d given up on: linearizable", n, overlapping, unknown)
+}
+
+// Every algorithm in memory, and a composite of two limits of each.
+func TestInMemory(t *testing.T) {
+	for _, a := range limiters.Algorithms() {
+		t.Run(string(a), func(t *testing.T) {
+			check(t, inMemory(t, a), inMemory(t, a))
+		})
+		t.Run(string(a)+"/composite", func(t *testing.T) {
+			check(t, twoLimits(t, a), twoLimits(t, a))
+		})
+	}
+}
+
+// Every algorithm on Redis, plain and with the denial cache (its default);
+// GCRA batched and packed (the cache on); against the same algorithm in
+// memory.
+//
+// With the cache, calls whose times do not step back are checked field for
+// field. Times that step back are not the cache's to answer exactly: a
+// denial it remembers answers a call timed before an admission of the key
+// that Redis has already made at a later time (in another process, or in
+// this one before its reply is read) as it stood before, where Redis,
+// having seen the later time, decides that call at the later time (the
+// windows and buckets) or as given (GCRA). For GCRA it is a denial either
+// way, with an older retry-after, and GCRA's cached variants are checked
+// on what they decide with times stepping back too; a window or a bucket
+// may have room at the later time, and the cache then denies what Redis
+// would admit (docs/redis.md says so).
+func TestRedis(t *testing.T) {
+	c := redistest.Client(t, nil)
+	type variant struct {
+		name string
+		a    limiters.Algorithm
+		opts []redislimit.Option
+	}
+	var variants []variant
+	for _, a := range limiters.Algorithms() {
+		variants = append(variants, variant{string(a) + "/plain", a, []redislimit.Option{redislimit.WithDenialCache(-1)}},
+			variant{string(a) + "/cached", a, nil})
+	}
+	variants = append(variants,
+		variant{"gcra/batched", limiters.GCRA, []redislimit.Option{redislimit.WithBatching(redislimit.Batching{})}},
+		variant{"gcra/packed", limiters.GCRA, []redislimit.Option{redislimit.WithPacking(4)}})
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			s, err := rate.Spec(v.a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			make := func() (Subject, func()) {
+				l, err := redislimit.New(c, s, append([]redislimit.Option{redislimit.WithPrefix(redistest.Prefix(t, c))}, v.opts...)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l, func() { l.Close() }
+			}
+			cached := !strings.HasSuffix(v.name, "/plain")
+			if !cached {
+				check(t, make, inMemory(t, v.a))
+				return
+			}
+			checkWith(t, make, inMemory(t, v.a), nil, func(w Workload) Workload { w.StepBack = 0; return w })
+			if v.a == limiters.GCRA {
+				checkWith(t, make, inMemory(t, v.a), SameVerdict, func(w Workload) Workload { return w })
+			}
+		})
+	}
+}
+
+// The checker catches what it is for: a planted lost update (a decision
+// that reads the key, then admits, in two steps), found in every history.
+func TestPlantedLostUpdate(t *testing.T) {
+	found := 0
+	for i := range histories() {
+		inner, done := inMemory(t, limiters.GCRA)()
+		res, err := Check(lostUpdate{inner}, Model(inMemory(t, limiters.GCRA), nil), workload(uint64(i)), 20*time.Second)
+		done()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Verdict == porcupine.Illegal {
+			found++
+		}
+		t.Logf("history %d (%d calls, %d overlapping): %s", i, res.Calls, res.Overlapping, res.Verdict)
+	}
+	if found == 0 {
+		t.Fatalf("no history of the planted lost update was found illegal")
+	}
+}
+
+// lostUpdate reads, then writes: it peeks, and if the peek admits, it
+// admits whatever the limiter then says. Alone it decides as the limiter;
+// two calls between one's peek and its admission both admit.
+type lostUpdate struct{ Subject }
+
+func (l lostUpdate) AllowAt(key string, t time.Time, n int) limiters.Decision {
+	d := l.Subject.(memory.Limiter).PeekAtN(key, t, n)
+	if !d.Allowed {
+		return d
+	}
+	runtime.Gosched()
+	if got := l.Subject.AllowAt(key, t, n); got.Allowed {
+		return got
+	}
+	return d
+}
+
+func ExampleCall() {
+	fmt.Println(Call{Op: Allow, Key: "k0", T: 5, N: 1})
+	// Output: AllowAt(k0, 5, 1)
+}
