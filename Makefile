@@ -15,7 +15,7 @@ BASELINE  ?= results/baseline.json
 COUNT     ?= 6
 BENCHTIME ?= 200ms
 
-.PHONY: all test fmt-check vet staticcheck race soak gate baseline bench bench-quick bench-go bench-go-run bench-go-report clean
+.PHONY: all test fmt-check vet staticcheck race soak memcheck gate baseline bench bench-quick bench-go bench-go-run bench-go-report clean
 
 all: test
 
@@ -41,6 +41,10 @@ race:
 ## soak: the linearizability checks on 300 histories a case, not make test's 3 (a few minutes; Redis as for make test)
 soak:
 	tools/with-redis $(GO) test -count=1 -timeout 30m ./lincheck -args -soak=300
+
+## memcheck: 10 million distinct keys through GCRA and the sliding log in memory, the live heap at 1M, 5M and 10M (about a minute, 2 GB)
+memcheck:
+	$(GO) test -count=1 -run TestManyKeys -v ./limiters/memory -args -manykeys=10000000 | grep -E 'keys sent|^(---|ok|FAIL)'
 
 # The commit the gate times the working tree against: the first line of
 # results/gate-base that is not a comment (make baseline sets it), unless
