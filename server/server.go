@@ -71,6 +71,10 @@ type Config struct {
 	// FailClosed refuses requests (503) when Redis does not decide;
 	// false, the default, serves them unmetered.
 	FailClosed bool
+	// Fallback, when positive, decides them in memory instead, at the
+	// limit divided by Fallback, the servers sharing it (one limit, not
+	// tiers).
+	Fallback int
 
 	// KeyHeader is the header requests are keyed by; empty means
 	// X-API-Key. A request without it is refused (400).
@@ -247,6 +251,7 @@ func (s *Server) inRedis(file *config.Config) error {
 	opt.ContextTimeoutEnabled = true     // a decision's deadline bounds its round trip
 	opt.PoolTimeout = s.cfg.RedisTimeout // and its wait for a connection
 	opt.MaxRetries = -1                  // a retry would outlive the deadline
+	opt.DialerRetries = 1                // five dials 100ms apart would too
 	s.rdb = redis.NewClient(opt)
 	ctx, cancel := context.WithTimeout(context.Background(), max(2*time.Second, s.cfg.RedisTimeout))
 	defer cancel()
@@ -258,7 +263,17 @@ func (s *Server) inRedis(file *config.Config) error {
 	if s.cfg.FailClosed {
 		mode = redislimit.FailClosed
 	}
-	opts := []redislimit.Option{redislimit.WithPrefix(s.cfg.RedisPrefix), redislimit.WithTimeout(s.cfg.RedisTimeout), redislimit.WithFailureMode(mode)}
+	// A breaker: an outage costs five timeouts, then none until a probe
+	// a second later.
+	opts := []redislimit.Option{redislimit.WithPrefix(s.cfg.RedisPrefix), redislimit.WithTimeout(s.cfg.RedisTimeout),
+		redislimit.WithFailureMode(mode), redislimit.WithBreaker(5, time.Second)}
+	if s.cfg.Fallback > 0 {
+		if file != nil {
+			s.rdb.Close()
+			return fmt.Errorf("server: falling back to memory is for one limit, not the tiers of %s", s.cfg.File)
+		}
+		opts = append(opts, redislimit.WithFallback(s.cfg.Fallback))
+	}
 	var err error
 	if file != nil {
 		var l *tiers.Limiter
@@ -313,8 +328,11 @@ func (s *Server) middlewareOptions() ([]httplimit.Option, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	mode := httplimit.FailOpen
-	if c.FailClosed {
+	switch {
+	case c.FailClosed:
 		mode = httplimit.FailClosed
+	case c.Fallback > 0:
+		mode = httplimit.FailWithDecision
 	}
 	opts := []httplimit.Option{
 		httplimit.WithKey(key),

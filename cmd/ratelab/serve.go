@@ -52,7 +52,11 @@ stops it gracefully: no new connections, the requests in flight finished
 --backend redis keeps the limits in the Redis server at --redis-url, under
 --redis-prefix, so that several servers share them; the server stops at
 once if Redis does not answer. While Redis is down, --fail open serves
-requests unmetered and --fail closed refuses them with 503.
+requests unmetered, --fail closed refuses them with 503, and --fail
+fallback decides them in memory at the limit divided by --fleet, the
+number of servers sharing it. After 5 decisions in a row that Redis did
+not make, a circuit breaker stops asking it for a second, then probes:
+an outage costs 5 timeouts, not one a request.
 
 Examples:
 
@@ -75,7 +79,8 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	backend := fs.String("backend", "memory", "where limits are kept: memory or redis (with --config: the file's)")
 	redisURL := fs.String("redis-url", "redis://127.0.0.1:6379/0", "the Redis server for --backend redis, as redis://[user:password@]host:port/db")
 	redisPrefix := fs.String("redis-prefix", "ratelab:serve:", "the prefix of every Redis key")
-	fail := fs.String("fail", "open", "when Redis does not decide: open (serve unmetered) or closed (refuse, 503)")
+	fail := fs.String("fail", "open", "when Redis does not decide: open (serve unmetered), closed (refuse, 503) or fallback (decide in memory at the limit / --fleet)")
+	fleet := fs.Int("fleet", 1, "the number of servers sharing the limits, for --fail fallback")
 	key := fs.String("key", "header", "what requests are limited by: header (--key-header) or ip (the client's address)")
 	keyHeader := fs.String("key-header", "X-API-Key", "the header holding the key, for --key header")
 	proxies := fs.String("trusted-proxies", "", "comma-separated CIDRs or addresses of proxies whose X-Forwarded-For is believed, for --key ip")
@@ -115,7 +120,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		}
 		cfg.Spec, cfg.Backend = spec, *backend
 		if *backend == "memory" {
-			for _, f := range []string{"redis-url", "redis-prefix", "fail"} {
+			for _, f := range []string{"redis-url", "redis-prefix", "fail", "fleet"} {
 				if set[f] {
 					return bad(fmt.Errorf("serve: --%s is for --backend redis", f))
 				}
@@ -131,8 +136,19 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	case "open":
 	case "closed":
 		cfg.FailClosed = true
+	case "fallback":
+		if *fleet < 1 {
+			return bad(fmt.Errorf("serve: --fleet %d: want at least 1", *fleet))
+		}
+		cfg.Fallback = *fleet
 	default:
-		return bad(fmt.Errorf("serve: --fail %q: want open or closed", *fail))
+		return bad(fmt.Errorf("serve: --fail %q: want open, closed or fallback", *fail))
+	}
+	if *backend == "redis" || *configFile != "" {
+		// go-redis writes its own lines for each failed dial; the limiter
+		// reports Redis's failures through its errors (and the breaker),
+		// so they are dropped.
+		redis.SetLogger(quietRedis{})
 	}
 	switch *key {
 	case "header":

@@ -30,7 +30,7 @@ func TestServeBadFlags(t *testing.T) {
 		{"unknown backend", append(gcra, "--backend", "etcd"), 2, `--backend "etcd": want memory or redis`},
 		{"redis url in memory", append(gcra, "--redis-url", "redis://x"), 2, "--redis-url is for --backend redis"},
 		{"fail in memory", append(gcra, "--fail", "closed"), 2, "--fail is for --backend redis"},
-		{"bad fail", append(gcra, "--backend", "redis", "--fail", "maybe"), 2, `--fail "maybe": want open or closed`},
+		{"bad fail", append(gcra, "--backend", "redis", "--fail", "maybe"), 2, `--fail "maybe": want open, closed or fallback`},
 		{"bad redis url", append(gcra, "--backend", "redis", "--redis-url", "http://x"), 2, "--redis-url"},
 		{"bad key", append(gcra, "--key", "cookie"), 2, `--key "cookie": want header or ip`},
 		{"proxies without ip", append(gcra, "--trusted-proxies", "10.0.0.0/8"), 2, "--trusted-proxies is for --key ip"},

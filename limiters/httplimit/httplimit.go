@@ -77,6 +77,13 @@ const (
 	// FailClosed refuses it: 400 for a request without a key, 503 for a
 	// limiter that did not decide.
 	FailClosed
+	// FailWithDecision, for the limiter only, serves or refuses the
+	// request by the Decision the limiter returned with its error, as if
+	// it had decided: for a limiter that falls back on its own (a
+	// redislimit Limiter with the Fallback failure mode decides in memory
+	// while Redis does not, and fills its per-limit decision too). The
+	// error still goes to the Error hook.
+	FailWithDecision
 )
 
 func (f FailureMode) String() string {
@@ -85,6 +92,8 @@ func (f FailureMode) String() string {
 		return "fail open"
 	case FailClosed:
 		return "fail closed"
+	case FailWithDecision:
+		return "fail with the limiter's decision"
 	}
 	return fmt.Sprintf("FailureMode(%d)", int(f))
 }
@@ -324,8 +333,8 @@ func New(l limiters.Limiter, opts ...Option) (*Middleware, error) {
 		what string
 		m    FailureMode
 	}{{"key", c.onKey}, {"limiter", c.onLimiter}} {
-		if f.m != FailOpen && f.m != FailClosed {
-			return nil, fmt.Errorf("httplimit: %s failure mode %v: want FailOpen or FailClosed", f.what, f.m)
+		if f.m != FailOpen && f.m != FailClosed && (f.m != FailWithDecision || f.what != "limiter") {
+			return nil, fmt.Errorf("httplimit: %s failure mode %v: want FailOpen or FailClosed (or, for the limiter, FailWithDecision)", f.what, f.m)
 		}
 	}
 	m := &Middleware{lim: l, settings: c.settings}
@@ -433,6 +442,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var d limiters.Decision
 		d, err = m.lim.AllowN(r.Context(), key, n)
 		m.took(r, start)
+		if err != nil && m.onLimiter == FailWithDecision {
+			m.limiterErrors.Add(1)
+			if m.hooks.Error != nil {
+				m.hooks.Error(r, fmt.Errorf("%w: %w", ErrLimiter, err))
+			}
+			err = nil
+		}
 		if err == nil {
 			serve = m.respond(w, r, key, n, d, nil)
 		}
@@ -468,11 +484,18 @@ func (m *Middleware) decidePer(w http.ResponseWriter, r *http.Request, key strin
 	if m.decider != nil {
 		d, _ = m.decider.DecideAt(key, now, n, per)
 	} else {
+		clear(per) // filled by a limiter that decides, or falls back
 		d, _, err = m.each.DecideEach(r.Context(), key, now, n, per)
 	}
 	m.took(r, start)
 	if err != nil {
-		return false, err
+		if m.onLimiter != FailWithDecision {
+			return false, err
+		}
+		m.limiterErrors.Add(1)
+		if m.hooks.Error != nil {
+			m.hooks.Error(r, fmt.Errorf("%w: %w", ErrLimiter, err))
+		}
 	}
 	return m.respond(w, r, key, n, d, per), nil
 }

@@ -498,3 +498,35 @@ func TestAllocs(t *testing.T) {
 		}
 	}
 }
+
+// FailWithDecision follows the Decision a limiter returns with its error
+// (one that falls back on its own): served with its headers, or 429; the
+// error still counted and handed to the hook.
+func TestLimiterFailureWithDecision(t *testing.T) {
+	down := errors.New("backend down, decided in memory")
+	for _, c := range []struct {
+		d      limiters.Decision
+		status int
+	}{
+		{limiters.Decision{Allowed: true, Limit: 5, Remaining: 4}, 200},
+		{limiters.Decision{Limit: 5, RetryAfter: 2 * time.Second, ResetAfter: 2 * time.Second}, 429},
+	} {
+		fellBack := decideFunc(func(context.Context, string, int) (limiters.Decision, error) { return c.d, down })
+		var got []error
+		m := newMiddleware(t, fellBack, WithLimiterFailure(FailWithDecision),
+			WithHooks(Hooks{Error: func(_ *http.Request, err error) { got = append(got, err) }}))
+		w := serve(m.Wrap(ok), "")
+		if w.Code != c.status {
+			t.Fatalf("%+v: status %d, want %d", c.d, w.Code, c.status)
+		}
+		if v := w.Header().Get(HeaderLimit); v != "5" {
+			t.Errorf("%s: %q, want the fallback's limit, 5", HeaderLimit, v)
+		}
+		if s := m.Stats(); s.LimiterErrors != 1 || len(got) != 1 || !errors.Is(got[0], down) {
+			t.Errorf("Stats() = %+v, hook got %v: want the error counted and reported once", s, got)
+		}
+	}
+	if _, err := New(fixed(allowAll), WithKeyFailure(FailWithDecision)); err == nil {
+		t.Error("FailWithDecision for a request without a key: want an error")
+	}
+}

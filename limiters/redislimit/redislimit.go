@@ -55,6 +55,7 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
+	"github.com/ratelab/ratelab/limiters/memory"
 )
 
 // Client is what a Limiter needs of a go-redis client. *redis.Client,
@@ -80,11 +81,20 @@ const (
 	// FailClosed denies the request, with RetryAfter the timeout: nothing
 	// passes unmetered.
 	FailClosed
+	// Fallback decides the request with an in-memory limiter of the same
+	// algorithm at the limit divided by the fleet's size (WithFallback):
+	// while Redis is down each process enforces its share, so an outage
+	// neither opens the gates nor refuses everyone. Peeks, and limiters
+	// with several limits, fail closed.
+	Fallback
 )
 
 func (m FailureMode) String() string {
-	if m == FailClosed {
+	switch m {
+	case FailClosed:
 		return "fail closed"
+	case Fallback:
+		return "fall back to memory"
 	}
 	return "fail open"
 }
@@ -126,6 +136,15 @@ type Options struct {
 	// LeaseMost is the most units one lease takes; zero means a quarter
 	// of the capacity, at least one.
 	LeaseMost int
+	// Fleet is the number of processes sharing the limit, for the
+	// Fallback failure mode: each falls back to the limit divided by it.
+	Fleet int
+	// BreakerFailures, when positive, turns the circuit breaker on: after
+	// that many decisions in a row that Redis did not make, decisions
+	// follow the failure mode at once for BreakerCool (zero: one second),
+	// then one goes to Redis to probe (see WithBreaker).
+	BreakerFailures int
+	BreakerCool     time.Duration
 }
 
 // An Option sets one of the Options.
@@ -142,6 +161,28 @@ func WithFailureMode(m FailureMode) Option { return func(o *Options) { o.Failure
 
 // WithGrace sets how long keys outlive full quota.
 func WithGrace(d time.Duration) Option { return func(o *Options) { o.Grace = d } }
+
+// WithFallback sets the Fallback failure mode, for a fleet of fleet
+// processes: while Redis does not decide, each process decides with an
+// in-memory limiter of the same algorithm at the limit divided by fleet
+// (rounded up; a bucket's rate divided too). Decisions made so still
+// return the error, which wraps ErrUnavailable.
+func WithFallback(fleet int) Option {
+	return func(o *Options) { o.FailureMode, o.Fleet = Fallback, fleet }
+}
+
+// WithBreaker turns on the circuit breaker: after failures decisions in a
+// row that Redis did not make (down, slow past the timeout, or an answer
+// not understood), the Limiter stops asking: for cool (zero: one second)
+// every decision follows the failure mode at once, its error wrapping
+// ErrBreakerOpen and ErrUnavailable, then one decision goes to Redis as a
+// probe while the others still fail fast; the probe's answer closes the
+// breaker, its failure opens it for cool again. A decision the caller
+// gave up on counts neither way. So an outage costs the timeout failures
+// times, then nothing, instead of the timeout on every request.
+func WithBreaker(failures int, cool time.Duration) Option {
+	return func(o *Options) { o.BreakerFailures, o.BreakerCool = failures, cool }
+}
 
 // WithDenialCache sets how many of Redis's denials of unit requests the
 // Limiter remembers (about 64 bytes each; zero means 4096, negative none).
@@ -278,6 +319,10 @@ type Limiter struct {
 	// leases holds the units this process leased (WithLeases); nil when
 	// every decision is exact.
 	leases *leases
+	// breaker stops asking a failing Redis (WithBreaker); nil for none.
+	breaker *breaker
+	// fallback decides while Redis does not (WithFallback); nil for none.
+	fallback memory.Limiter
 
 	// evals counts the times the script had to be sent whole (NOSCRIPT),
 	// and trips the round trips of decisions sent alone. (The denial
@@ -356,8 +401,12 @@ func newLimiter(c Client, a limiters.Algorithm, limits []composite.Limit, specs 
 		return nil, fmt.Errorf("redislimit: %w: prefix %q has a brace, which would move the keys' hash tag", limiters.ErrInvalidParameter, o.Prefix)
 	case o.Timeout < 0 || o.Grace < 0:
 		return nil, fmt.Errorf("redislimit: %w: timeout and grace must not be negative", limiters.ErrInvalidParameter)
-	case o.FailureMode != FailOpen && o.FailureMode != FailClosed:
+	case o.FailureMode != FailOpen && o.FailureMode != FailClosed && o.FailureMode != Fallback:
 		return nil, fmt.Errorf("redislimit: %w: unknown failure mode %d", limiters.ErrInvalidParameter, o.FailureMode)
+	case o.FailureMode == Fallback && (o.Fleet < 1 || len(specs) != 1):
+		return nil, fmt.Errorf("redislimit: %w: falling back to memory takes one limit and a fleet of at least one process, not %d limits and %d", limiters.ErrInvalidParameter, len(specs), o.Fleet)
+	case o.BreakerFailures < 0 || o.BreakerCool < 0:
+		return nil, fmt.Errorf("redislimit: %w: a breaker of %d failures and a cool-down of %v: want neither negative", limiters.ErrInvalidParameter, o.BreakerFailures, o.BreakerCool)
 	case o.Packing < 0 || o.Packing > MaxPacking:
 		return nil, fmt.Errorf("redislimit: %w: packing into %d hashes: want 1 to %d, or 0 for none", limiters.ErrInvalidParameter, o.Packing, MaxPacking)
 	case o.Packing > 0 && (a != limiters.GCRA || len(specs) != 1):
@@ -384,6 +433,9 @@ func newLimiter(c Client, a limiters.Algorithm, limits []composite.Limit, specs 
 	}
 	if o.DenialCache == 0 {
 		o.DenialCache = 4096
+	}
+	if o.BreakerCool == 0 {
+		o.BreakerCool = time.Second
 	}
 	honours, pool := deadlines(c)
 	l := &Limiter{c: c, script: scripts[a], limits: limits, o: o, guard: !honours, light: honours && pool > 0 && pool <= o.Timeout}
@@ -415,6 +467,16 @@ func newLimiter(c Client, a limiters.Algorithm, limits []composite.Limit, specs 
 			l.unit = int64(specs[0].Bucket.Interval())
 		}
 	}
+	if o.BreakerFailures > 0 {
+		l.breaker = newBreaker(o.BreakerFailures, o.BreakerCool)
+	}
+	if o.FailureMode == Fallback {
+		f, err := memory.New(share(specs[0], o.Fleet))
+		if err != nil {
+			return nil, fmt.Errorf("redislimit: the fallback: %w", err)
+		}
+		l.fallback = f
+	}
 	if o.Lease > 0 {
 		most := o.LeaseMost
 		if most == 0 {
@@ -435,11 +497,14 @@ func newLimiter(c Client, a limiters.Algorithm, limits []composite.Limit, specs 
 }
 
 // Close stops a batching Limiter's goroutines, once every decision queued
-// is answered; decisions after Close fail (and follow the failure mode).
-// Close does not close the client. Without batching it does nothing.
+// is answered, and a fallback's sweeper; decisions after Close fail (and
+// follow the failure mode). Close does not close the client.
 func (l *Limiter) Close() error {
 	if l.batch != nil {
 		l.batch.close()
+	}
+	if l.fallback != nil {
+		l.fallback.Close()
 	}
 	return nil
 }
@@ -498,11 +563,42 @@ func (l *Limiter) DecideAt(ctx context.Context, key string, t time.Time, n int) 
 
 // consume decides a request of cost n for key at t, from a lease if the
 // Limiter takes them.
-func (l *Limiter) consume(ctx context.Context, key string, t time.Time, n int) (limiters.Decision, int, error) {
+func (l *Limiter) consume(ctx context.Context, key string, t time.Time, n int) (d limiters.Decision, by int, err error) {
 	if l.leases != nil && n >= 1 && (t.IsZero() || !t.Before(minTime) && !t.After(maxTime)) {
-		return l.lease(ctx, key, t, n)
+		d, by, err = l.lease(ctx, key, t, n)
+	} else {
+		d, by, err = l.decide(ctx, key, t, consume, n, nil)
 	}
-	return l.decide(ctx, key, t, consume, n, nil)
+	if err != nil && l.fallback != nil && n >= 1 && errors.Is(err, ErrUnavailable) {
+		d, by = l.fallBack(ctx, key, t, n)
+	}
+	return d, by, err
+}
+
+// fallBack decides with the fallback limiter, while Redis does not.
+func (l *Limiter) fallBack(ctx context.Context, key string, t time.Time, n int) (limiters.Decision, int) {
+	var d limiters.Decision
+	if t.IsZero() {
+		d, _ = l.fallback.AllowN(ctx, key, n)
+	} else {
+		d = l.fallback.AllowAt(key, t, n)
+	}
+	if d.Allowed {
+		return d, -1
+	}
+	return d, 0
+}
+
+// share is s for one process of a fleet of n: its limit or capacity
+// divided by n, rounded up, and a bucket's rate divided by n.
+func share(s limiters.Spec, n int) limiters.Spec {
+	if s.Algorithm.IsBucket() {
+		s.Bucket.Capacity = (s.Bucket.Capacity + n - 1) / n
+		s.Bucket.Rate /= float64(n)
+	} else {
+		s.Window.Limit = (s.Window.Limit + n - 1) / n
+	}
+	return s
 }
 
 // DecideEach is DecideAt that also says what each limit decided, in the
@@ -515,7 +611,14 @@ func (l *Limiter) DecideEach(ctx context.Context, key string, t time.Time, n int
 	if len(per) < len(l.limits) {
 		per = nil
 	}
-	return l.decide(ctx, key, t, consume, n, per)
+	d, by, err := l.decide(ctx, key, t, consume, n, per)
+	if err != nil && l.fallback != nil && n >= 1 && errors.Is(err, ErrUnavailable) {
+		d, by = l.fallBack(ctx, key, t, n)
+		if per != nil {
+			per[0] = d
+		}
+	}
+	return d, by, err
 }
 
 // Peek reports key's state now, by the server's clock, without consuming
@@ -571,6 +674,14 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any,
 		}
 		gen = l.denials.gen(h)
 	}
+	var probe bool
+	if l.breaker != nil {
+		ok, p := l.breaker.enter()
+		if !ok {
+			return l.failed(ErrBreakerOpen)
+		}
+		probe = p
+	}
 	// One slice holds the whole command: EVALSHA sha numkeys keys... argv...
 	// Unless a call may outlive the decision (guard, or a batched call
 	// given up on), the slice and the context come from a pool.
@@ -618,9 +729,23 @@ func (l *Limiter) decide(ctx context.Context, key string, t time.Time, mode any,
 		calls.Put(c)
 	}
 	if err != nil {
+		if l.breaker != nil {
+			end := failed
+			if ctx.Err() != nil {
+				end = withdrew
+			}
+			l.breaker.leave(probe, end)
+		}
 		return l.failed(err)
 	}
 	d, by, err := l.reply(v, n, per)
+	if l.breaker != nil {
+		end := decided
+		if err != nil {
+			end = failed
+		}
+		l.breaker.leave(probe, end)
+	}
 	switch {
 	case err != nil || l.denials == nil || mode != consume:
 	case d.Allowed:
@@ -950,7 +1075,7 @@ func (l *Limiter) failed(err error) (limiters.Decision, int, error) {
 		limit = min(limit, q)
 	}
 	d := limiters.Decision{Allowed: true, Limit: limit}
-	if l.o.FailureMode == FailClosed {
+	if l.o.FailureMode != FailOpen { // Fallback: closed, unless consume falls back
 		d.Allowed, d.RetryAfter = false, l.o.Timeout
 	}
 	return d, -1, fmt.Errorf("%w (%v): %w", ErrUnavailable, l.o.FailureMode, err)
