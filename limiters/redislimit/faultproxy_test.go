@@ -1,0 +1,178 @@
+package redislimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelab/ratelab/internal/redistest"
+	"github.com/ratelab/ratelab/limiters"
+)
+
+// The faults a faultProxy puts between a client and Redis.
+const (
+	pass      = iota
+	slow      // every reply 300ms late: beyond the timeout
+	resetting // half of each reply, then the connection reset
+	halfOpen  // nothing answered, the connection left open
+	trickle   // replies a byte every 20ms
+)
+
+var faultNames = map[int32]string{slow: "latency beyond the timeout", resetting: "reset mid-reply", halfOpen: "half-open, never answers", trickle: "bandwidth a trickle"}
+
+// faultProxy is a TCP proxy to a Redis server that applies a fault to
+// the replies, chunk by chunk, as they pass.
+type faultProxy struct {
+	l     net.Listener
+	to    string
+	fault atomic.Int32
+	wg    sync.WaitGroup
+}
+
+func newFaultProxy(t *testing.T, to string) *faultProxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &faultProxy{l: l, to: to}
+	p.wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Go(func() { p.serve(c.(*net.TCPConn)) })
+		}
+	})
+	t.Cleanup(func() { l.Close(); p.wg.Wait() })
+	return p
+}
+
+func (p *faultProxy) serve(c *net.TCPConn) {
+	defer c.Close()
+	up, err := net.Dial("tcp", p.to)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	go func() { io.Copy(up, c); up.Close() }()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := up.Read(buf)
+		if err != nil {
+			return
+		}
+		switch p.fault.Load() {
+		case pass:
+			c.Write(buf[:n])
+		case slow:
+			time.Sleep(300 * time.Millisecond)
+			c.Write(buf[:n])
+		case resetting:
+			c.Write(buf[:n/2])
+			c.SetLinger(0) // RST, not FIN
+			return
+		case halfOpen:
+		case trickle:
+			for i := range n {
+				if p.fault.Load() != trickle {
+					c.Write(buf[i:n])
+					break
+				}
+				c.Write(buf[i : i+1])
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+}
+
+// Each fault, through a proxy in front of a Redis server of the test's
+// own: while it lasts every decision follows the failure mode (fail
+// closed) with ErrUnavailable, within the timeout and a little (nothing
+// hangs); the server ran each decision at most once (no retry counted
+// one twice); when it clears, decisions are Redis's again, and the time
+// that took is reported; no goroutine is left behind.
+func TestFaults(t *testing.T) {
+	port, _ := ownServer(t, 0)
+	admin := redis.NewClient(&redis.Options{Addr: fmt.Sprint("127.0.0.1:", port)})
+	defer admin.Close()
+	const timeout = 100 * time.Millisecond
+	for _, fault := range []int32{slow, resetting, halfOpen, trickle} {
+		t.Run(faultNames[fault], func(t *testing.T) {
+			before := runtime.NumGoroutine()
+			p := newFaultProxy(t, fmt.Sprint("127.0.0.1:", port))
+			c := redis.NewClient(&redis.Options{Addr: p.l.Addr().String(), MaxRetries: -1, DialerRetries: 1,
+				ContextTimeoutEnabled: true, PoolTimeout: timeout, DialTimeout: timeout})
+			l, err := New(c, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1000, Rate: 1000}},
+				WithPrefix(fmt.Sprintf("faults:%d:", fault)), WithTimeout(timeout), WithFailureMode(FailClosed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			for range 20 { // warm: a pool of connections that worked
+				if _, err := l.AllowN(ctx, "k", 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			calls := redistest.CommandCalls(t, admin)
+			p.fault.Store(fault)
+			var mu sync.Mutex
+			var took []time.Duration
+			var wg sync.WaitGroup
+			for g := range 4 {
+				wg.Go(func() {
+					for i := range 10 {
+						start := time.Now()
+						d, err := l.AllowN(ctx, fmt.Sprintf("k%d-%d", g, i), 1)
+						el := time.Since(start)
+						if !errors.Is(err, ErrUnavailable) || d.Allowed {
+							t.Errorf("during the fault: %+v, %v; want ErrUnavailable, failing closed", d, err)
+						}
+						mu.Lock()
+						took = append(took, el)
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			slices.Sort(took)
+			p99 := took[len(took)*99/100]
+			if worst := took[len(took)-1]; worst > 10*timeout {
+				t.Errorf("a decision took %v during the fault, with a timeout of %v: it hangs", worst, timeout)
+			}
+			p.fault.Store(pass)
+			cleared := time.Now()
+			recovered := time.Duration(-1)
+			for time.Since(cleared) < 5*time.Second {
+				if d, err := l.AllowN(ctx, "after", 1); err == nil && d.Allowed {
+					recovered = time.Since(cleared)
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if recovered < 0 {
+				t.Fatalf("no decision of Redis's within 5s of the fault clearing")
+			}
+			after := redistest.CommandCalls(t, admin)
+			if ran := after["evalsha"] + after["eval"] - calls["evalsha"] - calls["eval"]; ran > 40+int64(recovered/(5*time.Millisecond))+2 {
+				t.Errorf("the server ran %d scripts for 40 decisions during the fault and the recovery's few: a decision sent twice", ran)
+			}
+			t.Logf("%s: 40 decisions failed closed, median %v, p99 %v, worst %v (timeout %v); decided by Redis again %v after it cleared",
+				faultNames[fault], took[len(took)/2].Round(time.Millisecond), p99.Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), timeout, recovered.Round(time.Millisecond))
+			l.Close()
+			c.Close()
+			p.l.Close()
+			noneLeft(t, before+1)
+		})
+	}
+}
