@@ -136,6 +136,7 @@ type Server struct {
 	closer  io.Closer        // lim's Close
 	rdb     *redis.Client    // the Redis backend's client, nil in memory
 	mw      *httplimit.Middleware
+	metrics *metrics     // fed by the middleware's hooks (Metrics)
 	limited http.Handler // the echo behind mw
 	srv     *http.Server
 
@@ -201,6 +202,7 @@ func New(cfg Config) (*Server, error) {
 	if s.tiers == nil && s.backend == "redis" { // Redis does not say its limit: the Spec does
 		opts = append(opts, httplimit.WithPolicies(policy(cfg.Spec)))
 	}
+	s.metrics = newMetrics(s)
 	if s.mw, err = httplimit.New(s.lim, opts...); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("server: %w", err)
@@ -339,13 +341,21 @@ func (s *Server) middlewareOptions() ([]httplimit.Option, error) {
 		httplimit.WithHeaders(c.Headers),
 		httplimit.WithLimiterFailure(mode),
 		httplimit.WithHooks(httplimit.Hooks{
-			Allowed: decided,
-			Denied:  decided, // in shadow mode, served
+			Allowed: func(r *http.Request, key string, d limiters.Decision) {
+				decided(r, key, d)
+				s.metrics.decided(s, key, "allowed")
+			},
+			Denied: func(r *http.Request, key string, d limiters.Decision) {
+				decided(r, key, d) // in shadow mode, served
+				s.metrics.decided(s, key, "denied")
+			},
 			Error: func(r *http.Request, err error) {
 				if sl := slotOf(r); sl != nil {
 					sl.err = err
 				}
+				s.metrics.failed(s, err)
 			},
+			Latency: func(_ *http.Request, took time.Duration) { s.metrics.took(took) },
 		}),
 	}
 	if c.Shadow {

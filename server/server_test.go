@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -351,5 +352,32 @@ func TestShutdownBound(t *testing.T) {
 	cancel() // the bound has passed
 	if err := s.Shutdown(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("Shutdown with a request stuck: %v, want context.Canceled", err)
+	}
+}
+
+// The Prometheus metrics count what the middleware decided, by result,
+// the requests it could not key, and the time decisions took.
+func TestMetrics(t *testing.T) {
+	r := start(t, server.Config{Spec: limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 3, Rate: 0.001}}})
+	for range 5 {
+		r.get(t, "alice")
+	}
+	r.get(t, "")
+	w := httptest.NewRecorder()
+	r.Metrics().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	body := w.Body.String()
+	for _, want := range []string{
+		`ratelab_decisions_total{result="allowed",tier=""} 3`,
+		`ratelab_decisions_total{result="denied",tier=""} 2`,
+		`ratelab_decision_errors_total{kind="key"} 1`,
+		`ratelab_decision_duration_seconds_count 5`,
+		`ratelab_fallback_decisions_total 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the metrics lack %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "alice") {
+		t.Error("a metric names a key")
 	}
 }

@@ -8,10 +8,12 @@ import (
 	"io"
 	"log"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -47,7 +49,11 @@ stays. Each reload prints one line to standard error.
 The server listens on --addr, loopback by default, and prints the address
 it listens on (with --addr 127.0.0.1:0, a free port). SIGINT or SIGTERM
 stops it gracefully: no new connections, the requests in flight finished
-(within 5s), then the limiter and the Redis client closed.
+(within 5s), then the limiter and the Redis client closed. --metrics-addr
+serves Prometheus metrics on a listener of their own: ratelab_decisions_total
+(by result and tier), ratelab_decision_errors_total (by kind),
+ratelab_fallback_decisions_total, ratelab_decision_duration_seconds and,
+on Redis, ratelab_redis_breaker_open.
 
 --backend redis keeps the limits in the Redis server at --redis-url, under
 --redis-prefix, so that several servers share them; the server stops at
@@ -87,6 +93,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	costHeader := fs.String("cost-header", "", "a header holding a request's cost, a positive integer (absent: 1)")
 	headers := fs.String("headers", "all", "the rate-limit header fields sent: all, legacy (X-RateLimit-*), draft (RateLimit-Policy, RateLimit) or none")
 	shadow := fs.Bool("shadow", false, "shadow mode: decide and send the headers, but deny nothing")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at /metrics on this address, host:port, apart from the limited one (empty: none)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), serveUsage)
 		fs.PrintDefaults()
@@ -193,6 +200,20 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return fmt.Errorf("serve: %w", err)
 	}
 	fmt.Fprintf(stdout, "ratelab serve: listening on http://%s\n", ln.Addr())
+	if *metricsAddr != "" {
+		mln, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			ln.Close()
+			s.Close()
+			return fmt.Errorf("serve: --metrics-addr: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", s.Metrics())
+		ms := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go ms.Serve(mln)
+		defer ms.Close()
+		fmt.Fprintf(stdout, "ratelab serve: metrics on http://%s/metrics\n", mln.Addr())
+	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()

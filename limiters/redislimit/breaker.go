@@ -75,3 +75,9 @@ func (b *breaker) leave(probe bool, end int) {
 		b.openUntil.Store(max(int64(time.Since(b.base))+b.cool, 1))
 	}
 }
+
+// BreakerOpen reports whether the circuit breaker (WithBreaker) is open:
+// decisions are failing fast. It is false without a breaker.
+func (l *Limiter) BreakerOpen() bool {
+	return l.breaker != nil && l.breaker.openUntil.Load() != 0
+}

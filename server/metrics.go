@@ -1,0 +1,89 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ratelab/ratelab/limiters/httplimit"
+	"github.com/ratelab/ratelab/limiters/redislimit"
+)
+
+// metrics are the server's Prometheus metrics, fed by the middleware's
+// hooks (the library itself imports nothing for them), on a registry of
+// the server's own. No label names a key: keys are unbounded.
+type metrics struct {
+	reg       *prometheus.Registry
+	decisions *prometheus.CounterVec
+	errors    *prometheus.CounterVec
+	fallback  prometheus.Counter
+	latency   prometheus.Histogram
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelab_decisions_total",
+			Help: "Requests the limiter decided, by result (allowed or denied; denied in shadow mode too) and tier (empty without tiers).",
+		}, []string{"result", "tier"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelab_decision_errors_total",
+			Help: "Requests not decided as asked: kind key (no key or cost) or limiter (the limiter, or Redis, did not decide).",
+		}, []string{"kind"}),
+		fallback: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ratelab_fallback_decisions_total",
+			Help: "Decisions made in memory while Redis did not decide (--fail fallback).",
+		}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ratelab_decision_duration_seconds",
+			Help:    "Time the limiter took to decide a request, failures included.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 11), // 1µs to about 1s
+		}),
+	}
+	m.reg.MustRegister(m.decisions, m.errors, m.fallback, m.latency)
+	if l, ok := s.lim.(*redislimit.Limiter); ok {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ratelab_redis_breaker_open",
+			Help: "1 while the circuit breaker in front of Redis is open (decisions fail fast), else 0.",
+		}, func() float64 {
+			if l.BreakerOpen() {
+				return 1
+			}
+			return 0
+		}))
+	}
+	return m
+}
+
+// decided counts a decision for key.
+func (m *metrics) decided(s *Server, key, result string) {
+	tier := ""
+	if s.tiers != nil {
+		tier = s.tiers.TierOf(key)
+	}
+	m.decisions.WithLabelValues(result, tier).Inc()
+}
+
+// failed counts err, an error of the middleware's Error hook.
+func (m *metrics) failed(s *Server, err error) {
+	kind := "limiter"
+	if errors.Is(err, httplimit.ErrKey) {
+		kind = "key"
+	}
+	m.errors.WithLabelValues(kind).Inc()
+	if s.cfg.Fallback > 0 && errors.Is(err, redislimit.ErrUnavailable) {
+		m.fallback.Inc()
+	}
+}
+
+func (m *metrics) took(d time.Duration) { m.latency.Observe(d.Seconds()) }
+
+// Metrics is the handler of the server's Prometheus metrics (text
+// exposition), for a listener of its own.
+func (s *Server) Metrics() http.Handler {
+	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
+}
