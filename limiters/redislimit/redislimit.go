@@ -28,9 +28,15 @@
 // without a round trip (WithDenialCache, on by default): exact, since only
 // consumption happens elsewhere, but for a Reset made by another process.
 //
+// Leases (WithLeases, off by default) trade exactness for round trips
+// within a stated bound: a process takes several units of a key's quota
+// in one decision and admits from them for at most the lease time.
+//
 // When Redis cannot answer within the timeout, a decision follows the
-// failure mode (fail open by default) and the error says so; nothing
-// waits longer than the timeout, nothing panics.
+// failure mode (fail open by default, fail closed, or fall back to an
+// in-memory share of the limit) and the error says so; nothing waits
+// longer than the timeout, nothing panics; a circuit breaker
+// (WithBreaker) stops asking a Redis that keeps failing.
 //
 // Numbers in Lua are doubles, exact for integers up to 2^53, and the
 // scripts compute in nanoseconds relative to the decision's second: a
