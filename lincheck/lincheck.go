@@ -58,7 +58,7 @@ func (c Call) String() string {
 	case Peek:
 		return fmt.Sprintf("PeekAt(%s, %d)", c.Key, c.T)
 	}
-	return fmt.Sprintf("Reset(%s)", c.Key)
+	return fmt.Sprintf("Reset(%s) or Set(%s, %d)", c.Key, c.Key, c.N)
 }
 
 // Workload is how a history is recorded: Goroutines goroutines make Calls
@@ -95,7 +95,7 @@ func Record(s Subject, w Workload) ([]porcupine.Operation, error) {
 				c.T = w.Start.Add(time.Duration(step) * w.Step).UnixNano()
 				switch {
 				case w.Resets > 0 && r.IntN(w.Resets) == 0:
-					c.Op = Reset
+					c.Op, c.N = Reset, 1+r.IntN(2) // N: a Setter's setting
 				case w.Peeks > 0 && r.IntN(w.Peeks) == 0:
 					c.Op = Peek
 				case w.Cost > 0 && r.IntN(w.Cost) == 0:
@@ -126,6 +126,13 @@ func Record(s Subject, w Workload) ([]porcupine.Operation, error) {
 	return out, nil
 }
 
+// A Setter is a Subject whose third kind of call is not Reset but a
+// change of the key's settings (SetTier, for tiers): Set(key, v) for v of
+// 1 or 2.
+type Setter interface {
+	Set(key string, v int) error
+}
+
 // apply makes call c on s.
 func apply(s Subject, c Call) (limiters.Decision, error) {
 	t := time.Unix(0, c.T)
@@ -134,6 +141,9 @@ func apply(s Subject, c Call) (limiters.Decision, error) {
 		return s.AllowAt(c.Key, t, c.N), nil
 	case Peek:
 		return s.PeekAt(c.Key, t), nil
+	}
+	if set, ok := s.(Setter); ok {
+		return limiters.Decision{}, set.Set(c.Key, c.N)
 	}
 	return limiters.Decision{}, s.Reset(context.Background(), c.Key)
 }

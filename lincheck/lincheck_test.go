@@ -1,6 +1,8 @@
 package lincheck
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"runtime"
@@ -15,6 +17,7 @@ import (
 	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/limiters/memory"
 	"github.com/ratelab/ratelab/limiters/redislimit"
+	"github.com/ratelab/ratelab/limiters/tiers"
 )
 
 var soak = flag.Int("soak", 0, "histories a case for a longer run (make soak); 0 means the few make test runs")
@@ -167,6 +170,36 @@ func TestRedis(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Tiers, with users moved between two tiers (SetTier) while they are
+// decided: the third kind of call moves the key's user to tier free or
+// pro.
+func TestTiers(t *testing.T) {
+	for _, a := range []limiters.Algorithm{limiters.SlidingCounter, limiters.GCRA} {
+		t.Run(string(a), func(t *testing.T) {
+			fresh := func() (Subject, func()) {
+				l, err := tiers.New(tiers.Config{Algorithm: a, Default: "free", Tiers: map[string][]composite.Limit{
+					"free": {{Rate: rate}},
+					"pro":  {{Rate: limiters.Rate{N: 8, Per: rate.Per}}},
+				}}, limiters.WithSweepInterval(-1))
+				if err != nil {
+					panic(err)
+				}
+				return tierSubject{l}, func() { l.Close() }
+			}
+			check(t, fresh, fresh)
+		})
+	}
+}
+
+// tierSubject is a tiers.Limiter whose third call moves a user.
+type tierSubject struct{ *tiers.Limiter }
+
+func (tierSubject) Reset(context.Context, string) error { return errors.New("tiers: no Reset") }
+
+func (s tierSubject) Set(key string, v int) error {
+	return s.SetTier(key, []string{"free", "pro"}[v-1])
 }
 
 // The checker catches what it is for: a planted lost update (a decision
