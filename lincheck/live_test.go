@@ -1,0 +1,152 @@
+package lincheck
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/memory"
+)
+
+// A limiter that reads its clock itself: the time a decision used is part
+// of its outcome, and a linearization must take decisions in the order of
+// their times, as a clock read under the limiter's lock gives them. A
+// limiter that reads the time before it takes its lock (a stale now) may
+// decide a later time first; the check finds it.
+
+// liveOut is a live decision's outcome: the Decision and the time used.
+type liveOut struct {
+	D limiters.Decision
+	T int64
+}
+
+// liveLimiter decides at a clock that ticks on every read, reading it
+// under its lock, or (stale) before.
+type liveLimiter struct {
+	inner memory.Limiter
+	mu    sync.Mutex
+	clock atomic.Int64
+	stale bool
+}
+
+func (l *liveLimiter) allow(key string) liveOut {
+	var t int64
+	if l.stale {
+		t = l.clock.Add(1)
+		runtime.Gosched()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.stale {
+		t = l.clock.Add(1)
+	}
+	at := time.Unix(1_800_000_000, 0).Add(time.Duration(t) * rate.Per / 50)
+	return liveOut{D: l.inner.AllowAt(key, at, 1), T: at.UnixNano()}
+}
+
+type liveState struct {
+	prev *liveState
+	key  string
+	t    int64
+}
+
+// liveModel: a key's decisions, replayed in order of their times through
+// a fresh limiter, must give each outcome.
+func liveModel(fresh func() (Subject, func())) porcupine.Model {
+	return porcupine.Model{
+		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+			by := map[string][]porcupine.Operation{}
+			var keys []string
+			for _, op := range h {
+				k := op.Input.(string)
+				if _, ok := by[k]; !ok {
+					keys = append(keys, k)
+				}
+				by[k] = append(by[k], op)
+			}
+			var out [][]porcupine.Operation
+			for _, k := range keys {
+				out = append(out, by[k])
+			}
+			return out
+		},
+		Init: func() any { return (*liveState)(nil) },
+		Step: func(st, in, out any) (bool, any) {
+			s, key, o := st.(*liveState), in.(string), out.(liveOut)
+			if s != nil && o.T < s.t {
+				return false, st // a clock read under a lock never goes back
+			}
+			l, done := fresh()
+			defer done()
+			var chain []*liveState
+			for p := s; p != nil; p = p.prev {
+				chain = append(chain, p)
+			}
+			for i := len(chain) - 1; i >= 0; i-- {
+				l.AllowAt(chain[i].key, time.Unix(0, chain[i].t), 1)
+			}
+			if l.AllowAt(key, time.Unix(0, o.T), 1) != o.D {
+				return false, st
+			}
+			return true, &liveState{prev: s, key: key, t: o.T}
+		},
+		Equal: func(a, b any) bool { return a == b },
+	}
+}
+
+func recordLive(l *liveLimiter, seed uint64) []porcupine.Operation {
+	var ticks atomic.Int64
+	ops := make([][]porcupine.Operation, 4)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 30 {
+				key := fmt.Sprintf("k%d", (int(seed)+g+i)%2)
+				call := ticks.Add(1)
+				o := l.allow(key)
+				ops[g] = append(ops[g], porcupine.Operation{ClientId: g, Input: key, Call: call, Output: o, Return: ticks.Add(1)})
+			}
+		})
+	}
+	wg.Wait()
+	var out []porcupine.Operation
+	for _, o := range ops {
+		out = append(out, o...)
+	}
+	return out
+}
+
+// The clock read under the lock is linearizable in every history; the
+// planted stale now (read before the lock) is found in some.
+func TestPlantedStaleNow(t *testing.T) {
+	for _, a := range []limiters.Algorithm{limiters.GCRA, limiters.SlidingLog} {
+		for _, stale := range []bool{false, true} {
+			illegal := 0
+			for i := range max(histories(), 20) {
+				inner, done := inMemory(t, a)()
+				l := &liveLimiter{inner: inner.(memory.Limiter), stale: stale}
+				res := porcupine.CheckOperationsTimeout(liveModel(inMemory(t, a)), recordLive(l, uint64(i)), 20*time.Second)
+				done()
+				switch {
+				case res == porcupine.Illegal:
+					illegal++
+				case res == porcupine.Unknown:
+					t.Logf("%s, stale %v, history %d: the checker gave up", a, stale, i)
+				}
+			}
+			t.Logf("%s, clock read %s: %d of %d histories illegal", a, map[bool]string{false: "under the lock", true: "before the lock (planted)"}[stale], illegal, max(histories(), 20))
+			if !stale && illegal > 0 {
+				t.Errorf("%s: %d histories illegal with the clock read under the lock", a, illegal)
+			}
+			if stale && illegal == 0 {
+				t.Errorf("%s: the planted stale now was not found in %d histories", a, max(histories(), 20))
+			}
+		}
+	}
+}
