@@ -36,27 +36,29 @@ const LeaseTime = 10 // a tenth of the window
 func (r *redisLab) fleets() []Subject {
 	off := redislimit.WithDenialCache(-1)
 	var out []Subject
-	lease := func(w limiters.Window) []redislimit.Option {
-		return []redislimit.Option{redislimit.WithLeases(w.Length/LeaseTime, 0)}
-	}
 	for _, v := range []struct {
-		name string
-		a    limiters.Algorithm
-		opts func(limiters.Window) []redislimit.Option
+		name  string
+		a     limiters.Algorithm
+		opts  []redislimit.Option
+		lease bool // leases of a LeaseTime-th of the window
 	}{
-		{RedisFleetPlainName, limiters.GCRA, func(limiters.Window) []redislimit.Option { return []redislimit.Option{off} }},
-		{RedisFleetBatchedName, limiters.GCRA, func(limiters.Window) []redislimit.Option {
-			return []redislimit.Option{off, redislimit.WithBatching(redislimit.Batching{})}
-		}},
-		{RedisFleetCachedName, limiters.GCRA, func(limiters.Window) []redislimit.Option { return nil }},
-		{RedisFleetLeaseName, limiters.GCRA, lease},
-		{RedisFleetLeaseTBName, limiters.TokenBucket, lease},
+		{RedisFleetPlainName, limiters.GCRA, []redislimit.Option{off}, false},
+		{RedisFleetBatchedName, limiters.GCRA, []redislimit.Option{off, redislimit.WithBatching(redislimit.Batching{})}, false},
+		{RedisFleetCachedName, limiters.GCRA, nil, false},
+		{RedisFleetLeaseName, limiters.GCRA, nil, true},
+		{RedisFleetLeaseTBName, limiters.TokenBucket, nil, true},
 	} {
 		out = append(out, Subject{Name: v.name, Library: "ratelab", Algorithm: v.a,
 			Fleet: &Fleet{
-				New:       func(w limiters.Window, n int) ([]Process, func(), error) { return r.fleet(v.a, w, n, v.opts(w)) },
+				New: func(w limiters.Window, n int) ([]Process, func(), error) {
+					opts := v.opts
+					if v.lease {
+						opts = []redislimit.Option{redislimit.WithLeases(w.Length/LeaseTime, 0)}
+					}
+					return r.fleet(v.a, w, n, opts)
+				},
 				ServerCPU: r.serverCPU,
-				Lease:     v.name == RedisFleetLeaseName || v.name == RedisFleetLeaseTBName,
+				Lease:     v.lease,
 			}})
 	}
 	return out
@@ -85,39 +87,23 @@ func (r *redisLab) fleet(a limiters.Algorithm, w limiters.Window, n int, opts []
 			stop()
 			return nil, nil, err
 		}
-		procs = append(procs, redisProcess{l, c, r})
+		procs = append(procs, redisProcess{recorded{l, r}, redisAt{l, r}, c})
 	}
 	return procs, stop, nil
 }
 
 // redisProcess is a process of a fleet: a limiter and its client, its
-// errors recorded.
+// errors recorded, at the server's clock and at explicit times.
 type redisProcess struct {
-	l *redislimit.Limiter
+	recorded
+	redisAt
 	c *redis.Client
-	r *redisLab
 }
 
-func (p redisProcess) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
-	d, err := p.l.AllowN(ctx, key, n)
-	if err != nil && ctx.Err() == nil {
-		p.r.fail(err)
-	}
-	return d, err
-}
-
-func (p redisProcess) AllowAt(key string, t time.Time, n int) limiters.Decision {
-	d, _, err := p.l.DecideAt(context.Background(), key, t, n)
-	if err != nil {
-		p.r.fail(err)
-	}
-	return d
-}
-
-func (p redisProcess) RoundTrips() int64 { return p.l.Counts().RoundTrips }
+func (p redisProcess) RoundTrips() int64 { return p.redisAt.l.Counts().RoundTrips }
 
 func (p redisProcess) Close() {
-	p.l.Close()
+	p.redisAt.l.Close()
 	p.c.Close()
 }
 

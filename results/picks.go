@@ -610,31 +610,32 @@ func leasePick(f *File) (Pick, bool) {
 		x.trips[r.Workload] = max(x.trips[r.Workload], fl.RoundTripsPerAdmitted)
 		x.most, x.wrong = max(x.most, a.MaxWindowRatio), max(x.wrong, wrong)
 	}
-	worst := func(x *fleet) (string, float64) {
-		w, t := "", -1.0
-		for wl, v := range x.trips {
-			if v > t || v == t && wl < w {
+	// extreme is the workload of trips with the most (or, !most, the
+	// fewest) round trips, the first by name of equals.
+	extreme := func(trips map[string]float64, most bool) (string, float64) {
+		w, t := "", math.Inf(1)
+		if most {
+			t = math.Inf(-1)
+		}
+		for wl, v := range trips {
+			if most && v > t || !most && v < t || v == t && wl < w {
 				w, t = wl, v
 			}
 		}
 		return w, t
 	}
 	var best *fleet
+	bestWorst := math.Inf(1)
 	for _, x := range leases {
-		if _, t := worst(x); best == nil || t < func() float64 { _, b := worst(best); return b }() {
-			best = x
+		if _, t := extreme(x.trips, true); t < bestWorst {
+			best, bestWorst = x, t
 		}
 	}
 	if best == nil || exactWrong == 0 && best.wrong == 0 {
 		return Pick{}, false
 	}
-	w, t := worst(best)
-	bw, bt := "", math.Inf(1)
-	for wl, v := range best.trips {
-		if v < bt || v == bt && wl < bw {
-			bw, bt = wl, v
-		}
-	}
+	w, t := extreme(best.trips, true)
+	bw, bt := extreme(best.trips, false)
 	why := fmt.Sprintf("Each process leases units of a key's quota and admits from them for at most the lease time: %.3f round trips an admitted request on %s, %.3f on %s, in simulated time (the worse routing of each). "+
 		"The price is accuracy: up to %.1f%% of decisions unlike the ideal's, against %.1f%% for the exact fleets, and at most %.2f×N in any window (the bound: C + (W+τ)·R).",
 		bt, bw, t, w, 100*best.wrong, 100*exactWrong, best.most)

@@ -8,10 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,49 +82,6 @@ func Remove(t testing.TB, c *redis.Client, p string) {
 			return
 		}
 		keys = keys[n:]
-	}
-}
-
-// Private starts a redis-server of the test's own on a free loopback port,
-// nothing saved to disk, and returns a client of it; both are stopped when
-// the test ends. It is for what a shared server cannot give: counts of the
-// commands it ran (INFO commandstats) that no other test adds to. Without
-// the redis-server binary the test is skipped, saying so; make test has
-// it wherever it starts a server (tools/with-redis).
-func Private(t testing.TB) *redis.Client {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skipf("no redis-server binary to start a server of the test's own: %v", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
-	t.Cleanup(func() { c.Close() })
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return c
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the redis-server started on port %d does not answer: %v", port, err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

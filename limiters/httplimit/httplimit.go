@@ -442,11 +442,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var d limiters.Decision
 		d, err = m.lim.AllowN(r.Context(), key, n)
 		m.took(r, start)
-		if err != nil && m.onLimiter == FailWithDecision {
-			m.limiterErrors.Add(1)
-			if m.hooks.Error != nil {
-				m.hooks.Error(r, fmt.Errorf("%w: %w", ErrLimiter, err))
-			}
+		if err != nil && m.decidesAnyway(r, err) {
 			err = nil
 		}
 		if err == nil {
@@ -488,14 +484,8 @@ func (m *Middleware) decidePer(w http.ResponseWriter, r *http.Request, key strin
 		d, _, err = m.each.DecideEach(r.Context(), key, now, n, per)
 	}
 	m.took(r, start)
-	if err != nil {
-		if m.onLimiter != FailWithDecision {
-			return false, err
-		}
-		m.limiterErrors.Add(1)
-		if m.hooks.Error != nil {
-			m.hooks.Error(r, fmt.Errorf("%w: %w", ErrLimiter, err))
-		}
+	if err != nil && !m.decidesAnyway(r, err) {
+		return false, err
 	}
 	return m.respond(w, r, key, n, d, per), nil
 }
@@ -685,6 +675,20 @@ func pick(ps []Policy, limit int) (i int, found bool) {
 		}
 	}
 	return 0, false
+}
+
+// decidesAnyway reports whether a request the limiter failed on follows
+// the Decision returned with the error (FailWithDecision), after counting
+// the failure and handing it to the Error hook.
+func (m *Middleware) decidesAnyway(r *http.Request, err error) bool {
+	if m.onLimiter != FailWithDecision {
+		return false
+	}
+	m.limiterErrors.Add(1)
+	if m.hooks.Error != nil {
+		m.hooks.Error(r, fmt.Errorf("%w: %w", ErrLimiter, err))
+	}
+	return true
 }
 
 // failed applies failure mode mode to a request that could not be

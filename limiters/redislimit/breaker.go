@@ -19,15 +19,15 @@ var ErrBreakerOpen = errors.New("redislimit: the circuit breaker is open")
 type breaker struct {
 	threshold int64
 	cool      int64 // ns
-	base      time.Time
+	clock
 	failures  atomic.Int64
-	openUntil atomic.Int64 // ns since base; 0 when closed
+	openUntil atomic.Int64 // on clock; 0 when closed
 	probing   atomic.Bool
 	opened    atomic.Int64 // times it opened, for Counts
 }
 
 func newBreaker(threshold int, cool time.Duration) *breaker {
-	return &breaker{threshold: int64(threshold), cool: int64(cool), base: time.Now()}
+	return &breaker{threshold: int64(threshold), cool: int64(cool), clock: newClock()}
 }
 
 // enter reports whether a call may go to Redis, and whether it is the
@@ -37,7 +37,7 @@ func (b *breaker) enter() (ok, probe bool) {
 	if until == 0 {
 		return true, false
 	}
-	if int64(time.Since(b.base)) < until {
+	if b.since() < until {
 		return false, false
 	}
 	if b.probing.CompareAndSwap(false, true) {
@@ -72,7 +72,7 @@ func (b *breaker) leave(probe bool, end int) {
 		if b.openUntil.Load() == 0 || probe {
 			b.opened.Add(1)
 		}
-		b.openUntil.Store(max(int64(time.Since(b.base))+b.cool, 1))
+		b.openUntil.Store(max(b.since()+b.cool, 1))
 	}
 }
 

@@ -3,91 +3,20 @@ package redislimit
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelab/ratelab/internal/redistest"
 	"github.com/ratelab/ratelab/limiters"
 )
-
-// switchProxy is a TCP proxy to the test server that can be made to stop
-// answering: a connection made while it is down, or bytes sent while it
-// is, are swallowed, as by a host that vanished.
-type switchProxy struct {
-	l    net.Listener
-	down atomic.Bool
-	wg   sync.WaitGroup
-}
-
-func newSwitchProxy(t *testing.T) *switchProxy {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &switchProxy{l: l}
-	p.wg.Go(func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			p.wg.Go(func() { p.serve(c) })
-		}
-	})
-	t.Cleanup(func() { l.Close(); p.wg.Wait() })
-	return p
-}
-
-func (p *switchProxy) serve(c net.Conn) {
-	defer c.Close()
-	if p.down.Load() {
-		io.Copy(io.Discard, c)
-		return
-	}
-	up, err := net.Dial("tcp", redistest.Addr())
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	done := make(chan struct{})
-	go func() { // replies, unless down
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := up.Read(buf)
-			if err != nil {
-				break
-			}
-			if !p.down.Load() {
-				c.Write(buf[:n])
-			}
-		}
-		close(done)
-	}()
-	io.Copy(up, c)
-	up.Close()
-	<-done
-}
-
-func (p *switchProxy) client(t *testing.T) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: p.l.Addr().String(), MaxRetries: -1, ContextTimeoutEnabled: true,
-		PoolTimeout: 100 * time.Millisecond, DialTimeout: 100 * time.Millisecond})
-	t.Cleanup(func() { c.Close() })
-	return c
-}
 
 // A Redis that stops answering: three decisions wait for the timeout, then
 // the breaker decides at once (its error says so) by the failure mode;
 // after the cool-down one probe goes, and fails, and the breaker opens
 // again; once Redis answers, the next probe closes it.
 func TestBreaker(t *testing.T) {
-	p := newSwitchProxy(t)
-	c := p.client(t)
+	p := newFaultProxy(t, redistest.Addr())
+	c := p.client(t, 100*time.Millisecond)
 	l, err := New(c, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 10, Rate: 10}},
 		WithPrefix(redistest.Prefix(t, redistest.Client(t, nil))), WithTimeout(100*time.Millisecond),
 		WithFailureMode(FailClosed), WithBreaker(3, 300*time.Millisecond), WithDenialCache(-1))
@@ -98,7 +27,7 @@ func TestBreaker(t *testing.T) {
 	if d, err := l.AllowN(ctx, "k", 1); err != nil || !d.Allowed {
 		t.Fatalf("Redis up: %+v, %v", d, err)
 	}
-	p.down.Store(true)
+	p.fault.Store(halfOpen)
 	for i := range 3 {
 		d, err := l.AllowN(ctx, "k", 1)
 		if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrBreakerOpen) || d.Allowed {
@@ -118,7 +47,7 @@ func TestBreaker(t *testing.T) {
 	if _, err := l.AllowN(ctx, "k", 1); !errors.Is(err, ErrBreakerOpen) {
 		t.Fatalf("after a failed probe: %v; want the breaker open again", err)
 	}
-	p.down.Store(false)
+	p.fault.Store(pass)
 	time.Sleep(350 * time.Millisecond)
 	for i := range 3 {
 		if d, err := l.AllowN(ctx, "k", 1); err != nil || !d.Allowed {
@@ -133,8 +62,8 @@ func TestBreaker(t *testing.T) {
 // Falling back: while Redis is down, each process of a fleet of 4 admits
 // its share of the limit, a quarter of it (rounded up), per window.
 func TestFallback(t *testing.T) {
-	p := newSwitchProxy(t)
-	c := p.client(t)
+	p := newFaultProxy(t, redistest.Addr())
+	c := p.client(t, 50*time.Millisecond)
 	s := limiters.Spec{Algorithm: limiters.FixedWindow, Window: limiters.Window{Limit: 10, Length: time.Second}}
 	l, err := New(c, s, WithPrefix(redistest.Prefix(t, redistest.Client(t, nil))), WithTimeout(50*time.Millisecond),
 		WithFallback(4), WithBreaker(1, time.Minute))
@@ -142,7 +71,7 @@ func TestFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	p.down.Store(true)
+	p.fault.Store(halfOpen)
 	at := time.Unix(1_800_000_000, 0)
 	for w := range 2 {
 		admitted := 0

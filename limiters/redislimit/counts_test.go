@@ -2,10 +2,13 @@ package redislimit
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelab/ratelab/internal/redistest"
 	"github.com/ratelab/ratelab/limiters"
@@ -17,7 +20,9 @@ import (
 // denial cache and with leases, from several goroutines, at the server's
 // clock and at explicit times.
 func TestCountsMatchServer(t *testing.T) {
-	c := redistest.Private(t)
+	port, _ := ownServer(t, 0)
+	c := redis.NewClient(&redis.Options{Addr: fmt.Sprint("127.0.0.1:", port)})
+	defer c.Close()
 	s := limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 20, Rate: 200}}
 	for _, v := range []struct {
 		name string

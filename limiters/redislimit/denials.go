@@ -48,10 +48,10 @@ import (
 // denial. A key may sit in either of two entries of its set, picked by its
 // hash. Every word is atomic, so the race detector agrees.
 type denials struct {
-	seed maphash.Seed
-	sets []denialSet
-	mask uint64
-	base time.Time // the zero of the monotonic clock the live entries use
+	seed  maphash.Seed
+	sets  []denialSet
+	mask  uint64
+	clock // the live entries' times
 	// resetting counts the ResetAlls under way: while one is, the cache
 	// neither answers nor keeps anything.
 	resetting atomic.Int32
@@ -86,30 +86,39 @@ type denial struct {
 
 // The clocks an entry's times are on.
 const (
-	liveClock     = 1 // ns since denials.base, on the monotonic clock
+	liveClock     = 1 // ns since clock.base, on the monotonic clock
 	explicitClock = 2 // Unix ns
 )
+
+// clock is this process's monotonic clock, counted from base: the denial
+// cache, the leases and the breaker keep their live times on it.
+type clock struct{ base time.Time }
+
+func newClock() clock { return clock{base: time.Now()} }
+
+// since is the time since base, in ns.
+func (c clock) since() int64 { return int64(time.Since(c.base)) }
+
+// now returns the time of a decision at t (zero: the server's clock, read
+// here as this process's monotonic clock) on the clock an entry keeps.
+func (c clock) now(t time.Time) (ns, on int64) {
+	if t.IsZero() {
+		return c.since(), liveClock
+	}
+	return t.UnixNano(), explicitClock
+}
 
 // newDenials returns a cache of about entries entries (a power of two, at
 // least one set).
 func newDenials(entries int) *denials {
 	sets := max(1, entries/denialWays)
 	sets = 1 << (bits.Len(uint(sets)) - 1)
-	return &denials{seed: maphash.MakeSeed(), sets: make([]denialSet, sets), mask: uint64(sets - 1), base: time.Now()}
+	return &denials{seed: maphash.MakeSeed(), sets: make([]denialSet, sets), mask: uint64(sets - 1), clock: newClock()}
 }
 
 // hash hashes key, never to zero (an empty entry's).
 func (ds *denials) hash(key string) uint64 {
 	return maphash.String(ds.seed, key) | 1
-}
-
-// now returns the time of a decision at t (zero: the server's clock, read
-// here as this process's monotonic clock) on the clock an entry keeps.
-func (ds *denials) now(t time.Time) (ns, clock int64) {
-	if t.IsZero() {
-		return int64(time.Since(ds.base)), liveClock
-	}
-	return t.UnixNano(), explicitClock
 }
 
 // gen returns the count of h's set, to be given to put.
@@ -204,8 +213,7 @@ func (ds *denials) keeps(h uint64, gen uint64) bool {
 func (ds *denials) reset(h uint64, del func() error) error {
 	s := &ds.sets[(h>>8)&ds.mask]
 	s.resetting.Add(1)
-	defer s.resetting.Add(-1)
-	ds.drop(h)
+	defer s.resetting.Add(-1) // runs after the drop: nothing kept in between
 	defer ds.drop(h)
 	return del()
 }
@@ -214,7 +222,6 @@ func (ds *denials) reset(h uint64, del func() error) error {
 func (ds *denials) resetAll(del func() error) error {
 	ds.resetting.Add(1)
 	defer ds.resetting.Add(-1)
-	ds.clear()
 	defer ds.clear()
 	return del()
 }

@@ -58,6 +58,15 @@ func newFaultProxy(t *testing.T, to string) *faultProxy {
 	return p
 }
 
+// client returns a client through p that neither retries nor redials,
+// and waits for a connection at most timeout, closed when the test ends.
+func (p *faultProxy) client(t *testing.T, timeout time.Duration) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: p.l.Addr().String(), MaxRetries: -1, DialerRetries: 1,
+		ContextTimeoutEnabled: true, PoolTimeout: timeout, DialTimeout: timeout})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func (p *faultProxy) serve(c *net.TCPConn) {
 	defer c.Close()
 	up, err := net.Dial("tcp", p.to)
@@ -111,8 +120,7 @@ func TestFaults(t *testing.T) {
 		t.Run(faultNames[fault], func(t *testing.T) {
 			before := runtime.NumGoroutine()
 			p := newFaultProxy(t, fmt.Sprint("127.0.0.1:", port))
-			c := redis.NewClient(&redis.Options{Addr: p.l.Addr().String(), MaxRetries: -1, DialerRetries: 1,
-				ContextTimeoutEnabled: true, PoolTimeout: timeout, DialTimeout: timeout})
+			c := p.client(t, timeout)
 			l, err := New(c, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1000, Rate: 1000}},
 				WithPrefix(fmt.Sprintf("faults:%d:", fault)), WithTimeout(timeout), WithFailureMode(FailClosed))
 			if err != nil {

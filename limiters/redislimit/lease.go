@@ -47,7 +47,7 @@ import (
 type leases struct {
 	sets  []leaseSet
 	mask  uint64
-	base  time.Time
+	clock       // the live times
 	tau   int64 // the lease time, in ns
 	most  int64 // the largest lease, in units
 	quota int   // the key's capacity C, the Decision's Limit
@@ -83,18 +83,11 @@ type lease struct {
 }
 
 // newLeases returns a table of about entries keys.
-func newLeases(entries int, tau time.Duration, most int64, quota int, unit time.Duration) *leases {
+func newLeases(entries int, tau time.Duration, most int64, quota int, unit int64) *leases {
 	sets := max(1, entries/leaseWays)
 	sets = 1 << (bits.Len(uint(sets)) - 1)
 	return &leases{sets: make([]leaseSet, sets), mask: uint64(sets - 1),
-		base: time.Now(), tau: int64(tau), most: most, quota: quota, unit: max(int64(unit), 1)}
-}
-
-func (ls *leases) now(t time.Time) (ns, clock int64) {
-	if t.IsZero() {
-		return int64(time.Since(ls.base)), liveClock
-	}
-	return t.UnixNano(), explicitClock
+		clock: newClock(), tau: int64(tau), most: most, quota: quota, unit: max(unit, 1)}
 }
 
 // entry returns h's entry in s, taking an empty one, or the least

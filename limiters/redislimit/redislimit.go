@@ -320,7 +320,7 @@ type Limiter struct {
 	// unit is the time a unit of quota takes to come back, in ns, for
 	// GCRA and the token bucket with one limit (zero otherwise): an
 	// admission that leaves such a key empty is a denial of the next unit
-	// until then, and is cached as one.
+	// until then, and is cached as one; and leases wait for room by it.
 	unit int64
 	// leases holds the units this process leased (WithLeases); nil when
 	// every decision is exact.
@@ -467,11 +467,11 @@ func newLimiter(c Client, a limiters.Algorithm, limits []composite.Limit, specs 
 		l.quota = append(l.quota, quota)
 		l.params = append(l.params, strconv.Itoa(quota), strconv.FormatInt(int64(period), 10))
 	}
+	if (a == limiters.GCRA || a == limiters.TokenBucket) && len(specs) == 1 {
+		l.unit = int64(specs[0].Bucket.Interval())
+	}
 	if o.DenialCache > 0 {
 		l.denials = newDenials(o.DenialCache)
-		if (a == limiters.GCRA || a == limiters.TokenBucket) && len(specs) == 1 {
-			l.unit = int64(specs[0].Bucket.Interval())
-		}
 	}
 	if o.BreakerFailures > 0 {
 		l.breaker = newBreaker(o.BreakerFailures, o.BreakerCool)
@@ -488,7 +488,7 @@ func newLimiter(c Client, a limiters.Algorithm, limits []composite.Limit, specs 
 		if most == 0 {
 			most = max(1, l.quota[0]/4)
 		}
-		l.leases = newLeases(leaseEntries, o.Lease, int64(most), l.quota[0], specs[0].Bucket.Interval())
+		l.leases = newLeases(leaseEntries, o.Lease, int64(most), l.quota[0], l.unit)
 	}
 	l.grace[0] = strconv.FormatInt(max(o.Grace.Milliseconds(), 1), 10)
 	l.grace[1] = strconv.FormatInt(max(o.Grace, explicitGrace).Milliseconds(), 10)
@@ -575,10 +575,16 @@ func (l *Limiter) consume(ctx context.Context, key string, t time.Time, n int) (
 	} else {
 		d, by, err = l.decide(ctx, key, t, consume, n, nil)
 	}
-	if err != nil && l.fallback != nil && n >= 1 && errors.Is(err, ErrUnavailable) {
+	if l.fallsBack(n, err) {
 		d, by = l.fallBack(ctx, key, t, n)
 	}
 	return d, by, err
+}
+
+// fallsBack reports whether a decision of cost n that ended in err is
+// the fallback's to make: Redis did not decide, and there is one.
+func (l *Limiter) fallsBack(n int, err error) bool {
+	return err != nil && l.fallback != nil && n >= 1 && errors.Is(err, ErrUnavailable)
 }
 
 // fallBack decides with the fallback limiter, while Redis does not.
@@ -589,10 +595,7 @@ func (l *Limiter) fallBack(ctx context.Context, key string, t time.Time, n int) 
 	} else {
 		d = l.fallback.AllowAt(key, t, n)
 	}
-	if d.Allowed {
-		return d, -1
-	}
-	return d, 0
+	return d, by(d)
 }
 
 // share is s for one process of a fleet of n: its limit or capacity
@@ -618,7 +621,7 @@ func (l *Limiter) DecideEach(ctx context.Context, key string, t time.Time, n int
 		per = nil
 	}
 	d, by, err := l.decide(ctx, key, t, consume, n, per)
-	if err != nil && l.fallback != nil && n >= 1 && errors.Is(err, ErrUnavailable) {
+	if l.fallsBack(n, err) {
 		d, by = l.fallBack(ctx, key, t, n)
 		if per != nil {
 			per[0] = d
