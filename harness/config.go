@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
@@ -19,8 +20,9 @@ type Config struct {
 	// Limiters and Workloads name what to run; empty means all.
 	Limiters  []string
 	Workloads []string
-	// Modes are which of simulated, realtime, http, fleet, timing and
-	// memory to run; empty means all.
+	// Modes are which of simulated, realtime, http, fleet, timing,
+	// memory and outage to run; empty means all, but for the quick lab,
+	// which leaves out the outage runs (seconds of real time each).
 	Modes []string
 	// Users is the population of the uniform and bursty workloads;
 	// Attackers that of the boundary and anchored attacks; ManyUsers that
@@ -63,6 +65,8 @@ type Config struct {
 	HTTP HTTPConfig
 	// Fleet is how the fleet mode runs its fleets (fleet.go).
 	Fleet FleetConfig
+	// Outage is how the outage mode takes Redis away (outage.go).
+	Outage OutageConfig
 }
 
 // MaxRequests is the most requests a workload may have: a guard against
@@ -98,8 +102,12 @@ func (c Config) Defaults() Config {
 	c.Redis = c.Redis.defaults(c)
 	c.HTTP = c.HTTP.defaults(q)
 	c.Fleet = c.Fleet.defaults(q)
+	c.Outage = c.Outage.defaults(q)
 	if len(c.Modes) == 0 {
 		c.Modes = ModeNames()
+		if q {
+			c.Modes = slices.DeleteFunc(c.Modes, func(m string) bool { return m == ModeOutage })
+		}
 	}
 	if len(c.Workloads) == 0 {
 		for _, g := range workloads.Generators {
@@ -196,6 +204,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Fleet.validate(); err != nil {
+		return err
+	}
+	if err := c.Outage.validate(); err != nil {
 		return err
 	}
 	return c.Redis.validate(c)

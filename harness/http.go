@@ -178,26 +178,14 @@ func (h HTTPAttack) Run(ctx context.Context) (HTTPResult, error) {
 	// One transport for the run, closed with it: a warm-up attack on a
 	// key of its own, which no measured request shares, opens the
 	// connections the attack then uses (otherwise the first run's tail is
-	// their set-up). Each attack has an attacker of its own: vegeta's
-	// cannot be reused.
-	tr := &http.Transport{DialContext: (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext, MaxIdleConnsPerHost: 256}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
-	attack := func(tg vegeta.Targeter, d time.Duration, name string, each func(*vegeta.Result)) {
-		a := vegeta.NewAttacker(vegeta.Client(client), vegeta.Workers(64), vegeta.MaxWorkers(1024), vegeta.MaxBody(0))
-		defer a.Stop()
-		for res := range a.Attack(tg, vegeta.Rate{Freq: int(h.Rate), Per: time.Second}, d, name) {
-			each(res)
-			if ctx.Err() != nil {
-				a.Stop()
-			}
-		}
-	}
+	// their set-up).
+	a := newLoopbackAttack(h.Rate)
+	defer a.close()
 	warm := vegeta.Target{Method: http.MethodGet, URL: base + "warm-up", Header: http.Header{keyHeader: []string{"warm-up"}}}
-	attack(vegeta.NewStaticTargeter(warm), warmUp(h.Duration), "warm-up", func(*vegeta.Result) {})
+	a.run(ctx, vegeta.NewStaticTargeter(warm), warmUp(h.Duration), "warm-up", func(*vegeta.Result) {})
 	var results []vegeta.Result
 	var m vegeta.Metrics
-	attack(targeter, h.Duration, "ratelab", func(res *vegeta.Result) {
+	a.run(ctx, targeter, h.Duration, "ratelab", func(res *vegeta.Result) {
 		m.Add(res)
 		results = append(results, *res)
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/redislimit"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/server"
 	"github.com/ratelab/ratelab/workloads"
 )
 
@@ -274,6 +275,9 @@ func (r *redisLab) subjects() []Subject {
 	out = append(out, r.fleets()...)
 	out = slices.DeleteFunc(out, func(s Subject) bool { return !named(r.cfg.Limiters, s.Name) })
 	for i := range out {
+		if out[i].Name == RedisName(limiters.GCRA) {
+			out[i].Outage = r.outage(limiters.GCRA)
+		}
 		out[i].Backend = BackendRedis
 		out[i].Remote = r.remote()
 		if r.unreached != "" {
@@ -347,6 +351,25 @@ func (r *redisLab) ratelab(name string, a limiters.Algorithm, opts []redislimit.
 				return func(key string) { l.AllowAt(key, now, 1) }, prefix + "*", nil
 			})
 		},
+	}
+}
+
+// outage is the server of ratelab serve deciding a on the lab's Redis,
+// under a prefix of its own, for the outage mode. Only GCRA's subject has
+// it: what a failure mode does is the same for every algorithm, and the
+// runs take seconds each.
+func (r *redisLab) outage(a limiters.Algorithm) func(w limiters.Window) (server.Config, func(), error) {
+	return func(w limiters.Window) (server.Config, func(), error) {
+		opt, err := redis.ParseURL(r.cfg.Redis.URL)
+		if err != nil {
+			return server.Config{}, nil, fmt.Errorf("harness: the Redis URL: %w", err)
+		}
+		prefix := r.newPrefix()
+		return server.Config{Spec: Spec(a, w), Backend: "redis", Redis: opt, RedisPrefix: prefix}, func() {
+			if err := r.sweep(context.Background(), prefix+"*"); err != nil {
+				r.fail(err)
+			}
+		}, nil
 	}
 }
 

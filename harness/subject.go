@@ -12,6 +12,7 @@ import (
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/memory"
 	"github.com/ratelab/ratelab/limiters/tiers"
+	"github.com/ratelab/ratelab/server"
 	"github.com/ratelab/ratelab/workloads"
 )
 
@@ -48,6 +49,10 @@ type Subject struct {
 	// Fleet, when set, makes the subject as processes sharing one server:
 	// the fleet mode runs it so.
 	Fleet *Fleet
+	// Outage, when set, is the server of ratelab serve deciding the
+	// subject for a limit, on a Redis server (Config.Redis) the outage
+	// mode can take away, and what removes its keys when done.
+	Outage func(w limiters.Window) (server.Config, func(), error)
 	// Floor says the subject decides nothing and admits everything: what
 	// the harness, or a round trip, costs alone. It runs in real time
 	// only, and the picks leave it out.

@@ -51,7 +51,7 @@ func (l *legend) add(name string, thumb plot.Thumbnailer) {
 // Charts returns the charts f has data for.
 func Charts(f *results.File) []Chart {
 	var out []Chart
-	for _, c := range []Chart{latencyChart(f), edgeChart(f), accuracyChart(f), memoryChart(f), scalingChart(f), contentionChart(f), fleetChart(f)} {
+	for _, c := range []Chart{latencyChart(f), edgeChart(f), accuracyChart(f), memoryChart(f), scalingChart(f), contentionChart(f), fleetChart(f), outageChart(f)} {
 		if len(c.panels) > 0 {
 			out = append(out, c)
 		}
@@ -854,5 +854,69 @@ func fleetChart(f *results.File) Chart {
 		c.panels = append(c.panels, p)
 	}
 	c.h = gridHeight(len(c.panels), c.cols, 2.6*vg.Inch)
+	return c
+}
+
+// outageColors are the colours of an outage panel's layers: served,
+// limited, refused, the rest.
+var outageColors = []color.Color{rgb(0x009E73), rgb(0xE69F00), rgb(0xD55E00), rgb(0x999999)}
+
+func outageChart(f *results.File) Chart {
+	c := Chart{Name: "outage", Title: "Redis taken away mid-run: what ratelab serve answers over time",
+		Caption: "Each panel is a run of ratelab serve deciding on Redis, attacked at a steady rate by users each asking for twice their limit, " +
+			"with Redis taken away between the dashed lines (refused: a server that is down; unanswered: a network that drops everything) and given back. " +
+			"The colours are the shares of the requests sent in each 100ms answered 200, 429 and 503; the black line is the share of decisions the server made without Redis. " +
+			"Fail open serves everyone, fail closed refuses everyone, fall back keeps limiting at the fleet's share; the gap after the second line is the wait for the breaker's next probe.",
+		w: 10 * vg.Inch, cols: 3, legend: newLegend(), legendW: 1.9 * vg.Inch}
+	seen := false
+	for _, pn := range Outage(f) {
+		p := newPlot(pn.Title, "seconds from the start", "share of requests (%)")
+		bottom := make([]float64, len(pn.Layers[0].Points))
+		for j, layer := range pn.Layers {
+			var top, base plotter.XYs
+			for i, pt := range layer.Points {
+				x0, x1 := pt.X-pn.Bin/2, pt.X+pn.Bin/2
+				top = append(top, plotter.XY{X: x0, Y: bottom[i] + pt.Y}, plotter.XY{X: x1, Y: bottom[i] + pt.Y})
+				base = append(base, plotter.XY{X: x0, Y: bottom[i]}, plotter.XY{X: x1, Y: bottom[i]})
+				bottom[i] += pt.Y
+			}
+			if len(top) == 0 {
+				continue
+			}
+			slices.Reverse(base)
+			poly, err := plotter.NewPolygon(append(top, base...))
+			if err != nil {
+				continue
+			}
+			poly.Color = outageColors[j]
+			poly.LineStyle.Width = 0
+			p.Add(poly)
+			if !seen {
+				c.legend.add(layer.Name, poly)
+			}
+		}
+		if ln, err := plotter.NewLine(points(pn.Failed, false)); err == nil {
+			ln.LineStyle = draw.LineStyle{Color: color.Black, Width: vg.Points(1.2)}
+			p.Add(ln)
+			if !seen {
+				c.legend.add(pn.Failed.Name, ln)
+			}
+		}
+		for _, x := range []float64{pn.Away, pn.Back} {
+			edge, _ := plotter.NewLine(plotter.XYs{{X: x, Y: 0}, {X: x, Y: 100}})
+			edge.LineStyle = draw.LineStyle{Color: rgb(0x222222), Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
+			p.Add(edge)
+		}
+		if !seen {
+			edge, _ := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: 1, Y: 1}})
+			edge.LineStyle = draw.LineStyle{Color: rgb(0x222222), Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
+			c.legend.add("Redis away, back", edge)
+		}
+		seen = true
+		p.X.Min, p.Y.Min, p.Y.Max = 0, 0, 100
+		p.X.Tick.Marker, p.Y.Tick.Marker = linearTicks{}, linearTicks{}
+		c.panels = append(c.panels, p)
+	}
+	c.h = gridHeight(len(c.panels), c.cols, 2.5*vg.Inch)
 	return c
 }

@@ -7,6 +7,7 @@
 package plots
 
 import (
+	"fmt"
 	"math"
 	"slices"
 
@@ -238,6 +239,67 @@ func Fleet(f *results.File) []Panel {
 			return []XY{{X: r.Fleet.RoundTripsSimulated, Y: 100 * (a.FalseAllowRate + a.FalseDenyRate)}}
 		})
 		out = append(out, Panel{Title: w, Lines: lines})
+	}
+	return out
+}
+
+// OutagePanel is an outage run over time: the shares of its answers in
+// each bin, stacked, and of the decisions the server made without Redis.
+type OutagePanel struct {
+	Title string
+	// Layers are the shares (%) of the requests sent in each bin answered
+	// 200, 429, 503, and otherwise or not at all, in that order: each
+	// point at the middle of its bin.
+	Layers []Line
+	// Failed is the share (%) of each bin's decisions the server made
+	// without Redis (by when its metrics counted them).
+	Failed Line
+	// Away and Back are when Redis was taken away and given back, in
+	// seconds from the start; Bin is the width of a bin.
+	Away, Back, Bin float64
+}
+
+// OutageLayers name an outage panel's layers.
+var OutageLayers = []string{"200 served", "429 limited", "503 refused", "other, or no answer"}
+
+// Outage is a panel per outage run, in run order: by how Redis was taken
+// away, then by failure mode.
+func Outage(f *results.File) []OutagePanel {
+	var out []OutagePanel
+	for _, r := range f.Runs {
+		o := r.Outage
+		if r.Mode != "outage" || o == nil || r.SkippedBecause != "" || len(o.Bins) == 0 {
+			continue
+		}
+		fail := "fail " + o.Failure
+		if o.Fleet > 0 {
+			fail = fmt.Sprintf("fall back (fleet of %d)", o.Fleet)
+		}
+		how := map[string]string{"refused": "down (refused)", "unanswered": "silent (no answer)"}[o.Kind]
+		if how == "" {
+			how = o.Kind
+		}
+		pn := OutagePanel{Title: fmt.Sprintf("Redis %s, %s", how, fail), Away: float64(o.Away), Back: float64(o.Back), Bin: float64(o.Bin)}
+		pn.Layers = make([]Line, len(OutageLayers))
+		for i, name := range OutageLayers {
+			pn.Layers[i].Name = name
+		}
+		pn.Failed.Name = "decided without Redis"
+		for i, b := range o.Bins {
+			n := b.Total()
+			if n == 0 {
+				continue
+			}
+			x := (float64(i) + 0.5) * float64(o.Bin)
+			share := func(k int64) float64 { return 100 * float64(k) / float64(n) }
+			for j, k := range []int64{b.OK, b.Limited, b.Unavailable, b.Other + b.Errors} {
+				pn.Layers[j].Points = append(pn.Layers[j].Points, XY{x, share(k)})
+			}
+			if i < len(o.Failed) {
+				pn.Failed.Points = append(pn.Failed.Points, XY{x, min(share(o.Failed[i]), 100)})
+			}
+		}
+		out = append(out, pn)
 	}
 	return out
 }

@@ -204,3 +204,46 @@ func TestChartDataTrue(t *testing.T) {
 		}
 	}
 }
+
+// An outage run's panel: per bin, the shares of its answers, which stack
+// to 100, and of its decisions made without Redis; a bin with no request
+// is left out. The chart draws it.
+func TestOutage(t *testing.T) {
+	o := &results.Outage{Kind: "refused", Failure: "fallback", Fleet: 2, Away: 0.1, Back: 0.2, Bin: 0.1,
+		Bins:   []results.Answers{{OK: 3, Limited: 1}, {OK: 1, Limited: 2, Errors: 1}, {}, {Unavailable: 2}},
+		Failed: []int64{0, 8, 0, 2}}
+	f := &results.File{Runs: []results.Run{{Limiter: "gcra (redis)", Mode: "outage", Outage: o}, {Limiter: "gcra (redis)", Mode: "outage", SkippedBecause: "no Redis"}}}
+	panels := Outage(f)
+	if len(panels) != 1 {
+		t.Fatalf("%d panels, want 1", len(panels))
+	}
+	p := panels[0]
+	if p.Title != "Redis down (refused), fall back (fleet of 2)" || p.Away != 0.1 || p.Back != 0.2 || p.Bin != 0.1 {
+		t.Errorf("panel %q, away %v, back %v, bin %v", p.Title, p.Away, p.Back, p.Bin)
+	}
+	want := [][]XY{
+		{{0.05, 75}, {0.15, 25}, {0.35, 0}},
+		{{0.05, 25}, {0.15, 50}, {0.35, 0}},
+		{{0.05, 0}, {0.15, 0}, {0.35, 100}},
+		{{0.05, 0}, {0.15, 25}, {0.35, 0}},
+	}
+	for i, l := range p.Layers {
+		if l.Name != OutageLayers[i] || !slices.EqualFunc(l.Points, want[i], func(a, b XY) bool { return near(a.X, b.X) && near(a.Y, b.Y) }) {
+			t.Errorf("layer %d: %s %v, want %s %v", i, l.Name, l.Points, OutageLayers[i], want[i])
+		}
+	}
+	// More failed than answered in a bin (the metrics count a decision
+	// when it fails, a request by when it was sent): drawn at 100%.
+	if got := p.Failed.Points; len(got) != 3 || got[0].Y != 0 || got[1].Y != 100 || got[2].Y != 100 {
+		t.Errorf("failed: %v", got)
+	}
+	charts := Charts(f)
+	if len(charts) != 1 || charts[0].Name != "outage" {
+		t.Fatalf("charts: %d", len(charts))
+	}
+	if png, err := charts[0].Render("png"); err != nil || len(png) == 0 {
+		t.Errorf("render: %v", err)
+	}
+}
+
+func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }

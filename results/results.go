@@ -180,6 +180,9 @@ type Run struct {
 	// Fleet, for a fleet run, says how the processes shared the server
 	// and what that cost.
 	Fleet *Fleet `json:"fleet,omitempty"`
+	// Outage, for an outage run, is what the server of ratelab serve
+	// answered while its Redis was taken away and given back.
+	Outage *Outage `json:"outage,omitempty"`
 	// OwnLimits, when set, says the limiter had limits of its own (a
 	// configuration's tiers), not the lab's N per W: its costs compare
 	// with the others', its decisions do not, and the picks leave it out.
@@ -450,6 +453,78 @@ type Fleet struct {
 	// ServerCPUNS is the server's CPU time a decision in the real-time
 	// run (INFO cpu, user and system), in nanoseconds.
 	ServerCPUNS float64 `json:"server_cpu_ns_per_decision"`
+}
+
+// Outage is an outage run: the server of ratelab serve deciding on Redis
+// through a proxy, attacked over loopback at Rate requests a second by
+// Users users each asking for twice its limit (Limit per Window), with
+// Redis taken away at Away seconds from the start (Kind: "refused", as a
+// server that is down; "unanswered", as a network that drops everything)
+// and given back at Back, the server failing as Failure says ("open",
+// "closed", or "fallback": in memory at the limit divided by Fleet).
+type Outage struct {
+	Kind    string  `json:"kind"`
+	Failure string  `json:"failure"`
+	Fleet   int     `json:"fleet,omitempty"`
+	Rate    float64 `json:"rate"`
+	Users   int     `json:"users"`
+	Limit   int     `json:"limit"`
+	Window  Seconds `json:"window"`
+	Away    Seconds `json:"away"`
+	Back    Seconds `json:"back"`
+	// Bins count the answers to the requests sent in each Bin of the run,
+	// from its start.
+	Bin  Seconds   `json:"bin"`
+	Bins []Answers `json:"bins"`
+	// Failed are the decisions the server made without Redis (it failed,
+	// or the breaker was open) in each Bin, from its metrics.
+	Failed []int64 `json:"failed"`
+	// Before, During and After are the requests sent before Redis was
+	// taken away, while it was away, and after it was given back.
+	Before Span `json:"before"`
+	During Span `json:"during"`
+	After  Span `json:"after"`
+	// Recovery is how long after Redis was given back the server's last
+	// failed decision came: from then on Redis decided every request.
+	// (The metrics are read every 10ms, which bounds its precision.) Nil
+	// when decisions were still failing at the end of the run.
+	Recovery *Seconds `json:"recovery,omitempty"`
+}
+
+// Answers count the answers to some requests: 200, 429, 503, any other
+// status, and none at all.
+type Answers struct {
+	OK          int64 `json:"ok"`
+	Limited     int64 `json:"limited"`
+	Unavailable int64 `json:"unavailable"`
+	Other       int64 `json:"other,omitempty"`
+	Errors      int64 `json:"errors,omitempty"`
+}
+
+// Count counts an answer of status code (0 with err: none).
+func (a *Answers) Count(code uint16, err string) {
+	switch {
+	case code == 0 && err != "":
+		a.Errors++
+	case code == 200:
+		a.OK++
+	case code == 429:
+		a.Limited++
+	case code == 503:
+		a.Unavailable++
+	default:
+		a.Other++
+	}
+}
+
+// Total is how many answers, or none, a counts.
+func (a Answers) Total() int64 { return a.OK + a.Limited + a.Unavailable + a.Other + a.Errors }
+
+// Span is the requests of a stretch of an outage run: their answers, and
+// the latency of those answered.
+type Span struct {
+	Answers
+	LatencyNS Latency `json:"latency_ns"`
 }
 
 // HTTP counts the answers of an http run: requests sent over loopback to

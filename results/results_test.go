@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -172,5 +173,41 @@ func TestFormats(t *testing.T) {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
 		}
+	}
+}
+
+// The outage table: a row a run, the answers as shares before, during and
+// after, and a recovery, or that there was none within the run.
+func TestOutageTable(t *testing.T) {
+	rec := Seconds(0.51)
+	span := func(ok, limited, unavailable int64) Span {
+		return Span{Answers: Answers{OK: ok, Limited: limited, Unavailable: unavailable}, LatencyNS: Latency{P50: 90e3, P99: 250e6, Max: 270e6}}
+	}
+	runs := []Run{
+		{Limiter: "gcra (redis)", Mode: "outage", Workload: "outage", Outage: &Outage{Kind: "refused", Failure: "closed", Rate: 2000, Users: 25, Limit: 4, Window: 0.1,
+			Away: 1, Back: 3.5, Bin: 0.1, Bins: make([]Answers, 55), Before: span(54, 46, 0), During: span(0, 0, 100), After: span(39, 36, 25), Recovery: &rec}},
+		{Limiter: "gcra (redis)", Mode: "outage", Workload: "outage", Outage: &Outage{Kind: "unanswered", Failure: "fallback", Fleet: 2, Rate: 2000, Users: 25, Limit: 4, Window: 0.1,
+			Away: 1, Back: 3.5, Bin: 0.1, Bins: make([]Answers, 55), Before: span(1, 1, 0), During: Span{Answers: Answers{OK: 1, Limited: 2, Errors: 1}}, After: span(1, 0, 1)}},
+	}
+	tab := outageTable(&File{Runs: runs})
+	want := [][]string{
+		{"refused for 2.5s", "closed", "54 · 46 · 0", "0 · 0 · 100", "39 · 36 · 25", "90.0µs", "250.0ms", "270.0ms", "510.0ms"},
+		{"unanswered for 2.5s", "fallback, fleet 2", "50 · 50 · 0", "25 · 50 · 0 (+25 other)", "50 · 0 · 50", "0", "0", "0", "not in 5.5s"},
+	}
+	if !slices.EqualFunc(tab.Rows, want, slices.Equal) {
+		t.Errorf("rows:\n%q\nwant\n%q", tab.Rows, want)
+	}
+	if !strings.Contains(tab.Note, "2k/s from 25 users, each limited to 4 per 100ms (gcra (redis))") {
+		t.Errorf("note: %s", tab.Note)
+	}
+	var a Answers
+	for _, c := range []struct {
+		code uint16
+		err  string
+	}{{200, ""}, {429, "429 Too Many Requests"}, {503, "503 Service Unavailable"}, {404, "404 Not Found"}, {0, "connection refused"}, {200, ""}} {
+		a.Count(c.code, c.err)
+	}
+	if a != (Answers{OK: 2, Limited: 1, Unavailable: 1, Other: 1, Errors: 1}) || a.Total() != 6 {
+		t.Errorf("counted %+v", a)
 	}
 }

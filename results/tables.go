@@ -66,6 +66,7 @@ func Tables(f *File) []Table {
 		timingTable(f),
 		httpTable(f),
 		fleetTable(f),
+		outageTable(f),
 	} {
 		if len(t.Rows) > 0 {
 			out = append(out, t)
@@ -616,4 +617,63 @@ func fleetTable(f *File) Table {
 	}
 	t.Note = withNotes(t.Note, runs)
 	return t
+}
+
+func outageTable(f *File) Table {
+	t := Table{
+		Name:  "outage",
+		Title: "Redis taken away mid-run: what ratelab serve answers, per failure mode",
+		Note: "ratelab serve's server decides on Redis through a proxy, attacked over loopback by vegeta at a steady rate, each user asking for twice its limit, " +
+			"until the proxy takes Redis away (refused: as a server that is down; unanswered: as a network that drops everything) and later gives it back. " +
+			"The answers are 200 · 429 · 503 as shares of the requests sent before, during and after; latency is of the requests sent while Redis was away. " +
+			"Open serves everyone unmetered, closed refuses everyone, fallback decides in memory at the limit divided by the declared fleet. " +
+			"Recovery: from Redis given back to the server's last decision made without it (its metrics, read every 10ms). " +
+			"The server's breaker opens after 5 failures in a row and sends one probe a second later, so recovery is the wait for the next probe: " +
+			"it depends on where in the breaker's cycle Redis comes back, and is at most the cool-down and a timeout (1s + 250ms).",
+		Header: []string{"Redis", "failing", "before", "while away", "after", "p50 away", "p99 away", "max away", "recovery"},
+		Left:   2,
+	}
+	var runs []Run
+	for _, r := range f.Runs {
+		o := r.Outage
+		if r.Mode != "outage" || o == nil || r.SkippedBecause != "" {
+			continue
+		}
+		runs = append(runs, r)
+		fail := o.Failure
+		if o.Fleet > 0 {
+			fail = fmt.Sprintf("%s, fleet %d", fail, o.Fleet)
+		}
+		recovery := "not in " + (o.Bin.Duration() * time.Duration(len(o.Bins))).String()
+		if o.Recovery != nil {
+			recovery = nanos(float64(o.Recovery.Duration()))
+		}
+		l := o.During.LatencyNS
+		t.Rows = append(t.Rows, []string{
+			fmt.Sprintf("%s for %v", o.Kind, (o.Back - o.Away).Duration().Round(100*time.Millisecond)), fail,
+			mix(o.Before.Answers), mix(o.During.Answers), mix(o.After.Answers),
+			nanos(l.P50), nanos(l.P99), nanos(l.Max), recovery,
+		})
+	}
+	if len(runs) > 0 {
+		o := runs[0].Outage
+		t.Note += fmt.Sprintf(" %s from %d users, each limited to %d per %v (%s).", rate(o.Rate), o.Users, o.Limit, o.Window.Duration(), runs[0].Limiter)
+	}
+	t.Note = withNotes(t.Note, runs)
+	return t
+}
+
+// mix is the shares of a's answers that were 200, 429 and 503, in
+// percent, and of the rest if any.
+func mix(a Answers) string {
+	n := a.Total()
+	if n == 0 {
+		return ""
+	}
+	p := func(k int64) string { return strconv.FormatFloat(100*float64(k)/float64(n), 'f', 0, 64) }
+	s := p(a.OK) + " · " + p(a.Limited) + " · " + p(a.Unavailable)
+	if rest := a.Other + a.Errors; rest > 0 {
+		s += " (+" + p(rest) + " other)"
+	}
+	return s
 }

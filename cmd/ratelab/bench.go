@@ -77,7 +77,7 @@ It writes results.json (the public format), tables.md and tables.txt, the
 charts (charts/*.png and *.svg) and the report that ties them together
 (report.html, one page that opens from disk, and report.md) into --out, and
 prints the tables and which limiter to pick for which need. A full run
-takes about four minutes on 2 cores, --quick under a minute. The same
+takes about five minutes on 2 cores, --quick under a minute. The same
 --seed gives the same simulated runs, byte for byte.
 
 Examples:
@@ -93,9 +93,10 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	var c harness.Config
 	var limitersFlag, modesFlag, goroutinesFlag string
 	fs.StringVar(&limitersFlag, "limiters", "", "comma-separated limiters to run (default all): fixed-window, sliding-log, sliding-counter, token-bucket, leaky-bucket, gcra, x/time/rate, go-limiter, throttled, and on Redis \"gcra (redis)\" and so on, and redis_rate")
-	fs.StringVar(&modesFlag, "modes", "", "comma-separated modes (default all): simulated, realtime, timing, memory, http, fleet")
+	fs.StringVar(&modesFlag, "modes", "", "comma-separated modes (default all; quick leaves out outage): simulated, realtime, timing, memory, http, fleet, outage")
 	fs.Float64Var(&c.HTTP.Rate, "http-rate", 0, "the rate vegeta attacks the server at in the http runs, per second (default 10000)")
 	fs.DurationVar(&c.HTTP.Time, "http-time", 0, "how long each http run lasts (default 1s, quick 150ms)")
+	fs.DurationVar(&c.Outage.Away, "outage-away", 0, "how long the outage runs take Redis away (default 2.5s, quick 1.5s)")
 	workloadsFlags := workloadFlags(fs, &c)
 	fs.StringVar(&goroutinesFlag, "goroutines", "", "comma-separated goroutine counts the unpaced real-time runs sweep (default 1,2,8,64, quick 1,2,8)")
 	fs.DurationVar(&c.RealTime, "realtime", 0, "how long each unpaced real-time run lasts (default 250ms, quick 50ms)")

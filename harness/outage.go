@@ -1,0 +1,554 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/httplimit"
+	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/server"
+	"github.com/ratelab/ratelab/workloads"
+)
+
+// OutageConfig is how the outage mode runs: Users users, each asking for
+// twice its limit per Window, attack ratelab serve's server at Rate
+// requests a second for Before, while its Redis is away for Away, and for
+// After once it is back; Fleet is the fleet size the fallback declares (it
+// decides at the limit divided by it, rounded up).
+type OutageConfig struct {
+	Rate                float64
+	Users               int
+	Window              time.Duration
+	Fleet               int
+	Before, Away, After time.Duration
+}
+
+func (o OutageConfig) defaults(quick bool) OutageConfig {
+	set(&o.Rate, 2000)
+	set(&o.Users, 25)
+	// Windows short against the run, so that the quotas the keys start
+	// with are spent long before Redis goes away.
+	set(&o.Window, 100*time.Millisecond)
+	set(&o.Fleet, 2)
+	set(&o.Before, pick(quick, time.Second, 500*time.Millisecond))
+	// Not a whole number of the server's breaker cool-downs (1s): Redis
+	// comes back between two of its probes, not with one.
+	set(&o.Away, pick(quick, 2500*time.Millisecond, 1500*time.Millisecond))
+	set(&o.After, pick(quick, 2*time.Second, 1500*time.Millisecond))
+	return o
+}
+
+func (o OutageConfig) validate() error {
+	if !(o.Rate > 0 && o.Rate <= 20_000) || o.Users < 1 || o.Fleet < 1 || o.Window <= 0 || o.Before <= 0 || o.Away <= 0 || o.After <= 0 {
+		return fmt.Errorf("harness: an outage run takes a rate from 0 to 20,000 a second, positive users, fleet and window, and positive times before, away and after; got %v/s, %d, %d, %v, %v, %v, %v",
+			o.Rate, o.Users, o.Fleet, o.Window, o.Before, o.Away, o.After)
+	}
+	return (limiters.Window{Limit: o.limit().Limit, Length: o.Window}).Validate()
+}
+
+// limit is the limit of each user: half of what it asks for in a window.
+func (o OutageConfig) limit() limiters.Window {
+	return limiters.Window{Limit: max(int(o.Rate*o.Window.Seconds()/float64(o.Users)/2+0.5), 1), Length: o.Window}
+}
+
+// The ways the outage mode takes a server away: refused, as when it is
+// down (its connections closed, new ones refused); unanswered, as when a
+// network between drops everything (connections stay open, nothing
+// comes back).
+const (
+	OutageRefused    = "refused"
+	OutageUnanswered = "unanswered"
+)
+
+// The failure modes of ratelab serve the outage mode runs in turn.
+var outageFailures = []string{"open", "closed", "fallback"}
+
+// outageBin is how finely the outage runs count answers over time.
+const outageBin = 100 * time.Millisecond
+
+// outageMode serves each subject that can be kept in a server the lab can
+// take away (Subject.Outage) from ratelab serve's server, attacks it with
+// vegeta at a steady rate, and takes the server away mid-run and gives it
+// back: for each way of taking it away and each failure mode, the answers
+// over time, the latency before, during and after, and how long the
+// server took to decide again once back.
+type outageMode struct{}
+
+func (outageMode) name() string { return ModeOutage }
+func (outageMode) once() bool   { return true }
+
+func (outageMode) steps(c Config, subjects []Subject) int {
+	n := 0
+	for _, s := range subjects {
+		if s.Outage != nil {
+			n += 2 * len(outageFailures)
+		}
+	}
+	return n
+}
+
+func (outageMode) measure(ctx context.Context, l *lab, _ *workloads.Workload, subjects []Subject) ([]results.Run, error) {
+	var out []results.Run
+	for _, s := range subjects {
+		if s.Outage == nil {
+			continue
+		}
+		for _, kind := range []string{OutageRefused, OutageUnanswered} {
+			for _, fail := range outageFailures {
+				if why := s.failed(); why != "" {
+					return append(out, skipped(s, ModeOutage, ModeOutage, why)), nil
+				}
+				l.p.step(fmt.Sprintf("%s over HTTP, its server %s for %v, failing %s", s.Name, kind, l.c.Outage.Away, fail), 1)
+				r, err := l.outage(ctx, s, kind, fail)
+				if err != nil {
+					return nil, fmt.Errorf("harness: %s, its server %s, failing %s: %w", s.Name, kind, fail, err)
+				}
+				out = append(out, r)
+			}
+		}
+	}
+	return out, nil
+}
+
+// outage runs s with its server taken away as kind says, failing as fail
+// says.
+func (l *lab) outage(ctx context.Context, s Subject, kind, fail string) (results.Run, error) {
+	oc := l.c.Outage
+	limit := oc.limit()
+	cfg, done, err := s.Outage(limit)
+	if err != nil {
+		return results.Run{}, err
+	}
+	defer done()
+	if cfg.Redis == nil {
+		return results.Run{}, errors.New("the subject names no Redis server")
+	}
+	cut, err := newCutter(cfg.Redis.Addr)
+	if err != nil {
+		return results.Run{}, err
+	}
+	defer cut.close()
+	opt := *cfg.Redis
+	opt.Addr = cut.addr
+	cfg.Redis = &opt
+	switch fail {
+	case "closed":
+		cfg.FailClosed = true
+	case "fallback":
+		cfg.Fallback = oc.Fleet
+	}
+	cfg.KeyHeader, cfg.Headers = keyHeader, httplimit.AllHeaders
+	srv, err := server.New(cfg)
+	if err != nil {
+		return results.Run{}, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		srv.Close()
+		return results.Run{}, err
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	defer func() {
+		srv.Close()
+		<-served
+	}()
+
+	base := "http://" + ln.Addr().String() + "/"
+	keys := make([]string, oc.Users)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user-%d", i)
+	}
+	var mu sync.Mutex
+	next := 0
+	targeter := func(t *vegeta.Target) error {
+		mu.Lock()
+		key := keys[next%len(keys)]
+		next++
+		mu.Unlock()
+		t.Method, t.URL, t.Header = http.MethodGet, base, http.Header{keyHeader: []string{key}}
+		return nil
+	}
+	a := newLoopbackAttack(oc.Rate)
+	defer a.close()
+	warm := vegeta.Target{Method: http.MethodGet, URL: base, Header: http.Header{keyHeader: []string{"warm-up"}}}
+	a.run(ctx, vegeta.NewStaticTargeter(warm), warmUp(oc.Before), "warm-up", func(*vegeta.Result) {})
+
+	total := oc.Before + oc.Away + oc.After
+	var sent []vegeta.Result
+	begin := time.Now()
+	failures := scrapeFailures(srv.Metrics(), begin)
+	away := time.AfterFunc(oc.Before, func() { cut.cut(kind) })
+	back := time.AfterFunc(oc.Before+oc.Away, cut.restore)
+	defer away.Stop()
+	defer back.Stop()
+	a.run(ctx, vegeta.Targeter(targeter), total, "outage", func(res *vegeta.Result) { sent = append(sent, *res) })
+	if err := ctx.Err(); err != nil {
+		return results.Run{}, err
+	}
+	failed, err := failures()
+	if err != nil {
+		return results.Run{}, err
+	}
+	cutAt, backAt := cut.times()
+	if cutAt.IsZero() || backAt.IsZero() {
+		return results.Run{}, errors.New("the attack ended before the server was taken away and given back")
+	}
+	r := run(s, ModeOutage, ModeOutage)
+	o := outageOf(sent, failed, begin, cutAt, backAt, total)
+	o.Kind, o.Failure, o.Rate, o.Users = kind, fail, oc.Rate, oc.Users
+	o.Limit, o.Window = limit.Limit, results.Seconds(limit.Length.Seconds())
+	if fail == "fallback" {
+		o.Fleet = oc.Fleet
+	}
+	r.Outage, r.Decisions, r.OfferedRate = &o, int64(len(sent)), oc.Rate
+	return r, nil
+}
+
+// outageOf counts the answers to sent, in bins of outageBin from begin,
+// and before cutAt, from cutAt to backAt, and after; and the failed
+// decisions of the server, and when the last came.
+func outageOf(sent []vegeta.Result, failed []failure, begin, cutAt, backAt time.Time, total time.Duration) results.Outage {
+	o := results.Outage{Bin: results.Seconds(outageBin.Seconds()), Away: results.Seconds(cutAt.Sub(begin).Seconds()),
+		Back: results.Seconds(backAt.Sub(begin).Seconds())}
+	o.Bins = make([]results.Answers, int((total+outageBin-1)/outageBin))
+	o.Failed = make([]int64, len(o.Bins))
+	var last time.Time // the last failed decision's
+	for i, f := range failed {
+		if i == 0 || f.n == failed[i-1].n {
+			continue
+		}
+		o.Failed[min(max(int(f.at/outageBin), 0), len(o.Bins)-1)] += f.n - failed[i-1].n
+		last = begin.Add(f.at)
+	}
+	// Recovered, unless decisions were still failing in the last bin.
+	switch end := begin.Add(total); {
+	case !last.After(backAt):
+		rec := results.Seconds(0)
+		o.Recovery = &rec
+	case last.Before(end.Add(-outageBin)):
+		rec := results.Seconds(last.Sub(backAt).Seconds())
+		o.Recovery = &rec
+	}
+	var lat [3][]time.Duration
+	for _, res := range sent {
+		span := &o.Before
+		i := 0
+		switch {
+		case res.Timestamp.Before(cutAt):
+		case res.Timestamp.Before(backAt):
+			span, i = &o.During, 1
+		default:
+			span, i = &o.After, 2
+		}
+		bin := &o.Bins[min(max(int(res.Timestamp.Sub(begin)/outageBin), 0), len(o.Bins)-1)]
+		for _, a := range []*results.Answers{&span.Answers, bin} {
+			a.Count(res.Code, res.Error)
+		}
+		if res.Code != 0 {
+			lat[i] = append(lat[i], res.Latency)
+		}
+	}
+	o.Before.LatencyNS, o.During.LatencyNS, o.After.LatencyNS = latencyOf(lat[0]), latencyOf(lat[1]), latencyOf(lat[2])
+	return o
+}
+
+// A failure is how many decisions the server had failed at a time from the
+// run's start.
+type failure struct {
+	at time.Duration
+	n  int64
+}
+
+// failureScrape is how often the outage runs read the server's metrics.
+const failureScrape = 10 * time.Millisecond
+
+// scrapeFailures reads the failed decisions off the server's metrics (the
+// Prometheus exposition of ratelab serve, read in the process) every
+// failureScrape from now until the function it returns is called, which
+// returns them.
+func scrapeFailures(metrics http.Handler, begin time.Time) func() ([]failure, error) {
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	var out []failure
+	read := func() error {
+		rec := httptest.NewRecorder()
+		metrics.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		n, err := failedDecisions(rec.Body.String())
+		out = append(out, failure{time.Since(begin), n})
+		return err
+	}
+	go func() {
+		t := time.NewTicker(failureScrape)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				done <- read()
+				return
+			case <-t.C:
+				if err := read(); err != nil {
+					done <- err
+					return
+				}
+			}
+		}
+	}()
+	return func() ([]failure, error) {
+		close(stop)
+		err := <-done
+		return out, err
+	}
+}
+
+// failedDecisions reads ratelab_decision_errors_total{kind="limiter"}
+// from a Prometheus text exposition: 0 if it is not there (no decision
+// has failed yet).
+func failedDecisions(exposition string) (int64, error) {
+	const name = `ratelab_decision_errors_total{kind="limiter"} `
+	for line := range strings.Lines(exposition) {
+		if v, ok := strings.CutPrefix(line, name); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return 0, fmt.Errorf("the server's metrics: %q: %w", line, err)
+			}
+			return int64(f), nil
+		}
+	}
+	return 0, nil
+}
+
+// loopbackAttack sends vegeta attacks at a rate over one transport, kept
+// for its runs: each run has an attacker of its own, since vegeta's
+// cannot be reused.
+type loopbackAttack struct {
+	rate   float64
+	tr     *http.Transport
+	client *http.Client
+}
+
+func newLoopbackAttack(rate float64) *loopbackAttack {
+	tr := &http.Transport{DialContext: (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext, MaxIdleConnsPerHost: 256}
+	return &loopbackAttack{rate: rate, tr: tr, client: &http.Client{Transport: tr, Timeout: 5 * time.Second}}
+}
+
+// run attacks tg for d, handing each result to each, and stops early when
+// ctx is done.
+func (a *loopbackAttack) run(ctx context.Context, tg vegeta.Targeter, d time.Duration, name string, each func(*vegeta.Result)) {
+	at := vegeta.NewAttacker(vegeta.Client(a.client), vegeta.Workers(64), vegeta.MaxWorkers(1024), vegeta.MaxBody(0))
+	defer at.Stop()
+	for res := range at.Attack(tg, vegeta.Rate{Freq: int(a.rate), Per: time.Second}, d, name) {
+		each(res)
+		if ctx.Err() != nil {
+			at.Stop()
+		}
+	}
+}
+
+func (a *loopbackAttack) close() { a.tr.CloseIdleConnections() }
+
+// A cutter is a TCP proxy on loopback to a server, which it can take away
+// (cut) and give back (restore). Refused, it closes every connection and
+// listens no more; unanswered, it holds what either side sends (and the
+// connections it accepts) until the server is given back, as TCP does
+// across a network that drops packets for a while.
+type cutter struct {
+	to, addr string
+
+	mu    sync.Mutex
+	ln    net.Listener // nil while refused
+	state string       // "", OutageRefused or OutageUnanswered
+	// open is closed while bytes may flow; a new one while unanswered.
+	open  chan struct{}
+	conns map[net.Conn]bool // both ends of every connection relayed
+	// cutAt and backAt are when the server was taken away and given
+	// back.
+	cutAt, backAt time.Time
+	closed        bool
+	wg            sync.WaitGroup
+}
+
+func newCutter(to string) (*cutter, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	c := &cutter{to: to, addr: ln.Addr().String(), ln: ln, open: make(chan struct{}), conns: map[net.Conn]bool{}}
+	close(c.open)
+	c.wg.Go(func() { c.accept(ln) })
+	return c, nil
+}
+
+func (c *cutter) accept(ln net.Listener) {
+	for {
+		in, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		if !c.track(in) {
+			in.Close()
+			return
+		}
+		c.wg.Go(func() { c.connect(in) })
+	}
+}
+
+// track adds conn to those relayed, unless the proxy is closed or the
+// server refused.
+func (c *cutter) track(conn net.Conn) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.state == OutageRefused {
+		return false
+	}
+	c.conns[conn] = true
+	return true
+}
+
+// connect connects in to the server, once it answers, and relays between
+// them.
+func (c *cutter) connect(in net.Conn) {
+	if !c.wait() {
+		in.Close()
+		return
+	}
+	out, err := net.DialTimeout("tcp", c.to, time.Second)
+	if err != nil || !c.track(out) {
+		if out != nil {
+			out.Close()
+		}
+		c.drop(in)
+		return
+	}
+	c.wg.Go(func() { c.relay(in, out) })
+	c.relay(out, in)
+}
+
+// wait waits until bytes may flow, and reports whether the proxy is still
+// open.
+func (c *cutter) wait() bool {
+	c.mu.Lock()
+	open := c.open
+	c.mu.Unlock()
+	<-open
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.closed
+}
+
+// drop closes conns and forgets them.
+func (c *cutter) drop(conns ...net.Conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range conns {
+		conn.Close()
+		delete(c.conns, conn)
+	}
+}
+
+// relay copies from src to dst, holding what it reads while the server is
+// unanswered.
+func (c *cutter) relay(src, dst net.Conn) {
+	defer c.drop(src, dst)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !c.wait() {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// cut takes the server away as kind says.
+func (c *cutter) cut(kind string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.state != "" {
+		return
+	}
+	c.state, c.cutAt = kind, time.Now()
+	switch kind {
+	case OutageRefused:
+		c.ln.Close()
+		c.ln = nil
+		for conn := range c.conns {
+			conn.Close()
+		}
+	case OutageUnanswered:
+		c.open = make(chan struct{})
+	}
+}
+
+// restore gives the server back: listening again on the same address if
+// refused, letting what was held through if unanswered.
+func (c *cutter) restore() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.state == "" {
+		return
+	}
+	switch c.state {
+	case OutageRefused:
+		var ln net.Listener
+		var err error
+		for range 50 { // the address was just ours: it is free again at once, or nearly
+			if ln, err = net.Listen("tcp", c.addr); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err != nil {
+			return // never given back: the run says so
+		}
+		c.ln = ln
+		c.wg.Go(func() { c.accept(ln) })
+	case OutageUnanswered:
+		close(c.open)
+	}
+	c.state, c.backAt = "", time.Now()
+}
+
+// times returns when the server was taken away and given back (zero if
+// it has not been).
+func (c *cutter) times() (cutAt, backAt time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cutAt, c.backAt
+}
+
+// close stops the proxy and every connection through it.
+func (c *cutter) close() {
+	c.mu.Lock()
+	c.closed = true
+	if c.ln != nil {
+		c.ln.Close()
+	}
+	for conn := range c.conns {
+		conn.Close()
+	}
+	if c.state == OutageUnanswered {
+		close(c.open)
+		c.state = ""
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+}

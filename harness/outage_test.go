@@ -1,0 +1,199 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/results"
+)
+
+// The outage mode, on the test's Redis: for each way of taking it away and
+// each failure mode, the server answers as the mode says while Redis is
+// away, limits at half the users' asks before, decides on Redis again
+// before the run ends, and leaves no key behind.
+func TestLabOutage(t *testing.T) {
+	url, rdb := redisURL(t)
+	c := smallLab()
+	c.Redis.URL = url
+	c.Modes = []string{ModeOutage}
+	c.Limiters = []string{RedisName(limiters.GCRA)}
+	c.Outage = OutageConfig{Rate: 1000, Before: 300 * time.Millisecond, Away: 1100 * time.Millisecond, After: 2 * time.Second}
+	f, err := Lab(context.Background(), c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range f.Runs {
+		o := r.Outage
+		if r.Mode != ModeOutage || o == nil {
+			t.Fatalf("%+v: want only outage runs", r)
+		}
+		name := o.Kind + ", " + o.Failure
+		seen[name] = true
+		share := func(k int64, a results.Answers) float64 { return float64(k) / float64(max(a.Total(), 1)) }
+		before, during := o.Before.Answers, o.During.Answers
+		// A request sent just before Redis went may be decided after.
+		if ok := share(before.OK, before); share(before.Unavailable, before) > 0.02 || ok < 0.25 || ok > 0.8 {
+			t.Errorf("%s: before Redis went: %+v, want about half served, hardly any refused", name, before)
+		}
+		if o.Before.Errors+o.During.Errors+o.After.Errors+o.Before.Other+o.During.Other+o.After.Other != 0 {
+			t.Errorf("%s: answers other than 200, 429 and 503: %+v %+v %+v", name, o.Before, o.During, o.After)
+		}
+		switch o.Failure {
+		case "open":
+			if share(during.OK, during) < 0.95 {
+				t.Errorf("%s: while away %+v, want all served", name, during)
+			}
+		case "closed":
+			if share(during.Unavailable, during) < 0.95 {
+				t.Errorf("%s: while away %+v, want all refused", name, during)
+			}
+		case "fallback":
+			if o.Fleet != 2 || during.Unavailable != 0 || share(during.OK, during) >= share(before.OK, before) {
+				t.Errorf("%s: while away %+v (fleet %d), want fewer served than before (%+v), none refused", name, during, o.Fleet, before)
+			}
+		}
+		var failed int64
+		for _, n := range o.Failed {
+			failed += n
+		}
+		if failed < during.Total()/2 {
+			t.Errorf("%s: %d decisions made without Redis, of %d requests while it was away", name, failed, during.Total())
+		}
+		if o.Recovery == nil || *o.Recovery < 0 {
+			t.Errorf("%s: decisions still failing at the end of the run (recovery %v)", name, o.Recovery)
+		}
+		if o.Away <= 0 || o.Back <= o.Away || len(o.Bins) != 34 || len(o.Failed) != len(o.Bins) {
+			t.Errorf("%s: away at %v, back at %v, %d bins, %d of failures", name, o.Away, o.Back, len(o.Bins), len(o.Failed))
+		}
+	}
+	if len(seen) != 6 {
+		t.Errorf("ran %v, want 2 ways × 3 failure modes", seen)
+	}
+	keys, err := rdb.Keys(context.Background(), f.Meta.Params.Redis.Prefix+"*").Result()
+	if err != nil || len(keys) != 0 {
+		t.Errorf("keys left: %v, %v", keys, err)
+	}
+	if table := results.Tables(f); len(table) != 1 || table[0].Name != "outage" || len(table[0].Rows) != 6 {
+		t.Errorf("tables: %+v", table)
+	}
+}
+
+// The quick lab leaves the outage runs out unless asked for them.
+func TestQuickLeavesOutOutage(t *testing.T) {
+	for _, quick := range []bool{false, true} {
+		c := Config{Quick: quick}.Defaults()
+		has := false
+		for _, m := range c.Modes {
+			has = has || m == ModeOutage
+		}
+		if has == quick {
+			t.Errorf("quick %v: modes %v", quick, c.Modes)
+		}
+	}
+	c := Config{Quick: true, Modes: []string{ModeOutage}}.Defaults()
+	if len(c.Modes) != 1 || c.Modes[0] != ModeOutage {
+		t.Errorf("asked for: modes %v", c.Modes)
+	}
+}
+
+// The cutter relays; refused, it closes what it relays and refuses new
+// connections; unanswered, it holds what is sent until given back.
+func TestCutter(t *testing.T) {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			conn, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(conn, conn); conn.Close() }()
+		}
+	}()
+	c, err := newCutter(echo.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	ask := func(conn net.Conn, line string) (string, error) {
+		conn.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := io.WriteString(conn, line+"\n"); err != nil {
+			return "", err
+		}
+		return bufio.NewReader(conn).ReadString('\n')
+	}
+	dial := func() net.Conn {
+		conn, err := net.Dial("tcp", c.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+
+	conn := dial()
+	if got, err := ask(conn, "one"); got != "one\n" || err != nil {
+		t.Fatalf("relayed %q, %v", got, err)
+	}
+	c.cut(OutageRefused)
+	if _, err := ask(conn, "two"); err == nil {
+		t.Error("a connection kept its server while refused")
+	}
+	if late, err := net.DialTimeout("tcp", c.addr, time.Second); err == nil {
+		late.Close()
+		t.Error("a connection accepted while refused")
+	}
+	c.restore()
+	conn = dial()
+	if got, err := ask(conn, "three"); got != "three\n" || err != nil {
+		t.Fatalf("given back: %q, %v", got, err)
+	}
+
+	c.cut(OutageUnanswered)
+	held := dial()
+	for _, cn := range []net.Conn{conn, held} {
+		io.WriteString(cn, "four\n")
+		cn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if n, err := cn.Read(make([]byte, 8)); n != 0 || err == nil {
+			t.Errorf("answered while unanswered: %d bytes, %v", n, err)
+		}
+	}
+	c.restore()
+	for _, cn := range []net.Conn{conn, held} {
+		cn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if got, err := bufio.NewReader(cn).ReadString('\n'); got != "four\n" || err != nil {
+			t.Errorf("given back: %q, %v; want what was held", got, err)
+		}
+	}
+	cutAt, backAt := c.times()
+	if !backAt.After(cutAt) {
+		t.Errorf("cut at %v, back at %v", cutAt, backAt)
+	}
+}
+
+func TestFailedDecisions(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		err  bool
+	}{
+		{"# HELP x\nratelab_decisions_total{result=\"allowed\",tier=\"\"} 5\n", 0, false},
+		{"ratelab_decision_errors_total{kind=\"key\"} 3\nratelab_decision_errors_total{kind=\"limiter\"} 1234\n", 1234, false},
+		{"ratelab_decision_errors_total{kind=\"limiter\"} 1.5e+06\n", 1_500_000, false},
+		{"ratelab_decision_errors_total{kind=\"limiter\"} lots\n", 0, true},
+	} {
+		got, err := failedDecisions(tc.in)
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("%q: %d, %v; want %d, error %v", strings.TrimSpace(tc.in), got, err, tc.want, tc.err)
+		}
+	}
+}
