@@ -108,7 +108,9 @@ type fixedModel struct {
 func (m *fixedModel) allow(key string, t int64, n int) (bool, *big.Rat) {
 	k := t / m.w // traces start at 0: no negative times
 	if w, ok := m.window[key]; !ok || w != k {
-		m.window[key], m.count[key] = k, 0
+		// A new window starts from what a count past N (debt, from a
+		// settle) leaves it: N a window is paid off.
+		m.window[key], m.count[key] = k, max(0, m.count[key]-m.n*(k-w))
 	}
 	admit := m.count[key]+int64(n) <= m.n
 	if admit {

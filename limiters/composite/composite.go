@@ -19,6 +19,13 @@
 // when every limit admits the request again) and the longest ResetAfter;
 // DecideAt also says which limit denied and what each limit decided.
 //
+// A reservation (ReserveAt, Reserve) is decided all or nothing as any
+// request is, and keeps each limit's decision (Reservation.Per): settling
+// it (SettleAt, Settle) refunds or charges every limit, each as its
+// algorithm's package says, under the key's lock, and reports the
+// combined state after. A reservation allocates its Per, one Decision a
+// limit; a plain decision allocates nothing.
+//
 // Memory: each limit holds the key, so a key costs the sum of its limits'
 // (see each algorithm's package). A Limiter is safe for concurrent use;
 // the zero value is not usable: call New, and Close when done.
@@ -68,6 +75,7 @@ var (
 	_ limiters.Resetter   = (*Limiter)(nil)
 	_ limiters.ResetAller = (*Limiter)(nil)
 	_ limiters.Walker     = (*Limiter)(nil)
+	_ limiters.AtSettler  = (*Limiter)(nil)
 )
 
 // New returns a limiter that enforces every one of limits, with algorithm
@@ -223,6 +231,56 @@ func (l *Limiter) DecideAt(key string, t time.Time, n int, per []limiters.Decisi
 	}
 	mu.Unlock()
 	return combine(per[:len(l.inner)], admit)
+}
+
+// ReserveAt decides n events for key at t under every limit, as AllowAt
+// does, and returns the reservation to settle, with each limit's
+// decision.
+func (l *Limiter) ReserveAt(key string, t time.Time, n int) limiters.Reservation {
+	per := make([]limiters.Decision, len(l.inner))
+	d, _ := l.DecideAt(key, t, n, per)
+	return limiters.Reservation{Key: key, At: t, Cost: n, Decision: d, Per: per}
+}
+
+// Reserve is ReserveAt now. The error is non-nil only for n < 1.
+func (l *Limiter) Reserve(ctx context.Context, key string, n int) (limiters.Reservation, error) {
+	r := l.ReserveAt(key, l.now(), n)
+	if n < 1 {
+		return r, fmt.Errorf("composite: %w, got %d", limiters.ErrInvalidCost, n)
+	}
+	return r, nil
+}
+
+// SettleAt settles r at its actual cost at t under every limit, and
+// returns the key's state after, combined.
+func (l *Limiter) SettleAt(r limiters.Reservation, t time.Time, actual int) (limiters.Decision, error) {
+	if _, _, err := limiters.Settlement(r, actual); err != nil {
+		return limiters.Decision{}, fmt.Errorf("composite: %w", err)
+	}
+	if len(r.Per) != len(l.inner) {
+		return limiters.Decision{}, fmt.Errorf("composite: %w: a reservation of %d limits, for %d", limiters.ErrInvalidParameter, len(r.Per), len(l.inner))
+	}
+	var per [MaxLimits]limiters.Decision
+	admit := true
+	mu := l.lock(r.Key)
+	mu.Lock()
+	defer mu.Unlock()
+	for i, in := range l.inner {
+		each := limiters.Reservation{Key: r.Key, At: r.At, Cost: r.Cost, Decision: r.Per[i]}
+		d, err := in.SettleAt(each, t, actual)
+		if err != nil { // each limit admitted it: only a malformed Per says otherwise
+			return limiters.Decision{}, fmt.Errorf("composite: limit %s: %w", l.limits[i].Name, err)
+		}
+		per[i] = d
+		admit = admit && d.Allowed
+	}
+	d, _ := combine(per[:len(l.inner)], admit)
+	return d, nil
+}
+
+// Settle is SettleAt now.
+func (l *Limiter) Settle(ctx context.Context, r limiters.Reservation, actual int) (limiters.Decision, error) {
+	return l.SettleAt(r, l.now(), actual)
 }
 
 // combine makes one decision of the limits' decisions.

@@ -313,3 +313,93 @@ func TestWalkNeedsKeyNames(t *testing.T) {
 		t.Errorf("Walk without key names = %v", err)
 	}
 }
+
+// Reserving and settling under several limits is reserving and settling
+// under each: the same trace of reservations, refunds, charges past the
+// limits and cancels, through the composite and through one limiter a
+// limit, gives the same decisions (all or nothing; the least Remaining).
+func TestSettleIsEachLimits(t *testing.T) {
+	rates := []string{"3/s", "7/10s", "10/min"}
+	for _, a := range limiters.Algorithms() {
+		t.Run(string(a), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(len(a)), 7))
+			l := newComposite(t, a, rates...)
+			var each []memory.Limiter
+			for _, s := range rates {
+				spec, err := rate(t, s).Spec(a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, err := memory.New(spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				each = append(each, m)
+			}
+			type held struct {
+				r    limiters.Reservation
+				each []limiters.Reservation
+			}
+			var open []held
+			at := t0
+			settled := 0
+			for i := range 400 {
+				at = at.Add(time.Duration(rng.ExpFloat64() * float64(300*time.Millisecond)))
+				key := fmt.Sprint("k", rng.IntN(2))
+				if len(open) > 0 && rng.IntN(3) == 0 {
+					j := rng.IntN(len(open))
+					h := open[j]
+					open = append(open[:j], open[j+1:]...)
+					actual := rng.IntN(3 * h.r.Cost)
+					got, err := l.SettleAt(h.r, at, actual)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want, admit := limiters.Decision{Remaining: 1 << 30}, true
+					for k, m := range each {
+						d, err := m.SettleAt(h.each[k], at, actual)
+						if err != nil {
+							t.Fatal(err)
+						}
+						want.Remaining, admit = min(want.Remaining, d.Remaining), admit && d.Allowed
+					}
+					if got.Allowed != admit || got.Remaining != want.Remaining {
+						t.Fatalf("step %d: SettleAt(%s reserved %d, t0+%v, %d) = %+v, each limit says allowed %v, remaining %d",
+							i, h.r.Key, h.r.Cost, at.Sub(t0), actual, got, admit, want.Remaining)
+					}
+					settled++
+					continue
+				}
+				n := 1 + rng.IntN(3)
+				r := l.ReserveAt(key, at, n)
+				if len(r.Per) != len(rates) {
+					t.Fatalf("step %d: %d decisions kept, want %d", i, len(r.Per), len(rates))
+				}
+				admit := true
+				for _, m := range each {
+					admit = admit && m.PeekAtN(key, at, n).Allowed
+				}
+				if r.Allowed != admit {
+					t.Fatalf("step %d: ReserveAt(%s, t0+%v, %d).Allowed = %v, each limit says %v", i, key, at.Sub(t0), n, r.Allowed, admit)
+				}
+				if !admit {
+					continue
+				}
+				h := held{r: r}
+				for _, m := range each {
+					h.each = append(h.each, m.ReserveAt(key, at, n))
+				}
+				open = append(open, h)
+			}
+			if settled < 20 {
+				t.Fatalf("fixture: %d settles", settled)
+			}
+			r := l.ReserveAt("fresh", at, 1)
+			r.Per = r.Per[:1]
+			if _, err := l.SettleAt(r, at, 0); !errors.Is(err, limiters.ErrInvalidParameter) {
+				t.Errorf("a reservation of another shape: %v", err)
+			}
+		})
+	}
+}

@@ -8,7 +8,18 @@
 //	count_k + n <= N
 //
 // and then adds n to count_k. The state per key is the window index and the
-// count; a new window starts the count from zero.
+// count; a new window starts the count from zero, or from the debt left
+// over (below).
+//
+// Settling (Reserve, then Settle with the actual cost): a reservation of
+// cost e at t is counted in t's window. A refund of r units at s takes r
+// off the count if s is still in that window, never below zero; once the
+// window has turned, the units are already forgotten and there is nothing
+// to give back. A charge of k units at s adds k to the count of s's
+// window, past N if need be: the excess is debt, which the next windows
+// start from, N a window, so a count of c in window w leaves
+// max(0, c - N*j) to window w+j. Without a charge no count passes N and no
+// window starts from anything but zero.
 //
 // Worst case: the windows forget everything at each edge, so a client that
 // spends N just before an edge and N just after it gets 2N through in a
@@ -57,6 +68,7 @@ var (
 	_ limiters.Resetter   = (*Limiter)(nil)
 	_ limiters.ResetAller = (*Limiter)(nil)
 	_ limiters.Walker     = (*Limiter)(nil)
+	_ limiters.AtSettler  = (*Limiter)(nil)
 )
 
 // New returns a limiter admitting w.Limit per window of w.Length for each
@@ -70,15 +82,15 @@ func New(w limiters.Window, opts ...limiters.Option) (*Limiter, error) {
 		return nil, fmt.Errorf("fixedwindow: %w", err)
 	}
 	l := &Limiter{w: w, n: int64(w.Limit), len: int64(w.Length), byW: qdiv.New(int64(w.Length))}
-	length := l.len
-	// A key is back to full quota when its window ends.
+	// A key is back to full quota when its window ends, or the windows
+	// its debt runs into.
 	l.tab = keytable.New(w.Limit, func(s *state) int64 {
 		if s.count == 0 {
 			return math.MinInt64
 		}
-		return (s.window + 1) * length
+		return l.edge(s.window, l.windows(s.count))
 	}, o)
-	l.Keys = keytable.NewKeys(l.tab, l.peek)
+	l.Keys = keytable.NewKeys(l.tab, l.peek, l.decide, l.settle)
 	return l, nil
 }
 
@@ -136,9 +148,50 @@ func (l *Limiter) allow(d *limiters.Decision, key string, now int64, n int) {
 func (l *Limiter) current(p *state, now int64) state {
 	k := l.byW.Floor(now)
 	if p == nil || p.window < k {
-		return state{window: k}
+		s := state{window: k}
+		if p != nil && p.count > l.n { // debt, left over
+			if j := k - p.window; j < l.windows(p.count) {
+				s.count = p.count - j*l.n
+			}
+		}
+		return s
 	}
 	return *p
+}
+
+// windows is how many windows a count of c takes to clear, N a window:
+// ceil(c/N).
+func (l *Limiter) windows(c int64) int64 { return (c + l.n - 1) / l.n }
+
+// edge is the start of window k+j, in Unix nanoseconds, at most the
+// latest time there is.
+func (l *Limiter) edge(k, j int64) int64 {
+	if j > (math.MaxInt64-l.len)/l.len-k {
+		return math.MaxInt64
+	}
+	return (k + j) * l.len
+}
+
+// decide is allow, returning the decision.
+func (l *Limiter) decide(key string, now int64, n int) (d limiters.Decision) {
+	l.allow(&d, key, now, n)
+	return d
+}
+
+// settle gives back refund units and charges charge at now to s, for a
+// reservation decided at at (see the package doc), and returns s after
+// and whether it is worth keeping.
+func (l *Limiter) settle(s state, held bool, at, _, now int64, refund, charge int) (state, bool) {
+	p := &s
+	if !held {
+		p = nil
+	}
+	s = l.current(p, now)
+	if held && refund > 0 && s.window == l.byW.Floor(at) {
+		s.count = max(s.count-int64(refund), 0)
+	}
+	s.count = min(s.count+min(int64(charge), keytable.MaxDebt), keytable.MaxDebt)
+	return s, held || charge > 0
 }
 
 // peek reports, without consuming, whether n events would be admitted at
@@ -155,16 +208,23 @@ func (l *Limiter) describe(d *limiters.Decision, ok bool, s state, now int64, n 
 	end := (s.window + 1) * l.len
 	d.Allowed = ok
 	d.Limit = int(l.n)
-	d.Remaining = int(l.n - s.count)
+	d.Remaining = int(max(l.n-s.count, 0)) // in debt, past N
 	d.RetryAfter = 0
 	if !ok {
 		d.RetryAfter = limiters.Never
 		if n >= 1 && int64(n) <= l.n {
-			d.RetryAfter = time.Duration(end - now)
+			if s.count <= l.n {
+				d.RetryAfter = time.Duration(end - now)
+			} else { // the window the debt leaves room for n in
+				d.RetryAfter = time.Duration(l.edge(s.window, l.windows(s.count+int64(n)-l.n)) - now)
+			}
 		}
 	}
 	d.ResetAfter = 0
 	if s.count > 0 {
 		d.ResetAfter = time.Duration(end - now)
+		if s.count > l.n {
+			d.ResetAfter = time.Duration(l.edge(s.window, l.windows(s.count)) - now)
+		}
 	}
 }

@@ -18,6 +18,15 @@
 // debt TAT - t is larger, so it is stricter than the buckets, which stand
 // still at their last refill; it never mints quota.
 //
+// Settling (Reserve, then Settle with the actual cost): a reservation of
+// cost e at t leaves TAT_r = max(TAT, t) + e*T, its At plus its
+// ResetAfter. A refund of r units at s gives back what of the
+// reservation's last r units the key still owes: TAT decreases by
+// min(r*T, TAT_r - s) (nothing once TAT_r has passed) and never below s,
+// so it is exactly as if the request had cost r less, for every decision
+// after s. A charge of k units at s is TAT = max(TAT, s) + k*T, with no
+// cap: past C*T the key is in debt, and denied until it is paid.
+//
 // Worst case: a key idle long enough may spend C at once, so any interval of
 // length w admits at most C + floor(w*R) of cost; there is no window edge to
 // exploit.
@@ -63,6 +72,7 @@ var (
 	_ limiters.Resetter   = (*Limiter)(nil)
 	_ limiters.ResetAller = (*Limiter)(nil)
 	_ limiters.Walker     = (*Limiter)(nil)
+	_ limiters.AtSettler  = (*Limiter)(nil)
 )
 
 // New returns a limiter admitting bursts of b.Capacity, refilled at b.Rate
@@ -78,7 +88,7 @@ func New(b limiters.Bucket, opts ...limiters.Option) (*Limiter, error) {
 	t := int64(b.Interval())
 	l := &Limiter{b: b, c: b.Capacity, t: t, ct: int64(b.Capacity) * t, byT: qdiv.New(t)}
 	l.tab = keytable.New(b.Capacity, idleAt, o)
-	l.Keys = keytable.NewKeys(l.tab, l.peek)
+	l.Keys = keytable.NewKeys(l.tab, l.peek, l.decide, l.settle)
 	return l, nil
 }
 
@@ -145,6 +155,24 @@ func (l *Limiter) peek(s *state, now int64, n int) (d limiters.Decision) {
 	}
 	l.describe(&d, l.admits(tat, now, n), tat, now, n)
 	return d
+}
+
+// decide is allow, returning the decision.
+func (l *Limiter) decide(key string, now int64, n int) (d limiters.Decision) {
+	l.allow(&d, key, now, n)
+	return d
+}
+
+// settle gives back refund units and charges charge at now to s, for a
+// reservation decided at at with a ResetAfter of resetAfter (see the
+// package doc), and returns s after and whether it is worth keeping.
+func (l *Limiter) settle(s state, held bool, at, resetAfter, now int64, refund, charge int) (state, bool) {
+	tat := max(s.tat, now)
+	if held && refund > 0 {
+		tat = max(tat-min(keytable.Units(refund, l.t), max(at+resetAfter-now, 0)), now)
+	}
+	s.tat = now + min(tat-now+keytable.Units(charge, l.t), keytable.MaxDebt)
+	return s, held || charge > 0
 }
 
 // admits reports whether n events fit at now when the TAT, brought up to

@@ -19,6 +19,16 @@
 // what AllowN would, then holds each request until the water ahead of it has
 // drained, so requests leave evenly spaced at the rate R.
 //
+// Settling (Reserve, then Settle with the actual cost): a reservation of
+// cost e at t leaves the key e fuller; the time until it is full again is its
+// ResetAfter, so it is due full again at due = At + ResetAfter. A refund
+// of r units at s gives back what of the reservation's last r units the
+// key has not yet drained: min(r*T, due - s) of refill (nothing once due has
+// passed), never below empty. A charge of k units at s adds k, above C if need be, past what a
+// full quota holds: the key is in debt, and denied until it is paid.
+// With the same C and R, settling keeps this package, tokenbucket and gcra
+// deciding alike.
+//
 // Worst case: an empty bucket takes C at once, so any interval of length w
 // admits at most C + floor(w*R) of cost. A time earlier than the key's last
 // leak is taken as that leak's time: a clock that steps back drains nothing.
@@ -67,6 +77,7 @@ var (
 	_ limiters.Resetter   = (*Limiter)(nil)
 	_ limiters.ResetAller = (*Limiter)(nil)
 	_ limiters.Walker     = (*Limiter)(nil)
+	_ limiters.AtSettler  = (*Limiter)(nil)
 )
 
 // New returns a limiter giving each key a bucket of b.Capacity, leaking at
@@ -82,7 +93,7 @@ func New(b limiters.Bucket, opts ...limiters.Option) (*Limiter, error) {
 	t := int64(b.Interval())
 	l := &Limiter{b: b, c: b.Capacity, t: t, ct: int64(b.Capacity) * t, byT: qdiv.New(t)}
 	l.tab = keytable.New(b.Capacity, idleAt, o)
-	l.Keys = keytable.NewKeys(l.tab, l.peek)
+	l.Keys = keytable.NewKeys(l.tab, l.peek, l.decide, l.settle)
 	return l, nil
 }
 
@@ -199,6 +210,28 @@ func (l *Limiter) leak(p *state, now int64) state {
 		s.last = now
 	}
 	return s
+}
+
+// decide is allow as a meter, returning the decision.
+func (l *Limiter) decide(key string, now int64, n int) (d limiters.Decision) {
+	l.allow(&d, key, now, n, math.MaxInt64)
+	return d
+}
+
+// settle gives back refund units and charges charge at now to s, for a
+// reservation decided at at with a ResetAfter of resetAfter (see the
+// package doc), and returns s after and whether it is worth keeping.
+func (l *Limiter) settle(s state, held bool, at, resetAfter, now int64, refund, charge int) (state, bool) {
+	p := &s
+	if !held {
+		p = nil
+	}
+	s = l.leak(p, now)
+	if held && refund > 0 {
+		s.level = max(s.level-min(keytable.Units(refund, l.t), max(at+resetAfter-s.last, 0)), 0)
+	}
+	s.level = min(s.level+keytable.Units(charge, l.t), keytable.MaxDebt)
+	return s, held || charge > 0
 }
 
 // peek reports, without consuming, whether n events would be admitted at

@@ -23,6 +23,7 @@ type Limiter interface {
 	limiters.Resetter
 	limiters.ResetAller
 	limiters.Walker
+	limiters.AtSettler
 	// PeekAtN reports what AllowAt(key, t, n) would decide, without
 	// consuming anything.
 	PeekAtN(key string, t time.Time, n int) limiters.Decision

@@ -13,6 +13,15 @@
 // integers, as prev*(W-e) + (curr+n)*W <= N*W: no floating-point rounding
 // decides a request.
 //
+// Settling (Reserve, then Settle with the actual cost): a reservation of
+// cost e at t is counted in t's window. A refund of r units at s takes r
+// off that window's count while the estimate still uses it (as curr in
+// that window, as prev in the next), never below zero; later the window
+// weighs nothing and there is nothing to give back. A charge of k units
+// at s adds k to curr, past N if need be (at most 2^32-1): the key is in
+// debt, denied until the estimate falls back under N, and the debt is
+// forgotten with the window, two windows on, as every count is.
+//
 // Worst case: the estimate is exact when traffic is even and wrong when it
 // is not. A client that spends N at the very end of one window sees its
 // spend weighted down as the next window goes on; at the midpoint of the next
@@ -63,6 +72,7 @@ var (
 	_ limiters.Resetter   = (*Limiter)(nil)
 	_ limiters.ResetAller = (*Limiter)(nil)
 	_ limiters.Walker     = (*Limiter)(nil)
+	_ limiters.AtSettler  = (*Limiter)(nil)
 )
 
 // New returns a limiter admitting about w.Limit per sliding w.Length for
@@ -88,7 +98,7 @@ func New(w limiters.Window, opts ...limiters.Option) (*Limiter, error) {
 		}
 		return math.MinInt64
 	}, o)
-	l.Keys = keytable.NewKeys(l.tab, l.peek)
+	l.Keys = keytable.NewKeys(l.tab, l.peek, l.decide, l.settle)
 	return l, nil
 }
 
@@ -165,6 +175,33 @@ func (l *Limiter) roll(p *state, now int64) (s state, e int64) {
 // weighted is ceil(prev * (W-e) / W): the previous window's count weighted
 // by how much of it the sliding window still covers, rounded up so that the
 // admission test on integers is the exact test on reals.
+// decide is allow, returning the decision.
+func (l *Limiter) decide(key string, now int64, n int) (d limiters.Decision) {
+	l.allow(&d, key, now, n)
+	return d
+}
+
+// settle gives back refund units and charges charge at now to s, for a
+// reservation decided at at (see the package doc), and returns s after
+// and whether it is worth keeping.
+func (l *Limiter) settle(s state, held bool, at, _, now int64, refund, charge int) (state, bool) {
+	p := &s
+	if !held {
+		p = nil
+	}
+	s, _ = l.roll(p, now)
+	if held && refund > 0 {
+		switch l.byW.Floor(at) {
+		case s.window:
+			s.curr -= uint32(min(int64(refund), int64(s.curr)))
+		case s.window - 1:
+			s.prev -= uint32(min(int64(refund), int64(s.prev)))
+		}
+	}
+	s.curr = uint32(min(int64(s.curr)+min(int64(charge), math.MaxUint32), math.MaxUint32))
+	return s, held || charge > 0
+}
+
 func (l *Limiter) weighted(prev uint32, e int64) int64 {
 	if prev == 0 {
 		return 0

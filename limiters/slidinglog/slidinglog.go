@@ -16,6 +16,17 @@
 // that entry's time: a clock that steps back mints nothing, and entries it
 // would count are never pruned.
 //
+// Settling (Reserve, then Settle with the actual cost): a reservation of
+// cost e at t is e entries at t (at the key's newest entry, if t is
+// earlier: its At plus its ResetAfter, less W). A refund of r units at s
+// removes r of the entries of that time still in the window, as if the
+// request had cost r less; once they have left the window there is
+// nothing to give back. A charge of k units at s adds k entries at s,
+// past N if need be: the key is in debt, denied until enough have left
+// the window. The log still keeps at most N entries, the newest: which
+// requests the key is denied, and until when, are the same as with every
+// entry kept, since an older entry leaves the window first.
+//
 // Memory: 8 bytes per remembered unit of cost in a ring of a power-of-two
 // size (a key seen once holds exactly one entry), plus 8 bytes for the
 // ring's size, plus a 24-byte table slot (hash, ring pointer, head, length)
@@ -85,6 +96,7 @@ var (
 	_ limiters.Resetter   = (*Limiter)(nil)
 	_ limiters.ResetAller = (*Limiter)(nil)
 	_ limiters.Walker     = (*Limiter)(nil)
+	_ limiters.AtSettler  = (*Limiter)(nil)
 )
 
 // New returns a limiter admitting at most w.Limit in any interval of
@@ -113,7 +125,7 @@ func New(w limiters.Window, opts ...limiters.Option) (*Limiter, error) {
 		r, mask := s.ring()
 		return at(r, mask, s.head, int(s.n)-1) + length
 	}, o)
-	l.Keys = keytable.NewKeys(l.tab, l.peek)
+	l.Keys = keytable.NewKeys(l.tab, l.peek, l.decide, l.settle)
 	return l, nil
 }
 
@@ -235,6 +247,70 @@ func (l *Limiter) record(s *state, w window, n int) {
 
 // peek reports, without consuming, whether n events would be admitted at
 // now against s (nil for a fresh key), and the key's state as it stands.
+// decide is allow, returning the decision.
+func (l *Limiter) decide(key string, now int64, n int) (d limiters.Decision) {
+	l.allow(&d, key, now, n)
+	return d
+}
+
+// settle gives back refund units and charges charge at now to s, for a
+// reservation decided at at with a ResetAfter of resetAfter (see the
+// package doc), and returns s after and whether it is worth keeping. It
+// writes the ring in place: a settle allocates only when a charge grows
+// the ring, as a decision does.
+func (l *Limiter) settle(s state, held bool, at, resetAfter, now int64, refund, charge int) (state, bool) {
+	w := l.window(&s, now)
+	l.drop(&s, w.first)
+	if held && refund > 0 {
+		if stamp := at + resetAfter - l.len; stamp > w.at-l.len {
+			l.remove(&s, stamp, refund)
+		}
+	}
+	if charge > 0 {
+		k := int(min(int64(charge), l.n))
+		l.drop(&s, max(int(s.n)+k-int(l.n), 0)) // the oldest: see the package doc
+		l.record(&s, window{at: w.at, live: int(s.n)}, k)
+	}
+	return s, held || charge > 0
+}
+
+// drop forgets the oldest k entries of s.
+func (l *Limiter) drop(s *state, k int) {
+	if k == 0 {
+		return
+	}
+	_, mask := s.ring()
+	s.head = (s.head + uint32(k)) & uint32(mask)
+	s.n -= uint32(k)
+}
+
+// remove takes up to k entries of time stamp out of s.
+func (l *Limiter) remove(s *state, stamp int64, k int) {
+	r, mask := s.ring()
+	n := int(s.n)
+	// The entries at stamp are [lo, hi), found by binary search (the log
+	// is in time order): a refund costs what a decision does, and the
+	// shift of the entries after them.
+	first := func(after bool) int {
+		lo, hi := 0, n
+		for lo < hi {
+			mid := int(uint(lo+hi) >> 1)
+			if e := at(r, mask, s.head, mid); e > stamp || !after && e == stamp {
+				hi = mid
+			} else {
+				lo = mid + 1
+			}
+		}
+		return lo
+	}
+	lo, hi := first(false), first(true)
+	k = min(k, hi-lo)
+	for j := hi; j < n; j++ {
+		r[(int(s.head)+j-k)&mask] = at(r, mask, s.head, j)
+	}
+	s.n -= uint32(k)
+}
+
 func (l *Limiter) peek(p *state, now int64, n int) (d limiters.Decision) {
 	var s state
 	if p != nil {

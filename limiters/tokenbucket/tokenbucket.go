@@ -16,6 +16,16 @@
 // the three give the same decisions on any trace whose times do not go
 // backwards.
 //
+// Settling (Reserve, then Settle with the actual cost): a reservation of
+// cost e at t leaves the key with e fewer tokens; the time until it is full again is its
+// ResetAfter, so it is due full again at due = At + ResetAfter. A refund
+// of r units at s gives back what of the reservation's last r units the
+// key has not yet refilled: min(r*T, due - s) of refill (nothing once due has
+// passed), never above C. A charge of k units at s takes k tokens, below zero if need be, past what a
+// full quota holds: the key is in debt, and denied until it is paid.
+// With the same C and R, settling keeps this package, leakybucket and gcra
+// deciding alike.
+//
 // Worst case: a key idle for C/R seconds may spend C at once, so any interval
 // of length w admits at most C + floor(w*R) of cost; there is no window edge
 // to exploit. A time earlier than the key's last refill is taken as that
@@ -61,6 +71,7 @@ var (
 	_ limiters.Resetter   = (*Limiter)(nil)
 	_ limiters.ResetAller = (*Limiter)(nil)
 	_ limiters.Walker     = (*Limiter)(nil)
+	_ limiters.AtSettler  = (*Limiter)(nil)
 )
 
 // New returns a limiter giving each key a bucket of b.Capacity tokens,
@@ -78,7 +89,7 @@ func New(b limiters.Bucket, opts ...limiters.Option) (*Limiter, error) {
 	l := &Limiter{b: b, c: b.Capacity, t: t, ct: ct, byT: qdiv.New(t)}
 	// The bucket is full again once the missing tokens have refilled.
 	l.tab = keytable.New(b.Capacity, func(s *state) int64 { return s.last + ct - s.tokens }, o)
-	l.Keys = keytable.NewKeys(l.tab, l.peek)
+	l.Keys = keytable.NewKeys(l.tab, l.peek, l.decide, l.settle)
 	return l, nil
 }
 
@@ -145,6 +156,28 @@ func (l *Limiter) refill(p *state, now int64) state {
 	return s
 }
 
+// decide is allow, returning the decision.
+func (l *Limiter) decide(key string, now int64, n int) (d limiters.Decision) {
+	l.allow(&d, key, now, n)
+	return d
+}
+
+// settle gives back refund units and charges charge at now to s, for a
+// reservation decided at at with a ResetAfter of resetAfter (see the
+// package doc), and returns s after and whether it is worth keeping.
+func (l *Limiter) settle(s state, held bool, at, resetAfter, now int64, refund, charge int) (state, bool) {
+	p := &s
+	if !held {
+		p = nil
+	}
+	s = l.refill(p, now)
+	if held && refund > 0 {
+		s.tokens = min(s.tokens+min(keytable.Units(refund, l.t), max(at+resetAfter-s.last, 0)), l.ct)
+	}
+	s.tokens = l.ct - min(l.ct-s.tokens+keytable.Units(charge, l.t), keytable.MaxDebt)
+	return s, held || charge > 0
+}
+
 // peek reports, without consuming, whether n events would be admitted at
 // now against s (nil for a fresh key), and the key's state as it stands.
 func (l *Limiter) peek(p *state, now int64, n int) (d limiters.Decision) {
@@ -158,7 +191,7 @@ func (l *Limiter) peek(p *state, now int64, n int) (d limiters.Decision) {
 func (l *Limiter) describe(d *limiters.Decision, ok bool, s state, now int64, n int) {
 	d.Allowed = ok
 	d.Limit = l.c
-	d.Remaining = int(l.byT.Div(s.tokens))
+	d.Remaining = int(l.byT.Div(max(s.tokens, 0))) // below 0 in debt
 	d.RetryAfter = 0
 	if !ok {
 		d.RetryAfter = limiters.Never

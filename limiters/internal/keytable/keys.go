@@ -2,6 +2,7 @@ package keytable
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
@@ -22,11 +23,78 @@ type Keys[S any] struct {
 	// peek reports, without consuming, what a request of cost n would get
 	// from s (nil for a fresh key) at now.
 	peek func(s *S, now int64, n int) limiters.Decision
+	// allow decides n events for key at now, consuming them if
+	// admitted: the algorithm's decision, returned by value (a pointer
+	// through a function value would escape).
+	allow func(key string, now int64, n int) limiters.Decision
+	// settle gives back refund units and charges charge more at now to s
+	// (held: the key is in the table; s is its state, or the zero state if
+	// not), for a reservation decided at at whose key was full again
+	// resetAfter later; it returns the state after and whether it is worth
+	// keeping.
+	settle func(s S, held bool, at, resetAfter, now int64, refund, charge int) (S, bool)
 }
 
-// NewKeys returns the shared half of a limiter over tab.
-func NewKeys[S any](tab *Table[S], peek func(s *S, now int64, n int) limiters.Decision) Keys[S] {
-	return Keys[S]{tab: tab, peek: peek}
+// NewKeys returns the shared half of a limiter over tab, given how its
+// algorithm peeks, decides and settles.
+func NewKeys[S any](tab *Table[S], peek func(s *S, now int64, n int) limiters.Decision,
+	allow func(key string, now int64, n int) limiters.Decision,
+	settle func(s S, held bool, at, resetAfter, now int64, refund, charge int) (S, bool)) Keys[S] {
+	return Keys[S]{tab: tab, peek: peek, allow: allow, settle: settle}
+}
+
+// ReserveAt decides n events for key at t, as AllowAt does, and returns
+// the reservation to settle.
+func (k Keys[S]) ReserveAt(key string, t time.Time, n int) limiters.Reservation {
+	return limiters.Reservation{Key: key, At: t, Cost: n, Decision: k.allow(key, t.UnixNano(), n)}
+}
+
+// Reserve decides n events for key now, as AllowN does, and returns the
+// reservation to settle. The error is non-nil only for n < 1.
+func (k Keys[S]) Reserve(ctx context.Context, key string, n int) (limiters.Reservation, error) {
+	now := k.tab.Now()
+	r := limiters.Reservation{Key: key, At: time.Unix(0, now), Cost: n, Decision: k.allow(key, now, n)}
+	if n < 1 {
+		return r, fmt.Errorf("%w, got %d", limiters.ErrInvalidCost, n)
+	}
+	return r, nil
+}
+
+// SettleAt settles r at its actual cost at t (see limiters.Settler) and
+// returns the key's state after.
+func (k Keys[S]) SettleAt(r limiters.Reservation, t time.Time, actual int) (limiters.Decision, error) {
+	return k.settleAt(r, t.UnixNano(), actual)
+}
+
+// Settle settles r at its actual cost now (see limiters.Settler) and
+// returns the key's state after.
+func (k Keys[S]) Settle(ctx context.Context, r limiters.Reservation, actual int) (limiters.Decision, error) {
+	return k.settleAt(r, k.tab.Now(), actual)
+}
+
+func (k Keys[S]) settleAt(r limiters.Reservation, now int64, actual int) (limiters.Decision, error) {
+	refund, charge, err := limiters.Settlement(r, actual)
+	if err != nil {
+		return limiters.Decision{}, err
+	}
+	at, resetAfter := r.At.UnixNano(), int64(r.ResetAfter)
+	h := k.tab.Hash(r.Key)
+	sh := k.tab.LockHash(h)
+	defer sh.Unlock()
+	p := sh.Find(h, now)
+	var s S
+	if p != nil {
+		s = *p
+	}
+	if s, keep := k.settle(s, p != nil, at, resetAfter, now, refund, charge); keep {
+		if p == nil {
+			p = k.tab.Insert(sh, h, r.Key)
+		}
+		*p = s
+	}
+	// A refund may admit what a cached denial would refuse.
+	sh.ForgetDenial(h)
+	return k.peek(p, now, 1), nil
 }
 
 // PeekAtN reports what AllowAt(key, t, n) would decide, without consuming
@@ -97,3 +165,19 @@ func (k Keys[S]) Sweep(t time.Time) { k.tab.Sweep(t.UnixNano()) }
 // Close stops the limiter's background sweeper and waits for it to end.
 // The limiter keeps answering; it only stops sweeping in the background.
 func (k Keys[S]) Close() error { return k.tab.Close() }
+
+// MaxDebt is the most time a key's debt may reach, in nanoseconds (about
+// 73 years): charges past it are cut to it, so that no sum of two debts
+// overflows.
+const MaxDebt = 1 << 61
+
+// Units returns n units of unit nanoseconds each, at most MaxDebt.
+func Units(n int, unit int64) int64 {
+	if n <= 0 {
+		return 0
+	}
+	if int64(n) > MaxDebt/unit {
+		return MaxDebt
+	}
+	return int64(n) * unit
+}

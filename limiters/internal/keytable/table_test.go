@@ -337,7 +337,7 @@ func TestLookingDoesNotChangeSweeping(t *testing.T) {
 		for i := range 100 {
 			put(tab, fmt.Sprint(i), past, st{idle: past + int64(time.Hour)})
 		}
-		k := NewKeys(tab, func(s *st, now int64, n int) limiters.Decision { return limiters.Decision{} })
+		k := NewKeys(tab, func(s *st, now int64, n int) limiters.Decision { return limiters.Decision{} }, nil, nil)
 		k.Peek(t.Context(), "1")
 		k.Walk(t.Context(), func(string, limiters.Decision) bool { return true })
 		time.Sleep(time.Minute)
