@@ -46,6 +46,13 @@
 // leaving out its key, and a limiter failure is served: an outage of the
 // limiter's store is not an outage of the API.
 //
+// A request whose cost is known only once it is done (an LLM call's
+// tokens, a download's bytes) is decided at an estimate and settled after
+// (WithSettle): the middleware reserves the estimate the cost function
+// gives, and once the handler has returned, settles the reservation at the
+// actual cost the handler reported (SetCost) or wrote in a response header
+// or trailer, so that the next request's headers show it.
+//
 // Hooks (WithHooks) report each decision to metrics; an unset hook costs a
 // nil check, and the clock is read for the latency hook only when it is
 // set.
@@ -59,6 +66,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -200,6 +209,9 @@ type settings struct {
 	onLimiter FailureMode
 	hooks     Hooks
 	clock     limiters.Clock
+	// settleFrom, when set, is the response field the actual cost is
+	// read from (WithSettle).
+	settleFrom string
 }
 
 // config is what the options set.
@@ -266,6 +278,52 @@ func WithKeyFailure(m FailureMode) Option { return func(c *config) { c.onKey = m
 // its error is not used: this mode decides.
 func WithLimiterFailure(m FailureMode) Option { return func(c *config) { c.onLimiter = m } }
 
+// WithSettle settles each admitted request at its actual cost once the
+// handler has returned: the cost it was decided at (WithCost, 1 by
+// default) is an estimate, reserved (limiters.Settler), and the actual
+// cost is what the handler reported with SetCost, else the integer in the
+// response header field called from, else in the trailer of that name. A
+// response that reports no cost stays charged at its estimate; one that
+// reports a malformed cost too, and the Error hook is told (the error
+// wraps ErrSettle). A settle that fails (its backend did not answer) is
+// reported the same way; the response has gone by then. The limiter must
+// be a limiters.Settler: in memory, a composite, or tiers in memory.
+func WithSettle(from string) Option {
+	return func(c *config) {
+		if _, err := HeaderKey(from); err != nil { // the same check of the name
+			c.fail(fmt.Errorf("httplimit: WithSettle: %w", err))
+			return
+		}
+		c.settleFrom = http.CanonicalHeaderKey(from)
+	}
+}
+
+// ErrSettle reports that a request could not be settled at its actual
+// cost: the cost it reported was malformed, or the limiter failed. The
+// Error hook's error wraps it.
+var ErrSettle = errors.New("httplimit: the request was not settled")
+
+// SetCost reports the actual cost of r (0 or more), to be settled when
+// the handler returns (WithSettle); it overrides a cost in the response's
+// header fields. It returns false, and does nothing, when r is not being
+// settled.
+func SetCost(r *http.Request, n int) bool {
+	c, ok := r.Context().Value(costKey{}).(*reported)
+	if !ok || n < 0 {
+		return false
+	}
+	c.n, c.set = n, true
+	return true
+}
+
+// reported is the actual cost a handler reported with SetCost.
+type reported struct {
+	n   int
+	set bool
+}
+
+type costKey struct{}
+
 // WithHooks sets the hooks.
 func WithHooks(h Hooks) Option { return func(c *config) { c.hooks = h } }
 
@@ -286,9 +344,10 @@ func WithClock(clk limiters.Clock) Option { return func(c *config) { c.clock = c
 // Middleware rate-limits the handlers it wraps.
 type Middleware struct {
 	lim     limiters.Limiter
-	decider LimitDecider // non-nil: one item per limit,
-	each    EachDecider  // or non-nil: one item per limit, from a store
-	keyed   KeyLimits    // non-nil: the policies depend on the key
+	settler limiters.Settler // non-nil: requests are reserved, then settled
+	decider LimitDecider     // non-nil: one item per limit,
+	each    EachDecider      // or non-nil: one item per limit, from a store
+	keyed   KeyLimits        // non-nil: the policies depend on the key
 	// policies are the limiter's, when they do not depend on the key
 	// (nil when unknown); policyValue is them as RateLimit-Policy, and
 	// names their names as structured-field Strings.
@@ -338,6 +397,13 @@ func New(l limiters.Limiter, opts ...Option) (*Middleware, error) {
 		}
 	}
 	m := &Middleware{lim: l, settings: c.settings}
+	if c.settleFrom != "" {
+		s, ok := l.(limiters.Settler)
+		if !ok {
+			return nil, fmt.Errorf("httplimit: WithSettle: the limiter (%T) cannot settle: want a limiters.Settler", l)
+		}
+		m.settler = s
+	}
 	switch l := l.(type) {
 	case LimitDecider:
 		m.decider = l
@@ -432,6 +498,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var serve bool
+	if m.settler != nil {
+		m.reserve(w, r, h.next, key, n)
+		return
+	}
 	if m.decider != nil || m.each != nil {
 		serve, err = m.decidePer(w, r, key, n)
 	} else {
@@ -457,6 +527,65 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if serve {
 		h.next.ServeHTTP(w, r)
 	}
+}
+
+// reserve decides a request at its estimated cost n, serves it if
+// admitted, and settles it at its actual cost when next has returned.
+func (m *Middleware) reserve(w http.ResponseWriter, r *http.Request, next http.Handler, key string, n int) {
+	var start time.Time
+	if m.hooks.Latency != nil {
+		start = time.Now()
+	}
+	res, err := m.settler.Reserve(r.Context(), key, n)
+	m.took(r, start)
+	if err != nil && !m.decidesAnyway(r, err) {
+		m.limiterErrors.Add(1)
+		m.failed(w, r, next, fmt.Errorf("%w: %w", ErrLimiter, err), m.onLimiter, http.StatusServiceUnavailable)
+		return
+	}
+	var per []limiters.Decision
+	if len(res.Per) == len(m.policies) && (m.decider != nil || m.each != nil) {
+		per = res.Per
+	}
+	if !m.respond(w, r, key, n, res.Decision, per) {
+		return
+	}
+	if err != nil || !res.Allowed { // decided without the limiter, or served in shadow mode: nothing reserved
+		next.ServeHTTP(w, r)
+		return
+	}
+	c := &reported{}
+	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), costKey{}, c)))
+	actual, err := m.actual(w, c)
+	if err == nil && actual >= 0 {
+		_, err = m.settler.Settle(context.WithoutCancel(r.Context()), res, actual)
+	}
+	if err != nil && m.hooks.Error != nil {
+		m.hooks.Error(r, fmt.Errorf("%w: %w", ErrSettle, err))
+	}
+}
+
+// actual is the actual cost a served request reported: with SetCost, in a
+// header field, or in a trailer; -1 if none.
+func (m *Middleware) actual(w http.ResponseWriter, c *reported) (int, error) {
+	if c.set {
+		return c.n, nil
+	}
+	// A trailer declared in the Trailer field is set under its own name;
+	// one not declared, under TrailerPrefix and its name.
+	h := w.Header()
+	v := h.Get(m.settleFrom)
+	if v == "" {
+		v = h.Get(http.TrailerPrefix + m.settleFrom)
+	}
+	if v == "" {
+		return -1, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 0 {
+		return -1, fmt.Errorf("%s %q: want an integer, 0 or more", m.settleFrom, v)
+	}
+	return n, nil
 }
 
 // perPool holds the per-limit decisions of a LimitDecider's decision: a

@@ -332,6 +332,30 @@ func (l *Limiter) AllowAt(user string, t time.Time, n int) limiters.Decision {
 	return l.now.Load().place(user).lim.AllowAt(user, t, n)
 }
 
+// Reserve decides n events for user now under their limits, as AllowN
+// does, and returns the reservation to settle (limiters.Settler); an
+// error if their tier's limiter cannot settle (on Redis, so far).
+func (l *Limiter) Reserve(ctx context.Context, user string, n int) (limiters.Reservation, error) {
+	g := l.now.Load().place(user).lim
+	s, ok := g.(limiters.Settler)
+	if !ok {
+		return limiters.Reservation{}, fmt.Errorf("tiers: %w: the limiter of user %q (%T) cannot settle", limiters.ErrInvalidParameter, user, g)
+	}
+	return s.Reserve(ctx, user, n)
+}
+
+// Settle settles r at its actual cost now under the limits of the tier its
+// user is in now: a user moved to another tier between the two is settled
+// there, and a reservation of other limits is refused.
+func (l *Limiter) Settle(ctx context.Context, r limiters.Reservation, actual int) (limiters.Decision, error) {
+	g := l.now.Load().place(r.Key).lim
+	s, ok := g.(limiters.Settler)
+	if !ok {
+		return limiters.Decision{}, fmt.Errorf("tiers: %w: the limiter of user %q (%T) cannot settle", limiters.ErrInvalidParameter, r.Key, g)
+	}
+	return s.Settle(ctx, r, actual)
+}
+
 // DecideAt is composite's DecideAt for user's limits (see Limits): the
 // decision and which limit denied (-1 if none). per, when given, gets
 // each limit's own decision, from groups in memory (New) only.

@@ -249,3 +249,29 @@ func TestDecideAllocatesNothing(t *testing.T) {
 		t.Errorf("Config().Users = %v, want frank in premium", got)
 	}
 }
+
+// A reservation is settled under the limits of the user's tier: a refund
+// there, and a user moved to a tier of other limits is refused rather
+// than settled under limits it was not reserved under.
+func TestSettle(t *testing.T) {
+	l := newTiers(t, config(t))
+	ctx := t.Context()
+	r, err := l.Reserve(ctx, "paula", 6)
+	if err != nil || !r.Allowed || r.Remaining != 4 {
+		t.Fatalf("reserved 6 of premium's 10: %+v, %v", r, err)
+	}
+	d, err := l.Settle(ctx, r, 2)
+	if err != nil || d.Remaining != 8 {
+		t.Errorf("settled at 2: %+v, %v; want 8 remaining", d, err)
+	}
+	r, err = l.Reserve(ctx, "paula", 1)
+	if err != nil || !r.Allowed {
+		t.Fatal(r, err)
+	}
+	if err := l.SetTier("paula", "free"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Settle(ctx, r, 0); !errors.Is(err, limiters.ErrInvalidParameter) {
+		t.Errorf("settled under another tier's two limits: %v", err)
+	}
+}
