@@ -30,6 +30,7 @@ import (
 	"io"
 	"log"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -88,6 +89,16 @@ type Config struct {
 	// positive integer; a request without it costs 1, and one with a
 	// malformed cost is refused (400).
 	CostHeader string
+	// SettleHeader, when set, is the response header (or trailer) that
+	// says what a served request really cost: the cost it was decided at
+	// (CostHeader, else 1) is then an estimate, reserved, and settled at
+	// the actual cost once the request is answered (httplimit.WithSettle).
+	SettleHeader string
+	// EchoCost is what the echo reports as a served request's actual
+	// cost, in SettleHeader: "" nothing (the estimate stands), a number, or
+	// "random" (uniform from 0 to twice the estimate). A request's query
+	// parameter actual=N reports N instead, for trying a settle with curl.
+	EchoCost string
 	// Headers are the rate-limit header fields sent; the zero value sends
 	// none (httplimit.AllHeaders is what the command sends by default).
 	Headers httplimit.Headers
@@ -121,6 +132,9 @@ type Echo struct {
 	ResetAfter float64  `json:"reset_after"`
 	Tier       string   `json:"tier,omitempty"`
 	Error      string   `json:"error,omitempty"`
+	// Actual is the actual cost the echo reported, for a settle (see
+	// Config.EchoCost); absent when it reported none.
+	Actual *int `json:"actual,omitempty"`
 }
 
 // ErrNoRedis reports that the Redis server of a Redis backend did not
@@ -166,6 +180,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = log.New(io.Discard, "", 0)
+	}
+	if cfg.EchoCost != "" {
+		if cfg.SettleHeader == "" {
+			return nil, errors.New("server: the echo reports its cost in the settle header: set SettleHeader")
+		}
+		if n, err := strconv.Atoi(cfg.EchoCost); cfg.EchoCost != "random" && (err != nil || n < 0) {
+			return nil, fmt.Errorf("server: echo cost %q: want a number, 0 or more, or random", cfg.EchoCost)
+		}
 	}
 	s := &Server{cfg: cfg}
 	var file *config.Config
@@ -368,6 +390,9 @@ func (s *Server) middlewareOptions() ([]httplimit.Option, error) {
 		}
 		opts = append(opts, httplimit.WithCost(cost))
 	}
+	if c.SettleHeader != "" {
+		opts = append(opts, httplimit.WithSettle(c.SettleHeader))
+	}
 	return opts, nil
 }
 
@@ -443,8 +468,38 @@ func (s *Server) echo(w http.ResponseWriter, r *http.Request) {
 		zero := 0.0
 		e.RetryAfter = &zero
 	}
+	if s.cfg.SettleHeader != "" && e.Allowed {
+		actual, err := s.actual(r, sl.n)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if actual >= 0 {
+			e.Actual = &actual
+			w.Header().Set(s.cfg.SettleHeader, strconv.Itoa(actual))
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(e)
+}
+
+// actual is the actual cost the echo reports for r, estimated at n: the
+// request's actual=N, else as Config.EchoCost says; -1 for none.
+func (s *Server) actual(r *http.Request, n int) (int, error) {
+	if v := r.URL.Query().Get("actual"); v != "" {
+		a, err := strconv.Atoi(v)
+		if err != nil || a < 0 {
+			return -1, fmt.Errorf("actual=%q: want a number, 0 or more", v)
+		}
+		return a, nil
+	}
+	switch s.cfg.EchoCost {
+	case "":
+		return -1, nil
+	case "random":
+		return rand.IntN(2*n + 1), nil
+	}
+	return strconv.Atoi(s.cfg.EchoCost) // checked by New
 }
 
 // Stats returns the middleware's counts: shadow denials and failures.

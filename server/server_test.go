@@ -2,8 +2,10 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -226,6 +228,9 @@ func TestNewErrors(t *testing.T) {
 		{"proxies without ip", server.Config{Spec: spec, TrustedProxies: []string{"10.0.0.0/8"}}, "client IP"},
 		{"bad key header", server.Config{Spec: spec, KeyHeader: "X Key"}, "not a header name"},
 		{"bad cost header", server.Config{Spec: spec, CostHeader: "X:Cost"}, "cost header"},
+		{"echo cost without a settle header", server.Config{Spec: spec, EchoCost: "3"}, "set SettleHeader"},
+		{"bad echo cost", server.Config{Spec: spec, SettleHeader: "X-Tokens", EchoCost: "-3"}, `echo cost "-3"`},
+		{"bad settle header", server.Config{Spec: spec, SettleHeader: "X Tokens"}, "WithSettle"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, err := server.New(tt.cfg)
@@ -379,5 +384,62 @@ func TestMetrics(t *testing.T) {
 	}
 	if strings.Contains(body, "alice") {
 		t.Error("a metric names a key")
+	}
+}
+
+// A served request is settled at the cost the echo reports: the next
+// response's headers show the refund or the debt; a fixed echo cost
+// settles every request at it; a malformed one asked for is a 400 that
+// leaves the estimate charged.
+func TestSettle(t *testing.T) {
+	clk := newClock()
+	spec := limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1000, Rate: 10}}
+	s := start(t, server.Config{Spec: spec, Clock: clk, CostHeader: "X-Estimate", SettleHeader: "X-Tokens", Headers: httplimit.AllHeaders})
+	getAt := func(path, estimate string) reply {
+		t.Helper()
+		req, err := http.NewRequest("GET", s.url+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-API-Key", "alice")
+		req.Header.Set("X-Estimate", estimate)
+		resp, err := s.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		rep := reply{status: resp.StatusCode, header: resp.Header, body: body}
+		if resp.StatusCode == http.StatusOK {
+			if err := json.Unmarshal(body, &rep.echo); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return rep
+	}
+	r := getAt("/v1/chat?actual=120", "500")
+	if r.status != 200 || r.header.Get("X-Tokens") != "120" || r.echo.Actual == nil || *r.echo.Actual != 120 || r.header.Get("X-RateLimit-Remaining") != "500" {
+		t.Fatalf("reserved 500, reported 120: %d %v %+v", r.status, r.header, r.echo)
+	}
+	if r := getAt("/", "1"); r.header.Get("X-RateLimit-Remaining") != "879" || r.echo.Actual != nil {
+		t.Errorf("after a settle at 120: %v remaining, actual %v; want 879, none", r.header.Get("X-RateLimit-Remaining"), r.echo.Actual)
+	}
+	getAt("/?actual=1500", "100") // 1,400 past the estimate: debt
+	if r := getAt("/", "1"); r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") != "63" {
+		t.Errorf("in debt: %d, Retry-After %q; want 429 and 63", r.status, r.header.Get("Retry-After"))
+	}
+	clk.Add(70 * time.Second)
+	if r := getAt("/?actual=lots", "5"); r.status != http.StatusBadRequest {
+		t.Errorf("actual=lots: %d, want 400", r.status)
+	}
+	if r := getAt("/", "1"); r.header.Get("X-RateLimit-Remaining") != "73" {
+		t.Errorf("after a 400 that reported nothing: %s remaining, want 73 (the estimate of 5 kept; 78 without it)", r.header.Get("X-RateLimit-Remaining"))
+	}
+
+	fixed := start(t, server.Config{Spec: spec, Clock: newClock(), CostHeader: "X-Estimate", SettleHeader: "X-Tokens", EchoCost: "2", Headers: httplimit.AllHeaders})
+	s = fixed
+	getAt("/", "300")
+	if r := getAt("/", "1"); r.header.Get("X-RateLimit-Remaining") != "997" || r.echo.Actual == nil || *r.echo.Actual != 2 {
+		t.Errorf("an echo cost of 2: %s remaining, actual %v; want 997 and 2", r.header.Get("X-RateLimit-Remaining"), r.echo.Actual)
 	}
 }

@@ -91,6 +91,8 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	keyHeader := fs.String("key-header", "X-API-Key", "the header holding the key, for --key header")
 	proxies := fs.String("trusted-proxies", "", "comma-separated CIDRs or addresses of proxies whose X-Forwarded-For is believed, for --key ip")
 	costHeader := fs.String("cost-header", "", "a header holding a request's cost, a positive integer (absent: 1)")
+	settleHeader := fs.String("settle-header", "", "settle each served request at the actual cost its response reports in this header (or trailer): the cost it was decided at (--cost-header, else 1) is an estimate")
+	echoCost := fs.String("echo-cost", "", "the actual cost the echo reports in --settle-header: a number, or random (0 to twice the estimate); a request's ?actual=N reports N")
 	headers := fs.String("headers", "all", "the rate-limit header fields sent: all, legacy (X-RateLimit-*), draft (RateLimit-Policy, RateLimit) or none")
 	shadow := fs.Bool("shadow", false, "shadow mode: decide and send the headers, but deny nothing")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at /metrics on this address, host:port, apart from the limited one (empty: none)")
@@ -107,8 +109,11 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return bad(fmt.Errorf("serve: no arguments, got %q", fs.Arg(0)))
 	}
 
+	if *echoCost != "" && *settleHeader == "" {
+		return bad(errors.New("serve: --echo-cost is the cost the echo reports in --settle-header: give both"))
+	}
 	cfg := server.Config{
-		File: *configFile, RedisPrefix: *redisPrefix, CostHeader: *costHeader, Shadow: *shadow,
+		File: *configFile, RedisPrefix: *redisPrefix, CostHeader: *costHeader, SettleHeader: *settleHeader, EchoCost: *echoCost, Shadow: *shadow,
 		Log: log.New(stderr, "ratelab serve: ", 0),
 	}
 	if *configFile != "" {
