@@ -21,7 +21,7 @@ type Config struct {
 	Limiters  []string
 	Workloads []string
 	// Modes are which of simulated, realtime, http, fleet, timing,
-	// memory and outage to run; empty means all, but for the quick lab,
+	// memory, llm and outage to run; empty means all, but for the quick lab,
 	// which leaves out the outage runs (seconds of real time each).
 	Modes []string
 	// Users is the population of the uniform and bursty workloads;
@@ -67,6 +67,8 @@ type Config struct {
 	Fleet FleetConfig
 	// Outage is how the outage mode takes Redis away (outage.go).
 	Outage OutageConfig
+	// LLM is the llm mode's workload (llm.go).
+	LLM LLMConfig
 }
 
 // MaxRequests is the most requests a workload may have: a guard against
@@ -103,6 +105,7 @@ func (c Config) Defaults() Config {
 	c.HTTP = c.HTTP.defaults(q)
 	c.Fleet = c.Fleet.defaults(q)
 	c.Outage = c.Outage.defaults(q)
+	c.LLM = c.LLM.defaults(q)
 	if len(c.Modes) == 0 {
 		c.Modes = ModeNames()
 		if q {
@@ -207,6 +210,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Outage.validate(); err != nil {
+		return err
+	}
+	if err := c.LLM.validate(c.Seed); err != nil {
 		return err
 	}
 	return c.Redis.validate(c)

@@ -21,10 +21,12 @@ const (
 	ModeHTTP      = "http"
 	ModeFleet     = "fleet"
 	ModeOutage    = "outage"
+	ModeLLM       = "llm"
 )
 
 // A mode is one way the lab measures (accuracy in simulated time, real
-// time, timing, memory, HTTP, a fleet, an outage), each in a file of its own. It measures on
+// time, timing, memory, HTTP, a fleet, costs known after, an outage), each
+// in a file of its own. It measures on
 // a workload each subject that can be measured so, and says why not the
 // others, in runs of their own.
 type mode interface {
@@ -40,7 +42,7 @@ type mode interface {
 }
 
 // modes are the lab's modes, in the order it runs them on each workload.
-var modes = []mode{accuracyMode{}, realTimeMode{}, httpMode{}, fleetMode{}, timingMode{}, memoryMode{}, outageMode{}}
+var modes = []mode{accuracyMode{}, realTimeMode{}, httpMode{}, fleetMode{}, timingMode{}, memoryMode{}, llmMode{}, outageMode{}}
 
 // ModeNames names the lab's modes, in the order it runs them.
 func ModeNames() []string {

@@ -49,6 +49,9 @@ type Subject struct {
 	// Fleet, when set, makes the subject as processes sharing one server:
 	// the fleet mode runs it so.
 	Fleet *Fleet
+	// NewSettler, when set, makes the limiter for "N per W" able to
+	// reserve and settle at explicit times: the llm mode runs it.
+	NewSettler func(w limiters.Window) (limiters.AtSettler, func(), error)
 	// Outage, when set, is the server of ratelab serve deciding the
 	// subject for a limit, on a Redis server (Config.Redis) the outage
 	// mode can take away, and what removes its keys when done.
@@ -215,6 +218,13 @@ func Subjects() []Subject {
 				return l, stop, nil
 			},
 			New: func(w limiters.Window) (limiters.Limiter, func(), error) {
+				l, stop, err := newMemory(w)
+				if err != nil {
+					return nil, nil, err
+				}
+				return l, stop, nil
+			},
+			NewSettler: func(w limiters.Window) (limiters.AtSettler, func(), error) {
 				l, stop, err := newMemory(w)
 				if err != nil {
 					return nil, nil, err

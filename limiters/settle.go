@@ -42,6 +42,7 @@ type Reservation struct {
 //
 // In memory, reserving and settling allocate nothing.
 type Settler interface {
+	Limiter
 	// Reserve decides n events for key now, as AllowN does, and returns
 	// the reservation to settle.
 	Reserve(ctx context.Context, key string, n int) (Reservation, error)
@@ -55,6 +56,7 @@ type Settler interface {
 // times. Every in-memory limiter is one.
 type AtSettler interface {
 	Settler
+	AtLimiter
 	// ReserveAt is Reserve at time t.
 	ReserveAt(key string, t time.Time, n int) Reservation
 	// SettleAt is Settle at time t.

@@ -51,7 +51,7 @@ func (l *legend) add(name string, thumb plot.Thumbnailer) {
 // Charts returns the charts f has data for.
 func Charts(f *results.File) []Chart {
 	var out []Chart
-	for _, c := range []Chart{latencyChart(f), edgeChart(f), accuracyChart(f), memoryChart(f), scalingChart(f), contentionChart(f), fleetChart(f), outageChart(f)} {
+	for _, c := range []Chart{latencyChart(f), edgeChart(f), accuracyChart(f), memoryChart(f), scalingChart(f), contentionChart(f), fleetChart(f), llmChart(f), outageChart(f)} {
 		if len(c.panels) > 0 {
 			out = append(out, c)
 		}
@@ -195,7 +195,7 @@ const (
 	packedSuffix  = " (redis packed)"
 )
 
-var workloadColors = []color.Color{rgb(0x0072B2), rgb(0xE69F00), rgb(0xD55E00), rgb(0x009E73), rgb(0xCC79A7)}
+var workloadColors = []color.Color{rgb(0x0072B2), rgb(0xE69F00), rgb(0xD55E00), rgb(0x009E73), rgb(0xCC79A7), rgb(0x56B4E9)}
 
 func rgb(v uint32) color.Color {
 	return color.RGBA{R: uint8(v >> 16), G: uint8(v >> 8), B: uint8(v), A: 255}
@@ -918,5 +918,44 @@ func outageChart(f *results.File) Chart {
 		c.panels = append(c.panels, p)
 	}
 	c.h = gridHeight(len(c.panels), c.cols, 2.5*vg.Inch)
+	return c
+}
+
+func llmChart(f *results.File) Chart {
+	c := Chart{Name: "llm", Title: "Costs known after the response: an LLM endpoint limited in tokens",
+		Caption: "Each bar is a limiter charging requests whose tokens are known only once the response is done, one way or another: the estimate only; the estimate, then settled at the actual tokens; " +
+			"the most a request may cost, then settled; or the actual tokens as if known up front (for reference); an estimate is what the client sent, in brackets. " +
+			"Left: the most actual tokens one key had admitted in any window, over the limit (the dashed line); middle: the actual tokens admitted, against the ideal's (the dashed line); " +
+			"right: the share of decisions unlike the ideal's. The ideal is the sliding log charging each request its actual tokens when sent.",
+		w: 12 * vg.Inch, cols: 3, legend: newLegend(), legendW: 2 * vg.Inch}
+	most, tokens, wrong := LLM(f)
+	if len(most.Groups) == 0 {
+		return c
+	}
+	for _, b := range []*Bars{&most, &tokens, &wrong} {
+		reverse(b)
+	}
+	mark := func(p *plot.Plot, x float64) {
+		ln, err := plotter.NewLine(plotter.XYs{{X: x, Y: -0.5}, {X: x, Y: float64(len(most.Groups)) - 0.5}})
+		if err == nil {
+			ln.LineStyle = draw.LineStyle{Color: rgb(0x222222), Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
+			p.Add(ln)
+		}
+	}
+	left := barPanel("most actual tokens in any W", "× the limit", most, c.legend, true, nil)
+	left.X.Max = 1.1 * max(maxOf(most), 1)
+	mark(left, 1)
+	middle := barPanel("tokens admitted", "% of the ideal's", tokens, c.legend, false, nil)
+	middle.X.Max = 1.1 * max(maxOf(tokens), 100)
+	middle.X.Tick.Marker = percentTicks{}
+	mark(middle, 100)
+	right := barPanel("decisions unlike the ideal's", "% of requests", wrong, c.legend, false, nil)
+	right.X.Max = 1.1 * max(maxOf(wrong), 1)
+	right.X.Tick.Marker = percentTicks{}
+	for _, p := range []*plot.Plot{left, middle, right} { // one height for every panel's rows
+		p.Y.Min, p.Y.Max = -0.5, float64(len(most.Groups))-0.5
+	}
+	c.panels = append(c.panels, left, middle, right)
+	c.h = vg.Inch + vg.Length(len(most.Groups))*(0.1*vg.Inch*vg.Length(len(most.Series))+0.1*vg.Inch)
 	return c
 }

@@ -145,7 +145,9 @@ func Edge(f *results.File) []Panel {
 // Accuracy is the false allow and false deny rates, in percent of
 // requests, by limiter (groups) and workload (series).
 func Accuracy(f *results.File) (allow, deny Bars) {
-	has := func(r results.Run) bool { return r.Accuracy != nil }
+	// The llm runs are judged on another workload's terms: a chart of
+	// their own.
+	has := func(r results.Run) bool { return r.Accuracy != nil && r.Mode != "llm" }
 	ws := workloadsOf(f, has)
 	allow.Series, deny.Series = ws, ws
 	for _, r := range f.Runs {
@@ -302,4 +304,48 @@ func Outage(f *results.File) []OutagePanel {
 		out = append(out, pn)
 	}
 	return out
+}
+
+// LLM is, per limiter (group) and way of charging (series), of the llm
+// runs: the most actual tokens one key had in any window, over the limit
+// (most), the actual tokens admitted, in % of the ideal's (tokens), and
+// the share of decisions unlike the ideal's, in % (wrong).
+func LLM(f *results.File) (most, tokens, wrong Bars) {
+	var runs []results.Run
+	for _, r := range f.Runs {
+		if r.Mode == "llm" && r.LLM != nil && r.Accuracy != nil && r.SkippedBecause == "" {
+			runs = append(runs, r)
+		}
+	}
+	series := func(r results.Run) string {
+		if r.LLM.Estimate > 0 {
+			return fmt.Sprintf("%s (%d)", r.LLM.Charge, r.LLM.Estimate)
+		}
+		return r.LLM.Charge
+	}
+	for _, r := range runs {
+		if !slices.Contains(most.Groups, r.Limiter) {
+			most.Groups = append(most.Groups, r.Limiter)
+		}
+		if !slices.Contains(most.Series, series(r)) {
+			most.Series = append(most.Series, series(r))
+		}
+	}
+	wrong.Groups, wrong.Series = slices.Clone(most.Groups), slices.Clone(most.Series)
+	tokens.Groups, tokens.Series = slices.Clone(most.Groups), slices.Clone(most.Series)
+	for _, b := range []*Bars{&most, &tokens, &wrong} {
+		b.Values = make([][]float64, len(most.Groups))
+		for g := range b.Values {
+			b.Values[g] = make([]float64, len(most.Series))
+		}
+	}
+	for _, r := range runs {
+		g, s := slices.Index(most.Groups, r.Limiter), slices.Index(most.Series, series(r))
+		most.Values[g][s] = r.Accuracy.MaxWindowRatio
+		wrong.Values[g][s] = 100 * (r.Accuracy.FalseAllowRate + r.Accuracy.FalseDenyRate)
+		if r.LLM.IdealTokens > 0 {
+			tokens.Values[g][s] = 100 * float64(r.LLM.Tokens) / float64(r.LLM.IdealTokens)
+		}
+	}
+	return most, tokens, wrong
 }

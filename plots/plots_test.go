@@ -247,3 +247,28 @@ func TestOutage(t *testing.T) {
 }
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+// The llm chart's data: a group a limiter, a series a way of charging
+// (with the estimate it used), and the three measures of each run.
+func TestLLM(t *testing.T) {
+	run := func(limiter, charge string, estimate int, most, wrong float64, tokens int64) results.Run {
+		return results.Run{Limiter: limiter, Mode: "llm", Accuracy: &results.Accuracy{MaxWindowRatio: most, FalseAllowRate: wrong},
+			LLM: &results.LLM{Charge: charge, Estimate: estimate, Tokens: tokens, IdealTokens: 200}}
+	}
+	f := &results.File{Runs: []results.Run{
+		run("gcra", "estimate only", 100, 3.5, 0.2, 340),
+		run("gcra", "max, settled", 0, 1.7, 0.4, 190),
+		run("sliding-log", "estimate only", 100, 3.4, 0.1, 330),
+		{Limiter: "gcra", Mode: "simulated", Accuracy: &results.Accuracy{MaxWindowRatio: 1}},
+	}}
+	most, tokens, wrong := LLM(f)
+	if !slices.Equal(most.Groups, []string{"gcra", "sliding-log"}) || !slices.Equal(most.Series, []string{"estimate only (100)", "max, settled"}) {
+		t.Fatalf("groups %v, series %v", most.Groups, most.Series)
+	}
+	if most.Values[0][1] != 1.7 || most.Values[1][1] != 0 || tokens.Values[0][0] != 170 || !near(wrong.Values[1][0], 10) {
+		t.Errorf("most %v, tokens %v, wrong %v", most.Values, tokens.Values, wrong.Values)
+	}
+	if allow, _ := Accuracy(f); len(allow.Groups) != 1 || len(allow.Series) != 0 && allow.Series[0] == "llm" {
+		t.Errorf("the accuracy chart took the llm runs: %+v", allow)
+	}
+}

@@ -90,10 +90,12 @@ func scores(f *File) (out []*score, floor *score) {
 	}
 	logs := map[*score][]float64{}
 	for _, r := range f.Runs {
-		if r.SkippedBecause != "" || r.Limiter == "" || r.Floor && r.Outside() || r.Mode == "fleet" {
+		if r.SkippedBecause != "" || r.Limiter == "" || r.Floor && r.Outside() || r.Mode == "fleet" || r.Mode == "llm" || r.Mode == "outage" {
 			// A Redis floor decides nothing: it is read beside the rows,
 			// not scored. A fleet is the same limiter as its Redis row,
-			// shared: its table and picks are its own.
+			// shared; the llm runs judge ways of charging, the outage
+			// runs a server's failure modes: their tables and picks are
+			// their own.
 			continue
 		}
 		s := find(r)
@@ -340,6 +342,7 @@ func Picks(f *File) (picks []Pick, versus []string) {
 	if p, ok := leasePick(f); ok {
 		picks = append(picks, p)
 	}
+	picks = append(picks, llmPicks(f)...)
 
 	// Every limiter an attacker got well past N with, worst first, on
 	// any backend: the edge is the algorithm's.
@@ -390,6 +393,78 @@ func Picks(f *File) (picks []Pick, versus []string) {
 		}
 	}
 	return picks, versus
+}
+
+// llmPicks are the picks for requests whose cost is known only after the
+// response (an LLM's tokens), of the ways of charging that can be
+// shipped: the one that admits closest to the tokens its own algorithm
+// admits knowing every cost up front, whatever the client's estimate (the
+// worst over the estimates run); and the one that kept every key within
+// 1.05 times the limit in any window with its decisions closest to the
+// ideal's.
+func llmPicks(f *File) []Pick {
+	const known = "actual, known up front"
+	type way struct{ limiter, charge string }
+	var runs []Run
+	reference := map[string]Run{} // by limiter
+	for _, r := range f.Runs {
+		if r.Mode != "llm" || r.LLM == nil || r.Accuracy == nil || r.SkippedBecause != "" {
+			continue
+		}
+		if r.LLM.Charge == known {
+			reference[r.Limiter] = r
+		} else {
+			runs = append(runs, r)
+		}
+	}
+	if len(runs) == 0 {
+		return nil
+	}
+	wrong := func(r Run) float64 { return r.Accuracy.FalseAllowRate + r.Accuracy.FalseDenyRate }
+	says := func(r Run) string {
+		charge := r.LLM.Charge
+		if r.LLM.Estimate > 0 {
+			charge = fmt.Sprintf("%s (an estimate of %d)", charge, r.LLM.Estimate)
+		}
+		return fmt.Sprintf("charging the %s, %s of its decisions differed from the ideal's, it admitted %s of the ideal's tokens, and the most a key had in one window was %.2f×N",
+			charge, percentage(wrong(r)), percentage(float64(r.LLM.Tokens)/float64(max(r.LLM.IdealTokens, 1))), r.Accuracy.MaxWindowRatio)
+	}
+	var picks []Pick
+	// The worst, over the estimates, of how far each way of charging
+	// strays from its algorithm knowing the costs, in tokens admitted.
+	worst := map[way]Run{}
+	off := func(r Run) float64 {
+		ref := reference[r.Limiter]
+		return math.Abs(float64(r.LLM.Tokens)/float64(max(ref.LLM.Tokens, 1)) - 1)
+	}
+	var ways []way
+	for _, r := range runs {
+		if _, ok := reference[r.Limiter]; !ok {
+			continue
+		}
+		k := way{r.Limiter, r.LLM.Charge}
+		if w, seen := worst[k]; !seen || off(r) > off(w) {
+			if !seen {
+				ways = append(ways, k)
+			}
+			worst[k] = r
+		}
+	}
+	if len(ways) > 0 {
+		b := worst[slices.MinFunc(ways, func(x, y way) int { return cmp.Compare(off(worst[x]), off(worst[y])) })]
+		ref := reference[b.Limiter]
+		picks = append(picks, Pick{Need: "Costs known only after the response (LLM tokens), as if known up front", Limiter: b.Limiter + ", " + b.LLM.Charge,
+			Why: fmt.Sprintf("Whatever the client's estimate, it admitted within %s of the tokens %s admits knowing every cost when the request is sent (%.2f×N at most in one window, against %.2f×N); at its worst, %s.",
+				percentage(off(b)), b.Limiter, b.Accuracy.MaxWindowRatio, ref.Accuracy.MaxWindowRatio, says(b))})
+	}
+	within := slices.DeleteFunc(slices.Clone(runs), func(r Run) bool { return r.Accuracy.MaxWindowRatio > 1.05 })
+	if len(within) > 0 {
+		b := slices.MinFunc(within, func(x, y Run) int { return cmp.Compare(wrong(x), wrong(y)) })
+		w := says(b)
+		picks = append(picks, Pick{Need: "Costs known only after the response, never past the limit", Limiter: b.Limiter + ", " + b.LLM.Charge,
+			Why: strings.ToUpper(w[:1]) + w[1:] + "."})
+	}
+	return picks
 }
 
 // fleetPick is the pick for a limit many processes share: of the limiters

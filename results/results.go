@@ -180,6 +180,9 @@ type Run struct {
 	// Fleet, for a fleet run, says how the processes shared the server
 	// and what that cost.
 	Fleet *Fleet `json:"fleet,omitempty"`
+	// LLM, for an llm run, says how its requests, whose costs were known
+	// only after, were charged, and what that admitted.
+	LLM *LLM `json:"llm,omitempty"`
 	// Outage, for an outage run, is what the server of ratelab serve
 	// answered while its Redis was taken away and given back.
 	Outage *Outage `json:"outage,omitempty"`
@@ -453,6 +456,29 @@ type Fleet struct {
 	// ServerCPUNS is the server's CPU time a decision in the real-time
 	// run (INFO cpu, user and system), in nanoseconds.
 	ServerCPUNS float64 `json:"server_cpu_ns_per_decision"`
+}
+
+// LLM is an llm run: requests to an LLM endpoint limited to Limit tokens
+// per Window, each request's actual tokens log-normal of mean Mean and
+// shape Spread, at most Max, known only once its response is done, its
+// client sending the estimate Estimate (0 for a way of charging that uses
+// none); charged as Charge says ("estimate
+// only", "estimate, settled", "max, settled", or "actual, known up front"
+// for reference). Asked is the actual tokens of every request; Tokens
+// those of the requests admitted, IdealTokens of those the ideal admitted
+// (the sliding log, each request at its actual cost when sent). The run's
+// Accuracy is judged on the actual costs.
+type LLM struct {
+	Charge      string  `json:"charge"`
+	Mean        float64 `json:"mean"`
+	Spread      float64 `json:"spread"`
+	Estimate    int     `json:"estimate,omitempty"`
+	Max         int     `json:"max"`
+	Limit       int     `json:"limit"`
+	Window      Seconds `json:"window"`
+	Asked       int64   `json:"asked_tokens"`
+	Tokens      int64   `json:"tokens"`
+	IdealTokens int64   `json:"ideal_tokens"`
 }
 
 // Outage is an outage run: the server of ratelab serve deciding on Redis

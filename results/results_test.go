@@ -211,3 +211,35 @@ func TestOutageTable(t *testing.T) {
 		t.Errorf("counted %+v", a)
 	}
 }
+
+// The llm table: a row a run, its estimate blank for a way of charging
+// that uses none; and the picks: the way of charging that stays closest to
+// its algorithm knowing the costs, whatever the estimate, and the closest
+// to the ideal of those within the limit.
+func TestLLMTableAndPicks(t *testing.T) {
+	llm := func(limiter, charge string, estimate int, tokens int64, most, wrong float64) Run {
+		return Run{Limiter: limiter, Mode: "llm", Workload: "llm", Decisions: 1000,
+			Accuracy: &Accuracy{Admitted: 800, Ideal: 700, FalseAllow: 100, FalseAllowRate: wrong, MaxWindowRatio: most},
+			LLM:      &LLM{Charge: charge, Estimate: estimate, Mean: 500, Spread: 1, Max: 4000, Limit: 10000, Window: 60, Asked: 2000, Tokens: tokens, IdealTokens: 1000}}
+	}
+	f := &File{Runs: []Run{
+		llm("gcra", "estimate only", 100, 1700, 3.5, 0.2),
+		llm("gcra", "estimate, settled", 100, 1210, 2.9, 0.36),
+		llm("gcra", "estimate, settled", 500, 1190, 2.7, 0.33),
+		llm("gcra", "max, settled", 0, 950, 1.7, 0.42),
+		llm("gcra", "actual, known up front", 0, 1200, 2.0, 0.17),
+		llm("sliding-log", "max, settled", 0, 520, 0.99, 0.57),
+		llm("sliding-log", "actual, known up front", 0, 1000, 1.0, 0),
+	}}
+	tab := llmTable(f)
+	if len(tab.Rows) != 7 || tab.Rows[0][2] != "100" || tab.Rows[3][2] != "" || tab.Rows[0][9] != "3.50" || tab.Rows[0][8] != "1,700 (170%)" {
+		t.Errorf("rows: %q", tab.Rows)
+	}
+	picks := llmPicks(f)
+	if len(picks) != 2 || picks[0].Limiter != "gcra, estimate, settled" || picks[1].Limiter != "sliding-log, max, settled" {
+		t.Fatalf("picks: %+v", picks)
+	}
+	if !strings.Contains(picks[0].Why, "within 0.833% of the tokens gcra admits knowing every cost") {
+		t.Errorf("why: %s", picks[0].Why)
+	}
+}

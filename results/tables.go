@@ -66,6 +66,7 @@ func Tables(f *File) []Table {
 		timingTable(f),
 		httpTable(f),
 		fleetTable(f),
+		llmTable(f),
 		outageTable(f),
 	} {
 		if len(t.Rows) > 0 {
@@ -676,4 +677,46 @@ func mix(a Answers) string {
 		s += " (+" + p(rest) + " other)"
 	}
 	return s
+}
+
+func llmTable(f *File) Table {
+	t := Table{
+		Name:  "llm",
+		Title: "Costs known after the response: an LLM endpoint limited in tokens, per way of charging, in simulated time",
+		Note: "Each request's actual tokens are known only once its response is done; its client sends an estimate. Estimate only: charged the estimate, never corrected; " +
+			"estimate, settled: the estimate reserved, then settled at the actual tokens when the response is done (refund or debt); max, settled: the most a request may cost reserved, then settled; " +
+			"actual, known up front: the algorithm charged the actual tokens when the request is sent, for reference. " +
+			"Judged on the actual tokens against the ideal, the sliding log charged each request its actual tokens when sent: false allows and denies, " +
+			"tokens: the actual tokens admitted against the ideal's, and most in any W: the most actual tokens one key had admitted in any interval of the window's length, over the limit. " +
+			"The token and leaky buckets decide as GCRA does, settles included, and are left out.",
+		Header: []string{"limiter", "charged", "estimate", "requests", "admitted", "ideal", "false allows", "false denies", "tokens (of ideal)", "most in any W"},
+		Left:   3,
+	}
+	var runs []Run
+	for _, r := range f.Runs {
+		x := r.LLM
+		if r.Mode != "llm" || x == nil || r.Accuracy == nil || r.SkippedBecause != "" {
+			continue
+		}
+		runs = append(runs, r)
+		a := r.Accuracy
+		share := ""
+		if x.IdealTokens > 0 {
+			share = fmt.Sprintf("%s (%s%%)", count(x.Tokens), strconv.FormatFloat(100*float64(x.Tokens)/float64(x.IdealTokens), 'f', 0, 64))
+		}
+		estimate := ""
+		if x.Estimate > 0 {
+			estimate = count(int64(x.Estimate))
+		}
+		t.Rows = append(t.Rows, []string{r.Limiter, x.Charge, estimate, count(r.Decisions), count(a.Admitted), count(a.Ideal),
+			countRate(a.FalseAllow, a.FalseAllowRate), countRate(a.FalseDeny, a.FalseDenyRate), share, strconv.FormatFloat(a.MaxWindowRatio, 'f', 2, 64)})
+	}
+	if len(runs) > 0 {
+		x := runs[0].LLM
+		t.Note += fmt.Sprintf(" Each user limited to %s tokens per %v and asking for more; actual tokens log-normal, mean %s, spread %s (of their logarithm), at most %s; "+
+			"the estimate is what the client sent: the mean, or less (a gateway that counts only the prompt's tokens).",
+			count(int64(x.Limit)), x.Window.Duration(), strconv.FormatFloat(x.Mean, 'f', -1, 64), strconv.FormatFloat(x.Spread, 'f', -1, 64), count(int64(x.Max)))
+	}
+	t.Note = withNotes(t.Note, runs)
+	return t
 }

@@ -33,7 +33,20 @@ type Workload struct {
 	// Arrivals are the requests, in time order (ties by user for a
 	// generated workload, in file order for a trace).
 	Arrivals []Arrival
-	names    []string
+	// After is, for a workload whose costs are known only once each
+	// response is done (LLM, or a trace with an actual cost), each
+	// arrival's actual cost and when it is known, in Arrivals' order; an
+	// arrival's N is then the estimate its client sent. Nil for the
+	// others, whose N is the cost.
+	After []After
+	names []string
+}
+
+// After is what a request turned out to cost, and how long after it was
+// sent that was known (its response done).
+type After struct {
+	Actual int32
+	Took   time.Duration
 }
 
 // Key returns user u's key: "user-" and 11 digits (16 bytes) for a
@@ -383,6 +396,63 @@ func FromTrace(tr *TraceReader) (*Workload, error) {
 	w.Params.Users = len(w.names)
 	if n := len(w.Arrivals); n > 0 {
 		w.Params.Duration = w.Arrivals[n-1].T + 1
+	}
+	return w, nil
+}
+
+// LLMParams shape an LLM workload: Users users each asking, over
+// Duration, for Load times their limit of Limit tokens per W in actual
+// tokens, a request's actual tokens drawn from a log-normal law of mean
+// Mean and shape Spread (the standard deviation of their logarithm), at
+// most Max; each request's client sends the estimate Estimate (the mean
+// by default), and its response takes its tokens at TokensPerSecond.
+type LLMParams struct {
+	Seed            uint64
+	Users           int
+	Duration        time.Duration
+	Limit           limiters.Window
+	Load            float64
+	Mean, Spread    float64
+	Max, Estimate   int
+	TokensPerSecond float64
+}
+
+// Validate reports whether LLM can make a workload of p.
+func (p LLMParams) Validate() error {
+	switch {
+	case p.Limit.Validate() != nil:
+		return fmt.Errorf("workloads: llm: %w", p.Limit.Validate())
+	case p.Users < 1 || p.Users > math.MaxInt32:
+		return fmt.Errorf("workloads: llm: users must be between 1 and %d, got %d", math.MaxInt32, p.Users)
+	case !(p.Mean >= 1) || !(p.Spread >= 0 && p.Spread <= 5) || p.Max < int(p.Mean) || p.Max > math.MaxInt32 || p.Estimate < 0 || p.Estimate > p.Max:
+		return fmt.Errorf("workloads: llm: want a mean of at least 1 token, a spread from 0 to 5, a max of at least the mean, and an estimate from 0 (the mean) to the max; got %v, %v, %d, %d",
+			p.Mean, p.Spread, p.Max, p.Estimate)
+	case !(p.Load > 0) || !(p.TokensPerSecond > 0) || p.Duration <= 0:
+		return fmt.Errorf("workloads: llm: want a positive load, speed and duration, got %v, %v tokens/s, %v", p.Load, p.TokensPerSecond, p.Duration)
+	}
+	return nil
+}
+
+// LLM is the traffic of an LLM endpoint limited in tokens: each user a
+// Poisson process of requests whose costs are heavy-tailed and known only
+// once the response is done (After), the estimate the client sent being
+// the arrival's N.
+func LLM(p LLMParams) (*Workload, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if p.Estimate == 0 {
+		p.Estimate = int(math.Round(p.Mean))
+	}
+	rng := Params{Seed: p.Seed}.rng("llm")
+	// E[exp(mu + spread*Z)] = exp(mu + spread^2/2) = Mean.
+	mu := math.Log(p.Mean) - p.Spread*p.Spread/2
+	rate := p.Load * float64(p.Limit.Limit) / float64(p.Limit.Length) / p.Mean * float64(p.Users) // requests a nanosecond
+	w := &Workload{Name: "llm", Params: Params{Seed: p.Seed, Users: p.Users, Duration: p.Duration, Limit: p.Limit, Load: p.Load}}
+	for t := rng.ExpFloat64() / rate; t < float64(p.Duration); t += rng.ExpFloat64() / rate {
+		actual := min(max(int32(math.Round(math.Exp(mu+p.Spread*rng.NormFloat64()))), 1), int32(p.Max))
+		w.Arrivals = append(w.Arrivals, Arrival{T: time.Duration(t), User: int32(rng.IntN(p.Users)), N: int32(p.Estimate)})
+		w.After = append(w.After, After{Actual: actual, Took: time.Duration(float64(actual) / p.TokensPerSecond * 1e9)})
 	}
 	return w, nil
 }

@@ -307,3 +307,57 @@ func TestFromTrace(t *testing.T) {
 		t.Fatalf("FromTrace = %+v users %d, want %+v with b then a", w.Arrivals, w.Params.Users, want)
 	}
 }
+
+// The LLM workload: the same parameters give the same requests; actual
+// tokens have the mean asked for (log-normal: the median below it), lie
+// within 1 and the max, and take their time at the speed asked for; the
+// estimate is the mean unless given; bad parameters are refused, naming
+// what is wrong.
+func TestLLM(t *testing.T) {
+	p := LLMParams{Seed: 3, Users: 40, Duration: time.Hour, Limit: limiters.Window{Limit: 10_000, Length: time.Minute},
+		Load: 1.5, Mean: 500, Spread: 1, Max: 100_000, TokensPerSecond: 100}
+	w, err := LLM(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := LLM(p)
+	if !slices.Equal(w.Arrivals, again.Arrivals) || !slices.Equal(w.After, again.After) || len(w.After) != len(w.Arrivals) {
+		t.Fatal("two workloads of the same parameters differ")
+	}
+	var sum float64
+	var costs []int32
+	for i, a := range w.Arrivals {
+		x := w.After[i]
+		if a.N != 500 || x.Actual < 1 || x.Actual > 100_000 || x.Took != time.Duration(float64(x.Actual)/100*1e9) || i > 0 && a.T < w.Arrivals[i-1].T {
+			t.Fatalf("request %d: %+v, %+v", i, a, x)
+		}
+		sum += float64(x.Actual)
+		costs = append(costs, x.Actual)
+	}
+	// 1.5 times 10,000 tokens a minute for 40 users over an hour, at 500
+	// a request: 72,000 requests.
+	if n := len(w.Arrivals); n < 70_000 || n > 74_000 {
+		t.Errorf("%d requests, want about 72,000", n)
+	}
+	slices.Sort(costs)
+	if mean, median := sum/float64(len(costs)), costs[len(costs)/2]; mean < 485 || mean > 515 || median < 290 || median > 316 {
+		t.Errorf("mean %.1f, median %d; want about 500 and 303 (500/e^0.5)", mean, median)
+	}
+	p.Estimate = 120
+	if w, _ := LLM(p); w.Arrivals[0].N != 120 {
+		t.Errorf("estimate %d, want 120", w.Arrivals[0].N)
+	}
+	for _, bad := range []func(*LLMParams){
+		func(p *LLMParams) { p.Spread = -1 },
+		func(p *LLMParams) { p.Max = 10 },
+		func(p *LLMParams) { p.Estimate = 200_000 },
+		func(p *LLMParams) { p.TokensPerSecond = 0 },
+		func(p *LLMParams) { p.Users = 0 },
+	} {
+		q := p
+		bad(&q)
+		if _, err := LLM(q); err == nil || !strings.Contains(err.Error(), "workloads: llm:") {
+			t.Errorf("%+v: %v", q, err)
+		}
+	}
+}
