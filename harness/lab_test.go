@@ -43,14 +43,16 @@ func TestLab(t *testing.T) {
 	// accuracy on five workloads (the anchored attack is measured for
 	// accuracy alone), and on the other four realtime (2 sweeps + paced,
 	// and the floor) + timing (and the floor) + http (ratelab's six
-	// algorithms); memory once.
-	want := 5*subjects + 4*(subjects+1)*3 + 4*(subjects+1) + 4*len(limiters.Algorithms()) + subjects
+	// algorithms); memory once; llm once, six ways of charging for each
+	// algorithm but the token and leaky buckets (TestLabLLM).
+	want := 5*subjects + 4*(subjects+1)*3 + 4*(subjects+1) + 4*len(limiters.Algorithms()) + subjects + 6*(len(limiters.Algorithms())-2)
 	if len(f.Runs) != want {
 		t.Fatalf("%d runs, want %d", len(f.Runs), want)
 	}
 	checkSandwiches(t, f, subjects)
 	for _, r := range f.Runs {
 		switch {
+		case r.Mode == ModeLLM: // TestLabLLM
 		case r.Accuracy != nil:
 			// The sliding log is the ideal: it makes no mistake.
 			if r.Limiter == "sliding-log" && (r.Accuracy.FalseAllow != 0 || r.Accuracy.FalseDeny != 0 || r.Accuracy.MaxWindowRatio > 1) {

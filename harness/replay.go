@@ -3,8 +3,10 @@ package harness
 
 import (
 	"bufio"
+	"container/heap"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"time"
 
@@ -29,6 +31,10 @@ type ReplayLine struct {
 	// the name of the limit that denied.
 	Tier     string `json:"tier,omitempty"`
 	DeniedBy string `json:"denied_by,omitempty"`
+	// Actual is, for a request whose trace line says what it really cost,
+	// that cost: the request was decided at its estimate, N, and is
+	// settled at Actual when its response is done (the line's took).
+	Actual *int `json:"actual,omitempty"`
 }
 
 // Tiered is what a limiter of tiers adds (package limiters/tiers): the
@@ -51,10 +57,17 @@ type Fallible interface {
 // writing every line before it, when ctx ends, returning ctx's error, or
 // when a Fallible limiter's backend fails, returning its error: a replay
 // never prints a decision its backend did not make.
+//
+// A request whose line says what it really cost is reserved at its
+// estimate and settled at its actual cost when its response was done, in
+// time order with the requests after it (l must be a
+// limiters.AtSettler; an error names the line otherwise).
 func Replay(ctx context.Context, tr *workloads.TraceReader, l limiters.AtLimiter, w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	var err error
+	var due settles
+	settler, _ := l.(limiters.AtSettler)
 	for {
 		if err = ctx.Err(); err != nil {
 			break
@@ -64,10 +77,29 @@ func Replay(ctx context.Context, tr *workloads.TraceReader, l limiters.AtLimiter
 		if err != nil {
 			break
 		}
+		if err = settleDue(settler, &due, req.T); err != nil {
+			break
+		}
 		at := time.Unix(0, int64(req.T))
 		var d limiters.Decision
 		var tier, deniedBy string
-		if tl, ok := l.(Tiered); ok {
+		var actual *int
+		if req.After != nil {
+			if settler == nil {
+				err = fmt.Errorf("line %d: an actual cost, but the limiter (%T) cannot settle: decide it in memory", tr.Line(), l)
+				break
+			}
+			r := settler.ReserveAt(req.Key, at, req.N)
+			d = r.Decision
+			if r.Allowed {
+				heap.Push(&due, settle{at: req.T + req.After.Took, r: r, actual: int(req.After.Actual)})
+			}
+			if tl, ok := l.(interface{ TierOf(string) string }); ok {
+				tier = tl.TierOf(req.Key)
+			}
+			a := int(req.After.Actual)
+			actual = &a
+		} else if tl, ok := l.(Tiered); ok {
 			if d, tier, deniedBy, err = tl.Explain(ctx, req.Key, at, req.N); err != nil {
 				break
 			}
@@ -79,6 +111,7 @@ func Replay(ctx context.Context, tr *workloads.TraceReader, l limiters.AtLimiter
 			d = l.AllowAt(req.Key, at, req.N)
 		}
 		line := ReplayLine{
+			Actual:     actual,
 			Tier:       tier,
 			DeniedBy:   deniedBy,
 			T:          req.T.Seconds(),
@@ -101,4 +134,16 @@ func Replay(ctx context.Context, tr *workloads.TraceReader, l limiters.AtLimiter
 		err = ferr
 	}
 	return err
+}
+
+// settleDue settles, in time order, the reservations of due whose
+// responses were done by t.
+func settleDue(s limiters.AtSettler, due *settles, t time.Duration) error {
+	for len(*due) > 0 && (*due)[0].at <= t {
+		p := heap.Pop(due).(settle)
+		if _, err := s.SettleAt(p.r, time.Unix(0, int64(p.at)), p.actual); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -80,3 +81,53 @@ func TestReplayStopsWhenBackendFails(t *testing.T) {
 		t.Fatalf("Replay wrote %d lines, want the 2 decided before the failure:\n%s", lines, out.String())
 	}
 }
+
+// A trace that says what each request really cost: each is decided at its
+// estimate and settled at its actual cost when its response was done, in
+// time order with the lines after it, as the limiter's own Reserve and
+// SettleAt would; a line says "actual"; a limiter that cannot settle is
+// refused, naming the line.
+func TestReplaySettles(t *testing.T) {
+	spec := limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1000, Rate: 10}}
+	trace := "t,key,n,actual,took\n0,alice,500,120,2\n1,alice,500,900,3\n5,alice,500,400\n6,alice,100\n"
+	l, err := memory.New(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var out bytes.Buffer
+	if err := Replay(context.Background(), workloads.NewTraceReader(strings.NewReader(trace)), l, &out); err != nil {
+		t.Fatal(err)
+	}
+	// The same by hand.
+	ref, _ := memory.New(spec)
+	defer ref.Close()
+	at := func(s float64) time.Time { return time.Unix(0, int64(s*1e9)) }
+	r0 := ref.ReserveAt("alice", at(0), 500)
+	r1 := ref.ReserveAt("alice", at(1), 500)
+	ref.SettleAt(r0, at(2), 120)
+	ref.SettleAt(r1, at(4), 900)
+	want := []limiters.Decision{r0.Decision, r1.Decision, ref.AllowAt("alice", at(5), 500), ref.AllowAt("alice", at(6), 100)}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("%d lines:\n%s", len(lines), out.String())
+	}
+	for i, w := range want {
+		line := lines[i]
+		for _, part := range []string{fmt.Sprintf(`"remaining":%d,`, w.Remaining), fmt.Sprintf(`"allowed":%v,`, w.Allowed)} {
+			if !strings.Contains(line, part) {
+				t.Errorf("line %d: %s, want %s", i+1, line, part)
+			}
+		}
+		if has := strings.Contains(line, `"actual":`); has != (i < 3) {
+			t.Errorf("line %d: %s: actual shown %v", i+1, line, has)
+		}
+	}
+	err = Replay(context.Background(), workloads.NewTraceReader(strings.NewReader("0,a\n1,a,5,3\n")), noSettle{l}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "line 2: an actual cost, but the limiter") {
+		t.Errorf("a limiter that cannot settle: %v", err)
+	}
+}
+
+// noSettle is a limiter that decides but cannot settle.
+type noSettle struct{ limiters.AtLimiter }

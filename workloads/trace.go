@@ -16,18 +16,26 @@ import (
 )
 
 // A Request is one arrival: at T after the start, Key asks for N units.
+// When the trace says what the request really cost, N is the estimate
+// that was decided on and After the actual cost and how long after T it
+// was known; After is nil otherwise.
 type Request struct {
-	T   time.Duration
-	Key string
-	N   int
+	T     time.Duration
+	Key   string
+	N     int
+	After *After
 }
 
-// TraceReader reads a trace: CSV lines of t,key[,n], t in seconds from the
-// trace's start (fractions allowed, not negative, never less than the line
-// before's), key a user id (quoted if it holds a comma), n a cost (a
-// positive integer; 1 if absent). Blank lines and lines starting with #
-// (after any spaces) are skipped, and a header line t,key,n (or t,key) is
-// allowed before the first request.
+// TraceReader reads a trace: CSV lines of t,key[,n[,actual[,took]]], t in
+// seconds from the trace's start (fractions allowed, not negative, never
+// less than the line before's), key a user id (quoted if it holds a
+// comma), n a cost (a positive integer; 1 if absent). A request whose cost
+// was known only after its response (an LLM call's tokens) says so in the
+// fourth column: n is then the estimate it was decided at and actual what
+// it cost (0 or more), known took seconds after t (0 if absent: at once).
+// Blank lines and lines starting with # (after any spaces) are skipped,
+// and a header line naming the columns (t,key, then n, actual and took as
+// far as the lines go) is allowed before the first request.
 //
 // It reads one line at a time, so a trace of any length streams.
 type TraceReader struct {
@@ -61,6 +69,9 @@ func (e *TraceError) Is(target error) bool { return target == ErrMalformed }
 
 // ErrMalformed matches every *TraceError.
 var ErrMalformed = errors.New("malformed trace line")
+
+// Line is the line of the last request Read returned (0 before the first).
+func (tr *TraceReader) Line() int { return tr.lastLine }
 
 // Read returns the next request, io.EOF after the last, or a *TraceError
 // naming the line that is not a request.
@@ -111,15 +122,24 @@ func blank(rec []string) bool {
 }
 
 func isHeader(rec []string) bool {
-	return (len(rec) == 2 || len(rec) == 3) && rec[0] == "t" && rec[1] == "key" && (len(rec) == 2 || rec[2] == "n")
+	names := []string{"t", "key", "n", "actual", "took"}
+	if len(rec) < 2 || len(rec) > len(names) {
+		return false
+	}
+	for i, f := range rec {
+		if strings.TrimSpace(f) != names[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // maxT is the latest time a trace may hold: what fits in a time.Duration.
 const maxT = float64(math.MaxInt64/int64(time.Second)) - 1
 
 func parse(rec []string) (Request, error) {
-	if len(rec) < 2 || len(rec) > 3 {
-		return Request{}, fmt.Errorf("want t,key or t,key,n; got %d fields", len(rec))
+	if len(rec) < 2 || len(rec) > 5 {
+		return Request{}, fmt.Errorf("want t,key, t,key,n, t,key,n,actual or t,key,n,actual,took; got %d fields", len(rec))
 	}
 	sec, err := strconv.ParseFloat(strings.TrimSpace(rec[0]), 64)
 	if err != nil || math.IsNaN(sec) || math.IsInf(sec, 0) {
@@ -133,7 +153,7 @@ func parse(rec []string) (Request, error) {
 		return Request{}, errors.New("key is empty")
 	}
 	n := 1
-	if len(rec) == 3 {
+	if len(rec) >= 3 {
 		n, err = strconv.Atoi(strings.TrimSpace(rec[2]))
 		if err != nil || n < 1 {
 			return Request{}, fmt.Errorf("cost %q is not a positive integer", rec[2])
@@ -142,5 +162,20 @@ func parse(rec []string) (Request, error) {
 			return Request{}, fmt.Errorf("cost %d is more than any limit (%d)", n, limiters.MaxLimit)
 		}
 	}
-	return Request{T: time.Duration(math.Round(sec * 1e9)), Key: key, N: n}, nil
+	req := Request{T: time.Duration(math.Round(sec * 1e9)), Key: key, N: n}
+	if len(rec) >= 4 {
+		actual, err := strconv.Atoi(strings.TrimSpace(rec[3]))
+		if err != nil || actual < 0 || actual > math.MaxInt32 {
+			return Request{}, fmt.Errorf("actual cost %q is not an integer from 0 to %d", rec[3], math.MaxInt32)
+		}
+		req.After = &After{Actual: int32(actual)}
+		if len(rec) == 5 {
+			took, err := strconv.ParseFloat(strings.TrimSpace(rec[4]), 64)
+			if err != nil || !(took >= 0 && took <= maxT-sec) {
+				return Request{}, fmt.Errorf("took %q is not a number of seconds from 0 to %.0f", rec[4], maxT-sec)
+			}
+			req.After.Took = time.Duration(math.Round(took * 1e9))
+		}
+	}
+	return req, nil
 }

@@ -31,10 +31,10 @@ func TestTraceReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Request{
-		{0, "alice", 1},
-		{time.Millisecond, "carol, jr", 1},
-		{500 * time.Millisecond, "bob", 3},
-		{2*time.Second + 1, "alice", 1},
+		{0, "alice", 1, nil},
+		{time.Millisecond, "carol, jr", 1, nil},
+		{500 * time.Millisecond, "bob", 3, nil},
+		{2*time.Second + 1, "alice", 1, nil},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("read %d requests, want %d: %v", len(got), len(want), got)
@@ -71,7 +71,11 @@ func TestTraceMalformed(t *testing.T) {
 		{"0,a,1.5\n", 1, "not a positive integer"},
 		{"0,a,3000000000\n", 1, "more than any limit"},
 		{"0\n", 1, "got 1 fields"},
-		{"0,a,1,2\n", 1, "got 4 fields"},
+		{"0,a,1,2,3,4\n", 1, "got 6 fields"},
+		{"0,a,1,-2\n", 1, `actual cost "-2" is not an integer from 0`},
+		{"0,a,1,lots\n", 1, `actual cost "lots"`},
+		{"0,a,1,2,-1\n", 1, `took "-1" is not a number of seconds`},
+		{"0,a,1,2,NaN\n", 1, `took "NaN"`},
 		{"0,a\n1,\"unterminated\n", 2, "quote"},
 	} {
 		_, err := readAll(t, tt.in)
@@ -124,5 +128,33 @@ func TestTraceSkipsAndOrders(t *testing.T) {
 	var te *TraceError
 	if !errors.As(err, &te) || te.Line != 4 || !strings.Contains(err.Error(), "time 2 is before line 2's 5") {
 		t.Fatalf("time going back: err = %v, want a TraceError on line 4 naming line 2", err)
+	}
+}
+
+// A trace that says what each request really cost: the estimate in n, the
+// actual cost and, if given, how long after it was known; a header of five
+// columns; a workload of it keeps the actual costs only when every line
+// has one.
+func TestTraceActual(t *testing.T) {
+	got, err := readAll(t, "t,key,n,actual,took\n0,alice,500,120,2.5\n1,bob,100,1500\n2,alice,50,0\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []After{{120, 2500 * time.Millisecond}, {1500, 0}, {0, 0}}
+	if len(got) != 3 || got[0].N != 500 || got[1].N != 100 {
+		t.Fatalf("read %+v", got)
+	}
+	for i, w := range want {
+		if got[i].After == nil || *got[i].After != w {
+			t.Errorf("request %d: %+v, want %+v", i, got[i].After, w)
+		}
+	}
+	w, err := FromTrace(NewTraceReader(strings.NewReader("0,alice,500,120,2.5\n1,bob,100,1500\n")))
+	if err != nil || len(w.After) != 2 || w.After[1].Actual != 1500 {
+		t.Errorf("a workload of it: %+v, %v", w.After, err)
+	}
+	w, err = FromTrace(NewTraceReader(strings.NewReader("0,alice,500,120\n1,bob,100\n")))
+	if err != nil || w.After != nil {
+		t.Errorf("a workload with one actual cost missing: %+v, %v", w.After, err)
 	}
 }

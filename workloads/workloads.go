@@ -372,7 +372,9 @@ type Generator struct {
 }
 
 // FromTrace reads a whole trace into a workload: each distinct key is a
-// user, numbered in order of first appearance. It returns the reader's
+// user, numbered in order of first appearance. If every request says what
+// it really cost, the workload's After holds it; else After is nil and the
+// cost is N. It returns the reader's
 // *TraceError for a malformed line.
 func FromTrace(tr *TraceReader) (*Workload, error) {
 	w := &Workload{Name: "trace"}
@@ -392,6 +394,12 @@ func FromTrace(tr *TraceReader) (*Workload, error) {
 			w.names = append(w.names, r.Key)
 		}
 		w.Arrivals = append(w.Arrivals, Arrival{T: r.T, User: u, N: int32(r.N)})
+		if r.After != nil && len(w.After) == len(w.Arrivals)-1 {
+			w.After = append(w.After, *r.After)
+		}
+	}
+	if len(w.After) != len(w.Arrivals) {
+		w.After = nil // some request did not say
 	}
 	w.Params.Users = len(w.names)
 	if n := len(w.Arrivals); n > 0 {

@@ -38,11 +38,18 @@ retry_after is how long, in seconds, until the same request would be
 admitted (0 when allowed, null when never: its cost is above the limit);
 reset_after is how long until the key is back to its full quota.
 
-TRACE is a CSV file of t,key[,n] lines, or standard input when it is - or
-absent: t in seconds from the trace's start (fractions allowed), key a user
-id, n a cost (default 1). Times must not decrease from line to line. Blank
-lines and lines starting with # are skipped; a header line t,key,n is
-allowed. Each key starts fresh the first time it appears. A malformed line
+TRACE is a CSV file of t,key[,n[,actual[,took]]] lines, or standard input
+when it is - or absent: t in seconds from the trace's start (fractions
+allowed), key a user id, n a cost (default 1). Times must not decrease from
+line to line. Blank lines and lines starting with # are skipped; a header
+line naming the columns (t,key,n...) is allowed.
+
+A request whose cost was known only once its response was done (an LLM
+call's tokens, a download's bytes) gives it in the fourth column: n is then
+the estimate it is decided at, and it is settled at its actual cost (a
+refund, or a charge past the limit) took seconds later (the fifth column;
+at once if absent), in time order with the lines after it; its line says
+"actual". Settling needs the limits in memory. Each key starts fresh the first time it appears. A malformed line
 stops the replay with exit status 2 and names the line; the lines before it
 have been printed.
 
@@ -67,6 +74,8 @@ Examples:
 
 	printf '0,alice\n0,alice\n0,alice\n0.5,alice\n' |
 		ratelab replay --algo token-bucket --capacity 2 --rate 1
+	printf 't,key,n,actual,took\n0,alice,500,120,2\n1,alice,500,900,3\n5,alice,500,400\n' |
+		ratelab replay --algo gcra --capacity 1000 --rate 10
 	ratelab replay --config ratelab.yaml requests.csv
 
 Flags:

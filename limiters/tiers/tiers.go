@@ -356,6 +356,25 @@ func (l *Limiter) Settle(ctx context.Context, r limiters.Reservation, actual int
 	return s.Settle(ctx, r, actual)
 }
 
+// ReserveAt is Reserve at time t; a reservation that cannot be made (the
+// tier's limiter cannot settle) is denied with RetryAfter Never.
+func (l *Limiter) ReserveAt(user string, t time.Time, n int) limiters.Reservation {
+	if s, ok := l.now.Load().place(user).lim.(limiters.AtSettler); ok {
+		return s.ReserveAt(user, t, n)
+	}
+	return limiters.Reservation{Key: user, At: t, Cost: n, Decision: limiters.Decision{RetryAfter: limiters.Never}}
+}
+
+// SettleAt is Settle at time t.
+func (l *Limiter) SettleAt(r limiters.Reservation, t time.Time, actual int) (limiters.Decision, error) {
+	g := l.now.Load().place(r.Key).lim
+	s, ok := g.(limiters.AtSettler)
+	if !ok {
+		return limiters.Decision{}, fmt.Errorf("tiers: %w: the limiter of user %q (%T) cannot settle", limiters.ErrInvalidParameter, r.Key, g)
+	}
+	return s.SettleAt(r, t, actual)
+}
+
 // DecideAt is composite's DecideAt for user's limits (see Limits): the
 // decision and which limit denied (-1 if none). per, when given, gets
 // each limit's own decision, from groups in memory (New) only.

@@ -274,4 +274,12 @@ func TestSettle(t *testing.T) {
 	if _, err := l.Settle(ctx, r, 0); !errors.Is(err, limiters.ErrInvalidParameter) {
 		t.Errorf("settled under another tier's two limits: %v", err)
 	}
+	// At explicit times, as a replay settles.
+	r = l.ReserveAt("olga", t0, 1)
+	if !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("olga's 1 a minute: %+v", r)
+	}
+	if d, err := l.SettleAt(r, t0.Add(time.Second), 0); err != nil || d.Remaining != 1 {
+		t.Errorf("cancelled a second later: %+v, %v", d, err)
+	}
 }
