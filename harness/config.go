@@ -90,13 +90,13 @@ func (c Config) Defaults() Config {
 	if len(c.Goroutines) == 0 {
 		c.Goroutines = pick(q, []int{1, 2, 8, 64}, []int{1, 2, 8})
 	}
-	set(&c.RealTime, pick(q, 250*time.Millisecond, 50*time.Millisecond))
+	set(&c.RealTime, pick(q, 250*time.Millisecond, 40*time.Millisecond))
 	// One paced sender: on two cores, two spinning senders leave none for
 	// the runtime and the rest of the machine, and their tail latency
 	// measures the scheduler (p99 went from 1µs to 1ms).
 	set(&c.LatencyGoroutines, 1)
 	set(&c.OfferedRate, 200_000)
-	set(&c.LatencyTime, pick(q, 150*time.Millisecond, 50*time.Millisecond))
+	set(&c.LatencyTime, pick(q, 150*time.Millisecond, 40*time.Millisecond))
 	set(&c.LatencyRuns, 3)
 	set(&c.RealTimeAccuracyScale, 0.02)
 	set(&c.TimingRounds, pick(q, 20, 5))
