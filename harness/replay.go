@@ -86,7 +86,7 @@ func Replay(ctx context.Context, tr *workloads.TraceReader, l limiters.AtLimiter
 		var actual *int
 		if req.After != nil {
 			if settler == nil {
-				err = fmt.Errorf("line %d: an actual cost, but the limiter (%T) cannot settle: decide it in memory", tr.Line(), l)
+				err = fmt.Errorf("line %d: an actual cost, but the limiter (%T) cannot settle", tr.Line(), l)
 				break
 			}
 			r := settler.ReserveAt(req.Key, at, req.N)

@@ -42,16 +42,16 @@ TRACE is a CSV file of t,key[,n[,actual[,took]]] lines, or standard input
 when it is - or absent: t in seconds from the trace's start (fractions
 allowed), key a user id, n a cost (default 1). Times must not decrease from
 line to line. Blank lines and lines starting with # are skipped; a header
-line naming the columns (t,key,n...) is allowed.
+line naming the columns (t,key,n...) is allowed. Each key starts fresh the
+first time it appears. A malformed line stops the replay with exit status 2
+and names the line; the lines before it have been printed.
 
 A request whose cost was known only once its response was done (an LLM
 call's tokens, a download's bytes) gives it in the fourth column: n is then
 the estimate it is decided at, and it is settled at its actual cost (a
 refund, or a charge past the limit) took seconds later (the fifth column;
 at once if absent), in time order with the lines after it; its line says
-"actual". Settling needs the limits in memory. Each key starts fresh the first time it appears. A malformed line
-stops the replay with exit status 2 and names the line; the lines before it
-have been printed.
+"actual".
 
 Algorithms: fixed-window, sliding-log and sliding-counter take --limit and
 --window; token-bucket, leaky-bucket and gcra take --capacity and --rate.

@@ -18,7 +18,8 @@
 // to give back. A charge of k units at s adds k to the count of s's
 // window, past N if need be: the excess is debt, which the next windows
 // start from, N a window, so a count of c in window w leaves
-// max(0, c - N*j) to window w+j. Without a charge no count passes N and no
+// max(0, c - N*j) to window w+j. A count is cut to what the windows of
+// 52 days hold (at least N). Without a charge no count passes N and no
 // window starts from anything but zero.
 //
 // Worst case: the windows forget everything at each edge, so a client that
@@ -190,8 +191,20 @@ func (l *Limiter) settle(s state, held bool, at, _, now int64, refund, charge in
 	if held && refund > 0 && s.window == l.byW.Floor(at) {
 		s.count = max(s.count-int64(refund), 0)
 	}
-	s.count = min(s.count+min(int64(charge), keytable.MaxDebt), keytable.MaxDebt)
+	most := l.mostCount()
+	s.count = min(s.count+min(int64(charge), most), most)
 	return s, held || charge > 0
+}
+
+// mostCount is the most a count may reach with debt: N a window for as
+// many whole windows as keytable.MaxDebt holds (at least one), at most
+// MaxDebt units. The windows a debt runs into then end within MaxDebt.
+func (l *Limiter) mostCount() int64 {
+	k := max(keytable.MaxDebt/l.len, 1)
+	if k > keytable.MaxDebt/l.n {
+		return keytable.MaxDebt
+	}
+	return l.n * k
 }
 
 // peek reports, without consuming, whether n events would be admitted at

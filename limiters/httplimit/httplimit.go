@@ -287,7 +287,8 @@ func WithLimiterFailure(m FailureMode) Option { return func(c *config) { c.onLim
 // reports a malformed cost too, and the Error hook is told (the error
 // wraps ErrSettle). A settle that fails (its backend did not answer) is
 // reported the same way; the response has gone by then. The limiter must
-// be a limiters.Settler: in memory, a composite, or tiers in memory.
+// be a limiters.Settler: every limiter of ratelab's is, in memory or on
+// Redis (but one that leases or packs its keys: its Reserve says so).
 func WithSettle(from string) Option {
 	return func(c *config) {
 		if _, err := HeaderKey(from); err != nil { // the same check of the name

@@ -290,6 +290,7 @@ var (
 type Limiter struct {
 	c      Client
 	script *script
+	settle *script           // the algorithm's settle (settle.lua)
 	limits []composite.Limit // named
 	quota  []int             // each limit's N or C, for failure decisions
 	suffix []string          // each limit's key suffix
@@ -365,6 +366,7 @@ var (
 	_ limiters.Resetter   = (*Limiter)(nil)
 	_ limiters.ResetAller = (*Limiter)(nil)
 	_ limiters.Walker     = (*Limiter)(nil)
+	_ limiters.AtSettler  = (*Limiter)(nil)
 )
 
 // New returns a Limiter enforcing s on every key, in Redis through c.
@@ -444,7 +446,7 @@ func newLimiter(c Client, a limiters.Algorithm, limits []composite.Limit, specs 
 		o.BreakerCool = time.Second
 	}
 	honours, pool := deadlines(c)
-	l := &Limiter{c: c, script: scripts[a], limits: limits, o: o, guard: !honours, light: honours && pool > 0 && pool <= o.Timeout}
+	l := &Limiter{c: c, script: scripts[a], settle: settles[a], limits: limits, o: o, guard: !honours, light: honours && pool > 0 && pool <= o.Timeout}
 	if s, ok := single[a]; ok && len(specs) == 1 {
 		l.script, l.interval = s[0], int64(specs[0].Bucket.Interval())
 	}
@@ -970,6 +972,12 @@ func (l *Limiter) reply(v any, n int, per []limiters.Decision) (limiters.Decisio
 		}
 		return d, denied, err
 	}
+	return l.integers(v, per)
+}
+
+// integers reads a reply of six integers, and four more a limit for more
+// than one limit (see reply): every script's but GCRA's one-limit ones.
+func (l *Limiter) integers(v any, per []limiters.Decision) (limiters.Decision, int, error) {
 	str, ok := v.(string)
 	k := len(l.suffix)
 	want := 6
@@ -1352,4 +1360,124 @@ func glob(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// Reserve decides n events for key now, as AllowN does, and returns the
+// reservation to settle (limiters.Settler). Now is the process's clock,
+// passed to Redis as an explicit time, so that the settle knows exactly
+// when the reservation was decided: keep the fleet's clocks in step, as
+// for any explicit time. A reservation Redis did not make (the decision
+// followed the failure mode; the error says why) has a Cost of zero:
+// there is nothing to settle. Settling is not for limiters that lease
+// (WithLeases) or pack their keys (WithPacking): Reserve says so.
+func (l *Limiter) Reserve(ctx context.Context, key string, n int) (limiters.Reservation, error) {
+	return l.reserve(ctx, key, time.Now(), n)
+}
+
+// ReserveAt is Reserve at time t.
+func (l *Limiter) ReserveAt(key string, t time.Time, n int) limiters.Reservation {
+	r, _ := l.reserve(context.Background(), key, t, n)
+	return r
+}
+
+func (l *Limiter) reserve(ctx context.Context, key string, t time.Time, n int) (limiters.Reservation, error) {
+	r := limiters.Reservation{Key: key, At: t, Cost: n}
+	if err := l.settles(); err != nil {
+		r.Cost, r.RetryAfter = 0, limiters.Never
+		return r, err
+	}
+	var per []limiters.Decision
+	if len(l.suffix) > 1 {
+		per = make([]limiters.Decision, len(l.suffix))
+	}
+	var err error
+	r.Decision, _, err = l.decide(ctx, key, t, consume, n, per)
+	switch {
+	case err != nil:
+		r.Cost = 0
+	case per != nil:
+		r.Per = per
+	}
+	return r, err
+}
+
+// settles reports why l cannot settle, if it cannot.
+func (l *Limiter) settles() error {
+	switch {
+	case l.leases != nil:
+		return fmt.Errorf("redislimit: %w: a leasing limiter (WithLeases) admits from units leased ahead, and has nothing exact to settle", limiters.ErrInvalidParameter)
+	case l.packed > 0:
+		return fmt.Errorf("redislimit: %w: settling keys packed in hashes (WithPacking) is not supported", limiters.ErrInvalidParameter)
+	}
+	return nil
+}
+
+// Settle settles r at its actual cost now, in one round trip, under every
+// limit, each as the algorithm's package says (limiters.Settler), and
+// returns the key's state after. Now is the process's clock, as for
+// Reserve. It is not retried: an error (ErrUnavailable) means the settle
+// may or may not have been made.
+func (l *Limiter) Settle(ctx context.Context, r limiters.Reservation, actual int) (limiters.Decision, error) {
+	return l.settleAt(ctx, r, time.Now(), actual)
+}
+
+// SettleAt is Settle at time t.
+func (l *Limiter) SettleAt(r limiters.Reservation, t time.Time, actual int) (limiters.Decision, error) {
+	return l.settleAt(context.Background(), r, t, actual)
+}
+
+func (l *Limiter) settleAt(ctx context.Context, r limiters.Reservation, t time.Time, actual int) (limiters.Decision, error) {
+	refund, charge, err := limiters.Settlement(r, actual)
+	if err == nil {
+		err = l.settles()
+	}
+	k := len(l.suffix)
+	switch {
+	case err != nil:
+	case k > 1 && len(r.Per) != k:
+		err = fmt.Errorf("redislimit: %w: a reservation of %d limits, for %d", limiters.ErrInvalidParameter, len(r.Per), k)
+	case r.At.Before(minTime) || r.At.After(maxTime) || t.Before(minTime) || t.After(maxTime):
+		err = fmt.Errorf("redislimit: %w: times %v and %v: want 1970 to 2106", limiters.ErrInvalidParameter, r.At, t)
+	}
+	if err != nil {
+		return limiters.Decision{}, err
+	}
+	args := make([]any, 0, 3+k+7+3*k)
+	args = append(args, "evalsha", l.settle.sha, k)
+	for _, s := range l.suffix {
+		args = append(args, string(l.appendKey(nil, r.Key, s)))
+	}
+	ns, at := t.UnixNano(), r.At.UnixNano()
+	args = append(args, refund, charge, ns/1e9, ns%1e9, l.grace[1], at/1e9, at%1e9)
+	args = append(args, l.params...)
+	for i := range k {
+		reset := r.ResetAfter
+		if k > 1 {
+			reset = r.Per[i].ResetAfter
+		}
+		args = append(args, int64(reset))
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
+	defer cancel()
+	l.trips.Add(1)
+	cmd := redis.NewCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3)
+	err = l.c.Process(ctx, cmd)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		l.evals.Add(1)
+		cmd = redis.NewCmd(ctx, append([]any{"eval", l.settle.src}, args[2:]...)...)
+		cmd.SetFirstKeyPos(3)
+		err = l.c.Process(ctx, cmd)
+	}
+	if l.denials != nil { // a refund may admit what a cached denial refuses
+		l.denials.drop(l.denials.hash(r.Key))
+	}
+	if err != nil {
+		return limiters.Decision{}, fmt.Errorf("%w: a settle: %w", ErrUnavailable, err)
+	}
+	d, _, err := l.integers(cmd.Val(), nil)
+	if err != nil {
+		return limiters.Decision{}, fmt.Errorf("redislimit: a settle: %w", err)
+	}
+	return d, nil
 }

@@ -37,6 +37,10 @@ var single = map[limiters.Algorithm][2]*script{}
 // (WithPacking).
 var packed *script
 
+// settles holds every algorithm's script for a settle: the same parts as
+// a decision's, then settle.lua.
+var settles = map[limiters.Algorithm]*script{}
+
 // prelude is the part every script starts with; helpers, the time and
 // key functions of the general decide; windows, the window arithmetic.
 var prelude, helpers, windows string
@@ -50,7 +54,7 @@ func init() {
 		return string(b)
 	}
 	prelude, helpers, windows = read("prelude"), read("helpers"), read("windows")
-	driver, one, many := read("driver"), read("one"), read("many")
+	driver, one, many, settle := read("driver"), read("one"), read("many"), read("settle")
 	for a, src := range map[limiters.Algorithm]string{
 		limiters.FixedWindow:    windows + read("fixedwindow"),
 		limiters.SlidingLog:     read("slidinglog"),
@@ -61,6 +65,7 @@ func init() {
 	} {
 		scripts[a] = newScript(prelude + helpers + src + driver + one)
 		batches[a] = newScript(prelude + helpers + src + driver + many)
+		settles[a] = newScript(prelude + helpers + src + driver + settle)
 	}
 	gcra1 := read("gcra1")
 	single[limiters.GCRA] = [2]*script{newScript(prelude + gcra1 + one), newScript(prelude + gcra1 + many)}

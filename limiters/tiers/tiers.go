@@ -334,7 +334,7 @@ func (l *Limiter) AllowAt(user string, t time.Time, n int) limiters.Decision {
 
 // Reserve decides n events for user now under their limits, as AllowN
 // does, and returns the reservation to settle (limiters.Settler); an
-// error if their tier's limiter cannot settle (on Redis, so far).
+// error if their tier's limiter cannot settle.
 func (l *Limiter) Reserve(ctx context.Context, user string, n int) (limiters.Reservation, error) {
 	g := l.now.Load().place(user).lim
 	s, ok := g.(limiters.Settler)

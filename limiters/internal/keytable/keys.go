@@ -166,10 +166,11 @@ func (k Keys[S]) Sweep(t time.Time) { k.tab.Sweep(t.UnixNano()) }
 // The limiter keeps answering; it only stops sweeping in the background.
 func (k Keys[S]) Close() error { return k.tab.Close() }
 
-// MaxDebt is the most time a key's debt may reach, in nanoseconds (about
-// 73 years): charges past it are cut to it, so that no sum of two debts
-// overflows.
-const MaxDebt = 1 << 61
+// MaxDebt is the most a key's debt may reach: in nanoseconds, 2^52 (52
+// days), or in units of a count. Charges past it are cut to it. It is
+// the Redis backend's bound too (its scripts count in doubles, exact to
+// 2^53), so that a settle decides alike in memory and on Redis.
+const MaxDebt = 1 << 52
 
 // Units returns n units of unit nanoseconds each, at most MaxDebt.
 func Units(n int, unit int64) int64 {

@@ -44,3 +44,20 @@ local function describe(s, n)
   end
   return remaining, retry, debt
 end
+
+-- settle gives back refund units of a reservation decided at rat that
+-- was due full again at rat+reset, and charges chg more (see the gcra
+-- package's doc): the TAT goes down by what of the reservation's last
+-- refund units is not yet repaid, never below now, and up by chg units.
+local function settle(s, key, refund, chg, rat, reset)
+  local tat = s.tat
+  if refund > 0 then
+    tat = math.max(tat - math.min(refund * s.t, math.max(rat + reset - NOW, 0)), NOW)
+  end
+  tat = NOW + math.min(tat - NOW + chg * s.t, MAXDEBT)
+  if tat ~= s.tat then
+    s.tat = tat
+    local sec, ns = abs(tat)
+    keep(key, string.format("%d%09d", sec, ns), tat)
+  end
+end

@@ -26,6 +26,10 @@ local function abs(r)
   return B + s, ns
 end
 
+-- MAXDEBT is the most time a key's debt may reach, in ns (2^52, 52 days):
+-- charges past it are cut to it, so that every time stays exact.
+local MAXDEBT = 2 ^ 52
+
 -- keep stores v at key until GRACE ms after idle, the time (relative to B)
 -- at which the key's quota is full again.
 local function keep(key, v, idle)

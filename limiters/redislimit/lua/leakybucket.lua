@@ -39,3 +39,20 @@ local function describe(s, n)
   end
   return remaining, retry, s.last + s.level - NOW
 end
+
+-- settle gives back refund units of a reservation decided at rat that
+-- was due empty again at rat+reset, and charges chg more (see the
+-- leakybucket package's doc): the water not yet drained since, never
+-- below empty, and chg units past full if need be.
+local function settle(s, key, refund, chg, rat, reset)
+  local level = s.level
+  if refund > 0 then
+    level = math.max(level - math.min(refund * s.t, math.max(rat + reset - s.last, 0)), 0)
+  end
+  level = math.min(level + chg * s.t, MAXDEBT)
+  if level ~= s.level then
+    s.level = level
+    local sec, ns = abs(s.last)
+    keep(key, struct.pack("<IId", sec, ns, s.level), s.last + s.level)
+  end
+end

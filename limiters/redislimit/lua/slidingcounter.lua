@@ -71,3 +71,24 @@ local function describe(s, n)
   end
   return math.max(s.n - s.curr - s.weighted, 0), retry, reset
 end
+
+-- settle gives back refund units of a reservation decided at rat from
+-- the window it was counted in, while the estimate weighs it (the current
+-- window, or the one before), and charges chg more to the current window,
+-- past N if need be (see the slidingcounter package's doc).
+local function settle(s, key, refund, chg, rat, reset)
+  local prev, curr = s.prev, s.curr
+  if refund > 0 then
+    local kr = windowof(s.w, rat)
+    if kr == s.k then
+      curr = math.max(curr - refund, 0)
+    elseif kr == s.k - 1 then
+      prev = math.max(prev - refund, 0)
+    end
+  end
+  curr = math.min(curr + chg, 2 ^ 32 - 1)
+  if prev ~= s.prev or curr ~= s.curr then
+    s.prev, s.curr = prev, curr
+    keep(key, struct.pack("<ddd", s.k, s.prev, s.curr), s.start + 2 * s.w)
+  end
+end

@@ -93,3 +93,63 @@ local function describe(s, n)
   end
   return math.max(s.n - s.live, 0), retry, reset
 end
+
+-- settle gives back refund units of a reservation whose entry is at
+-- rat+reset-W (the time it was logged at), if that entry is still in the
+-- window, and charges chg more at the decision's time, past N if need be:
+-- the log then keeps its newest N units, the oldest dropped, which decides
+-- as keeping them all (see the slidinglog package's doc). It writes the
+-- live entries again, counting from zero.
+local function settle(s, key, refund, chg, rat, reset)
+  if s.m == 0 and chg == 0 then
+    return
+  end
+  local times, units = {}, {}
+  local prev = s.before or s.base
+  for i = s.first, s.m do
+    local at, cum = entry(s.v, i)
+    times[#times + 1], units[#units + 1] = at, cum - prev
+    prev = cum
+  end
+  local stamp = rat + reset - s.w
+  if refund > 0 and stamp > s.at - s.w then
+    for i = 1, #times do
+      if times[i] == stamp then
+        units[i] = units[i] - math.min(refund, units[i])
+        break
+      end
+    end
+  end
+  if chg > 0 then
+    local add = math.min(chg, s.n)
+    if #times > 0 and times[#times] == s.at then
+      units[#units] = units[#units] + add
+    else
+      times[#times + 1], units[#units + 1] = s.at, add
+    end
+  end
+  local live = 0
+  for i = 1, #units do
+    live = live + units[i]
+  end
+  local drop = math.max(live - s.n, 0) -- the oldest, past N
+  local parts, cum, newest = {struct.pack("<d", 0)}, 0, nil
+  for i = 1, #times do
+    local u = units[i]
+    if drop > 0 then
+      local d = math.min(drop, u)
+      u, drop = u - d, drop - d
+    end
+    if u > 0 then
+      cum = cum + u
+      local sec, ns = abs(times[i])
+      parts[#parts + 1] = struct.pack("<IId", sec, ns, cum)
+      newest = times[i]
+    end
+  end
+  if newest == nil then
+    redis.call("DEL", key)
+    return
+  end
+  keep(key, table.concat(parts), newest + s.w)
+end

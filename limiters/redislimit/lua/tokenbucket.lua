@@ -32,5 +32,22 @@ local function describe(s, n)
       retry = s.last + n * s.t - s.tokens - NOW
     end
   end
-  return (divmod(s.tokens, s.t)), retry, s.last + s.ct - s.tokens - NOW
+  return (divmod(math.max(s.tokens, 0), s.t)), retry, s.last + s.ct - s.tokens - NOW -- below 0 in debt
+end
+
+-- settle gives back refund units of a reservation decided at rat that
+-- was due full again at rat+reset, and charges chg more (see the
+-- tokenbucket package's doc): the tokens not yet refilled since, at most
+-- a full bucket, and chg tokens below zero if need be.
+local function settle(s, key, refund, chg, rat, reset)
+  local tokens = s.tokens
+  if refund > 0 then
+    tokens = math.min(tokens + math.min(refund * s.t, math.max(rat + reset - s.last, 0)), s.ct)
+  end
+  tokens = s.ct - math.min(s.ct - tokens + chg * s.t, MAXDEBT)
+  if tokens ~= s.tokens then
+    s.tokens = tokens
+    local sec, ns = abs(s.last)
+    keep(key, struct.pack("<IId", sec, ns, s.tokens), s.last + s.ct - s.tokens)
+  end
 end

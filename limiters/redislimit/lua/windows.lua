@@ -32,10 +32,15 @@ local function muldiv(a, b, c)
   return redis.error_reply("ratelab: muldiv(" .. a .. ", " .. b .. ", " .. c .. ") did not converge")
 end
 
--- window returns, for windows of w ns aligned to the Unix epoch, the index
--- of the window holding NOW and the time it starts, relative to B.
-local function window(w)
+-- windowof returns, for windows of w ns aligned to the Unix epoch, the
+-- index of the window holding t (relative to B) and the time it starts.
+local function windowof(w, t)
   local q0, r0 = muldiv(B, 1e9, w) -- B*1e9 = q0*w + r0
-  local j, e = divmod(r0 + NOW, w)
-  return q0 + j, NOW - e
+  local j, e = divmod(r0 + t, w)
+  return q0 + j, t - e
+end
+
+-- window is windowof(w, NOW).
+local function window(w)
+  return windowof(w, NOW)
 end
