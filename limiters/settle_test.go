@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/big"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,5 +264,52 @@ func TestSettleRefused(t *testing.T) {
 			t.Errorf("%s: cancelled: %+v, %v", a, d, err)
 		}
 		l.Close()
+	}
+}
+
+// Many goroutines reserving and settling on one key at one instant: with
+// every reservation settled at its estimate, exactly the limit is
+// admitted; with every one cancelled, the key ends with its full quota.
+// Under -race, the settles race the decisions.
+func TestSettleConcurrent(t *testing.T) {
+	const goroutines, each = 8, 100
+	at := time.Unix(1e9, 0)
+	for _, a := range limiters.Algorithms() {
+		for _, cancel := range []bool{false, true} {
+			s := limiters.Spec{Algorithm: a, Window: limiters.Window{Limit: 50, Length: time.Hour}, Bucket: limiters.Bucket{Capacity: 50, Rate: 50.0 / 3600}}
+			l, err := memory.New(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for range goroutines {
+				wg.Go(func() {
+					for range each {
+						r := l.ReserveAt("hot", at, 1)
+						if !r.Allowed {
+							continue
+						}
+						admitted.Add(1)
+						actual := 1
+						if cancel {
+							actual = 0
+						}
+						if _, err := l.SettleAt(r, at, actual); err != nil {
+							t.Error(err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			p := l.PeekAt("hot", at)
+			switch {
+			case !cancel && (admitted.Load() != 50 || p.Remaining != 0):
+				t.Errorf("%s, settled at the estimate: %d admitted, %d remaining; want 50 and 0", a, admitted.Load(), p.Remaining)
+			case cancel && (admitted.Load() < 50 || p.Remaining != 50):
+				t.Errorf("%s, cancelled: %d admitted, %d remaining; want 50 or more, and 50", a, admitted.Load(), p.Remaining)
+			}
+			l.Close()
+		}
 	}
 }

@@ -38,6 +38,11 @@
 // longer than the timeout, nothing panics; a circuit breaker
 // (WithBreaker) stops asking a Redis that keeps failing.
 //
+// A request whose cost is known only after it is reserved (Reserve,
+// decided at the process's clock as an explicit time) and settled at its
+// actual cost (Settle, one round trip), as the in-memory limiters do and
+// with the same decisions (see limiters.Settler and docs/settle.md).
+//
 // Numbers in Lua are doubles, exact for integers up to 2^53, and the
 // scripts compute in nanoseconds relative to the decision's second: a
 // window, or a bucket's time to refill from empty, may be at most 2^52ns
