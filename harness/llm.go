@@ -69,14 +69,14 @@ func (c LLMConfig) params(seed uint64) workloads.LLMParams {
 }
 
 // The ways the llm mode charges a request whose cost is known only after:
-// the estimate alone; the estimate, settled at the actual cost once the
-// response is done; the most a request may cost, settled likewise; and,
+// the estimate alone; the estimate, then settled at the actual cost once
+// the response is done; the most a request may cost, settled likewise; and,
 // for reference, the actual cost as if it were known up front.
 const (
 	ChargeEstimate = "estimate only"
-	ChargeSettle   = "estimate, settled"
-	ChargeMax      = "max, settled"
-	ChargeKnown    = "actual, known up front"
+	ChargeSettle   = "estimate then settle"
+	ChargeMax      = "max then settle"
+	ChargeKnown    = "actual up front"
 )
 
 // Charges are the llm mode's ways of charging, in the order it runs them.
@@ -151,7 +151,7 @@ func (llmMode) measure(ctx context.Context, l *lab, _ *workloads.Workload, subje
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			l.p.step(fmt.Sprintf("%s on llm, charging the %s", s.Name, x.charge), 1)
+			l.p.step(fmt.Sprintf("%s on llm, charged %q", s.Name, x.charge), 1)
 			allowed, err := chargeLLM(s, w, c, x)
 			if err != nil {
 				return nil, fmt.Errorf("harness: %s on llm: %w", s.Name, err)

@@ -257,12 +257,12 @@ func TestLLM(t *testing.T) {
 	}
 	f := &results.File{Runs: []results.Run{
 		run("gcra", "estimate only", 100, 3.5, 0.2, 340),
-		run("gcra", "max, settled", 0, 1.7, 0.4, 190),
+		run("gcra", "max then settle", 0, 1.7, 0.4, 190),
 		run("sliding-log", "estimate only", 100, 3.4, 0.1, 330),
 		{Limiter: "gcra", Mode: "simulated", Accuracy: &results.Accuracy{MaxWindowRatio: 1}},
 	}}
 	most, tokens, wrong := LLM(f)
-	if !slices.Equal(most.Groups, []string{"gcra", "sliding-log"}) || !slices.Equal(most.Series, []string{"estimate only (100)", "max, settled"}) {
+	if !slices.Equal(most.Groups, []string{"gcra", "sliding-log"}) || !slices.Equal(most.Series, []string{"estimate only (100)", "max then settle"}) {
 		t.Fatalf("groups %v, series %v", most.Groups, most.Series)
 	}
 	if most.Values[0][1] != 1.7 || most.Values[1][1] != 0 || tokens.Values[0][0] != 170 || !near(wrong.Values[1][0], 10) {

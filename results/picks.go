@@ -403,7 +403,7 @@ func Picks(f *File) (picks []Pick, versus []string) {
 // 1.05 times the limit in any window with its decisions closest to the
 // ideal's.
 func llmPicks(f *File) []Pick {
-	const known = "actual, known up front"
+	const known = "actual up front"
 	type way struct{ limiter, charge string }
 	var runs []Run
 	reference := map[string]Run{} // by limiter
@@ -422,11 +422,11 @@ func llmPicks(f *File) []Pick {
 	}
 	wrong := func(r Run) float64 { return r.Accuracy.FalseAllowRate + r.Accuracy.FalseDenyRate }
 	says := func(r Run) string {
-		charge := r.LLM.Charge
+		charge := fmt.Sprintf("%q", r.LLM.Charge)
 		if r.LLM.Estimate > 0 {
-			charge = fmt.Sprintf("%s (an estimate of %d)", charge, r.LLM.Estimate)
+			charge = fmt.Sprintf("%s with an estimate of %d", charge, r.LLM.Estimate)
 		}
-		return fmt.Sprintf("charging the %s, %s of its decisions differed from the ideal's, it admitted %s of the ideal's tokens, and the most a key had in one window was %.2f×N",
+		return fmt.Sprintf("charged %s, %s of its decisions differed from the ideal's, it admitted %s of the ideal's tokens, and the most a key had in one window was %.2f×N",
 			charge, percentage(wrong(r)), percentage(float64(r.LLM.Tokens)/float64(max(r.LLM.IdealTokens, 1))), r.Accuracy.MaxWindowRatio)
 	}
 	var picks []Pick
@@ -453,7 +453,7 @@ func llmPicks(f *File) []Pick {
 	if len(ways) > 0 {
 		b := worst[slices.MinFunc(ways, func(x, y way) int { return cmp.Compare(off(worst[x]), off(worst[y])) })]
 		ref := reference[b.Limiter]
-		picks = append(picks, Pick{Need: "Costs known only after the response (LLM tokens), as if known up front", Limiter: b.Limiter + ", " + b.LLM.Charge,
+		picks = append(picks, Pick{Need: "Costs known only after the response (LLM tokens), as if known up front", Limiter: b.Limiter + " (" + b.LLM.Charge + ")",
 			Why: fmt.Sprintf("Whatever the client's estimate, it admitted within %s of the tokens %s admits knowing every cost when the request is sent (%.2f×N at most in one window, against %.2f×N); at its worst, %s.",
 				percentage(off(b)), b.Limiter, b.Accuracy.MaxWindowRatio, ref.Accuracy.MaxWindowRatio, says(b))})
 	}
@@ -461,7 +461,7 @@ func llmPicks(f *File) []Pick {
 	if len(within) > 0 {
 		b := slices.MinFunc(within, func(x, y Run) int { return cmp.Compare(wrong(x), wrong(y)) })
 		w := says(b)
-		picks = append(picks, Pick{Need: "Costs known only after the response, never past the limit", Limiter: b.Limiter + ", " + b.LLM.Charge,
+		picks = append(picks, Pick{Need: "Costs known only after the response, never past the limit", Limiter: b.Limiter + " (" + b.LLM.Charge + ")",
 			Why: strings.ToUpper(w[:1]) + w[1:] + "."})
 	}
 	return picks

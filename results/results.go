@@ -463,7 +463,7 @@ type Fleet struct {
 // shape Spread, at most Max, known only once its response is done, its
 // client sending the estimate Estimate (0 for a way of charging that uses
 // none); charged as Charge says ("estimate
-// only", "estimate, settled", "max, settled", or "actual, known up front"
+// only", "estimate then settle", "max then settle", or "actual up front"
 // for reference). Asked is the actual tokens of every request; Tokens
 // those of the requests admitted, IdealTokens of those the ideal admitted
 // (the sliding log, each request at its actual cost when sent). The run's

@@ -224,19 +224,19 @@ func TestLLMTableAndPicks(t *testing.T) {
 	}
 	f := &File{Runs: []Run{
 		llm("gcra", "estimate only", 100, 1700, 3.5, 0.2),
-		llm("gcra", "estimate, settled", 100, 1210, 2.9, 0.36),
-		llm("gcra", "estimate, settled", 500, 1190, 2.7, 0.33),
-		llm("gcra", "max, settled", 0, 950, 1.7, 0.42),
-		llm("gcra", "actual, known up front", 0, 1200, 2.0, 0.17),
-		llm("sliding-log", "max, settled", 0, 520, 0.99, 0.57),
-		llm("sliding-log", "actual, known up front", 0, 1000, 1.0, 0),
+		llm("gcra", "estimate then settle", 100, 1210, 2.9, 0.36),
+		llm("gcra", "estimate then settle", 500, 1190, 2.7, 0.33),
+		llm("gcra", "max then settle", 0, 950, 1.7, 0.42),
+		llm("gcra", "actual up front", 0, 1200, 2.0, 0.17),
+		llm("sliding-log", "max then settle", 0, 520, 0.99, 0.57),
+		llm("sliding-log", "actual up front", 0, 1000, 1.0, 0),
 	}}
 	tab := llmTable(f)
 	if len(tab.Rows) != 7 || tab.Rows[0][2] != "100" || tab.Rows[3][2] != "" || tab.Rows[0][9] != "3.50" || tab.Rows[0][8] != "1,700 (170%)" {
 		t.Errorf("rows: %q", tab.Rows)
 	}
 	picks := llmPicks(f)
-	if len(picks) != 2 || picks[0].Limiter != "gcra, estimate, settled" || picks[1].Limiter != "sliding-log, max, settled" {
+	if len(picks) != 2 || picks[0].Limiter != "gcra (estimate then settle)" || picks[1].Limiter != "sliding-log (max then settle)" {
 		t.Fatalf("picks: %+v", picks)
 	}
 	if !strings.Contains(picks[0].Why, "within 0.833% of the tokens gcra admits knowing every cost") {

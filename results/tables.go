@@ -684,8 +684,8 @@ func llmTable(f *File) Table {
 		Name:  "llm",
 		Title: "Costs known after the response: an LLM endpoint limited in tokens, per way of charging, in simulated time",
 		Note: "Each request's actual tokens are known only once its response is done; its client sends an estimate. Estimate only: charged the estimate, never corrected; " +
-			"estimate, settled: the estimate reserved, then settled at the actual tokens when the response is done (refund or debt); max, settled: the most a request may cost reserved, then settled; " +
-			"actual, known up front: the algorithm charged the actual tokens when the request is sent, for reference. " +
+			"estimate then settle: the estimate reserved, then settled at the actual tokens when the response is done (refund or debt); max then settle: the most a request may cost reserved, then settled; " +
+			"actual up front: the algorithm charged the actual tokens when the request is sent, for reference. " +
 			"Judged on the actual tokens against the ideal, the sliding log charged each request its actual tokens when sent: false allows and denies, " +
 			"tokens: the actual tokens admitted against the ideal's, and most in any W: the most actual tokens one key had admitted in any interval of the window's length, over the limit. " +
 			"The token and leaky buckets decide as GCRA does, settles included, and are left out.",
