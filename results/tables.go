@@ -630,7 +630,8 @@ func outageTable(f *File) Table {
 			"Open serves everyone unmetered, closed refuses everyone, fallback decides in memory at the limit divided by the declared fleet. " +
 			"Recovery: from Redis given back to the server's last decision made without it (its metrics, read every 10ms). " +
 			"The server's breaker opens after 5 failures in a row and sends one probe a second later, so recovery is the wait for the next probe: " +
-			"it depends on where in the breaker's cycle Redis comes back, and is at most the cool-down and a timeout (1s + 250ms).",
+			"it depends on where in the breaker's cycle Redis comes back, and is at most the cool-down and a timeout (1s + 250ms), " +
+			"and a second more when more dials failed at once than go-redis's pool holds connections (its own dial breaker then probes once a second).",
 		Header: []string{"Redis", "failing", "before", "while away", "after", "p50 away", "p99 away", "max away", "recovery"},
 		Left:   2,
 	}
