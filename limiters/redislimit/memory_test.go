@@ -110,6 +110,17 @@ func sameDecisions(t *testing.T, what string, mem memory.Limiter, red *Limiter, 
 	}
 }
 
+// randomLimits returns k limits of 1 to 10 per 1ms to 1s a unit.
+func randomLimits(r *rand.Rand, k int) []composite.Limit {
+	var limits []composite.Limit
+	for i := range k {
+		n := 1 + r.IntN(10)
+		per := time.Duration(n) * (time.Millisecond + time.Duration(r.Int64N(int64(time.Second))))
+		limits = append(limits, composite.Limit{Name: fmt.Sprint("l", i), Rate: limiters.Rate{N: n, Per: per}})
+	}
+	return limits
+}
+
 // TestCompositeSameAsMemory does the same for several limits at once.
 func TestCompositeSameAsMemory(t *testing.T) {
 	c := server(t)
@@ -117,12 +128,7 @@ func TestCompositeSameAsMemory(t *testing.T) {
 	for _, a := range limiters.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			for range 6 {
-				var limits []composite.Limit
-				for i := range 1 + r.IntN(3) {
-					n := 1 + r.IntN(10)
-					per := time.Duration(n) * (time.Millisecond + time.Duration(r.Int64N(int64(time.Second))))
-					limits = append(limits, composite.Limit{Name: fmt.Sprint("l", i), Rate: limiters.Rate{N: n, Per: per}})
-				}
+				limits := randomLimits(r, 1+r.IntN(3))
 				mem, err := composite.New(a, limits, limiters.WithSweepInterval(-1))
 				if err != nil {
 					t.Fatal(err)

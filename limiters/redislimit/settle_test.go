@@ -78,12 +78,7 @@ func TestSettleSameAsMemory(t *testing.T) {
 				settled += settleTrace(t, r, s.String(), mem, red, forward(randomTrace(r, s.Judged().Length, s.Judged().Limit, 150)))
 			}
 			for range 4 {
-				var limits []composite.Limit
-				for i := range 2 + r.IntN(2) {
-					n := 1 + r.IntN(10)
-					per := time.Duration(n) * (time.Millisecond + time.Duration(r.Int64N(int64(time.Second))))
-					limits = append(limits, composite.Limit{Name: fmt.Sprint("l", i), Rate: limiters.Rate{N: n, Per: per}})
-				}
+				limits := randomLimits(r, 2+r.IntN(2))
 				mem, err := composite.New(a, limits, limiters.WithSweepInterval(-1))
 				if err != nil {
 					t.Fatal(err)
