@@ -224,23 +224,12 @@ func outageOf(sent []vegeta.Result, failed []failure, begin, cutAt, backAt time.
 		Back: results.Seconds(backAt.Sub(begin).Seconds())}
 	o.Bins = make([]results.Answers, int((total+outageBin-1)/outageBin))
 	o.Failed = make([]int64, len(o.Bins))
-	var last time.Time // the last failed decision's
 	for i, f := range failed {
-		if i == 0 || f.n == failed[i-1].n {
-			continue
+		if i > 0 && f.n != failed[i-1].n {
+			o.Failed[min(max(int(f.at/outageBin), 0), len(o.Bins)-1)] += f.n - failed[i-1].n
 		}
-		o.Failed[min(max(int(f.at/outageBin), 0), len(o.Bins)-1)] += f.n - failed[i-1].n
-		last = begin.Add(f.at)
 	}
-	// Recovered, unless decisions were still failing in the last bin.
-	switch end := begin.Add(total); {
-	case !last.After(backAt):
-		rec := results.Seconds(0)
-		o.Recovery = &rec
-	case last.Before(end.Add(-outageBin)):
-		rec := results.Seconds(last.Sub(backAt).Seconds())
-		o.Recovery = &rec
-	}
+	o.Recovery = recovery(failed, begin, backAt)
 	var lat [3][]time.Duration
 	for _, res := range sent {
 		span := &o.Before
@@ -262,6 +251,28 @@ func outageOf(sent []vegeta.Result, failed []failure, begin, cutAt, backAt time.
 	}
 	o.Before.LatencyNS, o.During.LatencyNS, o.After.LatencyNS = latencyOf(lat[0]), latencyOf(lat[1]), latencyOf(lat[2])
 	return o
+}
+
+// recovery is how long after backAt the server's decisions stopped failing:
+// the last failure before the first outageBin with none (0 if none came
+// after backAt); nil if decisions were failing until the end. A failure
+// after that quiet stretch (a decision that timed out on a busy machine)
+// is not the outage's.
+func recovery(failed []failure, begin, backAt time.Time) *results.Seconds {
+	last := backAt
+	for i := 1; i < len(failed); i++ {
+		at := begin.Add(failed[i].at)
+		if !at.After(backAt) {
+			continue
+		}
+		if failed[i].n != failed[i-1].n {
+			last = at
+		} else if at.Sub(last) >= outageBin {
+			rec := results.Seconds(last.Sub(backAt).Seconds())
+			return &rec
+		}
+	}
+	return nil
 }
 
 // A failure is how many decisions the server had failed at a time from the

@@ -204,3 +204,34 @@ func TestFailedDecisions(t *testing.T) {
 		}
 	}
 }
+
+// Recovery is the last failure before the first quiet stretch after Redis
+// is back: a failure later (a slow decision on a busy machine) is not the
+// outage's; failing to the end is no recovery.
+func TestRecovery(t *testing.T) {
+	begin := time.Unix(100, 0)
+	back := begin.Add(time.Second)
+	ms := time.Millisecond
+	series := func(counts ...int64) []failure {
+		var out []failure
+		for i, n := range counts {
+			out = append(out, failure{at: 900*ms + time.Duration(i)*50*ms, n: n})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		failed []failure
+		want   time.Duration // -1: none
+	}{
+		{series(5, 5, 5, 5, 5), 0},                // nothing after Redis came back (at 1s)
+		{series(5, 6, 7, 9, 9, 9, 9), 50 * ms},    // a failure at 1.05s, then quiet
+		{series(5, 6, 7, 8, 8, 8, 9, 9), 50 * ms}, // quiet from 1.05s: the failure at 1.2s is not the outage's
+		{series(5, 6, 7, 8, 9, 10), -1},           // failing to the end
+	} {
+		got := recovery(c.failed, begin, back)
+		switch {
+		case c.want < 0 && got != nil, c.want >= 0 && (got == nil || got.Duration() != c.want):
+			t.Errorf("%v: recovery %v, want %v", c.failed, got, c.want)
+		}
+	}
+}
