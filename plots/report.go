@@ -235,9 +235,12 @@ td.r { text-align: right; font-variant-numeric: tabular-nums; }
 td.l { text-align: left; }
 tbody tr:hover { background: #f6f9ff; }
 .scroll { overflow-x: auto; }
-table.picks td { white-space: normal; vertical-align: top; }
-table.picks td.need { font-weight: 600; white-space: nowrap; }
-table.picks td.pick { font-family: ui-monospace, Menlo, monospace; white-space: nowrap; }
+table.picks { width: 100%; table-layout: fixed; }
+table.picks th:nth-child(1) { width: 24%; }
+table.picks th:nth-child(2) { width: 18%; }
+table.picks td { white-space: normal; vertical-align: top; overflow-wrap: anywhere; }
+table.picks td.need { font-weight: 600; }
+table.picks td.pick { font-family: ui-monospace, Menlo, monospace; }
 figure { margin: 12px 0 28px; }
 figure img { width: 100%; height: auto; border: 1px solid #eee; }
 </style>
