@@ -35,20 +35,52 @@ type Subject interface {
 	Reset(ctx context.Context, key string) error
 }
 
-// The kinds of call.
+// The kinds of call: Reserve and Settle for a Subject that is also a
+// limiters.AtSettler.
 const (
-	Allow = 'a'
-	Peek  = 'p'
-	Reset = 'r'
+	Allow   = 'a'
+	Peek    = 'p'
+	Reset   = 'r'
+	Reserve = 'v'
+	Settle  = 's'
 )
 
 // Call is an operation's input: a call of kind Op for Key at T (Unix ns),
-// of cost N.
+// of cost N; for a Settle, the reservation R it settles (which a Reserve
+// of the same goroutine made before) at the actual cost N.
 type Call struct {
 	Op  byte
 	Key string
 	T   int64
 	N   int
+	R   Reserved
+}
+
+// Reserved is a reservation as a Call holds it: comparable, so that a
+// model's states can be told apart.
+type Reserved struct {
+	At, Cost int64
+	D        limiters.Decision
+	Per      [maxLimits]limiters.Decision
+	Limits   int
+}
+
+// maxLimits is the most limits a reservation of a history may have.
+const maxLimits = 8
+
+func reserved(r limiters.Reservation) Reserved {
+	x := Reserved{At: r.At.UnixNano(), Cost: int64(r.Cost), D: r.Decision, Limits: len(r.Per)}
+	copy(x.Per[:], r.Per)
+	return x
+}
+
+// reservation is x, for key, as the limiters take it.
+func (x Reserved) reservation(key string) limiters.Reservation {
+	r := limiters.Reservation{Key: key, At: time.Unix(0, x.At), Cost: int(x.Cost), Decision: x.D}
+	if x.Limits > 0 {
+		r.Per = x.Per[:x.Limits]
+	}
+	return r
 }
 
 func (c Call) String() string {
@@ -57,6 +89,10 @@ func (c Call) String() string {
 		return fmt.Sprintf("AllowAt(%s, %d, %d)", c.Key, c.T, c.N)
 	case Peek:
 		return fmt.Sprintf("PeekAt(%s, %d)", c.Key, c.T)
+	case Reserve:
+		return fmt.Sprintf("ReserveAt(%s, %d, %d)", c.Key, c.T, c.N)
+	case Settle:
+		return fmt.Sprintf("SettleAt(%s reserved %d at %d, %d, %d)", c.Key, c.R.Cost, c.R.At, c.T, c.N)
 	}
 	return fmt.Sprintf("Reset(%s) or Set(%s, %d)", c.Key, c.Key, c.N)
 }
@@ -65,14 +101,16 @@ func (c Call) String() string {
 // calls each on Keys keys; each call's time is Start plus Step for each
 // call taken before it by any goroutine, but one call in StepBack goes
 // back up to five steps (a slow clock, or a decision sent late). Of the
-// calls, one in Peeks peeks, one in Resets resets, one in Costly costs 2;
-// the rest admit one.
+// calls, one in Peeks peeks, one in Resets resets, one in Costly costs 2,
+// and one in Settles reserves (and keeps the reservation, if admitted)
+// or, when the goroutine holds one, settles one at an actual cost of 0
+// to 3; the rest admit one.
 type Workload struct {
-	Seed                          uint64
-	Goroutines, Calls, Keys       int
-	Start                         time.Time
-	Step                          time.Duration
-	StepBack, Peeks, Resets, Cost int
+	Seed                                   uint64
+	Goroutines, Calls, Keys                int
+	Start                                  time.Time
+	Step                                   time.Duration
+	StepBack, Peeks, Resets, Cost, Settles int
 }
 
 // Record runs w against s and returns the history: each call with its
@@ -86,6 +124,8 @@ func Record(s Subject, w Workload) ([]porcupine.Operation, error) {
 	for g := range w.Goroutines {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(w.Seed, uint64(g)))
+			var open []limiters.Reservation // this goroutine's, admitted
+			settler, _ := s.(limiters.AtSettler)
 			for range w.Calls {
 				c := Call{Op: Allow, Key: fmt.Sprintf("k%d", r.IntN(w.Keys)), N: 1}
 				step := clock.Add(1)
@@ -100,12 +140,32 @@ func Record(s Subject, w Workload) ([]porcupine.Operation, error) {
 					c.Op = Peek
 				case w.Cost > 0 && r.IntN(w.Cost) == 0:
 					c.N = 2
+				case w.Settles > 0 && r.IntN(w.Settles) == 0:
+					if settler == nil {
+						errs[g] = fmt.Errorf("lincheck: settles asked of %T, which cannot settle", s)
+						return
+					}
+					c.Op = Reserve
+					if len(open) > 0 && r.IntN(2) == 0 {
+						j := r.IntN(len(open))
+						c.Op, c.Key, c.R, c.N = Settle, open[j].Key, reserved(open[j]), r.IntN(4)
+						open = append(open[:j], open[j+1:]...)
+					}
 				}
 				call := ticks.Add(1)
 				if r.IntN(2) == 0 {
 					runtime.Gosched() // let calls overlap, on 2 cores too
 				}
-				d, err := apply(s, c)
+				var d limiters.Decision
+				var err error
+				if c.Op == Reserve {
+					res := settler.ReserveAt(c.Key, time.Unix(0, c.T), c.N)
+					if d = res.Decision; res.Allowed {
+						open = append(open, res)
+					}
+				} else {
+					d, err = apply(s, c)
+				}
 				ret := ticks.Add(1)
 				if err != nil {
 					errs[g] = fmt.Errorf("%v: %w", c, err)
@@ -141,6 +201,15 @@ func apply(s Subject, c Call) (limiters.Decision, error) {
 		return s.AllowAt(c.Key, t, c.N), nil
 	case Peek:
 		return s.PeekAt(c.Key, t), nil
+	case Reserve, Settle:
+		settler, ok := s.(limiters.AtSettler)
+		if !ok {
+			return limiters.Decision{}, fmt.Errorf("lincheck: %T cannot settle", s)
+		}
+		if c.Op == Reserve {
+			return settler.ReserveAt(c.Key, t, c.N).Decision, nil
+		}
+		return settler.SettleAt(c.R.reservation(c.Key), t, c.N)
 	}
 	if set, ok := s.(Setter); ok {
 		return limiters.Decision{}, set.Set(c.Key, c.N)
@@ -194,7 +263,7 @@ func Model(fresh func() (Subject, func()), same func(got, want limiters.Decision
 			// Most candidates fail on whether they admit: that is peeked
 			// first, where the model can, leaving it as it was, so that
 			// the next candidate from the same state needs no replay.
-			if p, ok := l.(peekerN); ok && c.Op == Allow {
+			if p, ok := l.(peekerN); ok && (c.Op == Allow || c.Op == Reserve) {
 				if p.PeekAtN(c.Key, time.Unix(0, c.T), c.N).Allowed != want.Allowed {
 					return false, st
 				}
@@ -235,7 +304,7 @@ func Model(fresh func() (Subject, func()), same func(got, want limiters.Decision
 
 func mix(h uint64, c Call) uint64 {
 	f := fnv.New64a()
-	fmt.Fprintf(f, "%d|%c|%s|%d|%d", h, c.Op, c.Key, c.T, c.N)
+	fmt.Fprintf(f, "%d|%c|%s|%d|%d|%v", h, c.Op, c.Key, c.T, c.N, c.R)
 	return f.Sum64()
 }
 
