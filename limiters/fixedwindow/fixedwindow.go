@@ -181,19 +181,25 @@ func (l *Limiter) decide(key string, now int64, n int) (d limiters.Decision) {
 
 // settle gives back refund units and charges charge at now to s, for a
 // reservation decided at at (see the package doc), and returns s after
-// and whether it is worth keeping.
+// and whether it changed (see gcra's settle: one that changes nothing
+// leaves s as it was).
 func (l *Limiter) settle(s state, held bool, at, _, now int64, refund, charge int) (state, bool) {
 	p := &s
 	if !held {
 		p = nil
 	}
-	s = l.current(p, now)
-	if held && refund > 0 && s.window == l.byW.Floor(at) {
-		s.count = max(s.count-int64(refund), 0)
+	c := l.current(p, now)
+	count := c.count
+	if held && refund > 0 && c.window == l.byW.Floor(at) {
+		count = max(count-int64(refund), 0)
 	}
 	most := l.mostCount()
-	s.count = min(s.count+min(int64(charge), most), most)
-	return s, held || charge > 0
+	count = min(count+min(int64(charge), most), most)
+	if count == c.count {
+		return s, false
+	}
+	c.count = count
+	return c, true
 }
 
 // mostCount is the most a count may reach with debt: N a window for as

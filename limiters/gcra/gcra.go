@@ -165,14 +165,21 @@ func (l *Limiter) decide(key string, now int64, n int) (d limiters.Decision) {
 
 // settle gives back refund units and charges charge at now to s, for a
 // reservation decided at at with a ResetAfter of resetAfter (see the
-// package doc), and returns s after and whether it is worth keeping.
+// package doc), and returns s after and whether it changed. (A settle that
+// changes nothing leaves s as it was: written at now, it would decide a
+// later call at an earlier time differently, and unlike Redis.)
 func (l *Limiter) settle(s state, held bool, at, resetAfter, now int64, refund, charge int) (state, bool) {
-	tat := max(s.tat, now)
+	was := max(s.tat, now)
+	tat := was
 	if held && refund > 0 {
 		tat = max(tat-min(keytable.Units(refund, l.t), max(at+resetAfter-now, 0)), now)
 	}
-	s.tat = now + min(tat-now+keytable.Units(charge, l.t), keytable.MaxDebt)
-	return s, held || charge > 0
+	tat = now + min(tat-now+keytable.Units(charge, l.t), keytable.MaxDebt)
+	if tat == was {
+		return s, false
+	}
+	s.tat = tat
+	return s, true
 }
 
 // admits reports whether n events fit at now when the TAT, brought up to

@@ -220,18 +220,24 @@ func (l *Limiter) decide(key string, now int64, n int) (d limiters.Decision) {
 
 // settle gives back refund units and charges charge at now to s, for a
 // reservation decided at at with a ResetAfter of resetAfter (see the
-// package doc), and returns s after and whether it is worth keeping.
+// package doc), and returns s after and whether it changed (see gcra's
+// settle: one that changes nothing leaves s as it was).
 func (l *Limiter) settle(s state, held bool, at, resetAfter, now int64, refund, charge int) (state, bool) {
 	p := &s
 	if !held {
 		p = nil
 	}
-	s = l.leak(p, now)
+	r := l.leak(p, now)
+	level := r.level
 	if held && refund > 0 {
-		s.level = max(s.level-min(keytable.Units(refund, l.t), max(at+resetAfter-s.last, 0)), 0)
+		level = max(level-min(keytable.Units(refund, l.t), max(at+resetAfter-r.last, 0)), 0)
 	}
-	s.level = min(s.level+keytable.Units(charge, l.t), keytable.MaxDebt)
-	return s, held || charge > 0
+	level = min(level+keytable.Units(charge, l.t), keytable.MaxDebt)
+	if level == r.level {
+		return s, false
+	}
+	r.level = level
+	return r, true
 }
 
 // peek reports, without consuming, whether n events would be admitted at

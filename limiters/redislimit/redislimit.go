@@ -1467,15 +1467,26 @@ func (l *Limiter) settleAt(ctx context.Context, r limiters.Reservation, t time.T
 	l.trips.Add(1)
 	cmd := redis.NewCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3)
-	err = l.c.Process(ctx, cmd)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		l.evals.Add(1)
-		cmd = redis.NewCmd(ctx, append([]any{"eval", l.settle.src}, args[2:]...)...)
-		cmd.SetFirstKeyPos(3)
-		err = l.c.Process(ctx, cmd)
+	send := func() error {
+		err := l.c.Process(ctx, cmd)
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			l.evals.Add(1)
+			cmd = redis.NewCmd(ctx, append([]any{"eval", l.settle.src}, args[2:]...)...)
+			cmd.SetFirstKeyPos(3)
+			err = l.c.Process(ctx, cmd)
+		}
+		return err
 	}
-	if l.denials != nil { // a refund may admit what a cached denial refuses
-		l.denials.drop(l.denials.hash(r.Key))
+	if l.denials != nil {
+		// A refund may admit what a cached denial refuses, and a charge
+		// changes when the key is full again: as for a Reset, the cache
+		// of the key's set answers nothing and keeps nothing while the
+		// settle runs, and forgets the key after (lincheck found a cached
+		// denial from before a settle answered after another call had
+		// seen the settle's effect).
+		err = l.denials.reset(l.denials.hash(r.Key), send)
+	} else {
+		err = send()
 	}
 	if err != nil {
 		return limiters.Decision{}, fmt.Errorf("%w: a settle: %w", ErrUnavailable, err)

@@ -183,23 +183,28 @@ func (l *Limiter) decide(key string, now int64, n int) (d limiters.Decision) {
 
 // settle gives back refund units and charges charge at now to s, for a
 // reservation decided at at (see the package doc), and returns s after
-// and whether it is worth keeping.
+// and whether it changed (see gcra's settle: one that changes nothing
+// leaves s as it was).
 func (l *Limiter) settle(s state, held bool, at, _, now int64, refund, charge int) (state, bool) {
 	p := &s
 	if !held {
 		p = nil
 	}
-	s, _ = l.roll(p, now)
+	r, _ := l.roll(p, now)
+	was := r
 	if held && refund > 0 {
 		switch l.byW.Floor(at) {
-		case s.window:
-			s.curr -= uint32(min(int64(refund), int64(s.curr)))
-		case s.window - 1:
-			s.prev -= uint32(min(int64(refund), int64(s.prev)))
+		case r.window:
+			r.curr -= uint32(min(int64(refund), int64(r.curr)))
+		case r.window - 1:
+			r.prev -= uint32(min(int64(refund), int64(r.prev)))
 		}
 	}
-	s.curr = uint32(min(int64(s.curr)+min(int64(charge), math.MaxUint32), math.MaxUint32))
-	return s, held || charge > 0
+	r.curr = uint32(min(int64(r.curr)+min(int64(charge), math.MaxUint32), math.MaxUint32))
+	if r == was {
+		return s, false
+	}
+	return r, true
 }
 
 func (l *Limiter) weighted(prev uint32, e int64) int64 {

@@ -164,18 +164,24 @@ func (l *Limiter) decide(key string, now int64, n int) (d limiters.Decision) {
 
 // settle gives back refund units and charges charge at now to s, for a
 // reservation decided at at with a ResetAfter of resetAfter (see the
-// package doc), and returns s after and whether it is worth keeping.
+// package doc), and returns s after and whether it changed (see gcra's
+// settle: one that changes nothing leaves s as it was).
 func (l *Limiter) settle(s state, held bool, at, resetAfter, now int64, refund, charge int) (state, bool) {
 	p := &s
 	if !held {
 		p = nil
 	}
-	s = l.refill(p, now)
+	r := l.refill(p, now)
+	tokens := r.tokens
 	if held && refund > 0 {
-		s.tokens = min(s.tokens+min(keytable.Units(refund, l.t), max(at+resetAfter-s.last, 0)), l.ct)
+		tokens = min(tokens+min(keytable.Units(refund, l.t), max(at+resetAfter-r.last, 0)), l.ct)
 	}
-	s.tokens = l.ct - min(l.ct-s.tokens+keytable.Units(charge, l.t), keytable.MaxDebt)
-	return s, held || charge > 0
+	tokens = l.ct - min(l.ct-tokens+keytable.Units(charge, l.t), keytable.MaxDebt)
+	if tokens == r.tokens {
+		return s, false
+	}
+	r.tokens = tokens
+	return r, true
 }
 
 // peek reports, without consuming, whether n events would be admitted at

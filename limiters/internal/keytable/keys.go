@@ -30,8 +30,8 @@ type Keys[S any] struct {
 	// settle gives back refund units and charges charge more at now to s
 	// (held: the key is in the table; s is its state, or the zero state if
 	// not), for a reservation decided at at whose key was full again
-	// resetAfter later; it returns the state after and whether it is worth
-	// keeping.
+	// resetAfter later; it returns the state after and whether to write it
+	// (the key is added if need be).
 	settle func(s S, held bool, at, resetAfter, now int64, refund, charge int) (S, bool)
 }
 
