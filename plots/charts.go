@@ -857,6 +857,10 @@ func fleetChart(f *results.File) Chart {
 	return c
 }
 
+// markLine draws a mark across a panel: when Redis went and came back,
+// the limit, the ideal.
+var markLine = draw.LineStyle{Color: rgb(0x222222), Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
+
 // outageColors are the colours of an outage panel's layers: served,
 // limited, refused, the rest.
 var outageColors = []color.Color{rgb(0x009E73), rgb(0xE69F00), rgb(0xD55E00), rgb(0x999999)}
@@ -904,12 +908,12 @@ func outageChart(f *results.File) Chart {
 		}
 		for _, x := range []float64{pn.Away, pn.Back} {
 			edge, _ := plotter.NewLine(plotter.XYs{{X: x, Y: 0}, {X: x, Y: 100}})
-			edge.LineStyle = draw.LineStyle{Color: rgb(0x222222), Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
+			edge.LineStyle = markLine
 			p.Add(edge)
 		}
 		if !seen {
 			edge, _ := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: 1, Y: 1}})
-			edge.LineStyle = draw.LineStyle{Color: rgb(0x222222), Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
+			edge.LineStyle = markLine
 			c.legend.add("Redis away, back", edge)
 		}
 		seen = true
@@ -938,7 +942,7 @@ func llmChart(f *results.File) Chart {
 	mark := func(p *plot.Plot, x float64) {
 		ln, err := plotter.NewLine(plotter.XYs{{X: x, Y: -0.5}, {X: x, Y: float64(len(most.Groups)) - 0.5}})
 		if err == nil {
-			ln.LineStyle = draw.LineStyle{Color: rgb(0x222222), Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
+			ln.LineStyle = markLine
 			p.Add(ln)
 		}
 	}

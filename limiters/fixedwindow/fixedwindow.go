@@ -179,27 +179,21 @@ func (l *Limiter) decide(key string, now int64, n int) (d limiters.Decision) {
 	return d
 }
 
-// settle gives back refund units and charges charge at now to s, for a
-// reservation decided at at (see the package doc), and returns s after
-// and whether it changed (see gcra's settle: one that changes nothing
-// leaves s as it was).
-func (l *Limiter) settle(s state, held bool, at, _, now int64, refund, charge int) (state, bool) {
-	p := &s
-	if !held {
-		p = nil
-	}
+// settle gives back refund units and charges charge at now to the state
+// p (nil for a key not held), for a reservation decided at at (see the
+// package doc), and returns the state after and whether it changed (see
+// gcra's settle).
+func (l *Limiter) settle(p *state, at, _, now int64, refund, charge int) (state, bool) {
 	c := l.current(p, now)
 	count := c.count
-	if held && refund > 0 && c.window == l.byW.Floor(at) {
+	if p != nil && refund > 0 && c.window == l.byW.Floor(at) {
 		count = max(count-int64(refund), 0)
 	}
 	most := l.mostCount()
 	count = min(count+min(int64(charge), most), most)
-	if count == c.count {
-		return s, false
-	}
+	changed := count != c.count
 	c.count = count
-	return c, true
+	return c, changed
 }
 
 // mostCount is the most a count may reach with debt: N a window for as

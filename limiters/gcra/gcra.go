@@ -163,23 +163,23 @@ func (l *Limiter) decide(key string, now int64, n int) (d limiters.Decision) {
 	return d
 }
 
-// settle gives back refund units and charges charge at now to s, for a
-// reservation decided at at with a ResetAfter of resetAfter (see the
-// package doc), and returns s after and whether it changed. (A settle that
-// changes nothing leaves s as it was: written at now, it would decide a
-// later call at an earlier time differently, and unlike Redis.)
-func (l *Limiter) settle(s state, held bool, at, resetAfter, now int64, refund, charge int) (state, bool) {
-	was := max(s.tat, now)
+// settle gives back refund units and charges charge at now to the state
+// p (nil for a key not held), for a reservation decided at at with a
+// ResetAfter of resetAfter (see the package doc), and returns the state
+// after and whether it changed. (A settle that changes nothing leaves the
+// key as it was: written at now, it would decide a later call at an
+// earlier time differently, and unlike Redis.)
+func (l *Limiter) settle(p *state, at, resetAfter, now int64, refund, charge int) (state, bool) {
+	was := now
+	if p != nil {
+		was = max(p.tat, now)
+	}
 	tat := was
-	if held && refund > 0 {
+	if p != nil && refund > 0 {
 		tat = max(tat-min(keytable.Units(refund, l.t), max(at+resetAfter-now, 0)), now)
 	}
 	tat = now + min(tat-now+keytable.Units(charge, l.t), keytable.MaxDebt)
-	if tat == was {
-		return s, false
-	}
-	s.tat = tat
-	return s, true
+	return state{tat: tat}, tat != was
 }
 
 // admits reports whether n events fit at now when the TAT, brought up to

@@ -218,26 +218,20 @@ func (l *Limiter) decide(key string, now int64, n int) (d limiters.Decision) {
 	return d
 }
 
-// settle gives back refund units and charges charge at now to s, for a
-// reservation decided at at with a ResetAfter of resetAfter (see the
-// package doc), and returns s after and whether it changed (see gcra's
-// settle: one that changes nothing leaves s as it was).
-func (l *Limiter) settle(s state, held bool, at, resetAfter, now int64, refund, charge int) (state, bool) {
-	p := &s
-	if !held {
-		p = nil
-	}
+// settle gives back refund units and charges charge at now to the state
+// p (nil for a key not held), for a reservation decided at at with a
+// ResetAfter of resetAfter (see the package doc), and returns the state
+// after and whether it changed (see gcra's settle).
+func (l *Limiter) settle(p *state, at, resetAfter, now int64, refund, charge int) (state, bool) {
 	r := l.leak(p, now)
 	level := r.level
-	if held && refund > 0 {
+	if p != nil && refund > 0 {
 		level = max(level-min(keytable.Units(refund, l.t), max(at+resetAfter-r.last, 0)), 0)
 	}
 	level = min(level+keytable.Units(charge, l.t), keytable.MaxDebt)
-	if level == r.level {
-		return s, false
-	}
+	changed := level != r.level
 	r.level = level
-	return r, true
+	return r, changed
 }
 
 // peek reports, without consuming, whether n events would be admitted at

@@ -181,18 +181,14 @@ func (l *Limiter) decide(key string, now int64, n int) (d limiters.Decision) {
 	return d
 }
 
-// settle gives back refund units and charges charge at now to s, for a
-// reservation decided at at (see the package doc), and returns s after
-// and whether it changed (see gcra's settle: one that changes nothing
-// leaves s as it was).
-func (l *Limiter) settle(s state, held bool, at, _, now int64, refund, charge int) (state, bool) {
-	p := &s
-	if !held {
-		p = nil
-	}
+// settle gives back refund units and charges charge at now to the state
+// p (nil for a key not held), for a reservation decided at at (see the
+// package doc), and returns the state after and whether it changed (see
+// gcra's settle).
+func (l *Limiter) settle(p *state, at, _, now int64, refund, charge int) (state, bool) {
 	r, _ := l.roll(p, now)
 	was := r
-	if held && refund > 0 {
+	if p != nil && refund > 0 {
 		switch l.byW.Floor(at) {
 		case r.window:
 			r.curr -= uint32(min(int64(refund), int64(r.curr)))
@@ -201,10 +197,7 @@ func (l *Limiter) settle(s state, held bool, at, _, now int64, refund, charge in
 		}
 	}
 	r.curr = uint32(min(int64(r.curr)+min(int64(charge), math.MaxUint32), math.MaxUint32))
-	if r == was {
-		return s, false
-	}
-	return r, true
+	return r, r != was
 }
 
 func (l *Limiter) weighted(prev uint32, e int64) int64 {

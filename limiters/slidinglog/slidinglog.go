@@ -253,15 +253,20 @@ func (l *Limiter) decide(key string, now int64, n int) (d limiters.Decision) {
 	return d
 }
 
-// settle gives back refund units and charges charge at now to s, for a
-// reservation decided at at with a ResetAfter of resetAfter (see the
-// package doc), and returns s after and whether it is worth keeping. It
-// writes the ring in place: a settle allocates only when a charge grows
-// the ring, as a decision does.
-func (l *Limiter) settle(s state, held bool, at, resetAfter, now int64, refund, charge int) (state, bool) {
+// settle gives back refund units and charges charge at now to the state
+// p (nil for a key not held), for a reservation decided at at with a
+// ResetAfter of resetAfter (see the package doc), and returns the state
+// after and whether to write it: a held key's is always written, pruned,
+// as Redis writes it. It writes the ring in place: a settle allocates
+// only when a charge grows the ring, as a decision does.
+func (l *Limiter) settle(p *state, at, resetAfter, now int64, refund, charge int) (state, bool) {
+	var s state
+	if p != nil {
+		s = *p
+	}
 	w := l.window(&s, now)
 	l.drop(&s, w.first)
-	if held && refund > 0 {
+	if p != nil && refund > 0 {
 		if stamp := at + resetAfter - l.len; stamp > w.at-l.len {
 			l.remove(&s, stamp, refund)
 		}
@@ -271,7 +276,7 @@ func (l *Limiter) settle(s state, held bool, at, resetAfter, now int64, refund, 
 		l.drop(&s, max(int(s.n)+k-int(l.n), 0)) // the oldest: see the package doc
 		l.record(&s, window{at: w.at, live: int(s.n)}, k)
 	}
-	return s, held || charge > 0
+	return s, p != nil || charge > 0
 }
 
 // drop forgets the oldest k entries of s.

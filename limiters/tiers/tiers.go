@@ -332,14 +332,24 @@ func (l *Limiter) AllowAt(user string, t time.Time, n int) limiters.Decision {
 	return l.now.Load().place(user).lim.AllowAt(user, t, n)
 }
 
+// settler is the limiter of user's tier (or override), which reserves and
+// settles for them; an error if it cannot.
+func (l *Limiter) settler(user string) (limiters.AtSettler, error) {
+	g := l.now.Load().place(user).lim
+	s, ok := g.(limiters.AtSettler)
+	if !ok {
+		return nil, fmt.Errorf("tiers: %w: the limiter of user %q (%T) cannot settle", limiters.ErrInvalidParameter, user, g)
+	}
+	return s, nil
+}
+
 // Reserve decides n events for user now under their limits, as AllowN
 // does, and returns the reservation to settle (limiters.Settler); an
 // error if their tier's limiter cannot settle.
 func (l *Limiter) Reserve(ctx context.Context, user string, n int) (limiters.Reservation, error) {
-	g := l.now.Load().place(user).lim
-	s, ok := g.(limiters.Settler)
-	if !ok {
-		return limiters.Reservation{}, fmt.Errorf("tiers: %w: the limiter of user %q (%T) cannot settle", limiters.ErrInvalidParameter, user, g)
+	s, err := l.settler(user)
+	if err != nil {
+		return limiters.Reservation{}, err
 	}
 	return s.Reserve(ctx, user, n)
 }
@@ -348,10 +358,9 @@ func (l *Limiter) Reserve(ctx context.Context, user string, n int) (limiters.Res
 // user is in now: a user moved to another tier between the two is settled
 // there, and a reservation of other limits is refused.
 func (l *Limiter) Settle(ctx context.Context, r limiters.Reservation, actual int) (limiters.Decision, error) {
-	g := l.now.Load().place(r.Key).lim
-	s, ok := g.(limiters.Settler)
-	if !ok {
-		return limiters.Decision{}, fmt.Errorf("tiers: %w: the limiter of user %q (%T) cannot settle", limiters.ErrInvalidParameter, r.Key, g)
+	s, err := l.settler(r.Key)
+	if err != nil {
+		return limiters.Decision{}, err
 	}
 	return s.Settle(ctx, r, actual)
 }
@@ -359,18 +368,18 @@ func (l *Limiter) Settle(ctx context.Context, r limiters.Reservation, actual int
 // ReserveAt is Reserve at time t; a reservation that cannot be made (the
 // tier's limiter cannot settle) is denied with RetryAfter Never.
 func (l *Limiter) ReserveAt(user string, t time.Time, n int) limiters.Reservation {
-	if s, ok := l.now.Load().place(user).lim.(limiters.AtSettler); ok {
-		return s.ReserveAt(user, t, n)
+	s, err := l.settler(user)
+	if err != nil {
+		return limiters.Reservation{Key: user, At: t, Cost: n, Decision: limiters.Decision{RetryAfter: limiters.Never}}
 	}
-	return limiters.Reservation{Key: user, At: t, Cost: n, Decision: limiters.Decision{RetryAfter: limiters.Never}}
+	return s.ReserveAt(user, t, n)
 }
 
 // SettleAt is Settle at time t.
 func (l *Limiter) SettleAt(r limiters.Reservation, t time.Time, actual int) (limiters.Decision, error) {
-	g := l.now.Load().place(r.Key).lim
-	s, ok := g.(limiters.AtSettler)
-	if !ok {
-		return limiters.Decision{}, fmt.Errorf("tiers: %w: the limiter of user %q (%T) cannot settle", limiters.ErrInvalidParameter, r.Key, g)
+	s, err := l.settler(r.Key)
+	if err != nil {
+		return limiters.Decision{}, err
 	}
 	return s.SettleAt(r, t, actual)
 }

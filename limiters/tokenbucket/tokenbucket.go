@@ -162,26 +162,20 @@ func (l *Limiter) decide(key string, now int64, n int) (d limiters.Decision) {
 	return d
 }
 
-// settle gives back refund units and charges charge at now to s, for a
-// reservation decided at at with a ResetAfter of resetAfter (see the
-// package doc), and returns s after and whether it changed (see gcra's
-// settle: one that changes nothing leaves s as it was).
-func (l *Limiter) settle(s state, held bool, at, resetAfter, now int64, refund, charge int) (state, bool) {
-	p := &s
-	if !held {
-		p = nil
-	}
+// settle gives back refund units and charges charge at now to the state
+// p (nil for a key not held), for a reservation decided at at with a
+// ResetAfter of resetAfter (see the package doc), and returns the state
+// after and whether it changed (see gcra's settle).
+func (l *Limiter) settle(p *state, at, resetAfter, now int64, refund, charge int) (state, bool) {
 	r := l.refill(p, now)
 	tokens := r.tokens
-	if held && refund > 0 {
+	if p != nil && refund > 0 {
 		tokens = min(tokens+min(keytable.Units(refund, l.t), max(at+resetAfter-r.last, 0)), l.ct)
 	}
 	tokens = l.ct - min(l.ct-tokens+keytable.Units(charge, l.t), keytable.MaxDebt)
-	if tokens == r.tokens {
-		return s, false
-	}
+	changed := tokens != r.tokens
 	r.tokens = tokens
-	return r, true
+	return r, changed
 }
 
 // peek reports, without consuming, whether n events would be admitted at

@@ -27,19 +27,18 @@ type Keys[S any] struct {
 	// admitted: the algorithm's decision, returned by value (a pointer
 	// through a function value would escape).
 	allow func(key string, now int64, n int) limiters.Decision
-	// settle gives back refund units and charges charge more at now to s
-	// (held: the key is in the table; s is its state, or the zero state if
-	// not), for a reservation decided at at whose key was full again
-	// resetAfter later; it returns the state after and whether to write it
-	// (the key is added if need be).
-	settle func(s S, held bool, at, resetAfter, now int64, refund, charge int) (S, bool)
+	// settle gives back refund units and charges charge more at now to
+	// the state p (nil: the key is not held), for a reservation decided
+	// at at whose key was full again resetAfter later; it returns the
+	// state after and whether to write it (the key is added if need be).
+	settle func(p *S, at, resetAfter, now int64, refund, charge int) (S, bool)
 }
 
 // NewKeys returns the shared half of a limiter over tab, given how its
 // algorithm peeks, decides and settles.
 func NewKeys[S any](tab *Table[S], peek func(s *S, now int64, n int) limiters.Decision,
 	allow func(key string, now int64, n int) limiters.Decision,
-	settle func(s S, held bool, at, resetAfter, now int64, refund, charge int) (S, bool)) Keys[S] {
+	settle func(p *S, at, resetAfter, now int64, refund, charge int) (S, bool)) Keys[S] {
 	return Keys[S]{tab: tab, peek: peek, allow: allow, settle: settle}
 }
 
@@ -82,11 +81,7 @@ func (k Keys[S]) settleAt(r limiters.Reservation, now int64, actual int) (limite
 	sh := k.tab.LockHash(h)
 	defer sh.Unlock()
 	p := sh.Find(h, now)
-	var s S
-	if p != nil {
-		s = *p
-	}
-	if s, keep := k.settle(s, p != nil, at, resetAfter, now, refund, charge); keep {
+	if s, write := k.settle(p, at, resetAfter, now, refund, charge); write {
 		if p == nil {
 			p = k.tab.Insert(sh, h, r.Key)
 		}
