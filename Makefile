@@ -44,7 +44,7 @@ soak:
 
 ## memcheck: 10 million distinct keys through GCRA and the sliding log in memory, the live heap at 1M, 5M and 10M (about a minute, 2 GB)
 memcheck:
-	$(GO) test -count=1 -run TestManyKeys -v ./limiters/memory -args -manykeys=10000000 | grep -E 'keys sent|^(---|ok|FAIL)'
+	$(GO) test -count=1 -run TestManyKeys -v ./limiters/composite -args -manykeys=10000000 | grep -E 'keys sent|^(---|ok|FAIL)'
 
 # The commit the gate times the working tree against: the first line of
 # results/gate-base that is not a comment (make baseline sets it), unless

@@ -7,8 +7,37 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/limiters/fixedwindow"
+	"github.com/ratelab/ratelab/limiters/gcra"
+	"github.com/ratelab/ratelab/limiters/leakybucket"
+	"github.com/ratelab/ratelab/limiters/slidingcounter"
+	"github.com/ratelab/ratelab/limiters/slidinglog"
+	"github.com/ratelab/ratelab/limiters/tokenbucket"
 )
+
+// inMemory is what every in-memory algorithm's Limiter is.
+type inMemory interface {
+	limiters.Settler
+	limiters.Peeker
+	Close() error
+}
+
+// newAlgorithm returns algorithm a's own limiter, not through a composite.
+func newAlgorithm(a limiters.Algorithm, l limiters.Limit, opts ...limiters.Option) (inMemory, error) {
+	switch a {
+	case limiters.FixedWindow:
+		return fixedwindow.New(l, opts...)
+	case limiters.SlidingLog:
+		return slidinglog.New(l, opts...)
+	case limiters.SlidingCounter:
+		return slidingcounter.New(l, opts...)
+	case limiters.TokenBucket:
+		return tokenbucket.New(l, opts...)
+	case limiters.LeakyBucket:
+		return leakybucket.New(l, opts...)
+	}
+	return gcra.New(l, opts...)
+}
 
 // The hot path allocates nothing: deciding for a key the limiter holds,
 // admitted or denied, at an explicit time or at now, and peeking.
@@ -19,12 +48,7 @@ func TestHotPathAllocatesNothing(t *testing.T) {
 	ctx := context.Background()
 	for _, a := range limiters.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
-			s := limiters.Spec{
-				Algorithm: a,
-				Window:    limiters.Window{Limit: 100, Length: time.Second},
-				Bucket:    limiters.Bucket{Capacity: 100, Rate: 100},
-			}
-			l, err := memory.New(s)
+			l, err := newAlgorithm(a, limiters.PerSecond(100))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -40,14 +64,14 @@ func TestHotPathAllocatesNothing(t *testing.T) {
 			step := time.Second / 100
 			for range 300 {
 				for _, k := range keys {
-					l.AllowAt(k, now, 1)
+					l.Decide(ctx, limiters.Request{Key: k, N: 1, At: now})
 				}
 				now = now.Add(step)
 			}
 			i := 0
 			admitted := 0
 			allow := testing.AllocsPerRun(2000, func() {
-				if l.AllowAt(keys[i%len(keys)], now, 1).Allowed {
+				if d, _ := l.Decide(ctx, limiters.Request{Key: keys[i%len(keys)], N: 1, At: now}); d.Allowed {
 					admitted++
 				}
 				i++
@@ -59,13 +83,13 @@ func TestHotPathAllocatesNothing(t *testing.T) {
 				t.Fatalf("fixture: no request admitted in the steady state")
 			}
 			deny := testing.AllocsPerRun(1000, func() {
-				l.AllowAt(keys[0], now, 200) // above the limit
-				l.AllowAt(keys[1], now, 100) // spent already
+				l.Decide(ctx, limiters.Request{Key: keys[0], N: 200, At: now}) // above the limit
+				l.Decide(ctx, limiters.Request{Key: keys[1], N: 100, At: now}) // spent already
 			})
 			clocked := testing.AllocsPerRun(1000, func() {
 				l.AllowN(ctx, keys[2], 1)
-				l.Peek(ctx, keys[3])
-				l.PeekAt(keys[4], now)
+				l.Peek(ctx, limiters.Request{Key: keys[3], N: 1})
+				l.Peek(ctx, limiters.Request{Key: keys[4], N: 1, At: now})
 			})
 			// Reserving and settling (a cancel, a refund, nothing to
 			// settle) on the keys held, once their rings are as large as
@@ -74,13 +98,13 @@ func TestHotPathAllocatesNothing(t *testing.T) {
 				k := keys[5+i%100]
 				i++
 				for actual := range 3 {
-					if r := l.ReserveAt(k, now, 1); r.Allowed {
-						l.SettleAt(r, now, actual)
+					if r, _ := l.Reserve(ctx, limiters.Request{Key: k, N: 1, At: now}); r.Allowed() {
+						l.Settle(ctx, limiters.Settlement{Reservation: r, Actual: actual, At: now})
 					}
 				}
 			})
 			if allow != 0 || deny != 0 || clocked != 0 || settle != 0 {
-				t.Errorf("allocations per call: admitted %v, denied %v, AllowN/Peek/PeekAt %v, reserve and settle %v; want 0", allow, deny, clocked, settle)
+				t.Errorf("allocations per call: admitted %v, denied %v, AllowN/Peek %v, reserve and settle %v; want 0", allow, deny, clocked, settle)
 			}
 		})
 	}

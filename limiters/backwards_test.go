@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
 )
 
 // A denial remembered before an admission at a later time must not answer
@@ -17,10 +16,10 @@ func TestCachedDenialDoesNotOutliveAdmission(t *testing.T) {
 	ms := func(n int64) time.Time { return time.Unix(0, n*int64(time.Millisecond)) }
 	for _, a := range limiters.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
-			l, err := memory.New(limiters.Spec{
+			l, err := newMemory(spec{
 				Algorithm: a,
-				Window:    limiters.Window{Limit: 2, Length: time.Second},
-				Bucket:    limiters.Bucket{Capacity: 2, Rate: 2},
+				Window:    window{Limit: 2, Length: time.Second},
+				Bucket:    bucket{Capacity: 2, Rate: 2},
 			}, limiters.WithSweepInterval(-1))
 			if err != nil {
 				t.Fatal(err)
@@ -52,7 +51,7 @@ func TestDenialsAgreeWithPeek(t *testing.T) {
 	for seed := range uint64(seeds) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		for _, s := range specs(rng) {
-			l, err := memory.New(s, limiters.WithSweepInterval(-1))
+			l, err := newMemory(s, limiters.WithSweepInterval(-1))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,10 +90,10 @@ func TestBefore1970(t *testing.T) {
 	t0 := time.Date(1960, 5, 1, 12, 0, 0, 0, time.UTC)
 	for _, a := range limiters.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
-			l, err := memory.New(limiters.Spec{
+			l, err := newMemory(spec{
 				Algorithm: a,
-				Window:    limiters.Window{Limit: 1, Length: time.Hour},
-				Bucket:    limiters.Bucket{Capacity: 1, Rate: 1.0 / 3600},
+				Window:    window{Limit: 1, Length: time.Hour},
+				Bucket:    bucket{Capacity: 1, Rate: 1.0 / 3600},
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
 )
 
 // A key cap forgets keys, and a forgotten key starts fresh, even one whose
@@ -14,12 +13,12 @@ import (
 func TestEvictedKeyStartsFresh(t *testing.T) {
 	for _, a := range limiters.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
-			s := limiters.Spec{
+			s := spec{
 				Algorithm: a,
-				Window:    limiters.Window{Limit: 3, Length: 10 * time.Second},
-				Bucket:    limiters.Bucket{Capacity: 3, Rate: 0.3},
+				Window:    window{Limit: 3, Length: 10 * time.Second},
+				Bucket:    bucket{Capacity: 3, Rate: 0.3},
 			}
-			l, err := memory.New(s, limiters.WithMaxKeys(64), limiters.WithSweepInterval(-1), limiters.WithKeyNames())
+			l, err := newMemory(s, limiters.WithMaxKeys(64), limiters.WithSweepInterval(-1), limiters.WithKeyNames())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,7 +47,7 @@ func TestEvictedKeyStartsFresh(t *testing.T) {
 				l.AllowAt(fmt.Sprint("busy-", i), later, 3)
 				if i%100 == 99 {
 					held = false
-					l.WalkAt(later, func(key string, d limiters.Decision) bool {
+					l.Walk(bg, func(key string, d limiters.Decision) bool {
 						held = held || key == "victim"
 						return true
 					})

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
 )
 
 // The models below are DESIGN.md's table written as directly as possible,
@@ -168,7 +167,7 @@ func (m *counterModel) allow(key string, t int64, n int) (bool, *big.Rat) {
 	return admit, rem
 }
 
-func newModel(s limiters.Spec) model {
+func newModel(s spec) model {
 	c, t := int64(s.Bucket.Capacity), int64(s.Bucket.Interval())
 	n, w := int64(s.Window.Limit), int64(s.Window.Length)
 	switch s.Algorithm {
@@ -218,20 +217,20 @@ func trace(rng *rand.Rand, steps, n int, w int64) []step {
 }
 
 // specs returns the six algorithms at a limit drawn from rng.
-func specs(rng *rand.Rand) []limiters.Spec {
+func specs(rng *rand.Rand) []spec {
 	quota := []int{1, 2, 3, 5, 10, 64}[rng.IntN(6)]
-	window := []time.Duration{7 * time.Millisecond, time.Second, 3 * time.Second, time.Minute, time.Hour}[rng.IntN(5)]
+	length := []time.Duration{7 * time.Millisecond, time.Second, 3 * time.Second, time.Minute, time.Hour}[rng.IntN(5)]
 	// A rate that does not divide a second evenly now and then.
-	rate := float64(quota) / window.Seconds()
+	rate := float64(quota) / length.Seconds()
 	if rng.IntN(3) == 0 {
 		rate *= 1 + rng.Float64()
 	}
-	var out []limiters.Spec
+	var out []spec
 	for _, a := range limiters.Algorithms() {
-		out = append(out, limiters.Spec{
+		out = append(out, spec{
 			Algorithm: a,
-			Window:    limiters.Window{Limit: quota, Length: window},
-			Bucket:    limiters.Bucket{Capacity: quota, Rate: rate},
+			Window:    window{Limit: quota, Length: length},
+			Bucket:    bucket{Capacity: quota, Rate: rate},
 		})
 	}
 	return out
@@ -246,11 +245,11 @@ func checkAgainstModel(t *testing.T, seed uint64) {
 	steps := trace(rng, 300, all[0].Window.Limit, int64(all[0].Window.Length))
 	bucketDecisions := map[limiters.Algorithm][]limiters.Decision{}
 	for _, s := range all {
-		l, err := memory.New(s, limiters.WithSweepInterval(-1))
+		l, err := newMemory(s, limiters.WithSweepInterval(-1))
 		if err != nil {
 			t.Fatalf("%v: %v", s, err)
 		}
-		swept, err := memory.New(s, limiters.WithSweepInterval(-1))
+		swept, err := newMemory(s, limiters.WithSweepInterval(-1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +259,7 @@ func checkAgainstModel(t *testing.T, seed uint64) {
 			swept.Sweep(at)
 			d := l.AllowAt(st.key, at, st.n)
 			call := fmt.Sprintf("seed %d, %v, step %d: AllowAt(%q, %dns, %d)", seed, s, i, st.key, st.t, st.n)
-			if d2 := swept.AllowAt(st.key, at, st.n); d2 != d {
+			if d2 := swept.AllowAt(st.key, at, st.n); !same(d2, d) {
 				t.Fatalf("%s = %+v, but %+v when swept before every step", call, d, d2)
 			}
 			admit, remaining := m.allow(st.key, st.t, st.n)
@@ -288,7 +287,7 @@ func checkAgainstModel(t *testing.T, seed uint64) {
 	tb := bucketDecisions[limiters.TokenBucket]
 	for _, a := range []limiters.Algorithm{limiters.LeakyBucket, limiters.GCRA} {
 		for i, d := range bucketDecisions[a] {
-			if d != tb[i] {
+			if !same(d, tb[i]) {
 				t.Fatalf("seed %d step %d: %v decided %+v, token bucket %+v", seed, i, a, d, tb[i])
 			}
 		}
@@ -297,7 +296,7 @@ func checkAgainstModel(t *testing.T, seed uint64) {
 
 // checkTimes checks that RetryAfter and ResetAfter are exact: waiting them
 // out is enough, and a nanosecond less is not.
-func checkTimes(t *testing.T, call string, l limiters.AtLimiter, st step, d limiters.Decision) {
+func checkTimes(t *testing.T, call string, l *mem, st step, d limiters.Decision) {
 	t.Helper()
 	at := time.Unix(0, st.t)
 	if !d.Allowed && st.n == 1 {
@@ -320,9 +319,9 @@ func checkTimes(t *testing.T, call string, l limiters.AtLimiter, st step, d limi
 
 // checkNeverOverN replays steps and checks that no interval of length W
 // saw more than N admitted.
-func checkNeverOverN(t *testing.T, s limiters.Spec, steps []step, l limiters.AtLimiter) {
+func checkNeverOverN(t *testing.T, s spec, steps []step, l *mem) {
 	t.Helper()
-	again, _ := memory.New(s)
+	again, _ := newMemory(s)
 	defer again.Close()
 	admitted := map[string][]step{}
 	for _, st := range steps {

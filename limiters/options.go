@@ -1,7 +1,6 @@
 package limiters
 
 import (
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,13 +30,13 @@ type Options struct {
 	// costs 16 bytes per table slot plus the string itself.
 	KeepKeyNames bool
 
-	// Clock tells the time for calls that do not pass one (AllowN, Peek,
-	// Walk); nil means a monotonic reading of the system clock taken as an
-	// offset from the Unix time at construction, so wall-clock steps after
-	// construction do not move window edges. See CoarseClock for a cheaper,
-	// coarser clock. A limiter that has decided at its clock (AllowN) is
-	// swept as of the clock's time; one driven only by explicit times
-	// (AllowAt) is swept as of the newest time it has seen.
+	// Clock tells the time for requests that do not carry one (Request.At
+	// zero, AllowN, Walk); nil means a monotonic reading of the system
+	// clock taken as an offset from the Unix time at construction, so
+	// wall-clock steps after construction do not move window edges. See
+	// CoarseClock for a cheaper, coarser clock. A limiter that has decided
+	// at its clock is swept as of the clock's time; one driven only by
+	// explicit times is swept as of the newest time it has seen.
 	Clock Clock
 }
 
@@ -61,21 +60,6 @@ func WithClock(c Clock) Option { return func(o *Options) { o.Clock = c } }
 
 // DefaultSweepInterval is the SweepInterval used when none is set.
 const DefaultSweepInterval = time.Minute
-
-// Apply returns the Options that opts set on top of the defaults, checked.
-func Apply(opts []Option) (Options, error) {
-	var o Options
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.MaxKeys < 0 {
-		return o, fmt.Errorf("%w: max keys must not be negative, got %d", ErrInvalidParameter, o.MaxKeys)
-	}
-	if o.SweepInterval == 0 {
-		o.SweepInterval = DefaultSweepInterval
-	}
-	return o, nil
-}
 
 // Clock tells the time.
 type Clock interface {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
 )
 
 // BenchmarkSettle is what settling costs beside a plain decision, per
@@ -22,9 +21,9 @@ func BenchmarkSettle(b *testing.B) {
 	for _, a := range limiters.Algorithms() {
 		for _, op := range []string{"allow", "refund", "charge"} {
 			b.Run(fmt.Sprintf("alg=%s/op=%s", a, op), func(b *testing.B) {
-				s := limiters.Spec{Algorithm: a, Window: limiters.Window{Limit: 1000, Length: time.Second},
-					Bucket: limiters.Bucket{Capacity: 1000, Rate: 1000}}
-				l, err := memory.New(s, limiters.WithSweepInterval(-1))
+				s := spec{Algorithm: a, Window: window{Limit: 1000, Length: time.Second},
+					Bucket: bucket{Capacity: 1000, Rate: 1000}}
+				l, err := newMemory(s, limiters.WithSweepInterval(-1))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -46,7 +45,7 @@ func BenchmarkSettle(b *testing.B) {
 						}
 						continue
 					}
-					if r := l.ReserveAt(k, now, 4); r.Allowed {
+					if r := l.ReserveAt(k, now, 4); r.Allowed() {
 						admitted++
 						l.SettleAt(r, now, actual)
 					}

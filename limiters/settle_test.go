@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
 )
 
 // Settling, in the models' terms (DESIGN.md's, written out again with no
@@ -157,7 +156,7 @@ func checkSettleAgainstModel(t *testing.T, seed uint64) {
 	}
 	bucket := map[limiters.Algorithm][]limiters.Decision{}
 	for _, s := range all {
-		l, err := memory.New(s, limiters.WithSweepInterval(-1))
+		l, err := newMemory(s, limiters.WithSweepInterval(-1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,22 +170,22 @@ func checkSettleAgainstModel(t *testing.T, seed uint64) {
 			var remaining *big.Rat
 			if o := ops[i]; o.settle && len(open) > 0 {
 				p := &open[o.which%len(open)]
-				call = fmt.Sprintf("seed %d, %v, step %d: SettleAt(%q reserved %d at %dns, %dns, %d)", seed, s, i, p.r.Key, p.r.Cost, p.r.At.UnixNano(), st.t, o.actual)
+				call = fmt.Sprintf("seed %d, %v, step %d: SettleAt(%q reserved %d at %dns, %dns, %d)", seed, s, i, p.r.Key(), p.r.Cost(), p.r.At().UnixNano(), st.t, o.actual)
 				if d, err = l.SettleAt(p.r, at, o.actual); err != nil {
 					t.Fatalf("%s: %v", call, err)
 				}
-				refund, charge := max(p.r.Cost-o.actual, 0), max(o.actual-p.r.Cost, 0)
-				m.settle(p.r.Key, st.t, p.mark, refund, charge)
+				refund, charge := max(p.r.Cost()-o.actual, 0), max(o.actual-p.r.Cost(), 0)
+				m.settle(p.r.Key(), st.t, p.mark, refund, charge)
 				// A look (a cost of 0 changes nothing): a unit request
 				// fits when at least one unit remains.
-				_, remaining = m.allow(p.r.Key, st.t, 0)
+				_, remaining = m.allow(p.r.Key(), st.t, 0)
 				admit = remaining.Cmp(rat(1)) >= 0
-				st = step{key: p.r.Key, t: st.t, n: 1}
+				st = step{key: p.r.Key(), t: st.t, n: 1}
 				open = append(open[:o.which%len(open)], open[o.which%len(open)+1:]...)
 			} else {
 				call = fmt.Sprintf("seed %d, %v, step %d: ReserveAt(%q, %dns, %d)", seed, s, i, st.key, st.t, st.n)
 				r := l.ReserveAt(st.key, at, st.n)
-				d = r.Decision
+				d = r.Decision()
 				admit, remaining = m.allow(st.key, st.t, st.n)
 				if admit {
 					open = append(open, pending{r, m.mark(st.key, st.t)})
@@ -212,7 +211,7 @@ func checkSettleAgainstModel(t *testing.T, seed uint64) {
 	tb := bucket[limiters.TokenBucket]
 	for _, a := range []limiters.Algorithm{limiters.LeakyBucket, limiters.GCRA} {
 		for i, d := range bucket[a] {
-			if d != tb[i] {
+			if !same(d, tb[i]) {
 				t.Fatalf("seed %d step %d: %v decided %+v, token bucket %+v", seed, i, a, d, tb[i])
 			}
 		}
@@ -240,14 +239,14 @@ func FuzzSettleAgainstModel(f *testing.F) {
 // refused: neither changes the key.
 func TestSettleRefused(t *testing.T) {
 	for _, a := range limiters.Algorithms() {
-		s := limiters.Spec{Algorithm: a, Window: limiters.Window{Limit: 3, Length: time.Second}, Bucket: limiters.Bucket{Capacity: 3, Rate: 3}}
-		l, err := memory.New(s)
+		s := spec{Algorithm: a, Window: window{Limit: 3, Length: time.Second}, Bucket: bucket{Capacity: 3, Rate: 3}}
+		l, err := newMemory(s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		at := time.Unix(100, 0)
 		r := l.ReserveAt("k", at, 2)
-		if !r.Allowed || r.Key != "k" || r.Cost != 2 || !r.At.Equal(at) || r.Remaining != 1 {
+		if !r.Allowed() || r.Key() != "k" || r.Cost() != 2 || !r.At().Equal(at) || r.Decision().Remaining != 1 {
 			t.Fatalf("%s: reserved %+v", a, r)
 		}
 		denied := l.ReserveAt("k", at, 2)
@@ -257,6 +256,15 @@ func TestSettleRefused(t *testing.T) {
 		if _, err := l.SettleAt(r, at, -1); !errors.Is(err, limiters.ErrInvalidParameter) {
 			t.Errorf("%s: an actual cost of -1: %v", a, err)
 		}
+		// Only the limiter that made a reservation settles it.
+		other, err := newMemory(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := other.SettleAt(r, at, 0); !errors.Is(err, limiters.ErrNotReserved) {
+			t.Errorf("%s: another limiter settling the reservation: %v, want ErrNotReserved", a, err)
+		}
+		other.Close()
 		if p := l.PeekAt("k", at); p.Remaining != 1 {
 			t.Errorf("%s: after the refused settles, %+v", a, p)
 		}
@@ -276,8 +284,8 @@ func TestSettleConcurrent(t *testing.T) {
 	at := time.Unix(1e9, 0)
 	for _, a := range limiters.Algorithms() {
 		for _, cancel := range []bool{false, true} {
-			s := limiters.Spec{Algorithm: a, Window: limiters.Window{Limit: 50, Length: time.Hour}, Bucket: limiters.Bucket{Capacity: 50, Rate: 50.0 / 3600}}
-			l, err := memory.New(s)
+			s := spec{Algorithm: a, Window: window{Limit: 50, Length: time.Hour}, Bucket: bucket{Capacity: 50, Rate: 50.0 / 3600}}
+			l, err := newMemory(s)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -287,7 +295,7 @@ func TestSettleConcurrent(t *testing.T) {
 				wg.Go(func() {
 					for range each {
 						r := l.ReserveAt("hot", at, 1)
-						if !r.Allowed {
+						if !r.Allowed() {
 							continue
 						}
 						admitted.Add(1)

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
 )
 
 // The worked examples of the seed documents, row by row. Times are
@@ -22,9 +21,9 @@ type row struct {
 
 func at(sec float64) time.Time { return time.Unix(0, int64(sec*1e9)) }
 
-func runRows(t *testing.T, s limiters.Spec, rows []row) {
+func runRows(t *testing.T, s spec, rows []row) {
 	t.Helper()
-	l, err := memory.New(s)
+	l, err := newMemory(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,10 +44,10 @@ func runRows(t *testing.T, s limiters.Spec, rows []row) {
 
 // buckets runs rows through the three bucket algorithms: one policy, so
 // one table.
-func buckets(t *testing.T, b limiters.Bucket, rows []row) {
+func buckets(t *testing.T, b bucket, rows []row) {
 	for _, a := range []limiters.Algorithm{limiters.TokenBucket, limiters.LeakyBucket, limiters.GCRA} {
 		t.Run(string(a), func(t *testing.T) {
-			runRows(t, limiters.Spec{Algorithm: a, Bucket: b}, rows)
+			runRows(t, spec{Algorithm: a, Bucket: b}, rows)
 		})
 	}
 }
@@ -56,7 +55,7 @@ func buckets(t *testing.T, b limiters.Bucket, rows []row) {
 // Seed 004, Example 1: capacity 5, 1 token per second, a request every
 // half second.
 func TestSeedExample1BasicRefill(t *testing.T) {
-	buckets(t, limiters.Bucket{Capacity: 5, Rate: 1}, []row{
+	buckets(t, bucket{Capacity: 5, Rate: 1}, []row{
 		{0.0, "alice", true, 4, 0, "5.0 tokens, take 1"},
 		{0.5, "alice", true, 3, 0, "4.0 + 0.5 = 4.5, take 1: 3.5"},
 		{1.0, "alice", true, 3, 0, "3.5 + 0.5 = 4.0, take 1: 3.0"},
@@ -74,7 +73,7 @@ func TestSeedExample1BasicRefill(t *testing.T) {
 // Seed 004, Example 2: two users, capacity 3, 1 per second; Alice's
 // exhaustion leaves Bob untouched.
 func TestSeedExample2Independence(t *testing.T) {
-	buckets(t, limiters.Bucket{Capacity: 3, Rate: 1}, []row{
+	buckets(t, bucket{Capacity: 3, Rate: 1}, []row{
 		{0.0, "alice", true, 2, 0, ""},
 		{0.0, "alice", true, 1, 0, ""},
 		{0.0, "alice", true, 0, 0, "Alice's bucket is empty"},
@@ -100,19 +99,19 @@ func TestSeedExample3BurstThenSteady(t *testing.T) {
 		row{2.0 + 1.0/3, "charlie", false, 0, time.Second/6 + 1, "2/3 token: denied"},
 		row{2.5, "charlie", true, 0, 0, "one token"},
 	)
-	buckets(t, limiters.Bucket{Capacity: 10, Rate: 2}, rows)
+	buckets(t, bucket{Capacity: 10, Rate: 2}, rows)
 }
 
 // Seed 002's window edge: 2 per minute, one request at 00:00:50 and two at
 // 00:01:05. The sliding algorithms (and the buckets) deny the third; the
 // fixed window, whose count started over at 00:01:00, lets it through.
 func TestSeedWindowEdge(t *testing.T) {
-	w := limiters.Window{Limit: 2, Length: time.Minute}
-	b := limiters.Bucket{Capacity: 2, Rate: 2.0 / 60}
+	w := window{Limit: 2, Length: time.Minute}
+	b := bucket{Capacity: 2, Rate: 2.0 / 60}
 	thirdAllowed := map[limiters.Algorithm]bool{limiters.FixedWindow: true}
 	for _, a := range limiters.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
-			l, err := memory.New(limiters.Spec{Algorithm: a, Window: w, Bucket: b})
+			l, err := newMemory(spec{Algorithm: a, Window: w, Bucket: b})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,9 +134,9 @@ func TestSeedWindowEdge(t *testing.T) {
 // at 0:59 and 5 at 1:01 make 10 in two seconds. The sliding log lets none
 // of the second five through.
 func TestFixedWindowTwoNInTwoSeconds(t *testing.T) {
-	w := limiters.Window{Limit: 5, Length: time.Minute}
+	w := window{Limit: 5, Length: time.Minute}
 	for a, want := range map[limiters.Algorithm]int{limiters.FixedWindow: 10, limiters.SlidingLog: 5} {
-		l, err := memory.New(limiters.Spec{Algorithm: a, Window: w})
+		l, err := newMemory(spec{Algorithm: a, Window: w})
 		if err != nil {
 			t.Fatal(err)
 		}

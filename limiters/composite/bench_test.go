@@ -1,12 +1,15 @@
-package composite
+package composite_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/limiters/composite"
+	"github.com/ratelab/ratelab/limiters/gcra"
+	"github.com/ratelab/ratelab/limiters/slidingcounter"
 )
 
 // BenchmarkDecide: what each limit adds to a decision on one key that is
@@ -16,28 +19,31 @@ func BenchmarkDecide(b *testing.B) {
 	for _, a := range []limiters.Algorithm{limiters.SlidingCounter, limiters.GCRA} {
 		for k := 0; k <= len(all); k++ {
 			name := fmt.Sprintf("algo=%s/limits=%d", a, k)
-			var decide func(at time.Time) limiters.Decision
+			var limits []limiters.Limit
+			for _, s := range all[:max(k, 1)] {
+				r, _ := limiters.ParseLimit(s)
+				limits = append(limits, r)
+			}
+			var lim limiters.Limiter
 			if k == 0 { // the plain limiter, for comparison
-				r, _ := limiters.ParseRate(all[0])
-				spec, _ := r.Spec(a)
-				l, err := memory.New(spec)
+				l, err := newAlgorithm(a, limits[0])
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer l.Close()
-				decide = func(at time.Time) limiters.Decision { return l.AllowAt("key", at, 1) }
+				lim = l
 			} else {
-				var limits []Limit
-				for _, s := range all[:k] {
-					r, _ := limiters.ParseRate(s)
-					limits = append(limits, Limit{Rate: r})
-				}
-				l, err := New(a, limits)
+				l, err := composite.New(a, limits)
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer l.Close()
-				decide = func(at time.Time) limiters.Decision { return l.AllowAt("key", at, 1) }
+				lim = l
+			}
+			ctx := context.Background()
+			decide := func(at time.Time) limiters.Decision {
+				d, _ := lim.Decide(ctx, limiters.Request{Key: "key", N: 1, At: at})
+				return d
 			}
 			at := time.Unix(1e9, 0) // on across the runs b.Run makes: time never goes back
 			b.Run(name, func(b *testing.B) {
@@ -54,4 +60,15 @@ func BenchmarkDecide(b *testing.B) {
 			})
 		}
 	}
+}
+
+// newAlgorithm returns algorithm a's own limiter of l.
+func newAlgorithm(a limiters.Algorithm, l limiters.Limit) (interface {
+	limiters.Limiter
+	Close() error
+}, error) {
+	if a == limiters.GCRA {
+		return gcra.New(l)
+	}
+	return slidingcounter.New(l)
 }

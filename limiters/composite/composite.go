@@ -1,30 +1,30 @@
-// Package composite enforces several limits on one key at once, all or
-// nothing: "10 per second and 100 per minute and 1,000 per hour". A
-// request is admitted only when every limit admits it, and then it
-// consumes from every limit; a request that any limit denies consumes
-// from none, so a client refused by its hourly limit does not also spend
-// its per-second quota.
+// Package composite enforces one limit or several on each key, in memory,
+// with an algorithm chosen at run time: "10 per second and 100 per minute
+// and 1,000 per hour". A request is admitted only when every limit admits
+// it, and then it consumes from every limit; a request that any limit
+// denies consumes from none, so a client refused by its hourly limit does
+// not also spend its per-second quota.
 //
-// Each limit is kept by an in-memory limiter of the chosen algorithm (any
-// of the six). A decision holds one lock for its key (one of 256, by a hash
-// of the key) across all its limits: it asks every limit but the last what
-// it would decide without consuming (PeekAtN), lets the last decide, and
-// only when all admit does it charge the others, so concurrent callers
-// never see one limit consumed and another not, and a denial charges
-// none even when a key is evicted or swept between the calls.
+// Each limit is kept by an in-memory limiter of the algorithm (any of the
+// six). A decision holds one lock for its key (one of 256, by a hash of
+// the key) across all its limits: it asks every limit but the last what it
+// would decide without consuming (Peek), lets the last decide, and only
+// when all admit does it charge the others, so concurrent callers never
+// see one limit consumed and another not, and a denial charges none even
+// when a key is evicted or swept between the calls. With one limit, a
+// decision is that limit's own.
 //
 // The decision reports the most restrictive limit's quota (the least
 // Remaining, and that limit's Limit; of equal Remaining, the smaller
-// Limit), the longest RetryAfter (the time
-// when every limit admits the request again) and the longest ResetAfter;
-// DecideAt also says which limit denied and what each limit decided.
+// Limit), the longest RetryAfter (the time when every limit admits the
+// request again) and the longest ResetAfter; its Policy names the limits
+// and its Denied says which denied.
 //
-// A reservation (ReserveAt, Reserve) is decided all or nothing as any
-// request is, and keeps each limit's decision (Reservation.Per): settling
-// it (SettleAt, Settle) refunds or charges every limit, each as its
+// A reservation (Reserve) is decided all or nothing as any request is;
+// settling it (Settle) refunds or charges every limit, each as its
 // algorithm's package says, under the key's lock, and reports the
-// combined state after. A reservation allocates its Per, one Decision a
-// limit; a plain decision allocates nothing.
+// combined state after. Under several limits a reservation allocates, one
+// duration a limit; a plain decision allocates nothing.
 //
 // Memory: each limit holds the key, so a key costs the sum of its limits'
 // (see each algorithm's package). A Limiter is safe for concurrent use;
@@ -35,30 +35,29 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/limiters/fixedwindow"
+	"github.com/ratelab/ratelab/limiters/gcra"
+	"github.com/ratelab/ratelab/limiters/internal/keytable"
+	"github.com/ratelab/ratelab/limiters/internal/reservation"
+	"github.com/ratelab/ratelab/limiters/leakybucket"
+	"github.com/ratelab/ratelab/limiters/slidingcounter"
+	"github.com/ratelab/ratelab/limiters/slidinglog"
+	"github.com/ratelab/ratelab/limiters/tokenbucket"
 )
 
-// Limit is one of a composite's limits.
-type Limit struct {
-	// Name names the limit in decisions and headers ("burst", "daily").
-	// Empty means its rate as written ("100/min").
-	Name string
-	Rate limiters.Rate
-}
-
 // MaxLimits is the most limits one composite takes. (A decision keeps one
-// Decision a limit on its stack; at 16 zeroing them cost more than a
-// limit's own decision.)
+// Decision a limit on its stack, and Denials tells eight apart.)
 const MaxLimits = 8
 
-// Limiter enforces several limits on each key, all or nothing.
+// Limiter enforces one or several limits on each key, all or nothing.
 type Limiter struct {
-	limits []Limit
-	inner  []memory.Limiter
+	policy *limiters.Policy
+	inner  []algorithm
 	clock  limiters.Clock
 	// keyNames is whether the limits keep their keys, which Walk needs.
 	keyNames bool
@@ -69,36 +68,69 @@ type Limiter struct {
 	}
 }
 
+// algorithm is what every in-memory algorithm's Limiter is.
+type algorithm interface {
+	limiters.Settler
+	limiters.Peeker
+	limiters.Resetter
+	limiters.Walker
+	Stats() limiters.Stats
+	Sweep(t time.Time)
+	Close() error
+}
+
 var (
-	_ limiters.AtLimiter  = (*Limiter)(nil)
-	_ limiters.Peeker     = (*Limiter)(nil)
-	_ limiters.Resetter   = (*Limiter)(nil)
-	_ limiters.ResetAller = (*Limiter)(nil)
-	_ limiters.Walker     = (*Limiter)(nil)
-	_ limiters.AtSettler  = (*Limiter)(nil)
+	_ limiters.Settler  = (*Limiter)(nil)
+	_ limiters.Peeker   = (*Limiter)(nil)
+	_ limiters.Resetter = (*Limiter)(nil)
+	_ limiters.Walker   = (*Limiter)(nil)
 )
 
 // New returns a limiter that enforces every one of limits, with algorithm
 // a, on each key. A limit with a burst needs a bucket algorithm. The
-// options apply to each limit's limiter; WithClock also sets the time
-// AllowN decides at.
-func New(a limiters.Algorithm, limits []Limit, opts ...limiters.Option) (*Limiter, error) {
-	named, specs, err := check(a, limits)
-	if err != nil {
+// options apply to each limit's limiter; WithClock also sets the time a
+// request without one is decided at.
+func New(a limiters.Algorithm, limits []limiters.Limit, opts ...limiters.Option) (*Limiter, error) {
+	if err := Check(a, limits); err != nil {
 		return nil, err
 	}
-	o, err := limiters.Apply(opts)
+	o, err := keytable.Apply(opts)
 	if err != nil {
 		return nil, fmt.Errorf("composite: %w", err)
 	}
-	l := &Limiter{limits: named, clock: o.Clock, keyNames: o.KeepKeyNames, seed: maphash.MakeSeed()}
-	for i, spec := range specs {
-		in, err := memory.New(spec, opts...)
+	l := &Limiter{policy: limiters.NewPolicy(limits...), clock: o.Clock, keyNames: o.KeepKeyNames, seed: maphash.MakeSeed()}
+	for i, lim := range l.policy.Limits {
+		in, err := newAlgorithm(a, lim, opts)
 		if err != nil {
 			l.Close()
-			return nil, fmt.Errorf("composite: limit %d (%s): %w", i+1, named[i].Name, err)
+			return nil, fmt.Errorf("composite: limit %d (%s): %w", i+1, lim.Name, err)
 		}
 		l.inner = append(l.inner, in)
+	}
+	return l, nil
+}
+
+// newAlgorithm returns the in-memory limiter of algorithm a for limit.
+func newAlgorithm(a limiters.Algorithm, limit limiters.Limit, opts []limiters.Option) (algorithm, error) {
+	switch a {
+	case limiters.FixedWindow:
+		return checked(fixedwindow.New(limit, opts...))
+	case limiters.SlidingLog:
+		return checked(slidinglog.New(limit, opts...))
+	case limiters.SlidingCounter:
+		return checked(slidingcounter.New(limit, opts...))
+	case limiters.TokenBucket:
+		return checked(tokenbucket.New(limit, opts...))
+	case limiters.LeakyBucket:
+		return checked(leakybucket.New(limit, opts...))
+	}
+	return checked(gcra.New(limit, opts...))
+}
+
+// checked returns a nil algorithm, not a typed nil, on error.
+func checked[L algorithm](l L, err error) (algorithm, error) {
+	if err != nil {
+		return nil, err
 	}
 	return l, nil
 }
@@ -106,109 +138,73 @@ func New(a limiters.Algorithm, limits []Limit, opts ...limiters.Option) (*Limite
 // Check reports what New would refuse in limits for algorithm a, without
 // making anything: their number, a name given twice, a limit a cannot
 // enforce.
-func Check(a limiters.Algorithm, limits []Limit) error {
-	_, _, err := check(a, limits)
-	return err
-}
-
-// Named returns a copy of limits with every empty name filled in, as New
-// names them: the rate ("10/s").
-func Named(limits []Limit) []Limit {
-	out := make([]Limit, len(limits))
-	for i, lim := range limits {
-		if lim.Name == "" {
-			lim.Name = lim.Rate.String()
-		}
-		out[i] = lim
+func Check(a limiters.Algorithm, limits []limiters.Limit) error {
+	if _, err := limiters.ParseAlgorithm(string(a)); err != nil {
+		return fmt.Errorf("composite: %w", err)
 	}
-	return out
-}
-
-// check returns limits with their names filled in, and each one's spec.
-func check(a limiters.Algorithm, limits []Limit) ([]Limit, []limiters.Spec, error) {
 	if len(limits) == 0 || len(limits) > MaxLimits {
-		return nil, nil, fmt.Errorf("composite: %w: want 1 to %d limits, got %d", limiters.ErrInvalidParameter, MaxLimits, len(limits))
+		return fmt.Errorf("composite: %w: want 1 to %d limits, got %d", limiters.ErrInvalidParameter, MaxLimits, len(limits))
 	}
-	named := Named(limits)
-	specs := make([]limiters.Spec, len(limits))
 	seen := map[string]int{}
-	for i, lim := range named {
+	for i, lim := range limits {
+		lim = lim.Named()
 		if j, dup := seen[lim.Name]; dup {
-			return nil, nil, fmt.Errorf("composite: %w: limits %d and %d are both named %q", limiters.ErrInvalidParameter, j+1, i+1, lim.Name)
+			return fmt.Errorf("composite: %w: limits %d and %d are both named %q", limiters.ErrInvalidParameter, j+1, i+1, lim.Name)
 		}
 		seen[lim.Name] = i
-		spec, err := lim.Rate.Spec(a)
-		if err != nil {
-			return nil, nil, fmt.Errorf("composite: limit %d (%s): %w", i+1, lim.Name, err)
+		if err := lim.Validate(a); err != nil {
+			return fmt.Errorf("composite: limit %d (%s): %v for %s: %w", i+1, lim.Name, lim, a, err)
 		}
-		specs[i] = spec
 	}
-	return named, specs, nil
+	return nil
 }
 
 // Limits returns the limits, named (a copy).
-func (l *Limiter) Limits() []Limit { return append([]Limit(nil), l.limits...) }
-
-// LimitName returns the name of limit i, as DecideAt numbers them.
-func (l *Limiter) LimitName(i int) string { return l.limits[i].Name }
+func (l *Limiter) Limits() []limiters.Limit { return slices.Clone(l.policy.Limits) }
 
 func (l *Limiter) lock(key string) *sync.Mutex {
 	return &l.locks[maphash.String(l.seed, key)%uint64(len(l.locks))].Mutex
 }
 
-func (l *Limiter) now() time.Time {
-	if l.clock != nil {
+// at returns the time to decide r at: r.At, or the clock's now.
+func (l *Limiter) at(t time.Time) time.Time {
+	switch {
+	case !t.IsZero():
+		return t
+	case l.clock != nil:
 		return l.clock.Now()
 	}
 	return time.Now()
 }
 
-// AllowN reports whether n events for key may happen now under every
-// limit, and consumes them from each if so. The error is non-nil only for
-// n < 1.
+// AllowN is Decide of n events for key now.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
-	d := l.AllowAt(key, l.now(), n)
-	if n < 1 {
-		return d, fmt.Errorf("composite: %w, got %d", limiters.ErrInvalidCost, n)
-	}
-	return d, nil
+	return l.Decide(ctx, limiters.Request{Key: key, N: n})
 }
 
-// AllowAt reports whether n events for key may happen at t under every
-// limit, and consumes them from each if so.
-func (l *Limiter) AllowAt(key string, t time.Time, n int) limiters.Decision {
-	d, _ := l.DecideAt(key, t, n, nil)
-	return d
-}
-
-// DecideAt is AllowAt that also says which limit denied (its index in
-// Limits: the one whose RetryAfter is the longest, the first of those; -1
-// when the request was admitted, or its cost was below 1, which is denied
-// with RetryAfter Never) and, when per has room for one Decision
-// a limit, what each limit decided: for an admitted request, its quota
-// after it; for a denied one, a denying limit's denial of it and a
-// non-denying limit's state (Allowed, nothing consumed).
-func (l *Limiter) DecideAt(key string, t time.Time, n int, per []limiters.Decision) (d limiters.Decision, denied int) {
-	if n < 1 {
-		d = l.PeekAt(key, t)
-		d.Allowed, d.RetryAfter = false, limiters.Never
-		return d, -1
-	}
+// Decide reports whether r may happen under every limit, and consumes its
+// cost from each if so. The error is non-nil only for r.N < 1.
+func (l *Limiter) Decide(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
 	if len(l.inner) == 1 { // one limit decides alone, under its own locks
-		d = l.inner[0].AllowAt(key, t, n)
-		if len(per) > 0 {
-			per[0] = d
-		}
-		if !d.Allowed {
-			return d, 0
-		}
-		return d, -1
+		return l.inner[0].Decide(ctx, r)
+	}
+	return l.decide(ctx, r, nil)
+}
+
+// decide decides r under every limit and, when each has room for one
+// Decision a limit, fills it with what each limit decided: for an admitted
+// request, its quota after it; for a denied one, a denying limit's denial
+// of it and a non-denying limit's state (Allowed, nothing consumed).
+func (l *Limiter) decide(ctx context.Context, r limiters.Request, each []limiters.Decision) (limiters.Decision, error) {
+	r.At = l.at(r.At)
+	if r.N < 1 {
+		d, _ := l.Peek(ctx, limiters.Request{Key: r.Key, N: 1, At: r.At})
+		d.Allowed, d.RetryAfter, d.Denied = false, limiters.Never, 0
+		return d, fmt.Errorf("composite: %w, got %d", limiters.ErrInvalidCost, r.N)
 	}
 	var buf [MaxLimits]limiters.Decision
-	if len(per) < len(l.inner) {
-		per = buf[:len(l.inner)]
-	}
-	mu := l.lock(key)
+	per := buf[:len(l.inner)]
+	mu := l.lock(r.Key)
 	mu.Lock()
 	// Every limit but the last says, without consuming, what it would
 	// decide; if all would admit, the last decides for real, and only if
@@ -216,111 +212,123 @@ func (l *Limiter) DecideAt(key string, t time.Time, n int, per []limiters.Decisi
 	last := len(l.inner) - 1
 	admit := true
 	for i, in := range l.inner[:last] {
-		per[i] = in.PeekAtN(key, t, n)
+		per[i], _ = in.Peek(ctx, r)
 		admit = admit && per[i].Allowed
 	}
 	if admit {
-		per[last] = l.inner[last].AllowAt(key, t, n)
+		per[last], _ = l.inner[last].Decide(ctx, r)
 		if admit = per[last].Allowed; admit {
 			for i, in := range l.inner[:last] {
-				per[i] = in.AllowAt(key, t, n)
+				per[i], _ = in.Decide(ctx, r)
 			}
 		}
 	} else {
-		per[last] = l.inner[last].PeekAtN(key, t, n)
+		per[last], _ = l.inner[last].Peek(ctx, r)
 	}
 	mu.Unlock()
-	return combine(per[:len(l.inner)], admit)
+	copy(each, per)
+	return l.combine(per, admit), nil
 }
 
-// ReserveAt decides n events for key at t under every limit, as AllowAt
-// does, and returns the reservation to settle, with each limit's
-// decision.
-func (l *Limiter) ReserveAt(key string, t time.Time, n int) limiters.Reservation {
-	per := make([]limiters.Decision, len(l.inner))
-	d, _ := l.DecideAt(key, t, n, per)
-	return limiters.Reservation{Key: key, At: t, Cost: n, Decision: d, Per: per}
-}
-
-// Reserve is ReserveAt now. The error is non-nil only for n < 1.
-func (l *Limiter) Reserve(ctx context.Context, key string, n int) (limiters.Reservation, error) {
-	r := l.ReserveAt(key, l.now(), n)
-	if n < 1 {
-		return r, fmt.Errorf("composite: %w, got %d", limiters.ErrInvalidCost, n)
+// combine makes one decision of the limits' decisions.
+func (l *Limiter) combine(per []limiters.Decision, admit bool) limiters.Decision {
+	d := per[0]
+	d.Allowed, d.Policy, d.Denied = admit, l.policy, 0
+	by := -1
+	for i, p := range per {
+		if p.Remaining < d.Remaining || p.Remaining == d.Remaining && p.Limit < d.Limit {
+			d.Remaining, d.Limit = p.Remaining, p.Limit
+		}
+		if !admit && !p.Allowed && (by < 0 || p.RetryAfter > d.RetryAfter) {
+			d.RetryAfter, by = p.RetryAfter, i
+		}
+		d.ResetAfter = max(d.ResetAfter, p.ResetAfter)
 	}
-	return r, nil
+	if admit {
+		d.RetryAfter = 0
+		return d
+	}
+	for i, p := range per {
+		if !p.Allowed {
+			d.Denied = d.Denied.Deny(i, i == by)
+		}
+	}
+	return d
 }
 
-// SettleAt settles r at its actual cost at t under every limit, and
+// Reserve decides r under every limit, as Decide does, and returns the
+// reservation to settle. The error is non-nil only for r.N < 1.
+func (l *Limiter) Reserve(ctx context.Context, r limiters.Request) (limiters.Reservation, error) {
+	if len(l.inner) == 1 {
+		return l.inner[0].Reserve(ctx, r)
+	}
+	r.At = l.at(r.At)
+	each := make([]limiters.Decision, len(l.inner))
+	d, err := l.decide(ctx, r, each)
+	f := reservation.Fields[limiters.Decision]{Owner: l, Key: r.Key, At: r.At.UnixNano(), Cost: r.N, Decision: d}
+	if err != nil {
+		f.Cost = 0
+	}
+	f.Resets = make([]time.Duration, len(each))
+	for i, e := range each {
+		f.Resets[i] = e.ResetAfter
+	}
+	return reservation.Make[limiters.Reservation](f), err
+}
+
+// Settle settles a reservation at its actual cost under every limit, and
 // returns the key's state after, combined.
-func (l *Limiter) SettleAt(r limiters.Reservation, t time.Time, actual int) (limiters.Decision, error) {
-	if _, _, err := limiters.Settlement(r, actual); err != nil {
+func (l *Limiter) Settle(ctx context.Context, s limiters.Settlement) (limiters.Decision, error) {
+	if len(l.inner) == 1 {
+		return l.inner[0].Settle(ctx, s)
+	}
+	r := reservation.Get[limiters.Reservation, limiters.Decision](s.Reservation)
+	if _, _, err := keytable.Settlement(r, l, s.Actual); err != nil {
 		return limiters.Decision{}, fmt.Errorf("composite: %w", err)
 	}
-	if len(r.Per) != len(l.inner) {
-		return limiters.Decision{}, fmt.Errorf("composite: %w: a reservation of %d limits, for %d", limiters.ErrInvalidParameter, len(r.Per), len(l.inner))
-	}
+	s.At = l.at(s.At)
 	var per [MaxLimits]limiters.Decision
 	admit := true
 	mu := l.lock(r.Key)
 	mu.Lock()
 	defer mu.Unlock()
 	for i, in := range l.inner {
-		each := limiters.Reservation{Key: r.Key, At: r.At, Cost: r.Cost, Decision: r.Per[i]}
-		d, err := in.SettleAt(each, t, actual)
-		if err != nil { // each limit admitted it: only a malformed Per says otherwise
-			return limiters.Decision{}, fmt.Errorf("composite: limit %s: %w", l.limits[i].Name, err)
+		each := reservation.Make[limiters.Reservation](reservation.Fields[limiters.Decision]{
+			Owner: in, Key: r.Key, At: r.At, Cost: r.Cost,
+			Decision: limiters.Decision{Allowed: true, ResetAfter: r.Resets[i]},
+		})
+		d, err := in.Settle(ctx, limiters.Settlement{Reservation: each, Actual: s.Actual, At: s.At})
+		if err != nil { // each limit admitted it: only a malformed reservation says otherwise
+			return limiters.Decision{}, fmt.Errorf("composite: limit %s: %w", l.policy.Limits[i].Name, err)
 		}
 		per[i] = d
 		admit = admit && d.Allowed
 	}
-	d, _ := combine(per[:len(l.inner)], admit)
-	return d, nil
+	return l.combine(per[:len(l.inner)], admit), nil
 }
 
-// Settle is SettleAt now.
-func (l *Limiter) Settle(ctx context.Context, r limiters.Reservation, actual int) (limiters.Decision, error) {
-	return l.SettleAt(r, l.now(), actual)
-}
-
-// combine makes one decision of the limits' decisions.
-func combine(per []limiters.Decision, admit bool) (d limiters.Decision, denied int) {
-	d, denied = per[0], -1
-	d.Allowed = admit
-	for i, p := range per {
-		if p.Remaining < d.Remaining || p.Remaining == d.Remaining && p.Limit < d.Limit {
-			d.Remaining, d.Limit = p.Remaining, p.Limit
-		}
-		if !admit && !p.Allowed && (denied < 0 || p.RetryAfter > d.RetryAfter) {
-			d.RetryAfter, denied = p.RetryAfter, i
-		}
-		d.ResetAfter = max(d.ResetAfter, p.ResetAfter)
+// Peek reports what Decide(ctx, r) would decide under every limit,
+// consuming nothing, combined as a decision is. The error is non-nil only
+// for r.N < 1.
+func (l *Limiter) Peek(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
+	if len(l.inner) == 1 {
+		return l.inner[0].Peek(ctx, r)
 	}
-	if admit {
-		d.RetryAfter = 0
-	}
-	return d, denied
-}
-
-// PeekAt reports key's state at t under every limit without consuming
-// anything, combined as a decision is.
-func (l *Limiter) PeekAt(key string, t time.Time) limiters.Decision {
+	r.At = l.at(r.At)
 	var per [MaxLimits]limiters.Decision
 	admit := true
-	mu := l.lock(key)
+	var err error
+	mu := l.lock(r.Key)
 	mu.Lock()
 	for i, in := range l.inner {
-		per[i] = in.PeekAt(key, t)
+		per[i], err = in.Peek(ctx, r)
 		admit = admit && per[i].Allowed
 	}
 	mu.Unlock()
-	d, _ := combine(per[:len(l.inner)], admit)
-	return d
-}
-
-// Peek is PeekAt now.
-func (l *Limiter) Peek(ctx context.Context, key string) (limiters.Decision, error) {
-	return l.PeekAt(key, l.now()), nil
+	if err != nil {
+		err = fmt.Errorf("composite: %w, got %d", limiters.ErrInvalidCost, r.N)
+	}
+	return l.combine(per[:len(l.inner)], admit), err
 }
 
 // Reset forgets key under every limit.
@@ -354,34 +362,62 @@ func (l *Limiter) ResetAll(ctx context.Context) error {
 	return nil
 }
 
-// Walk calls fn with each key any limit holds and what Peek reports for
-// it, until fn returns false. It needs the limiter made WithKeyNames: the
-// limits keep only hashes otherwise, and Walk says so.
+// Walk calls fn with each key any limit holds and what a Peek of one unit
+// reports for it, until fn returns false. Under several limits it needs
+// the limiter made WithKeyNames: the limits keep only hashes otherwise,
+// and Walk says so.
 func (l *Limiter) Walk(ctx context.Context, fn func(key string, d limiters.Decision) bool) error {
+	if len(l.inner) == 1 {
+		return l.inner[0].Walk(ctx, fn)
+	}
 	if !l.keyNames {
 		return fmt.Errorf("composite: Walk needs the keys: make the limiter WithKeyNames")
 	}
-	now := l.now()
+	now := l.at(time.Time{})
 	seen := map[string]bool{}
 	for _, in := range l.inner {
 		var keys []string
-		in.WalkAt(now, func(key string, _ limiters.Decision) bool {
+		err := in.Walk(ctx, func(key string, _ limiters.Decision) bool {
 			if !seen[key] {
 				seen[key] = true
 				keys = append(keys, key)
 			}
 			return true
 		})
+		if err != nil {
+			return err
+		}
 		for _, k := range keys {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if !fn(k, l.PeekAt(k, now)) {
+			d, _ := l.Peek(ctx, limiters.Request{Key: k, N: 1, At: now})
+			if !fn(k, d) {
 				return nil
 			}
 		}
 	}
 	return nil
+}
+
+// Stats reports what the limits hold, added up.
+func (l *Limiter) Stats() limiters.Stats {
+	var st limiters.Stats
+	for _, in := range l.inner {
+		s := in.Stats()
+		st.Keys += s.Keys
+		st.Slots += s.Slots
+		st.Evicted += s.Evicted
+	}
+	return st
+}
+
+// Sweep forgets, under every limit, the keys whose quota has been full
+// again, as of t, for at least a second.
+func (l *Limiter) Sweep(t time.Time) {
+	for _, in := range l.inner {
+		in.Sweep(t)
+	}
 }
 
 // Close stops every limit's background sweeper.

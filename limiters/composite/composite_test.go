@@ -1,6 +1,7 @@
-package composite
+package composite_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -10,28 +11,28 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/limiters/limitertest"
-	"github.com/ratelab/ratelab/limiters/memory"
 )
 
 var t0 = time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
 
-func rate(t *testing.T, s string) limiters.Rate {
+func rate(t *testing.T, s string) limiters.Limit {
 	t.Helper()
-	r, err := limiters.ParseRate(s)
+	r, err := limiters.ParseLimit(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
-func newComposite(t *testing.T, a limiters.Algorithm, rates ...string) *Limiter {
+func newComposite(t *testing.T, a limiters.Algorithm, rates ...string) *composite.Limiter {
 	t.Helper()
-	var limits []Limit
+	var limits []limiters.Limit
 	for _, s := range rates {
-		limits = append(limits, Limit{Rate: rate(t, s)})
+		limits = append(limits, rate(t, s))
 	}
-	l, err := New(a, limits, limiters.WithKeyNames())
+	l, err := composite.New(a, limits, limiters.WithKeyNames())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,10 +45,10 @@ func newComposite(t *testing.T, a limiters.Algorithm, rates ...string) *Limiter 
 func TestConformance(t *testing.T) {
 	for _, a := range limiters.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
-			limitertest.Run(t, func(t *testing.T, quota int, period time.Duration) limiters.AtLimiter {
-				tight := limiters.Rate{N: quota, Per: period}
-				loose := limiters.Rate{N: 1000 * quota, Per: period}
-				l, err := New(a, []Limit{{Rate: loose}, {Rate: tight}}, limiters.WithKeyNames())
+			limitertest.Run(t, func(t *testing.T, quota int, period time.Duration) limiters.Limiter {
+				tight := limiters.Limit{N: quota, Per: period}
+				loose := limiters.Limit{N: 1000 * quota, Per: period}
+				l, err := composite.New(a, []limiters.Limit{loose, tight}, limiters.WithKeyNames())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -79,7 +80,7 @@ func TestSteps(t *testing.T) {
 			2, 0, 0},
 		{3 * time.Second, false, 1, 57 * time.Second, 2, 0, 0},
 	} {
-		d, denied := l.DecideAt("alice", t0.Add(step.at), 1, per)
+		d, denied := decideAt(l, "alice", t0.Add(step.at), 1, per)
 		if d.Allowed != step.allowed || denied != step.denied || d.RetryAfter != step.retry ||
 			per[0].Remaining != step.second || per[1].Remaining != step.minute || d.Remaining != step.combined {
 			t.Errorf("DecideAt(alice, t0+%v, 1) = %+v denied by %d, per-limit remaining %d and %d; want allowed %v, denied by %d, retry %v, remaining %d (%d and %d)",
@@ -87,11 +88,11 @@ func TestSteps(t *testing.T) {
 		}
 	}
 	// The combined quota is the most restrictive limit's: the minute's.
-	if d := l.PeekAt("alice", t0.Add(3*time.Second)); d.Limit != 3 || d.Remaining != 0 || d.Allowed {
+	if d := peekAt(l, "alice", t0.Add(3*time.Second)); d.Limit != 3 || d.Remaining != 0 || d.Allowed {
 		t.Errorf("PeekAt(alice, t0+3s) = %+v, want denied, the minute's limit 3 with 0 remaining", d)
 	}
 	// At t0+60s the first two have left the minute: one more.
-	if d := l.AllowAt("alice", t0.Add(60*time.Second), 1); !d.Allowed || d.Remaining != 1 {
+	if d := allowAt(l, "alice", t0.Add(60*time.Second), 1); !d.Allowed || d.Remaining != 1 {
 		t.Errorf("AllowAt(alice, t0+60s, 1) = %+v, want allowed with 1 remaining", d)
 	}
 }
@@ -119,25 +120,21 @@ func TestModel(t *testing.T) {
 					r := req{at, fmt.Sprint("k", rng.IntN(3)), 1 + rng.IntN(3)}
 					want, retry := true, time.Duration(0)
 					for _, s := range rates {
-						spec, err := rate(t, s).Spec(a)
-						if err != nil {
-							t.Fatal(err)
-						}
-						ref, err := memory.New(spec)
+						ref, err := composite.New(a, []limiters.Limit{rate(t, s)})
 						if err != nil {
 							t.Fatal(err)
 						}
 						for _, p := range admitted {
 							if p.key == r.key {
-								ref.AllowAt(p.key, p.at, p.n)
+								allowAt(ref, p.key, p.at, p.n)
 							}
 						}
-						if d := ref.AllowAt(r.key, r.at, r.n); !d.Allowed {
+						if d := allowAt(ref, r.key, r.at, r.n); !d.Allowed {
 							want, retry = false, max(retry, d.RetryAfter)
 						}
 						ref.Close()
 					}
-					got := l.AllowAt(r.key, r.at, r.n)
+					got := allowAt(l, r.key, r.at, r.n)
 					if got.Allowed != want || got.RetryAfter != retry {
 						t.Fatalf("trace %d, request %d: AllowAt(%s, t0+%v, %d) = allowed %v retry %v, want %v and %v",
 							trace, i, r.key, r.at.Sub(t0), r.n, got.Allowed, got.RetryAfter, want, retry)
@@ -163,7 +160,7 @@ func TestConcurrentAllOrNothing(t *testing.T) {
 			wg.Go(func() {
 				n := 0
 				for range 20 {
-					if l.AllowAt("hot", t0, 1).Allowed {
+					if allowAt(l, "hot", t0, 1).Allowed {
 						n++
 					}
 				}
@@ -177,8 +174,8 @@ func TestConcurrentAllOrNothing(t *testing.T) {
 			t.Errorf("%s: %d admitted, want 100", a, admitted)
 		}
 		for i, want := range []int{0, 150, 50} {
-			if got := l.inner[i].PeekAt("hot", t0).Remaining; got != want {
-				t.Errorf("%s: limit %s has %d remaining, want %d: each limit consumed %d", a, l.limits[i].Name, got, want, 100)
+			if got := peekAt(composite.Inner(l, i), "hot", t0).Remaining; got != want {
+				t.Errorf("%s: limit %s has %d remaining, want %d: each limit consumed %d", a, l.Limits()[i].Name, got, want, 100)
 			}
 		}
 	}
@@ -188,43 +185,44 @@ func TestConcurrentAllOrNothing(t *testing.T) {
 // that would have admitted it.
 func TestDenialConsumesFromNone(t *testing.T) {
 	l := newComposite(t, limiters.TokenBucket, "10/s burst 20", "30/min")
-	if d := l.AllowAt("bob", t0, 15); !d.Allowed || d.Remaining != 5 {
+	if d := allowAt(l, "bob", t0, 15); !d.Allowed || d.Remaining != 5 {
 		t.Fatalf("AllowAt(bob, t0, 15) = %+v, want allowed, 5 remaining (of the burst of 20)", d)
 	}
 	per := make([]limiters.Decision, 2)
-	d, denied := l.DecideAt("bob", t0, 10, per) // the burst has 5, the minute 15
+	d, denied := decideAt(l, "bob", t0, 10, per) // the burst has 5, the minute 15
 	if d.Allowed || denied != 0 || d.RetryAfter != 500*time.Millisecond {
 		t.Errorf("DecideAt(bob, t0, 10) = %+v, denied by %d, want denied by the burst, retry 500ms", d, denied)
 	}
 	if per[1].Remaining != 15 || !per[1].Allowed {
 		t.Errorf("the minute limit after the denial: %+v, want 15 remaining, untouched", per[1])
 	}
-	if got := l.inner[1].PeekAt("bob", t0).Remaining; got != 15 {
+	if got := peekAt(composite.Inner(l, 1), "bob", t0).Remaining; got != 15 {
 		t.Errorf("the minute limit holds %d, want 15", got)
 	}
 }
 
 func TestNewRefuses(t *testing.T) {
-	r := func(s string) Limit { return Limit{Rate: rate(t, s)} }
-	many := make([]Limit, MaxLimits+1)
+	r := func(s string) limiters.Limit { return rate(t, s) }
+	many := make([]limiters.Limit, composite.MaxLimits+1)
 	for i := range many {
-		many[i] = Limit{Name: fmt.Sprint(i), Rate: limiters.Rate{N: i + 1, Per: time.Second}}
+		many[i] = limiters.Limit{Name: fmt.Sprint(i), N: i + 1, Per: time.Second}
 	}
 	for _, tt := range []struct {
 		a      limiters.Algorithm
-		limits []Limit
+		limits []limiters.Limit
 		says   string
 	}{
 		{limiters.GCRA, nil, "want 1 to 8 limits, got 0"},
 		{limiters.GCRA, many, "want 1 to 8 limits, got 9"},
-		{limiters.SlidingLog, []Limit{r("10/s"), r("10/s")}, `limits 1 and 2 are both named "10/s"`},
-		{limiters.FixedWindow, []Limit{r("10/min"), r("10/s burst 20")}, "limit 2 (10/s burst 20): limiters: invalid parameter: fixed-window has no burst"},
-		{limiters.GCRA, []Limit{{Name: "fast", Rate: limiters.Rate{N: 3, Per: time.Nanosecond}}}, "limit 1 (fast): 3/1ns for gcra"},
-		{"magic", []Limit{r("1/s")}, "unknown algorithm"},
+		{limiters.SlidingLog, []limiters.Limit{r("10/s"), r("10/s")}, `limits 1 and 2 are both named "10/s"`},
+		{limiters.FixedWindow, []limiters.Limit{r("10/min"), r("10/s burst 20")}, "limit 2 (10/s burst 20): 10/s burst 20 for fixed-window: limiters: invalid parameter: fixed-window has no burst"},
+		{limiters.GCRA, []limiters.Limit{r("1/s"), {Name: "fast", N: 3, Per: time.Nanosecond}}, "limit 2 (fast): 3/1ns for gcra"},
+		{limiters.GCRA, []limiters.Limit{{Name: "fast", N: 3, Per: time.Nanosecond}}, "composite: limit 1 (fast): 3/1ns for gcra"},
+		{"magic", []limiters.Limit{r("1/s")}, "unknown algorithm"},
 	} {
-		_, err := New(tt.a, tt.limits)
+		_, err := composite.New(tt.a, tt.limits)
 		if !errors.Is(err, limiters.ErrInvalidParameter) || !strings.Contains(err.Error(), tt.says) {
-			t.Errorf("New(%s, %d limits) = %v, want ErrInvalidParameter saying %q", tt.a, len(tt.limits), err, tt.says)
+			t.Errorf("composite.New(%s, %d limits) = %v, want ErrInvalidParameter saying %q", tt.a, len(tt.limits), err, tt.says)
 		}
 	}
 }
@@ -233,26 +231,24 @@ func TestDecideAllocatesNothing(t *testing.T) {
 	l := newComposite(t, limiters.GCRA, "10/s", "100/min", "1000/h")
 	per := make([]limiters.Decision, 3)
 	at := t0
-	l.AllowAt("k", at, 1)
+	ctx := t.Context()
+	l.Decide(ctx, limiters.Request{Key: "k", N: 1, At: at})
 	if n := testing.AllocsPerRun(1000, func() {
 		at = at.Add(time.Millisecond)
-		l.DecideAt("k", at, 1, per)
-		l.AllowAt("k", at, 1)
+		composite.DecideEach(l, limiters.Request{Key: "k", N: 1, At: at}, per)
+		l.Decide(ctx, limiters.Request{Key: "k", N: 1, At: at})
+		l.Peek(ctx, limiters.Request{Key: "k", N: 1, At: at})
 	}); n != 0 {
 		t.Errorf("%v allocations a decision, want 0", n)
 	}
 }
 
-// PeekAtN, which the composite asks before it charges anything, tells
-// exactly what AllowAt then decides, for every algorithm, on random
+// Peek, which the composite asks before it charges anything, tells
+// exactly what Decide then decides, for every algorithm, on random
 // traces with costs above the limits and times stepping back.
-func TestPeekAtNAgreesWithAllowAt(t *testing.T) {
+func TestPeekAgreesWithDecide(t *testing.T) {
 	for _, a := range limiters.Algorithms() {
-		spec, err := rate(t, "5/2s").Spec(a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := memory.New(spec)
+		l, err := composite.New(a, []limiters.Limit{rate(t, "5/2s")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,10 +257,10 @@ func TestPeekAtNAgreesWithAllowAt(t *testing.T) {
 		for i := range 3000 {
 			at = at.Add(time.Duration(rng.IntN(700)-100) * time.Millisecond)
 			key, n := fmt.Sprint("k", rng.IntN(3)), 1+rng.IntN(7)
-			peek := l.PeekAtN(key, at, n)
-			got := l.AllowAt(key, at, n)
-			if peek.Allowed != got.Allowed || peek.RetryAfter != got.RetryAfter {
-				t.Fatalf("%s, request %d: PeekAtN(%s, t0+%v, %d) = %+v, AllowAt then = %+v", a, i, key, at.Sub(t0), n, peek, got)
+			peek := peekAtN(l, key, at, n)
+			got := allowAt(l, key, at, n)
+			if peek.Allowed != got.Allowed || peek.RetryAfter != got.RetryAfter || peek.Denied != got.Denied {
+				t.Fatalf("%s, request %d: Peek(%s, t0+%v, %d) = %+v, Decide then = %+v", a, i, key, at.Sub(t0), n, peek, got)
 			}
 		}
 		l.Close()
@@ -274,7 +270,7 @@ func TestPeekAtNAgreesWithAllowAt(t *testing.T) {
 // Keys evicted by other keys' traffic (WithMaxKeys) between the calls of
 // one decision: a denial still charges nothing, and says who denied.
 func TestEvictionNeverChargesADenial(t *testing.T) {
-	l, err := New(limiters.FixedWindow, []Limit{{Rate: rate(t, "1/h")}, {Rate: rate(t, "1000/h")}, {Rate: rate(t, "999/h")}}, limiters.WithMaxKeys(64))
+	l, err := composite.New(limiters.FixedWindow, []limiters.Limit{rate(t, "1/h"), rate(t, "1000/h"), rate(t, "999/h")}, limiters.WithMaxKeys(64))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +284,7 @@ func TestEvictionNeverChargesADenial(t *testing.T) {
 				if g >= 2 {
 					key = fmt.Sprint("fresh", g, i)
 				}
-				d, denied := l.DecideAt(key, t0, 1, nil)
+				d, denied := decideAt(l, key, t0, 1, nil)
 				if d.Allowed != (denied < 0) || !d.Allowed && d.RetryAfter <= 0 {
 					bad.Store(key, fmt.Sprintf("%+v denied by %d", d, denied))
 				}
@@ -303,12 +299,12 @@ func TestEvictionNeverChargesADenial(t *testing.T) {
 }
 
 func TestWalkNeedsKeyNames(t *testing.T) {
-	l, err := New(limiters.GCRA, []Limit{{Rate: rate(t, "1/s")}})
+	l, err := composite.New(limiters.GCRA, []limiters.Limit{rate(t, "1/s"), rate(t, "10/min")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	l.AllowAt("k", t0, 1)
+	allowAt(l, "k", t0, 1)
 	if err := l.Walk(t.Context(), func(string, limiters.Decision) bool { return true }); err == nil || !strings.Contains(err.Error(), "WithKeyNames") {
 		t.Errorf("Walk without key names = %v", err)
 	}
@@ -324,13 +320,9 @@ func TestSettleIsEachLimits(t *testing.T) {
 		t.Run(string(a), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(len(a)), 7))
 			l := newComposite(t, a, rates...)
-			var each []memory.Limiter
+			var each []*composite.Limiter
 			for _, s := range rates {
-				spec, err := rate(t, s).Spec(a)
-				if err != nil {
-					t.Fatal(err)
-				}
-				m, err := memory.New(spec)
+				m, err := composite.New(a, []limiters.Limit{rate(t, s)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -351,14 +343,14 @@ func TestSettleIsEachLimits(t *testing.T) {
 					j := rng.IntN(len(open))
 					h := open[j]
 					open = append(open[:j], open[j+1:]...)
-					actual := rng.IntN(3 * h.r.Cost)
-					got, err := l.SettleAt(h.r, at, actual)
+					actual := rng.IntN(3 * h.r.Cost())
+					got, err := settleAt(l, h.r, at, actual)
 					if err != nil {
 						t.Fatal(err)
 					}
 					want, admit := limiters.Decision{Remaining: 1 << 30}, true
 					for k, m := range each {
-						d, err := m.SettleAt(h.each[k], at, actual)
+						d, err := settleAt(m, h.each[k], at, actual)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -366,40 +358,86 @@ func TestSettleIsEachLimits(t *testing.T) {
 					}
 					if got.Allowed != admit || got.Remaining != want.Remaining {
 						t.Fatalf("step %d: SettleAt(%s reserved %d, t0+%v, %d) = %+v, each limit says allowed %v, remaining %d",
-							i, h.r.Key, h.r.Cost, at.Sub(t0), actual, got, admit, want.Remaining)
+							i, h.r.Key(), h.r.Cost(), at.Sub(t0), actual, got, admit, want.Remaining)
 					}
 					settled++
 					continue
 				}
 				n := 1 + rng.IntN(3)
-				r := l.ReserveAt(key, at, n)
-				if len(r.Per) != len(rates) {
-					t.Fatalf("step %d: %d decisions kept, want %d", i, len(r.Per), len(rates))
-				}
+				r := reserveAt(l, key, at, n)
 				admit := true
 				for _, m := range each {
-					admit = admit && m.PeekAtN(key, at, n).Allowed
+					admit = admit && peekAtN(m, key, at, n).Allowed
 				}
-				if r.Allowed != admit {
-					t.Fatalf("step %d: ReserveAt(%s, t0+%v, %d).Allowed = %v, each limit says %v", i, key, at.Sub(t0), n, r.Allowed, admit)
+				if r.Allowed() != admit {
+					t.Fatalf("step %d: Reserve(%s, t0+%v, %d).Allowed() = %v, each limit says %v", i, key, at.Sub(t0), n, r.Allowed(), admit)
 				}
 				if !admit {
 					continue
 				}
 				h := held{r: r}
 				for _, m := range each {
-					h.each = append(h.each, m.ReserveAt(key, at, n))
+					h.each = append(h.each, reserveAt(m, key, at, n))
 				}
 				open = append(open, h)
 			}
 			if settled < 20 {
 				t.Fatalf("fixture: %d settles", settled)
 			}
-			r := l.ReserveAt("fresh", at, 1)
-			r.Per = r.Per[:1]
-			if _, err := l.SettleAt(r, at, 0); !errors.Is(err, limiters.ErrInvalidParameter) {
-				t.Errorf("a reservation of another shape: %v", err)
+			// A reservation of another limiter, even of one of the same
+			// limits, is refused.
+			r := reserveAt(each[0], "fresh", at, 1)
+			if _, err := settleAt(l, r, at, 0); !errors.Is(err, limiters.ErrNotReserved) {
+				t.Errorf("another limiter's reservation: %v, want ErrNotReserved", err)
+			}
+			r = reserveAt(newComposite(t, a, rates...), "fresh", at, 1)
+			if _, err := settleAt(l, r, at, 0); !errors.Is(err, limiters.ErrNotReserved) {
+				t.Errorf("another composite's reservation: %v, want ErrNotReserved", err)
 			}
 		})
 	}
+}
+
+// The tests' calls at explicit times.
+
+type limiter interface {
+	limiters.Settler
+	limiters.Peeker
+}
+
+func allowAt(l limiter, key string, at time.Time, n int) limiters.Decision {
+	d, _ := l.Decide(context.Background(), limiters.Request{Key: key, N: n, At: at})
+	return d
+}
+
+func peekAt(l limiters.Peeker, key string, at time.Time) limiters.Decision {
+	return peekAtN(l, key, at, 1)
+}
+
+func peekAtN(l limiters.Peeker, key string, at time.Time, n int) limiters.Decision {
+	d, _ := l.Peek(context.Background(), limiters.Request{Key: key, N: n, At: at})
+	return d
+}
+
+func reserveAt(l limiter, key string, at time.Time, n int) limiters.Reservation {
+	r, _ := l.Reserve(context.Background(), limiters.Request{Key: key, N: n, At: at})
+	return r
+}
+
+func settleAt(l limiter, r limiters.Reservation, at time.Time, actual int) (limiters.Decision, error) {
+	return l.Settle(context.Background(), limiters.Settlement{Reservation: r, Actual: actual, At: at})
+}
+
+// decideAt decides with each limit's decision in per (when it has room)
+// and returns which limit denied: -1 for none.
+func decideAt(l *composite.Limiter, key string, at time.Time, n int, per []limiters.Decision) (limiters.Decision, int) {
+	if len(per) < len(l.Limits()) {
+		per = make([]limiters.Decision, len(l.Limits()))
+	}
+	d, _ := composite.DecideEach(l, limiters.Request{Key: key, N: n, At: at}, per)
+	by, ok := d.Denied.Longest()
+	if !ok {
+		by = -1
+	}
+	return d, by
 }

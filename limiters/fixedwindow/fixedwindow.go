@@ -37,6 +37,8 @@
 // New.
 package fixedwindow
 
+//go:generate go run ../internal/forward
+
 import (
 	"context"
 	"fmt"
@@ -55,64 +57,60 @@ type state struct {
 
 // Limiter is an in-memory fixed window limiter over many keys.
 type Limiter struct {
-	keytable.Keys[state]
-	tab *keytable.Table[state]
-	w   limiters.Window
-	n   int64 // N
-	len int64 // W, ns
-	byW qdiv.Divisor
+	keys   keytable.Keys[state]
+	tab    *keytable.Table[state]
+	policy *limiters.Policy
+	n      int64 // N
+	len    int64 // W, ns
+	byW    qdiv.Divisor
 }
 
 var (
-	_ limiters.AtLimiter  = (*Limiter)(nil)
-	_ limiters.Peeker     = (*Limiter)(nil)
-	_ limiters.Resetter   = (*Limiter)(nil)
-	_ limiters.ResetAller = (*Limiter)(nil)
-	_ limiters.Walker     = (*Limiter)(nil)
-	_ limiters.AtSettler  = (*Limiter)(nil)
+	_ limiters.Settler  = (*Limiter)(nil)
+	_ limiters.Peeker   = (*Limiter)(nil)
+	_ limiters.Resetter = (*Limiter)(nil)
+	_ limiters.Walker   = (*Limiter)(nil)
 )
 
 // New returns a limiter admitting w.Limit per window of w.Length for each
 // key.
-func New(w limiters.Window, opts ...limiters.Option) (*Limiter, error) {
-	if err := w.Validate(); err != nil {
+func New(limit limiters.Limit, opts ...limiters.Option) (*Limiter, error) {
+	if err := limit.Validate(limiters.FixedWindow); err != nil {
 		return nil, fmt.Errorf("fixedwindow: %w", err)
 	}
-	o, err := limiters.Apply(opts)
+	o, err := keytable.Apply(opts)
 	if err != nil {
 		return nil, fmt.Errorf("fixedwindow: %w", err)
 	}
-	l := &Limiter{w: w, n: int64(w.Limit), len: int64(w.Length), byW: qdiv.New(int64(w.Length))}
+	l := &Limiter{policy: limiters.NewPolicy(limit), n: int64(limit.N), len: int64(limit.Per), byW: qdiv.New(int64(limit.Per))}
 	// A key is back to full quota when its window ends, or the windows
 	// its debt runs into.
-	l.tab = keytable.New(w.Limit, func(s *state) int64 {
+	l.tab = keytable.New(limit.N, l.policy, func(s *state) int64 {
 		if s.count == 0 {
 			return math.MinInt64
 		}
 		return l.edge(s.window, l.windows(s.count))
 	}, o)
-	l.Keys = keytable.NewKeys(l.tab, l.peek, l.decide, l.settle)
+	l.keys = keytable.NewKeys(l, "fixedwindow", l.tab, l.peek, l.decide, l.settle)
 	return l, nil
 }
 
-// Window returns the limiter's parameters.
-func (l *Limiter) Window() limiters.Window { return l.w }
+// Limit returns the limit, named.
+func (l *Limiter) Limit() limiters.Limit { return l.policy.Limits[0] }
 
-// AllowN reports whether n events for key may happen now, and consumes
-// them if so. The error is non-nil only for n < 1.
-func (l *Limiter) AllowN(ctx context.Context, key string, n int) (d limiters.Decision, err error) {
-	l.allow(&d, key, l.tab.Now(), n)
-	if n < 1 {
-		err = fmt.Errorf("fixedwindow: %w, got %d", limiters.ErrInvalidCost, n)
+// Decide reports whether r may happen, and consumes its cost if so. The
+// error is non-nil only for r.N < 1.
+func (l *Limiter) Decide(ctx context.Context, r limiters.Request) (d limiters.Decision, err error) {
+	l.allow(&d, r.Key, l.keys.At(r), r.N)
+	if r.N < 1 {
+		err = l.keys.CostError(r.N)
 	}
 	return d, err
 }
 
-// AllowAt reports whether n events for key may happen at time t, and
-// consumes them if so.
-func (l *Limiter) AllowAt(key string, t time.Time, n int) (d limiters.Decision) {
-	l.allow(&d, key, t.UnixNano(), n)
-	return d
+// AllowN is Decide of n events for key now.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
+	return l.Decide(ctx, limiters.Request{Key: key, N: n})
 }
 
 // allow decides n events for key at now into d (through a pointer, see
@@ -220,6 +218,11 @@ func (l *Limiter) peek(p *state, now int64, n int) (d limiters.Decision) {
 func (l *Limiter) describe(d *limiters.Decision, ok bool, s state, now int64, n int) {
 	end := (s.window + 1) * l.len
 	d.Allowed = ok
+	d.Policy = l.policy
+	d.Denied = 0
+	if !ok {
+		d.Denied = keytable.Denied
+	}
 	d.Limit = int(l.n)
 	d.Remaining = int(max(l.n-s.count, 0)) // in debt, past N
 	d.RetryAfter = 0

@@ -18,6 +18,9 @@
 // debt TAT - t is larger, so it is stricter than the buckets, which stand
 // still at their last refill; it never mints quota.
 //
+// A limit of N per W with a burst of B is C = B (N when B is zero) and
+// T = W/N: limiters.PerSecond(10) admits 10 at once, then one every 100ms.
+//
 // Settling (Reserve, then Settle with the actual cost): a reservation of
 // cost e at t leaves TAT_r = max(TAT, t) + e*T, its At plus its
 // ResetAfter. A refund of r units at s gives back what of the
@@ -36,8 +39,10 @@
 // once TAT has passed (their quota is full again).
 //
 // A Limiter is safe for concurrent use. The zero value is not usable; call
-// New.
+// New, and Close when done.
 package gcra
+
+//go:generate go run ../internal/forward
 
 import (
 	"context"
@@ -57,59 +62,55 @@ func idleAt(s *state) int64 { return s.tat }
 
 // Limiter is an in-memory GCRA limiter over many keys.
 type Limiter struct {
-	keytable.Keys[state]
-	tab *keytable.Table[state]
-	b   limiters.Bucket
-	c   int   // C
-	t   int64 // T, ns
-	ct  int64 // C*T, ns
-	byT qdiv.Divisor
+	keys   keytable.Keys[state]
+	tab    *keytable.Table[state]
+	policy *limiters.Policy
+	c      int   // C
+	t      int64 // T, ns
+	ct     int64 // C*T, ns
+	byT    qdiv.Divisor
 }
 
 var (
-	_ limiters.AtLimiter  = (*Limiter)(nil)
-	_ limiters.Peeker     = (*Limiter)(nil)
-	_ limiters.Resetter   = (*Limiter)(nil)
-	_ limiters.ResetAller = (*Limiter)(nil)
-	_ limiters.Walker     = (*Limiter)(nil)
-	_ limiters.AtSettler  = (*Limiter)(nil)
+	_ limiters.Settler  = (*Limiter)(nil)
+	_ limiters.Peeker   = (*Limiter)(nil)
+	_ limiters.Resetter = (*Limiter)(nil)
+	_ limiters.Walker   = (*Limiter)(nil)
 )
 
-// New returns a limiter admitting bursts of b.Capacity, refilled at b.Rate
-// per second, for each key.
-func New(b limiters.Bucket, opts ...limiters.Option) (*Limiter, error) {
-	if err := b.Validate(); err != nil {
+// New returns a limiter that holds limit.Quota() for each key, refilled at
+// limit.N per limit.Per.
+func New(limit limiters.Limit, opts ...limiters.Option) (*Limiter, error) {
+	if err := limit.Validate(limiters.GCRA); err != nil {
 		return nil, fmt.Errorf("gcra: %w", err)
 	}
-	o, err := limiters.Apply(opts)
+	o, err := keytable.Apply(opts)
 	if err != nil {
 		return nil, fmt.Errorf("gcra: %w", err)
 	}
-	t := int64(b.Interval())
-	l := &Limiter{b: b, c: b.Capacity, t: t, ct: int64(b.Capacity) * t, byT: qdiv.New(t)}
-	l.tab = keytable.New(b.Capacity, idleAt, o)
-	l.Keys = keytable.NewKeys(l.tab, l.peek, l.decide, l.settle)
+	c, t := limit.Quota(), int64(limit.Interval())
+	l := &Limiter{policy: limiters.NewPolicy(limit), c: c, t: t, ct: int64(c) * t, byT: qdiv.New(t)}
+	l.tab = keytable.New(c, l.policy, idleAt, o)
+	l.keys = keytable.NewKeys(l, "gcra", l.tab, l.peek, l.decide, l.settle)
 	return l, nil
 }
 
-// Bucket returns the limiter's parameters.
-func (l *Limiter) Bucket() limiters.Bucket { return l.b }
+// Limit returns the limit, named.
+func (l *Limiter) Limit() limiters.Limit { return l.policy.Limits[0] }
 
-// AllowN reports whether n events for key may happen now, and consumes
-// them if so. The error is non-nil only for n < 1.
-func (l *Limiter) AllowN(ctx context.Context, key string, n int) (d limiters.Decision, err error) {
-	l.allow(&d, key, l.tab.Now(), n)
-	if n < 1 {
-		err = fmt.Errorf("gcra: %w, got %d", limiters.ErrInvalidCost, n)
+// Decide reports whether r may happen, and consumes its cost if so. The
+// error is non-nil only for r.N < 1.
+func (l *Limiter) Decide(ctx context.Context, r limiters.Request) (d limiters.Decision, err error) {
+	l.allow(&d, r.Key, l.keys.At(r), r.N)
+	if r.N < 1 {
+		err = l.keys.CostError(r.N)
 	}
 	return d, err
 }
 
-// AllowAt reports whether n events for key may happen at time t, and
-// consumes them if so.
-func (l *Limiter) AllowAt(key string, t time.Time, n int) (d limiters.Decision) {
-	l.allow(&d, key, t.UnixNano(), n)
-	return d
+// AllowN is Decide of n events for key now.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
+	return l.Decide(ctx, limiters.Request{Key: key, N: n})
 }
 
 // allow decides n events for key at now into d. The decision is written
@@ -206,4 +207,9 @@ func (l *Limiter) describe(d *limiters.Decision, ok bool, tat, now int64, n int)
 		}
 	}
 	d.ResetAfter = time.Duration(debt)
+	d.Policy = l.policy
+	d.Denied = 0
+	if !ok {
+		d.Denied = keytable.Denied
+	}
 }

@@ -41,6 +41,8 @@
 // New.
 package leakybucket
 
+//go:generate go run ../internal/forward
+
 import (
 	"context"
 	"fmt"
@@ -62,59 +64,55 @@ func idleAt(s *state) int64 { return s.last + s.level }
 
 // Limiter is an in-memory leaky bucket over many keys.
 type Limiter struct {
-	keytable.Keys[state]
-	tab *keytable.Table[state]
-	b   limiters.Bucket
-	c   int   // C
-	t   int64 // T, ns
-	ct  int64 // C*T: a full bucket
-	byT qdiv.Divisor
+	keys   keytable.Keys[state]
+	tab    *keytable.Table[state]
+	policy *limiters.Policy
+	c      int   // C
+	t      int64 // T, ns
+	ct     int64 // C*T: a full bucket
+	byT    qdiv.Divisor
 }
 
 var (
-	_ limiters.AtLimiter  = (*Limiter)(nil)
-	_ limiters.Peeker     = (*Limiter)(nil)
-	_ limiters.Resetter   = (*Limiter)(nil)
-	_ limiters.ResetAller = (*Limiter)(nil)
-	_ limiters.Walker     = (*Limiter)(nil)
-	_ limiters.AtSettler  = (*Limiter)(nil)
+	_ limiters.Settler  = (*Limiter)(nil)
+	_ limiters.Peeker   = (*Limiter)(nil)
+	_ limiters.Resetter = (*Limiter)(nil)
+	_ limiters.Walker   = (*Limiter)(nil)
 )
 
 // New returns a limiter giving each key a bucket of b.Capacity, leaking at
 // b.Rate per second.
-func New(b limiters.Bucket, opts ...limiters.Option) (*Limiter, error) {
-	if err := b.Validate(); err != nil {
+func New(limit limiters.Limit, opts ...limiters.Option) (*Limiter, error) {
+	if err := limit.Validate(limiters.LeakyBucket); err != nil {
 		return nil, fmt.Errorf("leakybucket: %w", err)
 	}
-	o, err := limiters.Apply(opts)
+	o, err := keytable.Apply(opts)
 	if err != nil {
 		return nil, fmt.Errorf("leakybucket: %w", err)
 	}
-	t := int64(b.Interval())
-	l := &Limiter{b: b, c: b.Capacity, t: t, ct: int64(b.Capacity) * t, byT: qdiv.New(t)}
-	l.tab = keytable.New(b.Capacity, idleAt, o)
-	l.Keys = keytable.NewKeys(l.tab, l.peek, l.decide, l.settle)
+	c, t := limit.Quota(), int64(limit.Interval())
+	l := &Limiter{policy: limiters.NewPolicy(limit), c: c, t: t, ct: int64(c) * t, byT: qdiv.New(t)}
+	l.tab = keytable.New(c, l.policy, idleAt, o)
+	l.keys = keytable.NewKeys(l, "leakybucket", l.tab, l.peek, l.decide, l.settle)
 	return l, nil
 }
 
-// Bucket returns the limiter's parameters.
-func (l *Limiter) Bucket() limiters.Bucket { return l.b }
+// Limit returns the limit, named.
+func (l *Limiter) Limit() limiters.Limit { return l.policy.Limits[0] }
 
-// AllowN reports whether n events for key may happen now, and consumes
-// them if so. The error is non-nil only for n < 1.
-func (l *Limiter) AllowN(ctx context.Context, key string, n int) (d limiters.Decision, err error) {
-	l.allow(&d, key, l.tab.Now(), n, math.MaxInt64)
-	if n < 1 {
-		err = fmt.Errorf("leakybucket: %w, got %d", limiters.ErrInvalidCost, n)
+// Decide reports whether r may happen, and consumes its cost if so. The
+// error is non-nil only for r.N < 1.
+func (l *Limiter) Decide(ctx context.Context, r limiters.Request) (d limiters.Decision, err error) {
+	l.allow(&d, r.Key, l.keys.At(r), r.N, math.MaxInt64)
+	if r.N < 1 {
+		err = l.keys.CostError(r.N)
 	}
 	return d, err
 }
 
-// AllowAt reports whether n events for key may happen at time t, and
-// consumes them if so.
-func (l *Limiter) AllowAt(key string, t time.Time, n int) (d limiters.Decision) {
-	l.allow(&d, key, t.UnixNano(), n, math.MaxInt64)
-	return d
+// AllowN is Decide of n events for key now.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
+	return l.Decide(ctx, limiters.Request{Key: key, N: n})
 }
 
 // Wait puts n events for key into the bucket if AllowN would admit them,
@@ -246,6 +244,11 @@ func (l *Limiter) peek(p *state, now int64, n int) (d limiters.Decision) {
 // was admitted (ok) or not, s being the bucket after it.
 func (l *Limiter) describe(d *limiters.Decision, ok bool, s state, now int64, n int) {
 	d.Allowed = ok
+	d.Policy = l.policy
+	d.Denied = 0
+	if !ok {
+		d.Denied = keytable.Denied
+	}
 	d.Limit = l.c
 	d.Remaining = 0
 	if s.level < l.ct {

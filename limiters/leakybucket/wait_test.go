@@ -14,7 +14,11 @@ import (
 
 func newShaper(t *testing.T, c int, rate float64) *leakybucket.Limiter {
 	t.Helper()
-	l, err := leakybucket.New(limiters.Bucket{Capacity: c, Rate: rate}, limiters.WithSweepInterval(-1))
+	lim, err := limiters.Bucket(c, rate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := leakybucket.New(lim, limiters.WithSweepInterval(-1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +83,7 @@ func TestWaitContext(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) || d.Allowed {
 			t.Fatalf("Wait with 250ms left behind 300ms of water = %+v, %v; want DeadlineExceeded, not admitted", d, err)
 		}
-		if p, _ := l.Peek(context.Background(), "k"); p.Remaining != 2 {
+		if p, _ := l.Peek(context.Background(), limiters.Request{Key: "k", N: 1}); p.Remaining != 2 {
 			t.Fatalf("after a refused Wait, Remaining = %d, want 2: nothing was queued", p.Remaining)
 		}
 		if d.RetryAfter != 300*time.Millisecond {
@@ -87,8 +91,8 @@ func TestWaitContext(t *testing.T) {
 		}
 		// A refusal for time is not a denial: a request admits at once,
 		// even one whose clock is a little behind.
-		if d := l.AllowAt("k", time.Now().Add(-time.Millisecond), 1); !d.Allowed {
-			t.Fatalf("AllowAt after a Wait refused for its deadline = %+v, want admitted", d)
+		if d, _ := l.Decide(context.Background(), limiters.Request{Key: "k", N: 1, At: time.Now().Add(-time.Millisecond)}); !d.Allowed {
+			t.Fatalf("Decide after a Wait refused for its deadline = %+v, want admitted", d)
 		}
 
 		ctx, cancel = context.WithCancel(context.Background())

@@ -22,10 +22,11 @@ import (
 	"github.com/ratelab/ratelab/limiters"
 )
 
-// Factory returns a fresh limiter that admits quota per period. It is
-// called once per subtest; the suite closes what it returns if it is an
-// io.Closer-like limiter.
-type Factory func(t *testing.T, quota int, period time.Duration) limiters.AtLimiter
+// Factory returns a fresh limiter that admits quota per period, as
+// limiters.Limit{N: quota, Per: period}. It must be a limiters.Peeker too.
+// It is called once per subtest; the suite closes what it returns if it
+// has a Close method.
+type Factory func(t *testing.T, quota int, period time.Duration) limiters.Limiter
 
 // Options tune the suite to a backend.
 type Options struct {
@@ -81,9 +82,32 @@ type suite struct {
 	o          Options
 }
 
-func (s suite) limiter(t *testing.T) limiters.AtLimiter {
+// limiter is what the suite drives: a limiter that decides and peeks at
+// explicit times.
+type limiter struct {
+	limiters.Limiter
+	limiters.Peeker
+}
+
+// AllowAt decides n events for key at at.
+func (l limiter) AllowAt(key string, at time.Time, n int) limiters.Decision {
+	d, _ := l.Decide(context.Background(), limiters.Request{Key: key, N: n, At: at})
+	return d
+}
+
+// PeekAt peeks at key's state at at.
+func (l limiter) PeekAt(key string, at time.Time) limiters.Decision {
+	d, _ := l.Peek(context.Background(), limiters.Request{Key: key, N: 1, At: at})
+	return d
+}
+
+func (s suite) limiter(t *testing.T) limiter {
 	t.Helper()
 	l := s.newLimiter(t, quota, period)
+	p, ok := l.(limiters.Peeker)
+	if !ok {
+		t.Fatalf("%T is not a limiters.Peeker", l)
+	}
 	if c, ok := l.(interface{ Close() error }); ok {
 		t.Cleanup(func() {
 			if err := c.Close(); err != nil {
@@ -91,11 +115,11 @@ func (s suite) limiter(t *testing.T) limiters.AtLimiter {
 			}
 		})
 	}
-	return l
+	return limiter{l, p}
 }
 
 // allow calls AllowAt and checks what holds for every decision.
-func allow(t *testing.T, l limiters.AtLimiter, key string, at time.Time, n int) limiters.Decision {
+func allow(t *testing.T, l limiter, key string, at time.Time, n int) limiters.Decision {
 	t.Helper()
 	d := l.AllowAt(key, at, n)
 	checkDecision(t, fmt.Sprintf("AllowAt(%q, %s, %d)", key, stamp(at), n), d)
@@ -122,6 +146,11 @@ func checkDecision(t *testing.T, call string, d limiters.Decision) {
 	if d.Allowed && d.ResetAfter == 0 {
 		t.Errorf("%s.ResetAfter = 0 right after consuming, want > 0", call)
 	}
+	// A limiter that says its policy says which limit denied, and none on
+	// an admission.
+	if _, by := d.DeniedBy(); d.Policy != nil && by == d.Allowed {
+		t.Errorf("%s: Allowed %v and Denied %#x (Policy %+v): want a denying limit exactly when denied", call, d.Allowed, d.Denied, *d.Policy)
+	}
 }
 
 // stamp names an instant relative to t0, for messages.
@@ -134,7 +163,7 @@ func stamp(at time.Time) string {
 }
 
 // spend admits k unit requests for key at at, failing if any is denied.
-func spend(t *testing.T, l limiters.AtLimiter, key string, at time.Time, k int) {
+func spend(t *testing.T, l limiter, key string, at time.Time, k int) {
 	t.Helper()
 	for i := range k {
 		if d := allow(t, l, key, at, 1); !d.Allowed {
@@ -143,7 +172,7 @@ func spend(t *testing.T, l limiters.AtLimiter, key string, at time.Time, k int) 
 	}
 }
 
-func denied(t *testing.T, l limiters.AtLimiter, key string, at time.Time, n int) limiters.Decision {
+func denied(t *testing.T, l limiter, key string, at time.Time, n int) limiters.Decision {
 	t.Helper()
 	d := allow(t, l, key, at, n)
 	if d.Allowed {
@@ -187,7 +216,7 @@ func (s suite) usersIsolated(t *testing.T) {
 
 // hammer runs goroutines that each try tries unit requests at t0 on one of
 // keys, and returns what each key admitted.
-func hammer(l limiters.AtLimiter, keys []string, goroutines, tries int) []int64 {
+func hammer(l limiter, keys []string, goroutines, tries int) []int64 {
 	admitted := make([]atomic.Int64, len(keys))
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -384,16 +413,17 @@ func (s suite) peek(t *testing.T) {
 	if p := l.PeekAt("k", t0); p.Allowed || p.RetryAfter <= 0 {
 		t.Fatalf("PeekAt of a spent key = %+v, want denied with RetryAfter > 0", p)
 	}
-	if pk, ok := l.(limiters.Peeker); ok {
-		if _, err := pk.Peek(context.Background(), "k"); err != nil {
-			t.Fatalf("Peek: %v", err)
-		}
+	if _, err := l.Peek(context.Background(), limiters.Request{Key: "k", N: 1}); err != nil {
+		t.Fatalf("Peek: %v", err)
+	}
+	if d, err := l.Peek(context.Background(), limiters.Request{Key: "k", N: 0, At: t0}); !errors.Is(err, limiters.ErrInvalidCost) || d.Allowed {
+		t.Fatalf("Peek of cost 0 = %+v, %v, want a denial and ErrInvalidCost", d, err)
 	}
 }
 
 func (s suite) reset(t *testing.T) {
 	l := s.limiter(t)
-	r, ok := l.(limiters.Resetter)
+	r, ok := l.Limiter.(limiters.Resetter)
 	if !ok {
 		t.Skip("no Reset")
 	}
@@ -416,7 +446,7 @@ func (s suite) reset(t *testing.T) {
 
 func (s suite) resetAll(t *testing.T) {
 	l := s.limiter(t)
-	r, ok := l.(limiters.ResetAller)
+	r, ok := l.Limiter.(limiters.Resetter)
 	if !ok {
 		t.Skip("no ResetAll")
 	}
@@ -434,7 +464,7 @@ func (s suite) resetAll(t *testing.T) {
 
 func (s suite) walk(t *testing.T) {
 	l := s.limiter(t)
-	w, ok := l.(limiters.Walker)
+	w, ok := l.Limiter.(limiters.Walker)
 	if !ok {
 		t.Skip("no Walk")
 	}
@@ -469,19 +499,6 @@ func (s suite) walk(t *testing.T) {
 	}
 	if total > 3 {
 		t.Errorf("Walk reported %d keys, want at most 3", total)
-	}
-	// At an explicit time, what each key spent is known exactly.
-	if wa, ok := l.(interface {
-		WalkAt(time.Time, func(string, limiters.Decision) bool)
-	}); ok {
-		seen := map[int]int{}
-		wa.WalkAt(t0, func(key string, d limiters.Decision) bool {
-			seen[quota-d.Remaining]++
-			return true
-		})
-		if want := map[int]int{1: 1, 2: 1, 3: 1}; fmt.Sprint(seen) != fmt.Sprint(want) {
-			t.Errorf("WalkAt(t0): keys by quota spent = %v, want %v", seen, want)
-		}
 	}
 	// Stopping early stops.
 	calls := 0

@@ -10,8 +10,8 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	limitertest.Run(t, func(t *testing.T, quota int, period time.Duration) limiters.AtLimiter {
-		l, err := slidinglog.New(limiters.Window{Limit: quota, Length: period})
+	limitertest.Run(t, func(t *testing.T, quota int, period time.Duration) limiters.Limiter {
+		l, err := slidinglog.New(limiters.Limit{N: quota, Per: period})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,6 +39,8 @@
 // New.
 package slidinglog
 
+//go:generate go run ../internal/forward
+
 import (
 	"context"
 	"fmt"
@@ -80,73 +82,69 @@ const MaxLimit = 1 << 26
 
 // Limiter is an in-memory sliding window log over many keys.
 type Limiter struct {
-	keytable.Keys[state]
-	tab *keytable.Table[state]
-	w   limiters.Window
-	n   int64 // N
-	len int64 // W, ns
+	keys   keytable.Keys[state]
+	tab    *keytable.Table[state]
+	policy *limiters.Policy
+	n      int64 // N
+	len    int64 // W, ns
 	// maxRing is the largest ring a key needs: N rounded up to a power
 	// of two.
 	maxRing int
 }
 
 var (
-	_ limiters.AtLimiter  = (*Limiter)(nil)
-	_ limiters.Peeker     = (*Limiter)(nil)
-	_ limiters.Resetter   = (*Limiter)(nil)
-	_ limiters.ResetAller = (*Limiter)(nil)
-	_ limiters.Walker     = (*Limiter)(nil)
-	_ limiters.AtSettler  = (*Limiter)(nil)
+	_ limiters.Settler  = (*Limiter)(nil)
+	_ limiters.Peeker   = (*Limiter)(nil)
+	_ limiters.Resetter = (*Limiter)(nil)
+	_ limiters.Walker   = (*Limiter)(nil)
 )
 
 // New returns a limiter admitting at most w.Limit in any interval of
 // w.Length for each key.
-func New(w limiters.Window, opts ...limiters.Option) (*Limiter, error) {
-	if err := w.Validate(); err != nil {
+func New(limit limiters.Limit, opts ...limiters.Option) (*Limiter, error) {
+	if err := limit.Validate(limiters.SlidingLog); err != nil {
 		return nil, fmt.Errorf("slidinglog: %w", err)
 	}
-	o, err := limiters.Apply(opts)
+	o, err := keytable.Apply(opts)
 	if err != nil {
 		return nil, fmt.Errorf("slidinglog: %w", err)
 	}
-	if w.Limit > MaxLimit {
-		return nil, fmt.Errorf("slidinglog: %w: the sliding log keeps a timestamp per request, so its limit must be at most %d, got %d", limiters.ErrInvalidParameter, MaxLimit, w.Limit)
+	if limit.N > MaxLimit {
+		return nil, fmt.Errorf("slidinglog: %w: the sliding log keeps a timestamp per request, so its limit must be at most %d, got %d", limiters.ErrInvalidParameter, MaxLimit, limit.N)
 	}
-	l := &Limiter{w: w, n: int64(w.Limit), len: int64(w.Length), maxRing: 1}
-	for l.maxRing < w.Limit {
+	l := &Limiter{policy: limiters.NewPolicy(limit), n: int64(limit.N), len: int64(limit.Per), maxRing: 1}
+	for l.maxRing < limit.N {
 		l.maxRing <<= 1
 	}
 	length := l.len
 	// A key is back to full quota when its newest entry leaves the window.
-	l.tab = keytable.New(w.Limit, func(s *state) int64 {
+	l.tab = keytable.New(limit.N, l.policy, func(s *state) int64 {
 		if s.n == 0 {
 			return math.MinInt64
 		}
 		r, mask := s.ring()
 		return at(r, mask, s.head, int(s.n)-1) + length
 	}, o)
-	l.Keys = keytable.NewKeys(l.tab, l.peek, l.decide, l.settle)
+	l.keys = keytable.NewKeys(l, "slidinglog", l.tab, l.peek, l.decide, l.settle)
 	return l, nil
 }
 
-// Window returns the limiter's parameters.
-func (l *Limiter) Window() limiters.Window { return l.w }
+// Limit returns the limit, named.
+func (l *Limiter) Limit() limiters.Limit { return l.policy.Limits[0] }
 
-// AllowN reports whether n events for key may happen now, and consumes
-// them if so. The error is non-nil only for n < 1.
-func (l *Limiter) AllowN(ctx context.Context, key string, n int) (d limiters.Decision, err error) {
-	l.allow(&d, key, l.tab.Now(), n)
-	if n < 1 {
-		err = fmt.Errorf("slidinglog: %w, got %d", limiters.ErrInvalidCost, n)
+// Decide reports whether r may happen, and consumes its cost if so. The
+// error is non-nil only for r.N < 1.
+func (l *Limiter) Decide(ctx context.Context, r limiters.Request) (d limiters.Decision, err error) {
+	l.allow(&d, r.Key, l.keys.At(r), r.N)
+	if r.N < 1 {
+		err = l.keys.CostError(r.N)
 	}
 	return d, err
 }
 
-// AllowAt reports whether n events for key may happen at time t, and
-// consumes them if so.
-func (l *Limiter) AllowAt(key string, t time.Time, n int) (d limiters.Decision) {
-	l.allow(&d, key, t.UnixNano(), n)
-	return d
+// AllowN is Decide of n events for key now.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
+	return l.Decide(ctx, limiters.Request{Key: key, N: n})
 }
 
 // allow decides n events for key at now into d (through a pointer, see
@@ -332,6 +330,11 @@ func (l *Limiter) peek(p *state, now int64, n int) (d limiters.Decision) {
 func (l *Limiter) describe(d *limiters.Decision, ok bool, s *state, w window, now int64, n int) {
 	live := int64(w.live)
 	d.Allowed = ok
+	d.Policy = l.policy
+	d.Denied = 0
+	if !ok {
+		d.Denied = keytable.Denied
+	}
 	d.Limit = int(l.n)
 	d.Remaining = int(max(l.n-live, 0))
 	d.RetryAfter = 0

@@ -13,7 +13,8 @@
 //
 // Each tier and each override is one Group: in memory (package composite)
 // by default, or wherever a Builder puts it, such as Redis (package
-// redislimit), for a fleet that shares its tiers' quotas.
+// redislimit), for a fleet that shares its tiers' quotas. A decision's
+// Policy names the user's tier and its limits.
 //
 // A Limiter is safe for concurrent use. Decisions take no lock of their
 // own: they read the configuration in force through one atomic pointer,
@@ -28,10 +29,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
+	"github.com/ratelab/ratelab/limiters/internal/reservation"
 )
 
 // Config is a set of tiers and who is in which.
@@ -39,13 +40,13 @@ type Config struct {
 	// Algorithm keeps every limit.
 	Algorithm limiters.Algorithm
 	// Tiers are the limits of each tier, by name.
-	Tiers map[string][]composite.Limit
+	Tiers map[string][]limiters.Limit
 	// Default is the tier of every user not in Users or Overrides.
 	Default string
 	// Users assigns users to tiers.
 	Users map[string]string
 	// Overrides are users' own limits, in place of their tier's.
-	Overrides map[string][]composite.Limit
+	Overrides map[string][]limiters.Limit
 }
 
 // Validate reports whether c is a configuration New can build: a default
@@ -74,8 +75,8 @@ func (c Config) names() string { return strings.Join(slices.Sorted(maps.Keys(c.T
 // clone returns c with its maps and lists copied, so that neither the
 // caller nor the Limiter changes the other's.
 func (c Config) clone() Config {
-	lists := func(m map[string][]composite.Limit) map[string][]composite.Limit {
-		out := make(map[string][]composite.Limit, len(m))
+	lists := func(m map[string][]limiters.Limit) map[string][]limiters.Limit {
+		out := make(map[string][]limiters.Limit, len(m))
 		for k, v := range m {
 			out[k] = slices.Clone(v)
 		}
@@ -86,27 +87,19 @@ func (c Config) clone() Config {
 }
 
 // Group decides for one tier or one override: its limits, enforced
-// together, all or nothing. A *composite.Limiter is one (in memory, what
-// New builds), and so is a *redislimit.Limiter (NewComposite, in Redis).
+// together, all or nothing, in their order. A *composite.Limiter is one (in
+// memory, what New builds), and so is a *redislimit.Limiter (in Redis).
 type Group interface {
-	AllowN(ctx context.Context, key string, n int) (limiters.Decision, error)
-	AllowAt(key string, t time.Time, n int) limiters.Decision
-	PeekAt(key string, t time.Time) limiters.Decision
-	LimitName(i int) string
+	limiters.Settler
+	limiters.Peeker
 	Close() error
-}
-
-// fallible is a Group whose backend can fail: its decision at an explicit
-// time, which limit denied, and the error when the backend did not decide.
-type fallible interface {
-	DecideAt(ctx context.Context, key string, t time.Time, n int) (limiters.Decision, int, error)
 }
 
 // A Builder builds the Group enforcing limits with algorithm a, for the
 // tier or the override called name ("tier free", "user alice"). Groups of
 // different names must not share state, even when their limits are the
 // same: a Redis builder gives each name a key prefix of its own.
-type Builder func(name string, a limiters.Algorithm, limits []composite.Limit) (Group, error)
+type Builder func(name string, a limiters.Algorithm, limits []limiters.Limit) (Group, error)
 
 // Limiter decides each user's requests against their tier's limits.
 type Limiter struct {
@@ -133,19 +126,21 @@ type state struct {
 }
 
 // placement is what decides for a user: an override's group (tier "") or
-// a tier's, and its limits.
+// a tier's, and the policy of its decisions.
 type placement struct {
 	lim    Group
-	tier   string
-	limits []composite.Limit
+	policy *limiters.Policy
 }
 
-var _ limiters.AtLimiter = (*Limiter)(nil)
+var (
+	_ limiters.Settler = (*Limiter)(nil)
+	_ limiters.Peeker  = (*Limiter)(nil)
+)
 
 // New returns a limiter for c, in memory. The options apply to every
 // limit's limiter.
 func New(c Config, opts ...limiters.Option) (*Limiter, error) {
-	return NewWith(c, func(_ string, a limiters.Algorithm, limits []composite.Limit) (Group, error) {
+	return NewWith(c, func(_ string, a limiters.Algorithm, limits []limiters.Limit) (Group, error) {
 		return composite.New(a, limits, opts...)
 	})
 }
@@ -181,7 +176,7 @@ func (l *Limiter) Reload(c Config) error {
 		old = &state{}
 	}
 	var built []Group // to close if c fails half way
-	build := func(name, what string, had Group, oldLimits, limits []composite.Limit) (Group, error) {
+	build := func(name, what string, had Group, oldLimits, limits []limiters.Limit) (Group, error) {
 		if had != nil && old.cfg.Algorithm == c.Algorithm && slices.Equal(oldLimits, limits) {
 			return had, nil
 		}
@@ -203,27 +198,27 @@ func (l *Limiter) Reload(c Config) error {
 		}
 		st.tiers[name] = b
 	}
-	named := map[string][]composite.Limit{} // each tier's limits, named once
+	policies := map[string]*limiters.Policy{} // each tier's, made once
 	for name, limits := range c.Tiers {
-		named[name] = composite.Named(limits)
+		policies[name] = tierPolicy(name, limits)
 	}
 	for user, tier := range c.Users {
-		st.who[user] = placement{st.tiers[tier], tier, named[tier]}
+		st.who[user] = placement{st.tiers[tier], policies[tier]}
 	}
 	kept := map[Group]bool{}
 	for _, user := range slices.Sorted(maps.Keys(c.Overrides)) {
 		var had Group
-		if p, ok := old.who[user]; ok && p.tier == "" {
+		if p, ok := old.who[user]; ok && p.policy.Tier == "" {
 			had = p.lim
 		}
 		b, err := build("user "+user, fmt.Sprintf("user %q's override", user), had, old.cfg.Overrides[user], c.Overrides[user])
 		if err != nil {
 			return err
 		}
-		st.who[user] = placement{b, "", composite.Named(c.Overrides[user])}
+		st.who[user] = placement{b, tierPolicy("", c.Overrides[user])}
 		kept[b] = true
 	}
-	st.def = placement{st.tiers[c.Default], c.Default, named[c.Default]}
+	st.def = placement{st.tiers[c.Default], policies[c.Default]}
 	for _, t := range st.tiers {
 		kept[t] = true
 	}
@@ -239,6 +234,13 @@ func (l *Limiter) Reload(c Config) error {
 	return nil
 }
 
+// tierPolicy is the policy of tier's decisions ("" for an override).
+func tierPolicy(tier string, limits []limiters.Limit) *limiters.Policy {
+	p := limiters.NewPolicy(limits...)
+	p.Tier = tier
+	return p
+}
+
 // limiters returns every group st holds.
 func (st *state) limiters() []Group {
 	var out []Group
@@ -246,7 +248,7 @@ func (st *state) limiters() []Group {
 		out = append(out, t)
 	}
 	for _, p := range st.who {
-		if p.tier == "" {
+		if p.policy.Tier == "" {
 			out = append(out, p.lim)
 		}
 	}
@@ -257,7 +259,7 @@ func (st *state) limiters() []Group {
 // else the configuration's tier, else the default tier.
 func (st *state) place(user string) placement {
 	p, named := st.who[user]
-	if named && p.tier == "" {
+	if named && p.policy.Tier == "" {
 		return p
 	}
 	if m := st.moves.Load(); m != nil {
@@ -281,7 +283,7 @@ func (l *Limiter) Config() Config {
 			c.Users = map[string]string{}
 		}
 		for user, p := range *m {
-			c.Users[user] = p.tier
+			c.Users[user] = p.policy.Tier
 		}
 	}
 	return c
@@ -303,130 +305,70 @@ func (l *Limiter) SetTier(user, tier string) error {
 	if m := st.moves.Load(); m != nil {
 		moves = maps.Clone(*m)
 	}
-	moves[user] = placement{lim, tier, composite.Named(st.cfg.Tiers[tier])}
+	moves[user] = placement{lim, tierPolicy(tier, st.cfg.Tiers[tier])}
 	st.moves.Store(&moves)
 	return nil
 }
 
 // TierOf returns the tier user is in (the default for a user not
 // assigned), or "" when an override decides for them.
-func (l *Limiter) TierOf(user string) string { return l.now.Load().place(user).tier }
+func (l *Limiter) TierOf(user string) string { return l.now.Load().place(user).policy.Tier }
 
 // Limits returns the limits that decide for user, and their tier ("" for
 // an override).
-func (l *Limiter) Limits(user string) ([]composite.Limit, string) {
-	p := l.now.Load().place(user)
-	return slices.Clone(p.limits), p.tier
+func (l *Limiter) Limits(user string) ([]limiters.Limit, string) {
+	p := l.now.Load().place(user).policy
+	return slices.Clone(p.Limits), p.Tier
 }
 
-// AllowN reports whether n events for user may happen now under their
-// limits, and consumes them if so. The error is non-nil for n < 1, and
-// when the backend did not decide (the Decision then follows its failure
-// mode).
+// Decide reports whether r may happen under the limits of r.Key's tier
+// (r.Key is the user), and consumes its cost if so. The Decision's Policy
+// names the tier ("" for an override) and its limits, all of one
+// configuration even while another is swapped in. The error is non-nil
+// for r.N < 1, and when the group's backend did not decide (the Decision
+// then follows its failure policy).
+func (l *Limiter) Decide(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
+	p := l.now.Load().place(r.Key)
+	d, err := p.lim.Decide(ctx, r)
+	d.Policy = p.policy
+	return d, err
+}
+
+// AllowN is Decide of n events for user now.
 func (l *Limiter) AllowN(ctx context.Context, user string, n int) (limiters.Decision, error) {
-	return l.now.Load().place(user).lim.AllowN(ctx, user, n)
+	return l.Decide(ctx, limiters.Request{Key: user, N: n})
 }
 
-// AllowAt is AllowN at time t.
-func (l *Limiter) AllowAt(user string, t time.Time, n int) limiters.Decision {
-	return l.now.Load().place(user).lim.AllowAt(user, t, n)
+// Peek reports what Decide(ctx, r) would decide, consuming nothing.
+func (l *Limiter) Peek(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
+	p := l.now.Load().place(r.Key)
+	d, err := p.lim.Peek(ctx, r)
+	d.Policy = p.policy
+	return d, err
 }
 
-// settler is the limiter of user's tier (or override), which reserves and
-// settles for them; an error if it cannot.
-func (l *Limiter) settler(user string) (limiters.AtSettler, error) {
-	g := l.now.Load().place(user).lim
-	s, ok := g.(limiters.AtSettler)
-	if !ok {
-		return nil, fmt.Errorf("tiers: %w: the limiter of user %q (%T) cannot settle", limiters.ErrInvalidParameter, user, g)
-	}
-	return s, nil
+// Reserve decides r under the limits of r.Key's tier, as Decide does, and
+// returns the reservation to settle (limiters.Settler).
+func (l *Limiter) Reserve(ctx context.Context, r limiters.Request) (limiters.Reservation, error) {
+	p := l.now.Load().place(r.Key)
+	res, err := p.lim.Reserve(ctx, r)
+	f := reservation.Get[limiters.Reservation, limiters.Decision](res)
+	f.Decision.Policy = p.policy
+	return reservation.Make[limiters.Reservation](f), err
 }
 
-// Reserve decides n events for user now under their limits, as AllowN
-// does, and returns the reservation to settle (limiters.Settler); an
-// error if their tier's limiter cannot settle.
-func (l *Limiter) Reserve(ctx context.Context, user string, n int) (limiters.Reservation, error) {
-	s, err := l.settler(user)
+// Settle settles a reservation at its actual cost under the limits of the
+// tier its user is in now: a user moved to another tier between the two
+// is refused (the reservation is another group's), rather than settled
+// under limits it was not reserved under.
+func (l *Limiter) Settle(ctx context.Context, s limiters.Settlement) (limiters.Decision, error) {
+	p := l.now.Load().place(s.Reservation.Key())
+	d, err := p.lim.Settle(ctx, s)
 	if err != nil {
-		return limiters.Reservation{}, err
+		return limiters.Decision{}, fmt.Errorf("tiers: user %q: %w", s.Reservation.Key(), err)
 	}
-	return s.Reserve(ctx, user, n)
-}
-
-// Settle settles r at its actual cost now under the limits of the tier its
-// user is in now: a user moved to another tier between the two is settled
-// there, and a reservation of other limits is refused.
-func (l *Limiter) Settle(ctx context.Context, r limiters.Reservation, actual int) (limiters.Decision, error) {
-	s, err := l.settler(r.Key)
-	if err != nil {
-		return limiters.Decision{}, err
-	}
-	return s.Settle(ctx, r, actual)
-}
-
-// ReserveAt is Reserve at time t; a reservation that cannot be made (the
-// tier's limiter cannot settle) is denied with RetryAfter Never.
-func (l *Limiter) ReserveAt(user string, t time.Time, n int) limiters.Reservation {
-	s, err := l.settler(user)
-	if err != nil {
-		return limiters.Reservation{Key: user, At: t, Cost: n, Decision: limiters.Decision{RetryAfter: limiters.Never}}
-	}
-	return s.ReserveAt(user, t, n)
-}
-
-// SettleAt is Settle at time t.
-func (l *Limiter) SettleAt(r limiters.Reservation, t time.Time, actual int) (limiters.Decision, error) {
-	s, err := l.settler(r.Key)
-	if err != nil {
-		return limiters.Decision{}, err
-	}
-	return s.SettleAt(r, t, actual)
-}
-
-// DecideAt is composite's DecideAt for user's limits (see Limits): the
-// decision and which limit denied (-1 if none). per, when given, gets
-// each limit's own decision, from groups in memory (New) only.
-func (l *Limiter) DecideAt(user string, t time.Time, n int, per []limiters.Decision) (limiters.Decision, int) {
-	p := l.now.Load().place(user)
-	if c, ok := p.lim.(*composite.Limiter); ok {
-		return c.DecideAt(user, t, n, per)
-	}
-	d, denied, _ := decide(context.Background(), p.lim, user, t, n)
-	return d, denied
-}
-
-// decide is g's decision at t, which limit denied, and the backend's
-// error, if it can fail.
-func decide(ctx context.Context, g Group, user string, t time.Time, n int) (limiters.Decision, int, error) {
-	switch g := g.(type) {
-	case *composite.Limiter:
-		d, denied := g.DecideAt(user, t, n, nil)
-		return d, denied, nil
-	case fallible:
-		return g.DecideAt(ctx, user, t, n)
-	}
-	d := g.AllowAt(user, t, n)
-	return d, -1, nil
-}
-
-// Explain is DecideAt for a person: the decision, user's tier ("" for an
-// override) and, for a denial, the name of the limit that denied, all of
-// one configuration even while another is swapped in; and the error when
-// the backend did not decide (the Decision then follows its failure mode).
-func (l *Limiter) Explain(ctx context.Context, user string, t time.Time, n int) (d limiters.Decision, tier, deniedBy string, err error) {
-	p := l.now.Load().place(user)
-	d, denied, err := decide(ctx, p.lim, user, t, n)
-	if denied >= 0 {
-		deniedBy = p.lim.LimitName(denied)
-	}
-	return d, p.tier, deniedBy, err
-}
-
-// PeekAt reports user's state at t under their limits without consuming
-// anything.
-func (l *Limiter) PeekAt(user string, t time.Time) limiters.Decision {
-	return l.now.Load().place(user).lim.PeekAt(user, t)
+	d.Policy = p.policy
+	return d, nil
 }
 
 // Close closes every group: in memory, it stops their background

@@ -1,6 +1,7 @@
-package tiers
+package tiers_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,40 +10,40 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/composite"
+	"github.com/ratelab/ratelab/limiters/tiers"
 )
 
 var t0 = time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
 
-func limits(t *testing.T, rates ...string) []composite.Limit {
+func limits(t *testing.T, rates ...string) []limiters.Limit {
 	t.Helper()
-	var out []composite.Limit
+	var out []limiters.Limit
 	for _, s := range rates {
-		r, err := limiters.ParseRate(s)
+		r, err := limiters.ParseLimit(s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, composite.Limit{Rate: r})
+		out = append(out, r)
 	}
 	return out
 }
 
-func config(t *testing.T) Config {
-	return Config{
+func config(t *testing.T) tiers.Config {
+	return tiers.Config{
 		Algorithm: limiters.SlidingLog,
-		Tiers: map[string][]composite.Limit{
+		Tiers: map[string][]limiters.Limit{
 			"free":    limits(t, "2/s", "5/min"),
 			"premium": limits(t, "10/s"),
 		},
 		Default:   "free",
 		Users:     map[string]string{"paula": "premium"},
-		Overrides: map[string][]composite.Limit{"olga": limits(t, "1/min")},
+		Overrides: map[string][]limiters.Limit{"olga": limits(t, "1/min")},
 	}
 }
 
-func newTiers(t *testing.T, c Config) *Limiter {
+func newTiers(t *testing.T, c tiers.Config) *tiers.Limiter {
 	t.Helper()
-	l, err := New(c)
+	l, err := tiers.New(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,9 +53,9 @@ func newTiers(t *testing.T, c Config) *Limiter {
 
 // spend admits requests for user at t until one is denied, and returns
 // how many were admitted.
-func spend(l *Limiter, user string, at time.Time) int {
+func spend(l *tiers.Limiter, user string, at time.Time) int {
 	n := 0
-	for l.AllowAt(user, at, 1).Allowed {
+	for allowAt(l, user, at, 1).Allowed {
 		n++
 	}
 	return n
@@ -85,9 +86,9 @@ func TestTiers(t *testing.T) {
 			t.Errorf("frank: %d admitted at t0+%ds, want %d", got, i+1, want)
 		}
 	}
-	d, denied := l.DecideAt("frank", t0.Add(3*time.Second), 1, nil)
-	if d.Allowed || denied != 1 || d.RetryAfter != 57*time.Second {
-		t.Errorf("frank at t0+3s: %+v, denied by %d; want denied by the minute (1), retry 57s", d, denied)
+	d := allowAt(l, "frank", t0.Add(3*time.Second), 1)
+	if by, _ := d.DeniedBy(); d.Allowed || by.Name != "5/min" || !d.Denied.Has(1) || d.Denied.Has(0) || d.RetryAfter != 57*time.Second || d.Tier() != "free" {
+		t.Errorf("frank at t0+3s: %+v, denied by %q; want denied by the minute (5/min) in tier free, retry 57s", d, by.Name)
 	}
 	if got, tier := l.Limits("frank"); tier != "free" || len(got) != 2 || got[1].Name != "5/min" {
 		t.Errorf("Limits(frank) = %v, %q", got, tier)
@@ -153,24 +154,24 @@ func TestReloadKeepsState(t *testing.T) {
 	if err := l.Reload(bad); err == nil || !strings.Contains(err.Error(), "tiers: tier premium: composite: limit 1 (10/s burst 20)") {
 		t.Errorf("Reload(burst) = %v", err)
 	}
-	if got, _ := l.Limits("paula"); len(got) != 1 || got[0].Rate.N != 20 {
+	if got, _ := l.Limits("paula"); len(got) != 1 || got[0].N != 20 {
 		t.Errorf("after two refused reloads paula has %v, want the 20/s of the last good one", got)
 	}
 }
 
 func TestConfigRefused(t *testing.T) {
 	for _, tt := range []struct {
-		change func(*Config)
+		change func(*tiers.Config)
 		says   string
 	}{
-		{func(c *Config) { c.Algorithm = "magic" }, "unknown algorithm"},
-		{func(c *Config) { c.Tiers = nil }, "no tiers"},
-		{func(c *Config) { c.Default = "gold" }, `the default tier "gold" is not a tier (the tiers: free, premium)`},
-		{func(c *Config) { c.Overrides["olga"] = nil }, `user "olga"'s override: composite: limiters: invalid parameter: want 1 to 8 limits, got 0`},
+		{func(c *tiers.Config) { c.Algorithm = "magic" }, "unknown algorithm"},
+		{func(c *tiers.Config) { c.Tiers = nil }, "no tiers"},
+		{func(c *tiers.Config) { c.Default = "gold" }, `the default tier "gold" is not a tier (the tiers: free, premium)`},
+		{func(c *tiers.Config) { c.Overrides["olga"] = nil }, `user "olga"'s override: composite: limiters: invalid parameter: want 1 to 8 limits, got 0`},
 	} {
 		c := config(t)
 		tt.change(&c)
-		_, err := New(c)
+		_, err := tiers.New(c)
 		if !errors.Is(err, limiters.ErrInvalidParameter) || !strings.Contains(err.Error(), tt.says) {
 			t.Errorf("New = %v, want ErrInvalidParameter saying %q", err, tt.says)
 		}
@@ -185,7 +186,7 @@ func TestConcurrentReload(t *testing.T) {
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range 2000 {
-				l.AllowAt(fmt.Sprint("user", i%50), t0.Add(time.Duration(i)*time.Millisecond), 1+g%2)
+				allowAt(l, fmt.Sprint("user", i%50), t0.Add(time.Duration(i)*time.Millisecond), 1+g%2)
 			}
 		})
 	}
@@ -202,13 +203,13 @@ func TestConcurrentReload(t *testing.T) {
 		}
 	})
 	wg.Wait()
-	if got, _ := l.Limits("paula"); got[0].Rate.N != 59 {
+	if got, _ := l.Limits("paula"); got[0].N != 59 {
 		t.Errorf("paula's limit after 50 reloads: %v, want 59/s", got)
 	}
 }
 
-// The Limiter keeps its own copy: a caller that edits the Config it
-// passed, and reloads it, gets the edit; editing what Config returns
+// The Limiter keeps its own copy: a caller that edits the tiers.Config it
+// passed, and reloads it, gets the edit; editing what tiers.Config returns
 // changes nothing.
 func TestConfigIsCopied(t *testing.T) {
 	c := config(t)
@@ -222,8 +223,8 @@ func TestConfigIsCopied(t *testing.T) {
 	}
 	got := l.Config()
 	got.Tiers["free"][0] = limits(t, "100/s")[0]
-	if lim, _ := l.Limits("frank"); lim[0].Rate.N != 2 || l.Config().Tiers["free"][0].Rate.N != 2 {
-		t.Errorf("editing Config()'s result changed the limiter's: %v", lim)
+	if lim, _ := l.Limits("frank"); lim[0].N != 2 || l.Config().Tiers["free"][0].N != 2 {
+		t.Errorf("editing tiers.Config()'s result changed the limiter's: %v", lim)
 	}
 	l.Close()
 	if err := l.Reload(config(t)); err == nil || !strings.Contains(err.Error(), "Reload after Close") {
@@ -240,8 +241,9 @@ func TestDecideAllocatesNothing(t *testing.T) {
 	if err := l.SetTier("frank", "premium"); err != nil {
 		t.Fatal(err)
 	}
+	ctx := t.Context()
 	for _, user := range []string{"frank", "olga", "stranger"} {
-		if n := testing.AllocsPerRun(200, func() { l.AllowAt(user, t0, 1) }); n != 0 {
+		if n := testing.AllocsPerRun(200, func() { l.Decide(ctx, limiters.Request{Key: user, N: 1, At: t0}) }); n != 0 {
 			t.Errorf("%s: %v allocations a decision, want 0", user, n)
 		}
 	}
@@ -256,30 +258,35 @@ func TestDecideAllocatesNothing(t *testing.T) {
 func TestSettle(t *testing.T) {
 	l := newTiers(t, config(t))
 	ctx := t.Context()
-	r, err := l.Reserve(ctx, "paula", 6)
-	if err != nil || !r.Allowed || r.Remaining != 4 {
-		t.Fatalf("reserved 6 of premium's 10: %+v, %v", r, err)
+	r, err := l.Reserve(ctx, limiters.Request{Key: "paula", N: 6})
+	if err != nil || !r.Allowed() || r.Decision().Remaining != 4 || r.Decision().Tier() != "premium" {
+		t.Fatalf("reserved 6 of premium's 10: %+v, %v", r.Decision(), err)
 	}
-	d, err := l.Settle(ctx, r, 2)
+	d, err := l.Settle(ctx, limiters.Settlement{Reservation: r, Actual: 2})
 	if err != nil || d.Remaining != 8 {
 		t.Errorf("settled at 2: %+v, %v; want 8 remaining", d, err)
 	}
-	r, err = l.Reserve(ctx, "paula", 1)
-	if err != nil || !r.Allowed {
-		t.Fatal(r, err)
+	r, err = l.Reserve(ctx, limiters.Request{Key: "paula", N: 1})
+	if err != nil || !r.Allowed() {
+		t.Fatal(r.Decision(), err)
 	}
 	if err := l.SetTier("paula", "free"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Settle(ctx, r, 0); !errors.Is(err, limiters.ErrInvalidParameter) {
-		t.Errorf("settled under another tier's two limits: %v", err)
+	if _, err := l.Settle(ctx, limiters.Settlement{Reservation: r, Actual: 0}); !errors.Is(err, limiters.ErrNotReserved) {
+		t.Errorf("settled under another tier's two limits: %v, want ErrNotReserved", err)
 	}
 	// At explicit times, as a replay settles.
-	r = l.ReserveAt("olga", t0, 1)
-	if !r.Allowed || r.Remaining != 0 {
-		t.Fatalf("olga's 1 a minute: %+v", r)
+	r, _ = l.Reserve(ctx, limiters.Request{Key: "olga", N: 1, At: t0})
+	if !r.Allowed() || r.Decision().Remaining != 0 {
+		t.Fatalf("olga's 1 a minute: %+v", r.Decision())
 	}
-	if d, err := l.SettleAt(r, t0.Add(time.Second), 0); err != nil || d.Remaining != 1 {
+	if d, err := l.Settle(ctx, limiters.Settlement{Reservation: r, Actual: 0, At: t0.Add(time.Second)}); err != nil || d.Remaining != 1 {
 		t.Errorf("cancelled a second later: %+v, %v", d, err)
 	}
+}
+
+func allowAt(l *tiers.Limiter, user string, at time.Time, n int) limiters.Decision {
+	d, _ := l.Decide(context.Background(), limiters.Request{Key: user, N: n, At: at})
+	return d
 }

@@ -10,8 +10,8 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	limitertest.Run(t, func(t *testing.T, quota int, period time.Duration) limiters.AtLimiter {
-		l, err := tokenbucket.New(limiters.Bucket{Capacity: quota, Rate: float64(quota) / period.Seconds()})
+	limitertest.Run(t, func(t *testing.T, quota int, period time.Duration) limiters.Limiter {
+		l, err := tokenbucket.New(limiters.Limit{N: quota, Per: period})
 		if err != nil {
 			t.Fatal(err)
 		}

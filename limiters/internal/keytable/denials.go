@@ -62,10 +62,10 @@ func (t *Table[S]) Denied(d *limiters.Decision, h uint64, now int64) bool {
 		return false
 	}
 	e1, e2 := ds.ways(h)
-	return e1.deny(d, h, now, t.limit) || e2.deny(d, h, now, t.limit)
+	return e1.deny(d, h, now, t.limit, t.policy) || e2.deny(d, h, now, t.limit, t.policy)
 }
 
-func (e *denial) deny(d *limiters.Decision, h uint64, now int64, limit int) bool {
+func (e *denial) deny(d *limiters.Decision, h uint64, now int64, limit int, policy *limiters.Policy) bool {
 	s := e.seq.Load()
 	if e.h.Load() != h {
 		return false
@@ -79,6 +79,8 @@ func (e *denial) deny(d *limiters.Decision, h uint64, now int64, limit int) bool
 	d.Remaining = 0
 	d.RetryAfter = time.Duration(until - now)
 	d.ResetAfter = time.Duration(reset - now)
+	d.Policy = policy
+	d.Denied = Denied
 	return true
 }
 

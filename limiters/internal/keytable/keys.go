@@ -6,11 +6,16 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/internal/reservation"
 )
 
+// Denied is the Denials of a limiter of one limit that denied.
+var Denied = limiters.Denials(0).Deny(0, true)
+
 // Keys is the half of an in-memory limiter that is the same for every
-// algorithm: peeking, resetting, walking, closing. An algorithm package
-// embeds it and writes only its decision.
+// algorithm: reserving, settling, peeking, resetting, walking, closing.
+// An algorithm package keeps one and forwards its methods to it
+// (forward.go, generated), and writes only its decision.
 //
 // The decision path (hash, denial cache, lock, find, decide, store, unlock)
 // is written out in each algorithm package on purpose, though its frame is
@@ -20,12 +25,15 @@ import (
 // own arithmetic.
 type Keys[S any] struct {
 	tab *Table[S]
+	// owner is the limiter: the reservations it makes are its own.
+	owner any
+	// name prefixes errors: the algorithm's package.
+	name string
 	// peek reports, without consuming, what a request of cost n would get
 	// from s (nil for a fresh key) at now.
 	peek func(s *S, now int64, n int) limiters.Decision
-	// allow decides n events for key at now, consuming them if
-	// admitted: the algorithm's decision, returned by value (a pointer
-	// through a function value would escape).
+	// allow decides n events for key at now, consuming them if admitted:
+	// the algorithm's decision.
 	allow func(key string, now int64, n int) limiters.Decision
 	// settle gives back refund units and charges charge more at now to
 	// the state p (nil: the key is not held), for a reservation decided
@@ -34,132 +42,147 @@ type Keys[S any] struct {
 	settle func(p *S, at, resetAfter, now int64, refund, charge int) (S, bool)
 }
 
-// NewKeys returns the shared half of a limiter over tab, given how its
-// algorithm peeks, decides and settles.
-func NewKeys[S any](tab *Table[S], peek func(s *S, now int64, n int) limiters.Decision,
+// NewKeys returns the shared half of the limiter owner (its package called
+// name) over tab, given how its algorithm peeks, decides and settles.
+func NewKeys[S any](owner any, name string, tab *Table[S], peek func(s *S, now int64, n int) limiters.Decision,
 	allow func(key string, now int64, n int) limiters.Decision,
 	settle func(p *S, at, resetAfter, now int64, refund, charge int) (S, bool)) Keys[S] {
-	return Keys[S]{tab: tab, peek: peek, allow: allow, settle: settle}
+	return Keys[S]{tab: tab, owner: owner, name: name, peek: peek, allow: allow, settle: settle}
 }
 
-// ReserveAt decides n events for key at t, as AllowAt does, and returns
-// the reservation to settle.
-func (k Keys[S]) ReserveAt(key string, t time.Time, n int) limiters.Reservation {
-	return limiters.Reservation{Key: key, At: t, Cost: n, Decision: k.allow(key, t.UnixNano(), n)}
-}
-
-// Reserve decides n events for key now, as AllowN does, and returns the
-// reservation to settle. The error is non-nil only for n < 1.
-func (k Keys[S]) Reserve(ctx context.Context, key string, n int) (limiters.Reservation, error) {
-	now := k.tab.Now()
-	r := limiters.Reservation{Key: key, At: time.Unix(0, now), Cost: n, Decision: k.allow(key, now, n)}
-	if n < 1 {
-		return r, fmt.Errorf("%w, got %d", limiters.ErrInvalidCost, n)
+// At returns the time of a decision of r in Unix nanoseconds: r.At, or
+// the table's clock.
+func (k *Keys[S]) At(r limiters.Request) int64 {
+	if r.At.IsZero() {
+		return k.tab.Now()
 	}
-	return r, nil
+	return r.At.UnixNano()
 }
 
-// SettleAt settles r at its actual cost at t (see limiters.Settler) and
-// returns the key's state after.
-func (k Keys[S]) SettleAt(r limiters.Reservation, t time.Time, actual int) (limiters.Decision, error) {
-	return k.settleAt(r, t.UnixNano(), actual)
+// CostError is the error of a decision of cost n: nil for n >= 1.
+func (k *Keys[S]) CostError(n int) error {
+	if n >= 1 {
+		return nil
+	}
+	return fmt.Errorf("%s: %w, got %d", k.name, limiters.ErrInvalidCost, n)
 }
 
-// Settle settles r at its actual cost now (see limiters.Settler) and
-// returns the key's state after.
-func (k Keys[S]) Settle(ctx context.Context, r limiters.Reservation, actual int) (limiters.Decision, error) {
-	return k.settleAt(r, k.tab.Now(), actual)
-}
-
-func (k Keys[S]) settleAt(r limiters.Reservation, now int64, actual int) (limiters.Decision, error) {
-	refund, charge, err := limiters.Settlement(r, actual)
+// Reserve decides r as Decide does and returns the reservation to settle.
+// The error is non-nil only for r.N < 1.
+func (k *Keys[S]) Reserve(ctx context.Context, r limiters.Request) (limiters.Reservation, error) {
+	now := k.At(r)
+	f := reservation.Fields[limiters.Decision]{Owner: k.owner, Key: r.Key, At: now, Cost: r.N, Decision: k.allow(r.Key, now, r.N)}
+	err := k.CostError(r.N)
 	if err != nil {
-		return limiters.Decision{}, err
+		f.Cost = 0
 	}
-	at, resetAfter := r.At.UnixNano(), int64(r.ResetAfter)
+	return reservation.Make[limiters.Reservation](f), err
+}
+
+// Settle settles a reservation at its actual cost (see limiters.Settler)
+// and returns the key's state after.
+func (k *Keys[S]) Settle(ctx context.Context, s limiters.Settlement) (limiters.Decision, error) {
+	r := reservation.Get[limiters.Reservation, limiters.Decision](s.Reservation)
+	refund, charge, err := Settlement(r, k.owner, s.Actual)
+	if err != nil {
+		return limiters.Decision{}, fmt.Errorf("%s: %w", k.name, err)
+	}
+	now := k.At(limiters.Request{At: s.At})
 	h := k.tab.Hash(r.Key)
 	sh := k.tab.LockHash(h)
 	defer sh.Unlock()
 	p := sh.Find(h, now)
-	if s, write := k.settle(p, at, resetAfter, now, refund, charge); write {
+	if st, write := k.settle(p, r.At, int64(r.Decision.ResetAfter), now, refund, charge); write {
 		if p == nil {
 			p = k.tab.Insert(sh, h, r.Key)
 		}
-		*p = s
+		*p = st
 	}
 	// A refund may admit what a cached denial would refuse.
 	sh.ForgetDenial(h)
 	return k.peek(p, now, 1), nil
 }
 
-// PeekAtN reports what AllowAt(key, t, n) would decide, without consuming
-// anything: whether n events would be admitted, their RetryAfter if not,
-// and the quota as it stands.
-func (k Keys[S]) PeekAtN(key string, t time.Time, n int) limiters.Decision {
-	sh, h := k.tab.Lock(key)
+// Settlement checks that the reservation r may be settled by owner at
+// actual and returns what settling it takes: a refund of the units r holds
+// beyond actual, or a charge of the units actual needs beyond r's.
+func Settlement(r reservation.Fields[limiters.Decision], owner any, actual int) (refund, charge int, err error) {
+	switch {
+	case actual < 0:
+		return 0, 0, fmt.Errorf("%w: an actual cost of %d, want 0 or more", limiters.ErrInvalidParameter, actual)
+	case !r.Decision.Allowed || r.Cost < 1:
+		return 0, 0, fmt.Errorf("%w: the reservation was denied", limiters.ErrNotReserved)
+	case r.Owner != owner:
+		return 0, 0, fmt.Errorf("%w: the reservation is another limiter's", limiters.ErrNotReserved)
+	}
+	if actual < r.Cost {
+		return r.Cost - actual, 0, nil
+	}
+	return 0, actual - r.Cost, nil
+}
+
+// Peek reports what Decide(ctx, r) would decide, without consuming
+// anything. The error is non-nil only for r.N < 1 (the Decision then
+// denies, with RetryAfter Never).
+func (k *Keys[S]) Peek(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
+	now := r.At.UnixNano()
+	if r.At.IsZero() {
+		now = k.tab.Read()
+	}
+	sh, h := k.tab.Lock(r.Key)
 	defer sh.Unlock()
-	return k.peek(sh.Get(h), t.UnixNano(), n)
-}
-
-// PeekAt reports key's state at t without consuming: whether a unit request
-// would be admitted, and the quota as it stands.
-func (k Keys[S]) PeekAt(key string, t time.Time) limiters.Decision {
-	return k.peekAt(key, t.UnixNano())
-}
-
-func (k Keys[S]) peekAt(key string, now int64) limiters.Decision {
-	sh, h := k.tab.Lock(key)
-	defer sh.Unlock()
-	return k.peek(sh.Get(h), now, 1)
-}
-
-// Peek reports key's state now without consuming: whether a unit request
-// would be admitted, and the quota as it stands. The error is always nil.
-func (k Keys[S]) Peek(ctx context.Context, key string) (limiters.Decision, error) {
-	return k.peekAt(key, k.tab.Read()), nil
+	return k.peek(sh.Get(h), now, r.N), k.CostError(r.N)
 }
 
 // Reset forgets key: its next request sees a full quota. The error is
 // always nil.
-func (k Keys[S]) Reset(ctx context.Context, key string) error {
+func (k *Keys[S]) Reset(ctx context.Context, key string) error {
 	k.tab.Delete(key)
 	return nil
 }
 
 // ResetAll forgets every key. The error is always nil.
-func (k Keys[S]) ResetAll(ctx context.Context) error {
+func (k *Keys[S]) ResetAll(ctx context.Context) error {
 	k.tab.Clear()
 	return nil
 }
 
-// Walk calls fn with every key held and what Peek reports for it now, until
-// fn returns false. Keys are named by their hash ("#" and 16 hex digits)
-// unless the limiter keeps key names (limiters.WithKeyNames). It returns
-// ctx's error if ctx ends first.
-func (k Keys[S]) Walk(ctx context.Context, fn func(key string, d limiters.Decision) bool) error {
-	return k.walk(ctx, k.tab.Read(), fn)
-}
-
-// WalkAt is Walk as of time t.
-func (k Keys[S]) WalkAt(t time.Time, fn func(key string, d limiters.Decision) bool) {
-	_ = k.walk(context.Background(), t.UnixNano(), fn)
-}
-
-func (k Keys[S]) walk(ctx context.Context, now int64, fn func(key string, d limiters.Decision) bool) error {
+// Walk calls fn with every key held and what a Peek of one unit reports
+// for it now, until fn returns false. Keys are named by their hash ("#"
+// and 16 hex digits) unless the limiter keeps key names
+// (limiters.WithKeyNames). It returns ctx's error if ctx ends first.
+func (k *Keys[S]) Walk(ctx context.Context, fn func(key string, d limiters.Decision) bool) error {
+	now := k.tab.Read()
 	return k.tab.Walk(ctx, func(s *S) limiters.Decision { return k.peek(s, now, 1) }, fn)
 }
 
 // Stats reports how many keys the limiter holds, the slots it has
 // allocated for them, and how many it forgot early to keep a key cap.
-func (k Keys[S]) Stats() limiters.Stats { return k.tab.Stats() }
+func (k *Keys[S]) Stats() limiters.Stats { return k.tab.Stats() }
 
-// Sweep forgets now every key whose quota has been full again for at least
-// Grace, as the background sweeper does every SweepInterval.
-func (k Keys[S]) Sweep(t time.Time) { k.tab.Sweep(t.UnixNano()) }
+// Sweep forgets now every key whose quota has been full again, as of t,
+// for at least a second, as the background sweeper does every
+// SweepInterval.
+func (k *Keys[S]) Sweep(t time.Time) { k.tab.Sweep(t.UnixNano()) }
 
 // Close stops the limiter's background sweeper and waits for it to end.
 // The limiter keeps answering; it only stops sweeping in the background.
-func (k Keys[S]) Close() error { return k.tab.Close() }
+func (k *Keys[S]) Close() error { return k.tab.Close() }
+
+// Apply returns the Options that opts set on top of the defaults, checked.
+func Apply(opts []limiters.Option) (limiters.Options, error) {
+	var o limiters.Options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.MaxKeys < 0 {
+		return o, fmt.Errorf("%w: max keys must not be negative, got %d", limiters.ErrInvalidParameter, o.MaxKeys)
+	}
+	if o.SweepInterval == 0 {
+		o.SweepInterval = limiters.DefaultSweepInterval
+	}
+	return o, nil
+}
 
 // MaxDebt is the most a key's debt may reach: in nanoseconds, 2^52 (52
 // days), or in units of a count. Charges past it are cut to it. It is

@@ -102,7 +102,8 @@ type Table[S any] struct {
 	shards   []Shard[S]
 	denials  []atomic.Pointer[denials] // a shard's, apart from its lock: see denials.go
 	mask     uint64
-	limit    int // the Limit of every decision, for cached denials
+	limit    int              // the Limit of every decision, for cached denials
+	policy   *limiters.Policy // the Policy of every decision
 	seed     maphash.Seed
 	idleAt   func(*S) int64
 	keepKeys bool
@@ -130,11 +131,11 @@ func (c clock) now() int64 {
 	return c.baseNano + int64(time.Since(c.base))
 }
 
-// New returns a table for a limiter whose decisions report limit, and
-// whose states become equal to a fresh state at idleAt(s) (Unix
-// nanoseconds). It starts a background sweeper unless the options disable
-// it; Close stops it, and so does the table becoming unreachable.
-func New[S any](limit int, idleAt func(*S) int64, o limiters.Options) *Table[S] {
+// New returns a table for a limiter whose decisions report limit and
+// policy, and whose states become equal to a fresh state at idleAt(s)
+// (Unix nanoseconds). It starts a background sweeper unless the options
+// disable it; Close stops it, and so does the table becoming unreachable.
+func New[S any](limit int, policy *limiters.Policy, idleAt func(*S) int64, o limiters.Options) *Table[S] {
 	n := maxShards
 	if o.MaxKeys > 0 {
 		// At least 64 keys a shard, so that per-shard caps adding up to
@@ -148,6 +149,7 @@ func New[S any](limit int, idleAt func(*S) int64, o limiters.Options) *Table[S] 
 		denials:  make([]atomic.Pointer[denials], n),
 		mask:     uint64(n - 1),
 		limit:    limit,
+		policy:   policy,
 		seed:     maphash.MakeSeed(),
 		idleAt:   idleAt,
 		keepKeys: o.KeepKeyNames,

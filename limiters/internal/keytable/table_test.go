@@ -21,7 +21,7 @@ func newTable(t *testing.T, o limiters.Options) *Table[st] {
 	if o.SweepInterval == 0 {
 		o.SweepInterval = -1
 	}
-	tab := New(5, idle, o)
+	tab := New(5, nil, idle, o)
 	t.Cleanup(func() { tab.Close() })
 	return tab
 }
@@ -219,7 +219,7 @@ func TestSweepFreesMemory(t *testing.T) {
 // clock, and Close stops it (synctest reports a goroutine left behind).
 func TestSweeperAndClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tab := New(5, idle, limiters.Options{SweepInterval: time.Minute})
+		tab := New(5, nil, idle, limiters.Options{SweepInterval: time.Minute})
 		now := tab.Now()
 		for i := range 1000 {
 			put(tab, fmt.Sprint(i), now, st{idle: now + int64(time.Duration(i)*time.Second)})
@@ -245,7 +245,7 @@ func TestSweeperAndClose(t *testing.T) {
 // saw, never as of the wall clock: a simulation in 1970 keeps its keys.
 func TestSweeperIgnoresWallClockForExplicitTimes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tab := New(5, idle, limiters.Options{SweepInterval: time.Second})
+		tab := New(5, nil, idle, limiters.Options{SweepInterval: time.Second})
 		defer tab.Close()
 		for i := range 100 {
 			put(tab, fmt.Sprint(i), 1000, st{idle: 5000})
@@ -262,7 +262,7 @@ func TestSweeperIgnoresWallClockForExplicitTimes(t *testing.T) {
 func TestUnreachableTableStopsSweeper(t *testing.T) {
 	tabs := make([]*Table[st], 10)
 	for i := range tabs {
-		tabs[i] = New(5, idle, limiters.Options{SweepInterval: time.Hour})
+		tabs[i] = New(5, nil, idle, limiters.Options{SweepInterval: time.Hour})
 	}
 	running := runtime.NumGoroutine()
 	runtime.KeepAlive(tabs)
@@ -288,7 +288,7 @@ func TestCoarseClock(t *testing.T) {
 		if got := c.Now().Sub(t1); got < 9*time.Millisecond || got > 11*time.Millisecond {
 			t.Errorf("coarse clock moved %v in 10ms", got)
 		}
-		tab := New(5, idle, limiters.Options{Clock: c, SweepInterval: -1})
+		tab := New(5, nil, idle, limiters.Options{Clock: c, SweepInterval: -1})
 		if d := time.Duration(tab.Now() - c.Now().UnixNano()); d != 0 {
 			t.Errorf("table on a coarse clock reads %v off it", d)
 		}
@@ -331,14 +331,14 @@ func TestWalkWhileInserting(t *testing.T) {
 // keys however often it is looked at.
 func TestLookingDoesNotChangeSweeping(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tab := New(5, idle, limiters.Options{SweepInterval: time.Second})
+		tab := New(5, nil, idle, limiters.Options{SweepInterval: time.Second})
 		defer tab.Close()
 		past := int64(1e18) // 2001
 		for i := range 100 {
 			put(tab, fmt.Sprint(i), past, st{idle: past + int64(time.Hour)})
 		}
-		k := NewKeys(tab, func(s *st, now int64, n int) limiters.Decision { return limiters.Decision{} }, nil, nil)
-		k.Peek(t.Context(), "1")
+		k := NewKeys(any(nil), "test", tab, func(s *st, now int64, n int) limiters.Decision { return limiters.Decision{} }, nil, nil)
+		k.Peek(t.Context(), limiters.Request{Key: "1", N: 1})
 		k.Walk(t.Context(), func(string, limiters.Decision) bool { return true })
 		time.Sleep(time.Minute)
 		synctest.Wait()
