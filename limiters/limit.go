@@ -155,12 +155,12 @@ func (l Limit) per(a Algorithm) string {
 // interval whole nanoseconds do not hold within 0.01%.
 func Bucket(capacity int, rate float64) (Limit, error) {
 	switch {
+	case capacity < 1 || capacity > MaxLimit:
+		return Limit{}, fmt.Errorf("%w: capacity must be between 1 and %d, got %d", ErrInvalidParameter, MaxLimit, capacity)
 	case math.IsNaN(rate) || math.IsInf(rate, 0) || rate <= 0:
 		return Limit{}, fmt.Errorf("%w: rate must be a positive finite number of tokens per second, got %v", ErrInvalidParameter, rate)
 	case rate > 1e9:
 		return Limit{}, fmt.Errorf("%w: rate must be at most 1e9 tokens per second, got %v", ErrInvalidParameter, rate)
-	case capacity < 1 || capacity > MaxLimit:
-		return Limit{}, fmt.Errorf("%w: capacity must be between 1 and %d, got %d", ErrInvalidParameter, MaxLimit, capacity)
 	}
 	t := 1e9 / rate
 	rounded := math.Round(t)

@@ -1,4 +1,4 @@
-package httplimit
+package httplimit_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/limiters/gcra"
+	"github.com/ratelab/ratelab/limiters/httplimit"
 )
 
 // BenchmarkMiddleware: what the middleware adds to a request on top of the
@@ -21,22 +22,25 @@ import (
 // benchstat -col /path). The handler does nothing, and one recorder is
 // reused, its header map and body cleared each time in both paths.
 func BenchmarkMiddleware(b *testing.B) {
-	admit := limiters.Decision{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: 10 * time.Millisecond}
-	deny := limiters.Decision{Limit: 100, RetryAfter: 1500 * time.Millisecond, ResetAfter: time.Minute}
+	// noop decides as a limiter of one limit would, its Policy included.
+	policy := limiters.NewPolicy(limiters.PerMinute(100))
+	admit := limiters.Decision{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: 10 * time.Millisecond, Policy: policy}
+	deny := limiters.Decision{Limit: 100, RetryAfter: 1500 * time.Millisecond, ResetAfter: time.Minute, Policy: policy,
+		Denied: limiters.Denials(0).Deny(0, true)}
 	for _, c := range []struct {
 		limiter, outcome, key string
-		headers               Headers
+		headers               httplimit.Headers
 	}{
-		{"noop", "allowed", "header", AllHeaders},
-		{"noop", "allowed", "header", NoHeaders},
-		{"noop", "allowed", "header", LegacyHeaders},
-		{"noop", "allowed", "header", DraftHeaders},
-		{"noop", "allowed", "ip", AllHeaders},
-		{"noop", "denied", "header", AllHeaders},
-		{"gcra", "allowed", "header", AllHeaders},
-		{"gcra", "denied", "header", AllHeaders},
-		{"composite3", "allowed", "header", AllHeaders},
-		{"composite3", "denied", "header", AllHeaders},
+		{"noop", "allowed", "header", httplimit.AllHeaders},
+		{"noop", "allowed", "header", httplimit.NoHeaders},
+		{"noop", "allowed", "header", httplimit.LegacyHeaders},
+		{"noop", "allowed", "header", httplimit.DraftHeaders},
+		{"noop", "allowed", "ip", httplimit.AllHeaders},
+		{"noop", "denied", "header", httplimit.AllHeaders},
+		{"gcra", "allowed", "header", httplimit.AllHeaders},
+		{"gcra", "denied", "header", httplimit.AllHeaders},
+		{"composite3", "allowed", "header", httplimit.AllHeaders},
+		{"composite3", "denied", "header", httplimit.AllHeaders},
 	} {
 		var l limiters.Limiter
 		switch c.limiter {
@@ -51,11 +55,11 @@ func BenchmarkMiddleware(b *testing.B) {
 		case "composite3":
 			l = benchComposite(b, c.outcome)
 		}
-		key := WithHeaderKey("X-User")
+		key := httplimit.WithHeaderKey("X-User")
 		if c.key == "ip" {
-			key = WithClientIP(IPConfig{})
+			key = httplimit.WithClientIP(httplimit.IPConfig{})
 		}
-		m := newMiddleware(b, l, key, WithHeaders(c.headers))
+		m := newMiddleware(b, l, key, httplimit.WithHeaders(c.headers))
 		next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 		h := m.Wrap(next)
 		r := httptest.NewRequest("GET", "/", nil)
@@ -97,13 +101,13 @@ func BenchmarkMiddleware(b *testing.B) {
 	}
 }
 
-func headerName(h Headers) string {
+func headerName(h httplimit.Headers) string {
 	switch h {
-	case AllHeaders:
+	case httplimit.AllHeaders:
 		return "all"
-	case LegacyHeaders:
+	case httplimit.LegacyHeaders:
 		return "legacy"
-	case DraftHeaders:
+	case httplimit.DraftHeaders:
 		return "draft"
 	}
 	return "none"
@@ -114,11 +118,11 @@ func headerName(h Headers) string {
 // a day, spent). The numbers in the headers are as long as an API's
 // usually are.
 func benchGCRA(b *testing.B, outcome string) limiters.Limiter {
-	bucket := limiters.Bucket{Capacity: 100, Rate: 1e9}
+	limit := limiters.Limit{N: 1e9, Per: time.Second, Burst: 100}
 	if outcome == "denied" {
-		bucket = limiters.Bucket{Capacity: 100, Rate: 100.0 / 86400}
+		limit = limiters.Limit{N: 100, Per: 24 * time.Hour}
 	}
-	l, err := gcra.New(bucket)
+	l, err := gcra.New(limit)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -130,13 +134,13 @@ func benchGCRA(b *testing.B, outcome string) limiters.Limiter {
 // benchComposite is three named limits, refilled faster than requests
 // come or, for denied, the last spent.
 func benchComposite(b *testing.B, outcome string) limiters.Limiter {
-	limits := []composite.Limit{
-		{Name: "burst", Rate: limiters.Rate{N: 1e9, Per: time.Second, Burst: 10}},
-		{Name: "minute", Rate: limiters.Rate{N: 1e9, Per: time.Second, Burst: 100}},
-		{Name: "hour", Rate: limiters.Rate{N: 1e9, Per: time.Second, Burst: 1000}},
+	limits := []limiters.Limit{
+		{Name: "burst", N: 1e9, Per: time.Second, Burst: 10},
+		{Name: "minute", N: 1e9, Per: time.Second, Burst: 100},
+		{Name: "hour", N: 1e9, Per: time.Second, Burst: 1000},
 	}
 	if outcome == "denied" {
-		limits[2].Rate = limiters.Rate{N: 1, Per: time.Hour}
+		limits[2] = limiters.Limit{Name: "hour", N: 1, Per: time.Hour}
 	}
 	l, err := composite.New(limiters.GCRA, limits)
 	if err != nil {

@@ -2,21 +2,21 @@ package httplimit_test
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/composite"
+	"github.com/ratelab/ratelab/limiters/gcra"
 	"github.com/ratelab/ratelab/limiters/httplimit"
 )
 
-// Two limits on each API key, all or nothing; one RateLimit item each.
+// A GCRA limit of 2 a minute on each API key: two requests are served,
+// the third is denied, with everything the middleware says about it.
 func Example() {
-	l, err := composite.New(limiters.SlidingLog, []composite.Limit{
-		{Name: "minute", Rate: limiters.Rate{N: 2, Per: time.Minute}},
-		{Name: "hour", Rate: limiters.Rate{N: 100, Per: time.Hour}},
-	})
+	l, err := gcra.New(limiters.Limit{Name: "minute", N: 2, Per: time.Minute})
 	if err != nil {
 		panic(err)
 	}
@@ -29,25 +29,32 @@ func Example() {
 		fmt.Fprintln(w, "hello")
 	}))
 
-	var policy string
+	var w *httptest.ResponseRecorder
 	for range 3 {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.Header.Set("X-API-Key", "k-123")
-		w := httptest.NewRecorder()
+		w = httptest.NewRecorder()
 		api.ServeHTTP(w, r)
-		line := fmt.Sprint(w.Code, " RateLimit: ", w.Header().Get("RateLimit"))
-		if retry := w.Header().Get("Retry-After"); retry != "" {
-			line += " | Retry-After: " + retry
-		}
-		fmt.Println(line)
-		policy = w.Header().Get("RateLimit-Policy") // the same on every response
+		fmt.Println(w.Code, "RateLimit:", w.Header().Get("RateLimit"))
 	}
-	fmt.Println("RateLimit-Policy:", policy)
+	fmt.Println()
+	for _, k := range slices.Sorted(maps.Keys(w.Header())) {
+		fmt.Printf("%s: %s\n", k, w.Header().Get(k))
+	}
+	fmt.Print(w.Body)
 	// Output:
-	// 200 RateLimit: "minute";r=1;t=60, "hour";r=99;t=3600
-	// 200 RateLimit: "minute";r=0;t=60, "hour";r=98;t=3600
-	// 429 RateLimit: "minute";r=0;t=60, "hour";r=98;t=60 | Retry-After: 60
-	// RateLimit-Policy: "minute";q=2;w=60, "hour";q=100;w=3600
+	// 200 RateLimit: "minute";r=1;t=30
+	// 200 RateLimit: "minute";r=0;t=60
+	// 429 RateLimit: "minute";r=0;t=30
+	//
+	// Content-Type: application/problem+json
+	// Ratelimit: "minute";r=0;t=30
+	// Ratelimit-Policy: "minute";q=2;w=60
+	// Retry-After: 30
+	// X-Ratelimit-Limit: 2
+	// X-Ratelimit-Remaining: 0
+	// X-Ratelimit-Reset: 60
+	// {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"detail":"Retry in 30 seconds.","violated-policies":["minute"]}
 }
 
 // Keyed by the client's address behind a load balancer at 10.0.0.0/8: its

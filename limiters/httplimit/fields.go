@@ -1,13 +1,11 @@
 package httplimit
 
 import (
-	"math"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/composite"
 )
 
 // The header fields the middleware writes, spelled as their specifications
@@ -28,7 +26,7 @@ const (
 	// seconds, rounded up (a delay, not a Unix time).
 	HeaderReset = "X-RateLimit-Reset"
 	// HeaderRetryAfter is RFC 9110's Retry-After, in whole seconds rounded
-	// up, on a 429 (and on a 503 when the limiter failed closed).
+	// up, on a 429 (and on a 503 when the limiter failed and denied).
 	HeaderRetryAfter = "Retry-After"
 )
 
@@ -61,41 +59,6 @@ const (
 	// AllHeaders writes both sets: the default.
 	AllHeaders = LegacyHeaders | DraftHeaders
 )
-
-// Policy is one limit as the RateLimit-Policy field states it: a quota
-// per window.
-type Policy struct {
-	// Name names the policy in both draft fields and in a denial's
-	// violated-policies. It is sent as a structured-field String: a byte
-	// outside printable ASCII is sent as '?'.
-	Name string
-	// Quota is the policy's q: N for a window algorithm, the capacity C
-	// for a bucket.
-	Quota int
-	// Window is the policy's w, sent in seconds when it is a whole number
-	// of them (the draft has no sub-second windows); zero means not sent.
-	Window time.Duration
-}
-
-// policyOf states a limit of a composite or a tier: N per W, or a
-// bucket's capacity per the time it takes to fill (C/R).
-func policyOf(lim composite.Limit) Policy {
-	name := lim.Name
-	if name == "" {
-		name = lim.Rate.String()
-	}
-	if lim.Rate.Burst > 0 {
-		b := lim.Rate.Bucket()
-		return Policy{Name: name, Quota: b.Capacity, Window: fillTime(b)}
-	}
-	return Policy{Name: name, Quota: lim.Rate.N, Window: lim.Rate.Per}
-}
-
-// fillTime is how long bucket b takes to fill from empty, C/R, to the
-// nanosecond.
-func fillTime(b limiters.Bucket) time.Duration {
-	return time.Duration(math.Round(float64(b.Capacity) / b.Rate * 1e9))
-}
 
 // ceilSeconds is d in whole seconds, rounded up: never earlier than d.
 // Zero and negative durations are 0.
@@ -147,29 +110,37 @@ func appendString(b []byte, s string) []byte {
 // quotedDefault is DefaultPolicy as a structured-field String.
 const quotedDefault = `"` + DefaultPolicy + `"`
 
-// appendPolicy appends p as a RateLimit-Policy item: "name";q=Q[;w=W].
-func appendPolicy(b []byte, p Policy) []byte {
-	return appendQuota(appendString(b, p.Name), p)
+// appendName appends the name of limit l as a structured-field String:
+// its Name, or its rate when it has none.
+func appendName(b []byte, l limiters.Limit) []byte {
+	return appendString(b, l.Named().Name)
 }
 
-// appendQuota appends the parameters of p as a RateLimit-Policy item.
-func appendQuota(b []byte, p Policy) []byte {
+// appendPolicy appends l as a RateLimit-Policy item: "name";q=Q[;w=W].
+func appendPolicy(b []byte, l limiters.Limit) []byte {
+	return appendQuota(appendName(b, l), l.Quota(), l.Window())
+}
+
+// appendQuota appends the parameters of a RateLimit-Policy item: the
+// quota q and the window w, in seconds when it is a whole number of them
+// (the draft has no sub-second windows), else not at all.
+func appendQuota(b []byte, q int, w time.Duration) []byte {
 	b = append(b, ";q="...)
-	b = appendInt(b, int64(p.Quota))
-	if p.Window >= time.Second && p.Window%time.Second == 0 {
+	b = appendInt(b, int64(q))
+	if w >= time.Second && w%time.Second == 0 {
 		b = append(b, ";w="...)
-		b = appendInt(b, int64(p.Window/time.Second))
+		b = appendInt(b, int64(w/time.Second))
 	}
 	return b
 }
 
-// appendPolicies appends ps as a RateLimit-Policy field value.
-func appendPolicies(b []byte, ps []Policy) []byte {
-	for i, p := range ps {
+// appendPolicies appends limits as a RateLimit-Policy field value.
+func appendPolicies(b []byte, limits []limiters.Limit) []byte {
+	for i, l := range limits {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		b = appendPolicy(b, p)
+		b = appendPolicy(b, l)
 	}
 	return b
 }

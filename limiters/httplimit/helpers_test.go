@@ -1,4 +1,4 @@
-package httplimit
+package httplimit_test
 
 import (
 	"context"
@@ -10,39 +10,45 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/httplimit"
 	"github.com/ratelab/ratelab/limiters/slidinglog"
 )
 
 // decideFunc is a Limiter that decides by a function: a fixed decision, a
 // broken backend.
-type decideFunc func(ctx context.Context, key string, n int) (limiters.Decision, error)
+type decideFunc func(ctx context.Context, r limiters.Request) (limiters.Decision, error)
+
+func (f decideFunc) Decide(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
+	return f(ctx, r)
+}
 
 func (f decideFunc) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
-	return f(ctx, key, n)
+	return f(ctx, limiters.Request{Key: key, N: n})
 }
 
 // fixed decides d every time.
 func fixed(d limiters.Decision) decideFunc {
-	return func(context.Context, string, int) (limiters.Decision, error) { return d, nil }
+	return func(context.Context, limiters.Request) (limiters.Decision, error) { return d, nil }
 }
 
-// allowAll is a decision that admits.
+// current decides whatever *d holds when it is asked.
+func current(d *limiters.Decision) decideFunc {
+	return func(context.Context, limiters.Request) (limiters.Decision, error) { return *d, nil }
+}
+
+// allowAll is a decision that admits, from a limiter that does not say
+// its limits (no Policy).
 var allowAll = limiters.Decision{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: 10 * time.Millisecond}
 
 // newSlidingLog is an exact limiter of n per w.
-func newSlidingLog(t testing.TB, n int, w time.Duration) *slidinglog.Limiter {
+func newSlidingLog(t testing.TB, n int, w time.Duration, opts ...limiters.Option) *slidinglog.Limiter {
 	t.Helper()
-	l, err := slidinglog.New(limiters.Window{Limit: n, Length: w})
+	l, err := slidinglog.New(limiters.Limit{N: n, Per: w}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
-}
-
-// current decides whatever *d holds when it is asked.
-func current(d *limiters.Decision) decideFunc {
-	return func(context.Context, string, int) (limiters.Decision, error) { return *d, nil }
 }
 
 // stopped is a Clock that stands still.
@@ -55,9 +61,9 @@ var t0 = time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
 // ok is the handler behind the limit: 200 and "ok".
 var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
 
-func newMiddleware(t testing.TB, l limiters.Limiter, opts ...Option) *Middleware {
+func newMiddleware(t testing.TB, l limiters.Limiter, opts ...httplimit.Option) *httplimit.Middleware {
 	t.Helper()
-	m, err := New(l, opts...)
+	m, err := httplimit.New(l, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +80,9 @@ func serve(h http.Handler, key string) *httptest.ResponseRecorder {
 	h.ServeHTTP(w, r)
 	return w
 }
+
+// has reports whether h has the field called name.
+func has(h http.Header, name string) bool { return len(h.Values(name)) > 0 }
 
 // problem is an RFC 9457 body as the middleware writes it.
 type problem struct {
@@ -100,10 +109,10 @@ func readProblem(t testing.TB, h http.Header, body []byte) problem {
 func draft(t testing.TB, h http.Header) (policies, limits []draftItem) {
 	t.Helper()
 	var err error
-	if policies, err = parseDraft(HeaderRateLimitPolicy, h.Get(HeaderRateLimitPolicy)); err != nil {
+	if policies, err = parseDraft(httplimit.HeaderRateLimitPolicy, h.Get(httplimit.HeaderRateLimitPolicy)); err != nil {
 		t.Fatal(err)
 	}
-	if limits, err = parseDraft(HeaderRateLimit, h.Get(HeaderRateLimit)); err != nil {
+	if limits, err = parseDraft(httplimit.HeaderRateLimit, h.Get(httplimit.HeaderRateLimit)); err != nil {
 		t.Fatal(err)
 	}
 	return policies, limits

@@ -1,4 +1,4 @@
-package httplimit
+package httplimit_test
 
 import (
 	"errors"
@@ -6,10 +6,11 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/limiters/gcra"
+	"github.com/ratelab/ratelab/limiters/httplimit"
 )
 
 // estimate prices a request by its X-Estimate header: the cost reserved.
@@ -17,7 +18,7 @@ func estimate(r *http.Request) (int, error) { return strconv.Atoi(r.Header.Get("
 
 // reporting answers with the cost its request asks it to report, as the
 // handler of an LLM endpoint reports the tokens a call used: in the
-// X-Tokens header, in a trailer of that name, with SetCost, or not at all.
+// X-Tokens header, in a trailer of that name, with httplimit.SetCost, or not at all.
 var reporting = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	cost := r.URL.Query().Get("cost")
 	switch r.URL.Query().Get("how") {
@@ -33,8 +34,8 @@ var reporting = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(http.TrailerPrefix+"X-Tokens", cost)
 	case "set":
 		n, _ := strconv.Atoi(cost)
-		w.Header().Set("X-Tokens", "999") // SetCost wins
-		SetCost(r, n)
+		w.Header().Set("X-Tokens", "999") // httplimit.SetCost wins
+		httplimit.SetCost(r, n)
 		w.Write([]byte("ok"))
 	default:
 		w.Write([]byte("ok"))
@@ -68,13 +69,13 @@ func TestSettle(t *testing.T) {
 		{"header", "lots", 90, true},
 		{"header", "-3", 90, true},
 	} {
-		l, err := gcra.New(limiters.Bucket{Capacity: 100, Rate: 1e-3}, limiters.WithClock(stopped(t0)))
+		l, err := gcra.New(limiters.Limit{N: 1, Per: 1000 * time.Second, Burst: 100}, limiters.WithClock(stopped(t0))) // 1e-3 a second
 		if err != nil {
 			t.Fatal(err)
 		}
 		var hookErr error
-		m := newMiddleware(t, l, WithHeaderKey("X-User"), WithCost(estimate), WithSettle("x-tokens"),
-			WithHooks(Hooks{Error: func(_ *http.Request, err error) { hookErr = err }}))
+		m := newMiddleware(t, l, httplimit.WithHeaderKey("X-User"), httplimit.WithCost(estimate), httplimit.WithSettle("x-tokens"),
+			httplimit.WithHooks(httplimit.Hooks{Error: func(_ *http.Request, err error) { hookErr = err }}))
 		h := m.Wrap(reporting)
 		w := settleRequest(h, 10, c.how, c.cost)
 		if w.Code != 200 || w.Header().Get("X-RateLimit-Remaining") != "90" {
@@ -84,7 +85,7 @@ func TestSettle(t *testing.T) {
 		if got := next.Header().Get("X-RateLimit-Remaining"); got != strconv.Itoa(c.remaining-1) {
 			t.Errorf("%s %s: the next request sees %s remaining, want %d", c.how, c.cost, got, c.remaining-1)
 		}
-		if (hookErr != nil) != c.err || c.err && !errors.Is(hookErr, ErrSettle) {
+		if (hookErr != nil) != c.err || c.err && !errors.Is(hookErr, httplimit.ErrSettle) {
 			t.Errorf("%s %s: the Error hook got %v", c.how, c.cost, hookErr)
 		}
 		l.Close()
@@ -94,12 +95,12 @@ func TestSettle(t *testing.T) {
 // A charge past the limit puts the key in debt: the next request is
 // denied, with the Retry-After the debt takes to pay.
 func TestSettleDebt(t *testing.T) {
-	l, err := gcra.New(limiters.Bucket{Capacity: 10, Rate: 10}, limiters.WithClock(stopped(t0)))
+	l, err := gcra.New(limiters.PerSecond(10), limiters.WithClock(stopped(t0)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	h := newMiddleware(t, l, WithHeaderKey("X-User"), WithCost(estimate), WithSettle("X-Tokens")).Wrap(reporting)
+	h := newMiddleware(t, l, httplimit.WithHeaderKey("X-User"), httplimit.WithCost(estimate), httplimit.WithSettle("X-Tokens")).Wrap(reporting)
 	if w := settleRequest(h, 2, "header", "25"); w.Code != 200 {
 		t.Fatalf("reserved 2: %d", w.Code)
 	}
@@ -111,40 +112,33 @@ func TestSettleDebt(t *testing.T) {
 	}
 }
 
-// Under several limits, each limit's item in the RateLimit field shows
-// the settle; a denied request is not settled; a limiter that cannot
-// settle is refused when the middleware is made.
+// Under several limits the RateLimit item shows the settle; a denied
+// request is not settled; a limiter that cannot settle is refused when the
+// middleware is made.
 func TestSettleComposite(t *testing.T) {
-	minute, err := limiters.ParseRate("100/min")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hour, err := limiters.ParseRate("1000/h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := composite.New(limiters.GCRA, []composite.Limit{{Name: "minute", Rate: minute}, {Name: "hour", Rate: hour}}, limiters.WithClock(stopped(t0)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	h := newMiddleware(t, c, WithHeaderKey("X-User"), WithCost(estimate), WithSettle("X-Tokens"), WithHeaders(DraftHeaders)).Wrap(reporting)
+	c := newComposite(t, limiters.GCRA, limiters.Limit{Name: "minute", N: 100, Per: time.Minute}, limiters.Limit{Name: "hour", N: 1000, Per: time.Hour})
+	h := newMiddleware(t, c, httplimit.WithHeaderKey("X-User"), httplimit.WithCost(estimate), httplimit.WithSettle("X-Tokens"),
+		httplimit.WithHeaders(httplimit.DraftHeaders)).Wrap(reporting)
 	settleRequest(h, 50, "header", "20")
 	if w := settleRequest(h, 90, "header", "1"); w.Code != http.StatusTooManyRequests {
 		t.Fatalf("90 more of the minute's 80: %d", w.Code)
 	}
-	_, items := draft(t, settleRequest(h, 1, "none", "").Header())
-	if len(items) != 2 || items[0].params["r"] != 79 || items[1].params["r"] != 979 {
-		t.Errorf("after a settle at 20 and a denial: %+v, want 79 and 979 remaining", items)
+	// Was one item a limit, 79 and 979 remaining: the one item now is the
+	// limit of least room's, the minute's 79 (the hour's 979 is in no
+	// decision).
+	w := settleRequest(h, 1, "none", "")
+	_, items := draft(t, w.Header())
+	if len(items) != 1 || items[0].name != "minute" || items[0].params["r"] != 79 {
+		t.Errorf("after a settle at 20 and a denial: %q, want minute with 79 remaining", w.Header().Get(httplimit.HeaderRateLimit))
 	}
-	if _, err := New(decideFunc(fixed(allowAll)), WithSettle("X-Tokens")); err == nil {
+	if _, err := httplimit.New(fixed(allowAll), httplimit.WithSettle("X-Tokens")); err == nil {
 		t.Error("a limiter that cannot settle was taken")
 	}
-	if _, err := New(c, WithSettle("bad header")); err == nil {
+	if _, err := httplimit.New(c, httplimit.WithSettle("bad header")); err == nil {
 		t.Error("a malformed field name was taken")
 	}
 	r := httptest.NewRequest("GET", "/", nil)
-	if SetCost(r, 3) {
+	if httplimit.SetCost(r, 3) {
 		t.Error("SetCost on a request not being settled reported success")
 	}
 }

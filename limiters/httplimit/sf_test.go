@@ -1,9 +1,11 @@
-package httplimit
+package httplimit_test
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/ratelab/ratelab/limiters/httplimit"
 )
 
 // A strict reader of the RFC 9651 structured fields the draft uses: a List
@@ -190,7 +192,7 @@ func parseDraft(field, v string) ([]draftItem, error) {
 		return nil, fmt.Errorf("%s: an empty list", field)
 	}
 	required := "r"
-	if field == HeaderRateLimitPolicy {
+	if field == httplimit.HeaderRateLimitPolicy {
 		required = "q"
 	}
 	var out []draftItem

@@ -46,29 +46,35 @@ func WithBatching(b Batching) Option {
 // errClosed is why a batching Limiter that was closed decides nothing.
 var errClosed = errors.New("the limiter is closed")
 
-// batcher sends the decisions queued on q in batches.
+// batcher sends the calls queued on q in batches.
 type batcher struct {
-	l    *Limiter
-	many *script // the batch script; nil: pipelines of the limiter's script
-	q    chan *call
-	max  int
-	stop chan struct{}
-	wg   sync.WaitGroup
+	r *runner
+	// one is the decision script, which a pipeline runs once a call;
+	// many, the batch script (nil: pipelines).
+	one, many *script
+	// k is the number of keys a call has, and fixed the batch script's
+	// ARGV after the number of decisions and k: the two graces and two
+	// numbers a limit.
+	k     int
+	fixed []any
+	q     chan *call
+	max   int
+	stop  chan struct{}
+	wg    sync.WaitGroup
 
 	// batches and decisions count what was sent: their ratio is the mean
 	// batch.
 	batches, decisions atomic.Int64
 
-	// mu orders sends against Close: a decision is queued only while
-	// closed is false, so that Close's senders find every queued call.
+	// mu orders sends against Close: a call is queued only while closed
+	// is false, so that Close's senders find every queued call.
 	mu     sync.RWMutex
 	closed bool
 }
 
-func newBatcher(l *Limiter, a limiters.Algorithm, b Batching) (*batcher, error) {
-	if b.Pipelines < 0 || b.MaxBatch < 0 {
-		return nil, fmt.Errorf("batching: pipelines and batch size must not be negative, got %d and %d", b.Pipelines, b.MaxBatch)
-	}
+// newBatcher starts b.Pipelines senders of s's calls, each with k keys,
+// through r; fixed are the batch script's ARGV after its first two.
+func newBatcher(r *runner, s scripts, k int, fixed []any, b Batching) *batcher {
 	if b.Pipelines == 0 {
 		// Two in flight: one filling while the other is out. More made
 		// smaller batches and fewer decisions a second (50 goroutines,
@@ -78,18 +84,15 @@ func newBatcher(l *Limiter, a limiters.Algorithm, b Batching) (*batcher, error) 
 	if b.MaxBatch == 0 {
 		b.MaxBatch = 64
 	}
-	bt := &batcher{l: l, q: make(chan *call, b.Pipelines*b.MaxBatch), max: b.MaxBatch, stop: make(chan struct{})}
-	if _, one := l.c.(*redis.Client); one {
-		bt.many = batches[a]
-		if s, ok := single[a]; ok && len(l.suffix) == 1 {
-			bt.many = s[1]
-		}
+	bt := &batcher{r: r, one: s.one, k: k, fixed: fixed, q: make(chan *call, b.Pipelines*b.MaxBatch), max: b.MaxBatch, stop: make(chan struct{})}
+	if _, one := r.c.(*redis.Client); one {
+		bt.many = s.many
 	}
 	bt.wg.Add(b.Pipelines)
 	for range b.Pipelines {
 		go bt.send()
 	}
-	return bt, nil
+	return bt
 }
 
 // enqueue queues c, and reports false when it cannot: the limiter is
@@ -121,7 +124,7 @@ func (b *batcher) close() {
 }
 
 // send is one sender: it takes what is queued, up to max calls, sends
-// them in one pipeline and answers each.
+// them in one batch and answers each.
 func (b *batcher) send() {
 	defer b.wg.Done()
 	batch := make([]*call, 0, b.max)
@@ -157,9 +160,7 @@ func (b *batcher) send() {
 }
 
 // send1 sends batch, with the earliest of its deadlines; calls whose
-// deadline passed in the queue are not sent. A server that does not have
-// the script (NOSCRIPT) is sent it with SCRIPT LOAD, and the calls it
-// refused go again.
+// deadline passed in the queue are not sent.
 func (b *batcher) send1(batch []*call, cmds []*redis.Cmd) {
 	now := time.Now()
 	var deadline time.Time
@@ -180,7 +181,7 @@ func (b *batcher) send1(batch []*call, cmds []*redis.Cmd) {
 	b.batches.Add(1)
 	b.decisions.Add(int64(len(live)))
 	var ctx context.Context
-	if b.l.light { // the client honours deadlines: no timer needed
+	if b.r.light { // the client honours deadlines: no timer needed
 		ctx = &deadlineCtx{context.Background(), deadline}
 	} else {
 		var cancel context.CancelFunc
@@ -191,29 +192,24 @@ func (b *batcher) send1(batch []*call, cmds []*redis.Cmd) {
 		b.scripted(ctx, live)
 		return
 	}
-	refused, _ := b.exec(ctx, live, cmds) // refused for want of the script: load it
-	if len(refused) == 0 {
-		return
-	}
-	err := b.l.c.ScriptLoad(ctx, b.l.script.src).Err()
-	if err == nil {
-		b.l.evals.Add(1)
-		if refused, err = b.exec(ctx, refused, cmds); len(refused) == 0 {
-			return
-		}
-	}
-	for _, c := range refused {
-		c.answer(nil, err)
+	refused := b.exec(ctx, live, cmds, false)
+	if len(refused) > 0 { // the server lacks the script: send it whole
+		b.r.evals.Add(1)
+		b.exec(ctx, refused, cmds, true)
 	}
 }
 
-// exec runs calls in one pipeline and answers each, but for those the
-// server refused for want of the script: it returns them (in calls'
-// memory) and the server's error.
-func (b *batcher) exec(ctx context.Context, calls []*call, cmds []*redis.Cmd) (refused []*call, err error) {
-	p := b.l.c.Pipeline()
+// exec runs calls in one pipeline, each whole (EVAL) if whole is set, and
+// answers each, but for those the server refused for want of the script:
+// it returns them (in calls' memory).
+func (b *batcher) exec(ctx context.Context, calls []*call, cmds []*redis.Cmd, sendWhole bool) (refused []*call) {
+	p := b.r.c.Pipeline()
 	for _, c := range calls {
-		cmd := redis.NewCmd(ctx, c.cmd...)
+		args := c.cmd
+		if sendWhole {
+			args = whole(b.one, args)
+		}
+		cmd := redis.NewCmd(ctx, args...)
 		cmd.SetFirstKeyPos(3)
 		_ = p.Process(ctx, cmd)
 		cmds = append(cmds, cmd)
@@ -221,28 +217,27 @@ func (b *batcher) exec(ctx context.Context, calls []*call, cmds []*redis.Cmd) (r
 	_, _ = p.Exec(ctx) // each command has its error
 	refused = calls[:0]
 	for i, c := range calls {
-		e := cmds[i].Err()
-		if e != nil && redis.HasErrorPrefix(e, "NOSCRIPT") {
-			refused, err = append(refused, c), e
+		if e := cmds[i].Err(); noScript(e) && !sendWhole {
+			refused = append(refused, c)
 			continue
 		}
-		c.answer(cmds[i].Val(), e)
+		c.answer(cmds[i].Val(), cmds[i].Err())
 	}
 	clear(cmds)
-	return refused, err
+	return refused
 }
 
 // scripted sends calls as one run of the batch script and answers each
 // with its part of the reply.
 func (b *batcher) scripted(ctx context.Context, calls []*call) {
-	k := len(b.l.suffix)
-	args := make([]any, 0, 7+len(calls)*(k+1)+2*k)
+	k := b.k
+	args := make([]any, 0, 5+len(calls)*(k+1)+len(b.fixed))
 	args = append(args, "evalsha", b.many.sha, len(calls)*k)
 	for _, c := range calls {
 		args = append(args, c.cmd[3:3+k]...) // the keys
 	}
-	args = append(args, len(calls), k, b.l.grace[0], b.l.grace[1])
-	args = append(args, b.l.params...)
+	args = append(args, len(calls), k)
+	args = append(args, b.fixed...)
 	for _, c := range calls {
 		// The call's ARGV are mode, n, seconds, nanoseconds, grace.
 		argv := c.cmd[3+k:]
@@ -256,36 +251,17 @@ func (b *batcher) scripted(ctx context.Context, calls []*call) {
 			args = append(args, fmt.Sprint(n, " ", argv[2], " ", argv[3]))
 		}
 	}
-	run := func() *redis.Cmd {
-		cmd := redis.NewCmd(ctx, args...)
-		cmd.SetFirstKeyPos(3)
-		_ = b.l.c.Process(ctx, cmd)
-		return cmd
-	}
-	cmd := run()
-	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err := b.l.c.ScriptLoad(ctx, b.many.src).Err(); err != nil {
-			cmd.SetErr(err)
-		} else {
-			b.l.evals.Add(1)
-			cmd = run()
-		}
-	}
-	if err := cmd.Err(); err != nil {
-		for _, c := range calls {
-			c.answer(nil, err)
-		}
-		return
-	}
-	str, _ := cmd.Val().(string)
-	if strings.Count(str, ",") != len(calls)-1 {
-		err := fmt.Errorf("the batch script replied %T %.80q, want %d replies", cmd.Val(), cmd.Val(), len(calls))
-		for _, c := range calls {
-			c.answer(nil, err)
-		}
-		return
+	var cmd redis.Cmd
+	v, err := b.r.eval(ctx, b.r.c, &cmd, b.many, args)
+	str, _ := v.(string)
+	if err == nil && strings.Count(str, ",") != len(calls)-1 {
+		err = fmt.Errorf("the batch script replied %T %.80q, want %d replies", v, v, len(calls))
 	}
 	for _, c := range calls {
+		if err != nil {
+			c.answer(nil, err)
+			continue
+		}
 		part, rest, _ := strings.Cut(str, ",")
 		c.answer(part, nil)
 		str = rest

@@ -6,16 +6,16 @@ import (
 	"time"
 )
 
-// ErrBreakerOpen is in the error of a decision the circuit breaker made
+// ErrBreakerOpen is in the error of a call the circuit breaker refused
 // without asking Redis (WithBreaker): Redis failed that many times in a
 // row, and the breaker waits out its cool-down before it asks again.
 var ErrBreakerOpen = errors.New("redislimit: the circuit breaker is open")
 
 // breaker is a circuit breaker: closed, it lets every call through and
-// counts the failures in a row; at threshold it opens, and every decision
-// follows the failure mode at once, without a round trip, for cool; then
-// it lets one call through (half-open, a probe) while the others still
-// fail fast: the probe's success closes it, its failure opens it again.
+// counts the failures in a row; at threshold it opens, and every call
+// fails at once, without a round trip, for cool; then it lets one call
+// through (half-open, a probe) while the others still fail fast: the
+// probe's success closes it, its failure opens it again.
 type breaker struct {
 	threshold int64
 	cool      int64 // ns
@@ -23,7 +23,7 @@ type breaker struct {
 	failures  atomic.Int64
 	openUntil atomic.Int64 // on clock; 0 when closed
 	probing   atomic.Bool
-	opened    atomic.Int64 // times it opened, for Counts
+	opened    atomic.Int64 // times it opened, for tests
 }
 
 func newBreaker(threshold int, cool time.Duration) *breaker {
@@ -76,8 +76,5 @@ func (b *breaker) leave(probe bool, end int) {
 	}
 }
 
-// BreakerOpen reports whether the circuit breaker (WithBreaker) is open:
-// decisions are failing fast. It is false without a breaker.
-func (l *Limiter) BreakerOpen() bool {
-	return l.breaker != nil && l.breaker.openUntil.Load() != 0
-}
+// open reports whether b is open (calls fail fast); false for no breaker.
+func (b *breaker) open() bool { return b != nil && b.openUntil.Load() != 0 }

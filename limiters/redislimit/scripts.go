@@ -11,39 +11,35 @@ import (
 //go:embed lua/*.lua
 var lua embed.FS
 
-// script is one algorithm's Lua source and its SHA-1, the name EVALSHA
-// runs it by.
+// script is a Lua script's source and its SHA-1, the name EVALSHA runs it
+// by.
 type script struct {
 	src, sha string
+	arg      any // sha, boxed once: a string boxed at each call allocates
 }
 
-// scripts holds every algorithm's script: the prelude, the helpers, the
+// scripts are what a Limiter runs: a decision alone (one), a batch of
+// them (many), and a settle.
+type scripts struct {
+	one, many, settle *script
+}
+
+// The scripts by role. Every algorithm's is the prelude, the helpers, the
 // window arithmetic if the algorithm counts in windows, the algorithm's
-// load/admits/charge/describe, the driver, then one.lua. (A script
-// defines only the functions it uses: Lua 5.1 builds every function anew
-// on each run.)
-var scripts = map[limiters.Algorithm]*script{}
-
-// batches holds every algorithm's script for a batch of decisions, the
-// same but for many.lua in place of one.lua.
-var batches = map[limiters.Algorithm]*script{}
-
-// single holds the scripts, for one decision and for a batch, of the
-// algorithms whose decide is written out for one limit, where that is
-// worth its upkeep (tested against the in-memory limiters like the rest).
-var single = map[limiters.Algorithm][2]*script{}
-
-// packed is GCRA's script for one decision on keys packed in hashes
-// (WithPacking).
-var packed *script
-
-// settles holds every algorithm's script for a settle: the same parts as
-// a decision's, then settle.lua.
-var settles = map[limiters.Algorithm]*script{}
-
-// prelude is the part every script starts with; helpers, the time and
-// key functions of the general decide; windows, the window arithmetic.
-var prelude, helpers, windows string
+// load/admits/charge/describe/settle, the driver, then one.lua, many.lua
+// or settle.lua. (A script defines only the functions it uses: Lua 5.1
+// builds every function anew on each run.) GCRA with one limit decides
+// with a script of its own (gcrasingle.lua), written out for speed, and
+// its packed keys (WithPacking) with gcrapacked.lua and
+// gcrapackedsettle.lua, which have no batch script.
+var (
+	general  = map[limiters.Algorithm]scripts{}
+	gcraOne  scripts
+	gcraPack scripts
+	prelude  string // every script's start
+	helpers  string // the time and key functions of the general decide
+	windows  string // the window arithmetic
+)
 
 func init() {
 	read := func(name string) string {
@@ -63,16 +59,16 @@ func init() {
 		limiters.LeakyBucket:    read("leakybucket"),
 		limiters.GCRA:           read("gcra"),
 	} {
-		scripts[a] = newScript(prelude + helpers + src + driver + one)
-		batches[a] = newScript(prelude + helpers + src + driver + many)
-		settles[a] = newScript(prelude + helpers + src + driver + settle)
+		body := prelude + helpers + src + driver
+		general[a] = scripts{one: newScript(body + one), many: newScript(body + many), settle: newScript(body + settle)}
 	}
-	gcra1 := read("gcra1")
-	single[limiters.GCRA] = [2]*script{newScript(prelude + gcra1 + one), newScript(prelude + gcra1 + many)}
-	packed = newScript(prelude + read("gcraone") + read("gcrapacked") + one)
+	single, tat := read("gcrasingle"), read("gcratat")
+	gcraOne = scripts{one: newScript(prelude + single + one), many: newScript(prelude + single + many), settle: general[limiters.GCRA].settle}
+	gcraPack = scripts{one: newScript(prelude + tat + read("gcrapacked") + one), settle: newScript(prelude + tat + read("gcrapackedsettle"))}
 }
 
 func newScript(src string) *script {
 	sum := sha1.Sum([]byte(src))
-	return &script{src: src, sha: hex.EncodeToString(sum[:])}
+	sha := hex.EncodeToString(sum[:])
+	return &script{src: src, sha: sha, arg: sha}
 }

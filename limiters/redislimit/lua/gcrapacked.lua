@@ -1,6 +1,6 @@
 -- GCRA with one limit, its keys packed: many callers' keys share one Redis
 -- hash (KEYS[first + 1]), each a field (ARGV[lp + 3]) holding its
--- theoretical arrival time (TAT). Otherwise it decides as gcra1.lua does.
+-- theoretical arrival time (TAT). Otherwise it decides as gcrasingle.lua does.
 -- A key of its own costs Redis about 100 bytes whatever it holds; a field
 -- of a small hash costs its name and value and a few bytes.
 --
@@ -19,7 +19,7 @@ local function decide(first, k, consume, n, lp)
     tat = math.max(tat, tatOf(v))
   end
   if n > c or tat + n * t - NOW > ct then
-    return NOW - tat - 1 -- denied: -debt-1 (see gcra1.lua)
+    return NOW - tat - 1 -- denied: -debt-1 (see gcrasingle.lua)
   end
   if consume then
     if not v then

@@ -6,7 +6,7 @@
 -- to peek, alone for the server's clock or followed by " sec ns" for an
 -- explicit time. KEYS: k keys per decision, decision by decision. Reply:
 -- the decisions' replies, joined by commas (a reply that is a number,
--- gcra1.lua's, written in full: tostring would round it to 14 digits).
+-- gcrasingle.lua's, written in full: tostring would round it to 14 digits).
 -- Decisions at the server's clock are all made at the one instant the
 -- batch reads it.
 local m, k = tonumber(ARGV[1]), tonumber(ARGV[2])

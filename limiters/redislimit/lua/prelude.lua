@@ -2,7 +2,7 @@
 -- helpers.lua, the algorithm, driver.lua (decide: n for one key against
 -- every limit, all or nothing), then one.lua (one decision) or many.lua
 -- (a batch of them). GCRA with one limit has a decide of its own,
--- gcra1.lua (or gcraone.lua and gcrapacked.lua, its keys packed in
+-- gcrasingle.lua (or gcratat.lua and gcrapacked.lua, its keys packed in
 -- hashes), in place of the helpers, the algorithm and the driver.
 --
 -- Lua numbers are doubles: integers are exact up to 2^53. A Unix time in

@@ -1,6 +1,7 @@
 -- GCRA with one limit, its TAT stored as Unix nanoseconds in decimal:
--- the parts of gcra1.lua that gcrapacked.lua calls as functions (gcra1.lua
--- keeps them written out, for the instructions each function costs).
+-- the parts of gcrasingle.lua that gcrapacked.lua and gcrapackedsettle.lua
+-- call as functions (gcrasingle.lua keeps them written out, for the
+-- instructions each function costs).
 
 -- tatOf reads a stored TAT, relative to B.
 local function tatOf(v)

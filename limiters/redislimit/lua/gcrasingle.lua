@@ -3,7 +3,7 @@
 -- used algorithm on Redis, and Lua 5.1 builds every function and table
 -- anew on each run: this costs the server about a sixth less than the
 -- general decide (measured in instructions with callgrind). k is 1.
--- gcrapacked.lua shares parts of it through gcraone.lua; here they stay
+-- gcrapacked.lua shares parts of it through gcratat.lua; here they stay
 -- written out, since calling them as functions cost 4.2k instructions a
 -- run (80k a decision against 84k, callgrind, redis-server 7.0).
 --

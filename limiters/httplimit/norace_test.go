@@ -1,5 +1,0 @@
-//go:build !race
-
-package httplimit
-
-const raceEnabled = false
