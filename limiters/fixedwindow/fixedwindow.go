@@ -11,6 +11,9 @@
 // count; a new window starts the count from zero, or from the debt left
 // over (below).
 //
+// N and W are a limiters.Limit's N and Per (limiters.PerMinute(100) is N =
+// 100, W = 1m); it takes no burst.
+//
 // Settling (Reserve, then Settle with the actual cost): a reservation of
 // cost e at t is counted in t's window. A refund of r units at s takes r
 // off the count if s is still in that window, never below zero; once the

@@ -1,6 +1,6 @@
 // Package gcra is the generic cell rate algorithm, in memory.
 //
-// A limit of capacity C and rate R tokens per second is kept as the emission
+// A limit of capacity C and rate R per second is kept as the emission
 // interval T = 1/R (rounded to the nanosecond) and, per key, one number: the
 // theoretical arrival time TAT, the time at which the key would be back to
 // full quota. A request of cost n at time t is admitted when

@@ -11,7 +11,10 @@
 // nanoseconds of leaking (one unit of water is T = 1/R rounded to the
 // nanosecond).
 //
-// As a meter (AllowN, AllowAt) the leaky bucket is the token bucket seen
+// A limiters.Limit of N per W with a burst of B is C = B (N when B is
+// zero) and R = N/W, as for the token bucket.
+//
+// As a meter (Decide, AllowN) the leaky bucket is the token bucket seen
 // from the other side, level = C - tokens: with the same C and R this
 // package, tokenbucket and gcra give the same decisions on any trace whose
 // times do not go backwards.

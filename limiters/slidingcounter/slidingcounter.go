@@ -13,6 +13,8 @@
 // integers, as prev*(W-e) + (curr+n)*W <= N*W: no floating-point rounding
 // decides a request.
 //
+// N and W are a limiters.Limit's N and Per; it takes no burst.
+//
 // Settling (Reserve, then Settle with the actual cost): a reservation of
 // cost e at t is counted in t's window. A refund of r units at s takes r
 // off that window's count while the estimate still uses it (as curr in

@@ -9,6 +9,8 @@
 // and is then remembered at t. No interval of length W ever admits more than
 // N: there is no edge to exploit and no estimate to be wrong.
 //
+// N and W are a limiters.Limit's N and Per; it takes no burst.
+//
 // The state per key is the log of admission times, oldest first, one entry
 // per unit of cost (a request of cost 3 is three entries with one time). The
 // log is pruned of entries that can never count again, and never holds more

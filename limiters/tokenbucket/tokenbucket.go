@@ -9,6 +9,10 @@
 // and is admitted when tokens >= n, which then loses n. Nothing runs between
 // requests: the refill is computed from the time since the last one.
 //
+// A limiters.Limit of N per W with a burst of B is C = B (N when B is
+// zero) and R = N/W: limiters.Limit{N: 1, Per: time.Second, Burst: 5} is a
+// bucket of five refilled at one a second.
+//
 // The state per key is the token count and the time of the last refill. The
 // tokens are kept in integer nanoseconds of refill (one token is T = 1/R
 // rounded to the nanosecond), so there is no floating-point drift and the
