@@ -104,16 +104,28 @@ func (l *Limiter) Limit() limiters.Limit { return l.policy.Limits[0] }
 // Decide reports whether r may happen, and consumes its cost if so. The
 // error is non-nil only for r.N < 1.
 func (l *Limiter) Decide(ctx context.Context, r limiters.Request) (d limiters.Decision, err error) {
-	l.allow(&d, r.Key, l.keys.At(r), r.N)
+	// The time is read here, not in a helper: a generic method is not
+	// inlined, and the call costs a hot decision about 4%.
+	var now int64
+	if r.At.IsZero() {
+		now = l.tab.Now()
+	} else {
+		now = r.At.UnixNano()
+	}
+	l.allow(&d, r.Key, now, r.N)
 	if r.N < 1 {
 		err = l.keys.CostError(r.N)
 	}
 	return d, err
 }
 
-// AllowN is Decide of n events for key now.
-func (l *Limiter) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
-	return l.Decide(ctx, limiters.Request{Key: key, N: n})
+// AllowN is Decide of n events for key now, the clock read once.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int) (d limiters.Decision, err error) {
+	l.allow(&d, key, l.tab.Now(), n)
+	if n < 1 {
+		err = l.keys.CostError(n)
+	}
+	return d, err
 }
 
 // allow decides n events for key at now into d (through a pointer, see
@@ -221,16 +233,11 @@ func (l *Limiter) peek(p *state, now int64, n int) (d limiters.Decision) {
 func (l *Limiter) describe(d *limiters.Decision, ok bool, s state, now int64, n int) {
 	end := (s.window + 1) * l.len
 	d.Allowed = ok
-	d.Policy = l.policy
-	d.Denied = 0
-	if !ok {
-		d.Denied = keytable.Denied
-	}
 	d.Limit = int(l.n)
 	d.Remaining = int(max(l.n-s.count, 0)) // in debt, past N
-	d.RetryAfter = 0
+	d.RetryAfter, d.Policy, d.Denied = 0, l.policy, 0
 	if !ok {
-		d.RetryAfter = limiters.Never
+		d.RetryAfter, d.Denied = limiters.Never, keytable.Denied
 		if n >= 1 && int64(n) <= l.n {
 			if s.count <= l.n {
 				d.RetryAfter = time.Duration(end - now)

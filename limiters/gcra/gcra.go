@@ -101,16 +101,28 @@ func (l *Limiter) Limit() limiters.Limit { return l.policy.Limits[0] }
 // Decide reports whether r may happen, and consumes its cost if so. The
 // error is non-nil only for r.N < 1.
 func (l *Limiter) Decide(ctx context.Context, r limiters.Request) (d limiters.Decision, err error) {
-	l.allow(&d, r.Key, l.keys.At(r), r.N)
+	// The time is read here, not in a helper: a generic method is not
+	// inlined, and the call costs a hot decision about 4%.
+	var now int64
+	if r.At.IsZero() {
+		now = l.tab.Now()
+	} else {
+		now = r.At.UnixNano()
+	}
+	l.allow(&d, r.Key, now, r.N)
 	if r.N < 1 {
 		err = l.keys.CostError(r.N)
 	}
 	return d, err
 }
 
-// AllowN is Decide of n events for key now.
-func (l *Limiter) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
-	return l.Decide(ctx, limiters.Request{Key: key, N: n})
+// AllowN is Decide of n events for key now, the clock read once.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int) (d limiters.Decision, err error) {
+	l.allow(&d, key, l.tab.Now(), n)
+	if n < 1 {
+		err = l.keys.CostError(n)
+	}
+	return d, err
 }
 
 // allow decides n events for key at now into d. The decision is written
@@ -199,17 +211,12 @@ func (l *Limiter) describe(d *limiters.Decision, ok bool, tat, now int64, n int)
 	if debt < l.ct {
 		d.Remaining = int(l.byT.Div(l.ct - debt))
 	}
-	d.RetryAfter = 0
+	d.RetryAfter, d.Policy, d.Denied = 0, l.policy, 0
 	if !ok {
-		d.RetryAfter = limiters.Never
+		d.RetryAfter, d.Denied = limiters.Never, keytable.Denied
 		if n >= 1 && n <= l.c {
 			d.RetryAfter = time.Duration(debt + int64(n)*l.t - l.ct)
 		}
 	}
 	d.ResetAfter = time.Duration(debt)
-	d.Policy = l.policy
-	d.Denied = 0
-	if !ok {
-		d.Denied = keytable.Denied
-	}
 }

@@ -9,8 +9,10 @@ import (
 	"github.com/ratelab/ratelab/limiters/internal/reservation"
 )
 
-// Denied is the Denials of a limiter of one limit that denied.
-var Denied = limiters.Denials(0).Deny(0, true)
+// Denied is the Denials of a limiter of one limit that denied: its one
+// limit, the longest to wait for (limiters.Denials(0).Deny(0, true), a
+// constant so that a decision does not load it).
+const Denied limiters.Denials = 1 | 1<<8
 
 // Keys is the half of an in-memory limiter that is the same for every
 // algorithm: reserving, settling, peeking, resetting, walking, closing.

@@ -347,3 +347,9 @@ func TestLookingDoesNotChangeSweeping(t *testing.T) {
 		}
 	})
 }
+
+func TestDeniedIsTheOneLimit(t *testing.T) {
+	if want := limiters.Denials(0).Deny(0, true); Denied != want {
+		t.Fatalf("Denied = %#x, want %#x", Denied, want)
+	}
+}
