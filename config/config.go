@@ -15,7 +15,7 @@
 //	overrides:
 //	  carol: [5/s]               # carol's own limits, in place of a tier
 //
-// A limit is a rate as limiters.ParseRate reads it, or a mapping with a
+// A limit is a rate as limiters.ParseLimit reads it, or a mapping with a
 // rate and a name (the name headers and decisions give it; by default the
 // rate as written). Errors name the file, the line and the field, and say
 // what was expected; a field this package does not know is an error, not
@@ -221,7 +221,7 @@ func check(c *Config, root *yaml.Node, seen map[string]*yaml.Node) error {
 			// Each limit first, to name its line; then the limits
 			// together (names given twice, too many).
 			for j, lim := range limits {
-				if _, err := lim.Rate.Spec(t.Algorithm); err != nil {
+				if err := lim.Validate(t.Algorithm); err != nil {
 					line := list.Line
 					if list.Kind == yaml.SequenceNode {
 						line = list.Content[j].Line
@@ -273,11 +273,11 @@ func scalar(v *yaml.Node, field, want string) (string, error) {
 }
 
 // limitsByName reads a mapping of names (tiers, users) to lists of limits.
-func limitsByName(v *yaml.Node, field, what string) (map[string][]composite.Limit, error) {
+func limitsByName(v *yaml.Node, field, what string) (map[string][]limiters.Limit, error) {
 	if v.Kind != yaml.MappingNode {
 		return nil, &Error{Line: v.Line, Field: field, Err: fmt.Errorf("want a mapping of each %s's name to its limits, got %s", what, kind(v))}
 	}
-	out := map[string][]composite.Limit{}
+	out := map[string][]limiters.Limit{}
 	for i := 0; i < len(v.Content); i += 2 {
 		name, list := v.Content[i], v.Content[i+1]
 		path := field + "." + name.Value
@@ -308,8 +308,8 @@ func limitsByName(v *yaml.Node, field, what string) (map[string][]composite.Limi
 var limitFields = []string{"rate", "name"}
 
 // limit reads one limit: a rate string, or a mapping of rate and name.
-func limit(v *yaml.Node, path string) (composite.Limit, error) {
-	var l composite.Limit
+func limit(v *yaml.Node, path string) (limiters.Limit, error) {
+	var l limiters.Limit
 	rate := v
 	switch v.Kind {
 	case yaml.ScalarNode:
@@ -345,12 +345,12 @@ func limit(v *yaml.Node, path string) (composite.Limit, error) {
 	if err != nil {
 		return l, err
 	}
-	r, err := limiters.ParseRate(s)
+	r, err := limiters.ParseLimit(s)
 	if err != nil {
 		return l, &Error{Line: rate.Line, Field: path, Err: err}
 	}
-	l.Rate = r
-	return l, nil
+	r.Name = l.Name
+	return r, nil
 }
 
 // users reads the mapping of users to tiers.

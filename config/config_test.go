@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/limiters/tiers"
 )
 
@@ -18,17 +17,18 @@ func TestLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := func(n int, per time.Duration) limiters.Rate { return limiters.Rate{N: n, Per: per} }
+	r := func(n int, per time.Duration) limiters.Limit { return limiters.Limit{N: n, Per: per} }
+	named := func(name string, l limiters.Limit) limiters.Limit { l.Name = name; return l }
 	want := tiers.Config{
 		Algorithm: limiters.SlidingCounter,
 		Default:   "free",
-		Tiers: map[string][]composite.Limit{
-			"free":       {{Rate: r(2, time.Second)}, {Rate: r(5, time.Minute)}},
-			"pro":        {{Rate: r(10, time.Second)}, {Name: "hourly", Rate: r(300, time.Hour)}},
-			"enterprise": {{Rate: r(100, time.Second)}},
+		Tiers: map[string][]limiters.Limit{
+			"free":       {r(2, time.Second), r(5, time.Minute)},
+			"pro":        {r(10, time.Second), named("hourly", r(300, time.Hour))},
+			"enterprise": {r(100, time.Second)},
 		},
 		Users:     map[string]string{"alice": "pro", "erin": "enterprise"},
-		Overrides: map[string][]composite.Limit{"carol": {{Rate: r(1, time.Second)}}},
+		Overrides: map[string][]limiters.Limit{"carol": {r(1, time.Second)}},
 	}
 	if c.Backend != "memory" || c.Path != filepath.Join("testdata", "tiers.yaml") || !equal(c.Tiers, want) {
 		t.Errorf("Load = %+v\nwant %+v", c, want)
@@ -60,7 +60,7 @@ func equal(a, b tiers.Config) bool {
 	return true
 }
 
-func sameLimits(a, b []composite.Limit) bool {
+func sameLimits(a, b []limiters.Limit) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -148,14 +148,15 @@ func TestReload(t *testing.T) {
 	}
 	defer l.Close()
 	t0 := time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
+	frank := limiters.Request{Key: "frank", N: 1, At: t0}
 	for range 3 {
-		l.AllowAt("frank", t0, 1)
+		l.Decide(t.Context(), frank)
 	}
 	write("algorithm: gcra\ndefault_tier: free\ntiers:\n  free: [3/min]\n  pro: [20/s]\nusers:\n  paula: pro\n")
 	if _, err := Reload(l, path); err != nil {
 		t.Fatal(err)
 	}
-	if d := l.AllowAt("frank", t0, 1); d.Allowed {
+	if d, _ := l.Decide(t.Context(), frank); d.Allowed {
 		t.Error("frank's spent quota came back with the reload")
 	}
 	if l.TierOf("paula") != "pro" {

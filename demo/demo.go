@@ -4,6 +4,7 @@ package demo
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
-	"github.com/ratelab/ratelab/limiters/memory"
 	"github.com/ratelab/ratelab/limiters/tiers"
 	"github.com/ratelab/ratelab/results"
 )
@@ -83,9 +83,14 @@ var epoch = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 func at(s float64) time.Time { return epoch.Add(time.Duration(s * float64(time.Second))) }
 
 // step decides n for user at s seconds and records it.
-func step(l limiters.AtLimiter, limiter, user string, s float64, n int, note string) Step {
-	d := l.AllowAt(user, at(s), n)
-	return record(d, limiter, user, s, n, note)
+func step(l limiters.Limiter, limiter, user string, s float64, n int, note string) Step {
+	return record(decide(l, user, s, n), limiter, user, s, n, note)
+}
+
+// decide is l's decision of n for user at s seconds.
+func decide(l limiters.Limiter, user string, s float64, n int) limiters.Decision {
+	d, _ := l.Decide(context.Background(), limiters.Request{Key: user, N: n, At: at(s)})
+	return d
 }
 
 func record(d limiters.Decision, limiter, user string, s float64, n int, note string) Step {
@@ -94,19 +99,18 @@ func record(d limiters.Decision, limiter, user string, s float64, n int, note st
 		r := d.RetryAfter.Seconds()
 		st.RetryAfter = &r
 	}
+	if by, ok := d.DeniedBy(); ok && len(d.Policy.Limits) > 1 {
+		st.DeniedBy = by.Name
+	}
 	return st
 }
 
-func newLimiter(a limiters.Algorithm, r string) (memory.Limiter, error) {
-	rate, err := limiters.ParseRate(r)
+func newLimiter(a limiters.Algorithm, rates ...string) (*composite.Limiter, error) {
+	limits, err := parse(rates...)
 	if err != nil {
 		return nil, err
 	}
-	spec, err := rate.Spec(a)
-	if err != nil {
-		return nil, err
-	}
-	return memory.New(spec, limiters.WithSweepInterval(-1))
+	return composite.New(a, limits, limiters.WithSweepInterval(-1))
 }
 
 func burstThenRefill() (Scene, error) {
@@ -222,30 +226,30 @@ func windowEdge() (Scene, error) {
 	return s, nil
 }
 
-func rates(rs ...string) ([]composite.Limit, error) {
-	var out []composite.Limit
+func parse(rs ...string) ([]limiters.Limit, error) {
+	var out []limiters.Limit
 	for _, r := range rs {
-		rate, err := limiters.ParseRate(r)
+		l, err := limiters.ParseLimit(r)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, composite.Limit{Rate: rate})
+		out = append(out, l)
 	}
 	return out, nil
 }
 
 func freeAndPremium() (Scene, error) {
-	free, err := rates("5/min")
+	free, err := parse("5/min")
 	if err != nil {
 		return Scene{}, err
 	}
-	premium, err := rates("100/min")
+	premium, err := parse("100/min")
 	if err != nil {
 		return Scene{}, err
 	}
 	l, err := tiers.New(tiers.Config{
 		Algorithm: limiters.SlidingCounter,
-		Tiers:     map[string][]composite.Limit{"free": free, "premium": premium},
+		Tiers:     map[string][]limiters.Limit{"free": free, "premium": premium},
 		Default:   "free",
 		Users:     map[string]string{"paula": "premium"},
 	}, limiters.WithSweepInterval(-1))
@@ -275,15 +279,23 @@ func freeAndPremium() (Scene, error) {
 }
 
 func hourly() (Scene, error) {
-	limits, err := rates("2/s", "60/min", "100/h")
-	if err != nil {
-		return Scene{}, err
-	}
-	l, err := composite.New(limiters.SlidingLog, limits, limiters.WithSweepInterval(-1))
+	rates := []string{"2/s", "60/min", "100/h"}
+	l, err := newLimiter(limiters.SlidingLog, rates...)
 	if err != nil {
 		return Scene{}, err
 	}
 	defer l.Close()
+	// Each limit alone, charged with what the three admitted: what each
+	// holds of olga's quota.
+	var each []*composite.Limiter
+	for _, r := range rates[:2] {
+		e, err := newLimiter(limiters.SlidingLog, r)
+		if err != nil {
+			return Scene{}, err
+		}
+		defer e.Close()
+		each = append(each, e)
+	}
 	s := Scene{
 		Title: "Three limits at once, and the hour runs out",
 		Intro: []string{
@@ -291,14 +303,16 @@ func hourly() (Scene, error) {
 			"Her script sends a request every 1.5 seconds: 40 a minute, well inside the first two limits.",
 		},
 	}
-	per := make([]limiters.Decision, len(limits))
+	t := 0.0
 	for i := range 102 {
-		t := 1.5 * float64(i)
-		d, denied := l.DecideAt("olga", at(t), 1, per)
-		st := record(d, "2/s & 60/min & 100/h", "olga", t, 1, "")
-		if denied >= 0 {
-			st.DeniedBy = limits[denied].Rate.String()
+		t = 1.5 * float64(i)
+		d := decide(l, "olga", t, 1)
+		if d.Allowed {
+			for _, e := range each {
+				decide(e, "olga", t, 1)
+			}
 		}
+		st := record(d, "2/s & 60/min & 100/h", "olga", t, 1, "")
 		st.Shown = i < 2 || i >= 98
 		s.Steps = append(s.Steps, st)
 	}
@@ -306,10 +320,16 @@ func hourly() (Scene, error) {
 	s.Steps[100].Note = "the hour's limit denies, until the first leaves the hour"
 	s.Outro = []string{
 		fmt.Sprintf("Only the hour denied. The other limits would have admitted, and were not charged: olga still has %d of her 2 a second and %d of her 60 a minute.",
-			per[0].Remaining, per[1].Remaining),
+			peek(each[0], "olga", t), peek(each[1], "olga", t)),
 		"Each limit answers for its own window; a burst would meet the 2 a second first.",
 	}
 	return s, nil
+}
+
+// peek is what user has left of l's quota at s seconds.
+func peek(l *composite.Limiter, user string, s float64) int {
+	d, _ := l.Peek(context.Background(), limiters.Request{Key: user, N: 1, At: at(s)})
+	return d.Remaining
 }
 
 // Write writes scenes for a person at a terminal: a table of

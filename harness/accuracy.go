@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
 	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/workloads"
 )
@@ -34,7 +33,7 @@ func (accuracyMode) measure(ctx context.Context, l *lab, w *workloads.Workload, 
 	if err != nil {
 		return nil, err
 	}
-	judged := &results.Judged{Limit: l.c.Limit.Limit, Window: results.Seconds(l.c.Limit.Length.Seconds())}
+	judged := &results.Judged{Limit: l.c.Limit.N, Window: results.Seconds(l.c.Limit.Per.Seconds())}
 	var out []results.Run
 	for _, s := range subjects {
 		switch why := s.failed(); {
@@ -86,9 +85,9 @@ func (l *lab) simulated(s Subject, w *workloads.Workload, ideal []bool) (results
 	l.simTime += time.Since(start)
 	l.simDecisions += int64(len(allowed))
 	acc := Compare(w, allowed, ideal, l.c.Limit)
-	allocs := steadyAllocsAt(w, d, l.c.Limit.Length)
+	allocs := steadyAllocsAt(w, d, l.c.Limit.Per)
 	r := results.Run{Mode: ModeSimulated, Decisions: int64(len(allowed)), Accuracy: &acc, AllocsPerDecision: &allocs}
-	r.Edge = edgeOf(w, allowed, l.c.Limit.Length)
+	r.Edge = edgeOf(w, allowed, l.c.Limit.Per)
 	return r, nil
 }
 
@@ -104,7 +103,7 @@ func edgeOf(w *workloads.Workload, allowed []bool, length time.Duration) *result
 // time, compressed.
 func (l *lab) replayed(ctx context.Context, s Subject, w *workloads.Workload) (results.Run, error) {
 	scale := replayScale(w, l.c.RealTimeAccuracyScale)
-	scaled := limiters.Window{Limit: l.c.Limit.Limit, Length: max(time.Duration(float64(l.c.Limit.Length)*scale), 1)}
+	scaled := limiters.Limit{N: l.c.Limit.N, Per: max(time.Duration(float64(l.c.Limit.Per)*scale), 1)}
 	lim, stop, err := s.New(scaled)
 	if err != nil {
 		return results.Run{}, err
@@ -125,7 +124,7 @@ func (l *lab) replayed(ctx context.Context, s Subject, w *workloads.Workload) (r
 	}
 	r := results.Run{Mode: ModeRealTime, Decisions: int64(len(allowed)), Accuracy: &acc,
 		TimeScale: scale, SendLagNS: lag.latency(), AllocsPerDecision: &allocs}
-	r.Edge = edgeOf(sent, allowed, l.c.Limit.Length)
+	r.Edge = edgeOf(sent, allowed, l.c.Limit.Per)
 	return r, nil
 }
 
@@ -145,11 +144,11 @@ func (l *lab) remoteAccuracy(s Subject, w *workloads.Workload) (results.Run, err
 	if err != nil {
 		return results.Run{}, err
 	}
-	twin, err := memory.New(Spec(s.Algorithm, l.c.Limit), limiters.WithSweepInterval(-1))
+	twin, stopTwin, err := newInMemory(s.Algorithm, l.c.Limit)
 	if err != nil {
 		return results.Run{}, err
 	}
-	defer twin.Close()
+	defer stopTwin()
 	d, stop, err := s.NewAt(l.c.Limit)
 	if err != nil {
 		return results.Run{}, err
@@ -166,7 +165,7 @@ func (l *lab) remoteAccuracy(s Subject, w *workloads.Workload) (results.Run, err
 		}
 	}
 	acc := Compare(sw, allowed, ideal, l.c.Limit)
-	allocs := steadyAllocsAt(after(sw, 500, l.c.Limit.Length), d, l.c.Limit.Length)
+	allocs := steadyAllocsAt(after(sw, 500, l.c.Limit.Per), d, l.c.Limit.Per)
 	return results.Run{Mode: ModeSimulated, Decisions: int64(len(allowed)), Accuracy: &acc, AllocsPerDecision: &allocs, DiffersFromMemory: &differs,
 		Note: note}, nil
 }
@@ -190,7 +189,7 @@ func after(w *workloads.Workload, n int, length time.Duration) *workloads.Worklo
 // goroutines, each deciding its users' requests in order: the same
 // decisions from a limiter whose keys do not share state, sooner when
 // each decision waits on a server.
-func simulateByKey(w *workloads.Workload, d AtDecider, workers int) []bool {
+func simulateByKey(w *workloads.Workload, d limiters.Limiter, workers int) []bool {
 	workers = max(workers, 1)
 	allowed := make([]bool, len(w.Arrivals))
 	keys := keysOf(w)
@@ -199,7 +198,7 @@ func simulateByKey(w *workloads.Workload, d AtDecider, workers int) []bool {
 		wg.Go(func() {
 			for i, a := range w.Arrivals {
 				if int(a.User)%workers == g {
-					allowed[i] = d.AllowAt(keys[a.User], time.Unix(0, int64(a.T)), int(a.N)).Allowed
+					allowed[i] = decideAt(d, keys[a.User], time.Unix(0, int64(a.T)), int(a.N)).Allowed
 				}
 			}
 		})

@@ -19,7 +19,7 @@ import (
 // when a shard's table grows depends on its random seed, so where keys
 // are made again (many-users) it moves a little from run to run: the gate
 // allows 5% or 0.001 a decision.
-func steadyAllocsAt(w *workloads.Workload, d AtDecider, window time.Duration) float64 {
+func steadyAllocsAt(w *workloads.Workload, d limiters.Limiter, window time.Duration) float64 {
 	if len(w.Arrivals) == 0 {
 		return 0
 	}
@@ -28,7 +28,7 @@ func steadyAllocsAt(w *workloads.Workload, d AtDecider, window time.Duration) fl
 	keys := keysOf(w)
 	return allocsPer(len(w.Arrivals), func() {
 		for _, a := range w.Arrivals {
-			d.AllowAt(keys[a.User], time.Unix(0, int64(a.T+shift)), int(a.N))
+			decideAt(d, keys[a.User], time.Unix(0, int64(a.T+shift)), int(a.N))
 		}
 	})
 }

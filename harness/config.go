@@ -16,7 +16,7 @@ type Config struct {
 	Quick bool
 	// Limit is what every limiter is given: N per W for the window
 	// algorithms, a capacity of N refilled over W for the buckets.
-	Limit limiters.Window
+	Limit limiters.Limit
 	// Limiters and Workloads name what to run; empty means all.
 	Limiters  []string
 	Workloads []string
@@ -79,8 +79,8 @@ const MaxRequests = 50_000_000
 // the quick run's when c.Quick.
 func (c Config) Defaults() Config {
 	q := c.Quick
-	if c.Limit == (limiters.Window{}) {
-		c.Limit = limiters.Window{Limit: 100, Length: time.Second}
+	if c.Limit == (limiters.Limit{}) {
+		c.Limit = limiters.Limit{N: 100, Per: time.Second}
 	}
 	set(&c.Users, pick(q, 500, 100))
 	set(&c.Attackers, pick(q, 50, 20))
@@ -138,7 +138,7 @@ func set[T comparable](v *T, def T) {
 
 // Validate reports whether c can run.
 func (c Config) Validate() error {
-	if err := c.Limit.Validate(); err != nil {
+	if err := c.Limit.Validate(limiters.SlidingLog); err != nil { // N per W: a window's limit
 		return fmt.Errorf("harness: the limit: %w", err)
 	}
 	for _, m := range c.Modes {
@@ -163,8 +163,8 @@ func (c Config) Validate() error {
 	if c.Users < 1 || c.Attackers < 1 || c.ManyUsers < 2 || c.Simulated <= 0 || c.RealTime <= 0 || c.LatencyTime <= 0 {
 		return fmt.Errorf("harness: users, attackers, many users and durations must be positive")
 	}
-	if c.Simulated < 2*c.Limit.Length {
-		return fmt.Errorf("harness: the simulated span (%v) must cover at least two windows of the limit (%v)", c.Simulated, c.Limit.Length)
+	if c.Simulated < 2*c.Limit.Per {
+		return fmt.Errorf("harness: the simulated span (%v) must cover at least two windows of the limit (%v)", c.Simulated, c.Limit.Per)
 	}
 	if err := (RealTime{Goroutines: c.LatencyGoroutines, Rate: c.OfferedRate, Duration: c.LatencyTime}).Validate(); err != nil {
 		return err
@@ -230,7 +230,7 @@ func generator(name string) *workloads.Generator {
 
 // expected estimates how many requests workload name will have.
 func (c Config) expected(name string) float64 {
-	perUser := float64(c.Limit.Limit) / c.Limit.Length.Seconds() * c.Simulated.Seconds()
+	perUser := float64(c.Limit.N) / c.Limit.Per.Seconds() * c.Simulated.Seconds()
 	switch name {
 	case "uniform":
 		return float64(c.Users) * 1.2 * perUser
@@ -267,8 +267,8 @@ func (c Config) Workload(name string) (*workloads.Workload, error) {
 
 // memoryLimit is the limit of the memory runs: N per hour, so that no key
 // is full again (and forgotten) while the population is being added.
-func (c Config) memoryLimit() limiters.Window {
-	return limiters.Window{Limit: c.Limit.Limit, Length: time.Hour}
+func (c Config) memoryLimit() limiters.Limit {
+	return limiters.Limit{N: c.Limit.N, Per: time.Hour}
 }
 
 // listed lists names for a message: "a, b or c".

@@ -12,10 +12,10 @@ import (
 
 // firstHit is a limiter of your own: a fixed window per key that starts at
 // the key's first request, as go-limiter's and ulule/limiter's do. It
-// decides at explicit times (AllowAt), so the lab measures it in
-// simulated time, exactly.
+// decides at the explicit times of its requests (Request.At), so the lab
+// measures it in simulated time, exactly.
 type firstHit struct {
-	w    limiters.Window
+	w    limiters.Limit
 	mu   sync.Mutex
 	keys map[string]*window
 }
@@ -25,29 +25,33 @@ type window struct {
 	count int
 }
 
-func (l *firstHit) AllowAt(key string, t time.Time, n int) limiters.Decision {
+func (l *firstHit) Decide(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
+	t := r.At
+	if t.IsZero() {
+		t = time.Now()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	k := l.keys[key]
-	if k == nil || !t.Before(k.start.Add(l.w.Length)) {
+	k := l.keys[r.Key]
+	if k == nil || !t.Before(k.start.Add(l.w.Per)) {
 		if k == nil {
 			k = &window{start: t}
-			l.keys[key] = k
+			l.keys[r.Key] = k
 		}
-		for !t.Before(k.start.Add(l.w.Length)) { // the windows since
-			k.start = k.start.Add(l.w.Length)
+		for !t.Before(k.start.Add(l.w.Per)) { // the windows since
+			k.start = k.start.Add(l.w.Per)
 		}
 		k.count = 0
 	}
-	if k.count+n > l.w.Limit {
-		return limiters.Decision{Limit: l.w.Limit}
+	if k.count+r.N > l.w.N {
+		return limiters.Decision{Limit: l.w.N}, nil
 	}
-	k.count += n
-	return limiters.Decision{Allowed: true, Limit: l.w.Limit, Remaining: l.w.Limit - k.count}
+	k.count += r.N
+	return limiters.Decision{Allowed: true, Limit: l.w.N, Remaining: l.w.N - k.count}, nil
 }
 
 func (l *firstHit) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
-	return l.AllowAt(key, time.Now(), n), nil
+	return l.Decide(ctx, limiters.Request{Key: key, N: n})
 }
 
 // Your own limiter in the lab, beside ratelab's GCRA: on the boundary
@@ -55,7 +59,7 @@ func (l *firstHit) AllowN(ctx context.Context, key string, n int) (limiters.Deci
 // windows start elsewhere; the anchored attack, aimed at each key's own
 // window edges, gets twice the limit through it.
 func ExampleNewSubject() {
-	mine, err := harness.NewSubject("first-hit", func(w limiters.Window) (limiters.Limiter, error) {
+	mine, err := harness.NewSubject("first-hit", func(w limiters.Limit) (limiters.Limiter, error) {
 		return &firstHit{w: w, keys: map[string]*window{}}, nil
 	})
 	if err != nil {

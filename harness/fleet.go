@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
 	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/workloads"
 )
@@ -41,7 +40,6 @@ func (f FleetConfig) validate() error {
 // deciding at explicit times and at the server's clock, which counts its
 // round trips.
 type Process interface {
-	AtDecider
 	limiters.Limiter
 	RoundTrips() int64
 	Close()
@@ -52,7 +50,7 @@ type Process interface {
 type Fleet struct {
 	// New makes n processes for the lab's limit, sharing their keys, and
 	// what closes them and removes their keys.
-	New func(w limiters.Window, n int) ([]Process, func(), error)
+	New func(w limiters.Limit, n int) ([]Process, func(), error)
 	// ServerCPU returns the server's CPU time so far.
 	ServerCPU func(ctx context.Context) (time.Duration, error)
 	// Lease is whether the processes lease quota (approximate): their
@@ -125,7 +123,7 @@ func (l *lab) fleet(ctx context.Context, s Subject, w *workloads.Workload, routi
 		r.Fleet.RoundTripsSimulated = float64(trips) / float64(max(len(sw.Arrivals), 1))
 		r.Fleet.RoundTripsPerAdmitted = float64(trips) / float64(max(acc.Admitted, 1))
 		r.Fleet.Lease = s.Fleet.Lease
-		r.Judged = &results.Judged{Limit: l.c.Limit.Limit, Window: results.Seconds(l.c.Limit.Length.Seconds())}
+		r.Judged = &results.Judged{Limit: l.c.Limit.N, Window: results.Seconds(l.c.Limit.Per.Seconds())}
 	}
 	return l.fleetRealTime(ctx, s, w, routing, r)
 }
@@ -164,7 +162,7 @@ func (l *lab) fleetSimulated(s Subject, sw *workloads.Workload, routing string) 
 		wg.Go(func() {
 			for i, a := range sw.Arrivals {
 				if int(a.User)%workers == g {
-					allowed[i] = procs[to[i]].AllowAt(keys[a.User], time.Unix(0, int64(a.T)), int(a.N)).Allowed
+					allowed[i] = decideAt(procs[to[i]], keys[a.User], time.Unix(0, int64(a.T)), int(a.N)).Allowed
 				}
 			}
 		})
@@ -174,11 +172,11 @@ func (l *lab) fleetSimulated(s Subject, sw *workloads.Workload, routing string) 
 	if err != nil {
 		return results.Accuracy{}, 0, 0, err
 	}
-	twin, err := memory.New(Spec(s.Algorithm, l.c.Limit), limiters.WithSweepInterval(-1))
+	twin, stopTwin, err := newInMemory(s.Algorithm, l.c.Limit)
 	if err != nil {
 		return results.Accuracy{}, 0, 0, err
 	}
-	defer twin.Close()
+	defer stopTwin()
 	differs := int64(0)
 	for i, ok := range Simulate(sw, twin) {
 		if ok != allowed[i] {

@@ -15,8 +15,8 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/limiters/httplimit"
-	"github.com/ratelab/ratelab/limiters/memory"
 	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/server"
 	"github.com/ratelab/ratelab/workloads"
@@ -53,7 +53,7 @@ func (httpMode) once() bool   { return false }
 func (httpMode) steps(c Config, subjects []Subject) int {
 	n := 0
 	for _, s := range subjects {
-		if s.Serve != nil {
+		if s.Serve {
 			n += 2
 		}
 	}
@@ -63,11 +63,11 @@ func (httpMode) steps(c Config, subjects []Subject) int {
 func (httpMode) measure(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Run, error) {
 	var out []results.Run
 	for _, s := range subjects {
-		if s.Serve == nil || s.OwnLimits != "" {
+		if !s.Serve || s.OwnLimits != "" {
 			continue // only a limit the server can decide
 		}
 		l.p.step(fmt.Sprintf("%s on %s over HTTP, %s/s", s.Name, w.Name, strconv.FormatFloat(l.c.HTTP.Rate, 'f', -1, 64)), 2)
-		h := HTTPAttack{Spec: s.Serve(pacedLimit(l.c.Limit, w, l.c.HTTP.Rate)), Workload: w, Rate: l.c.HTTP.Rate, Duration: l.c.HTTP.Time}
+		h := HTTPAttack{Algorithm: s.Algorithm, Limit: pacedLimit(l.c.Limit, w, l.c.HTTP.Rate), Workload: w, Rate: l.c.HTTP.Rate, Duration: l.c.HTTP.Time}
 		res, err := h.Run(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("harness: %s on %s over HTTP: %w", s.Name, w.Name, err)
@@ -90,19 +90,21 @@ func httpResult(base results.Run, h HTTPAttack, res HTTPResult) results.Run {
 		r.AdmittedFraction = &admitted
 	}
 	r.HTTP = &results.HTTP{OK: int64(res.OK), Limited: int64(res.Limited), Other: int64(res.Other), Errors: int64(res.Errors), Ideal: int64(res.Ideal),
-		FirstError: res.FirstError, Window: results.Seconds(h.Spec.Window.Length.Seconds())}
+		FirstError: res.FirstError, Window: results.Seconds(h.Limit.Per.Seconds())}
 	return r // the table's "sent" beside "offered" says when vegeta fell behind
 }
 
 // HTTPAttack is one run of the lab's HTTP mode: a `ratelab serve` server
-// (package server, in this process, on a free loopback port) deciding as
-// Spec says, attacked by vegeta at Rate requests a second for Duration,
-// each request for the next user of the workload's arrivals, in turn.
+// (package server, in this process, on a free loopback port) deciding
+// Limit with Algorithm, attacked by vegeta at Rate requests a second for
+// Duration, each request for the next user of the workload's arrivals, in
+// turn.
 type HTTPAttack struct {
-	Spec     limiters.Spec
-	Workload *workloads.Workload
-	Rate     float64
-	Duration time.Duration
+	Algorithm limiters.Algorithm
+	Limit     limiters.Limit
+	Workload  *workloads.Workload
+	Rate      float64
+	Duration  time.Duration
 }
 
 // HTTPResult is what an HTTPAttack measured.
@@ -139,8 +141,7 @@ func (h HTTPAttack) Run(ctx context.Context) (HTTPResult, error) {
 	case h.Workload == nil || len(h.Workload.Arrivals) == 0:
 		return HTTPResult{}, errors.New("harness: an HTTP attack needs a workload with requests")
 	}
-	spec := h.Spec
-	srv, err := server.New(server.Config{Spec: spec, KeyHeader: keyHeader, Headers: httplimit.AllHeaders})
+	srv, err := server.New(server.Config{Algorithm: h.Algorithm, Limit: h.Limit, KeyHeader: keyHeader, Headers: httplimit.AllHeaders})
 	if err != nil {
 		return HTTPResult{}, fmt.Errorf("harness: %w", err)
 	}
@@ -214,7 +215,7 @@ func (h HTTPAttack) Run(ctx context.Context) (HTTPResult, error) {
 		lat = append(lat, res.Latency)
 	}
 	r.LatencyNS = latencyOf(lat)
-	if r.Ideal, err = ideal(spec, results); err != nil {
+	if r.Ideal, err = ideal(h.Algorithm, h.Limit, results); err != nil {
 		return HTTPResult{}, err
 	}
 	return r, nil
@@ -227,10 +228,10 @@ func warmUp(d time.Duration) time.Duration {
 }
 
 // ideal decides the requests of results, in the order they were sent, at
-// the times they were sent, with spec's algorithm in memory, and counts
+// the times they were sent, with the algorithm in memory, and counts
 // those admitted.
-func ideal(spec limiters.Spec, results []vegeta.Result) (int, error) {
-	l, err := memory.New(spec, limiters.WithSweepInterval(-1))
+func ideal(a limiters.Algorithm, limit limiters.Limit, results []vegeta.Result) (int, error) {
+	l, err := composite.New(a, []limiters.Limit{limit}, limiters.WithSweepInterval(-1))
 	if err != nil {
 		return 0, fmt.Errorf("harness: %w", err)
 	}
@@ -242,7 +243,7 @@ func ideal(spec limiters.Spec, results []vegeta.Result) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("harness: vegeta's result has URL %q: %w", res.URL, err)
 		}
-		if l.AllowAt(u.Query().Get("u"), res.Timestamp, 1).Allowed {
+		if d, _ := l.Decide(context.Background(), limiters.Request{Key: u.Query().Get("u"), N: 1, At: res.Timestamp}); d.Allowed {
 			admitted++
 		}
 	}

@@ -14,12 +14,12 @@ import (
 // than the limit), the ideal admits some, and the latencies are ordered.
 // Timing decides the exact counts, so they are not asserted.
 func TestHTTPAttack(t *testing.T) {
-	w, err := workloads.Uniform(workloads.Params{Users: 5, Duration: time.Second, Limit: limiters.Window{Limit: 10, Length: time.Second}, Seed: 1})
+	w, err := workloads.Uniform(workloads.Params{Users: 5, Duration: time.Second, Limit: limiters.Limit{N: 10, Per: time.Second}, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range []limiters.Algorithm{limiters.GCRA, limiters.SlidingLog} {
-		r, err := HTTPAttack{Spec: Spec(a, limiters.Window{Limit: 10, Length: time.Second}), Workload: w, Rate: 400, Duration: 500 * time.Millisecond}.Run(context.Background())
+		r, err := HTTPAttack{Algorithm: a, Limit: limiters.Limit{N: 10, Per: time.Second}, Workload: w, Rate: 400, Duration: 500 * time.Millisecond}.Run(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +34,7 @@ func TestHTTPAttack(t *testing.T) {
 			t.Errorf("%s: latency %+v, achieved %v/s", a, l, r.Achieved)
 		}
 	}
-	if _, err := (HTTPAttack{Spec: Spec(limiters.GCRA, limiters.Window{Limit: 1, Length: time.Second}), Workload: w}).Run(context.Background()); err == nil {
+	if _, err := (HTTPAttack{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: 1, Per: time.Second}, Workload: w}).Run(context.Background()); err == nil {
 		t.Error("an attack without a rate ran")
 	}
 }

@@ -261,7 +261,7 @@ func meta(c Config, subjects []Subject, begin time.Time) results.Meta {
 		GOMAXPROCS: runtime.GOMAXPROCS(0),
 		Start:      begin.UTC().Truncate(time.Second),
 		Params: results.Params{
-			Quick: c.Quick, Limit: c.Limit.Limit, Window: results.Seconds(c.Limit.Length.Seconds()),
+			Quick: c.Quick, Limit: c.Limit.N, Window: results.Seconds(c.Limit.Per.Seconds()),
 			Limiters: names, Workloads: c.Workloads, Modes: c.Modes,
 			Users: c.Users, Attackers: c.Attackers, ManyUsers: c.ManyUsers, Simulated: results.Seconds(c.Simulated.Seconds()),
 			Goroutines: c.Goroutines, RealTime: results.Seconds(c.RealTime.Seconds()),

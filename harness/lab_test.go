@@ -18,7 +18,7 @@ func smallLab() Config {
 	return Config{
 		Seed:      7,
 		Quick:     true,
-		Limit:     limiters.Window{Limit: 10, Length: time.Second},
+		Limit:     limiters.Limit{N: 10, Per: time.Second},
 		Users:     20,
 		Attackers: 5,
 		ManyUsers: 2000, ManyUsersRate: 2000,
@@ -175,7 +175,7 @@ func TestConfigRefused(t *testing.T) {
 	}{
 		{func(c *Config) { c.OfferedRate = math.NaN() }, "offered rate"},
 		{func(c *Config) { c.OfferedRate = 2e9 }, "offered rate"},
-		{func(c *Config) { c.Limit.Length = time.Millisecond }, "would have about"},
+		{func(c *Config) { c.Limit.Per = time.Millisecond }, "would have about"},
 		{func(c *Config) { c.Simulated = 1500 * time.Millisecond }, "at least two windows"},
 		{func(c *Config) { c.Modes = []string{"fast"} }, "unknown mode"},
 		{func(c *Config) { c.Goroutines = []int{0} }, "goroutines must be"},

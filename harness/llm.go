@@ -23,7 +23,7 @@ import (
 type LLMConfig struct {
 	Users           int
 	Simulated       time.Duration
-	Limit           limiters.Window
+	Limit           limiters.Limit
 	Load            float64
 	Mean, Spread    float64
 	Max             int
@@ -34,8 +34,8 @@ type LLMConfig struct {
 func (c LLMConfig) defaults(quick bool) LLMConfig {
 	set(&c.Users, pick(quick, 100, 30))
 	set(&c.Simulated, pick(quick, 30*time.Minute, 10*time.Minute))
-	if c.Limit == (limiters.Window{}) {
-		c.Limit = limiters.Window{Limit: 10_000, Length: time.Minute}
+	if c.Limit == (limiters.Limit{}) {
+		c.Limit = limiters.Limit{N: 10_000, Per: time.Minute}
 	}
 	set(&c.Load, 1.5)
 	set(&c.Mean, 500)
@@ -160,7 +160,7 @@ func (llmMode) measure(ctx context.Context, l *lab, _ *workloads.Workload, subje
 			acc := Compare(actual, allowed, ideal, c.Limit)
 			r.Accuracy, r.Decisions = &acc, int64(len(allowed))
 			r.LLM = &results.LLM{Charge: x.charge, Mean: c.Mean, Spread: c.Spread, Estimate: x.estimate, Max: c.Max,
-				Limit: c.Limit.Limit, Window: results.Seconds(c.Limit.Length.Seconds()), Asked: asked,
+				Limit: c.Limit.N, Window: results.Seconds(c.Limit.Per.Seconds()), Asked: asked,
 				Tokens: tokens(actual, allowed), IdealTokens: tokens(actual, ideal)}
 			out = append(out, r)
 		}
@@ -205,23 +205,26 @@ func chargeLLM(s Subject, w *workloads.Workload, c LLMConfig, x llmRun) ([]bool,
 	for i, a := range w.Arrivals {
 		for len(due) > 0 && due[0].at <= a.T {
 			p := heap.Pop(&due).(settle)
-			if _, err := lim.SettleAt(p.r, time.Unix(0, int64(p.at)), p.actual); err != nil {
+			if _, err := lim.Settle(context.Background(), limiters.Settlement{Reservation: p.r, Actual: p.actual, At: time.Unix(0, int64(p.at))}); err != nil {
 				return nil, err
 			}
 		}
 		at, after := time.Unix(0, int64(a.T)), w.After[i]
 		switch x.charge {
 		case ChargeEstimate:
-			allowed[i] = lim.AllowAt(keys[a.User], at, x.estimate).Allowed
+			allowed[i] = decideAt(lim, keys[a.User], at, x.estimate).Allowed
 		case ChargeKnown:
-			allowed[i] = lim.AllowAt(keys[a.User], at, int(after.Actual)).Allowed
+			allowed[i] = decideAt(lim, keys[a.User], at, int(after.Actual)).Allowed
 		case ChargeSettle, ChargeMax:
 			n := x.estimate
 			if x.charge == ChargeMax {
 				n = c.Max
 			}
-			r := lim.ReserveAt(keys[a.User], at, n)
-			if allowed[i] = r.Allowed; r.Allowed {
+			r, err := lim.Reserve(context.Background(), limiters.Request{Key: keys[a.User], N: n, At: at})
+			if err != nil {
+				return nil, err
+			}
+			if allowed[i] = r.Allowed(); r.Allowed() {
 				heap.Push(&due, settle{at: a.T + after.Took, r: r, actual: int(after.Actual)})
 			}
 		default:

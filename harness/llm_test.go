@@ -81,7 +81,7 @@ func TestLLMConfigRefused(t *testing.T) {
 	if err := c.Defaults().Validate(); err == nil {
 		t.Error("a mean above the max was taken")
 	}
-	c.LLM = LLMConfig{Limit: limiters.Window{Limit: 10, Length: -time.Second}}
+	c.LLM = LLMConfig{Limit: limiters.Limit{N: 10, Per: -time.Second}}
 	if err := c.Defaults().Validate(); err == nil {
 		t.Error("a window of -1s was taken")
 	}

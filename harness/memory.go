@@ -6,7 +6,6 @@ import (
 	"runtime"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
 	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/workloads"
 )
@@ -69,7 +68,7 @@ type MemoryResult struct {
 // heap it then holds. The limit should keep every key from being full again
 // while this runs (a window of an hour, say), or a limiter that forgets idle
 // keys may be caught forgetting.
-func MeasureMemory(ctx context.Context, s Subject, limit limiters.Window, users int) (MemoryResult, error) {
+func MeasureMemory(ctx context.Context, s Subject, limit limiters.Limit, users int) (MemoryResult, error) {
 	before := liveHeap()
 	l, stop, err := s.New(limit)
 	if err != nil {
@@ -87,7 +86,7 @@ func MeasureMemory(ctx context.Context, s Subject, limit limiters.Window, users 
 	}
 	after := liveHeap()
 	r := MemoryResult{Users: users, Tracked: users}
-	if m, ok := l.(memory.Limiter); ok {
+	if m, ok := l.(interface{ Stats() limiters.Stats }); ok {
 		r.Tracked = m.Stats().Keys
 	}
 	runtime.KeepAlive(l)

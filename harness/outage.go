@@ -14,6 +14,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/ratelab/ratelab/internal/faultproxy"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/httplimit"
 	"github.com/ratelab/ratelab/results"
@@ -54,21 +55,18 @@ func (o OutageConfig) validate() error {
 		return fmt.Errorf("harness: an outage run takes a rate from 0 to 20,000 a second, positive users, fleet and window, and positive times before, away and after; got %v/s, %d, %d, %v, %v, %v, %v",
 			o.Rate, o.Users, o.Fleet, o.Window, o.Before, o.Away, o.After)
 	}
-	return (limiters.Window{Limit: o.limit().Limit, Length: o.Window}).Validate()
+	return o.limit().Validate(limiters.GCRA)
 }
 
 // limit is the limit of each user: half of what it asks for in a window.
-func (o OutageConfig) limit() limiters.Window {
-	return limiters.Window{Limit: max(int(o.Rate*o.Window.Seconds()/float64(o.Users)/2+0.5), 1), Length: o.Window}
+func (o OutageConfig) limit() limiters.Limit {
+	return limiters.Limit{N: max(int(o.Rate*o.Window.Seconds()/float64(o.Users)/2+0.5), 1), Per: o.Window}
 }
 
-// The ways the outage mode takes a server away: refused, as when it is
-// down (its connections closed, new ones refused); unanswered, as when a
-// network between drops everything (connections stay open, nothing
-// comes back).
+// The ways the outage mode takes a server away (see faultproxy).
 const (
-	OutageRefused    = "refused"
-	OutageUnanswered = "unanswered"
+	OutageRefused    = faultproxy.Refused
+	OutageUnanswered = faultproxy.Unanswered
 )
 
 // The failure modes of ratelab serve the outage mode runs in turn.
@@ -134,13 +132,13 @@ func (l *lab) outage(ctx context.Context, s Subject, kind, fail string) (results
 	if cfg.Redis == nil {
 		return results.Run{}, errors.New("the subject names no Redis server")
 	}
-	cut, err := newCutter(cfg.Redis.Addr)
+	cut, err := faultproxy.New(cfg.Redis.Addr)
 	if err != nil {
 		return results.Run{}, err
 	}
-	defer cut.close()
+	defer cut.Close()
 	opt := *cfg.Redis
-	opt.Addr = cut.addr
+	opt.Addr = cut.Addr()
 	cfg.Redis = &opt
 	switch fail {
 	case "closed":
@@ -189,8 +187,8 @@ func (l *lab) outage(ctx context.Context, s Subject, kind, fail string) (results
 	var sent []vegeta.Result
 	begin := time.Now()
 	failures := scrapeFailures(srv.Metrics(), begin)
-	away := time.AfterFunc(oc.Before, func() { cut.cut(kind) })
-	back := time.AfterFunc(oc.Before+oc.Away, cut.restore)
+	away := time.AfterFunc(oc.Before, func() { cut.Cut(kind) })
+	back := time.AfterFunc(oc.Before+oc.Away, cut.Restore)
 	defer away.Stop()
 	defer back.Stop()
 	a.run(ctx, vegeta.Targeter(targeter), total, "outage", func(res *vegeta.Result) { sent = append(sent, *res) })
@@ -201,14 +199,14 @@ func (l *lab) outage(ctx context.Context, s Subject, kind, fail string) (results
 	if err != nil {
 		return results.Run{}, err
 	}
-	cutAt, backAt := cut.times()
+	cutAt, backAt := cut.Times()
 	if cutAt.IsZero() || backAt.IsZero() {
 		return results.Run{}, errors.New("the attack ended before the server was taken away and given back")
 	}
 	r := run(s, ModeOutage, ModeOutage)
 	o := outageOf(sent, failed, begin, cutAt, backAt, total)
 	o.Kind, o.Failure, o.Rate, o.Users = kind, fail, oc.Rate, oc.Users
-	o.Limit, o.Window = limit.Limit, results.Seconds(limit.Length.Seconds())
+	o.Limit, o.Window = limit.N, results.Seconds(limit.Per.Seconds())
 	if fail == "fallback" {
 		o.Fleet = oc.Fleet
 	}
@@ -368,198 +366,3 @@ func (a *loopbackAttack) run(ctx context.Context, tg vegeta.Targeter, d time.Dur
 }
 
 func (a *loopbackAttack) close() { a.tr.CloseIdleConnections() }
-
-// A cutter is a TCP proxy on loopback to a server, which it can take away
-// (cut) and give back (restore). Refused, it closes every connection and
-// listens no more; unanswered, it holds what either side sends (and the
-// connections it accepts) until the server is given back, as TCP does
-// across a network that drops packets for a while.
-type cutter struct {
-	to, addr string
-
-	mu    sync.Mutex
-	ln    net.Listener // nil while refused
-	state string       // "", OutageRefused or OutageUnanswered
-	// open is closed while bytes may flow; a new one while unanswered.
-	open  chan struct{}
-	conns map[net.Conn]bool // both ends of every connection relayed
-	// cutAt and backAt are when the server was taken away and given
-	// back.
-	cutAt, backAt time.Time
-	closed        bool
-	wg            sync.WaitGroup
-}
-
-func newCutter(to string) (*cutter, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	c := &cutter{to: to, addr: ln.Addr().String(), ln: ln, open: make(chan struct{}), conns: map[net.Conn]bool{}}
-	close(c.open)
-	c.wg.Go(func() { c.accept(ln) })
-	return c, nil
-}
-
-func (c *cutter) accept(ln net.Listener) {
-	for {
-		in, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		if !c.track(in) {
-			in.Close()
-			return
-		}
-		c.wg.Go(func() { c.connect(in) })
-	}
-}
-
-// track adds conn to those relayed, unless the proxy is closed or the
-// server refused.
-func (c *cutter) track(conn net.Conn) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || c.state == OutageRefused {
-		return false
-	}
-	c.conns[conn] = true
-	return true
-}
-
-// connect connects in to the server, once it answers, and relays between
-// them.
-func (c *cutter) connect(in net.Conn) {
-	if !c.wait() {
-		in.Close()
-		return
-	}
-	out, err := net.DialTimeout("tcp", c.to, time.Second)
-	if err != nil || !c.track(out) {
-		if out != nil {
-			out.Close()
-		}
-		c.drop(in)
-		return
-	}
-	c.wg.Go(func() { c.relay(in, out) })
-	c.relay(out, in)
-}
-
-// wait waits until bytes may flow, and reports whether the proxy is still
-// open.
-func (c *cutter) wait() bool {
-	c.mu.Lock()
-	open := c.open
-	c.mu.Unlock()
-	<-open
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return !c.closed
-}
-
-// drop closes conns and forgets them.
-func (c *cutter) drop(conns ...net.Conn) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, conn := range conns {
-		conn.Close()
-		delete(c.conns, conn)
-	}
-}
-
-// relay copies from src to dst, holding what it reads while the server is
-// unanswered.
-func (c *cutter) relay(src, dst net.Conn) {
-	defer c.drop(src, dst)
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if !c.wait() {
-				return
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// cut takes the server away as kind says.
-func (c *cutter) cut(kind string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || c.state != "" {
-		return
-	}
-	c.state, c.cutAt = kind, time.Now()
-	switch kind {
-	case OutageRefused:
-		c.ln.Close()
-		c.ln = nil
-		for conn := range c.conns {
-			conn.Close()
-		}
-	case OutageUnanswered:
-		c.open = make(chan struct{})
-	}
-}
-
-// restore gives the server back: listening again on the same address if
-// refused, letting what was held through if unanswered.
-func (c *cutter) restore() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || c.state == "" {
-		return
-	}
-	switch c.state {
-	case OutageRefused:
-		var ln net.Listener
-		var err error
-		for range 50 { // the address was just ours: it is free again at once, or nearly
-			if ln, err = net.Listen("tcp", c.addr); err == nil {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		if err != nil {
-			return // never given back: the run says so
-		}
-		c.ln = ln
-		c.wg.Go(func() { c.accept(ln) })
-	case OutageUnanswered:
-		close(c.open)
-	}
-	c.state, c.backAt = "", time.Now()
-}
-
-// times returns when the server was taken away and given back (zero if
-// it has not been).
-func (c *cutter) times() (cutAt, backAt time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cutAt, c.backAt
-}
-
-// close stops the proxy and every connection through it.
-func (c *cutter) close() {
-	c.mu.Lock()
-	c.closed = true
-	if c.ln != nil {
-		c.ln.Close()
-	}
-	for conn := range c.conns {
-		conn.Close()
-	}
-	if c.state == OutageUnanswered {
-		close(c.open)
-		c.state = ""
-	}
-	c.mu.Unlock()
-	c.wg.Wait()
-}

@@ -66,7 +66,7 @@ func (realTimeMode) measure(ctx context.Context, l *lab, w *workloads.Workload, 
 
 // realTime runs s on w as rt says, a paced run l.c.LatencyRuns times over,
 // each on a limiter of its own.
-func (l *lab) realTime(ctx context.Context, s Subject, w *workloads.Workload, limit limiters.Window, rt RealTime) (results.Run, error) {
+func (l *lab) realTime(ctx context.Context, s Subject, w *workloads.Workload, limit limiters.Limit, rt RealTime) (results.Run, error) {
 	repeat := 1
 	if rt.Rate > 0 {
 		repeat = l.c.LatencyRuns
@@ -139,10 +139,10 @@ func (c Config) realTimeRuns() []RealTime {
 // pacedLimit is the limit a paced run gives its limiter: the window scaled
 // by the workload's own rate over the offered rate, so that each key is
 // asked for the same multiple of its limit as in the workload.
-func pacedLimit(limit limiters.Window, w *workloads.Workload, offered float64) limiters.Window {
+func pacedLimit(limit limiters.Limit, w *workloads.Workload, offered float64) limiters.Limit {
 	native := float64(len(w.Arrivals)) / w.Params.Duration.Seconds()
-	length := time.Duration(float64(limit.Length) * native / offered)
-	return limiters.Window{Limit: limit.Limit, Length: max(length, time.Microsecond)}
+	length := time.Duration(float64(limit.Per) * native / offered)
+	return limiters.Limit{N: limit.N, Per: max(length, time.Microsecond)}
 }
 
 // RealTime says how a real-time run sends a workload.

@@ -21,9 +21,13 @@ func (s *stall) AllowN(context.Context, string, int) (limiters.Decision, error) 
 	return limiters.Decision{Allowed: true}, nil
 }
 
+func (s *stall) Decide(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
+	return s.AllowN(ctx, r.Key, r.N)
+}
+
 func smallWorkload(t *testing.T, users int) *workloads.Workload {
 	t.Helper()
-	w, err := workloads.Uniform(workloads.Params{Seed: 1, Users: users, Limit: limiters.Window{Limit: 10, Length: time.Second}, Duration: 10 * time.Second})
+	w, err := workloads.Uniform(workloads.Params{Seed: 1, Users: users, Limit: limiters.Limit{N: 10, Per: time.Second}, Duration: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +87,10 @@ func (c *counter) AllowN(_ context.Context, key string, _ int) (limiters.Decisio
 	return limiters.Decision{Allowed: true}, nil
 }
 
+func (c *counter) Decide(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
+	return c.AllowN(ctx, r.Key, r.N)
+}
+
 func TestRealTimeRefused(t *testing.T) {
 	w := smallWorkload(t, 2)
 	for _, cfg := range []RealTime{
@@ -109,14 +117,14 @@ func TestRealTimeRefused(t *testing.T) {
 // schedule. (Not the boundary attack: it sends every request at the very
 // instant an older one expires, which those nanoseconds decide.)
 func TestRealTimeAccuracyAgrees(t *testing.T) {
-	limit := limiters.Window{Limit: 20, Length: time.Second}
+	limit := limiters.Limit{N: 20, Per: time.Second}
 	w, err := workloads.Uniform(workloads.Params{Seed: 1, Users: 5, Limit: limit, Duration: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	scale := replayScale(w, 0.02)
 	s := Subjects()[1] // sliding-log
-	l, stop, err := s.New(limiters.Window{Limit: 20, Length: time.Duration(float64(time.Second) * scale)})
+	l, stop, err := s.New(limiters.Limit{N: 20, Per: time.Duration(float64(time.Second) * scale)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +152,7 @@ func TestRealTimeAccuracyAgrees(t *testing.T) {
 // The replay compresses a sparse workload the most it may, and a dense one
 // less, so that one sender can keep up.
 func TestReplayScale(t *testing.T) {
-	limit := limiters.Window{Limit: 100, Length: time.Second}
+	limit := limiters.Limit{N: 100, Per: time.Second}
 	sparse, _ := workloads.Uniform(workloads.Params{Seed: 1, Users: 10, Limit: limit, Duration: 5 * time.Second})
 	dense, _ := workloads.BoundaryAttack(workloads.Params{Seed: 1, Users: 50, Limit: limit, Duration: 5 * time.Second})
 	if s := replayScale(sparse, 0.02); s != 0.02 {
@@ -160,8 +168,8 @@ func TestReplayScale(t *testing.T) {
 // A paced run scales the window so each key keeps its load.
 func TestPacedLimit(t *testing.T) {
 	w := smallWorkload(t, 100) // 100 users x 12 a second = 1,200 a second
-	got := pacedLimit(limiters.Window{Limit: 10, Length: time.Second}, w, 120_000)
-	if got.Limit != 10 || got.Length < 9*time.Millisecond || got.Length > 11*time.Millisecond {
+	got := pacedLimit(limiters.Limit{N: 10, Per: time.Second}, w, 120_000)
+	if got.N != 10 || got.Per < 9*time.Millisecond || got.Per > 11*time.Millisecond {
 		t.Fatalf("pacedLimit = %+v, want 10 per about 10ms", got)
 	}
 }
@@ -171,7 +179,7 @@ func TestMeasureMemory(t *testing.T) {
 		if s.Name != "gcra" && s.Name != "x/time/rate" {
 			continue
 		}
-		m, err := MeasureMemory(context.Background(), s, limiters.Window{Limit: 10, Length: time.Hour}, 50_000)
+		m, err := MeasureMemory(context.Background(), s, limiters.Limit{N: 10, Per: time.Hour}, 50_000)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -115,7 +115,7 @@ func (r RedisConfig) defaults(c Config) RedisConfig {
 	q := c.Quick
 	set(&r.Users, pick(q, 10, 6))
 	set(&r.Simulated, pick(q, 10*time.Second, 4*time.Second))
-	r.Simulated = min(max(r.Simulated, 2*c.Limit.Length), c.Simulated)
+	r.Simulated = min(max(r.Simulated, 2*c.Limit.Per), c.Simulated)
 	set(&r.RealTime, pick(q, 60*time.Millisecond, 30*time.Millisecond))
 	set(&r.LatencyTime, pick(q, 150*time.Millisecond, 60*time.Millisecond))
 	set(&r.OfferedRate, 1000)
@@ -135,7 +135,7 @@ func (r RedisConfig) validate(c Config) error {
 	if _, err := redis.ParseURL(r.URL); err != nil {
 		return fmt.Errorf("harness: the Redis URL: %w", err)
 	}
-	if r.Users < 1 || r.Keys < 1 || r.Simulated < 2*c.Limit.Length || r.RealTime <= 0 {
+	if r.Users < 1 || r.Keys < 1 || r.Simulated < 2*c.Limit.Per || r.RealTime <= 0 {
 		return fmt.Errorf("harness: Redis: users and keys must be positive, and the simulated span (%v) at least two windows", r.Simulated)
 	}
 	return (RealTime{Goroutines: c.LatencyGoroutines, Rate: r.OfferedRate, Duration: r.LatencyTime}).Validate()
@@ -302,9 +302,9 @@ func (r *redisLab) remote() *Remote {
 // ratelab is ratelab's algorithm a on Redis with opts, named name; packed
 // says what a user holds is a field of a hash, not a key.
 func (r *redisLab) ratelab(name string, a limiters.Algorithm, opts []redislimit.Option, packed bool) Subject {
-	newWith := func(c redislimit.Client, w limiters.Window, opts []redislimit.Option) (*redislimit.Limiter, string, error) {
+	newWith := func(c redislimit.Client, w limiters.Limit, opts []redislimit.Option) (*redislimit.Limiter, string, error) {
 		prefix := r.newPrefix()
-		l, err := redislimit.New(c, Spec(a, w), append([]redislimit.Option{redislimit.WithPrefix(prefix),
+		l, err := redislimit.New(c, a, []limiters.Limit{w}, append([]redislimit.Option{redislimit.WithPrefix(prefix),
 			redislimit.WithTimeout(redisTimeout), redislimit.WithFailureMode(redislimit.FailClosed)}, opts...)...)
 		return l, prefix, err
 	}
@@ -320,21 +320,21 @@ func (r *redisLab) ratelab(name string, a limiters.Algorithm, opts []redislimit.
 	}
 	return Subject{
 		Name: name, Library: "ratelab", Algorithm: a,
-		NewAt: func(w limiters.Window) (AtDecider, func(), error) {
-			l, _, err := newWith(r.c, w, opts)
-			if err != nil {
-				return nil, nil, err
-			}
-			return redisAt{l, r}, stopper(l), nil
-		},
-		New: func(w limiters.Window) (limiters.Limiter, func(), error) {
+		NewAt: func(w limiters.Limit) (limiters.Limiter, func(), error) {
 			l, _, err := newWith(r.c, w, opts)
 			if err != nil {
 				return nil, nil, err
 			}
 			return recorded{l, r}, stopper(l), nil
 		},
-		Weigh: func(ctx context.Context, w limiters.Window) (MemoryResult, error) {
+		New: func(w limiters.Limit) (limiters.Limiter, func(), error) {
+			l, _, err := newWith(r.c, w, opts)
+			if err != nil {
+				return nil, nil, err
+			}
+			return recorded{l, r}, stopper(l), nil
+		},
+		Weigh: func(ctx context.Context, w limiters.Limit) (MemoryResult, error) {
 			var weighOpts []redislimit.Option
 			if packed { // batching is left out: the weighing sends its own pipelines
 				weighOpts = opts
@@ -348,7 +348,7 @@ func (r *redisLab) ratelab(name string, a limiters.Algorithm, opts []redislimit.
 				// measurement (ten minutes past full quota), a window's
 				// end included.
 				now := time.Now()
-				return func(key string) { l.AllowAt(key, now, 1) }, prefix + "*", nil
+				return func(key string) { l.Decide(context.Background(), limiters.Request{Key: key, N: 1, At: now}) }, prefix + "*", nil
 			})
 		},
 	}
@@ -358,14 +358,14 @@ func (r *redisLab) ratelab(name string, a limiters.Algorithm, opts []redislimit.
 // under a prefix of its own, for the outage mode. Only GCRA's subject has
 // it: what a failure mode does is the same for every algorithm, and the
 // runs take seconds each.
-func (r *redisLab) outage(a limiters.Algorithm) func(w limiters.Window) (server.Config, func(), error) {
-	return func(w limiters.Window) (server.Config, func(), error) {
+func (r *redisLab) outage(a limiters.Algorithm) func(w limiters.Limit) (server.Config, func(), error) {
+	return func(w limiters.Limit) (server.Config, func(), error) {
 		opt, err := redis.ParseURL(r.cfg.Redis.URL)
 		if err != nil {
 			return server.Config{}, nil, fmt.Errorf("harness: the Redis URL: %w", err)
 		}
 		prefix := r.newPrefix()
-		return server.Config{Spec: Spec(a, w), Backend: "redis", Redis: opt, RedisPrefix: prefix}, func() {
+		return server.Config{Algorithm: a, Limit: w, Backend: "redis", Redis: opt, RedisPrefix: prefix}, func() {
 			if err := r.sweep(context.Background(), prefix+"*"); err != nil {
 				r.fail(err)
 			}
@@ -375,14 +375,14 @@ func (r *redisLab) outage(a limiters.Algorithm) func(w limiters.Window) (server.
 
 // redisRate is go-redis/redis_rate, a GCRA on Redis.
 func (r *redisLab) redisRate() Subject {
-	newRedisRate := func(c peers.RedisClient, w limiters.Window) (peers.Limiter, string, error) {
+	newRedisRate := func(c peers.RedisClient, w limiters.Limit) (peers.Limiter, string, error) {
 		prefix := r.newPrefix()
 		l, err := peers.NewRedisRate(c, prefix, w)
 		return l, peers.RedisRatePrefix + prefix + "*", err
 	}
 	return Subject{
 		Name: RedisRateName, Library: peers.RedisRateModule, Algorithm: limiters.GCRA,
-		New: func(w limiters.Window) (limiters.Limiter, func(), error) {
+		New: func(w limiters.Limit) (limiters.Limiter, func(), error) {
 			l, match, err := newRedisRate(r.c, w)
 			if err != nil {
 				return nil, nil, err
@@ -393,7 +393,7 @@ func (r *redisLab) redisRate() Subject {
 				}
 			}, nil
 		},
-		Weigh: func(ctx context.Context, w limiters.Window) (MemoryResult, error) {
+		Weigh: func(ctx context.Context, w limiters.Limit) (MemoryResult, error) {
 			return r.weigh(ctx, false, func(c redislimit.Client) (func(string), string, error) {
 				l, match, err := newRedisRate(c, w)
 				if err != nil {
@@ -411,27 +411,16 @@ type recorded struct {
 	r *redisLab
 }
 
-func (x recorded) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
-	d, err := x.l.AllowN(ctx, key, n)
+func (x recorded) Decide(ctx context.Context, req limiters.Request) (limiters.Decision, error) {
+	d, err := x.l.Decide(ctx, req)
 	if err != nil && ctx.Err() == nil {
 		x.r.fail(err)
 	}
 	return d, err
 }
 
-// redisAt is a limiter on Redis deciding at explicit times, its errors
-// recorded.
-type redisAt struct {
-	l *redislimit.Limiter
-	r *redisLab
-}
-
-func (x redisAt) AllowAt(key string, t time.Time, n int) limiters.Decision {
-	d, _, err := x.l.DecideAt(context.Background(), key, t, n)
-	if err != nil {
-		x.r.fail(err)
-	}
-	return d
+func (x recorded) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
+	return x.Decide(ctx, limiters.Request{Key: key, N: n})
 }
 
 // weighBatch is how many decisions a pipeline of a memory run holds.

@@ -38,18 +38,18 @@ func BenchmarkRedis(b *testing.B) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("user-%011d", i)
 	}
-	ours, err := redislimit.New(c, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 100, Rate: 100}},
+	ours, err := redislimit.New(c, limiters.GCRA, []limiters.Limit{limiters.PerSecond(100)},
 		redislimit.WithPrefix("ratelab-bench:"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ours.ResetAll(context.Background())
-	batched, err := redislimit.New(c, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 100, Rate: 100}},
+	batched, err := redislimit.New(c, limiters.GCRA, []limiters.Limit{limiters.PerSecond(100)},
 		redislimit.WithPrefix("ratelab-bench-batched:"), redislimit.WithBatching(redislimit.Batching{}))
 	if err != nil {
 		b.Fatal(err)
 	}
-	packed, err := redislimit.New(c, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 100, Rate: 100}},
+	packed, err := redislimit.New(c, limiters.GCRA, []limiters.Limit{limiters.PerSecond(100)},
 		redislimit.WithPrefix("ratelab-bench-packed:"), redislimit.WithPacking(10_000/32))
 	if err != nil {
 		b.Fatal(err)
@@ -228,10 +228,9 @@ func BenchmarkRedisMemory(b *testing.B) {
 	}
 	// 100 a day: one request leaves every key to live for hours, well past
 	// the end of the fill, for ratelab and redis_rate alike.
-	r := limiters.Rate{N: 100, Per: 24 * time.Hour}
+	r := limiters.Limit{N: 100, Per: 24 * time.Hour}
 	for _, a := range limiters.Algorithms() {
-		s, _ := r.Spec(a)
-		l, err := redislimit.New(c, s, redislimit.WithBatching(redislimit.Batching{}), redislimit.WithTimeout(2*time.Second))
+		l, err := redislimit.New(c, a, []limiters.Limit{r}, redislimit.WithBatching(redislimit.Batching{}), redislimit.WithTimeout(2*time.Second))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -239,8 +238,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 		l.Close()
 	}
 	// GCRA packed, 32 keys a hash.
-	s, _ := r.Spec(limiters.GCRA)
-	l, err := redislimit.New(c, s, redislimit.WithPacking(keys/32), redislimit.WithTimeout(2*time.Second))
+	l, err := redislimit.New(c, limiters.GCRA, []limiters.Limit{r}, redislimit.WithPacking(keys/32), redislimit.WithTimeout(2*time.Second))
 	if err != nil {
 		b.Fatal(err)
 	}

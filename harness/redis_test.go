@@ -13,7 +13,6 @@ import (
 	"github.com/ratelab/ratelab/harness/peers"
 	"github.com/ratelab/ratelab/internal/redistest"
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
 	"github.com/ratelab/ratelab/results"
 )
 
@@ -89,13 +88,13 @@ func TestLabRedis(t *testing.T) {
 				t.Fatal(err)
 			}
 			sw := sample(w, c.Redis.Users, c.Redis.Simulated)
-			m, err := memory.New(Spec(limiters.Algorithm(r.Algorithm), c.Limit), limiters.WithSweepInterval(-1))
+			m, stop, err := newInMemory(limiters.Algorithm(r.Algorithm), c.Limit)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ideal, _ := Ideal(sw, c.Limit)
 			want := Compare(sw, Simulate(sw, m), ideal, c.Limit)
-			m.Close()
+			stop()
 			if r.DiffersFromMemory == nil || *r.DiffersFromMemory != 0 || *r.Accuracy != want || r.Decisions != int64(len(sw.Arrivals)) {
 				t.Errorf("%s on %s: %d decisions, %v differing from memory, accuracy %+v; want %d, 0 and %+v",
 					r.Limiter, r.Workload, r.Decisions, r.DiffersFromMemory, *r.Accuracy, len(sw.Arrivals), want)
@@ -202,7 +201,7 @@ func TestSimulateByKey(t *testing.T) {
 	for _, a := range limiters.Algorithms() {
 		var got [2][]bool
 		for i, workers := range []int{1, 7} {
-			l, err := memory.New(Spec(a, c.Limit), limiters.WithSweepInterval(-1))
+			l, stop, err := newInMemory(a, c.Limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -211,7 +210,7 @@ func TestSimulateByKey(t *testing.T) {
 			} else {
 				got[i] = simulateByKey(w, l, workers)
 			}
-			l.Close()
+			stop()
 		}
 		if !slices.Equal(got[0], got[1]) {
 			t.Errorf("%s: simulateByKey decided otherwise than Simulate", a)

@@ -50,10 +50,10 @@ func (r *redisLab) fleets() []Subject {
 	} {
 		out = append(out, Subject{Name: v.name, Library: "ratelab", Algorithm: v.a,
 			Fleet: &Fleet{
-				New: func(w limiters.Window, n int) ([]Process, func(), error) {
+				New: func(w limiters.Limit, n int) ([]Process, func(), error) {
 					opts := v.opts
 					if v.lease {
-						opts = []redislimit.Option{redislimit.WithLeases(w.Length/LeaseTime, 0)}
+						opts = []redislimit.Option{redislimit.WithLeases(w.Per/LeaseTime, 0)}
 					}
 					return r.fleet(v.a, w, n, opts)
 				},
@@ -66,7 +66,7 @@ func (r *redisLab) fleets() []Subject {
 
 // fleet makes n processes of a at w with opts, each with a client of its
 // own, sharing a key prefix.
-func (r *redisLab) fleet(a limiters.Algorithm, w limiters.Window, n int, opts []redislimit.Option) ([]Process, func(), error) {
+func (r *redisLab) fleet(a limiters.Algorithm, w limiters.Limit, n int, opts []redislimit.Option) ([]Process, func(), error) {
 	prefix := r.newPrefix()
 	procs := make([]Process, 0, n)
 	stop := func() {
@@ -80,14 +80,14 @@ func (r *redisLab) fleet(a limiters.Algorithm, w limiters.Window, n int, opts []
 	for range n {
 		opt := *r.c.Options()
 		c := redis.NewClient(&opt)
-		l, err := redislimit.New(c, Spec(a, w), append([]redislimit.Option{redislimit.WithPrefix(prefix),
+		l, err := redislimit.New(c, a, []limiters.Limit{w}, append([]redislimit.Option{redislimit.WithPrefix(prefix),
 			redislimit.WithTimeout(redisTimeout), redislimit.WithFailureMode(redislimit.FailClosed)}, opts...)...)
 		if err != nil {
 			c.Close()
 			stop()
 			return nil, nil, err
 		}
-		procs = append(procs, redisProcess{recorded{l, r}, redisAt{l, r}, c})
+		procs = append(procs, redisProcess{recorded{l, r}, l, c})
 	}
 	return procs, stop, nil
 }
@@ -96,14 +96,14 @@ func (r *redisLab) fleet(a limiters.Algorithm, w limiters.Window, n int, opts []
 // errors recorded, at the server's clock and at explicit times.
 type redisProcess struct {
 	recorded
-	redisAt
+	l *redislimit.Limiter
 	c *redis.Client
 }
 
-func (p redisProcess) RoundTrips() int64 { return p.redisAt.l.Counts().RoundTrips }
+func (p redisProcess) RoundTrips() int64 { return p.l.Counts().RoundTrips }
 
 func (p redisProcess) Close() {
-	p.redisAt.l.Close()
+	p.l.Close()
 	p.c.Close()
 }
 

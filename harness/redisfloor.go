@@ -28,8 +28,8 @@ const floorBatch = 64
 
 // floors returns the two floors on r's server.
 func (r *redisLab) floors() []Subject {
-	newFloor := func(batched bool) func(limiters.Window) (limiters.Limiter, func(), error) {
-		return func(limiters.Window) (limiters.Limiter, func(), error) {
+	newFloor := func(batched bool) func(limiters.Limit) (limiters.Limiter, func(), error) {
+		return func(limiters.Limit) (limiters.Limiter, func(), error) {
 			ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
 			defer cancel()
 			sha, err := r.c.ScriptLoad(ctx, "return 0").Result()
@@ -62,6 +62,11 @@ func (n noop) AllowN(ctx context.Context, key string, _ int) (limiters.Decision,
 		return limiters.Decision{}, err
 	}
 	return limiters.Decision{Allowed: true}, nil
+}
+
+// Decide is AllowN: the floor decides nothing, at any time.
+func (n noop) Decide(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
+	return n.AllowN(ctx, r.Key, r.N)
 }
 
 // noopBatcher is the batched Redis floor: decisions queue, and one sender
@@ -102,6 +107,11 @@ func (b *noopBatcher) AllowN(ctx context.Context, key string, _ int) (limiters.D
 	case <-ctx.Done():
 		return limiters.Decision{}, ctx.Err()
 	}
+}
+
+// Decide is AllowN: the floor decides nothing, at any time.
+func (b *noopBatcher) Decide(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
+	return b.AllowN(ctx, r.Key, r.N)
 }
 
 func (b *noopBatcher) send() {

@@ -37,37 +37,25 @@ type ReplayLine struct {
 	Actual *int `json:"actual,omitempty"`
 }
 
-// Tiered is what a limiter of tiers adds (package limiters/tiers): the
-// key's tier, for a denial the name of the limit that denied, and the
-// error when its backend did not decide.
-type Tiered interface {
-	Explain(ctx context.Context, key string, t time.Time, n int) (d limiters.Decision, tier, deniedBy string, err error)
-}
-
-// Fallible is what a limiter whose backend can fail adds (package
-// limiters/redislimit): the decision at an explicit time, with the error
-// when the backend did not make it.
-type Fallible interface {
-	DecideAt(ctx context.Context, key string, t time.Time, n int) (limiters.Decision, int, error)
-}
-
 // Replay decides each request of tr with l, at time zero plus the request's
-// time, and writes one JSON object per request to w, in order. It stops at
-// the first malformed line, returning its *workloads.TraceError after
-// writing every line before it, when ctx ends, returning ctx's error, or
-// when a Fallible limiter's backend fails, returning its error: a replay
-// never prints a decision its backend did not make.
+// time, and writes one JSON object per request to w, in order; explain
+// adds to each line the key's tier and, for a denial, the name of the
+// limit that denied (for the tiers of a configuration). It stops at the
+// first malformed line, returning its *workloads.TraceError after writing
+// every line before it, when ctx ends, returning ctx's error, or when the
+// limiter does not decide (its backend failed), returning its error: a
+// replay never prints a decision its backend did not make.
 //
 // A request whose line says what it really cost is reserved at its
 // estimate and settled at its actual cost when its response was done, in
-// time order with the requests after it (l must be a
-// limiters.AtSettler; an error names the line otherwise).
-func Replay(ctx context.Context, tr *workloads.TraceReader, l limiters.AtLimiter, w io.Writer) error {
+// time order with the requests after it (l must be a limiters.Settler; an
+// error names the line otherwise).
+func Replay(ctx context.Context, tr *workloads.TraceReader, l limiters.Limiter, explain bool, w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	var err error
 	var due settles
-	settler, _ := l.(limiters.AtSettler)
+	settler, _ := l.(limiters.Settler)
 	for {
 		if err = ctx.Err(); err != nil {
 			break
@@ -80,40 +68,29 @@ func Replay(ctx context.Context, tr *workloads.TraceReader, l limiters.AtLimiter
 		if err = settleDue(settler, &due, req.T); err != nil {
 			break
 		}
-		at := time.Unix(0, int64(req.T))
+		r := limiters.Request{Key: req.Key, N: req.N, At: time.Unix(0, int64(req.T))}
 		var d limiters.Decision
-		var tier, deniedBy string
 		var actual *int
 		if req.After != nil {
 			if settler == nil {
 				err = fmt.Errorf("line %d: an actual cost, but the limiter (%T) cannot settle", tr.Line(), l)
 				break
 			}
-			r := settler.ReserveAt(req.Key, at, req.N)
-			d = r.Decision
-			if r.Allowed {
-				heap.Push(&due, settle{at: req.T + req.After.Took, r: r, actual: int(req.After.Actual)})
+			var res limiters.Reservation
+			if res, err = settler.Reserve(ctx, r); err != nil {
+				break
 			}
-			if tl, ok := l.(interface{ TierOf(string) string }); ok {
-				tier = tl.TierOf(req.Key)
+			d = res.Decision()
+			if res.Allowed() {
+				heap.Push(&due, settle{at: req.T + req.After.Took, r: res, actual: int(req.After.Actual)})
 			}
 			a := int(req.After.Actual)
 			actual = &a
-		} else if tl, ok := l.(Tiered); ok {
-			if d, tier, deniedBy, err = tl.Explain(ctx, req.Key, at, req.N); err != nil {
-				break
-			}
-		} else if fl, ok := l.(Fallible); ok {
-			if d, _, err = fl.DecideAt(ctx, req.Key, at, req.N); err != nil {
-				break
-			}
-		} else {
-			d = l.AllowAt(req.Key, at, req.N)
+		} else if d, err = l.Decide(ctx, r); err != nil {
+			break
 		}
 		line := ReplayLine{
 			Actual:     actual,
-			Tier:       tier,
-			DeniedBy:   deniedBy,
 			T:          req.T.Seconds(),
 			Key:        req.Key,
 			N:          req.N,
@@ -125,6 +102,12 @@ func Replay(ctx context.Context, tr *workloads.TraceReader, l limiters.AtLimiter
 		if d.RetryAfter != limiters.Never {
 			s := d.RetryAfter.Seconds()
 			line.RetryAfter = &s
+		}
+		if explain {
+			line.Tier = d.Tier()
+			if by, ok := d.DeniedBy(); ok && actual == nil { // a reservation's line names its tier only
+				line.DeniedBy = by.Name
+			}
 		}
 		if err = enc.Encode(line); err != nil {
 			break
@@ -138,10 +121,10 @@ func Replay(ctx context.Context, tr *workloads.TraceReader, l limiters.AtLimiter
 
 // settleDue settles, in time order, the reservations of due whose
 // responses were done by t.
-func settleDue(s limiters.AtSettler, due *settles, t time.Duration) error {
+func settleDue(s limiters.Settler, due *settles, t time.Duration) error {
 	for len(*due) > 0 && (*due)[0].at <= t {
 		p := heap.Pop(due).(settle)
-		if _, err := s.SettleAt(p.r, time.Unix(0, int64(p.at)), p.actual); err != nil {
+		if _, err := s.Settle(context.Background(), limiters.Settlement{Reservation: p.r, Actual: p.actual, At: time.Unix(0, int64(p.at))}); err != nil {
 			return err
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/limiters/gcra"
 	"github.com/ratelab/ratelab/workloads"
 )
 
@@ -32,7 +32,7 @@ func (c *cancelAfter) Read(p []byte) (int, error) {
 }
 
 func TestReplayStopsWhenCancelled(t *testing.T) {
-	l, err := memory.New(limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1, Rate: 1}})
+	l, err := gcra.New(limiters.PerSecond(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestReplayStopsWhenCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	trace := strings.Repeat("0,a\n", 1000)
 	var out bytes.Buffer
-	err = Replay(ctx, workloads.NewTraceReader(&cancelAfter{r: strings.NewReader(trace), n: 20, cancel: cancel}), l, &out)
+	err = Replay(ctx, workloads.NewTraceReader(&cancelAfter{r: strings.NewReader(trace), n: 20, cancel: cancel}), l, false, &out)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Replay = %v, want context.Canceled", err)
 	}
@@ -51,29 +51,29 @@ func TestReplayStopsWhenCancelled(t *testing.T) {
 
 // failing is a limiter whose backend fails from its third decision on.
 type failing struct {
-	limiters.AtLimiter
+	limiters.Limiter
 	calls int
 }
 
 var errBackend = errors.New("backend down")
 
-func (f *failing) DecideAt(ctx context.Context, key string, t time.Time, n int) (limiters.Decision, int, error) {
+func (f *failing) Decide(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
 	if f.calls++; f.calls > 2 {
-		return limiters.Decision{Allowed: true}, -1, errBackend
+		return limiters.Decision{Allowed: true}, errBackend
 	}
-	return f.AtLimiter.AllowAt(key, t, n), -1, nil
+	return f.Limiter.Decide(ctx, r)
 }
 
 // TestReplayStopsWhenBackendFails: a replay never prints a decision its
 // backend did not make; it stops with the backend's error.
 func TestReplayStopsWhenBackendFails(t *testing.T) {
-	l, err := memory.New(limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 5, Rate: 1}})
+	l, err := gcra.New(limiters.Limit{N: 1, Per: time.Second, Burst: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	var out bytes.Buffer
-	err = Replay(context.Background(), workloads.NewTraceReader(strings.NewReader(strings.Repeat("0,a\n", 10))), &failing{AtLimiter: l}, &out)
+	err = Replay(context.Background(), workloads.NewTraceReader(strings.NewReader(strings.Repeat("0,a\n", 10))), &failing{Limiter: l}, false, &out)
 	if !errors.Is(err, errBackend) {
 		t.Fatalf("Replay = %v, want the backend's error", err)
 	}
@@ -85,29 +85,33 @@ func TestReplayStopsWhenBackendFails(t *testing.T) {
 // A trace that says what each request really cost: each is decided at its
 // estimate and settled at its actual cost when its response was done, in
 // time order with the lines after it, as the limiter's own Reserve and
-// SettleAt would; a line says "actual"; a limiter that cannot settle is
+// Settle would; a line says "actual"; a limiter that cannot settle is
 // refused, naming the line.
 func TestReplaySettles(t *testing.T) {
-	spec := limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1000, Rate: 10}}
+	limit := limiters.Limit{N: 10, Per: time.Second, Burst: 1000}
 	trace := "t,key,n,actual,took\n0,alice,500,120,2\n1,alice,500,900,3\n5,alice,500,400\n6,alice,100\n"
-	l, err := memory.New(spec)
+	l, err := gcra.New(limit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	var out bytes.Buffer
-	if err := Replay(context.Background(), workloads.NewTraceReader(strings.NewReader(trace)), l, &out); err != nil {
+	if err := Replay(context.Background(), workloads.NewTraceReader(strings.NewReader(trace)), l, false, &out); err != nil {
 		t.Fatal(err)
 	}
 	// The same by hand.
-	ref, _ := memory.New(spec)
+	ref, _ := gcra.New(limit)
 	defer ref.Close()
+	ctx := context.Background()
 	at := func(s float64) time.Time { return time.Unix(0, int64(s*1e9)) }
-	r0 := ref.ReserveAt("alice", at(0), 500)
-	r1 := ref.ReserveAt("alice", at(1), 500)
-	ref.SettleAt(r0, at(2), 120)
-	ref.SettleAt(r1, at(4), 900)
-	want := []limiters.Decision{r0.Decision, r1.Decision, ref.AllowAt("alice", at(5), 500), ref.AllowAt("alice", at(6), 100)}
+	alice := func(s float64, n int) limiters.Request { return limiters.Request{Key: "alice", N: n, At: at(s)} }
+	r0, _ := ref.Reserve(ctx, alice(0, 500))
+	r1, _ := ref.Reserve(ctx, alice(1, 500))
+	ref.Settle(ctx, limiters.Settlement{Reservation: r0, Actual: 120, At: at(2)})
+	ref.Settle(ctx, limiters.Settlement{Reservation: r1, Actual: 900, At: at(4)})
+	d5, _ := ref.Decide(ctx, alice(5, 500))
+	d6, _ := ref.Decide(ctx, alice(6, 100))
+	want := []limiters.Decision{r0.Decision(), r1.Decision(), d5, d6}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 4 {
 		t.Fatalf("%d lines:\n%s", len(lines), out.String())
@@ -123,11 +127,11 @@ func TestReplaySettles(t *testing.T) {
 			t.Errorf("line %d: %s: actual shown %v", i+1, line, has)
 		}
 	}
-	err = Replay(context.Background(), workloads.NewTraceReader(strings.NewReader("0,a\n1,a,5,3\n")), noSettle{l}, io.Discard)
+	err = Replay(context.Background(), workloads.NewTraceReader(strings.NewReader("0,a\n1,a,5,3\n")), noSettle{l}, false, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "line 2: an actual cost, but the limiter") {
 		t.Errorf("a limiter that cannot settle: %v", err)
 	}
 }
 
 // noSettle is a limiter that decides but cannot settle.
-type noSettle struct{ limiters.AtLimiter }
+type noSettle struct{ limiters.Limiter }

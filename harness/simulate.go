@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
@@ -12,13 +13,22 @@ import (
 // Simulate decides every arrival of w with d, at time zero plus the
 // arrival's time, and returns which were admitted, in arrival order. The
 // harness owns the clock: the result depends only on w and on d.
-func Simulate(w *workloads.Workload, d AtDecider) []bool {
+func Simulate(w *workloads.Workload, d limiters.Limiter) []bool {
 	allowed := make([]bool, len(w.Arrivals))
 	keys := keysOf(w)
+	ctx := context.Background()
 	for i, a := range w.Arrivals {
-		allowed[i] = d.AllowAt(keys[a.User], time.Unix(0, int64(a.T)), int(a.N)).Allowed
+		dec, _ := d.Decide(ctx, limiters.Request{Key: keys[a.User], N: int(a.N), At: time.Unix(0, int64(a.T))})
+		allowed[i] = dec.Allowed
 	}
 	return allowed
+}
+
+// decideAt is l's decision of n events for key at t (a denial when l did
+// not decide).
+func decideAt(l limiters.Limiter, key string, t time.Time, n int) limiters.Decision {
+	d, _ := l.Decide(context.Background(), limiters.Request{Key: key, N: n, At: t})
+	return d
 }
 
 // keysOf returns every user's key, indexed by user.
@@ -33,7 +43,7 @@ func keysOf(w *workloads.Workload) []string {
 // Ideal returns the ideal's decisions for "limit" on w: the sliding window
 // log, which admits a request exactly when what its key was admitted in the
 // last W, plus the request, is at most N.
-func Ideal(w *workloads.Workload, limit limiters.Window) ([]bool, error) {
+func Ideal(w *workloads.Workload, limit limiters.Limit) ([]bool, error) {
 	l, err := slidinglog.New(limit, limiters.WithSweepInterval(-1))
 	if err != nil {
 		return nil, err
@@ -44,7 +54,7 @@ func Ideal(w *workloads.Workload, limit limiters.Window) ([]bool, error) {
 
 // Compare measures allowed against the ideal's decisions on the same
 // arrivals, judged as "limit".
-func Compare(w *workloads.Workload, allowed, ideal []bool, limit limiters.Window) results.Accuracy {
+func Compare(w *workloads.Workload, allowed, ideal []bool, limit limiters.Limit) results.Accuracy {
 	var acc results.Accuracy
 	for i := range allowed {
 		switch {
@@ -64,7 +74,7 @@ func Compare(w *workloads.Workload, allowed, ideal []bool, limit limiters.Window
 		acc.FalseAllowRate = float64(acc.FalseAllow) / n
 		acc.FalseDenyRate = float64(acc.FalseDeny) / n
 	}
-	acc.MaxWindowRatio = float64(MaxInWindow(w, allowed, limit.Length)) / float64(limit.Limit)
+	acc.MaxWindowRatio = float64(MaxInWindow(w, allowed, limit.Per)) / float64(limit.N)
 	return acc
 }
 

@@ -33,7 +33,7 @@ func TestMaxInWindow(t *testing.T) {
 // denies, and so denies the burst before the next edge, which the ideal
 // admits by then.
 func TestBoundaryAttackYardsticks(t *testing.T) {
-	limit := limiters.Window{Limit: 10, Length: time.Second}
+	limit := limiters.Limit{N: 10, Per: time.Second}
 	w, err := workloads.BoundaryAttack(workloads.Params{Seed: 1, Users: 4, Limit: limit, Duration: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestBoundaryAttackYardsticks(t *testing.T) {
 // window's trailing count reaches 2N right after an edge, the ideal's never
 // passes N.
 func TestEdgeSeries(t *testing.T) {
-	limit := limiters.Window{Limit: 10, Length: time.Second}
+	limit := limiters.Limit{N: 10, Per: time.Second}
 	w, err := workloads.BoundaryAttack(workloads.Params{Seed: 1, Users: 3, Limit: limit, Duration: 6 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -10,8 +10,13 @@ import (
 
 	"github.com/ratelab/ratelab/harness/peers"
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/limiters/fixedwindow"
+	"github.com/ratelab/ratelab/limiters/gcra"
+	"github.com/ratelab/ratelab/limiters/leakybucket"
+	"github.com/ratelab/ratelab/limiters/slidingcounter"
+	"github.com/ratelab/ratelab/limiters/slidinglog"
 	"github.com/ratelab/ratelab/limiters/tiers"
+	"github.com/ratelab/ratelab/limiters/tokenbucket"
 	"github.com/ratelab/ratelab/server"
 	"github.com/ratelab/ratelab/workloads"
 )
@@ -28,19 +33,20 @@ type Subject struct {
 	Library   string
 	Algorithm limiters.Algorithm
 	Backend   string
-	// NewAt makes the limiter for "N per W" deciding at explicit times:
-	// its accuracy is measured in simulated time, exactly.
-	NewAt func(w limiters.Window) (AtDecider, func(), error)
+	// NewAt makes the limiter for "N per W" deciding at the explicit
+	// times of its requests: its accuracy is measured in simulated time,
+	// exactly.
+	NewAt func(l limiters.Limit) (limiters.Limiter, func(), error)
 	// New makes it deciding at its own clock: for real time, timing,
 	// memory, and accuracy replayed in real time when it has no NewAt.
-	New func(w limiters.Window) (limiters.Limiter, func(), error)
-	// Serve, when set, is the limit as the server of ratelab serve
-	// decides it: the http mode puts the subject behind that server.
-	Serve func(w limiters.Window) limiters.Spec
+	New func(l limiters.Limit) (limiters.Limiter, func(), error)
+	// Serve says the server of ratelab serve decides it (its Algorithm at
+	// the lab's limit): the http mode puts the subject behind that server.
+	Serve bool
 	// Weigh, when set, measures what the limiter holds per key itself
 	// (its state is in a server), in place of the live heap of the
 	// process after a decision for each of the memory run's keys.
-	Weigh func(ctx context.Context, limit limiters.Window) (MemoryResult, error)
+	Weigh func(ctx context.Context, limit limiters.Limit) (MemoryResult, error)
 	// OwnLimits, when set, says the limiter has limits of its own (a
 	// configuration's tiers) and ignores the lab's N per W: it is timed,
 	// weighed and run in real time like the others, but its accuracy is
@@ -51,11 +57,11 @@ type Subject struct {
 	Fleet *Fleet
 	// NewSettler, when set, makes the limiter for "N per W" able to
 	// reserve and settle at explicit times: the llm mode runs it.
-	NewSettler func(w limiters.Window) (limiters.AtSettler, func(), error)
+	NewSettler func(l limiters.Limit) (limiters.Settler, func(), error)
 	// Outage, when set, is the server of ratelab serve deciding the
 	// subject for a limit, on a Redis server (Config.Redis) the outage
 	// mode can take away, and what removes its keys when done.
-	Outage func(w limiters.Window) (server.Config, func(), error)
+	Outage func(w limiters.Limit) (server.Config, func(), error)
 	// Floor says the subject decides nothing and admits everything: what
 	// the harness, or a round trip, costs alone. It runs in real time
 	// only, and the picks leave it out.
@@ -104,24 +110,25 @@ func (s Subject) inProcess() bool { return s.Remote == nil && s.New != nil }
 
 // NewSubject makes a subject of a limiter of your own, named name, for the
 // lab to measure beside ratelab's and the peers: newLimiter makes one for
-// the lab's limit, N per W. When what it makes also decides at explicit
-// times (AllowAt, as AtDecider and limiters.AtLimiter have it), its
-// accuracy is measured in simulated time, exactly; otherwise by a replay
-// in real time, time compressed. (NewSubject makes one at 100 per second
-// to find out.) A limiter that is an io.Closer is closed when the lab is
-// done with it.
-func NewSubject(name string, newLimiter func(limiters.Window) (limiters.Limiter, error)) (Subject, error) {
+// the lab's limit, N per W. When what it makes decides at the explicit
+// times of its requests (limiters.Request.At), its accuracy is measured in
+// simulated time, exactly; when it refuses them with an error, by a
+// replay in real time, time compressed. (NewSubject asks one at 100 per
+// second to find out.) A limiter that is an io.Closer is closed when the
+// lab is done with it.
+func NewSubject(name string, newLimiter func(limiters.Limit) (limiters.Limiter, error)) (Subject, error) {
 	if strings.TrimSpace(name) == "" {
 		return Subject{}, fmt.Errorf("harness: a subject needs a name")
 	}
-	probe, err := newLimiter(limiters.Window{Limit: 100, Length: time.Second})
+	probe, err := newLimiter(limiters.PerSecond(100))
 	if err != nil {
 		return Subject{}, fmt.Errorf("harness: subject %s: %w", name, err)
 	}
-	_, at := probe.(AtDecider)
+	_, err = probe.Decide(context.Background(), limiters.Request{Key: "probe", N: 1, At: time.Unix(1, 0)})
+	at := err == nil
 	closer(probe)()
 	s := Subject{Name: name, Library: name, Backend: "memory",
-		New: func(w limiters.Window) (limiters.Limiter, func(), error) {
+		New: func(w limiters.Limit) (limiters.Limiter, func(), error) {
 			l, err := newLimiter(w)
 			if err != nil {
 				return nil, nil, err
@@ -130,18 +137,7 @@ func NewSubject(name string, newLimiter func(limiters.Window) (limiters.Limiter,
 		},
 	}
 	if at {
-		s.NewAt = func(w limiters.Window) (AtDecider, func(), error) {
-			l, err := newLimiter(w)
-			if err != nil {
-				return nil, nil, err
-			}
-			d, ok := l.(AtDecider)
-			if !ok {
-				closer(l)()
-				return nil, nil, fmt.Errorf("harness: subject %s: its limiter for %v decides at no explicit time, where the first one did", name, w)
-			}
-			return d, closer(l), nil
-		}
+		s.NewAt = s.New
 	}
 	return s, nil
 }
@@ -158,7 +154,7 @@ func closer(l any) func() {
 // limiters/tiers), as a subject named name: every user of the workloads
 // not in c's lists is in its default tier.
 func TiersSubject(name string, c tiers.Config) Subject {
-	newTiers := func(limiters.Window) (*tiers.Limiter, func(), error) {
+	newTiers := func(limiters.Limit) (limiters.Limiter, func(), error) {
 		l, err := tiers.New(c, limiters.WithSweepInterval(-1))
 		if err != nil {
 			return nil, nil, err
@@ -168,76 +164,82 @@ func TiersSubject(name string, c tiers.Config) Subject {
 	return Subject{
 		Name: name, Library: "ratelab", Algorithm: c.Algorithm, Backend: "memory",
 		OwnLimits: fmt.Sprintf("%s, the default tier %s", name, c.Default),
-		NewAt: func(w limiters.Window) (AtDecider, func(), error) {
-			l, stop, err := newTiers(w)
-			if err != nil {
-				return nil, nil, err
-			}
-			return l, stop, nil
-		},
-		New: func(w limiters.Window) (limiters.Limiter, func(), error) {
-			l, stop, err := newTiers(w)
-			if err != nil {
-				return nil, nil, err
-			}
-			return l, stop, nil
-		},
+		NewAt:     newTiers,
+		New:       newTiers,
 	}
 }
 
-// AtDecider decides at explicit times.
-type AtDecider interface {
-	AllowAt(key string, t time.Time, n int) limiters.Decision
+// judged is the limit a limiter of algorithm a for l is judged against
+// when its accuracy is compared with the ideal: l for a window algorithm;
+// for a bucket, its quota C per the C*T it takes to refill (T the
+// interval, rounded to the nanosecond: 3/s is 3 per 999999999ns).
+func judged(a limiters.Algorithm, l limiters.Limit) limiters.Limit {
+	if !a.IsBucket() {
+		return l
+	}
+	return limiters.Limit{N: l.Quota(), Per: time.Duration(l.Quota()) * l.Interval()}
 }
 
-// Spec is how ratelab reads "N per W" for algorithm a: N per W for a
-// window algorithm, a capacity of N refilled over W for a bucket.
-func Spec(a limiters.Algorithm, w limiters.Window) limiters.Spec {
-	r := limiters.Rate{N: w.Limit, Per: w.Length}
-	return limiters.Spec{Algorithm: a, Window: r.Window(), Bucket: r.Bucket()}
+// inMemory is what each of ratelab's in-memory algorithms is.
+type inMemory interface {
+	limiters.Settler
+	limiters.Peeker
+	Stats() limiters.Stats
+	Close() error
+}
+
+// newInMemory returns algorithm a's own limiter for l, as a user who
+// imports its package has it: what the lab measures is the algorithm, not
+// a wrapper that picks it.
+func newInMemory(a limiters.Algorithm, l limiters.Limit) (inMemory, func(), error) {
+	var m inMemory
+	var err error
+	opt := limiters.WithSweepInterval(-1)
+	switch a {
+	case limiters.FixedWindow:
+		m, err = fixedwindow.New(l, opt)
+	case limiters.SlidingLog:
+		m, err = slidinglog.New(l, opt)
+	case limiters.SlidingCounter:
+		m, err = slidingcounter.New(l, opt)
+	case limiters.TokenBucket:
+		m, err = tokenbucket.New(l, opt)
+	case limiters.LeakyBucket:
+		m, err = leakybucket.New(l, opt)
+	case limiters.GCRA:
+		m, err = gcra.New(l, opt)
+	default:
+		_, err = limiters.ParseAlgorithm(string(a))
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, func() { m.Close() }, nil
 }
 
 // Subjects returns ratelab's six algorithms in memory, then the peers.
 func Subjects() []Subject {
 	var out []Subject
 	for _, a := range limiters.Algorithms() {
-		newMemory := func(w limiters.Window) (memory.Limiter, func(), error) {
-			l, err := memory.New(Spec(a, w), limiters.WithSweepInterval(-1))
-			if err != nil {
-				return nil, nil, err
-			}
-			return l, func() { l.Close() }, nil
-		}
+		newLimiter := func(l limiters.Limit) (limiters.Limiter, func(), error) { return nonNil(newInMemory(a, l)) }
 		out = append(out, Subject{
 			Name: string(a), Library: "ratelab", Algorithm: a, Backend: "memory",
-			NewAt: func(w limiters.Window) (AtDecider, func(), error) {
-				l, stop, err := newMemory(w)
+			NewAt: newLimiter,
+			New:   newLimiter,
+			NewSettler: func(l limiters.Limit) (limiters.Settler, func(), error) {
+				m, stop, err := newInMemory(a, l)
 				if err != nil {
 					return nil, nil, err
 				}
-				return l, stop, nil
+				return m, stop, nil
 			},
-			New: func(w limiters.Window) (limiters.Limiter, func(), error) {
-				l, stop, err := newMemory(w)
-				if err != nil {
-					return nil, nil, err
-				}
-				return l, stop, nil
-			},
-			NewSettler: func(w limiters.Window) (limiters.AtSettler, func(), error) {
-				l, stop, err := newMemory(w)
-				if err != nil {
-					return nil, nil, err
-				}
-				return l, stop, nil
-			},
-			Serve: func(w limiters.Window) limiters.Spec { return Spec(a, w) },
+			Serve: true,
 		})
 	}
 	for _, p := range peers.All() {
 		s := Subject{
 			Name: p.Name, Library: p.Module, Algorithm: p.Algorithm, Backend: "memory",
-			New: func(w limiters.Window) (limiters.Limiter, func(), error) {
+			New: func(w limiters.Limit) (limiters.Limiter, func(), error) {
 				l, err := p.New(w)
 				if err != nil {
 					return nil, nil, err
@@ -246,12 +248,12 @@ func Subjects() []Subject {
 			},
 		}
 		if p.NewAt != nil {
-			s.NewAt = func(w limiters.Window) (AtDecider, func(), error) {
+			s.NewAt = func(w limiters.Limit) (limiters.Limiter, func(), error) {
 				l, err := p.NewAt(w)
 				if err != nil {
 					return nil, nil, err
 				}
-				return l, func() {}, nil
+				return l, func() { l.Close() }, nil
 			}
 		}
 		out = append(out, s)
@@ -265,7 +267,7 @@ func Subjects() []Subject {
 func Floor() Subject {
 	return Subject{
 		Name: "(harness floor)", Library: "ratelab", Backend: "none", Floor: true,
-		New: func(limiters.Window) (limiters.Limiter, func(), error) { return nop{}, func() {}, nil },
+		New: func(limiters.Limit) (limiters.Limiter, func(), error) { return nop{}, func() {}, nil },
 	}
 }
 
@@ -273,6 +275,18 @@ type nop struct{}
 
 func (nop) AllowN(context.Context, string, int) (limiters.Decision, error) {
 	return limiters.Decision{Allowed: true}, nil
+}
+
+func (nop) Decide(context.Context, limiters.Request) (limiters.Decision, error) {
+	return limiters.Decision{Allowed: true}, nil
+}
+
+// nonNil returns a nil Limiter, not a typed nil, on error.
+func nonNil[L limiters.Limiter](l L, stop func(), err error) (limiters.Limiter, func(), error) {
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, stop, nil
 }
 
 // SubjectsNamed returns the subjects in the process with the given names,

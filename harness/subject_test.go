@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/gcra"
@@ -22,6 +23,13 @@ func (c clockOnly) AllowN(ctx context.Context, key string, n int) (limiters.Deci
 	return c.l.AllowN(ctx, key, n)
 }
 
+func (c clockOnly) Decide(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
+	if !r.At.IsZero() {
+		return limiters.Decision{}, errors.New("clockOnly: no explicit times")
+	}
+	return c.l.Decide(ctx, r)
+}
+
 func (c clockOnly) Close() error {
 	c.closed.Add(1)
 	return c.l.Close()
@@ -29,9 +37,9 @@ func (c clockOnly) Close() error {
 
 func TestNewSubject(t *testing.T) {
 	var made, closed atomic.Int32
-	s, err := NewSubject("mine", func(w limiters.Window) (limiters.Limiter, error) {
+	s, err := NewSubject("mine", func(w limiters.Limit) (limiters.Limiter, error) {
 		made.Add(1)
-		l, err := gcra.New(limiters.Rate{N: w.Limit, Per: w.Length}.Bucket())
+		l, err := gcra.New(w)
 		return clockOnly{l, &closed}, err
 	})
 	if err != nil {
@@ -65,14 +73,14 @@ func TestNewSubject(t *testing.T) {
 }
 
 func TestNewSubjectRefuses(t *testing.T) {
-	ok := func(w limiters.Window) (limiters.Limiter, error) {
-		return gcra.New(limiters.Bucket{Capacity: w.Limit, Rate: 1})
+	ok := func(w limiters.Limit) (limiters.Limiter, error) {
+		return gcra.New(limiters.Limit{N: 1, Per: time.Second, Burst: w.N})
 	}
 	if _, err := NewSubject(" ", ok); err == nil || !strings.Contains(err.Error(), "needs a name") {
 		t.Errorf("no name: %v", err)
 	}
 	broken := errors.New("no limiter today")
-	if _, err := NewSubject("broken", func(limiters.Window) (limiters.Limiter, error) { return nil, broken }); !errors.Is(err, broken) || !strings.Contains(err.Error(), "subject broken") {
+	if _, err := NewSubject("broken", func(limiters.Limit) (limiters.Limiter, error) { return nil, broken }); !errors.Is(err, broken) || !strings.Contains(err.Error(), "subject broken") {
 		t.Errorf("a constructor that fails: %v", err)
 	}
 	mine, err := NewSubject("gcra", ok)
@@ -93,14 +101,14 @@ func TestNewSubjectRefuses(t *testing.T) {
 // A subject deciding at explicit times is measured in simulated time, and
 // the same seed gives it the same decisions.
 func TestNewSubjectAt(t *testing.T) {
-	s, err := NewSubject("mine", func(w limiters.Window) (limiters.Limiter, error) {
-		return gcra.New(limiters.Rate{N: w.Limit, Per: w.Length}.Bucket())
+	s, err := NewSubject("mine", func(w limiters.Limit) (limiters.Limiter, error) {
+		return gcra.New(w)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.NewAt == nil {
-		t.Fatal("a limiter with AllowAt: want NewAt")
+		t.Fatal("a limiter deciding at explicit times: want NewAt")
 	}
 	c := smallLab()
 	c.Limiters, c.Extra = []string{"gcra"}, []Subject{s}

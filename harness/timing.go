@@ -68,7 +68,7 @@ func (timingMode) measure(ctx context.Context, l *lab, w *workloads.Workload, su
 // spell. The two floor samples around it say whether it was: see
 // results.Costs. Each subject keeps one limiter throughout, and a first
 // round, not kept, fills it with the workload's keys.
-func timingRuns(ctx context.Context, subjects []Subject, w *workloads.Workload, limit limiters.Window, rounds int, sample time.Duration) ([]results.Run, error) {
+func timingRuns(ctx context.Context, subjects []Subject, w *workloads.Workload, limit limiters.Limit, rounds int, sample time.Duration) ([]results.Run, error) {
 	subjects = append(slices.Clone(subjects), Floor()) // the last is the floor
 	ls := make([]limiters.Limiter, len(subjects))
 	for i, s := range subjects {

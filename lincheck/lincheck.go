@@ -3,7 +3,7 @@
 // the same key is the one some order of the same calls, each taking effect
 // between its call and its return, would have given, one at a time.
 //
-// A history is recorded from goroutines calling AllowAt, PeekAt and Reset
+// A history is recorded from goroutines calling Decide, Peek and Reset
 // on a few keys, each call's time (an explicit time, part of its input)
 // taken from a shared clock just before it, so that calls race both for
 // the limiter and for their times. The sequential model is ratelab's own
@@ -28,15 +28,16 @@ import (
 	"github.com/ratelab/ratelab/limiters"
 )
 
-// Subject is what a history is recorded from, and what a model is made of.
+// Subject is what a history is recorded from, and what a model is made of:
+// a limiter that peeks and resets keys.
 type Subject interface {
-	AllowAt(key string, t time.Time, n int) limiters.Decision
-	PeekAt(key string, t time.Time) limiters.Decision
+	limiters.Limiter
+	limiters.Peeker
 	Reset(ctx context.Context, key string) error
 }
 
 // The kinds of call: Reserve and Settle for a Subject that is also a
-// limiters.AtSettler.
+// limiters.Settler.
 const (
 	Allow   = 'a'
 	Peek    = 'p'
@@ -46,56 +47,35 @@ const (
 )
 
 // Call is an operation's input: a call of kind Op for Key at T (Unix ns),
-// of cost N; for a Settle, the reservation R it settles (which a Reserve
-// of the same goroutine made before) at the actual cost N.
+// of cost N. A Reserve is numbered R, and a Settle settles the reservation
+// numbered R (which a Reserve of the same goroutine made before) at the
+// actual cost N: a reservation is the limiter's own, which only it settles,
+// so the model settles the one it made itself when it replayed that
+// Reserve.
 type Call struct {
 	Op  byte
 	Key string
 	T   int64
 	N   int
-	R   Reserved
-}
-
-// Reserved is a reservation as a Call holds it: comparable, so that a
-// model's states can be told apart.
-type Reserved struct {
-	At, Cost int64
-	D        limiters.Decision
-	Per      [maxLimits]limiters.Decision
-	Limits   int
-}
-
-// maxLimits is the most limits a reservation of a history may have.
-const maxLimits = 8
-
-func reserved(r limiters.Reservation) Reserved {
-	x := Reserved{At: r.At.UnixNano(), Cost: int64(r.Cost), D: r.Decision, Limits: len(r.Per)}
-	copy(x.Per[:], r.Per)
-	return x
-}
-
-// reservation is x, for key, as the limiters take it.
-func (x Reserved) reservation(key string) limiters.Reservation {
-	r := limiters.Reservation{Key: key, At: time.Unix(0, x.At), Cost: int(x.Cost), Decision: x.D}
-	if x.Limits > 0 {
-		r.Per = x.Per[:x.Limits]
-	}
-	return r
+	R   int64
 }
 
 func (c Call) String() string {
 	switch c.Op {
 	case Allow:
-		return fmt.Sprintf("AllowAt(%s, %d, %d)", c.Key, c.T, c.N)
+		return fmt.Sprintf("Decide(%s, %d, %d)", c.Key, c.T, c.N)
 	case Peek:
-		return fmt.Sprintf("PeekAt(%s, %d)", c.Key, c.T)
+		return fmt.Sprintf("Peek(%s, %d)", c.Key, c.T)
 	case Reserve:
-		return fmt.Sprintf("ReserveAt(%s, %d, %d)", c.Key, c.T, c.N)
+		return fmt.Sprintf("Reserve(%s, %d, %d) #%d", c.Key, c.T, c.N, c.R)
 	case Settle:
-		return fmt.Sprintf("SettleAt(%s reserved %d at %d, %d, %d)", c.Key, c.R.Cost, c.R.At, c.T, c.N)
+		return fmt.Sprintf("Settle(#%d of %s, %d, %d)", c.R, c.Key, c.T, c.N)
 	}
 	return fmt.Sprintf("Reset(%s) or Set(%s, %d)", c.Key, c.Key, c.N)
 }
+
+// book holds the reservations a limiter made, by number, to settle.
+type book map[int64]limiters.Reservation
 
 // Workload is how a history is recorded: Goroutines goroutines make Calls
 // calls each on Keys keys; each call's time is Start plus Step for each
@@ -124,8 +104,9 @@ func Record(s Subject, w Workload) ([]porcupine.Operation, error) {
 	for g := range w.Goroutines {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(w.Seed, uint64(g)))
-			var open []limiters.Reservation // this goroutine's, admitted
-			settler, _ := s.(limiters.AtSettler)
+			var open []Call // this goroutine's Reserves, admitted
+			held := book{}
+			settler, _ := s.(limiters.Settler)
 			for range w.Calls {
 				c := Call{Op: Allow, Key: fmt.Sprintf("k%d", r.IntN(w.Keys)), N: 1}
 				step := clock.Add(1)
@@ -145,10 +126,10 @@ func Record(s Subject, w Workload) ([]porcupine.Operation, error) {
 						errs[g] = fmt.Errorf("lincheck: settles asked of %T, which cannot settle", s)
 						return
 					}
-					c.Op = Reserve
+					c.Op, c.R = Reserve, int64(g)<<32|int64(len(ops[g]))
 					if len(open) > 0 && r.IntN(2) == 0 {
 						j := r.IntN(len(open))
-						c.Op, c.Key, c.R, c.N = Settle, open[j].Key, reserved(open[j]), r.IntN(4)
+						c.Op, c.Key, c.R, c.N = Settle, open[j].Key, open[j].R, r.IntN(4)
 						open = append(open[:j], open[j+1:]...)
 					}
 				}
@@ -156,15 +137,9 @@ func Record(s Subject, w Workload) ([]porcupine.Operation, error) {
 				if r.IntN(2) == 0 {
 					runtime.Gosched() // let calls overlap, on 2 cores too
 				}
-				var d limiters.Decision
-				var err error
-				if c.Op == Reserve {
-					res := settler.ReserveAt(c.Key, time.Unix(0, c.T), c.N)
-					if d = res.Decision; res.Allowed {
-						open = append(open, res)
-					}
-				} else {
-					d, err = apply(s, c)
+				d, err := apply(s, c, held)
+				if c.Op == Reserve && d.Allowed {
+					open = append(open, c)
 				}
 				ret := ticks.Add(1)
 				if err != nil {
@@ -193,23 +168,36 @@ type Setter interface {
 	Set(key string, v int) error
 }
 
-// apply makes call c on s.
-func apply(s Subject, c Call) (limiters.Decision, error) {
-	t := time.Unix(0, c.T)
+// apply makes call c on s, keeping the reservations s makes in held.
+func apply(s Subject, c Call, held book) (limiters.Decision, error) {
+	ctx := context.Background()
+	r := limiters.Request{Key: c.Key, N: c.N, At: time.Unix(0, c.T)}
 	switch c.Op {
 	case Allow:
-		return s.AllowAt(c.Key, t, c.N), nil
+		d, _ := s.Decide(ctx, r)
+		return d, nil
 	case Peek:
-		return s.PeekAt(c.Key, t), nil
+		r.N = 1
+		d, _ := s.Peek(ctx, r)
+		return d, nil
 	case Reserve, Settle:
-		settler, ok := s.(limiters.AtSettler)
+		settler, ok := s.(limiters.Settler)
 		if !ok {
 			return limiters.Decision{}, fmt.Errorf("lincheck: %T cannot settle", s)
 		}
 		if c.Op == Reserve {
-			return settler.ReserveAt(c.Key, t, c.N).Decision, nil
+			res, err := settler.Reserve(ctx, r)
+			if res.Allowed() {
+				held[c.R] = res
+			}
+			return res.Decision(), err
 		}
-		return settler.SettleAt(c.R.reservation(c.Key), t, c.N)
+		res, ok := held[c.R]
+		if !ok {
+			return limiters.Decision{}, fmt.Errorf("lincheck: no reservation #%d to settle", c.R)
+		}
+		delete(held, c.R)
+		return settler.Settle(ctx, limiters.Settlement{Reservation: res, Actual: c.N, At: r.At})
 	}
 	if set, ok := s.(Setter); ok {
 		return limiters.Decision{}, set.Set(c.Key, c.N)
@@ -228,11 +216,11 @@ type state struct {
 
 // Model returns the sequential specification: a fresh limiter from fresh,
 // replaying a key's calls in order, must give each call's outcome, the
-// same by same (nil: every field of the Decision). Histories are checked a
-// key at a time.
+// same by same (nil: every field of the Decision but its Policy, which is
+// each limiter's own). Histories are checked a key at a time.
 func Model(fresh func() (Subject, func()), same func(got, want limiters.Decision) bool) porcupine.Model {
 	if same == nil {
-		same = func(got, want limiters.Decision) bool { return got == want }
+		same = SameDecision
 	}
 	replays := &replayer{by: map[string]*replay{}}
 	return porcupine.Model{
@@ -261,14 +249,14 @@ func Model(fresh func() (Subject, func()), same func(got, want limiters.Decision
 			}
 			want := out.(limiters.Decision)
 			// Most candidates fail on whether they admit: that is peeked
-			// first, where the model can, leaving it as it was, so that
-			// the next candidate from the same state needs no replay.
-			if p, ok := l.(peekerN); ok && (c.Op == Allow || c.Op == Reserve) {
-				if p.PeekAtN(c.Key, time.Unix(0, c.T), c.N).Allowed != want.Allowed {
+			// first, leaving the model as it was, so that the next
+			// candidate from the same state needs no replay.
+			if c.Op == Allow || c.Op == Reserve {
+				if p, _ := l.Peek(context.Background(), limiters.Request{Key: c.Key, N: c.N, At: time.Unix(0, c.T)}); p.Allowed != want.Allowed {
 					return false, st
 				}
 			}
-			d, err := apply(l, c)
+			d, err := apply(l, c, r.held)
 			next := &state{prev: s, c: c, n: 1, hash: mix(0, c)}
 			if s != nil {
 				next.n, next.hash = s.n+1, mix(s.hash, c)
@@ -327,6 +315,14 @@ func Check(s Subject, model porcupine.Model, w Workload, timeout time.Duration) 
 	return Result{Verdict: porcupine.CheckOperationsTimeout(model, h, timeout), Calls: len(h), Overlapping: overlapping(h)}, nil
 }
 
+// SameDecision compares decisions field by field, but for the Policy,
+// which is each limiter's own: the limiter under test's and the model's
+// are two.
+func SameDecision(got, want limiters.Decision) bool {
+	got.Policy, want.Policy = nil, nil
+	return got == want
+}
+
 // SameVerdict compares decisions by what they decide (Allowed, Limit and
 // Remaining), not by when they say to come back.
 func SameVerdict(got, want limiters.Decision) bool {
@@ -347,10 +343,6 @@ func overlapping(h []porcupine.Operation) int {
 	return n
 }
 
-type peekerN interface {
-	PeekAtN(key string, t time.Time, n int) limiters.Decision
-}
-
 // replayer keeps, for each key (each partition, which one goroutine of
 // the checker searches), the model limiter of the state last reached, so
 // that a step from it costs one call, not a replay of every call before.
@@ -363,6 +355,7 @@ type replay struct {
 	l    Subject
 	done func()
 	at   *state
+	held book // the reservations l made
 }
 
 func (r *replayer) at(key string) *replay {
@@ -384,12 +377,13 @@ func (r *replay) to(s *state, fresh func() (Subject, func())) (Subject, bool) {
 	}
 	r.drop()
 	r.l, r.done = fresh()
+	r.held = book{}
 	var calls []Call
 	for p := s; p != nil; p = p.prev {
 		calls = append(calls, p.c)
 	}
 	for i := len(calls) - 1; i >= 0; i-- {
-		if _, err := apply(r.l, calls[i]); err != nil {
+		if _, err := apply(r.l, calls[i], r.held); err != nil {
 			r.drop()
 			return nil, false
 		}
@@ -402,5 +396,5 @@ func (r *replay) drop() {
 	if r.l != nil {
 		r.done()
 	}
-	r.l, r.done, r.at = nil, nil, nil
+	r.l, r.done, r.at, r.held = nil, nil, nil, nil
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/ratelab/ratelab/internal/redistest"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
-	"github.com/ratelab/ratelab/limiters/memory"
 	"github.com/ratelab/ratelab/limiters/redislimit"
 	"github.com/ratelab/ratelab/limiters/tiers"
 )
@@ -24,7 +23,7 @@ var soak = flag.Int("soak", 0, "histories a case for a longer run (make soak); 0
 
 // rate is the limit every case runs at: 4 in 100ms, so that a history of
 // calls a fiftieth of a window apart is mostly over it.
-var rate = limiters.Rate{N: 4, Per: 100 * time.Millisecond}
+var rate = limiters.Limit{N: 4, Per: 100 * time.Millisecond}
 
 func workload(seed uint64) Workload {
 	return Workload{Seed: seed, Goroutines: 4, Calls: 40, Keys: 2, Start: time.Unix(1_800_000_000, 0),
@@ -39,13 +38,18 @@ func histories() int {
 	return 3
 }
 
+// settler is a Subject that reserves and settles: every limiter in memory.
+type settler interface {
+	Subject
+	limiters.Settler
+}
+
 func inMemory(t testing.TB, a limiters.Algorithm) func() (Subject, func()) {
-	s, err := rate.Spec(a)
-	if err != nil {
+	if err := rate.Validate(a); err != nil {
 		t.Fatal(err)
 	}
 	return func() (Subject, func()) {
-		l, err := memory.New(s, limiters.WithSweepInterval(-1))
+		l, err := composite.New(a, []limiters.Limit{rate}, limiters.WithSweepInterval(-1))
 		if err != nil {
 			panic(err)
 		}
@@ -54,7 +58,7 @@ func inMemory(t testing.TB, a limiters.Algorithm) func() (Subject, func()) {
 }
 
 func twoLimits(t testing.TB, a limiters.Algorithm) func() (Subject, func()) {
-	limits := []composite.Limit{{Rate: rate}, {Rate: limiters.Rate{N: 10, Per: time.Second}}}
+	limits := []limiters.Limit{rate, limiters.PerSecond(10)}
 	return func() (Subject, func()) {
 		l, err := composite.New(a, limits, limiters.WithSweepInterval(-1))
 		if err != nil {
@@ -148,12 +152,8 @@ func TestRedis(t *testing.T) {
 		variant{"gcra/packed", limiters.GCRA, []redislimit.Option{redislimit.WithPacking(4)}})
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
-			s, err := rate.Spec(v.a)
-			if err != nil {
-				t.Fatal(err)
-			}
 			make := func() (Subject, func()) {
-				l, err := redislimit.New(c, s, append([]redislimit.Option{redislimit.WithPrefix(redistest.Prefix(t, c))}, v.opts...)...)
+				l, err := redislimit.New(c, v.a, []limiters.Limit{rate}, append([]redislimit.Option{redislimit.WithPrefix(redistest.Prefix(t, c))}, v.opts...)...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -179,9 +179,9 @@ func TestTiers(t *testing.T) {
 	for _, a := range []limiters.Algorithm{limiters.SlidingCounter, limiters.GCRA} {
 		t.Run(string(a), func(t *testing.T) {
 			fresh := func() (Subject, func()) {
-				l, err := tiers.New(tiers.Config{Algorithm: a, Default: "free", Tiers: map[string][]composite.Limit{
-					"free": {{Rate: rate}},
-					"pro":  {{Rate: limiters.Rate{N: 8, Per: rate.Per}}},
+				l, err := tiers.New(tiers.Config{Algorithm: a, Default: "free", Tiers: map[string][]limiters.Limit{
+					"free": {rate},
+					"pro":  {{N: 8, Per: rate.Per}},
 				}}, limiters.WithSweepInterval(-1))
 				if err != nil {
 					panic(err)
@@ -208,7 +208,7 @@ func (s tierSubject) Set(key string, v int) error {
 // twenty: on a busy machine the calls of a history may not overlap at
 // all, and then there is nothing to find.
 func TestPlantedLostUpdate(t *testing.T) {
-	findPlanted(t, "the planted lost update", func(in memory.Limiter) Subject { return lostUpdate{in} }, workload, 20*time.Second)
+	findPlanted(t, "the planted lost update", func(in settler) Subject { return lostUpdate{in} }, workload, 20*time.Second)
 }
 
 // lostUpdate reads, then writes: it peeks, and if the peek admits, it
@@ -216,16 +216,16 @@ func TestPlantedLostUpdate(t *testing.T) {
 // two calls between one's peek and its admission both admit.
 type lostUpdate struct{ Subject }
 
-func (l lostUpdate) AllowAt(key string, t time.Time, n int) limiters.Decision {
-	d := l.Subject.(memory.Limiter).PeekAtN(key, t, n)
-	if !d.Allowed {
-		return d
+func (l lostUpdate) Decide(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
+	d, err := l.Subject.Peek(ctx, r)
+	if !d.Allowed || err != nil {
+		return d, err
 	}
 	runtime.Gosched()
-	if got := l.Subject.AllowAt(key, t, n); got.Allowed {
-		return got
+	if got, err := l.Subject.Decide(ctx, r); got.Allowed || err != nil {
+		return got, err
 	}
-	return d
+	return d, nil
 }
 
 // A planted slip in settling: a settle made as of the reservation's time,
@@ -238,29 +238,31 @@ func TestPlantedSettleAtReserveTime(t *testing.T) {
 		w.Settles, w.Calls = 3, 20 // short histories: an illegal one is slow to search
 		return w
 	}
-	findPlanted(t, "the planted settle", func(in memory.Limiter) Subject { return settledEarly{in} }, short, 2*time.Second)
+	findPlanted(t, "the planted settle", func(in settler) Subject { return settledEarly{in} }, short, 2*time.Second)
 }
 
 // settledEarly settles as of the reservation's time.
-type settledEarly struct{ memory.Limiter }
+type settledEarly struct{ settler }
 
-func (s settledEarly) SettleAt(r limiters.Reservation, t time.Time, actual int) (limiters.Decision, error) {
-	if _, err := s.Limiter.SettleAt(r, r.At, actual); err != nil {
+func (s settledEarly) Settle(ctx context.Context, st limiters.Settlement) (limiters.Decision, error) {
+	at := st.At
+	st.At = st.Reservation.At()
+	if _, err := s.settler.Settle(ctx, st); err != nil {
 		return limiters.Decision{}, err
 	}
-	return s.PeekAt(r.Key, t), nil
+	return s.Peek(ctx, limiters.Request{Key: st.Reservation.Key(), N: 1, At: at})
 }
 
 // findPlanted checks histories of GCRA in memory wrapped by plant, on the
 // workloads of successive seeds, against GCRA in memory, until one is
 // found illegal (after histories() at least; at most twenty, unless
 // more are asked for), and fails the test if none is.
-func findPlanted(t *testing.T, what string, plant func(memory.Limiter) Subject, workload func(uint64) Workload, timeout time.Duration) {
+func findPlanted(t *testing.T, what string, plant func(settler) Subject, workload func(uint64) Workload, timeout time.Duration) {
 	t.Helper()
 	found := 0
 	for i := 0; i < max(histories(), 20) && (found == 0 || i < histories()); i++ {
 		inner, done := inMemory(t, limiters.GCRA)()
-		res, err := Check(plant(inner.(memory.Limiter)), Model(inMemory(t, limiters.GCRA), nil), workload(uint64(i)), timeout)
+		res, err := Check(plant(inner.(settler)), Model(inMemory(t, limiters.GCRA), nil), workload(uint64(i)), timeout)
 		done()
 		if err != nil {
 			t.Fatal(err)
@@ -277,7 +279,7 @@ func findPlanted(t *testing.T, what string, plant func(memory.Limiter) Subject, 
 
 func ExampleCall() {
 	fmt.Println(Call{Op: Allow, Key: "k0", T: 5, N: 1})
-	// Output: AllowAt(k0, 5, 1)
+	// Output: Decide(k0, 5, 1)
 }
 
 // Reservations and settles among the calls: every algorithm in memory and
@@ -314,12 +316,8 @@ func TestSettles(t *testing.T) {
 		{"gcra/redis batched", limiters.GCRA, []redislimit.Option{redislimit.WithBatching(redislimit.Batching{})}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
-			s, err := rate.Spec(v.a)
-			if err != nil {
-				t.Fatal(err)
-			}
 			make := func() (Subject, func()) {
-				l, err := redislimit.New(c, s, append([]redislimit.Option{redislimit.WithPrefix(redistest.Prefix(t, c))}, v.opts...)...)
+				l, err := redislimit.New(c, v.a, []limiters.Limit{rate}, append([]redislimit.Option{redislimit.WithPrefix(redistest.Prefix(t, c))}, v.opts...)...)
 				if err != nil {
 					t.Fatal(err)
 				}

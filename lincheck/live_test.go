@@ -1,6 +1,7 @@
 package lincheck
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"sync"
@@ -11,7 +12,6 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
 )
 
 // A limiter that reads its clock itself: the time a decision used is part
@@ -29,7 +29,7 @@ type liveOut struct {
 // liveLimiter decides at a clock that ticks on every read, reading it
 // under its lock, or (stale) before.
 type liveLimiter struct {
-	inner memory.Limiter
+	inner Subject
 	mu    sync.Mutex
 	clock atomic.Int64
 	stale bool
@@ -47,7 +47,7 @@ func (l *liveLimiter) allow(key string) liveOut {
 		t = l.clock.Add(1)
 	}
 	at := time.Unix(1_800_000_000, 0).Add(time.Duration(t) * rate.Per / 50)
-	return liveOut{D: l.inner.AllowAt(key, at, 1), T: at.UnixNano()}
+	return liveOut{D: decideAt(l.inner, key, at), T: at.UnixNano()}
 }
 
 type liveState struct {
@@ -89,9 +89,9 @@ func liveModel(fresh func() (Subject, func())) porcupine.Model {
 				chain = append(chain, p)
 			}
 			for i := len(chain) - 1; i >= 0; i-- {
-				l.AllowAt(chain[i].key, time.Unix(0, chain[i].t), 1)
+				decideAt(l, chain[i].key, time.Unix(0, chain[i].t))
 			}
-			if l.AllowAt(key, time.Unix(0, o.T), 1) != o.D {
+			if !SameDecision(decideAt(l, key, time.Unix(0, o.T)), o.D) {
 				return false, st
 			}
 			return true, &liveState{prev: s, key: key, t: o.T}
@@ -130,7 +130,7 @@ func TestPlantedStaleNow(t *testing.T) {
 			illegal := 0
 			for i := range max(histories(), 20) {
 				inner, done := inMemory(t, a)()
-				l := &liveLimiter{inner: inner.(memory.Limiter), stale: stale}
+				l := &liveLimiter{inner: inner, stale: stale}
 				res := porcupine.CheckOperationsTimeout(liveModel(inMemory(t, a)), recordLive(l, uint64(i)), 20*time.Second)
 				done()
 				switch {
@@ -149,4 +149,10 @@ func TestPlantedStaleNow(t *testing.T) {
 			}
 		}
 	}
+}
+
+// decideAt is l's decision of a unit request for key at t.
+func decideAt(l Subject, key string, at time.Time) limiters.Decision {
+	d, _ := l.Decide(context.Background(), limiters.Request{Key: key, N: 1, At: at})
+	return d
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/server"
 )
 
@@ -153,3 +154,12 @@ func netListen(t *testing.T) (net.Listener, error) {
 func netDial(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, time.Second) }
 
 func copyAll(w io.Writer, resp *http.Response) (int64, error) { return io.Copy(w, resp.Body) }
+
+// bucket is a bucket of capacity c refilled at r a second.
+func bucket(c int, r float64) limiters.Limit {
+	l, err := limiters.Bucket(c, r)
+	if err != nil {
+		panic(err)
+	}
+	return l
+}

@@ -32,7 +32,7 @@ func newMetrics(s *Server) *metrics {
 		}, []string{"result", "tier"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratelab_decision_errors_total",
-			Help: "Requests not decided as asked: kind key (no key or cost) or limiter (the limiter, or Redis, did not decide).",
+			Help: "Requests not decided as asked: kind key (no key), cost (a malformed cost) or limiter (Redis did not answer; whatever --fail made of it).",
 		}, []string{"kind"}),
 		fallback: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ratelab_fallback_decisions_total",
@@ -68,14 +68,23 @@ func (m *metrics) decided(s *Server, key, result string) {
 	m.decisions.WithLabelValues(result, tier).Inc()
 }
 
-// failed counts err, an error of the middleware's Error hook.
-func (m *metrics) failed(s *Server, err error) {
-	kind := "limiter"
-	if errors.Is(err, httplimit.ErrKey) {
-		kind = "key"
+// failed counts err, an error of the middleware's Error hook, when it is
+// about the request: a limiter's failure is counted where it happens
+// (unavailable).
+func (m *metrics) failed(err error) {
+	switch {
+	case errors.Is(err, httplimit.ErrKey):
+		m.errors.WithLabelValues("key").Inc()
+	case errors.Is(err, httplimit.ErrCost):
+		m.errors.WithLabelValues("cost").Inc()
 	}
-	m.errors.WithLabelValues(kind).Inc()
-	if s.cfg.Fallback > 0 && errors.Is(err, redislimit.ErrUnavailable) {
+}
+
+// unavailable counts err, a call Redis did not answer: a decision that
+// failed open or closed, or that the fallback made in memory.
+func (m *metrics) unavailable(s *Server, err error) {
+	m.errors.WithLabelValues("limiter").Inc()
+	if s.cfg.Fallback > 0 {
 		m.fallback.Inc()
 	}
 }

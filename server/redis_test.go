@@ -10,8 +10,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratelab/ratelab/internal/faultproxy"
 	"github.com/ratelab/ratelab/internal/redistest"
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/httplimit"
 	"github.com/ratelab/ratelab/server"
 )
 
@@ -29,7 +31,7 @@ func redisFor(t *testing.T) (*redis.Options, string) {
 func TestRedisDenyThenAllow(t *testing.T) {
 	opt, prefix := redisFor(t)
 	s := start(t, server.Config{
-		Spec:    limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1, Rate: 2}},
+		Algorithm: limiters.GCRA, Limit: bucket(1, 2),
 		Backend: "redis", Redis: opt, RedisPrefix: prefix, FailClosed: true,
 	})
 	if got := s.get(t, "alice"); got.status != 200 || !got.echo.Allowed || got.echo.Limit != 1 {
@@ -91,5 +93,72 @@ func TestRedisTiersReload(t *testing.T) {
 	}
 	if got := s.get(t, "bob"); got.echo.Remaining != 1 {
 		t.Errorf("bob after a refused reload: echo %s, want remaining 1", got.body)
+	}
+}
+
+// redisBehind returns the options of a Redis reached through a proxy the
+// test can take away, and a key prefix of the test's own.
+func redisBehind(t *testing.T) (*redis.Options, string, *faultproxy.Proxy) {
+	t.Helper()
+	opt, prefix := redisFor(t)
+	p, err := faultproxy.New(opt.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return &redis.Options{Addr: p.Addr()}, prefix, p
+}
+
+// Failing open while Redis is away, a served request's echo names its key
+// and says it was unmetered, and no internal error reaches the client.
+func TestRedisFailOpenEcho(t *testing.T) {
+	opt, prefix, away := redisBehind(t)
+	s := start(t, server.Config{
+		Algorithm: limiters.GCRA, Limit: limiters.PerMinute(100),
+		Backend: "redis", Redis: opt, RedisPrefix: prefix, RedisTimeout: 100 * time.Millisecond,
+		Headers: httplimit.AllHeaders,
+	})
+	if got := s.get(t, "alice"); got.status != 200 || got.echo.Unmetered {
+		t.Fatalf("with Redis: status %d, echo %s; want 200, metered", got.status, got.body)
+	}
+	away.Cut(faultproxy.Refused)
+	got := s.get(t, "alice")
+	if got.status != 200 || got.echo.Key != "alice" || !got.echo.Unmetered || got.echo.Limit != 0 {
+		t.Errorf("Redis away, failing open: status %d, echo %s; want 200 for alice, unmetered", got.status, got.body)
+	}
+	for _, leak := range []string{"redis", "error", "refused", "dial"} {
+		if strings.Contains(strings.ToLower(string(got.body)), leak) {
+			t.Errorf("Redis away: the body %s says %q: an internal error reached the client", got.body, leak)
+		}
+	}
+	if _, sent := got.header[http.CanonicalHeaderKey(httplimit.HeaderRateLimit)]; sent {
+		t.Errorf("Redis away: unmetered, yet sent RateLimit %q", got.header.Get(httplimit.HeaderRateLimit))
+	}
+}
+
+// Falling back to memory on a fleet of two while Redis is away, the
+// headers describe the limit in force: each server's half.
+func TestRedisFallbackHeaders(t *testing.T) {
+	opt, prefix, away := redisBehind(t)
+	s := start(t, server.Config{
+		Algorithm: limiters.FixedWindow, Limit: limiters.PerHour(100),
+		Backend: "redis", Redis: opt, RedisPrefix: prefix, RedisTimeout: 100 * time.Millisecond, Fallback: 2,
+		Headers: httplimit.AllHeaders,
+	})
+	policy := func(r reply) string { return r.header.Get(httplimit.HeaderRateLimitPolicy) }
+	if got := s.get(t, "alice"); got.status != 200 || policy(got) != `"100/h";q=100;w=3600` || got.echo.Limit != 100 {
+		t.Fatalf("with Redis: status %d, RateLimit-Policy %q, echo %s; want q=100", got.status, policy(got), got.body)
+	}
+	away.Cut(faultproxy.Refused)
+	got := s.get(t, "alice")
+	if got.status != 200 || policy(got) != `"100/h";q=50;w=3600` || got.echo.Limit != 50 || got.header.Get(httplimit.HeaderLimit) != "50" {
+		t.Errorf("Redis away, falling back: status %d, RateLimit-Policy %q, %s %q, echo %s; want the half in force, q=50",
+			got.status, policy(got), httplimit.HeaderLimit, got.header.Get(httplimit.HeaderLimit), got.body)
+	}
+	for range 49 {
+		s.get(t, "alice")
+	}
+	if got := s.get(t, "alice"); got.status != http.StatusTooManyRequests {
+		t.Errorf("the 51st request on the fallback's half: status %d, want 429", got.status)
 	}
 }

@@ -12,7 +12,8 @@
 // (see Echo for the fields), with the rate-limit header fields httplimit
 // writes.
 //
-// The limits are one algorithm and limit for every key (Config.Spec), or a
+// The limits are one algorithm and limit for every key (Config.Algorithm
+// and Config.Limit), or a
 // configuration file of tiers, users and overrides (Config.File, package
 // config), which Reload reads again without losing the quotas of tiers
 // that did not change. They are kept in memory, or in Redis (Config.Backend),
@@ -29,12 +30,13 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,17 +44,19 @@ import (
 
 	"github.com/ratelab/ratelab/config"
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/limiters/httplimit"
-	"github.com/ratelab/ratelab/limiters/memory"
 	"github.com/ratelab/ratelab/limiters/redislimit"
 	"github.com/ratelab/ratelab/limiters/tiers"
 )
 
-// Config configures a Server. Exactly one of Spec and File gives the
-// limits.
+// Config configures a Server. Exactly one of Limit (with Algorithm) and
+// File gives the limits.
 type Config struct {
-	// Spec is the one limit of every key, when File is empty.
-	Spec limiters.Spec
+	// Algorithm and Limit are the one limit of every key, when File is
+	// empty.
+	Algorithm limiters.Algorithm
+	Limit     limiters.Limit
 	// File is a configuration file (package config): the algorithm, the
 	// tiers and who is in which; each key is a user.
 	File string
@@ -72,9 +76,8 @@ type Config struct {
 	// FailClosed refuses requests (503) when Redis does not decide;
 	// false, the default, serves them unmetered.
 	FailClosed bool
-	// Fallback, when positive, decides them in memory instead, at the
-	// limit divided by Fallback, the servers sharing it (one limit, not
-	// tiers).
+	// Fallback, when positive, decides them in memory instead, at each
+	// limit divided by Fallback, the servers sharing it.
 	Fallback int
 
 	// KeyHeader is the header requests are keyed by; empty means
@@ -119,9 +122,10 @@ type Config struct {
 // for and the decision, times in seconds. RetryAfter is null when the
 // request could never be admitted (shadow mode: its cost is above the
 // limit). Tier is the key's tier under a configuration file, absent for a
-// user with an override or when the limits are one Spec. When the
-// limiter failed and the request was served unmetered (fail open), Error
-// says why and the decision's fields are zero.
+// user with an override or when the limits are one for every key. When
+// the limiter did not decide and its failure policy served the request
+// unmetered (fail open), Unmetered is true and the decision's fields are
+// zero; why is the server's log's business, not the client's.
 type Echo struct {
 	Key        string   `json:"key"`
 	N          int      `json:"n"`
@@ -131,7 +135,7 @@ type Echo struct {
 	RetryAfter *float64 `json:"retry_after"`
 	ResetAfter float64  `json:"reset_after"`
 	Tier       string   `json:"tier,omitempty"`
-	Error      string   `json:"error,omitempty"`
+	Unmetered  bool     `json:"unmetered,omitempty"`
 	// Actual is the actual cost the echo reported, for a settle (see
 	// Config.EchoCost); absent when it reported none.
 	Actual *int `json:"actual,omitempty"`
@@ -146,7 +150,7 @@ type Server struct {
 	cfg     Config
 	backend string
 	lim     limiters.Limiter // what decides
-	tiers   *tiers.Limiter   // lim, under a configuration file; nil for a Spec
+	tiers   *tiers.Limiter   // lim, under a configuration file; nil for one limit
 	closer  io.Closer        // lim's Close
 	rdb     *redis.Client    // the Redis backend's client, nil in memory
 	mw      *httplimit.Middleware
@@ -163,11 +167,11 @@ type Server struct {
 // configuration file are *config.Error, naming the file and the line.
 func New(cfg Config) (*Server, error) {
 	if cfg.File == "" {
-		if err := cfg.Spec.Validate(); err != nil {
+		if err := cfg.Limit.Validate(cfg.Algorithm); err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
-	} else if cfg.Spec != (limiters.Spec{}) {
-		return nil, errors.New("server: a Spec and a File: the limits are one or the other")
+	} else if cfg.Limit != (limiters.Limit{}) {
+		return nil, errors.New("server: a limit and a file: the limits are one or the other")
 	}
 	if cfg.RedisPrefix == "" {
 		cfg.RedisPrefix = "ratelab:serve:"
@@ -221,9 +225,6 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.tiers == nil && s.backend == "redis" { // Redis does not say its limit: the Spec does
-		opts = append(opts, httplimit.WithPolicies(policy(cfg.Spec)))
-	}
 	s.metrics = newMetrics(s)
 	if s.mw, err = httplimit.New(s.lim, opts...); err != nil {
 		s.Close()
@@ -242,7 +243,8 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// inMemory builds the limiter in memory: the Spec's, or the file's tiers.
+// inMemory builds the limiter in memory: the one limit, or the file's
+// tiers.
 func (s *Server) inMemory(file *config.Config) error {
 	var opts []limiters.Option
 	if s.cfg.Clock != nil {
@@ -256,7 +258,7 @@ func (s *Server) inMemory(file *config.Config) error {
 		s.lim, s.tiers, s.closer = l, l, l
 		return nil
 	}
-	l, err := memory.New(s.cfg.Spec, opts...)
+	l, err := composite.New(s.cfg.Algorithm, []limiters.Limit{s.cfg.Limit}, opts...)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
@@ -283,32 +285,32 @@ func (s *Server) inRedis(file *config.Config) error {
 		s.rdb.Close()
 		return fmt.Errorf("%w at %s: %w", ErrNoRedis, opt.Addr, err)
 	}
+	// The failure policy, set here once: open, closed, or a share in
+	// memory; and a breaker: an outage costs five timeouts, then none
+	// until a probe a second later. Every call Redis did not answer is
+	// counted.
 	mode := redislimit.FailOpen
 	if s.cfg.FailClosed {
 		mode = redislimit.FailClosed
 	}
-	// A breaker: an outage costs five timeouts, then none until a probe
-	// a second later.
-	opts := []redislimit.Option{redislimit.WithPrefix(s.cfg.RedisPrefix), redislimit.WithTimeout(s.cfg.RedisTimeout),
-		redislimit.WithFailureMode(mode), redislimit.WithBreaker(5, time.Second)}
+	opts := []redislimit.Option{redislimit.WithTimeout(s.cfg.RedisTimeout),
+		redislimit.WithFailureMode(mode), redislimit.WithBreaker(5, time.Second),
+		redislimit.WithErrorHook(func(err error) { s.metrics.unavailable(s, err) })}
 	if s.cfg.Fallback > 0 {
-		if file != nil {
-			s.rdb.Close()
-			return fmt.Errorf("server: falling back to memory is for one limit, not the tiers of %s", s.cfg.File)
-		}
 		opts = append(opts, redislimit.WithFallback(s.cfg.Fallback))
 	}
 	var err error
 	if file != nil {
 		var l *tiers.Limiter
-		if l, err = tiers.NewWith(file.Tiers, redislimit.Tiers(s.rdb, opts...)); err == nil {
+		if l, err = tiers.NewWith(file.Tiers, s.redisGroups(opts)); err == nil {
 			s.lim, s.tiers, s.closer = l, l, l
 		} else {
 			err = &config.Error{Path: s.cfg.File, Err: err}
 		}
 	} else {
 		var l *redislimit.Limiter
-		if l, err = redislimit.New(s.rdb, s.cfg.Spec, opts...); err == nil {
+		opts = append(opts, redislimit.WithPrefix(s.cfg.RedisPrefix))
+		if l, err = redislimit.New(s.rdb, s.cfg.Algorithm, []limiters.Limit{s.cfg.Limit}, opts...); err == nil {
 			s.lim, s.closer = l, l
 		} else {
 			err = fmt.Errorf("server: %w", err)
@@ -320,15 +322,21 @@ func (s *Server) inRedis(file *config.Config) error {
 	return err
 }
 
-// policy states spec for the RateLimit-Policy field: N per W, or C per
-// the time the bucket takes to fill.
-func policy(spec limiters.Spec) httplimit.Policy {
-	if spec.Algorithm.IsBucket() {
-		b := spec.Bucket
-		return httplimit.Policy{Name: httplimit.DefaultPolicy, Quota: b.Capacity, Window: time.Duration(math.Round(float64(b.Capacity) / b.Rate * 1e9))}
+// redisGroups builds each tier and each override on Redis, its keys under
+// a prefix of its own ("tier:NAME:", "user:NAME:" after RedisPrefix), so
+// that two tiers with the same limits never share a user's quota, as in
+// memory.
+func (s *Server) redisGroups(opts []redislimit.Option) tiers.Builder {
+	return func(name string, a limiters.Algorithm, limits []limiters.Limit) (tiers.Group, error) {
+		kind, who, _ := strings.Cut(name, " ")
+		p := s.cfg.RedisPrefix + kind + ":" + braces.Replace(who) + ":"
+		return redislimit.New(s.rdb, a, limits, append(slices.Clip(opts), redislimit.WithPrefix(p))...)
 	}
-	return httplimit.Policy{Name: httplimit.DefaultPolicy, Quota: spec.Window.Limit, Window: spec.Window.Length}
 }
+
+// braces escapes what a Redis key prefix may not hold: braces, which would
+// move the keys' hash tag.
+var braces = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
 // middlewareOptions are the httplimit options cfg asks for, with hooks
 // that hand each decision to the echo.
@@ -351,17 +359,9 @@ func (s *Server) middlewareOptions() ([]httplimit.Option, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	mode := httplimit.FailOpen
-	switch {
-	case c.FailClosed:
-		mode = httplimit.FailClosed
-	case c.Fallback > 0:
-		mode = httplimit.FailWithDecision
-	}
 	opts := []httplimit.Option{
-		httplimit.WithKey(key),
+		httplimit.WithKey(keyed(key)),
 		httplimit.WithHeaders(c.Headers),
-		httplimit.WithLimiterFailure(mode),
 		httplimit.WithHooks(httplimit.Hooks{
 			Allowed: func(r *http.Request, key string, d limiters.Decision) {
 				decided(r, key, d)
@@ -375,7 +375,7 @@ func (s *Server) middlewareOptions() ([]httplimit.Option, error) {
 				if sl := slotOf(r); sl != nil {
 					sl.err = err
 				}
-				s.metrics.failed(s, err)
+				s.metrics.failed(err)
 			},
 			Latency: func(_ *http.Request, took time.Duration) { s.metrics.took(took) },
 		}),
@@ -415,6 +415,18 @@ func costHeader(name string) (httplimit.CostFunc, error) {
 		}
 		return n, nil
 	}, nil
+}
+
+// keyed is key, recording each request's key in its slot for the echo,
+// decided or not.
+func keyed(key httplimit.KeyFunc) httplimit.KeyFunc {
+	return func(r *http.Request) (string, error) {
+		k, err := key(r)
+		if sl := slotOf(r); sl != nil && err == nil {
+			sl.key = k
+		}
+		return k, err
+	}
 }
 
 // slot carries a request's decision from the middleware's hooks to the
@@ -464,7 +476,7 @@ func (s *Server) echo(w http.ResponseWriter, r *http.Request) {
 			e.Tier = s.tiers.TierOf(sl.key)
 		}
 	case sl.err != nil:
-		e.Allowed, e.Error = true, sl.err.Error()
+		e.Allowed, e.Unmetered = true, true
 		zero := 0.0
 		e.RetryAfter = &zero
 	}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/ratelab/ratelab/config"
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/limiters/httplimit"
-	"github.com/ratelab/ratelab/limiters/memory"
 	"github.com/ratelab/ratelab/server"
 )
 
@@ -30,7 +30,7 @@ import (
 func TestDenyThenAllow(t *testing.T) {
 	clk := newClock()
 	s := start(t, server.Config{
-		Spec:    limiters.Spec{Algorithm: limiters.TokenBucket, Bucket: limiters.Bucket{Capacity: 2, Rate: 0.5}},
+		Algorithm: limiters.TokenBucket, Limit: bucket(2, 0.5),
 		Headers: httplimit.AllHeaders,
 		Clock:   clk,
 	})
@@ -67,9 +67,9 @@ func TestDenyThenAllow(t *testing.T) {
 // on the same clock, and against the header fields.
 func TestEcho(t *testing.T) {
 	clk := newClock()
-	spec := limiters.Spec{Algorithm: limiters.SlidingLog, Window: limiters.Window{Limit: 10, Length: 1500 * time.Millisecond}}
-	s := start(t, server.Config{Spec: spec, Headers: httplimit.AllHeaders, Clock: clk, CostHeader: "X-Cost"})
-	twin, err := memory.New(spec, limiters.WithClock(clk))
+	limit := limiters.Limit{N: 10, Per: 1500 * time.Millisecond}
+	s := start(t, server.Config{Algorithm: limiters.SlidingLog, Limit: limit, Headers: httplimit.AllHeaders, Clock: clk, CostHeader: "X-Cost"})
+	twin, err := composite.New(limiters.SlidingLog, []limiters.Limit{limit}, limiters.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestEcho(t *testing.T) {
 	for step, cost := range []int{1, 3, 1, 4, 1} {
 		clk.Add(100 * time.Millisecond)
 		got := s.get(t, "alice", "X-Cost", strconv.Itoa(cost))
-		want := twin.AllowAt("alice", clk.Now(), cost)
+		want, _ := twin.Decide(t.Context(), limiters.Request{Key: "alice", N: cost, At: clk.Now()})
 		e := got.echo
 		if got.status != 200 {
 			t.Fatalf("step %d: status %d, want 200", step, got.status)
@@ -95,25 +95,28 @@ func TestEcho(t *testing.T) {
 				t.Errorf("step %d: %s: %q, want %d as the echo says", step, field, h, v)
 			}
 		}
-		if h, w := got.header.Get(httplimit.HeaderRateLimit), fmt.Sprintf(`"default";r=%d;t=%d`, e.Remaining, int(math.Ceil(e.ResetAfter))); h != w {
+		// The one limit is named after its rate, as it was written.
+		if h, w := got.header.Get(httplimit.HeaderRateLimit), fmt.Sprintf(`"10/1500ms";r=%d;t=%d`, e.Remaining, int(math.Ceil(e.ResetAfter))); h != w {
 			t.Errorf("step %d: RateLimit %q, want %q", step, h, w)
 		}
 	}
 	if got := s.get(t, "alice"); got.status != http.StatusTooManyRequests {
 		t.Errorf("the quota spent (1+3+1+4+1 = 10): status %d, want 429", got.status)
 	}
-	if got := s.get(t, "alice", "X-Cost", "zero"); got.status != http.StatusBadRequest {
-		t.Errorf("a malformed cost: status %d, want 400", got.status)
+	// A malformed cost is not a missing key: the answer says which.
+	if got := s.get(t, "alice", "X-Cost", "zero"); got.status != http.StatusBadRequest ||
+		!strings.Contains(string(got.body), "cost") || !strings.Contains(string(got.body), `X-Cost \"zero\"`) || strings.Contains(string(got.body), "nothing to rate-limit") {
+		t.Errorf("a malformed cost: status %d, body %s; want 400 saying the cost X-Cost \"zero\" is wrong", got.status, got.body)
 	}
-	if got := s.get(t, ""); got.status != http.StatusBadRequest {
-		t.Errorf("no key: status %d, want 400", got.status)
+	if got := s.get(t, ""); got.status != http.StatusBadRequest || !strings.Contains(string(got.body), "nothing to rate-limit it by") {
+		t.Errorf("no key: status %d, body %s; want 400 saying there is nothing to rate-limit it by", got.status, got.body)
 	}
 }
 
 // TestShadow: shadow mode serves what it would deny, and says so.
 func TestShadow(t *testing.T) {
 	s := start(t, server.Config{
-		Spec:   limiters.Spec{Algorithm: limiters.FixedWindow, Window: limiters.Window{Limit: 1, Length: time.Hour}},
+		Algorithm: limiters.FixedWindow, Limit: limiters.Limit{N: 1, Per: time.Hour},
 		Shadow: true, Clock: newClock(),
 	})
 	s.get(t, "alice")
@@ -206,31 +209,36 @@ func testReload(t *testing.T, s *running, path string) {
 }
 
 func TestReloadWithoutFile(t *testing.T) {
-	s := start(t, server.Config{Spec: limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1, Rate: 1}}})
+	s := start(t, server.Config{Algorithm: limiters.GCRA, Limit: bucket(1, 1)})
 	if err := s.Reload(); err == nil {
 		t.Error("Reload without a file: no error")
 	}
 }
 
 func TestNewErrors(t *testing.T) {
-	spec := limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1, Rate: 1}}
+	// one is a Config of one limit, with what f sets.
+	one := func(f func(*server.Config)) server.Config {
+		c := server.Config{Algorithm: limiters.GCRA, Limit: limiters.PerSecond(1)}
+		f(&c)
+		return c
+	}
 	for _, tt := range []struct {
 		name string
 		cfg  server.Config
 		want string
 	}{
 		{"no limits", server.Config{}, "server: "},
-		{"both", server.Config{Spec: spec, File: "x.yaml"}, "one or the other"},
+		{"both", one(func(c *server.Config) { c.File = "x.yaml" }), "one or the other"},
 		{"bad file", server.Config{File: writeFile(t, "", "algorithm: gcra\ntiers: {free: [1/s]}\ndefault_tier: paid\n")}, ":3: default_tier:"},
 		{"backend against the file", server.Config{File: writeFile(t, "", tiered), Backend: "redis"}, "but"},
-		{"unknown backend", server.Config{Spec: spec, Backend: "etcd"}, `backend "etcd"`},
-		{"bad proxy", server.Config{Spec: spec, ClientIP: true, TrustedProxies: []string{"10.0.0.0/33"}}, "trusted proxy"},
-		{"proxies without ip", server.Config{Spec: spec, TrustedProxies: []string{"10.0.0.0/8"}}, "client IP"},
-		{"bad key header", server.Config{Spec: spec, KeyHeader: "X Key"}, "not a header name"},
-		{"bad cost header", server.Config{Spec: spec, CostHeader: "X:Cost"}, "cost header"},
-		{"echo cost without a settle header", server.Config{Spec: spec, EchoCost: "3"}, "set SettleHeader"},
-		{"bad echo cost", server.Config{Spec: spec, SettleHeader: "X-Tokens", EchoCost: "-3"}, `echo cost "-3"`},
-		{"bad settle header", server.Config{Spec: spec, SettleHeader: "X Tokens"}, "WithSettle"},
+		{"unknown backend", one(func(c *server.Config) { c.Backend = "etcd" }), `backend "etcd"`},
+		{"bad proxy", one(func(c *server.Config) { c.ClientIP = true; c.TrustedProxies = []string{"10.0.0.0/33"} }), "trusted proxy"},
+		{"proxies without ip", one(func(c *server.Config) { c.TrustedProxies = []string{"10.0.0.0/8"} }), "client IP"},
+		{"bad key header", one(func(c *server.Config) { c.KeyHeader = "X Key" }), "not a header name"},
+		{"bad cost header", one(func(c *server.Config) { c.CostHeader = "X:Cost" }), "cost header"},
+		{"echo cost without a settle header", one(func(c *server.Config) { c.EchoCost = "3" }), "set SettleHeader"},
+		{"bad echo cost", one(func(c *server.Config) { c.SettleHeader = "X-Tokens"; c.EchoCost = "-3" }), `echo cost "-3"`},
+		{"bad settle header", one(func(c *server.Config) { c.SettleHeader = "X Tokens" }), "WithSettle"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, err := server.New(tt.cfg)
@@ -243,7 +251,7 @@ func TestNewErrors(t *testing.T) {
 			}
 		})
 	}
-	_, err := server.New(server.Config{Spec: spec, Backend: "redis", Redis: &redis.Options{Addr: "127.0.0.1:1"}})
+	_, err := server.New(one(func(c *server.Config) { c.Backend = "redis"; c.Redis = &redis.Options{Addr: "127.0.0.1:1"} }))
 	if !errors.Is(err, server.ErrNoRedis) || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Errorf("New with Redis down: %v, want ErrNoRedis naming the address", err)
 	}
@@ -253,7 +261,7 @@ func TestNewErrors(t *testing.T) {
 // an untrusted peer changes nothing.
 func TestClientIP(t *testing.T) {
 	s := start(t, server.Config{
-		Spec:     limiters.Spec{Algorithm: limiters.FixedWindow, Window: limiters.Window{Limit: 5, Length: time.Hour}},
+		Algorithm: limiters.FixedWindow, Limit: limiters.Limit{N: 5, Per: time.Hour},
 		ClientIP: true, TrustedProxies: []string{"10.0.0.0/8"}, Clock: newClock(),
 	})
 	if got := s.get(t, "", "X-Forwarded-For", "203.0.113.9"); got.echo.Key != "127.0.0.1" || got.echo.Remaining != 4 {
@@ -264,7 +272,7 @@ func TestClientIP(t *testing.T) {
 // TestShutdownFinishesInFlight: Shutdown stops accepting connections but
 // lets a request in flight finish, and Run returns cleanly.
 func TestShutdownFinishesInFlight(t *testing.T) {
-	s, err := server.New(server.Config{Spec: limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 5, Rate: 1}}})
+	s, err := server.New(server.Config{Algorithm: limiters.GCRA, Limit: bucket(5, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +338,7 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 // TestShutdownBound: a request that does not finish within the bound is
 // cut off, and Shutdown says so.
 func TestShutdownBound(t *testing.T) {
-	s, err := server.New(server.Config{Spec: limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 5, Rate: 1}}})
+	s, err := server.New(server.Config{Algorithm: limiters.GCRA, Limit: bucket(5, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +371,7 @@ func TestShutdownBound(t *testing.T) {
 // The Prometheus metrics count what the middleware decided, by result,
 // the requests it could not key, and the time decisions took.
 func TestMetrics(t *testing.T) {
-	r := start(t, server.Config{Spec: limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 3, Rate: 0.001}}})
+	r := start(t, server.Config{Algorithm: limiters.GCRA, Limit: bucket(3, 0.001)})
 	for range 5 {
 		r.get(t, "alice")
 	}
@@ -393,8 +401,14 @@ func TestMetrics(t *testing.T) {
 // leaves the estimate charged.
 func TestSettle(t *testing.T) {
 	clk := newClock()
-	spec := limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1000, Rate: 10}}
-	s := start(t, server.Config{Spec: spec, Clock: clk, CostHeader: "X-Estimate", SettleHeader: "X-Tokens", Headers: httplimit.AllHeaders})
+	spec := server.Config{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: 10, Per: time.Second, Burst: 1000}}
+	with := func(f func(*server.Config)) server.Config { c := spec; f(&c); return c }
+	s := start(t, with(func(c *server.Config) {
+		c.Clock = clk
+		c.CostHeader = "X-Estimate"
+		c.SettleHeader = "X-Tokens"
+		c.Headers = httplimit.AllHeaders
+	}))
 	getAt := func(path, estimate string) reply {
 		t.Helper()
 		req, err := http.NewRequest("GET", s.url+path, nil)
@@ -436,7 +450,13 @@ func TestSettle(t *testing.T) {
 		t.Errorf("after a 400 that reported nothing: %s remaining, want 73 (the estimate of 5 kept; 78 without it)", r.header.Get("X-RateLimit-Remaining"))
 	}
 
-	fixed := start(t, server.Config{Spec: spec, Clock: newClock(), CostHeader: "X-Estimate", SettleHeader: "X-Tokens", EchoCost: "2", Headers: httplimit.AllHeaders})
+	fixed := start(t, with(func(c *server.Config) {
+		c.Clock = newClock()
+		c.CostHeader = "X-Estimate"
+		c.SettleHeader = "X-Tokens"
+		c.EchoCost = "2"
+		c.Headers = httplimit.AllHeaders
+	}))
 	s = fixed
 	getAt("/", "300")
 	if r := getAt("/", "1"); r.header.Get("X-RateLimit-Remaining") != "997" || r.echo.Actual == nil || *r.echo.Actual != 2 {

@@ -77,7 +77,7 @@ type Params struct {
 	// Limit is the limit under test, N per W (for a bucket, its capacity C
 	// per C/R). Loads are relative to it, and the boundary attack aims at
 	// its window edges.
-	Limit limiters.Window
+	Limit limiters.Limit
 	// Load is the offered load relative to the limit: each user asks, on
 	// average, for Load times N per W. Zero means 1.2 (a little over).
 	// The boundary attack ignores it.
@@ -109,13 +109,13 @@ type Cost struct {
 }
 
 func (p Params) withDefaults() (Params, error) {
-	if err := p.Limit.Validate(); err != nil {
+	if err := p.Limit.Validate(limiters.SlidingLog); err != nil {
 		return p, fmt.Errorf("workloads: %w", err)
 	}
 	if p.Users < 1 || p.Users > math.MaxInt32 {
 		return p, fmt.Errorf("workloads: users must be between 1 and %d, got %d", math.MaxInt32, p.Users)
 	}
-	w := p.Limit.Length
+	w := p.Limit.Per
 	if p.Duration == 0 {
 		p.Duration = 10 * w
 	}
@@ -210,7 +210,7 @@ func (p Params) perUser(load float64) float64 {
 			mean += float64(k.N) * k.Weight / c.total
 		}
 	}
-	return load * float64(p.Limit.Limit) / float64(p.Limit.Length) / mean
+	return load * float64(p.Limit.N) / float64(p.Limit.Per) / mean
 }
 
 // total is the total arrival rate, per nanosecond.
@@ -277,7 +277,7 @@ func BoundaryAttack(p Params) (*Workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, w := p.Limit.Limit, p.Limit.Length
+	n, w := p.Limit.N, p.Limit.Per
 	step := p.Edge / time.Duration(n)
 	var out []Arrival
 	for edge := w; edge+p.Edge <= p.Duration; edge += w {
@@ -312,7 +312,7 @@ func AnchoredAttack(p Params) (*Workload, error) {
 		return nil, err
 	}
 	rng := p.rng("anchored-attack")
-	n, w := p.Limit.Limit, p.Limit.Length
+	n, w := p.Limit.N, p.Limit.Per
 	step := p.Edge / time.Duration(n)
 	var out []Arrival
 	for u := range p.Users {
@@ -418,7 +418,7 @@ type LLMParams struct {
 	Seed            uint64
 	Users           int
 	Duration        time.Duration
-	Limit           limiters.Window
+	Limit           limiters.Limit
 	Load            float64
 	Mean, Spread    float64
 	Max, Estimate   int
@@ -428,8 +428,8 @@ type LLMParams struct {
 // Validate reports whether LLM can make a workload of p.
 func (p LLMParams) Validate() error {
 	switch {
-	case p.Limit.Validate() != nil:
-		return fmt.Errorf("workloads: llm: %w", p.Limit.Validate())
+	case p.Limit.Validate(limiters.SlidingLog) != nil:
+		return fmt.Errorf("workloads: llm: %w", p.Limit.Validate(limiters.SlidingLog))
 	case p.Users < 1 || p.Users > math.MaxInt32:
 		return fmt.Errorf("workloads: llm: users must be between 1 and %d, got %d", math.MaxInt32, p.Users)
 	case !(p.Mean >= 1) || !(p.Spread >= 0 && p.Spread <= 5) || p.Max < int(p.Mean) || p.Max > math.MaxInt32 || p.Estimate < 0 || p.Estimate > p.Max:
@@ -455,7 +455,7 @@ func LLM(p LLMParams) (*Workload, error) {
 	rng := Params{Seed: p.Seed}.rng("llm")
 	// E[exp(mu + spread*Z)] = exp(mu + spread^2/2) = Mean.
 	mu := math.Log(p.Mean) - p.Spread*p.Spread/2
-	rate := p.Load * float64(p.Limit.Limit) / float64(p.Limit.Length) / p.Mean * float64(p.Users) // requests a nanosecond
+	rate := p.Load * float64(p.Limit.N) / float64(p.Limit.Per) / p.Mean * float64(p.Users) // requests a nanosecond
 	w := &Workload{Name: "llm", Params: Params{Seed: p.Seed, Users: p.Users, Duration: p.Duration, Limit: p.Limit, Load: p.Load}}
 	for t := rng.ExpFloat64() / rate; t < float64(p.Duration); t += rng.ExpFloat64() / rate {
 		actual := min(max(int32(math.Round(math.Exp(mu+p.Spread*rng.NormFloat64()))), 1), int32(p.Max))

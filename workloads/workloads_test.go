@@ -14,7 +14,7 @@ import (
 	"github.com/ratelab/ratelab/limiters"
 )
 
-var limit = limiters.Window{Limit: 10, Length: time.Second}
+var limit = limiters.Limit{N: 10, Per: time.Second}
 
 // Every generator is a pure function of its parameters: the same
 // parameters give the same arrivals, another seed other arrivals; the
@@ -250,7 +250,7 @@ func TestParamsRejected(t *testing.T) {
 		says string
 	}{
 		{Params{Users: 0, Limit: limit}, "users must be"},
-		{Params{Users: 1, Limit: limiters.Window{}}, "limit must be"},
+		{Params{Users: 1, Limit: limiters.Limit{}}, "limit must be"},
 		{Params{Users: 1, Limit: limit, Duration: -1}, "duration must be positive"},
 		{Params{Users: 1, Limit: limit, Load: -1}, "must be positive and finite"},
 		{Params{Users: 1, Limit: limit, Rate: math.NaN()}, "rate must be positive and finite"},
@@ -314,7 +314,7 @@ func TestFromTrace(t *testing.T) {
 // estimate is the mean unless given; bad parameters are refused, naming
 // what is wrong.
 func TestLLM(t *testing.T) {
-	p := LLMParams{Seed: 3, Users: 40, Duration: time.Hour, Limit: limiters.Window{Limit: 10_000, Length: time.Minute},
+	p := LLMParams{Seed: 3, Users: 40, Duration: time.Hour, Limit: limiters.Limit{N: 10_000, Per: time.Minute},
 		Load: 1.5, Mean: 500, Spread: 1, Max: 100_000, TokensPerSecond: 100}
 	w, err := LLM(p)
 	if err != nil {

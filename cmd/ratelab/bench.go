@@ -238,7 +238,7 @@ func workloadFlags(fs *flag.FlagSet, c *harness.Config) func() {
 	fs.Uint64Var(&c.Seed, "seed", 1, "the seed of every workload")
 	fs.BoolVar(&c.Quick, "quick", false, "a short run, for CI and a first look")
 	return func() {
-		c.Limit = limiters.Window{Limit: *limit, Length: *window}
+		c.Limit = limiters.Limit{N: *limit, Per: *window}
 		c.Workloads = list(*workloadsFlag)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,7 +19,6 @@ import (
 	"github.com/ratelab/ratelab/harness"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
-	"github.com/ratelab/ratelab/limiters/memory"
 	"github.com/ratelab/ratelab/limiters/redislimit"
 	"github.com/ratelab/ratelab/limiters/tiers"
 	"github.com/ratelab/ratelab/workloads"
@@ -117,15 +118,19 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			return bad(fmt.Errorf("replay: --backend %s, but %s says %s", *backend, *configFile, c.Backend))
 		}
 		if c.Backend == "redis" {
-			return replayRedis(ctx, fs.Arg(0), stdin, stdout, *redisURL, func(cl *redis.Client, opts []redislimit.Option) (limiters.AtLimiter, func(context.Context) error, error) {
+			return replayRedis(ctx, fs.Arg(0), stdin, stdout, *redisURL, true, func(cl *redis.Client, opts []redislimit.Option) (limiters.Limiter, func(context.Context) error, error) {
 				var groups []*redislimit.Limiter
-				build := redislimit.Tiers(cl, opts...)
-				l, err := tiers.NewWith(c.Tiers, func(name string, a limiters.Algorithm, limits []composite.Limit) (tiers.Group, error) {
-					g, err := build(name, a, limits)
-					if err == nil {
-						groups = append(groups, g.(*redislimit.Limiter))
+				l, err := tiers.NewWith(c.Tiers, func(name string, a limiters.Algorithm, limits []limiters.Limit) (tiers.Group, error) {
+					// Each tier and override under a prefix of its own, as
+					// ratelab serve keeps them.
+					kind, who, _ := strings.Cut(name, " ")
+					prefix := redislimit.WithPrefix(replayPrefix(opts) + kind + ":" + braces.Replace(who) + ":")
+					g, err := redislimit.New(cl, a, limits, append(slices.Clip(opts), prefix)...)
+					if err != nil {
+						return nil, err
 					}
-					return g, err
+					groups = append(groups, g)
+					return g, nil
 				})
 				if err != nil {
 					return nil, nil, fmt.Errorf("%s: %w", *configFile, err)
@@ -146,9 +151,9 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			return usageError{fmt.Errorf("replay: %s: %w", *configFile, err)}
 		}
 		defer l.Close()
-		return replay(ctx, fs.Arg(0), stdin, stdout, l)
+		return replay(ctx, fs.Arg(0), stdin, stdout, l, true)
 	}
-	spec, err := specFlags("replay", *algo, set, limiters.Window{Limit: *limit, Length: *window}, limiters.Bucket{Capacity: *capacity, Rate: *rate})
+	a, lim, err := limitFlags("replay", *algo, set, *limit, *window, *capacity, *rate)
 	if err != nil {
 		return bad(err)
 	}
@@ -158,8 +163,8 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			return bad(errors.New("replay: --redis-url is for --backend redis"))
 		}
 	case "redis":
-		return replayRedis(ctx, fs.Arg(0), stdin, stdout, *redisURL, func(c *redis.Client, opts []redislimit.Option) (limiters.AtLimiter, func(context.Context) error, error) {
-			l, err := redislimit.New(c, spec, opts...)
+		return replayRedis(ctx, fs.Arg(0), stdin, stdout, *redisURL, false, func(c *redis.Client, opts []redislimit.Option) (limiters.Limiter, func(context.Context) error, error) {
+			l, err := redislimit.New(c, a, []limiters.Limit{lim}, opts...)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -169,20 +174,20 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return bad(fmt.Errorf("replay: --backend %q: want memory or redis", *backend))
 	}
 
-	l, err := memory.New(spec, limiters.WithSweepInterval(-1))
+	l, err := composite.New(a, []limiters.Limit{lim}, limiters.WithSweepInterval(-1))
 	if err != nil {
 		return usageError{fmt.Errorf("replay: %w", err)}
 	}
 	defer l.Close()
-	return replay(ctx, fs.Arg(0), stdin, stdout, l)
+	return replay(ctx, fs.Arg(0), stdin, stdout, l, false)
 }
 
 // replayRedis replays the trace at path with the limiter newLimiter builds
 // in the Redis server at url, with the options it is given (a key prefix
 // of the replay's own, fail closed), and removes its keys when done (the
-// function newLimiter returns).
-func replayRedis(ctx context.Context, path string, stdin io.Reader, stdout io.Writer, url string,
-	newLimiter func(*redis.Client, []redislimit.Option) (limiters.AtLimiter, func(context.Context) error, error)) error {
+// function newLimiter returns); explain as for replay.
+func replayRedis(ctx context.Context, path string, stdin io.Reader, stdout io.Writer, url string, explain bool,
+	newLimiter func(*redis.Client, []redislimit.Option) (limiters.Limiter, func(context.Context) error, error)) error {
 	opt, err := redis.ParseURL(url)
 	if err != nil {
 		return usageError{fmt.Errorf("replay: --redis-url: %w", err)}
@@ -203,15 +208,30 @@ func replayRedis(ctx context.Context, path string, stdin io.Reader, stdout io.Wr
 	if err := c.Ping(pctx).Err(); err != nil {
 		return fmt.Errorf("replay: no answer from Redis at %s (--redis-url): %w", opt.Addr, err)
 	}
-	err = replay(ctx, path, stdin, stdout, l)
+	err = replay(ctx, path, stdin, stdout, l, explain)
 	if rerr := cleanup(context.WithoutCancel(ctx)); rerr != nil && err == nil {
 		err = fmt.Errorf("replay: removing the replay's keys from Redis: %w", rerr)
 	}
 	return err
 }
 
-// replay decides the trace at path (standard input for "" or -) with l.
-func replay(ctx context.Context, path string, stdin io.Reader, stdout io.Writer, l limiters.AtLimiter) error {
+// replayPrefix is the key prefix opts give (the last WithPrefix).
+func replayPrefix(opts []redislimit.Option) string {
+	var o redislimit.Options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o.Prefix
+}
+
+// braces escapes what a Redis key prefix may not hold: braces, which would
+// move the keys' hash tag.
+var braces = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+
+// replay decides the trace at path (standard input for "" or -) with l;
+// explain names each line's tier and denying limit (a configuration's
+// tiers).
+func replay(ctx context.Context, path string, stdin io.Reader, stdout io.Writer, l limiters.Limiter, explain bool) error {
 	in, name := stdin, "standard input"
 	if path != "" && path != "-" {
 		f, err := os.Open(path)
@@ -221,7 +241,7 @@ func replay(ctx context.Context, path string, stdin io.Reader, stdout io.Writer,
 		defer f.Close()
 		in, name = f, path
 	}
-	err := harness.Replay(ctx, workloads.NewTraceReader(in), l, stdout)
+	err := harness.Replay(ctx, workloads.NewTraceReader(in), l, explain, stdout)
 	var te *workloads.TraceError
 	if errors.As(err, &te) {
 		return usageError{fmt.Errorf("replay: %s: %w", name, err)}
@@ -237,16 +257,17 @@ type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
-// specFlags is the Spec of the flags --algo, --limit and --window or
-// --capacity and --rate (set says which were given) of the command cmd,
-// checked: a window algorithm takes the first two, a bucket the others.
-func specFlags(cmd, algo string, set map[string]bool, w limiters.Window, b limiters.Bucket) (limiters.Spec, error) {
+// limitFlags is the algorithm and the limit of the flags --algo, --limit
+// and --window or --capacity and --rate (set says which were given) of the
+// command cmd, checked: a window algorithm takes the first two, a bucket
+// the others.
+func limitFlags(cmd, algo string, set map[string]bool, n int, w time.Duration, c int, r float64) (limiters.Algorithm, limiters.Limit, error) {
 	if algo == "" {
-		return limiters.Spec{}, fmt.Errorf("%s: --algo or --config is required", cmd)
+		return "", limiters.Limit{}, fmt.Errorf("%s: --algo or --config is required", cmd)
 	}
 	a, err := limiters.ParseAlgorithm(algo)
 	if err != nil {
-		return limiters.Spec{}, fmt.Errorf("%s: --algo: %w", cmd, err)
+		return "", limiters.Limit{}, fmt.Errorf("%s: --algo: %w", cmd, err)
 	}
 	need, wrong := []string{"limit", "window"}, []string{"capacity", "rate"}
 	if a.IsBucket() {
@@ -254,17 +275,22 @@ func specFlags(cmd, algo string, set map[string]bool, w limiters.Window, b limit
 	}
 	for _, f := range wrong {
 		if set[f] {
-			return limiters.Spec{}, fmt.Errorf("%s: %s takes --%s and --%s, not --%s", cmd, a, need[0], need[1], f)
+			return "", limiters.Limit{}, fmt.Errorf("%s: %s takes --%s and --%s, not --%s", cmd, a, need[0], need[1], f)
 		}
 	}
 	for _, f := range need {
 		if !set[f] {
-			return limiters.Spec{}, fmt.Errorf("%s: %s needs --%s", cmd, a, f)
+			return "", limiters.Limit{}, fmt.Errorf("%s: %s needs --%s", cmd, a, f)
 		}
 	}
-	spec := limiters.Spec{Algorithm: a, Window: w, Bucket: b}
-	if err := spec.Validate(); err != nil {
-		return limiters.Spec{}, fmt.Errorf("%s: %w", cmd, err)
+	lim := limiters.Limit{N: n, Per: w}
+	if a.IsBucket() {
+		if lim, err = limiters.Bucket(c, r); err != nil {
+			return "", limiters.Limit{}, fmt.Errorf("%s: %w", cmd, err)
+		}
 	}
-	return spec, nil
+	if err := lim.Validate(a); err != nil {
+		return "", limiters.Limit{}, fmt.Errorf("%s: %w", cmd, err)
+	}
+	return a, lim, nil
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelab/ratelab/config"
-	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/httplimit"
 	"github.com/ratelab/ratelab/server"
 )
@@ -126,11 +125,11 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 			cfg.Backend = *backend
 		}
 	} else {
-		spec, err := specFlags("serve", *algo, set, limiters.Window{Limit: *limit, Length: *window}, limiters.Bucket{Capacity: *capacity, Rate: *rate})
+		a, lim, err := limitFlags("serve", *algo, set, *limit, *window, *capacity, *rate)
 		if err != nil {
 			return bad(err)
 		}
-		cfg.Spec, cfg.Backend = spec, *backend
+		cfg.Algorithm, cfg.Limit, cfg.Backend = a, lim, *backend
 		if *backend == "memory" {
 			for _, f := range []string{"redis-url", "redis-prefix", "fail", "fleet"} {
 				if set[f] {

@@ -102,7 +102,7 @@ func TestServe(t *testing.T) {
 	if err != nil || resp.StatusCode != 200 || echo.Key != "carol" || echo.Limit != 3 || echo.Remaining != 2 {
 		t.Errorf("GET: status %d, echo %+v (%v): want 200, carol, limit 3, remaining 2", resp.StatusCode, echo, err)
 	}
-	if got := resp.Header.Get("Ratelimit-Policy"); got != `"default";q=3;w=3600` {
+	if got := resp.Header.Get("Ratelimit-Policy"); got != `"3/h";q=3;w=3600` { // named after its rate
 		t.Errorf("RateLimit-Policy %q, want the flags' limit", got)
 	}
 	http.DefaultClient.CloseIdleConnections()

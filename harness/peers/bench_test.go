@@ -10,7 +10,12 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/limiters/fixedwindow"
+	"github.com/ratelab/ratelab/limiters/gcra"
+	"github.com/ratelab/ratelab/limiters/leakybucket"
+	"github.com/ratelab/ratelab/limiters/slidingcounter"
+	"github.com/ratelab/ratelab/limiters/slidinglog"
+	"github.com/ratelab/ratelab/limiters/tokenbucket"
 )
 
 // The benchmarks measure ratelab's six limiters and the peers in one run,
@@ -34,8 +39,8 @@ const (
 )
 
 var (
-	strict    = limiters.Window{Limit: 100, Length: time.Second}
-	unlimited = limiters.Window{Limit: 1 << 30, Length: time.Hour}
+	strict    = limiters.Limit{N: 100, Per: time.Second}
+	unlimited = limiters.Limit{N: 1 << 30, Per: time.Hour}
 )
 
 // subject is one limiter under test. new returns it ready to be called
@@ -43,19 +48,18 @@ var (
 // must be stopped after.
 type subject struct {
 	name, clock string
-	new         func(tb testing.TB, w limiters.Window) Limiter
+	new         func(tb testing.TB, w limiters.Limit) Limiter
 }
 
 func subjects() []subject {
 	var out []subject
 	for _, a := range limiters.Algorithms() {
 		for _, clock := range []string{"mono", "coarse"} {
-			out = append(out, subject{name: string(a), clock: clock, new: func(tb testing.TB, w limiters.Window) Limiter {
-				s := limiters.Spec{Algorithm: a, Window: w, Bucket: limiters.Bucket{Capacity: w.Limit, Rate: float64(w.Limit) / w.Length.Seconds()}}
-				if a == limiters.SlidingLog && w.Limit > 1<<26 {
+			out = append(out, subject{name: string(a), clock: clock, new: func(tb testing.TB, w limiters.Limit) Limiter {
+				if a == limiters.SlidingLog && w.N > 1<<26 {
 					// Unlimited for a log: keep a millisecond of
 					// timestamps, not an hour of them.
-					s.Window = limiters.Window{Limit: 1 << 26, Length: time.Millisecond}
+					w = limiters.Limit{N: 1 << 26, Per: time.Millisecond}
 				}
 				var opts []limiters.Option
 				if clock == "coarse" {
@@ -63,7 +67,7 @@ func subjects() []subject {
 					tb.Cleanup(c.Stop)
 					opts = append(opts, limiters.WithClock(c))
 				}
-				l, err := memory.New(s, opts...)
+				l, err := newAlgorithm(a, w, opts...)
 				if err != nil {
 					tb.Fatal(err)
 				}
@@ -78,7 +82,7 @@ func subjects() []subject {
 		if s, ok := short[name]; ok {
 			name = s
 		}
-		out = append(out, subject{name: name, clock: "own", new: func(tb testing.TB, w limiters.Window) Limiter {
+		out = append(out, subject{name: name, clock: "own", new: func(tb testing.TB, w limiters.Limit) Limiter {
 			l, err := p.New(w)
 			if err != nil {
 				tb.Fatal(err)
@@ -114,7 +118,7 @@ var fix = func() *fixture {
 // count reports how many keys l holds, if it can tell.
 func count(l Limiter) (int, bool) {
 	switch l := l.(type) {
-	case memory.Limiter:
+	case interface{ Stats() limiters.Stats }:
 		return l.Stats().Keys, true
 	case *xrate:
 		return l.Len(), true
@@ -248,4 +252,22 @@ func liveHeap() uint64 {
 	runtime.GC()
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// newAlgorithm returns algorithm a's own limiter of l, as a user who
+// imports its package has it.
+func newAlgorithm(a limiters.Algorithm, l limiters.Limit, opts ...limiters.Option) (Limiter, error) {
+	switch a {
+	case limiters.FixedWindow:
+		return fixedwindow.New(l, opts...)
+	case limiters.SlidingLog:
+		return slidinglog.New(l, opts...)
+	case limiters.SlidingCounter:
+		return slidingcounter.New(l, opts...)
+	case limiters.TokenBucket:
+		return tokenbucket.New(l, opts...)
+	case limiters.LeakyBucket:
+		return leakybucket.New(l, opts...)
+	}
+	return gcra.New(l, opts...)
 }

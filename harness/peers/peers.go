@@ -33,20 +33,17 @@ type Peer struct {
 	// Algorithm is what the library does, which is not always what it is
 	// called: go-limiter, for one, is a fixed window.
 	Algorithm limiters.Algorithm
-	// New returns the library's limiter for w: N per W read as a fixed
-	// window of N per W, or as a bucket of capacity N refilled over W.
-	New func(w limiters.Window) (Limiter, error)
-	// NewAt returns the same deciding at explicit times, for simulated
-	// time; nil when the library reads its own clock and takes none
-	// (go-limiter).
-	NewAt func(w limiters.Window) (AtLimiter, error)
-}
-
-// AtLimiter is a peer's limiter deciding at an explicit time. Calls must
-// not go back in time by much (the peers do not all handle it) and must
-// come from one goroutine (throttled's time is set per call).
-type AtLimiter interface {
-	AllowAt(key string, t time.Time, n int) limiters.Decision
+	// New returns the library's limiter for l: N per W read as a fixed
+	// window of N per W, or as a bucket of capacity N refilled over W. It
+	// decides at its own clock: a request with an explicit time is an
+	// error.
+	New func(l limiters.Limit) (Limiter, error)
+	// NewAt returns the same deciding at the explicit times of its
+	// requests, for simulated time; nil when the library reads its own
+	// clock and takes none (go-limiter). Requests must not go back in time
+	// by much (the peers do not all handle it) and must come from one
+	// goroutine (throttled's time is set per call).
+	NewAt func(l limiters.Limit) (Limiter, error)
 }
 
 // Limiter is a peer's limiter; Close releases what it runs.
@@ -55,14 +52,20 @@ type Limiter interface {
 	Close() error
 }
 
+// errOwnClock is what a peer that reads its own clock says of a request at
+// an explicit time.
+func errOwnClock(name string) error {
+	return fmt.Errorf("%s: %w: it decides at its own clock and takes no explicit time", name, limiters.ErrInvalidParameter)
+}
+
 // All returns the peers, in the order tables list them.
 func All() []Peer {
 	return []Peer{
 		{Name: "x/time/rate", Module: "golang.org/x/time v0.16.0", Algorithm: limiters.TokenBucket, New: newXRate,
-			NewAt: func(w limiters.Window) (AtLimiter, error) { return nonNil(newXRateAt(w)) }},
+			NewAt: func(l limiters.Limit) (Limiter, error) { return nonNil(newXRateAt(l, true)) }},
 		{Name: "go-limiter", Module: "github.com/sethvargo/go-limiter v0.7.1", Algorithm: limiters.FixedWindow, New: newGoLimiter},
 		{Name: "throttled", Module: "github.com/throttled/throttled/v2 v2.15.0", Algorithm: limiters.GCRA, New: newThrottled,
-			NewAt: func(w limiters.Window) (AtLimiter, error) { return nonNil(newThrottledAt(w)) }},
+			NewAt: func(l limiters.Limit) (Limiter, error) { return nonNil(newThrottledAt(l)) }},
 	}
 }
 
@@ -72,36 +75,44 @@ type xrate struct {
 	m     map[string]*rate.Limiter
 	r     rate.Limit
 	burst int
+	at    bool // decides at the requests' explicit times
 }
 
-func newXRate(w limiters.Window) (Limiter, error) {
-	x, err := newXRateAt(w)
+func newXRate(l limiters.Limit) (Limiter, error) {
+	x, err := newXRateAt(l, false)
 	if err != nil {
 		return nil, err
 	}
 	return x, nil
 }
 
-func newXRateAt(w limiters.Window) (*xrate, error) {
-	if err := w.Validate(); err != nil {
+func newXRateAt(l limiters.Limit, at bool) (*xrate, error) {
+	if err := l.Validate(limiters.TokenBucket); err != nil {
 		return nil, err
 	}
-	return &xrate{m: map[string]*rate.Limiter{}, r: rate.Limit(float64(w.Limit) / w.Length.Seconds()), burst: w.Limit}, nil
+	return &xrate{m: map[string]*rate.Limiter{}, r: rate.Limit(float64(l.N) / l.Per.Seconds()), burst: l.Quota(), at: at}, nil
 }
 
 func (x *xrate) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
-	return x.AllowAt(key, time.Now(), n), nil
+	return x.Decide(ctx, limiters.Request{Key: key, N: n})
 }
 
-func (x *xrate) AllowAt(key string, t time.Time, n int) limiters.Decision {
+func (x *xrate) Decide(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
+	t := r.At
+	switch {
+	case t.IsZero():
+		t = time.Now()
+	case !x.at:
+		return limiters.Decision{Limit: x.burst}, errOwnClock("x/time/rate")
+	}
 	x.mu.Lock()
-	l, ok := x.m[key]
+	l, ok := x.m[r.Key]
 	if !ok {
 		l = rate.NewLimiter(x.r, x.burst)
-		x.m[key] = l
+		x.m[r.Key] = l
 	}
 	x.mu.Unlock()
-	return limiters.Decision{Allowed: l.AllowN(t, n), Limit: x.burst}
+	return limiters.Decision{Allowed: l.AllowN(t, r.N), Limit: x.burst}, nil
 }
 
 // Len is the number of keys held.
@@ -121,19 +132,26 @@ type goLimiter struct {
 	limit int
 }
 
-func newGoLimiter(w limiters.Window) (Limiter, error) {
-	if err := w.Validate(); err != nil {
+func newGoLimiter(l limiters.Limit) (Limiter, error) {
+	if err := l.Validate(limiters.FixedWindow); err != nil {
 		return nil, err
 	}
-	s, err := memorystore.New(&memorystore.Config{Tokens: uint64(w.Limit), Interval: w.Length})
+	s, err := memorystore.New(&memorystore.Config{Tokens: uint64(l.N), Interval: l.Per})
 	if err != nil {
 		return nil, err
 	}
-	return &goLimiter{s: s, limit: w.Limit}, nil
+	return &goLimiter{s: s, limit: l.N}, nil
 }
 
 func (g *goLimiter) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
-	_, remaining, _, ok, err := g.s.Take(ctx, key)
+	return g.Decide(ctx, limiters.Request{Key: key, N: n})
+}
+
+func (g *goLimiter) Decide(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
+	if !r.At.IsZero() {
+		return limiters.Decision{Limit: g.limit}, errOwnClock("go-limiter")
+	}
+	_, remaining, _, ok, err := g.s.Take(ctx, r.Key)
 	return limiters.Decision{Allowed: ok, Limit: g.limit, Remaining: int(min(remaining, math.MaxInt32))}, err
 }
 
@@ -143,26 +161,27 @@ func (g *goLimiter) Close() error { return g.s.Close(context.Background()) }
 type throttledGCRA struct {
 	l     *throttled.GCRARateLimiterCtx
 	limit int
-	now   time.Time // for AllowAt: the store's clock reads it
+	at    bool      // decides at the requests' explicit times
+	now   time.Time // then: the store's clock reads it
 }
 
-func newThrottled(w limiters.Window) (Limiter, error) {
-	t, err := newThrottledStore(w, nil)
+func newThrottled(l limiters.Limit) (Limiter, error) {
+	t, err := newThrottledStore(l, nil)
 	if err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
-func newThrottledAt(w limiters.Window) (*throttledGCRA, error) {
-	t := new(throttledGCRA)
-	return newThrottledStore(w, t)
+func newThrottledAt(l limiters.Limit) (*throttledGCRA, error) {
+	t := &throttledGCRA{at: true}
+	return newThrottledStore(l, t)
 }
 
 // newThrottledStore builds throttled's limiter into into (a new one if
 // nil); into's store reads into.now as its clock when into was given.
-func newThrottledStore(w limiters.Window, into *throttledGCRA) (*throttledGCRA, error) {
-	if err := w.Validate(); err != nil {
+func newThrottledStore(lim limiters.Limit, into *throttledGCRA) (*throttledGCRA, error) {
+	if err := lim.Validate(limiters.GCRA); err != nil {
 		return nil, err
 	}
 	ms, err := memstore.New(0)
@@ -178,32 +197,37 @@ func newThrottledStore(w limiters.Window, into *throttledGCRA) (*throttledGCRA, 
 	st := throttled.WrapStoreWithContext(ms)
 	// throttled counts a burst as the requests beyond the first.
 	l, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{
-		MaxRate:  throttled.PerDuration(w.Limit, w.Length),
-		MaxBurst: w.Limit - 1,
+		MaxRate:  throttled.PerDuration(lim.N, lim.Per),
+		MaxBurst: lim.Quota() - 1,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("throttled: %w", err)
 	}
-	t.l, t.limit = l, w.Limit
+	t.l, t.limit = l, lim.Quota()
 	return t, nil
 }
 
 func (t *throttledGCRA) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
-	limited, res, err := t.l.RateLimitCtx(ctx, key, n)
-	return limiters.Decision{Allowed: !limited, Limit: t.limit, Remaining: max(res.Remaining, 0)}, err
+	return t.Decide(ctx, limiters.Request{Key: key, N: n})
 }
 
-// AllowAt decides at t; calls must come from one goroutine.
-func (t *throttledGCRA) AllowAt(key string, at time.Time, n int) limiters.Decision {
-	t.now = at
-	d, _ := t.AllowN(context.Background(), key, n)
-	return d
+// Decide decides r; made by NewAt, at r.At, and calls must then come from
+// one goroutine.
+func (t *throttledGCRA) Decide(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
+	switch {
+	case t.at:
+		t.now = r.At
+	case !r.At.IsZero():
+		return limiters.Decision{Limit: t.limit}, errOwnClock("throttled")
+	}
+	limited, res, err := t.l.RateLimitCtx(ctx, r.Key, r.N)
+	return limiters.Decision{Allowed: !limited, Limit: t.limit, Remaining: max(res.Remaining, 0)}, err
 }
 
 func (t *throttledGCRA) Close() error { return nil }
 
-// nonNil returns a nil AtLimiter, not a typed nil, on error.
-func nonNil[L AtLimiter](l L, err error) (AtLimiter, error) {
+// nonNil returns a nil Limiter, not a typed nil, on error.
+func nonNil[L Limiter](l L, err error) (Limiter, error) {
 	if err != nil {
 		return nil, err
 	}

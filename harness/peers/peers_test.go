@@ -2,6 +2,7 @@ package peers
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ func TestPeersEnforceTheirLimit(t *testing.T) {
 	ctx := context.Background()
 	for _, p := range All() {
 		t.Run(p.Name, func(t *testing.T) {
-			l, err := p.New(limiters.Window{Limit: 5, Length: 10 * time.Second})
+			l, err := p.New(limiters.Limit{N: 5, Per: 10 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -34,16 +35,21 @@ func TestPeersEnforceTheirLimit(t *testing.T) {
 					t.Fatalf("%s request 6: %+v, %v; want denied", key, d, err)
 				}
 			}
+			// It reads its own clock: an explicit time is refused, not
+			// silently ignored.
+			if d, err := l.Decide(ctx, limiters.Request{Key: "carol", N: 1, At: time.Unix(1000, 0)}); !errors.Is(err, limiters.ErrInvalidParameter) || d.Allowed {
+				t.Errorf("a request at an explicit time: %+v, %v; want ErrInvalidParameter", d, err)
+			}
 		})
 	}
 	for _, p := range All() {
-		if l, err := p.New(limiters.Window{}); err == nil || l != nil {
+		if l, err := p.New(limiters.Limit{}); err == nil || l != nil {
 			t.Errorf("%s accepted an empty window: %v, %v", p.Name, l, err)
 		}
 		if p.NewAt == nil {
 			continue
 		}
-		if l, err := p.NewAt(limiters.Window{}); err == nil || l != nil {
+		if l, err := p.NewAt(limiters.Limit{}); err == nil || l != nil {
 			t.Errorf("%s at explicit times accepted an empty window: %v, %v", p.Name, l, err)
 		}
 	}
@@ -57,23 +63,28 @@ func TestPeersAtExplicitTimes(t *testing.T) {
 		if p.NewAt == nil {
 			continue
 		}
-		l, err := p.NewAt(limiters.Window{Limit: 5, Length: 10 * time.Second})
+		l, err := p.NewAt(limiters.Limit{N: 5, Per: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := range 5 {
-			if !l.AllowAt("k", t0, 1).Allowed {
+			if !allowAt(l, "k", t0) {
 				t.Fatalf("%s: request %d at t0 denied", p.Name, i+1)
 			}
 		}
-		if l.AllowAt("k", t0, 1).Allowed {
+		if allowAt(l, "k", t0) {
 			t.Fatalf("%s: sixth request at t0 admitted", p.Name)
 		}
-		if l.AllowAt("k", t0.Add(1900*time.Millisecond), 1).Allowed {
+		if allowAt(l, "k", t0.Add(1900*time.Millisecond)) {
 			t.Fatalf("%s: admitted before a token refilled (2s)", p.Name)
 		}
-		if !l.AllowAt("k", t0.Add(2*time.Second), 1).Allowed {
+		if !allowAt(l, "k", t0.Add(2*time.Second)) {
 			t.Fatalf("%s: denied after a token refilled (2s)", p.Name)
 		}
 	}
+}
+
+func allowAt(l Limiter, key string, at time.Time) bool {
+	d, err := l.Decide(context.Background(), limiters.Request{Key: key, N: 1, At: at})
+	return err == nil && d.Allowed
 }

@@ -40,14 +40,24 @@ type redisRate struct {
 // prefix (after redis_rate's own "rate:"). It decides on the server's
 // clock and takes no explicit time. A decision Redis did not make is a
 // denial, with the error.
-func NewRedisRate(c RedisClient, prefix string, w limiters.Window) (Limiter, error) {
-	if err := w.Validate(); err != nil {
+func NewRedisRate(c RedisClient, prefix string, l limiters.Limit) (Limiter, error) {
+	if err := l.Validate(limiters.GCRA); err != nil {
 		return nil, fmt.Errorf("redis_rate: %w", err)
 	}
-	return &redisRate{l: redis_rate.NewLimiter(c), limit: redis_rate.Limit{Rate: w.Limit, Burst: w.Limit, Period: w.Length}, prefix: prefix}, nil
+	return &redisRate{l: redis_rate.NewLimiter(c), limit: redis_rate.Limit{Rate: l.N, Burst: l.Quota(), Period: l.Per}, prefix: prefix}, nil
 }
 
 func (r *redisRate) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
+	return r.Decide(ctx, limiters.Request{Key: key, N: n})
+}
+
+// Decide decides req on the server's clock: a request at an explicit time
+// is an error.
+func (r *redisRate) Decide(ctx context.Context, req limiters.Request) (limiters.Decision, error) {
+	if !req.At.IsZero() {
+		return limiters.Decision{Limit: r.limit.Burst}, errOwnClock("redis_rate")
+	}
+	key, n := req.Key, req.N
 	res, err := r.l.AllowN(ctx, r.prefix+key, r.limit, n)
 	if err != nil {
 		return limiters.Decision{Limit: r.limit.Burst}, err

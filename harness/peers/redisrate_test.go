@@ -21,7 +21,7 @@ func TestRedisRate(t *testing.T) {
 	var nonce [8]byte
 	rand.Read(nonce[:])
 	prefix := "ratelab:test:" + hex.EncodeToString(nonce[:]) + ":"
-	l, err := NewRedisRate(c, prefix, limiters.Window{Limit: 5, Length: 10 * time.Second})
+	l, err := NewRedisRate(c, prefix, limiters.Limit{N: 5, Per: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestRedisRate(t *testing.T) {
 			t.Errorf("%s's key is not %s%s%s: %d, %v", key, RedisRatePrefix, prefix, key, n, err)
 		}
 	}
-	if l, err := NewRedisRate(c, prefix, limiters.Window{}); err == nil || l != nil {
+	if l, err := NewRedisRate(c, prefix, limiters.Limit{}); err == nil || l != nil {
 		t.Errorf("redis_rate accepted an empty window: %v, %v", l, err)
 	}
 }

@@ -14,8 +14,9 @@ const (
 	// HeaderRateLimitPolicy is the IETF draft's list of quota policies:
 	// "burst";q=10;w=1, "daily";q=1000;w=86400.
 	HeaderRateLimitPolicy = "RateLimit-Policy"
-	// HeaderRateLimit is the IETF draft's list of service limits, one per
-	// policy: "burst";r=9;t=1, "daily";r=999;t=86400.
+	// HeaderRateLimit is the IETF draft's list of service limits; the
+	// middleware sends one, the decision's, named after the policy of its
+	// quota: "burst";r=9;t=1.
 	HeaderRateLimit = "RateLimit"
 	// HeaderLimit is the legacy quota: the Decision's Limit.
 	HeaderLimit = "X-RateLimit-Limit"

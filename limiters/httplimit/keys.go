@@ -10,7 +10,7 @@ import (
 
 // KeyFunc returns the key a request is limited by: a user, an API key, a
 // client address. An error means the request has no key; the middleware
-// then follows its key failure mode (WithKeyFailure).
+// then answers it 400, or serves it unmetered (WithUnmetered).
 //
 // A key is kept by the limiter: in memory as a hash, on Redis in the name
 // of a Redis key. Hash a secret (an API key, a token) before using it as a

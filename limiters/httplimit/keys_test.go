@@ -10,71 +10,75 @@ import (
 	"github.com/ratelab/ratelab/limiters/httplimit"
 )
 
+var proxies = []string{"10.0.0.0/8", "192.0.2.10", "2001:db8:ffff::/48"}
+
+// clientIPCases are who ClientIP says the client is.
+var clientIPCases = []struct {
+	name    string
+	cfg     httplimit.IPConfig
+	peer    string
+	headers map[string][]string
+	want    string
+}{
+	{name: "the peer, IPv4", peer: "203.0.113.7:51000", want: "203.0.113.7"},
+	{name: "the peer, IPv6, grouped by /64", peer: "[2001:db8:1:2:aaaa:bbbb:cccc:dddd]:443", want: "2001:db8:1:2::/64"},
+	{name: "another address of the same /64", peer: "[2001:db8:1:2::1]:443", want: "2001:db8:1:2::/64"},
+	{name: "IPv4-mapped IPv6 is IPv4", peer: "[::ffff:203.0.113.7]:80", want: "203.0.113.7"},
+	{name: "a zone is dropped", peer: "[fe80::1%eth0]:80", want: "fe80::/64"},
+	{name: "a peer without a port", peer: "203.0.113.7", want: "203.0.113.7"},
+
+	// Spoofing: a forwarding header from a peer nobody trusts is the
+	// client's own writing.
+	{name: "X-Forwarded-For from an untrusted peer, no proxy trusted", peer: "203.0.113.7:1",
+		headers: map[string][]string{"X-Forwarded-For": {"198.51.100.1"}}, want: "203.0.113.7"},
+	{name: "X-Forwarded-For from an untrusted peer", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "203.0.113.7:1",
+		headers: map[string][]string{"X-Forwarded-For": {"10.0.0.1, 198.51.100.1"}}, want: "203.0.113.7"},
+	{name: "Forwarded from an untrusted peer", cfg: httplimit.IPConfig{TrustedProxies: proxies, Header: "Forwarded"}, peer: "203.0.113.7:1",
+		headers: map[string][]string{"Forwarded": {"for=198.51.100.1"}}, want: "203.0.113.7"},
+
+	// A trusted peer's header is read right to left past trusted hops.
+	{name: "X-Forwarded-For from a trusted proxy", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1",
+		headers: map[string][]string{"X-Forwarded-For": {"198.51.100.1"}}, want: "198.51.100.1"},
+	{name: "past two trusted hops; what the client wrote on the left is ignored", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1",
+		headers: map[string][]string{"X-Forwarded-For": {"6.6.6.6, 198.51.100.1, 192.0.2.10,10.9.9.9"}}, want: "198.51.100.1"},
+	{name: "a client claiming to be a trusted proxy is still the first untrusted hop", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1",
+		headers: map[string][]string{"X-Forwarded-For": {"10.0.0.1, 198.51.100.1"}}, want: "198.51.100.1"},
+	{name: "several header lines are one list", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1",
+		headers: map[string][]string{"X-Forwarded-For": {"6.6.6.6, 198.51.100.1", "10.0.0.2"}}, want: "198.51.100.1"},
+	{name: "every hop trusted: the leftmost", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1",
+		headers: map[string][]string{"X-Forwarded-For": {"10.0.0.5, 10.0.0.6"}}, want: "10.0.0.5"},
+	{name: "a trusted peer and no header: the peer", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1", want: "10.1.2.3"},
+	{name: "an entry that is not an address: the hop that wrote it", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1",
+		headers: map[string][]string{"X-Forwarded-For": {"198.51.100.1, garbage, 10.0.0.7"}}, want: "10.0.0.7"},
+	{name: "empty list elements are skipped", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1",
+		headers: map[string][]string{"X-Forwarded-For": {"198.51.100.1, ,"}}, want: "198.51.100.1"},
+	{name: "ports and brackets in X-Forwarded-For", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1",
+		headers: map[string][]string{"X-Forwarded-For": {"[2001:db8:5:6::9]:4711, 198.51.100.1:80"}}, want: "198.51.100.1"},
+	{name: "IPv6 from a trusted IPv6 proxy", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "[2001:db8:ffff:1::1]:1",
+		headers: map[string][]string{"X-Forwarded-For": {"2001:db8:5:6::9"}}, want: "2001:db8:5:6::/64"},
+	{name: "only the configured header is read", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1",
+		headers: map[string][]string{"Forwarded": {"for=198.51.100.1"}, "X-Real-Ip": {"198.51.100.2"}}, want: "10.1.2.3"},
+	{name: "X-Real-IP as the header", cfg: httplimit.IPConfig{TrustedProxies: proxies, Header: "x-real-ip"}, peer: "10.1.2.3:1",
+		headers: map[string][]string{"X-Real-Ip": {"198.51.100.2"}, "X-Forwarded-For": {"6.6.6.6"}}, want: "198.51.100.2"},
+
+	// RFC 7239.
+	{name: "Forwarded: quoted IPv6 with a port, other parameters", cfg: httplimit.IPConfig{TrustedProxies: proxies, Header: "Forwarded"}, peer: "10.1.2.3:1",
+		headers: map[string][]string{"Forwarded": {`for=6.6.6.6, For="[2001:db8:cafe::17]:4711";proto=https;by=10.1.2.3`}}, want: "2001:db8:cafe::/64"},
+	{name: "Forwarded: past trusted hops", cfg: httplimit.IPConfig{TrustedProxies: proxies, Header: "Forwarded"}, peer: "10.1.2.3:1",
+		headers: map[string][]string{"Forwarded": {`for=6.6.6.6;by="a,b", for=198.51.100.1, for=10.0.0.9`}}, want: "198.51.100.1"},
+	{name: "Forwarded: unknown stops at the hop that wrote it", cfg: httplimit.IPConfig{TrustedProxies: proxies, Header: "Forwarded"}, peer: "10.1.2.3:1",
+		headers: map[string][]string{"Forwarded": {`for=198.51.100.1, for=unknown`}}, want: "10.1.2.3"},
+	{name: "Forwarded: an element without for=", cfg: httplimit.IPConfig{TrustedProxies: proxies, Header: "Forwarded"}, peer: "10.1.2.3:1",
+		headers: map[string][]string{"Forwarded": {`for=198.51.100.1, proto=https`}}, want: "10.1.2.3"},
+
+	// Prefix lengths.
+	{name: "IPv6 by /48", cfg: httplimit.IPConfig{IPv6Prefix: 48}, peer: "[2001:db8:1:2::1]:1", want: "2001:db8:1::/48"},
+	{name: "IPv6 by address", cfg: httplimit.IPConfig{IPv6Prefix: 128}, peer: "[2001:db8:1:2::1]:1", want: "2001:db8:1:2::1"},
+	{name: "IPv4 by /24", cfg: httplimit.IPConfig{IPv4Prefix: 24}, peer: "203.0.113.7:1", want: "203.0.113.0/24"},
+}
+
 func TestClientIP(t *testing.T) {
-	proxies := []string{"10.0.0.0/8", "192.0.2.10", "2001:db8:ffff::/48"}
-	for _, c := range []struct {
-		name    string
-		cfg     httplimit.IPConfig
-		peer    string
-		headers map[string][]string
-		want    string
-	}{
-		{name: "the peer, IPv4", peer: "203.0.113.7:51000", want: "203.0.113.7"},
-		{name: "the peer, IPv6, grouped by /64", peer: "[2001:db8:1:2:aaaa:bbbb:cccc:dddd]:443", want: "2001:db8:1:2::/64"},
-		{name: "another address of the same /64", peer: "[2001:db8:1:2::1]:443", want: "2001:db8:1:2::/64"},
-		{name: "IPv4-mapped IPv6 is IPv4", peer: "[::ffff:203.0.113.7]:80", want: "203.0.113.7"},
-		{name: "a zone is dropped", peer: "[fe80::1%eth0]:80", want: "fe80::/64"},
-		{name: "a peer without a port", peer: "203.0.113.7", want: "203.0.113.7"},
-
-		// Spoofing: a forwarding header from a peer nobody trusts is the
-		// client's own writing.
-		{name: "X-Forwarded-For from an untrusted peer, no proxy trusted", peer: "203.0.113.7:1",
-			headers: map[string][]string{"X-Forwarded-For": {"198.51.100.1"}}, want: "203.0.113.7"},
-		{name: "X-Forwarded-For from an untrusted peer", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "203.0.113.7:1",
-			headers: map[string][]string{"X-Forwarded-For": {"10.0.0.1, 198.51.100.1"}}, want: "203.0.113.7"},
-		{name: "Forwarded from an untrusted peer", cfg: httplimit.IPConfig{TrustedProxies: proxies, Header: "Forwarded"}, peer: "203.0.113.7:1",
-			headers: map[string][]string{"Forwarded": {"for=198.51.100.1"}}, want: "203.0.113.7"},
-
-		// A trusted peer's header is read right to left past trusted hops.
-		{name: "X-Forwarded-For from a trusted proxy", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1",
-			headers: map[string][]string{"X-Forwarded-For": {"198.51.100.1"}}, want: "198.51.100.1"},
-		{name: "past two trusted hops; what the client wrote on the left is ignored", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1",
-			headers: map[string][]string{"X-Forwarded-For": {"6.6.6.6, 198.51.100.1, 192.0.2.10,10.9.9.9"}}, want: "198.51.100.1"},
-		{name: "a client claiming to be a trusted proxy is still the first untrusted hop", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1",
-			headers: map[string][]string{"X-Forwarded-For": {"10.0.0.1, 198.51.100.1"}}, want: "198.51.100.1"},
-		{name: "several header lines are one list", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1",
-			headers: map[string][]string{"X-Forwarded-For": {"6.6.6.6, 198.51.100.1", "10.0.0.2"}}, want: "198.51.100.1"},
-		{name: "every hop trusted: the leftmost", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1",
-			headers: map[string][]string{"X-Forwarded-For": {"10.0.0.5, 10.0.0.6"}}, want: "10.0.0.5"},
-		{name: "a trusted peer and no header: the peer", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1", want: "10.1.2.3"},
-		{name: "an entry that is not an address: the hop that wrote it", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1",
-			headers: map[string][]string{"X-Forwarded-For": {"198.51.100.1, garbage, 10.0.0.7"}}, want: "10.0.0.7"},
-		{name: "empty list elements are skipped", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1",
-			headers: map[string][]string{"X-Forwarded-For": {"198.51.100.1, ,"}}, want: "198.51.100.1"},
-		{name: "ports and brackets in X-Forwarded-For", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1",
-			headers: map[string][]string{"X-Forwarded-For": {"[2001:db8:5:6::9]:4711, 198.51.100.1:80"}}, want: "198.51.100.1"},
-		{name: "IPv6 from a trusted IPv6 proxy", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "[2001:db8:ffff:1::1]:1",
-			headers: map[string][]string{"X-Forwarded-For": {"2001:db8:5:6::9"}}, want: "2001:db8:5:6::/64"},
-		{name: "only the configured header is read", cfg: httplimit.IPConfig{TrustedProxies: proxies}, peer: "10.1.2.3:1",
-			headers: map[string][]string{"Forwarded": {"for=198.51.100.1"}, "X-Real-Ip": {"198.51.100.2"}}, want: "10.1.2.3"},
-		{name: "X-Real-IP as the header", cfg: httplimit.IPConfig{TrustedProxies: proxies, Header: "x-real-ip"}, peer: "10.1.2.3:1",
-			headers: map[string][]string{"X-Real-Ip": {"198.51.100.2"}, "X-Forwarded-For": {"6.6.6.6"}}, want: "198.51.100.2"},
-
-		// RFC 7239.
-		{name: "Forwarded: quoted IPv6 with a port, other parameters", cfg: httplimit.IPConfig{TrustedProxies: proxies, Header: "Forwarded"}, peer: "10.1.2.3:1",
-			headers: map[string][]string{"Forwarded": {`for=6.6.6.6, For="[2001:db8:cafe::17]:4711";proto=https;by=10.1.2.3`}}, want: "2001:db8:cafe::/64"},
-		{name: "Forwarded: past trusted hops", cfg: httplimit.IPConfig{TrustedProxies: proxies, Header: "Forwarded"}, peer: "10.1.2.3:1",
-			headers: map[string][]string{"Forwarded": {`for=6.6.6.6;by="a,b", for=198.51.100.1, for=10.0.0.9`}}, want: "198.51.100.1"},
-		{name: "Forwarded: unknown stops at the hop that wrote it", cfg: httplimit.IPConfig{TrustedProxies: proxies, Header: "Forwarded"}, peer: "10.1.2.3:1",
-			headers: map[string][]string{"Forwarded": {`for=198.51.100.1, for=unknown`}}, want: "10.1.2.3"},
-		{name: "Forwarded: an element without for=", cfg: httplimit.IPConfig{TrustedProxies: proxies, Header: "Forwarded"}, peer: "10.1.2.3:1",
-			headers: map[string][]string{"Forwarded": {`for=198.51.100.1, proto=https`}}, want: "10.1.2.3"},
-
-		// Prefix lengths.
-		{name: "IPv6 by /48", cfg: httplimit.IPConfig{IPv6Prefix: 48}, peer: "[2001:db8:1:2::1]:1", want: "2001:db8:1::/48"},
-		{name: "IPv6 by address", cfg: httplimit.IPConfig{IPv6Prefix: 128}, peer: "[2001:db8:1:2::1]:1", want: "2001:db8:1:2::1"},
-		{name: "IPv4 by /24", cfg: httplimit.IPConfig{IPv4Prefix: 24}, peer: "203.0.113.7:1", want: "203.0.113.0/24"},
-	} {
+	for _, c := range clientIPCases {
 		t.Run(c.name, func(t *testing.T) {
 			key, err := httplimit.ClientIP(c.cfg)
 			if err != nil {

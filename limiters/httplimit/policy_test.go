@@ -189,6 +189,12 @@ func TestPoliciesPick(t *testing.T) {
 			t.Errorf("decision %+v: RateLimit %q, want %q", c.d, got, c.want)
 		}
 	}
+	// A denial that does not say which limit denied names the item's.
+	d = limiters.Decision{Limit: 1000, RetryAfter: time.Minute, ResetAfter: time.Hour, Policy: policy}
+	w := serve(h, "alice")
+	if p := readProblem(t, w.Header(), w.Body.Bytes()); w.Code != 429 || !slices.Equal(p.Violated, []string{"hour"}) {
+		t.Errorf("a denial without Denied: %d, violated-policies %q, want 429 and [hour]", w.Code, p.Violated)
+	}
 }
 
 // logged is a user's decorator: it logs each decision and forwards
