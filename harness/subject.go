@@ -169,17 +169,6 @@ func TiersSubject(name string, c tiers.Config) Subject {
 	}
 }
 
-// judged is the limit a limiter of algorithm a for l is judged against
-// when its accuracy is compared with the ideal: l for a window algorithm;
-// for a bucket, its quota C per the C*T it takes to refill (T the
-// interval, rounded to the nanosecond: 3/s is 3 per 999999999ns).
-func judged(a limiters.Algorithm, l limiters.Limit) limiters.Limit {
-	if !a.IsBucket() {
-		return l
-	}
-	return limiters.Limit{N: l.Quota(), Per: time.Duration(l.Quota()) * l.Interval()}
-}
-
 // inMemory is what each of ratelab's in-memory algorithms is.
 type inMemory interface {
 	limiters.Settler

@@ -5,13 +5,15 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/ratelab/ratelab/internal/redistest"
 )
 
 // runLua runs body after the prelude and the window arithmetic, at time sec.ns, and returns its
 // integer reply.
 func runLua(t *testing.T, body string, sec, ns int64, args ...any) []int64 {
 	t.Helper()
-	c := server(t)
+	c := redistest.Client(t, nil)
 	argv := append([]any{"p", 1, sec, ns, 0}, args...)
 	v, err := c.Eval(t.Context(), prelude+helpers+windows+"at(ARGV[3], ARGV[4], ARGV[5])\n"+body, nil, argv...).Result()
 	if err != nil {

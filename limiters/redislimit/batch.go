@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/ratelab/ratelab/limiters"
 )
 
 // Batching gathers concurrent decisions into batches: many decisions

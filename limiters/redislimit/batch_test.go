@@ -1,4 +1,4 @@
-package redislimit
+package redislimit_test
 
 import (
 	"context"
@@ -14,10 +14,11 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
+	"github.com/ratelab/ratelab/limiters/redislimit"
 )
 
 // TestBatchingSameAsMemory replays random traces from many goroutines at
-// once through one batching limiter, so that pipelines carry decisions of
+// once through one batching limiter, so that batches carry decisions of
 // different keys and times together: every decision must be the in-memory
 // limiter's, field for field.
 //
@@ -30,52 +31,56 @@ func TestBatchingSameAsMemory(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	for _, tc := range []struct {
 		name   string
-		client Client
+		client redislimit.Client
 	}{{"script", c}, {"pipeline", ring}} {
 		t.Run(tc.name, func(t *testing.T) { batchingSameAsMemory(t, c, tc.client, seed) })
 	}
 }
 
-func batchingSameAsMemory(t *testing.T, c *redis.Client, client Client, seed uint64) {
+func batchingSameAsMemory(t *testing.T, c *redis.Client, client redislimit.Client, seed uint64) {
+	ctx := context.Background()
 	for _, a := range limiters.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(9, seed))
 			for _, k := range []int{1, 3} { // one limit, and three at once
-				var limits []composite.Limit
+				var limits []limiters.Limit
 				for i := range k {
-					s := randomSpec(r, a, false).Judged()
-					limits = append(limits, composite.Limit{Name: fmt.Sprint("l", i), Rate: limiters.Rate{N: s.Limit, Per: s.Length}})
+					lim := randomLimit(r, a, false)
+					lim.Name = fmt.Sprint("l", i)
+					limits = append(limits, lim)
 				}
 				mem, err := composite.New(a, limits, limiters.WithSweepInterval(-1))
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer mem.Close()
-				red, err := NewComposite(client, a, limits, WithPrefix(prefix(t, c)), WithTimeout(2*time.Second), WithBatching(Batching{Pipelines: 2, MaxBatch: 32}))
+				red, err := redislimit.New(client, a, limits, redislimit.WithPrefix(prefix(t, c)), redislimit.WithTimeout(2*time.Second),
+					redislimit.WithBatching(redislimit.Batching{Pipelines: 2, MaxBatch: 32}))
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer red.Close()
-				if (red.batch.many != nil) != (client == Client(c)) {
-					t.Fatalf("batch script %v through %T", red.batch.many != nil, client)
+				if redislimit.Scripted(red) != (client == redislimit.Client(c)) {
+					t.Fatalf("batch script %v through %T", redislimit.Scripted(red), client)
 				}
 				var wg sync.WaitGroup
 				for g := range 24 {
-					trace := randomTrace(r, limits[0].Rate.Per, limits[0].Rate.N, 60)
+					trace := randomTrace(r, limits[0].Window(), limits[0].Quota(), 60)
 					wg.Go(func() {
 						for i, st := range trace {
 							key := fmt.Sprint("g", g, "-", st.key) // each goroutine its own keys
 							var want, got limiters.Decision
-							wantDenied, gotDenied := -1, -1
 							var err error
 							if st.peek {
-								want, got = mem.PeekAt(key, st.at), red.PeekAt(key, st.at)
+								want, _ = mem.Peek(ctx, at(key, st.at, st.n))
+								got, err = red.Peek(ctx, at(key, st.at, st.n))
 							} else {
-								want, wantDenied = mem.DecideAt(key, st.at, st.n, nil)
-								got, gotDenied, err = red.DecideAt(context.Background(), key, st.at, st.n)
+								want, _ = mem.Decide(ctx, at(key, st.at, st.n))
+								got, err = red.Decide(ctx, at(key, st.at, st.n))
 							}
-							if err != nil || got != want || gotDenied != wantDenied {
-								t.Errorf("%v, goroutine %d, step %d (%s at %v, n=%d, peek %v):\n  redis  %+v denied by %d (%v)\n  memory %+v denied by %d", limits, g, i, key, st.at.Format(time.RFC3339Nano), st.n, st.peek, got, gotDenied, err, want, wantDenied)
+							if err != nil || !same(got, want) {
+								t.Errorf("%v, goroutine %d, step %d (%s at %v, n=%d, peek %v):\n  redis  %s (%v)\n  memory %s",
+									limits, g, i, key, st.at.Format(time.RFC3339Nano), st.n, st.peek, show(got), err, show(want))
 								return
 							}
 						}
@@ -86,8 +91,8 @@ func batchingSameAsMemory(t *testing.T, c *redis.Client, client Client, seed uin
 				// tested decisions one by one. How many depends on how
 				// the 24 goroutines are scheduled: on a loaded machine,
 				// 1440 decisions went in 1352 batches.
-				if d, b := red.batch.decisions.Load(), red.batch.batches.Load(); d <= b {
-					t.Errorf("%d decisions in %d batches: the test should make batches of several", d, b)
+				if n := red.Counts(); n.Sent <= n.RoundTrips {
+					t.Errorf("%d decisions in %d round trips: the test should make batches of several", n.Sent, n.RoundTrips)
 				}
 			}
 		})
@@ -99,8 +104,8 @@ func batchingSameAsMemory(t *testing.T, c *redis.Client, client Client, seed uin
 func TestBatchingClose(t *testing.T) {
 	c := server(t)
 	before := runtime.NumGoroutine()
-	l, err := New(c, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1000, Rate: 1000}},
-		WithPrefix(prefix(t, c)), WithFailureMode(FailClosed), WithBatching(Batching{Pipelines: 3}))
+	l, err := redislimit.New(c, limiters.GCRA, []limiters.Limit{{N: 1000, Per: time.Second}},
+		redislimit.WithPrefix(prefix(t, c)), redislimit.WithFailureMode(redislimit.FailClosed), redislimit.WithBatching(redislimit.Batching{Pipelines: 3}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +116,7 @@ func TestBatchingClose(t *testing.T) {
 		wg.Go(func() {
 			for i := range 20 {
 				d, err := l.AllowN(context.Background(), fmt.Sprint("k", g%4), 1)
-				if err != nil && !errors.Is(err, ErrUnavailable) {
+				if err != nil && !errors.Is(err, redislimit.ErrUnavailable) {
 					t.Errorf("decision %d of goroutine %d: %v, want success or ErrUnavailable", i, g, err)
 				}
 				if err != nil && d.Allowed {
@@ -130,7 +135,7 @@ func TestBatchingClose(t *testing.T) {
 		t.Fatalf("%d decisions answered, want %d", answered, 16*20)
 	}
 	d, err := l.AllowN(context.Background(), "k0", 1)
-	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, errClosed) || d.Allowed {
+	if !errors.Is(err, redislimit.ErrUnavailable) || !errors.Is(err, redislimit.ErrClosed) || d.Allowed {
 		t.Errorf("after Close: %+v, %v; want a fail-closed denial saying the limiter is closed", d, err)
 	}
 	l.Close() // twice is fine
@@ -141,15 +146,15 @@ func TestBatchingClose(t *testing.T) {
 // waiting, and that the limiter goes on deciding for the others.
 func TestBatchingCanceled(t *testing.T) {
 	c := server(t)
-	l, err := New(c, limiters.Spec{Algorithm: limiters.FixedWindow, Window: limiters.Window{Limit: 5, Length: time.Minute}},
-		WithPrefix(prefix(t, c)), WithBatching(Batching{Pipelines: 1}))
+	l, err := redislimit.New(c, limiters.FixedWindow, []limiters.Limit{{N: 5, Per: time.Minute}},
+		redislimit.WithPrefix(prefix(t, c)), redislimit.WithBatching(redislimit.Batching{Pipelines: 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := l.AllowN(ctx, "k", 1); !errors.Is(err, context.Canceled) || !errors.Is(err, ErrUnavailable) {
+	if _, err := l.AllowN(ctx, "k", 1); !errors.Is(err, context.Canceled) || !errors.Is(err, redislimit.ErrUnavailable) {
 		t.Errorf("canceled context: %v, want ErrUnavailable and context.Canceled", err)
 	}
 	d, err := l.AllowN(context.Background(), "other", 1)
@@ -160,8 +165,8 @@ func TestBatchingCanceled(t *testing.T) {
 
 func TestBatchingBadParameters(t *testing.T) {
 	c := server(t)
-	for _, b := range []Batching{{Pipelines: -1}, {MaxBatch: -2}} {
-		if _, err := New(c, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1, Rate: 1}}, WithBatching(b)); !errors.Is(err, limiters.ErrInvalidParameter) {
+	for _, b := range []redislimit.Batching{{Pipelines: -1}, {MaxBatch: -2}} {
+		if _, err := redislimit.New(c, limiters.GCRA, []limiters.Limit{{N: 1, Per: time.Second}}, redislimit.WithBatching(b)); !errors.Is(err, limiters.ErrInvalidParameter) {
 			t.Errorf("%+v: %v, want ErrInvalidParameter", b, err)
 		}
 	}

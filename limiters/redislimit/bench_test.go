@@ -1,4 +1,4 @@
-package redislimit
+package redislimit_test
 
 import (
 	"context"
@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/redislimit"
 )
 
 // BenchmarkAllowN is one decision at the server's clock, one goroutine,
@@ -20,9 +23,7 @@ func BenchmarkAllowN(b *testing.B) {
 	}
 	for _, a := range limiters.Algorithms() {
 		b.Run(string(a), func(b *testing.B) {
-			r := limiters.Rate{N: 100, Per: 1e9}
-			s, _ := r.Spec(a)
-			l, err := New(c, s, WithPrefix(prefix(b, c)))
+			l, err := redislimit.New(c, a, []limiters.Limit{{N: 100, Per: time.Second}}, redislimit.WithPrefix(prefix(b, c)))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -46,15 +47,15 @@ func BenchmarkHotKey(b *testing.B) {
 	c := server(b)
 	for _, tc := range []struct {
 		name string
-		opts []Option
+		opts []redislimit.Option
 	}{
 		{"cache=on", nil},
-		{"cache=off", []Option{WithDenialCache(-1)}},
-		{"lease", []Option{WithLeases(100*time.Millisecond, 0)}},
+		{"cache=off", []redislimit.Option{redislimit.WithDenialCache(-1)}},
+		{"lease", []redislimit.Option{redislimit.WithLeases(100*time.Millisecond, 0)}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			l, err := New(c, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 10, Rate: 0.001}},
-				append([]Option{WithPrefix(prefix(b, c))}, tc.opts...)...)
+			l, err := redislimit.New(c, limiters.GCRA, []limiters.Limit{{N: 1, Per: 1000 * time.Second, Burst: 10}},
+				append([]redislimit.Option{redislimit.WithPrefix(prefix(b, c))}, tc.opts...)...)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -86,25 +87,25 @@ func BenchmarkHotKey(b *testing.B) {
 // admitted (the exact limiter admits a tenth, and the capacity at first).
 func BenchmarkOverload(b *testing.B) {
 	c := server(b)
-	s := limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 100, Rate: 100}}
+	limits := []limiters.Limit{{N: 100, Per: time.Second}}
 	keys := make([]string, 16)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("user-%d", i)
 	}
 	for _, v := range []struct {
 		name string
-		opts []Option
+		opts []redislimit.Option
 	}{
-		{"plain", []Option{WithDenialCache(-1)}},
+		{"plain", []redislimit.Option{redislimit.WithDenialCache(-1)}},
 		{"cached", nil},
-		{"lease", []Option{WithLeases(100*time.Millisecond, 0)}},
+		{"lease", []redislimit.Option{redislimit.WithLeases(100*time.Millisecond, 0)}},
 	} {
 		for _, routing := range []string{"random", "sticky"} {
 			b.Run(v.name+"/"+routing, func(b *testing.B) {
 				pre := prefix(b, c)
-				var fleet []*Limiter
+				var fleet []*redislimit.Limiter
 				for range 4 {
-					l, err := New(c, s, append([]Option{WithPrefix(pre)}, v.opts...)...)
+					l, err := redislimit.New(c, limiters.GCRA, limits, append([]redislimit.Option{redislimit.WithPrefix(pre)}, v.opts...)...)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -122,7 +123,7 @@ func BenchmarkOverload(b *testing.B) {
 					}
 					// Each key every millisecond: ten times 100 a second.
 					at := t0.Add(time.Duration(i/len(keys))*time.Millisecond + time.Duration(k)*time.Microsecond)
-					d, _, err := fleet[p].DecideAt(context.Background(), keys[k], at, 1)
+					d, err := fleet[p].Decide(context.Background(), limiters.Request{Key: keys[k], N: 1, At: at})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -157,8 +158,7 @@ func BenchmarkSettle(b *testing.B) {
 	for _, a := range limiters.Algorithms() {
 		for _, op := range []string{"decide", "reserve-settle", "decide-twice"} {
 			b.Run(fmt.Sprintf("alg=%s/op=%s", a, op), func(b *testing.B) {
-				s, _ := limiters.Rate{N: 1000, Per: time.Second}.Spec(a)
-				l, err := New(c, s, WithPrefix(prefix(b, c)))
+				l, err := redislimit.New(c, a, []limiters.Limit{{N: 1000, Per: time.Second}}, redislimit.WithPrefix(prefix(b, c)))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -177,8 +177,8 @@ func BenchmarkSettle(b *testing.B) {
 						}
 					default:
 						var r limiters.Reservation
-						if r, err = l.Reserve(ctx, k, 4); err == nil && r.Allowed {
-							_, err = l.Settle(ctx, r, 2)
+						if r, err = l.Reserve(ctx, limiters.Request{Key: k, N: 4}); err == nil && r.Allowed() {
+							_, err = l.Settle(ctx, limiters.Settlement{Reservation: r, Actual: 2})
 						}
 					}
 					if err != nil {
@@ -187,5 +187,46 @@ func BenchmarkSettle(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// instant is a client whose every script is answered at once with reply,
+// without a server: what a decision costs the client, round trip aside.
+type instant struct {
+	*redis.Client
+	reply any
+}
+
+func (i instant) Process(ctx context.Context, cmd redis.Cmder) error {
+	cmd.(*redis.Cmd).SetVal(i.reply)
+	return nil
+}
+
+// BenchmarkClientCost is one decision's cost in the client alone (the
+// command built, sent to a client that answers at once, the reply read):
+// what the limiter adds to a round trip.
+func BenchmarkClientCost(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		a     limiters.Algorithm
+		reply any
+	}{
+		{"fixed-window", limiters.FixedWindow, "1 0 100 99 0 1000"},
+		{"gcra", limiters.GCRA, int64(10000000)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, PoolTimeout: 250 * time.Millisecond})
+			l, err := redislimit.New(instant{c, tc.reply}, tc.a, []limiters.Limit{{N: 100, Per: time.Second}}, redislimit.WithDenialCache(-1))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if d, err := l.AllowN(ctx, "user-00000000001", 1); err != nil || !d.Allowed {
+					b.Fatal(d, err)
+				}
+			}
+		})
 	}
 }

@@ -1,4 +1,4 @@
-package redislimit
+package redislimit_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
+	"github.com/ratelab/ratelab/limiters/redislimit"
 )
 
 // ownCluster starts a Redis Cluster of three masters of the test's own on
@@ -52,23 +53,24 @@ func ownCluster(t *testing.T) []string {
 // limits at once (keys that must share a slot, or Redis says CROSSSLOT),
 // alone and batched (pipelines, routed key by key), with the same
 // decisions as in memory for users spread over every master; then ResetAll
-// finds the keys on every master.
+// finds the keys on every master, and Walk reports them, one key at a
+// time (the masters are scanned in turn).
 func TestCluster(t *testing.T) {
 	addrs := ownCluster(t)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true, PoolTimeout: time.Second})
 	defer c.Close()
-	limits := []composite.Limit{
-		{Name: "second", Rate: limiters.Rate{N: 3, Per: time.Second}},
-		{Name: "minute", Rate: limiters.Rate{N: 10, Per: time.Minute}},
+	limits := []limiters.Limit{
+		{Name: "second", N: 3, Per: time.Second},
+		{Name: "minute", N: 10, Per: time.Minute},
 	}
 	ctx := context.Background()
 	for _, batched := range []bool{false, true} {
-		opts := []Option{WithPrefix(fmt.Sprintf("cluster-%v:", batched)), WithTimeout(2 * time.Second)}
+		opts := []redislimit.Option{redislimit.WithPrefix(fmt.Sprintf("cluster-%v:", batched)), redislimit.WithTimeout(2 * time.Second)}
 		if batched {
-			opts = append(opts, WithBatching(Batching{}))
+			opts = append(opts, redislimit.WithBatching(redislimit.Batching{}))
 		}
 		for _, a := range limiters.Algorithms() {
-			red, err := NewComposite(c, a, limits, opts...)
+			red, err := redislimit.New(c, a, limits, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,11 +82,18 @@ func TestCluster(t *testing.T) {
 			for i := range 200 {
 				user := fmt.Sprint("user-", i%40) // 40 users: every master holds some
 				at = at.Add(37 * time.Millisecond)
-				want, wantDenied := mem.DecideAt(user, at, 1, nil)
-				got, gotDenied, err := red.DecideAt(ctx, user, at, 1)
-				if err != nil || got != want || gotDenied != wantDenied {
-					t.Fatalf("%s, batched %v, decision %d for %s: %+v denied by %d (%v), memory %+v denied by %d", a, batched, i, user, got, gotDenied, err, want, wantDenied)
+				want, _ := mem.Decide(ctx, limiters.Request{Key: user, N: 1, At: at})
+				got, err := red.Decide(ctx, limiters.Request{Key: user, N: 1, At: at})
+				if err != nil || !same(got, want) {
+					t.Fatalf("%s, batched %v, decision %d for %s: %s (%v), memory %s", a, batched, i, user, show(got), err, show(want))
 				}
+			}
+			walked := map[string]int{}
+			if err := red.Walk(ctx, func(key string, _ limiters.Decision) bool {
+				walked[key]++ // a map written by fn: the race detector sees fn called at once from two masters
+				return true
+			}); err != nil || len(walked) != 40 {
+				t.Fatalf("%s: Walk found %d users, want 40 (%v)", a, len(walked), err)
 			}
 			if err := red.ResetAll(ctx); err != nil {
 				t.Fatal(err)

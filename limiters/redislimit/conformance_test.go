@@ -1,4 +1,4 @@
-package redislimit
+package redislimit_test
 
 import (
 	"testing"
@@ -8,37 +8,35 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/limitertest"
+	"github.com/ratelab/ratelab/limiters/redislimit"
 )
 
+// TestConformance runs the suite every limiter passes against every
+// algorithm on Redis: decisions sent alone, gathered into batches, and
+// GCRA's keys packed in hashes.
 func TestConformance(t *testing.T) {
 	c := server(t)
-	for _, a := range limiters.Algorithms() {
-		t.Run(string(a), func(t *testing.T) { conformance(t, c, a) })
-	}
-}
-
-// TestConformanceBatching is TestConformance with decisions gathered
-// into pipelines.
-func TestConformanceBatching(t *testing.T) {
-	c := server(t)
-	for _, a := range limiters.Algorithms() {
-		t.Run(string(a), func(t *testing.T) {
-			conformance(t, c, a, WithBatching(Batching{Pipelines: 3, MaxBatch: 16}))
-		})
-	}
-}
-
-func conformance(t *testing.T, c *redis.Client, a limiters.Algorithm, opts ...Option) {
-	limitertest.Run(t, func(t *testing.T, quota int, period time.Duration) limiters.AtLimiter {
-		s := limiters.Spec{Algorithm: a, Window: limiters.Window{Limit: quota, Length: period}}
-		if a.IsBucket() {
-			s.Bucket = limiters.Bucket{Capacity: quota, Rate: float64(quota) / period.Seconds()}
+	for _, tc := range []struct {
+		name string
+		algs []limiters.Algorithm
+		opts []redislimit.Option
+	}{
+		{"alone", limiters.Algorithms(), nil},
+		{"batched", limiters.Algorithms(), []redislimit.Option{redislimit.WithBatching(redislimit.Batching{Pipelines: 3, MaxBatch: 16})}},
+		{"packed", []limiters.Algorithm{limiters.GCRA}, []redislimit.Option{redislimit.WithPacking(4)}},
+	} {
+		for _, a := range tc.algs {
+			t.Run(tc.name+"/"+string(a), func(t *testing.T) { conformance(t, c, a, tc.opts...) })
 		}
-		l, err := New(c, s, append(opts, WithPrefix(prefix(t, c)))...)
+	}
+}
+
+func conformance(t *testing.T, c *redis.Client, a limiters.Algorithm, opts ...redislimit.Option) {
+	limitertest.Run(t, func(t *testing.T, quota int, period time.Duration) limiters.Limiter {
+		l, err := redislimit.New(c, a, []limiters.Limit{{N: quota, Per: period}}, append(opts, redislimit.WithPrefix(prefix(t, c)))...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { l.Close() })
 		return l
 	}, limitertest.Options{})
 }

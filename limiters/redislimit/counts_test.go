@@ -1,4 +1,4 @@
-package redislimit
+package redislimit_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelab/ratelab/internal/redistest"
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/redislimit"
 )
 
 // The round trips Counts reports are the scripts the server ran, as its
@@ -23,19 +24,19 @@ func TestCountsMatchServer(t *testing.T) {
 	port, _ := ownServer(t, 0)
 	c := redis.NewClient(&redis.Options{Addr: fmt.Sprint("127.0.0.1:", port)})
 	defer c.Close()
-	s := limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 20, Rate: 200}}
+	limits := []limiters.Limit{{N: 200, Per: time.Second, Burst: 20}}
 	for _, v := range []struct {
 		name string
-		opts []Option
+		opts []redislimit.Option
 	}{
-		{"plain", []Option{WithDenialCache(-1)}},
-		{"batched", []Option{WithDenialCache(-1), WithBatching(Batching{})}},
+		{"plain", []redislimit.Option{redislimit.WithDenialCache(-1)}},
+		{"batched", []redislimit.Option{redislimit.WithDenialCache(-1), redislimit.WithBatching(redislimit.Batching{})}},
 		{"cached", nil},
-		{"lease", []Option{WithLeases(20*time.Millisecond, 0)}},
+		{"lease", []redislimit.Option{redislimit.WithLeases(20*time.Millisecond, 0)}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			before := redistest.CommandCalls(t, c)
-			l, err := New(c, s, append([]Option{WithPrefix("counts:" + v.name + ":")}, v.opts...)...)
+			l, err := redislimit.New(c, limiters.GCRA, limits, append([]redislimit.Option{redislimit.WithPrefix("counts:" + v.name + ":")}, v.opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -50,7 +51,7 @@ func TestCountsMatchServer(t *testing.T) {
 						if g%2 == 0 {
 							_, err = l.AllowN(context.Background(), key, 1)
 						} else {
-							_, _, err = l.DecideAt(context.Background(), key+"-at", t0.Add(time.Duration(i)*time.Millisecond), 1)
+							_, err = l.Decide(context.Background(), at(key+"-at", t0.Add(time.Duration(i)*time.Millisecond), 1))
 						}
 						if err != nil {
 							t.Error(err)

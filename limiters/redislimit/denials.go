@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/internal/keytable"
 )
 
 // The denial cache remembers, in the process, denials Redis made of unit
 // requests, so that a key hammered past its limit is turned away without a
-// round trip until Redis's own retry-after has passed.
+// round trip until Redis's own retry-after has passed (WithDenialCache).
 //
 // It is exact because only consumption happens elsewhere: once Redis has
 // denied a unit request for a key at time t, saying retry after d, no
@@ -20,17 +21,20 @@ import (
 // then the key's state is frozen, so Redis would answer every unit request
 // with the same denial, its retry-after and reset-after counted down. The
 // cache answers only from the time of the denial on: at an earlier time
-// (explicit times may step back) the state is another. (Of
-// several limits, the Decision's Limit is that of the limit with the least
-// room, the smaller of equals: a denial is cached only when that is the
-// limit that denied, which then stays so.) A request of a larger cost is
-// not cached: it goes to Redis. For GCRA and the token bucket with one
+// (explicit times may step back) the state is another. (Of several limits,
+// a denial is cached only when one limit denied: a limit that admits goes
+// on admitting while the state is frozen, but one of two that deny may
+// come to admit before the other, and the denial would name it still. The
+// Decision's Limit is that of the limit with the least room, the smaller
+// of equals: the denial is cached only when that is the limit that
+// denied, which then stays so.) A request of a larger cost is not cached:
+// it goes to Redis. For GCRA and the token bucket with one
 // limit, an admission that leaves the key empty is cached as the denial
 // of a unit until the next unit fits (its debt down to C-1 units), which
 // is what Redis would answer.
 //
-// What breaks the argument is what gives room back other than time: Reset
-// and ResetAll through this Limiter clear the cache; a Reset through
+// What breaks the argument is what gives room back other than time: Reset,
+// ResetAll and Settle through this Limiter clear the cache; a Reset through
 // another process (or a key deleted by hand) does not, and this process
 // may go on denying the key until the cached retry-after passes, at most
 // one window or one bucket's refill. A change of limits is a new Limiter,
@@ -78,8 +82,7 @@ type denial struct {
 	from  atomic.Int64 // the time of the denial
 	until atomic.Int64 // unit requests are denied from from until until
 	reset atomic.Int64 // the key is back to full quota at reset
-	// limitBy is the Decision's Limit, shifted 8 bits, and the limit
-	// that denied.
+	// limitBy is the Decision's Limit, shifted 16 bits, and its Denied.
 	limitBy atomic.Int64
 	_       [8]byte
 }
@@ -134,37 +137,59 @@ func (ds *denials) ways(h uint64) (*denial, *denial) {
 }
 
 // denied reports whether the cache denies a unit request for h at now, on
-// clock, and if so writes the decision into d and returns the limit that
-// denied. It takes no lock and writes nothing.
-func (ds *denials) denied(d *limiters.Decision, h uint64, now, clock int64) (int, bool) {
+// clock, and if so writes the decision into d (but its Policy). It takes
+// no lock and writes nothing.
+func (ds *denials) denied(d *limiters.Decision, h uint64, now, clock int64) bool {
 	if ds.resetting.Load() != 0 || ds.sets[(h>>8)&ds.mask].resetting.Load() != 0 {
-		return 0, false
+		return false
 	}
 	e1, e2 := ds.ways(h)
-	if by, ok := e1.deny(d, h, now, clock); ok {
-		return by, true
-	}
-	return e2.deny(d, h, now, clock)
+	return e1.deny(d, h, now, clock) || e2.deny(d, h, now, clock)
 }
 
-func (e *denial) deny(d *limiters.Decision, h uint64, now, clock int64) (int, bool) {
+func (e *denial) deny(d *limiters.Decision, h uint64, now, clock int64) bool {
 	s := e.seq.Load()
 	if s&1 != 0 || e.h.Load() != h {
-		return 0, false
+		return false
 	}
 	c, from, until, reset, lb := e.clock.Load(), e.from.Load(), e.until.Load(), e.reset.Load(), e.limitBy.Load()
 	if e.seq.Load() != s || c != clock || now < from || now >= until {
-		return 0, false
+		return false
 	}
-	*d = limiters.Decision{Limit: int(lb >> 8), RetryAfter: time.Duration(until - now), ResetAfter: time.Duration(max(reset-now, 0))}
-	return int(lb & 0xff), true
+	*d = limiters.Decision{Limit: int(lb >> 16), RetryAfter: time.Duration(until - now), ResetAfter: time.Duration(max(reset-now, 0)), Denied: limiters.Denials(lb)}
+	return true
 }
 
-// put records d, Redis's denial of a unit request for h at now on clock
-// by limit by, asked for when h's set's count was gen. It takes h's entry,
-// or an empty or expired one, or the one that expires first; it gives up
-// if another goroutine is writing there.
-func (ds *denials) put(h uint64, now, clock int64, d limiters.Decision, by int, gen uint64) {
+// learn keeps in the cache what Redis's decision d of a request for h
+// says: an admission drops h's entries (a denial from before it no longer
+// holds); a unit request denied by one limit (cache: the request was
+// asked of the cache at now on clock, its set's count gen) is cached.
+func (l *Limiter) learn(h, gen uint64, now, clock int64, cache bool, d *limiters.Decision) {
+	ds := l.denials
+	by, denied := d.Denied.Longest()
+	switch {
+	case d.Allowed:
+		// On a clock that runs forward an admission comes after any
+		// denial's retry-after, but explicit times may step back.
+		g := ds.drop(h)
+		if cache && d.Remaining == 0 && l.unit > 0 && g == gen+1 {
+			// The key is empty: the next unit fits once its debt is down
+			// to C-1 units, and until then Redis would deny every unit
+			// request, as if it had denied one now.
+			if wait := int64(d.ResetAfter) - int64(l.quota[0]-1)*l.unit; wait > 0 {
+				ds.put(h, now, clock, limiters.Decision{Limit: d.Limit, RetryAfter: time.Duration(wait), ResetAfter: d.ResetAfter, Denied: keytable.Denied}, g)
+			}
+		}
+	case cache && denied && d.Denied&0xff == 1<<by && d.Limit == l.quota[by]:
+		ds.put(h, now, clock, *d, gen)
+	}
+}
+
+// put records d, Redis's denial of a unit request for h at now on clock,
+// asked for when h's set's count was gen. It takes h's entry, or an empty
+// or expired one, or the one that expires first; it gives up if another
+// goroutine is writing there.
+func (ds *denials) put(h uint64, now, clock int64, d limiters.Decision, gen uint64) {
 	if d.Allowed || d.RetryAfter <= 0 || d.RetryAfter == limiters.Never || !ds.keeps(h, gen) {
 		return
 	}
@@ -188,7 +213,7 @@ func (ds *denials) put(h uint64, now, clock int64, d limiters.Decision, by int, 
 	e.from.Store(now)
 	e.until.Store(until)
 	e.reset.Store(reset)
-	e.limitBy.Store(int64(d.Limit)<<8 | int64(by))
+	e.limitBy.Store(int64(d.Limit)<<16 | int64(d.Denied))
 	if !ds.keeps(h, gen) {
 		// An admission or a reset came while this was written, and its
 		// drop may have looked here before it was: undo it.

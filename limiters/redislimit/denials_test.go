@@ -1,4 +1,4 @@
-package redislimit
+package redislimit_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/composite"
+	"github.com/ratelab/ratelab/limiters/redislimit"
 )
 
 // On the same trace at explicit times, a Limiter with the denial cache
@@ -25,55 +25,55 @@ func TestDenialCacheSameDecisions(t *testing.T) {
 	for _, a := range limiters.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			for trial := range 4 {
-				s := randomSpec(r, a, false)
-				with, err := New(c, s, WithPrefix(prefix(t, c)))
+				lim := []limiters.Limit{randomLimit(r, a, false)}
+				with, err := redislimit.New(c, a, lim, redislimit.WithPrefix(prefix(t, c)))
 				if err != nil {
 					t.Fatal(err)
 				}
-				without, err := New(c, s, WithPrefix(prefix(t, c)), WithDenialCache(-1))
+				without, err := redislimit.New(c, a, lim, redislimit.WithPrefix(prefix(t, c)), redislimit.WithDenialCache(-1))
 				if err != nil {
 					t.Fatal(err)
 				}
 				// Ten times the limit, on three keys, time stepping back now
 				// and then; one request in five costs more than 1.
-				trace := randomTrace(r, s.Judged().Length/10, s.Judged().Limit, 400)
+				trace := randomTrace(r, lim[0].Window()/10, lim[0].Quota(), 400)
 				for i, st := range trace {
-					got, gotBy, err1 := with.DecideAt(context.Background(), st.key, st.at, st.n)
-					want, wantBy, err2 := without.DecideAt(context.Background(), st.key, st.at, st.n)
-					if err1 != nil || err2 != nil || got != want || gotBy != wantBy {
-						t.Fatalf("%v, trial %d, step %d (%s at %v, n=%d):\n  cached   %+v by %d (%v)\n  uncached %+v by %d (%v)",
-							s, trial, i, st.key, st.at.Format(time.RFC3339Nano), st.n, got, gotBy, err1, want, wantBy, err2)
+					got, err1 := with.Decide(context.Background(), at(st.key, st.at, st.n))
+					want, err2 := without.Decide(context.Background(), at(st.key, st.at, st.n))
+					if err1 != nil || err2 != nil || !same(got, want) {
+						t.Fatalf("%v, trial %d, step %d (%s at %v, n=%d):\n  cached   %s (%v)\n  uncached %s (%v)",
+							lim, trial, i, st.key, st.at.Format(time.RFC3339Nano), st.n, show(got), err1, show(want), err2)
 					}
 				}
 				cw, cwo := with.Counts(), without.Counts()
 				if cwo.Sent != int64(len(trace)) || cw.Sent >= cwo.Sent || cw.RoundTrips != cw.Sent {
-					t.Errorf("%v: with the cache %+v, without %+v: want every one of %d sent without it, fewer with it", s, cw, cwo, len(trace))
+					t.Errorf("%v: with the cache %+v, without %+v: want every one of %d sent without it, fewer with it", lim, cw, cwo, len(trace))
 				}
 			}
 		})
 	}
 }
 
-// A composite limit: the limit that denied, and its Limit, are the cache's
-// answer too.
+// Several limits: the limits that denied (Denied), and the Limit, are the
+// cache's answer too.
 func TestDenialCacheComposite(t *testing.T) {
 	c := server(t)
-	limits := []composite.Limit{{Name: "second", Rate: limiters.Rate{N: 3, Per: time.Second}}, {Name: "minute", Rate: limiters.Rate{N: 5, Per: time.Minute}}}
-	with, err := NewComposite(c, limiters.GCRA, limits, WithPrefix(prefix(t, c)))
+	limits := []limiters.Limit{{Name: "second", N: 3, Per: time.Second}, {Name: "minute", N: 5, Per: time.Minute}}
+	with, err := redislimit.New(c, limiters.GCRA, limits, redislimit.WithPrefix(prefix(t, c)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	without, err := NewComposite(c, limiters.GCRA, limits, WithPrefix(prefix(t, c)), WithDenialCache(-1))
+	without, err := redislimit.New(c, limiters.GCRA, limits, redislimit.WithPrefix(prefix(t, c)), redislimit.WithDenialCache(-1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 200 {
-		at := t0.Add(time.Duration(i) * 37 * time.Millisecond)
-		got, gotBy, _ := with.DecideAt(context.Background(), "k", at, 1)
-		want, wantBy, _ := without.DecideAt(context.Background(), "k", at, 1)
-		if got != want || gotBy != wantBy {
-			t.Fatalf("step %d at +%v: cached %+v by %d, uncached %+v by %d", i, at.Sub(t0), got, gotBy, want, wantBy)
+		when := t0.Add(time.Duration(i) * 37 * time.Millisecond)
+		got, _ := with.Decide(context.Background(), at("k", when, 1))
+		want, _ := without.Decide(context.Background(), at("k", when, 1))
+		if !same(got, want) {
+			t.Fatalf("step %d at +%v: cached %s, uncached %s", i, when.Sub(t0), show(got), show(want))
 		}
 	}
 	if n := 200 - with.Counts().Sent; n < 150 {
@@ -86,12 +86,12 @@ func TestDenialCacheComposite(t *testing.T) {
 func TestDenialCacheReset(t *testing.T) {
 	c := server(t)
 	p := prefix(t, c)
-	spec := limiters.Spec{Algorithm: limiters.FixedWindow, Window: limiters.Window{Limit: 2, Length: time.Hour}}
-	l, err := New(c, spec, WithPrefix(p))
+	limits := []limiters.Limit{{N: 2, Per: time.Hour}}
+	l, err := redislimit.New(c, limiters.FixedWindow, limits, redislimit.WithPrefix(p))
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := New(c, spec, WithPrefix(p)) // another process, on the same keys
+	other, err := redislimit.New(c, limiters.FixedWindow, limits, redislimit.WithPrefix(p)) // another process, on the same keys
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestDenialCacheServerDown(t *testing.T) {
 	port, stop := ownServer(t, 0)
 	c := redis.NewClient(&redis.Options{Addr: fmt.Sprint("127.0.0.1:", port), DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
 	defer c.Close()
-	l, err := New(c, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1, Rate: 0.1}}, WithTimeout(100*time.Millisecond))
+	l, err := redislimit.New(c, limiters.GCRA, []limiters.Limit{{N: 1, Per: 10 * time.Second}}, redislimit.WithTimeout(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestDenialCacheServerDown(t *testing.T) {
 // allocation.
 func TestDenialCacheConcurrent(t *testing.T) {
 	c := server(t)
-	l, err := New(c, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 50, Rate: 0.001}}, WithPrefix(prefix(t, c)))
+	l, err := redislimit.New(c, limiters.GCRA, []limiters.Limit{{N: 1, Per: 1000 * time.Second, Burst: 50}}, redislimit.WithPrefix(prefix(t, c)))
 	if err != nil {
 		t.Fatal(err)
 	}

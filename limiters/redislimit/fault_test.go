@@ -1,61 +1,20 @@
-package redislimit
+package redislimit_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net"
-	"os/exec"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratelab/ratelab/internal/redistest"
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/redislimit"
 )
-
-// ownServer starts a redis-server of the test's own on a free loopback
-// port (with extra arguments, if any), keeping nothing on disk, and
-// returns its port and a function that stops it. The test fails if redis-server is not installed.
-func ownServer(t *testing.T, port int, extra ...string) (int, func()) {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("this test starts and stops a Redis server of its own and needs redis-server (Debian: apt-get install redis-server): %v", err)
-	}
-	if port == 0 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port = ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-	}
-	cmd := exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, extra...)...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	}
-	t.Cleanup(stop)
-	c := redis.NewClient(&redis.Options{Addr: fmt.Sprint("127.0.0.1:", port)})
-	defer c.Close()
-	for deadline := time.Now().Add(5 * time.Second); c.Ping(context.Background()).Err() != nil; {
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on port %d did not answer within 5s", port)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return port, stop
-}
 
 // TestServerStopsAndReturns stops a real Redis server while decisions are
 // being made and starts it again: while it is down every decision follows
@@ -65,13 +24,13 @@ func ownServer(t *testing.T, port int, extra ...string) (int, func()) {
 // goroutine is left behind. With and without batching.
 func TestServerStopsAndReturns(t *testing.T) {
 	for _, tc := range []struct {
-		mode FailureMode
-		opts []Option
+		mode redislimit.FailureMode
+		opts []redislimit.Option
 	}{
-		{FailOpen, nil},
-		{FailClosed, nil},
-		{FailOpen, []Option{WithBatching(Batching{})}},
-		{FailClosed, []Option{WithBatching(Batching{Pipelines: 2, MaxBatch: 8})}},
+		{redislimit.FailOpen, nil},
+		{redislimit.FailClosed, nil},
+		{redislimit.FailOpen, []redislimit.Option{redislimit.WithBatching(redislimit.Batching{})}},
+		{redislimit.FailClosed, []redislimit.Option{redislimit.WithBatching(redislimit.Batching{Pipelines: 2, MaxBatch: 8})}},
 	} {
 		mode := tc.mode
 		name := mode.String()
@@ -85,8 +44,8 @@ func TestServerStopsAndReturns(t *testing.T) {
 			// Without the denial cache, which would answer the fourth
 			// request's key while the server is down and after it comes
 			// back empty (TestDenialCacheServerDown).
-			l, err := New(c, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 3, Rate: 1}},
-				append([]Option{WithTimeout(100 * time.Millisecond), WithFailureMode(mode), WithDenialCache(-1)}, tc.opts...)...)
+			l, err := redislimit.New(c, limiters.GCRA, []limiters.Limit{{N: 1, Per: time.Second, Burst: 3}},
+				append([]redislimit.Option{redislimit.WithTimeout(100 * time.Millisecond), redislimit.WithFailureMode(mode), redislimit.WithDenialCache(-1)}, tc.opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,10 +65,10 @@ func TestServerStopsAndReturns(t *testing.T) {
 				if took := time.Since(start); took > 2*time.Second {
 					t.Fatalf("a decision with the server down took %v", took)
 				}
-				if !errors.Is(err, ErrUnavailable) {
+				if !errors.Is(err, redislimit.ErrUnavailable) {
 					t.Fatalf("request %d with the server down: error %v, want ErrUnavailable", i+1, err)
 				}
-				if want := mode == FailOpen; d.Allowed != want || d.Limit != 3 {
+				if want := mode == redislimit.FailOpen; d.Allowed != want || d.Limit != 3 {
 					t.Fatalf("request %d with the server down (%v): %+v", i+1, mode, d)
 				}
 			}
@@ -129,9 +88,11 @@ func TestServerStopsAndReturns(t *testing.T) {
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
-			if l.evals.Load() == 0 {
+			admin := redis.NewClient(&redis.Options{Addr: fmt.Sprint("127.0.0.1:", port)})
+			if redistest.CommandCalls(t, admin)["eval"] == 0 {
 				t.Errorf("the returned server had no scripts, but EVAL was never sent")
 			}
+			admin.Close()
 			stop()
 			l.Close()
 			c.Close()
@@ -164,28 +125,28 @@ func TestUnreachable(t *testing.T) {
 	closedAddr := closed.Addr().String()
 	closed.Close()
 	for _, addr := range []string{closedAddr, silent.Addr().String()} {
-		for i, mode := range []FailureMode{FailOpen, FailClosed, FailOpen, FailClosed} {
+		for i, mode := range []redislimit.FailureMode{redislimit.FailOpen, redislimit.FailClosed, redislimit.FailOpen, redislimit.FailClosed} {
 			// A client that ignores context deadlines: the limiter bounds
 			// the wait itself.
 			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-			opts := []Option{WithTimeout(50 * time.Millisecond), WithFailureMode(mode)}
+			opts := []redislimit.Option{redislimit.WithTimeout(50 * time.Millisecond), redislimit.WithFailureMode(mode)}
 			if i >= 2 {
-				opts = append(opts, WithBatching(Batching{}))
+				opts = append(opts, redislimit.WithBatching(redislimit.Batching{}))
 			}
-			l, err := New(c, limiters.Spec{Algorithm: limiters.FixedWindow, Window: limiters.Window{Limit: 10, Length: time.Second}}, opts...)
+			l, err := redislimit.New(c, limiters.FixedWindow, []limiters.Limit{{N: 10, Per: time.Second}}, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			start := time.Now()
 			d, err := l.AllowN(context.Background(), "k", 1)
 			took := time.Since(start)
-			if !errors.Is(err, ErrUnavailable) || d.Allowed != (mode == FailOpen) {
+			if !errors.Is(err, redislimit.ErrUnavailable) || d.Allowed != (mode == redislimit.FailOpen) || d.Policy == nil {
 				t.Errorf("%s, %v, batching %v: %+v, %v", addr, mode, i >= 2, d, err)
 			}
 			if took > 2*time.Second {
 				t.Errorf("%s, %v, batching %v: the decision took %v with a 50ms timeout", addr, mode, i >= 2, took)
 			}
-			if mode == FailClosed && d.RetryAfter != 50*time.Millisecond {
+			if mode == redislimit.FailClosed && d.RetryAfter != 50*time.Millisecond {
 				t.Errorf("fail closed: RetryAfter %v, want the timeout", d.RetryAfter)
 			}
 			c.Close()
@@ -193,10 +154,47 @@ func TestUnreachable(t *testing.T) {
 	}
 }
 
-// quiet drops go-redis's log lines: the fault tests make it log every
-// failed dial.
-type quiet struct{}
+// garbled is a client whose every script is answered with reply, as a
+// broken server or proxy might.
+type garbled struct {
+	*redis.Client
+	reply any
+}
 
-func (quiet) Printf(context.Context, string, ...any) {}
+func (g garbled) Process(ctx context.Context, cmd redis.Cmder) error {
+	cmd.(*redis.Cmd).SetVal(g.reply)
+	return nil
+}
 
-func init() { redis.SetLogger(quiet{}) }
+// TestMalformedReply checks that a reply the limiter cannot read is a
+// failure of Redis's, never a decision: the error wraps ErrUnavailable,
+// the decision is the failure mode's, and the error hook hears of it.
+func TestMalformedReply(t *testing.T) {
+	c := server(t)
+	for _, tc := range []struct {
+		a     limiters.Algorithm
+		per   time.Duration
+		reply any
+	}{
+		{limiters.FixedWindow, time.Second, "1 0 5 4 0"},
+		{limiters.FixedWindow, time.Second, "2 0 5 4 0 1"},
+		{limiters.FixedWindow, time.Second, int64(1)},
+		{limiters.GCRA, 500, "x"},
+		{limiters.GCRA, 500, int64(501)}, // C=5, T=100ns: more debt than the capacity holds
+	} {
+		var heard []error
+		l, err := redislimit.New(garbled{c, tc.reply}, tc.a, []limiters.Limit{{N: 5, Per: tc.per}},
+			redislimit.WithFailureMode(redislimit.FailClosed), redislimit.WithTimeout(time.Second), redislimit.WithDenialCache(-1),
+			redislimit.WithErrorHook(func(err error) { heard = append(heard, err) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := l.AllowN(t.Context(), "k", 1)
+		if !errors.Is(err, redislimit.ErrUnavailable) || d.Allowed || d.RetryAfter != time.Second || d.Limit != 5 || d.Policy == nil {
+			t.Errorf("%s, a reply %#v: %s, %v; want refused, failing closed", tc.a, tc.reply, show(d), err)
+		}
+		if len(heard) != 1 || !errors.Is(heard[0], redislimit.ErrUnavailable) {
+			t.Errorf("%s, a reply %#v: the hook heard %v", tc.a, tc.reply, heard)
+		}
+	}
+}

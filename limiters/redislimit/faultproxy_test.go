@@ -1,4 +1,4 @@
-package redislimit
+package redislimit_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratelab/ratelab/internal/redistest"
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/redislimit"
 )
 
 // The faults a faultProxy puts between a client and Redis.
@@ -121,8 +122,8 @@ func TestFaults(t *testing.T) {
 			before := runtime.NumGoroutine()
 			p := newFaultProxy(t, fmt.Sprint("127.0.0.1:", port))
 			c := p.client(t, timeout)
-			l, err := New(c, limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 1000, Rate: 1000}},
-				WithPrefix(fmt.Sprintf("faults:%d:", fault)), WithTimeout(timeout), WithFailureMode(FailClosed))
+			l, err := redislimit.New(c, limiters.GCRA, []limiters.Limit{{N: 1000, Per: time.Second}},
+				redislimit.WithPrefix(fmt.Sprintf("faults:%d:", fault)), redislimit.WithTimeout(timeout), redislimit.WithFailureMode(redislimit.FailClosed))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +144,7 @@ func TestFaults(t *testing.T) {
 						start := time.Now()
 						d, err := l.AllowN(ctx, fmt.Sprintf("k%d-%d", g, i), 1)
 						el := time.Since(start)
-						if !errors.Is(err, ErrUnavailable) || d.Allowed {
+						if !errors.Is(err, redislimit.ErrUnavailable) || d.Allowed {
 							t.Errorf("during the fault: %+v, %v; want ErrUnavailable, failing closed", d, err)
 						}
 						mu.Lock()

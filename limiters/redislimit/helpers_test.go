@@ -1,13 +1,20 @@
-package redislimit
+package redislimit_test
 
 import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"reflect"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelab/ratelab/internal/redistest"
+	"github.com/ratelab/ratelab/limiters"
 )
 
 // server returns a client of the Redis server the tests run against (see
@@ -33,3 +40,76 @@ func noneLeft(t *testing.T, before int) {
 		t.Errorf("%d goroutines after, %d before", n, before)
 	}
 }
+
+// same reports whether two decisions are the same, field for field, their
+// policies compared by value.
+func same(a, b limiters.Decision) bool {
+	pa, pb := a.Policy, b.Policy
+	a.Policy, b.Policy = nil, nil
+	return a == b && (pa == pb || pa != nil && pb != nil && reflect.DeepEqual(*pa, *pb))
+}
+
+// show formats d for a failure message, its policy's limits included.
+func show(d limiters.Decision) string {
+	if d.Policy == nil {
+		return fmt.Sprintf("%+v", d)
+	}
+	p := d.Policy
+	d.Policy = nil
+	return fmt.Sprintf("%+v under %v", d, p.Limits)
+}
+
+// at is a decision of n for key at t.
+func at(key string, t time.Time, n int) limiters.Request {
+	return limiters.Request{Key: key, N: n, At: t}
+}
+
+// ownServer starts a redis-server of the test's own on a free loopback
+// port (with extra arguments, if any), keeping nothing on disk, and
+// returns its port and a function that stops it. The test fails if
+// redis-server is not installed.
+func ownServer(t *testing.T, port int, extra ...string) (int, func()) {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("this test starts and stops a Redis server of its own and needs redis-server (Debian: apt-get install redis-server): %v", err)
+	}
+	if port == 0 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port = ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+	}
+	cmd := exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, extra...)...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	}
+	t.Cleanup(stop)
+	c := redis.NewClient(&redis.Options{Addr: fmt.Sprint("127.0.0.1:", port)})
+	defer c.Close()
+	for deadline := time.Now().Add(5 * time.Second); c.Ping(context.Background()).Err() != nil; {
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on port %d did not answer within 5s", port)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return port, stop
+}
+
+// quiet drops go-redis's log lines: the fault tests make it log every
+// failed dial.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func init() { redis.SetLogger(quiet{}) }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/internal/keytable"
 )
 
 // Leases (WithLeases) trade exactness for round trips: a process takes
@@ -45,13 +46,14 @@ import (
 // collide only cost their owner round trips. Two keys whose 64-bit hashes
 // agree would share a lease.
 type leases struct {
-	sets  []leaseSet
-	mask  uint64
-	clock       // the live times
-	tau   int64 // the lease time, in ns
-	most  int64 // the largest lease, in units
-	quota int   // the key's capacity C, the Decision's Limit
-	unit  int64 // the time a unit takes to come back, in ns (1/R)
+	sets   []leaseSet
+	mask   uint64
+	clock        // the live times
+	tau    int64 // the lease time, in ns
+	most   int64 // the largest lease, in units
+	quota  int   // the key's capacity C, the Decision's Limit
+	unit   int64 // the time a unit takes to come back, in ns (1/R)
+	policy *limiters.Policy
 }
 
 const leaseWays = 4
@@ -82,12 +84,13 @@ type lease struct {
 	contended int64
 }
 
-// newLeases returns a table of about entries keys.
-func newLeases(entries int, tau time.Duration, most int64, quota int, unit int64) *leases {
+// newLeases returns a table of about entries keys, for decisions under
+// policy.
+func newLeases(entries int, tau time.Duration, most int64, quota int, unit int64, policy *limiters.Policy) *leases {
 	sets := max(1, entries/leaseWays)
 	sets = 1 << (bits.Len(uint(sets)) - 1)
 	return &leases{sets: make([]leaseSet, sets), mask: uint64(sets - 1),
-		clock: newClock(), tau: int64(tau), most: most, quota: quota, unit: max(unit, 1)}
+		clock: newClock(), tau: int64(tau), most: most, quota: quota, unit: max(unit, 1), policy: policy}
 }
 
 // entry returns h's entry in s, taking an empty one, or the least
@@ -110,21 +113,44 @@ func (s *leaseSet) entry(h uint64, clock, now int64) *lease {
 	return victim
 }
 
+// spent is what a lease decided of a request alone: nothing (undecided),
+// an admission with units left (n), or a denial until n from now; the key
+// is full again reset from now. (Three numbers, built under the set's
+// lock, where a Decision would take longer to write.)
+type spent struct {
+	kind     int8
+	n, reset int64
+}
+
+// The kinds of spent.
+const (
+	undecided = iota
+	admitted
+	denied
+)
+
 // spend decides a request of cost n at now from e alone, if it can: from
 // the units in hand, or as the denial of a lease still running.
-func (ls *leases) spend(e *lease, now int64, n int64, d *limiters.Decision) bool {
+func (ls *leases) spend(e *lease, now int64, n int64) spent {
 	e.asked += n
 	e.used = now
 	switch {
 	case e.units >= n && e.from <= now && now < e.until:
 		e.units -= n
-		*d = limiters.Decision{Allowed: true, Limit: ls.quota, Remaining: int(e.units), ResetAfter: time.Duration(max(e.reset-now, 0))}
-		return true
+		return spent{admitted, e.units, max(e.reset-now, 0)}
 	case e.deniedAt <= now && now < e.next:
-		*d = limiters.Decision{Limit: ls.quota, RetryAfter: time.Duration(e.next - now), ResetAfter: time.Duration(max(e.reset-now, 0))}
-		return true
+		return spent{denied, e.next - now, max(e.reset-now, 0)}
 	}
-	return false
+	return spent{}
+}
+
+// decision writes into d the decision sp, a spend's.
+func (ls *leases) decision(sp spent, d *limiters.Decision) {
+	if sp.kind == admitted {
+		*d = limiters.Decision{Allowed: true, Limit: ls.quota, Remaining: int(sp.n), ResetAfter: time.Duration(sp.reset), Policy: ls.policy}
+		return
+	}
+	*d = limiters.Decision{Limit: ls.quota, RetryAfter: time.Duration(sp.n), ResetAfter: time.Duration(sp.reset), Policy: ls.policy, Denied: keytable.Denied}
 }
 
 // early looks at what Redis last said of the key before a lease of l
@@ -149,7 +175,8 @@ func (ls *leases) early(e *lease, now, l, n int64, d *limiters.Decision) (int64,
 	}
 	ready := e.reset - (int64(ls.quota)-l)*ls.unit
 	e.deniedAt, e.next = now, ready
-	*d = limiters.Decision{Limit: ls.quota, RetryAfter: time.Duration(ready - now), ResetAfter: time.Duration(e.reset - now)}
+	*d = limiters.Decision{Limit: ls.quota, RetryAfter: time.Duration(ready - now), ResetAfter: time.Duration(e.reset - now),
+		Policy: ls.policy, Denied: keytable.Denied}
 	return 0, true
 }
 
@@ -176,54 +203,53 @@ func (ls *leases) size(e *lease, now, n int64) int64 {
 	return l
 }
 
-// grant records a lease of l units granted at now, and Redis's decision
-// d.
-func (ls *leases) grant(e *lease, now, l int64, d limiters.Decision) {
+// grant records a lease of l units granted at now, after which Redis
+// said the key is full again in reset.
+func (ls *leases) grant(e *lease, now, l int64, reset time.Duration) {
 	if e.units > 0 && e.from <= now && now < e.until {
 		// Units of two leases: all are dropped at the first one's end.
 		e.units += l
 	} else {
 		e.units, e.from, e.until = l, now, now+ls.tau
 	}
-	e.seen, e.reset = now, now+int64(d.ResetAfter)
+	e.seen, e.reset = now, now+int64(reset)
 	e.deniedAt, e.next, e.contended = 0, 0, 0
 }
 
-// lease decides a request of cost n for key at t from the units this
+// lease decides r, a well-formed request, into d, from the units this
 // process holds, or takes a lease from Redis for it.
-func (l *Limiter) lease(ctx context.Context, key string, t time.Time, n int) (limiters.Decision, int, error) {
-	ls := l.leases
-	now, clock := ls.now(t)
-	h := leaseHash(key)
+func (l *Limiter) lease(ctx context.Context, r limiters.Request, d *limiters.Decision) error {
+	ls, n := l.leases, r.N
+	now, clock := ls.now(r.At)
+	h := leaseHash(r.Key)
 	s := &ls.sets[(h>>8)&ls.mask]
-	var d limiters.Decision
 	s.mu.Lock()
 	e := s.entry(h, clock, now)
-	if ls.spend(e, now, int64(n), &d) {
+	if sp := ls.spend(e, now, int64(n)); sp.kind != undecided {
 		s.mu.Unlock()
-		return d, by(d), nil
+		ls.decision(sp, d)
+		return nil
 	}
 	size := ls.size(e, now, int64(n))
-	size, early := ls.early(e, now, size, int64(n), &d)
+	size, early := ls.early(e, now, size, int64(n), d)
 	if early {
 		s.mu.Unlock()
-		return d, 0, nil
+		return nil
 	}
 	s.mu.Unlock()
 
 	for try := 0; ; try++ {
-		d, denied, err := l.decide(ctx, key, t, consume, int(size), nil)
-		if err != nil {
-			return d, denied, err
+		if err := l.decide(ctx, limiters.Request{Key: r.Key, N: int(size), At: r.At}, consume, nil, d); err != nil {
+			return err
 		}
 		s.mu.Lock()
 		e = s.entry(h, clock, now)
 		switch {
 		case d.Allowed:
-			ls.grant(e, now, size, d)
+			ls.grant(e, now, size, d.ResetAfter)
 			left := int64(d.Remaining) // in Redis, after the lease
 			e.asked -= int64(n)        // spend counts the request again
-			ls.spend(e, now, int64(n), &d)
+			ls.decision(ls.spend(e, now, int64(n)), d)
 			d.Remaining = int(min(e.units+left, int64(ls.quota)))
 		case try == 0 && d.Remaining >= max(n, int(size/2)):
 			// Fewer units are free than asked, but half at least: lease
@@ -246,16 +272,8 @@ func (l *Limiter) lease(ctx context.Context, key string, t time.Time, n int) (li
 			e.seen, e.reset = now, now+int64(d.ResetAfter)
 		}
 		s.mu.Unlock()
-		return d, by(d), nil
+		return nil
 	}
-}
-
-// by is the limit that denied d: -1 if it admits, else the one limit.
-func by(d limiters.Decision) int {
-	if d.Allowed {
-		return -1
-	}
-	return 0
 }
 
 // forget drops key's lease, and its units: for a reset.
@@ -266,6 +284,21 @@ func (ls *leases) forget(key string) {
 	for i := range s.e {
 		if s.e[i].h == h {
 			s.e[i] = lease{}
+		}
+	}
+	s.mu.Unlock()
+}
+
+// settled forgets what Redis last said of key, and a local denial of it,
+// keeping its units: a settle changed the key's state in Redis, and a
+// refund may have made room.
+func (ls *leases) settled(key string) {
+	h := leaseHash(key)
+	s := &ls.sets[(h>>8)&ls.mask]
+	s.mu.Lock()
+	for i := range s.e {
+		if e := &s.e[i]; e.h == h {
+			e.seen, e.reset, e.deniedAt, e.next = 0, 0, 0, 0
 		}
 	}
 	s.mu.Unlock()

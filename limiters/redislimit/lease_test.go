@@ -1,4 +1,4 @@
-package redislimit
+package redislimit_test
 
 import (
 	"context"
@@ -11,22 +11,22 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/composite"
+	"github.com/ratelab/ratelab/limiters/redislimit"
 )
 
-// leaseFleet is p Limiters with leases of time tau (none for tau 0), one
-// prefix: the processes of a fleet.
-func leaseFleet(t *testing.T, s limiters.Spec, p int, tau time.Duration) []*Limiter {
+// leaseFleet is p Limiters of lim under algorithm a with leases of time
+// tau (none for tau 0), one prefix: the processes of a fleet.
+func leaseFleet(t *testing.T, a limiters.Algorithm, lim limiters.Limit, p int, tau time.Duration) []*redislimit.Limiter {
 	t.Helper()
 	c := server(t)
 	pre := prefix(t, c)
-	var out []*Limiter
+	var out []*redislimit.Limiter
 	for range p {
-		opts := []Option{WithPrefix(pre)}
+		opts := []redislimit.Option{redislimit.WithPrefix(pre)}
 		if tau > 0 {
-			opts = append(opts, WithLeases(tau, 0))
+			opts = append(opts, redislimit.WithLeases(tau, 0))
 		}
-		l, err := New(c, s, opts...)
+		l, err := redislimit.New(c, a, []limiters.Limit{lim}, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,11 +74,11 @@ func leaseTraces(r *rand.Rand, c int, period time.Duration, p int) map[string][]
 
 // replay runs tr through the fleet at explicit times from t0, one key, and
 // returns the times admitted and the round trips made.
-func replay(t *testing.T, fleet []*Limiter, key string, t0 time.Time, tr []arrival) ([]time.Duration, int64) {
+func replay(t *testing.T, fleet []*redislimit.Limiter, key string, t0 time.Time, tr []arrival) ([]time.Duration, int64) {
 	t.Helper()
 	var admitted []time.Duration
 	for _, a := range tr {
-		d, _, err := fleet[a.proc].DecideAt(context.Background(), key, t0.Add(a.at), 1)
+		d, err := fleet[a.proc].Decide(context.Background(), at(key, t0.Add(a.at), 1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,19 +120,19 @@ func TestLeaseBound(t *testing.T) {
 	spans := []time.Duration{period / 10, period / 4, period / 2, period, 3 * period}
 	t0 := time.Unix(1_800_000_000, 0)
 	for _, a := range []limiters.Algorithm{limiters.GCRA, limiters.TokenBucket} {
-		s := limiters.Spec{Algorithm: a, Bucket: limiters.Bucket{Capacity: c, Rate: rate}}
+		s := limiters.Limit{N: c, Per: period}
 		for seed := range uint64(2) {
 			for _, p := range []int{1, 4} {
 				r := rand.New(rand.NewPCG(seed, uint64(p)))
 				for name, tr := range leaseTraces(r, c, period, p) {
-					exact, exactTrips := replay(t, leaseFleet(t, s, p, 0), "k", t0, tr)
+					exact, exactTrips := replay(t, leaseFleet(t, a, s, p, 0), "k", t0, tr)
 					for _, d := range spans {
 						if got := mostIn(exact, d); got > bound(d) {
 							t.Fatalf("%s %s: the exact fleet admitted %d in %v, over its bound %d", a, name, got, d, bound(d))
 						}
 					}
 					for _, tau := range []time.Duration{period / 10, period / 2} {
-						leased, trips := replay(t, leaseFleet(t, s, p, tau), "k", t0, tr)
+						leased, trips := replay(t, leaseFleet(t, a, s, p, tau), "k", t0, tr)
 						over := 0
 						for _, d := range spans {
 							got := mostIn(leased, d)
@@ -156,16 +156,16 @@ func TestLeaseBound(t *testing.T) {
 // A quiet key, one request at a time more than τ apart, takes leases of
 // one unit: one round trip a request, decided as the exact limiter does.
 func TestLeaseQuietKeyExact(t *testing.T) {
-	s := limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 3, Rate: 3}}
-	leased := leaseFleet(t, s, 1, 100*time.Millisecond)[0]
-	exact := leaseFleet(t, s, 1, 0)[0]
+	s := limiters.Limit{N: 3, Per: time.Second}
+	leased := leaseFleet(t, limiters.GCRA, s, 1, 100*time.Millisecond)[0]
+	exact := leaseFleet(t, limiters.GCRA, s, 1, 0)[0]
 	r := rand.New(rand.NewPCG(3, 4))
 	at := time.Unix(1_800_000_000, 0)
 	denied := 0
 	for i := range 200 {
 		at = at.Add(101*time.Millisecond + time.Duration(r.Int64N(int64(100*time.Millisecond))))
-		got, _, err1 := leased.DecideAt(context.Background(), "q", at, 1)
-		want, _, err2 := exact.DecideAt(context.Background(), "q", at, 1)
+		got, err1 := leased.Decide(context.Background(), limiters.Request{Key: "q", N: 1, At: at})
+		want, err2 := exact.Decide(context.Background(), limiters.Request{Key: "q", N: 1, At: at})
 		if err1 != nil || err2 != nil || got.Allowed != want.Allowed || got.Allowed && got.Remaining != want.Remaining {
 			t.Fatalf("request %d: leased %+v (%v), exact %+v (%v)", i, got, err1, want, err2)
 		}
@@ -187,17 +187,17 @@ func TestLeaseQuietKeyExact(t *testing.T) {
 // for room for the next lease.
 func TestLeaseRoundTrips(t *testing.T) {
 	const c = 100
-	s := limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: c, Rate: c}}
+	s := limiters.Limit{N: c, Per: time.Second}
 	tau := 250 * time.Millisecond
-	l := leaseFleet(t, s, 1, tau)[0]
+	l := leaseFleet(t, limiters.GCRA, s, 1, tau)[0]
 	t0 := time.Unix(1_800_000_000, 0)
 	var tr []arrival
 	const n = 10 * c * 5 // five periods
 	for i := range n {
 		tr = append(tr, arrival{at: time.Duration(i) * time.Second / (10 * c)})
 	}
-	leased, trips := replay(t, []*Limiter{l}, "hot", t0, tr)
-	exact, _ := replay(t, leaseFleet(t, s, 1, 0), "hot", t0, tr)
+	leased, trips := replay(t, []*redislimit.Limiter{l}, "hot", t0, tr)
+	exact, _ := replay(t, leaseFleet(t, limiters.GCRA, s, 1, 0), "hot", t0, tr)
 	admitted := len(leased)
 	if admitted < len(exact)*9/10 || admitted > len(exact)+int(tau.Seconds()*c) {
 		t.Errorf("admitted %d of %d, the exact limiter %d: want within τ·R = %d above it, and not a tenth below", admitted, n, len(exact), int(tau.Seconds()*c))
@@ -212,9 +212,9 @@ func TestLeaseRoundTrips(t *testing.T) {
 // admit no more than the bound over the whole run.
 func TestLeaseConcurrent(t *testing.T) {
 	const c = 50
-	s := limiters.Spec{Algorithm: limiters.TokenBucket, Bucket: limiters.Bucket{Capacity: c, Rate: 500}}
+	s := limiters.Limit{N: 500, Per: time.Second, Burst: c}
 	tau := 20 * time.Millisecond
-	fleet := leaseFleet(t, s, 2, tau)
+	fleet := leaseFleet(t, limiters.TokenBucket, s, 2, tau)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	admitted := 0
@@ -248,18 +248,23 @@ func TestLeaseConcurrent(t *testing.T) {
 }
 
 // Reset drops the process's units: the next request asks Redis, which has
-// forgotten the key.
+// forgotten the key. Decisions from a lease carry the limiter's policy,
+// and a denial names its limit, as Redis's do.
 func TestLeaseReset(t *testing.T) {
-	s := limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 8, Rate: 1}}
-	l := leaseFleet(t, s, 1, time.Minute)[0]
+	s := limiters.Limit{N: 1, Per: time.Second, Burst: 8}
+	l := leaseFleet(t, limiters.GCRA, s, 1, time.Minute)[0]
 	ctx := context.Background()
+	policy := []limiters.Limit{s.Named()}
 	for range 8 {
-		if d, err := l.AllowN(ctx, "r", 1); err != nil || !d.Allowed {
-			t.Fatalf("%+v, %v", d, err)
+		if d, err := l.AllowN(ctx, "r", 1); err != nil || !d.Allowed || d.Policy == nil || !slices.Equal(d.Policy.Limits, policy) || d.Denied != 0 {
+			t.Fatalf("%s, %v", show(d), err)
 		}
 	}
-	if d, err := l.AllowN(ctx, "r", 1); err != nil || d.Allowed {
-		t.Fatalf("the ninth: %+v, %v; want denied", d, err)
+	for range 3 { // Redis's denial, then the lease's
+		d, err := l.AllowN(ctx, "r", 1)
+		if by, ok := d.DeniedBy(); err != nil || d.Allowed || !ok || by != policy[0] {
+			t.Fatalf("the ninth: %s, %v; want denied by %v", show(d), err, policy[0])
+		}
 	}
 	if err := l.Reset(ctx, "r"); err != nil {
 		t.Fatal(err)
@@ -275,27 +280,53 @@ func TestLeaseReset(t *testing.T) {
 
 func TestLeaseOptions(t *testing.T) {
 	c := server(t)
-	gcra := limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 10, Rate: 1}}
-	fixed := limiters.Spec{Algorithm: limiters.FixedWindow, Window: limiters.Window{Limit: 10, Length: time.Second}}
+	gcra := []limiters.Limit{{N: 1, Per: time.Second, Burst: 10}}
+	fixed := []limiters.Limit{{N: 10, Per: time.Second}}
+	two := []limiters.Limit{{N: 10, Per: time.Second}, {N: 100, Per: time.Minute}}
 	for _, tc := range []struct {
-		name string
-		new  func() (*Limiter, error)
+		name   string
+		a      limiters.Algorithm
+		limits []limiters.Limit
+		opt    redislimit.Option
 	}{
-		{"negative time", func() (*Limiter, error) { return New(c, gcra, WithLeases(-time.Second, 0)) }},
-		{"negative size", func() (*Limiter, error) { return New(c, gcra, WithLeases(time.Second, -1)) }},
-		{"size over capacity", func() (*Limiter, error) { return New(c, gcra, WithLeases(time.Second, 11)) }},
-		{"fixed window", func() (*Limiter, error) { return New(c, fixed, WithLeases(time.Second, 0)) }},
-		{"two limits", func() (*Limiter, error) {
-			return NewComposite(c, limiters.GCRA, []composite.Limit{{Rate: limiters.Rate{N: 10, Per: time.Second}}, {Rate: limiters.Rate{N: 100, Per: time.Minute}}}, WithLeases(time.Second, 0))
-		}},
+		{"negative time", limiters.GCRA, gcra, redislimit.WithLeases(-time.Second, 0)},
+		{"negative size", limiters.GCRA, gcra, redislimit.WithLeases(time.Second, -1)},
+		{"size over capacity", limiters.GCRA, gcra, redislimit.WithLeases(time.Second, 11)},
+		{"fixed window", limiters.FixedWindow, fixed, redislimit.WithLeases(time.Second, 0)},
+		{"two limits", limiters.GCRA, two, redislimit.WithLeases(time.Second, 0)},
 	} {
-		if _, err := tc.new(); !errors.Is(err, limiters.ErrInvalidParameter) {
+		if _, err := redislimit.New(c, tc.a, tc.limits, tc.opt); !errors.Is(err, limiters.ErrInvalidParameter) {
 			t.Errorf("%s: %v, want ErrInvalidParameter", tc.name, err)
 		} else {
 			t.Log(err)
 		}
 	}
-	if _, err := New(c, gcra, WithLeases(time.Second, 10)); err != nil {
+	if _, err := redislimit.New(c, limiters.GCRA, gcra, redislimit.WithLeases(time.Second, 10)); err != nil {
 		t.Errorf("a lease of the whole capacity: %v", err)
+	}
+}
+
+// With leases, a reservation is decided by Redis exactly, as by a limiter
+// without them, and settled on Redis (it used to be refused): on the same
+// trace of reservations and settles, the two decide the same, field for
+// field. Plain decisions still lease.
+func TestLeaseSettle(t *testing.T) {
+	for _, a := range []limiters.Algorithm{limiters.GCRA, limiters.TokenBucket} {
+		r := rand.New(rand.NewPCG(5, 6))
+		lim := limiters.Limit{N: 5, Per: time.Second, Burst: 10}
+		leased := leaseFleet(t, a, lim, 1, time.Second)[0]
+		exact := leaseFleet(t, a, lim, 1, 0)[0]
+		if n := settleTrace(t, r, string(a)+" leased", exact, leased, randomTrace(r, lim.Window(), lim.Quota(), 200)); n < 30 {
+			t.Errorf("fixture: %d settles", n)
+		}
+		before := leased.Counts().Sent
+		for range 5 {
+			if d, err := leased.AllowN(context.Background(), "plain", 1); err != nil || !d.Allowed {
+				t.Fatalf("a plain decision: %s, %v", show(d), err)
+			}
+		}
+		if sent := leased.Counts().Sent - before; sent >= 5 {
+			t.Errorf("5 plain decisions took %d scripts: want leases", sent)
+		}
 	}
 }

@@ -1,30 +1,31 @@
-package redislimit
+package redislimit_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
-	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/limiters/redislimit"
 )
 
-// randomSpec returns parameters for a: a limit of 1 to 12 and a period
-// of any whole number of nanoseconds from 1µs to 20s (from 1µs to 2000
-// days when long), so that windows do not align with seconds.
-func randomSpec(r *rand.Rand, a limiters.Algorithm, long bool) limiters.Spec {
+// randomLimit returns a limit for a: a quota of 1 to 12 over any whole
+// number of nanoseconds from 1µs to 20s (from 1µs to 2000 days when long),
+// so that windows do not align with seconds; a bucket's as a burst over
+// an interval of whole nanoseconds.
+func randomLimit(r *rand.Rand, a limiters.Algorithm, long bool) limiters.Limit {
 	n := 1 + r.IntN(12)
 	period := time.Microsecond + time.Duration(r.Int64N(int64(20*time.Second)))
 	if long {
-		period = time.Duration(r.Int64N(int64(MaxPeriod)/int64(n))) + time.Microsecond
+		period = time.Duration(r.Int64N(int64(redislimit.MaxPeriod)/int64(n))) + time.Microsecond
 	}
 	if a.IsBucket() {
-		return limiters.Spec{Algorithm: a, Bucket: limiters.Bucket{Capacity: n, Rate: 1e9 / float64(period/time.Duration(n)+1)}}
+		return limiters.Limit{N: 1, Per: period/time.Duration(n) + 1, Burst: n}
 	}
-	return limiters.Spec{Algorithm: a, Window: limiters.Window{Limit: n, Length: period}}
+	return limiters.Limit{N: n, Per: period}
 }
 
 // step is one call of a trace.
@@ -77,54 +78,103 @@ func TestSameAsMemory(t *testing.T) {
 	for _, a := range limiters.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			for trial := range 12 {
-				s := randomSpec(r, a, trial%4 == 3)
-				mem, err := memory.New(s, limiters.WithSweepInterval(-1))
+				lim := randomLimit(r, a, trial%4 == 3)
+				mem, err := composite.New(a, []limiters.Limit{lim}, limiters.WithSweepInterval(-1))
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer mem.Close()
-				red, err := New(c, s, WithPrefix(prefix(t, c)))
+				red, err := redislimit.New(c, a, []limiters.Limit{lim}, redislimit.WithPrefix(prefix(t, c)))
 				if err != nil {
-					t.Fatalf("%v: %v", s, err)
+					t.Fatalf("%v: %v", lim, err)
 				}
-				sameDecisions(t, s.String(), mem, red, randomTrace(r, s.Judged().Length, s.Judged().Limit, 150))
+				sameDecisions(t, lim.String(), mem, red, randomTrace(r, lim.Window(), lim.Quota(), 150))
 			}
 		})
 	}
 }
 
-// sameDecisions replays trace through mem and red, and fails the test
-// at the first decision they do not make the same, field for field.
-func sameDecisions(t *testing.T, what string, mem memory.Limiter, red *Limiter, trace []step) {
+// decider is a limiter that peeks: the in-memory one and the Redis one.
+type decider interface {
+	limiters.Limiter
+	limiters.Peeker
+}
+
+// sameDecisions replays trace through mem and red, and fails the test at
+// the first decision they do not make the same, field for field.
+func sameDecisions(t *testing.T, what string, mem, red decider, trace []step) {
 	t.Helper()
+	ctx := context.Background()
 	for i, st := range trace {
 		var want, got limiters.Decision
+		var werr, gerr error
 		if st.peek {
-			want, got = mem.PeekAtN(st.key, st.at, st.n), red.PeekAtN(st.key, st.at, st.n)
+			want, werr = mem.Peek(ctx, at(st.key, st.at, st.n))
+			got, gerr = red.Peek(ctx, at(st.key, st.at, st.n))
 		} else {
-			want, got = mem.AllowAt(st.key, st.at, st.n), red.AllowAt(st.key, st.at, st.n)
+			want, werr = mem.Decide(ctx, at(st.key, st.at, st.n))
+			got, gerr = red.Decide(ctx, at(st.key, st.at, st.n))
 		}
-		if got != want {
-			t.Fatalf("%s, step %d of the trace (%s at %v, n=%d, peek %v):\n  redis  %+v\n  memory %+v", what, i, st.key, st.at.Format(time.RFC3339Nano), st.n, st.peek, got, want)
+		if werr != nil || gerr != nil || !same(got, want) {
+			t.Fatalf("%s, step %d of the trace (%s at %v, n=%d, peek %v):\n  redis  %s (%v)\n  memory %s (%v)",
+				what, i, st.key, st.at.Format(time.RFC3339Nano), st.n, st.peek, show(got), gerr, show(want), werr)
 		}
 	}
 }
 
 // randomLimits returns k limits of 1 to 10 per 1ms to 1s a unit.
-func randomLimits(r *rand.Rand, k int) []composite.Limit {
-	var limits []composite.Limit
+func randomLimits(r *rand.Rand, k int) []limiters.Limit {
+	var limits []limiters.Limit
 	for i := range k {
 		n := 1 + r.IntN(10)
 		per := time.Duration(n) * (time.Millisecond + time.Duration(r.Int64N(int64(time.Second))))
-		limits = append(limits, composite.Limit{Name: fmt.Sprint("l", i), Rate: limiters.Rate{N: n, Per: per}})
+		limits = append(limits, limiters.Limit{Name: fmt.Sprint("l", i), N: n, Per: per})
 	}
 	return limits
 }
 
-// TestCompositeSameAsMemory does the same for several limits at once.
+// eachInMemory is what package composite decides under each limit, one
+// in-memory limiter a limit: every limit is asked what it would decide,
+// and charged only when all admit.
+type eachInMemory []*composite.Limiter
+
+func newEachInMemory(t *testing.T, a limiters.Algorithm, limits []limiters.Limit) eachInMemory {
+	var m eachInMemory
+	for _, lim := range limits {
+		l, err := composite.New(a, []limiters.Limit{lim}, limiters.WithSweepInterval(-1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		m = append(m, l)
+	}
+	return m
+}
+
+func (m eachInMemory) decide(r limiters.Request) []limiters.Decision {
+	ctx := context.Background()
+	each := make([]limiters.Decision, len(m))
+	admit := true
+	for i, l := range m {
+		each[i], _ = l.Peek(ctx, r)
+		admit = admit && each[i].Allowed
+	}
+	for i, l := range m {
+		if admit {
+			each[i], _ = l.Decide(ctx, r)
+		}
+		each[i].Policy, each[i].Denied = nil, 0
+	}
+	return each
+}
+
+// TestCompositeSameAsMemory does the same for several limits at once, and
+// checks each limit's own decision, which the script reports and package
+// composite makes, on every other step.
 func TestCompositeSameAsMemory(t *testing.T) {
 	c := server(t)
 	r := rand.New(rand.NewPCG(8, uint64(time.Now().UnixNano())))
+	ctx := context.Background()
 	for _, a := range limiters.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			for range 6 {
@@ -134,32 +184,29 @@ func TestCompositeSameAsMemory(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer mem.Close()
-				red, err := NewComposite(c, a, limits, WithPrefix(prefix(t, c)))
+				each := newEachInMemory(t, a, limits)
+				red, err := redislimit.New(c, a, limits, redislimit.WithPrefix(prefix(t, c)))
 				if err != nil {
 					t.Fatal(err)
 				}
-				for i, st := range randomTrace(r, limits[0].Rate.Per, 10, 150) {
-					// Every other step through DecideEach, each limit's
-					// decision compared too.
-					each := i%2 == 1
-					var wantPer, gotPer []limiters.Decision
-					if each {
-						wantPer, gotPer = make([]limiters.Decision, len(limits)), make([]limiters.Decision, len(limits))
-					}
-					want, wantDenied := mem.DecideAt(st.key, st.at, st.n, wantPer)
+				for i, st := range randomTrace(r, limits[0].Per, 10, 150) {
+					req := at(st.key, st.at, st.n)
+					want, _ := mem.Decide(ctx, req)
+					wantEach := each.decide(req)
 					var got limiters.Decision
-					var gotDenied int
-					if each {
-						got, gotDenied, err = red.DecideEach(t.Context(), st.key, st.at, st.n, gotPer)
+					var gotEach []limiters.Decision
+					if i%2 == 1 {
+						got, gotEach, err = redislimit.DecideEach(ctx, red, req)
 					} else {
-						got, gotDenied, err = red.DecideAt(t.Context(), st.key, st.at, st.n)
+						got, err = red.Decide(ctx, req)
+						gotEach = wantEach
 					}
 					if err != nil {
 						t.Fatal(err)
 					}
-					if got != want || gotDenied != wantDenied || !slices.Equal(gotPer, wantPer) {
-						t.Fatalf("%v, step %d (%s at %v, n=%d):\n  redis  %+v denied by %d, each %+v\n  memory %+v denied by %d, each %+v",
-							limits, i, st.key, st.at.Format(time.RFC3339Nano), st.n, got, gotDenied, gotPer, want, wantDenied, wantPer)
+					if !same(got, want) || fmt.Sprint(gotEach) != fmt.Sprint(wantEach) {
+						t.Fatalf("%v, step %d (%s at %v, n=%d):\n  redis  %s, each %+v\n  memory %s, each %+v",
+							limits, i, st.key, st.at.Format(time.RFC3339Nano), st.n, show(got), gotEach, show(want), wantEach)
 					}
 				}
 			}

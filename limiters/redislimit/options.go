@@ -23,6 +23,8 @@ const (
 	Fallback
 )
 
+// String names m as the package doc does: "fail open", "fail closed",
+// "fall back to memory".
 func (m FailureMode) String() string {
 	switch m {
 	case FailClosed:

@@ -1,4 +1,4 @@
-package redislimit
+package redislimit_test
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/memory"
+	"github.com/ratelab/ratelab/limiters/redislimit"
 )
 
 // TestPackedSameAsMemory replays random traces through GCRA packed into
@@ -20,21 +20,35 @@ func TestPackedSameAsMemory(t *testing.T) {
 	c := server(t)
 	r := rand.New(rand.NewPCG(9, uint64(time.Now().UnixNano())))
 	for trial := range 12 {
-		s := randomSpec(r, limiters.GCRA, trial%4 == 3)
-		mem, err := memory.New(s, limiters.WithSweepInterval(-1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer mem.Close()
-		red, err := New(c, s, WithPrefix(prefix(t, c)), WithPacking(1+trial%3))
-		if err != nil {
-			t.Fatalf("%v: %v", s, err)
-		}
-		trace := randomTrace(r, s.Judged().Length, s.Judged().Limit, 300)
+		lim := []limiters.Limit{randomLimit(r, limiters.GCRA, trial%4 == 3)}
+		mem := inMemory(t, limiters.GCRA, lim)
+		red := onRedis(t, c, limiters.GCRA, lim, redislimit.WithPacking(1+trial%3))
+		trace := randomTrace(r, lim[0].Window(), lim[0].Quota(), 300)
 		for i := range trace {
 			trace[i].key += fmt.Sprint(".", r.IntN(8)) // 24 keys in 1 to 3 hashes
 		}
-		sameDecisions(t, s.String()+" packed", mem, red, trace)
+		sameDecisions(t, lim[0].String()+" packed", mem, red, trace)
+	}
+}
+
+// TestPackedSettleSameAsMemory is TestSettleSameAsMemory for GCRA's keys
+// packed in hashes, which gcrapackedsettle.lua settles (settling packed
+// keys used to be refused).
+func TestPackedSettleSameAsMemory(t *testing.T) {
+	c := server(t)
+	r := rand.New(rand.NewPCG(13, uint64(time.Now().UnixNano())))
+	settled := 0
+	for trial := range 12 {
+		lim := []limiters.Limit{randomLimit(r, limiters.GCRA, trial%4 == 3)}
+		trace := randomTrace(r, lim[0].Window(), lim[0].Quota(), 200)
+		for i := range trace {
+			trace[i].key += fmt.Sprint(".", r.IntN(8)) // 24 keys in 1 to 3 hashes
+		}
+		red := onRedis(t, c, limiters.GCRA, lim, redislimit.WithPacking(1+trial%3))
+		settled += settleTrace(t, r, lim[0].String()+" packed", inMemory(t, limiters.GCRA, lim), red, trace)
+	}
+	if settled < 200 {
+		t.Errorf("fixture: %d settles", settled)
 	}
 }
 
@@ -46,8 +60,8 @@ func TestPackedKeys(t *testing.T) {
 	c := server(t)
 	ctx := t.Context()
 	p := prefix(t, c)
-	s := limiters.Spec{Algorithm: limiters.GCRA, Bucket: limiters.Bucket{Capacity: 4, Rate: 1}} // full again 4s after a spent quota
-	l, err := New(c, s, WithPrefix(p), WithPacking(1), WithGrace(500*time.Millisecond))
+	lim := []limiters.Limit{{N: 1, Per: time.Second, Burst: 4}} // full again 4s after a spent quota
+	l, err := redislimit.New(c, limiters.GCRA, lim, redislimit.WithPrefix(p), redislimit.WithPacking(1), redislimit.WithGrace(500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +72,8 @@ func TestPackedKeys(t *testing.T) {
 	if _, err := l.AllowN(ctx, "bob", 1); err != nil {
 		t.Fatal(err)
 	}
-	hash := p + "{%b0}" + l.suffix[0]
-	keys, err := c.Keys(ctx, glob(p)+"*").Result()
+	hash := p + "{%b0}:gcra:4@1000000000"
+	keys, err := c.Keys(ctx, p+"*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +106,7 @@ func TestPackedKeys(t *testing.T) {
 	if err := l.Reset(ctx, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := l.Peek(ctx, "alice"); err != nil || d.Remaining != 4 {
+	if d, err := l.Peek(ctx, limiters.Request{Key: "alice", N: 1}); err != nil || d.Remaining != 4 {
 		t.Errorf("alice after Reset: %+v, %v; want a full quota", d, err)
 	}
 	if n, err := c.HLen(ctx, hash).Result(); err != nil || n != 1 {
@@ -104,6 +118,21 @@ func TestPackedKeys(t *testing.T) {
 	if n, err := c.Exists(ctx, hash).Result(); err != nil || n != 0 {
 		t.Errorf("the hash after ResetAll: exists %d, %v", n, err)
 	}
+}
+
+// TestPackedStaleFields checks that the fields whose quota has been full
+// for the grace go as new keys come, and that a settle keeps the hash's
+// expiry.
+func TestPackedStaleFields(t *testing.T) {
+	c := server(t)
+	ctx := t.Context()
+	p := prefix(t, c)
+	lim := []limiters.Limit{{N: 1, Per: time.Second, Burst: 4}}
+	l, err := redislimit.New(c, limiters.GCRA, lim, redislimit.WithPrefix(p), redislimit.WithPacking(1), redislimit.WithGrace(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := p + "{%b0}:gcra:4@1000000000"
 
 	// Stale fields go as new keys come: 60 keys at t0, then 60 others
 	// long after (their quota full for more than the grace of decisions
@@ -112,15 +141,15 @@ func TestPackedKeys(t *testing.T) {
 	// median, 16 at most.
 	t0 := time.Unix(1.9e9, 0)
 	for i := range 60 {
-		l.AllowAt(fmt.Sprint("old", i), t0, 4)
+		l.Decide(ctx, at(fmt.Sprint("old", i), t0, 4))
 	}
-	later := t0.Add(explicitGrace + 10*time.Second)
+	later := t0.Add(10*time.Minute + 10*time.Second) // the grace of explicit times is 10 minutes
 	for i := range 60 {
-		if d := l.AllowAt(fmt.Sprint("new", i), later, 1); !d.Allowed {
-			t.Fatalf("new%d denied: %+v", i, d)
+		if d, err := l.Decide(ctx, at(fmt.Sprint("new", i), later, 1)); err != nil || !d.Allowed {
+			t.Fatalf("new%d denied: %+v, %v", i, d, err)
 		}
 	}
-	fields, err = c.HKeys(ctx, hash).Result()
+	fields, err := c.HKeys(ctx, hash).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,8 +164,21 @@ func TestPackedKeys(t *testing.T) {
 	}
 	// An old key found or not decides the same: its quota is full.
 	for i := range 60 {
-		if d := l.PeekAt(fmt.Sprint("old", i), later); d.Remaining != 4 {
-			t.Fatalf("old%d at the later time: %+v, want a full quota", i, d)
+		if d, err := l.Peek(ctx, at(fmt.Sprint("old", i), later, 1)); err != nil || d.Remaining != 4 {
+			t.Fatalf("old%d at the later time: %+v, %v; want a full quota", i, d, err)
 		}
+	}
+
+	// A settle keeps the hash's expiry: a charge that takes the field
+	// beyond the hash's time to live makes the hash live longer.
+	r, err := l.Reserve(ctx, at("carol", later, 1))
+	if err != nil || !r.Allowed() {
+		t.Fatalf("Reserve: %s, %v", show(r.Decision()), err)
+	}
+	if d, err := l.Settle(ctx, limiters.Settlement{Reservation: r, Actual: 40, At: later}); err != nil || d.Allowed || d.ResetAfter != 40*time.Second {
+		t.Fatalf("Settle at 40 units: %s, %v; want denied, in debt until 40s on", show(d), err)
+	}
+	if ttl, err := c.PTTL(ctx, hash).Result(); err != nil || ttl < 40*time.Second+10*time.Minute-time.Second {
+		t.Errorf("PTTL %v, %v after a charge of 40s at an explicit time: want the field's 40s and the 10 minutes' grace", ttl, err)
 	}
 }

@@ -1,4 +1,4 @@
-package redislimit
+package redislimit_test
 
 import (
 	"context"
@@ -7,24 +7,35 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/composite"
+	"github.com/ratelab/ratelab/limiters/redislimit"
 	"github.com/ratelab/ratelab/limiters/tiers"
 )
 
-// TestTiers checks tiers kept in Redis: two tiers with the same limits
-// keep a user's quota apart (moving tiers gives the new tier's quota, as
-// in memory), an override decides alone, and every key has one hash tag,
-// the user's, whatever braces the names hold.
+// A *redislimit.Limiter is what a tier is made of.
+var _ tiers.Group = (*redislimit.Limiter)(nil)
+
+// braces escapes what a key prefix may not hold, as keys are escaped.
+var braces = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+
+// TestTiers checks tiers kept in Redis, built by tiers.NewWith with
+// redislimit.New (which replaces the Builder adapter redislimit.Tiers):
+// two tiers with the same limits keep a user's quota apart (moving tiers
+// gives the new tier's quota, as in memory), an override decides alone,
+// and every key has one hash tag, the user's, whatever braces the names
+// hold.
 func TestTiers(t *testing.T) {
 	c := server(t)
 	p := prefix(t, c)
-	same := []composite.Limit{{Name: "burst", Rate: limiters.Rate{N: 2, Per: time.Minute}}}
+	same := []limiters.Limit{{Name: "burst", N: 2, Per: time.Minute}}
 	l, err := tiers.NewWith(tiers.Config{
 		Algorithm: limiters.FixedWindow,
-		Tiers:     map[string][]composite.Limit{"free": same, "trial {x}": same},
+		Tiers:     map[string][]limiters.Limit{"free": same, "trial {x}": same},
 		Default:   "free",
-		Overrides: map[string][]composite.Limit{"o{1}": {{Rate: limiters.Rate{N: 1, Per: time.Minute}}}},
-	}, Tiers(c, WithPrefix(p)))
+		Overrides: map[string][]limiters.Limit{"o{1}": {{N: 1, Per: time.Minute}}},
+	}, func(name string, a limiters.Algorithm, limits []limiters.Limit) (tiers.Group, error) {
+		kind, who, _ := strings.Cut(name, " ")
+		return redislimit.New(c, a, limits, redislimit.WithPrefix(p+kind+":"+braces.Replace(who)+":"))
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,22 +43,23 @@ func TestTiers(t *testing.T) {
 	ctx := context.Background()
 	at := time.Unix(1_800_000_000, 0)
 	for i := range 3 {
-		d, tier, by, err := l.Explain(ctx, "u", at, 1)
-		if err != nil || d.Allowed != (i < 2) || tier != "free" || (i == 2) != (by == "burst") {
-			t.Fatalf("request %d in free: %+v %q %q %v", i+1, d, tier, by, err)
+		d, err := l.Decide(ctx, limiters.Request{Key: "u", N: 1, At: at})
+		by, denied := d.DeniedBy()
+		if err != nil || d.Allowed != (i < 2) || d.Tier() != "free" || denied != (i == 2) || denied && by.Name != "burst" {
+			t.Fatalf("request %d in free: %+v %q %q %v", i+1, d, d.Tier(), by.Name, err)
 		}
 	}
 	if err := l.SetTier("u", "trial {x}"); err != nil {
 		t.Fatal(err)
 	}
-	if d, tier, _, err := l.Explain(ctx, "u", at, 1); err != nil || !d.Allowed || d.Remaining != 1 || tier != "trial {x}" {
-		t.Errorf("first request after moving to another tier with the same limits: %+v %q %v; want a fresh quota", d, tier, err)
+	if d, err := l.Decide(ctx, limiters.Request{Key: "u", N: 1, At: at}); err != nil || !d.Allowed || d.Remaining != 1 || d.Tier() != "trial {x}" {
+		t.Errorf("first request after moving to another tier with the same limits: %+v %q %v; want a fresh quota", d, d.Tier(), err)
 	}
 	if d, err := l.AllowN(ctx, "o{1}", 1); err != nil || !d.Allowed || d.Limit != 1 {
 		t.Errorf("the override: %+v %v", d, err)
 	}
 	var keys []string
-	iter := c.Scan(ctx, 0, glob(p)+"*", 1000).Iterator()
+	iter := c.Scan(ctx, 0, p+"*", 1000).Iterator()
 	for iter.Next(ctx) {
 		keys = append(keys, iter.Val())
 	}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package redislimit_test
+
+const raceEnabled = false
