@@ -3,10 +3,19 @@
 # (NO_BASE_OK=1 lets it pass without a base to time against; CI never sets it). All
 # set up what they need: Go fetches the modules, and the pinned tools
 # (staticcheck, benchstat) are built from tools/go.mod on first use.
+#
+# Two modules: the library (limiters/, its own go.mod: it requires go-redis
+# and nothing else) and the lab and the command (the root), tied by
+# go.work. A pattern covers one module: PKGS names both.
 
 GO        ?= go
-TOOL      := $(GO) tool -modfile=tools/go.mod
 OUT       ?= out
+PKGS      := ./... ./limiters/...
+# The pinned tools, built from tools/go.mod (outside the workspace: a
+# -modfile takes no go.work) into out/bin.
+BIN       := $(OUT)/bin
+STATICCHECK := $(BIN)/staticcheck
+BENCHSTAT   := $(BIN)/benchstat
 # The committed figures the gate compares the quick lab with: accuracy,
 # allocations and memory, which do not depend on the machine.
 BASELINE  ?= results/baseline.json
@@ -27,20 +36,27 @@ fmt-check:
 	if [ -n "$$files" ]; then echo "gofmt would change:"; echo "$$files"; exit 1; fi
 
 vet:
-	$(GO) vet ./...
+	$(GO) vet $(PKGS)
 
-staticcheck:
-	$(TOOL) staticcheck ./...
+staticcheck: $(STATICCHECK)
+	$(STATICCHECK) $(PKGS)
+
+$(STATICCHECK): tools/go.mod tools/go.sum
+	GOWORK=off $(GO) build -modfile=tools/go.mod -o $@ honnef.co/go/tools/cmd/staticcheck
+
+$(BENCHSTAT): tools/go.mod tools/go.sum
+	GOWORK=off $(GO) build -modfile=tools/go.mod -o $@ golang.org/x/perf/cmd/benchstat
 
 # The tests get a real Redis server in REDIS_ADDR: the one it names, else
 # one running on 127.0.0.1:6379, else one tools/with-redis starts (and
-# installs, if need be) for the run and stops after.
+# installs, if need be) for the run and stops after. REDIS_REQUIRED makes
+# a missing server a failure, not a skip (go test alone skips).
 race:
-	tools/with-redis $(GO) test -race -shuffle=on -count=1 ./...
+	REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -shuffle=on -count=1 $(PKGS)
 
 ## soak: the linearizability checks on 300 histories a case, not make test's 3 (a few minutes; Redis as for make test)
 soak:
-	tools/with-redis $(GO) test -count=1 -timeout 30m ./lincheck -args -soak=300
+	REDIS_REQUIRED=1 tools/with-redis $(GO) test -count=1 -timeout 30m ./internal/lincheck -args -soak=300
 
 ## memcheck: 10 million distinct keys through GCRA and the sliding log in memory, the live heap at 1M, 5M and 10M (about a minute, 2 GB)
 memcheck:
@@ -88,15 +104,15 @@ bench-go-run:
 # The cases BenchmarkDecide runs: keys/limit/procs.
 CASES := hot/unlimited/1 hot/strict/1 hot/strict/2 zipf100k/strict/1 zipf100k/strict/2 uniform100k/strict/2
 
-bench-go-report:
+bench-go-report: $(BENCHSTAT)
 	@for c in $(CASES); do \
 	  keys=$${c%%/*}; rest=$${c#*/}; limit=$${rest%%/*}; procs=$${rest#*/}; \
 	  echo; echo "== keys=$$keys limit=$$limit goroutines=$$procs: wall time per decision =="; \
-	  $(TOOL) benchstat -filter ".name:Decide .unit:sec/op /keys:$$keys /limit:$$limit /procs:$$procs" \
+	  $(BENCHSTAT) -filter ".name:Decide .unit:sec/op /keys:$$keys /limit:$$limit /procs:$$procs" \
 	    -row /lim,/clock -col .name $(OUT)/bench.txt | sed -n '/│/,$$p'; \
 	done
 	@echo; echo "== Live heap per key at 1,000,000 keys of 16 bytes, the key included =="
-	@$(TOOL) benchstat -filter '.name:Memory .unit:B/key' -row /lim -col .name $(OUT)/bench.txt | sed -n '/│/,$$p'
+	@$(BENCHSTAT) -filter '.name:Memory .unit:B/key' -row /lim -col .name $(OUT)/bench.txt | sed -n '/│/,$$p'
 	@echo; echo "clock: mono is ratelab's default (a monotonic reading per decision), coarse is"
 	@echo "limiters.CoarseClock at 1ms, own is the peer's. Raw results: $(OUT)/bench.txt"
 

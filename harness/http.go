@@ -14,11 +14,11 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/ratelab/ratelab/internal/server"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/limiters/httplimit"
 	"github.com/ratelab/ratelab/results"
-	"github.com/ratelab/ratelab/server"
 	"github.com/ratelab/ratelab/workloads"
 )
 

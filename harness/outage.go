@@ -14,11 +14,11 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
-	"github.com/ratelab/ratelab/internal/faultproxy"
+	"github.com/ratelab/ratelab/internal/server"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/httplimit"
+	"github.com/ratelab/ratelab/limiters/redistest"
 	"github.com/ratelab/ratelab/results"
-	"github.com/ratelab/ratelab/server"
 	"github.com/ratelab/ratelab/workloads"
 )
 
@@ -63,10 +63,10 @@ func (o OutageConfig) limit() limiters.Limit {
 	return limiters.Limit{N: max(int(o.Rate*o.Window.Seconds()/float64(o.Users)/2+0.5), 1), Per: o.Window}
 }
 
-// The ways the outage mode takes a server away (see faultproxy).
-const (
-	OutageRefused    = faultproxy.Refused
-	OutageUnanswered = faultproxy.Unanswered
+// The ways the outage mode takes a server away (see redistest.Proxy).
+var (
+	OutageRefused    = redistest.Refused.String()
+	OutageUnanswered = redistest.Unanswered.String()
 )
 
 // The failure modes of ratelab serve the outage mode runs in turn.
@@ -119,6 +119,14 @@ func (outageMode) measure(ctx context.Context, l *lab, _ *workloads.Workload, su
 	return out, nil
 }
 
+// fault is the proxy's fault of an outage of kind.
+func fault(kind string) redistest.Fault {
+	if kind == OutageRefused {
+		return redistest.Refused
+	}
+	return redistest.Unanswered
+}
+
 // outage runs s with its server taken away as kind says, failing as fail
 // says.
 func (l *lab) outage(ctx context.Context, s Subject, kind, fail string) (results.Run, error) {
@@ -132,7 +140,7 @@ func (l *lab) outage(ctx context.Context, s Subject, kind, fail string) (results
 	if cfg.Redis == nil {
 		return results.Run{}, errors.New("the subject names no Redis server")
 	}
-	cut, err := faultproxy.New(cfg.Redis.Addr)
+	cut, err := redistest.NewProxy(cfg.Redis.Addr)
 	if err != nil {
 		return results.Run{}, err
 	}
@@ -187,8 +195,8 @@ func (l *lab) outage(ctx context.Context, s Subject, kind, fail string) (results
 	var sent []vegeta.Result
 	begin := time.Now()
 	failures := scrapeFailures(srv.Metrics(), begin)
-	away := time.AfterFunc(oc.Before, func() { cut.Cut(kind) })
-	back := time.AfterFunc(oc.Before+oc.Away, cut.Restore)
+	away := time.AfterFunc(oc.Before, func() { cut.Set(fault(kind)) })
+	back := time.AfterFunc(oc.Before+oc.Away, func() { cut.Set(redistest.Pass) })
 	defer away.Stop()
 	defer back.Stop()
 	a.run(ctx, vegeta.Targeter(targeter), total, "outage", func(res *vegeta.Result) { sent = append(sent, *res) })

@@ -17,10 +17,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelab/ratelab/harness/peers"
+	"github.com/ratelab/ratelab/internal/server"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/redislimit"
 	"github.com/ratelab/ratelab/results"
-	"github.com/ratelab/ratelab/server"
 	"github.com/ratelab/ratelab/workloads"
 )
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/harness/peers"
+	"github.com/ratelab/ratelab/internal/server"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/fixedwindow"
 	"github.com/ratelab/ratelab/limiters/gcra"
@@ -17,7 +18,6 @@ import (
 	"github.com/ratelab/ratelab/limiters/slidinglog"
 	"github.com/ratelab/ratelab/limiters/tiers"
 	"github.com/ratelab/ratelab/limiters/tokenbucket"
-	"github.com/ratelab/ratelab/server"
 	"github.com/ratelab/ratelab/workloads"
 )
 

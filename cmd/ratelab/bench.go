@@ -12,8 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelab/ratelab/config"
 	"github.com/ratelab/ratelab/harness"
+	"github.com/ratelab/ratelab/internal/config"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/plots"
 	"github.com/ratelab/ratelab/results"

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratelab/ratelab/internal/redistest"
+	"github.com/ratelab/ratelab/limiters/redistest"
 
 	"github.com/ratelab/ratelab/results"
 )
@@ -15,7 +15,7 @@ import (
 // others: a sample decided as in memory, and the picks for one process
 // still made from the limiters in memory. (The harness's tests weigh them.)
 func TestBenchRedis(t *testing.T) {
-	addr := redistest.Addr()
+	addr := redistest.Require(t)
 	out := t.TempDir()
 	stdout, stderr, code := ratelab(t, "", "bench", "--quick", "--limiters", "gcra,gcra (redis),redis_rate", "--workloads", "boundary-attack",
 		"--modes", "simulated", "--attackers", "3", "--simulated", "3s", "--limit", "10",

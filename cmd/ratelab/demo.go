@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/ratelab/ratelab/demo"
+	"github.com/ratelab/ratelab/internal/demo"
 )
 
 const demoUsage = `Usage:

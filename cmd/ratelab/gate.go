@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratelab/ratelab/gate"
+	"github.com/ratelab/ratelab/internal/gate"
 	"github.com/ratelab/ratelab/results"
 )
 

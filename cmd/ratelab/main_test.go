@@ -348,7 +348,7 @@ func TestMergeCommand(t *testing.T) {
 	}
 }
 
-// The configuration in config/testdata drives replay: three tiers, two of
+// The configuration in internal/config/testdata drives replay: three tiers, two of
 // them composite, a user assigned, one overridden, and everyone else in
 // the default tier.
 func TestReplayConfig(t *testing.T) {
@@ -361,7 +361,7 @@ func TestReplayConfig(t *testing.T) {
 		fmt.Fprintf(&trace, "%.1f,alice\n", 4+float64(i)*0.1)
 	}
 	trace.WriteString("40,frank\n40,frank\n40,frank\n40,carol\n40,carol\n")
-	out, errOut, code := ratelab(t, trace.String(), "replay", "--config", filepath.Join("..", "..", "config", "testdata", "tiers.yaml"))
+	out, errOut, code := ratelab(t, trace.String(), "replay", "--config", filepath.Join("..", "..", "internal", "config", "testdata", "tiers.yaml"))
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -454,7 +454,7 @@ func TestBenchConfig(t *testing.T) {
 	out := t.TempDir()
 	stdout, stderr, code := ratelab(t, "", "bench", "--limiters", "gcra", "--workloads", "uniform", "--modes", "simulated,memory,timing",
 		"--users", "5", "--many-users", "2000", "--simulated", "3s", "--timing-rounds", "2", "--limit", "10",
-		"--config", filepath.Join("..", "..", "config", "testdata", "tiers.yaml"), "--out", out)
+		"--config", filepath.Join("..", "..", "internal", "config", "testdata", "tiers.yaml"), "--out", out)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

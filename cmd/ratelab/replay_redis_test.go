@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelab/ratelab/internal/redistest"
+	"github.com/ratelab/ratelab/limiters/redistest"
 )
 
 // TestReplayRedisSameAsMemory replays random traces with every algorithm
 // on both backends: the outputs must be the same, line for line.
 func TestReplayRedisSameAsMemory(t *testing.T) {
-	addr := redistest.Addr()
+	addr := redistest.Require(t)
 	r := rand.New(rand.NewPCG(3, uint64(time.Now().UnixNano())))
 	for _, algo := range []string{"fixed-window", "sliding-log", "sliding-counter", "token-bucket", "leaky-bucket", "gcra"} {
 		t.Run(algo, func(t *testing.T) {
@@ -65,7 +65,7 @@ func TestReplayRedisSameAsMemory(t *testing.T) {
 // a user's quota) and an override, kept in memory and in Redis: the
 // outputs, tiers and denying limits included, must be the same.
 func TestReplayTiersRedisSameAsMemory(t *testing.T) {
-	addr := redistest.Addr()
+	addr := redistest.Require(t)
 	const tiers = `algorithm: %s
 backend: %s
 default_tier: free

@@ -17,9 +17,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelab/ratelab/config"
+	"github.com/ratelab/ratelab/internal/config"
+	"github.com/ratelab/ratelab/internal/server"
 	"github.com/ratelab/ratelab/limiters/httplimit"
-	"github.com/ratelab/ratelab/server"
 )
 
 const serveUsage = `Usage:

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/ratelab/ratelab/gate"
 	"github.com/ratelab/ratelab/harness"
+	"github.com/ratelab/ratelab/internal/gate"
 )
 
 const workerUsage = `Usage:

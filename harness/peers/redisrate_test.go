@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelab/ratelab/internal/redistest"
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/redistest"
 )
 
 // redis_rate, read as N per W, admits a burst of N for a fresh key, then

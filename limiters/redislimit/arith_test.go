@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelab/ratelab/internal/redistest"
+	"github.com/ratelab/ratelab/limiters/redistest"
 )
 
 // runLua runs body after the prelude and the window arithmetic, at time sec.ns, and returns its

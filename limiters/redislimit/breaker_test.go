@@ -8,9 +8,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelab/ratelab/internal/redistest"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/redislimit"
+	"github.com/ratelab/ratelab/limiters/redistest"
 )
 
 // A Redis that stops answering: three decisions wait for the timeout, then
@@ -18,8 +18,8 @@ import (
 // after the cool-down one probe goes, and fails, and the breaker opens
 // again; once Redis answers, the next probe closes it.
 func TestBreaker(t *testing.T) {
-	p := newFaultProxy(t, redistest.Addr())
-	c := p.client(t, 100*time.Millisecond)
+	p := proxy(t, redistest.Require(t))
+	c := through(t, p, 100*time.Millisecond)
 	l, err := redislimit.New(c, limiters.GCRA, []limiters.Limit{{N: 10, Per: time.Second}},
 		redislimit.WithPrefix(redistest.Prefix(t, redistest.Client(t, nil))), redislimit.WithTimeout(100*time.Millisecond),
 		redislimit.WithFailureMode(redislimit.FailClosed), redislimit.WithBreaker(3, 300*time.Millisecond), redislimit.WithDenialCache(-1))
@@ -30,7 +30,7 @@ func TestBreaker(t *testing.T) {
 	if d, err := l.AllowN(ctx, "k", 1); err != nil || !d.Allowed {
 		t.Fatalf("Redis up: %+v, %v", d, err)
 	}
-	p.fault.Store(halfOpen)
+	p.Set(redistest.Silent)
 	for i := range 3 {
 		d, err := l.AllowN(ctx, "k", 1)
 		if !errors.Is(err, redislimit.ErrUnavailable) || errors.Is(err, redislimit.ErrBreakerOpen) || d.Allowed {
@@ -53,7 +53,7 @@ func TestBreaker(t *testing.T) {
 	if _, err := l.AllowN(ctx, "k", 1); !errors.Is(err, redislimit.ErrBreakerOpen) {
 		t.Fatalf("after a failed probe: %v; want the breaker open again", err)
 	}
-	p.fault.Store(pass)
+	p.Set(redistest.Pass)
 	time.Sleep(350 * time.Millisecond)
 	for i := range 3 {
 		if d, err := l.AllowN(ctx, "k", 1); err != nil || !d.Allowed {
@@ -76,8 +76,8 @@ func TestBreaker(t *testing.T) {
 // once, without a round trip, with ErrBreakerOpen.
 func TestSettleBounded(t *testing.T) {
 	for _, honours := range []bool{false, true} {
-		p := newFaultProxy(t, redistest.Addr())
-		c := redis.NewClient(&redis.Options{Addr: p.l.Addr().String(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: honours})
+		p := proxy(t, redistest.Require(t))
+		c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: honours})
 		t.Cleanup(func() { c.Close() })
 		const timeout = 100 * time.Millisecond
 		var heard int
@@ -96,7 +96,7 @@ func TestSettleBounded(t *testing.T) {
 			}
 			rs = append(rs, r)
 		}
-		p.fault.Store(halfOpen)
+		p.Set(redistest.Silent)
 		calls := []struct {
 			name string
 			call func() error
@@ -133,6 +133,6 @@ func TestSettleBounded(t *testing.T) {
 		if took := time.Since(start); took > timeout/2 || l.Counts().RoundTrips != trips {
 			t.Errorf("honours deadlines %v: the refusals took %v and %d round trips, want at once and none", honours, took, l.Counts().RoundTrips-trips)
 		}
-		p.fault.Store(pass)
+		p.Set(redistest.Pass)
 	}
 }

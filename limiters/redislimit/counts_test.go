@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelab/ratelab/internal/redistest"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/redislimit"
+	"github.com/ratelab/ratelab/limiters/redistest"
 )
 
 // The round trips Counts reports are the scripts the server ran, as its

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelab/ratelab/internal/redistest"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/limiters/redislimit"
+	"github.com/ratelab/ratelab/limiters/redistest"
 )
 
 // hook collects what an error hook hears.
@@ -44,8 +44,8 @@ func (h *hook) count() (int, bool) {
 // fallback's decisions are real ones: they come with a nil error (they
 // used to come with ErrUnavailable), and the hook hears of each failure.
 func TestFallback(t *testing.T) {
-	p := newFaultProxy(t, redistest.Addr())
-	c := p.client(t, 50*time.Millisecond)
+	p := proxy(t, redistest.Require(t))
+	c := through(t, p, 50*time.Millisecond)
 	var h hook
 	limits := []limiters.Limit{{N: 10, Per: time.Second}}
 	l, err := redislimit.New(c, limiters.FixedWindow, limits, redislimit.WithPrefix(redistest.Prefix(t, redistest.Client(t, nil))),
@@ -54,7 +54,7 @@ func TestFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	p.fault.Store(halfOpen)
+	p.Set(redistest.Silent)
 	t0 := time.Unix(1_800_000_000, 0)
 	share := []limiters.Limit{{Name: "10/s", N: 3, Per: time.Second}}
 	for w := range 2 {
@@ -92,8 +92,8 @@ func TestFallback(t *testing.T) {
 // settles the fallback's reservation in memory; a reservation Redis made
 // cannot be settled while Redis is down, nor can keys be reset or walked.
 func TestFallbackSeveralLimits(t *testing.T) {
-	p := newFaultProxy(t, redistest.Addr())
-	c := p.client(t, 50*time.Millisecond)
+	p := proxy(t, redistest.Require(t))
+	c := through(t, p, 50*time.Millisecond)
 	limits := []limiters.Limit{{N: 100, Per: time.Second, Burst: 9}, {Name: "hourly", N: 15, Per: time.Hour}}
 	shares := []limiters.Limit{{Name: "100/s burst 9", N: 50, Per: time.Second, Burst: 5}, {Name: "hourly", N: 8, Per: time.Hour}}
 	var h hook
@@ -114,7 +114,7 @@ func TestFallbackSeveralLimits(t *testing.T) {
 	if err != nil || !held.Allowed() {
 		t.Fatalf("Reserve with Redis up: %+v, %v", held.Decision(), err)
 	}
-	p.fault.Store(halfOpen)
+	p.Set(redistest.Silent)
 	for i := range 12 {
 		req := at("k", t0.Add(time.Duration(i)*10*time.Millisecond), 1+i%2)
 		want, _ := mem.Decide(ctx, req)
@@ -156,9 +156,9 @@ func TestFallbackSeveralLimits(t *testing.T) {
 // admits with Remaining 0 and the least quota; fail closed denies for the
 // timeout, by the limit of the least quota. The hook hears of each.
 func TestFailureModes(t *testing.T) {
-	p := newFaultProxy(t, redistest.Addr())
-	c := p.client(t, 50*time.Millisecond)
-	p.fault.Store(halfOpen)
+	p := proxy(t, redistest.Require(t))
+	c := through(t, p, 50*time.Millisecond)
+	p.Set(redistest.Silent)
 	limits := []limiters.Limit{{N: 100, Per: time.Minute}, {Name: "second", N: 7, Per: time.Second}}
 	for _, mode := range []redislimit.FailureMode{redislimit.FailOpen, redislimit.FailClosed} {
 		var h hook

@@ -11,9 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelab/ratelab/internal/redistest"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/redislimit"
+	"github.com/ratelab/ratelab/limiters/redistest"
 )
 
 // TestServerStopsAndReturns stops a real Redis server while decisions are

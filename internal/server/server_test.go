@@ -16,11 +16,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelab/ratelab/config"
+	"github.com/ratelab/ratelab/internal/config"
+	"github.com/ratelab/ratelab/internal/server"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/limiters/httplimit"
-	"github.com/ratelab/ratelab/server"
 )
 
 // TestDenyThenAllow: through a real server on loopback, a key is served

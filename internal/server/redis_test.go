@@ -10,11 +10,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelab/ratelab/internal/faultproxy"
-	"github.com/ratelab/ratelab/internal/redistest"
+	"github.com/ratelab/ratelab/internal/server"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/httplimit"
-	"github.com/ratelab/ratelab/server"
+	"github.com/ratelab/ratelab/limiters/redistest"
 )
 
 // redisFor returns the options of the test Redis server (package
@@ -98,10 +97,10 @@ func TestRedisTiersReload(t *testing.T) {
 
 // redisBehind returns the options of a Redis reached through a proxy the
 // test can take away, and a key prefix of the test's own.
-func redisBehind(t *testing.T) (*redis.Options, string, *faultproxy.Proxy) {
+func redisBehind(t *testing.T) (*redis.Options, string, *redistest.Proxy) {
 	t.Helper()
 	opt, prefix := redisFor(t)
-	p, err := faultproxy.New(opt.Addr)
+	p, err := redistest.NewProxy(opt.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +120,7 @@ func TestRedisFailOpenEcho(t *testing.T) {
 	if got := s.get(t, "alice"); got.status != 200 || got.echo.Unmetered {
 		t.Fatalf("with Redis: status %d, echo %s; want 200, metered", got.status, got.body)
 	}
-	away.Cut(faultproxy.Refused)
+	away.Set(redistest.Refused)
 	got := s.get(t, "alice")
 	if got.status != 200 || got.echo.Key != "alice" || !got.echo.Unmetered || got.echo.Limit != 0 {
 		t.Errorf("Redis away, failing open: status %d, echo %s; want 200 for alice, unmetered", got.status, got.body)
@@ -149,7 +148,7 @@ func TestRedisFallbackHeaders(t *testing.T) {
 	if got := s.get(t, "alice"); got.status != 200 || policy(got) != `"100/h";q=100;w=3600` || got.echo.Limit != 100 {
 		t.Fatalf("with Redis: status %d, RateLimit-Policy %q, echo %s; want q=100", got.status, policy(got), got.body)
 	}
-	away.Cut(faultproxy.Refused)
+	away.Set(redistest.Refused)
 	got := s.get(t, "alice")
 	if got.status != 200 || policy(got) != `"100/h";q=50;w=3600` || got.echo.Limit != 50 || got.header.Get(httplimit.HeaderLimit) != "50" {
 		t.Errorf("Redis away, falling back: status %d, RateLimit-Policy %q, %s %q, echo %s; want the half in force, q=50",

@@ -12,10 +12,10 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/ratelab/ratelab/internal/redistest"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/limiters/redislimit"
+	"github.com/ratelab/ratelab/limiters/redistest"
 	"github.com/ratelab/ratelab/limiters/tiers"
 )
 

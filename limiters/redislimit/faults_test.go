@@ -4,106 +4,38 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelab/ratelab/internal/redistest"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/redislimit"
+	"github.com/ratelab/ratelab/limiters/redistest"
 )
 
-// The faults a faultProxy puts between a client and Redis.
-const (
-	pass      = iota
-	slow      // every reply 300ms late: beyond the timeout
-	resetting // half of each reply, then the connection reset
-	halfOpen  // nothing answered, the connection left open
-	trickle   // replies a byte every 20ms
-)
-
-var faultNames = map[int32]string{slow: "latency beyond the timeout", resetting: "reset mid-reply", halfOpen: "half-open, never answers", trickle: "bandwidth a trickle"}
-
-// faultProxy is a TCP proxy to a Redis server that applies a fault to
-// the replies, chunk by chunk, as they pass.
-type faultProxy struct {
-	l     net.Listener
-	to    string
-	fault atomic.Int32
-	wg    sync.WaitGroup
-}
-
-func newFaultProxy(t *testing.T, to string) *faultProxy {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// proxy is a redistest.Proxy to the Redis server at to, closed when the
+// test ends.
+func proxy(t *testing.T, to string) *redistest.Proxy {
+	t.Helper()
+	p, err := redistest.NewProxy(to)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &faultProxy{l: l, to: to}
-	p.wg.Go(func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			p.wg.Go(func() { p.serve(c.(*net.TCPConn)) })
-		}
-	})
-	t.Cleanup(func() { l.Close(); p.wg.Wait() })
+	t.Cleanup(p.Close)
 	return p
 }
 
-// client returns a client through p that neither retries nor redials,
+// through returns a client through p that neither retries nor redials,
 // and waits for a connection at most timeout, closed when the test ends.
-func (p *faultProxy) client(t *testing.T, timeout time.Duration) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: p.l.Addr().String(), MaxRetries: -1, DialerRetries: 1,
+func through(t *testing.T, p *redistest.Proxy, timeout time.Duration) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, DialerRetries: 1,
 		ContextTimeoutEnabled: true, PoolTimeout: timeout, DialTimeout: timeout})
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-func (p *faultProxy) serve(c *net.TCPConn) {
-	defer c.Close()
-	up, err := net.Dial("tcp", p.to)
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	go func() { io.Copy(up, c); up.Close() }()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := up.Read(buf)
-		if err != nil {
-			return
-		}
-		switch p.fault.Load() {
-		case pass:
-			c.Write(buf[:n])
-		case slow:
-			time.Sleep(300 * time.Millisecond)
-			c.Write(buf[:n])
-		case resetting:
-			c.Write(buf[:n/2])
-			c.SetLinger(0) // RST, not FIN
-			return
-		case halfOpen:
-		case trickle:
-			for i := range n {
-				if p.fault.Load() != trickle {
-					c.Write(buf[i:n])
-					break
-				}
-				c.Write(buf[i : i+1])
-				time.Sleep(20 * time.Millisecond)
-			}
-		}
-	}
 }
 
 // Each fault, through a proxy in front of a Redis server of the test's
@@ -117,11 +49,11 @@ func TestFaults(t *testing.T) {
 	admin := redis.NewClient(&redis.Options{Addr: fmt.Sprint("127.0.0.1:", port)})
 	defer admin.Close()
 	const timeout = 100 * time.Millisecond
-	for _, fault := range []int32{slow, resetting, halfOpen, trickle} {
-		t.Run(faultNames[fault], func(t *testing.T) {
+	for _, fault := range []redistest.Fault{redistest.Slow, redistest.Reset, redistest.Silent, redistest.Trickle} {
+		t.Run(fault.String(), func(t *testing.T) {
 			before := runtime.NumGoroutine()
-			p := newFaultProxy(t, fmt.Sprint("127.0.0.1:", port))
-			c := p.client(t, timeout)
+			p := proxy(t, fmt.Sprint("127.0.0.1:", port))
+			c := through(t, p, timeout)
 			l, err := redislimit.New(c, limiters.GCRA, []limiters.Limit{{N: 1000, Per: time.Second}},
 				redislimit.WithPrefix(fmt.Sprintf("faults:%d:", fault)), redislimit.WithTimeout(timeout), redislimit.WithFailureMode(redislimit.FailClosed))
 			if err != nil {
@@ -134,7 +66,7 @@ func TestFaults(t *testing.T) {
 				}
 			}
 			calls := redistest.CommandCalls(t, admin)
-			p.fault.Store(fault)
+			p.Set(fault)
 			var mu sync.Mutex
 			var took []time.Duration
 			var wg sync.WaitGroup
@@ -159,7 +91,7 @@ func TestFaults(t *testing.T) {
 			if worst := took[len(took)-1]; worst > 10*timeout {
 				t.Errorf("a decision took %v during the fault, with a timeout of %v: it hangs", worst, timeout)
 			}
-			p.fault.Store(pass)
+			p.Set(redistest.Pass)
 			cleared := time.Now()
 			recovered := time.Duration(-1)
 			for time.Since(cleared) < 5*time.Second {
@@ -177,11 +109,11 @@ func TestFaults(t *testing.T) {
 				t.Errorf("the server ran %d scripts for 40 decisions during the fault and the recovery's few: a decision sent twice", ran)
 			}
 			t.Logf("%s: 40 decisions failed closed, median %v, p99 %v, worst %v (timeout %v); decided by Redis again %v after it cleared",
-				faultNames[fault], took[len(took)/2].Round(time.Millisecond), p99.Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), timeout, recovered.Round(time.Millisecond))
+				fault, took[len(took)/2].Round(time.Millisecond), p99.Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), timeout, recovered.Round(time.Millisecond))
 			l.Close()
 			c.Close()
-			p.l.Close()
-			noneLeft(t, before+1)
+			p.Close()
+			noneLeft(t, before)
 		})
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelab/ratelab/internal/server"
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/server"
 )
 
 // clock is a limiters.Clock the test moves.
