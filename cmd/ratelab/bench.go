@@ -111,11 +111,11 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		fmt.Fprint(fs.Output(), benchUsage)
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("bench: unexpected arguments %q", fs.Args())
+		return badUsage(fs, fmt.Errorf("bench: no arguments, got %q", fs.Arg(0)))
 	}
 	set := given(fs)
 	switch addr := os.Getenv("REDIS_ADDR"); {

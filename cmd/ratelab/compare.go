@@ -50,16 +50,14 @@ func runCompare(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprint(fs.Output(), compareUsage)
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() != 2 {
-		fs.SetOutput(stderr)
-		fs.Usage()
-		return usagef("compare: want two files, OLD.json and NEW.json, got %d", fs.NArg())
+		return badUsage(fs, fmt.Errorf("compare: want two files, OLD.json and NEW.json, got %d", fs.NArg()))
 	}
 	if !(tol.Memory >= 0 && tol.Memory <= 10) {
-		return usagef("compare: --memory-tolerance must be a fraction from 0 to 10 (0.02 is 2%%), got %v", tol.Memory)
+		return badUsage(fs, fmt.Errorf("compare: --memory-tolerance must be a fraction from 0 to 10 (0.02 is 2%%), got %v", tol.Memory))
 	}
 	base, err := results.ReadFile(fs.Arg(0))
 	if err != nil {

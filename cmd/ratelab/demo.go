@@ -38,11 +38,11 @@ func runDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprint(fs.Output(), demoUsage)
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("demo: unexpected arguments %q", fs.Args())
+		return badUsage(fs, fmt.Errorf("demo: no arguments, got %q", fs.Arg(0)))
 	}
 	var paint bool
 	switch *color {
@@ -52,7 +52,7 @@ func runDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		paint = true
 	case "never":
 	default:
-		return usagef("demo: --color must be auto, always or never, got %q", *color)
+		return badUsage(fs, fmt.Errorf("demo: --color must be auto, always or never, got %q", *color))
 	}
 	scenes, err := demo.Scenes()
 	if err != nil {

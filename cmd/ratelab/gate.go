@@ -90,28 +90,28 @@ func runGate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprint(fs.Output(), gateUsage)
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return badUsage(fs, stderr, fmt.Errorf("gate: unexpected arguments %q", fs.Args()))
+		return badUsage(fs, fmt.Errorf("gate: no arguments, got %q", fs.Arg(0)))
 	}
 	if err := rule.Validate(); err != nil {
-		return badUsage(fs, stderr, fmt.Errorf("gate: %w", err))
+		return badUsage(fs, fmt.Errorf("gate: %w", err))
 	}
 	if *judge != "" {
 		return judgeAgain(*judge, rule, *all, stdout)
 	}
 	switch {
 	case given(fs)["base"] && *base == "":
-		return badUsage(fs, stderr, errors.New("gate: --base is empty (make gate reads it from results/gate-base: is the file there?)"))
+		return badUsage(fs, errors.New("gate: --base is empty (make gate reads it from results/gate-base: is the file there?)"))
 	case *base == "" && *baseBin == "":
-		return badUsage(fs, stderr, errors.New("gate: want --base REF or --base-bin FILE"))
+		return badUsage(fs, errors.New("gate: want --base REF or --base-bin FILE"))
 	case *base != "" && *baseBin != "":
-		return badUsage(fs, stderr, errors.New("gate: --base and --base-bin each name the base: give one"))
+		return badUsage(fs, errors.New("gate: --base and --base-bin each name the base: give one"))
 	}
 	if err := plan.Validate(); err != nil {
-		return badUsage(fs, stderr, err)
+		return badUsage(fs, err)
 	}
 	plan.Limiters, plan.Workloads = list(*limitersFlag), list(*workloadsFlag)
 	plan.WorkerArgs = []string{"--quick=" + strconv.FormatBool(*quick)}

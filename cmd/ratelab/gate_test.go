@@ -129,7 +129,7 @@ func TestGateBadFlags(t *testing.T) {
 		{"a negative threshold", []string{"--base", "main", "--threshold", "-0.1"}, "the threshold must be a fraction"},
 		{"a baseline not there", []string{"--base", "main", "--baseline", "nope.json"}, "gate: the baseline: open nope.json"},
 		{"judging what is not an A/B file", []string{"--judge", notAB}, "not an A/B file"},
-		{"arguments", []string{"--base", "main", "extra"}, "unexpected arguments"},
+		{"arguments", []string{"--base", "main", "extra"}, `no arguments, got "extra"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, errOut, code := ratelab(t, "", append([]string{"gate"}, tt.args...)...)

@@ -24,7 +24,8 @@ func main() {
 	os.Exit(exitCode(err, os.Stderr))
 }
 
-// usageError is a bad command line or bad input: exit status 2.
+// usageError is bad input, or a bad command line said without pointing
+// at help: exit status 2.
 type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
@@ -34,18 +35,55 @@ func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
 }
 
+// commandLineError is a command line its command cannot run: a flag it
+// does not define, a value a flag cannot take, arguments it does not
+// want. Exit status 2, after one line saying what is wrong and one
+// pointing at the command's help (its usage, some ninety lines, would
+// bury the error).
+type commandLineError struct {
+	command string // whose help to point at
+	err     error
+}
+
+func (e commandLineError) Error() string { return e.err.Error() }
+func (e commandLineError) Unwrap() error { return e.err }
+
+// badUsage returns err, about the command line of fs's command, as a
+// commandLineError.
+func badUsage(fs *flag.FlagSet, err error) error {
+	return commandLineError{fs.Name(), err}
+}
+
 // exitCode prints err, if any, and returns the exit status for it: 0 for
 // none, 2 for bad usage or input, 1 for anything else.
 func exitCode(err error, stderr io.Writer) int {
+	var bad commandLineError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.As(err, &bad):
+		fmt.Fprintln(stderr, message(err))
+		fmt.Fprintf(stderr, "see 'ratelab %s --help'\n", bad.command)
+		return 2
 	case errors.As(err, new(usageError)):
-		fmt.Fprintln(stderr, "ratelab:", err)
+		fmt.Fprintln(stderr, message(err))
 		return 2
 	}
-	fmt.Fprintln(stderr, "ratelab:", err)
+	fmt.Fprintln(stderr, message(err))
 	return 1
+}
+
+// message is err as printed: "ratelab bench: ..." for an error of a
+// command, which starts with the command's name, and "ratelab: ..." for
+// any other.
+func message(err error) string {
+	msg := err.Error()
+	for _, c := range commands() {
+		if strings.HasPrefix(msg, c.name+": ") {
+			return "ratelab " + msg
+		}
+	}
+	return "ratelab: " + msg
 }
 
 // command is one subcommand: its name, a line for the overview, and what
@@ -118,8 +156,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return usagef("unknown command %q", name)
 }
 
-// parseFlags parses args with fs, printing fs's usage to stderr on a bad
-// flag (or to stdout on --help).
 // given returns the names of the flags set on the command line.
 func given(fs *flag.FlagSet) map[string]bool {
 	set := map[string]bool{}
@@ -127,26 +163,22 @@ func given(fs *flag.FlagSet) map[string]bool {
 	return set
 }
 
-// badUsage returns err as a usage error, after printing fs's usage to
-// stderr.
-func badUsage(fs *flag.FlagSet, stderr io.Writer, err error) error {
-	fs.SetOutput(stderr)
-	fs.Usage()
-	return usageError{err}
-}
-
-func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
+// parseFlags parses args with fs. --help prints fs's usage to stdout and
+// returns flag.ErrHelp; a bad flag is a commandLineError, in the flag
+// package's words.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	usage := fs.Usage
+	fs.Usage = func() {} // the flag package's, on every error, is not wanted
+	defer func() { fs.Usage = usage }()
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fs.SetOutput(stdout)
-		fs.Usage()
+		usage()
 		return err
 	case err != nil:
-		fs.SetOutput(stderr)
-		fs.Usage()
-		return usageError{err}
+		return badUsage(fs, fmt.Errorf("%s: %w", fs.Name(), err))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,11 +35,11 @@ func runMerge(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		fmt.Fprint(fs.Output(), mergeUsage)
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if *out == "" || fs.NArg() == 0 {
-		return usagef("merge: want --out FILE and at least one RUN.json")
+		return badUsage(fs, errors.New("merge: want --out FILE and at least one RUN.json"))
 	}
 	files := make([]*results.File, fs.NArg())
 	for i, path := range fs.Args() {

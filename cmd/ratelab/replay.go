@@ -96,11 +96,11 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprint(fs.Output(), replayUsage)
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	set := given(fs)
-	bad := func(err error) error { return badUsage(fs, stderr, err) }
+	bad := func(err error) error { return badUsage(fs, err) }
 	if fs.NArg() > 1 {
 		return bad(fmt.Errorf("replay: one trace at most, got %d", fs.NArg()))
 	}

@@ -37,13 +37,11 @@ func runReport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprint(fs.Output(), reportUsage)
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		fs.SetOutput(stderr)
-		fs.Usage()
-		return usagef("report: want one RESULTS.json, got %d arguments", fs.NArg())
+		return badUsage(fs, fmt.Errorf("report: want one RESULTS.json, got %d arguments", fs.NArg()))
 	}
 	in := fs.Arg(0)
 	f, err := results.ReadFile(in)

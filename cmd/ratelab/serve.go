@@ -99,11 +99,11 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		fmt.Fprint(fs.Output(), serveUsage)
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	set := given(fs)
-	bad := func(err error) error { return badUsage(fs, stderr, err) }
+	bad := func(err error) error { return badUsage(fs, err) }
 	if fs.NArg() > 0 {
 		return bad(fmt.Errorf("serve: no arguments, got %q", fs.Arg(0)))
 	}

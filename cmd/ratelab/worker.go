@@ -35,11 +35,11 @@ func runWorker(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprint(fs.Output(), workerUsage)
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("worker: unexpected arguments %q", fs.Args())
+		return badUsage(fs, fmt.Errorf("worker: no arguments, got %q", fs.Arg(0)))
 	}
 	setWorkloads()
 	c.Limiters = list(*limitersFlag)
