@@ -163,22 +163,39 @@ func given(fs *flag.FlagSet) map[string]bool {
 	return set
 }
 
-// parseFlags parses args with fs. --help prints fs's usage to stdout and
-// returns flag.ErrHelp; a bad flag is a commandLineError, in the flag
-// package's words.
+// parseFlags parses args with fs, flags and arguments in any order, as
+// people type them ("ratelab report out/results.json --out /tmp/r"); a
+// "--" ends the flags. fs.Args() is then the arguments alone. --help
+// prints fs's usage to stdout and returns flag.ErrHelp; a bad flag is a
+// commandLineError, in the flag package's words.
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	usage := fs.Usage
 	fs.Usage = func() {} // the flag package's, on every error, is not wanted
 	defer func() { fs.Usage = usage }()
 	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fs.SetOutput(stdout)
-		usage()
-		return err
-	case err != nil:
-		return badUsage(fs, fmt.Errorf("%s: %w", fs.Name(), err))
+	var positional []string
+	for {
+		err := fs.Parse(args)
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			fs.SetOutput(stdout)
+			usage()
+			return err
+		case err != nil:
+			return badUsage(fs, fmt.Errorf("%s: %w", fs.Name(), err))
+		}
+		// Parse stops before the first argument, or just after a "--".
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
 	}
-	return nil
+	// The arguments alone, after a "--", make fs.Args() those arguments.
+	return fs.Parse(append([]string{"--"}, positional...))
 }
