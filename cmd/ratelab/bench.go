@@ -165,11 +165,9 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if c.Redis.URL != "" {
 		redis.SetLogger(quietRedis{}) // a server that does not answer is said once, in the results
 	}
-	var progress io.Writer
-	if isTerminal(stderr) {
-		progress = stderr
-	}
+	progress, stop := labProgress(stderr)
 	f, err := harness.Lab(ctx, c, progress)
+	stop()
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}

@@ -15,6 +15,9 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"time"
+
+	"github.com/ratelab/ratelab/harness"
 )
 
 func main() {
@@ -154,6 +157,22 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	usage(stderr)
 	return usagef("unknown command %q", name)
+}
+
+// progressInterval is how often the lab's progress is said in a log: often
+// enough to show it is not stuck, seldom enough to keep the log short.
+const progressInterval = 10 * time.Second
+
+// labProgress returns where the lab's progress goes: stderr itself on a
+// terminal, one line redrawn in place; elsewhere (a file, a pipe, CI) a
+// harness.ProgressLog, a line every progressInterval. stop ends it, once
+// the lab is done.
+func labProgress(stderr io.Writer) (progress io.Writer, stop func()) {
+	if isTerminal(stderr) {
+		return stderr, func() {}
+	}
+	log := harness.NewProgressLog(stderr, progressInterval)
+	return log, func() { log.Close() }
 }
 
 // given returns the names of the flags set on the command line.
