@@ -13,28 +13,77 @@ import (
 	"github.com/ratelab/ratelab/workloads"
 )
 
-// accuracyMode measures each subject's decisions against the ideal's (the
-// sliding window log, exact) on the same requests: in simulated time when
-// the subject decides at explicit times, exactly and reproducibly; else by
-// a replay in real time, time compressed. A subject kept in a server
+// simulatedMode measures each subject's decisions against the ideal's
+// (the sliding window log, exact) on the same requests: in simulated time
+// when the subject decides at explicit times, exactly and reproducibly;
+// else by a replay in real time, time compressed (those rows are the
+// realtime mode's, and its tables show them). A subject kept in a server
 // decides a sample of the workload, and is checked decision for decision
-// against the same algorithm in memory. Its name is "simulated", its runs'
-// mode "simulated" or "realtime" as they were made.
-type accuracyMode struct{}
+// against the same algorithm in memory.
+const simulatedModeName = "simulated"
 
-func (accuracyMode) name() string { return ModeSimulated }
-func (accuracyMode) once() bool   { return false }
+var _ = register(mode{
+	Mode: results.Mode{
+		Name:   simulatedModeName,
+		About:  "accuracy against the ideal (the sliding window log) on the same requests, in simulated time: exact and reproducible",
+		Order:  10,
+		Scored: true,
+		Tables: []results.TableSpec{{
+			Name:   "accuracy",
+			Title:  "Accuracy against the ideal (the sliding window log on the same requests), in simulated time",
+			Note:   accuracyNote + " Allocs/decision: heap allocations per decision over a second pass of the workload, after the first made the keys.",
+			Header: accuracyHeader, Left: 3,
+			Cells: accuracyCells,
+			Last:  results.Twins,
+		}},
+		Gates: accuracyGates(results.CheckExact),
+	},
+	attacks: true,
+	steps:   func(c Config, subjects []Subject) int { return 1 + len(subjects) },
+	measure: measureAccuracy,
+})
 
-func (accuracyMode) steps(c Config, subjects []Subject) int { return 1 + len(subjects) }
+// The accuracy tables' note and columns, in simulated time and in real.
+const accuracyNote = "False allows: admitted where the ideal denied; false denies: the other way; as counts and per request. " +
+	"Most in any W: the most one key had admitted in any interval of the window's length, over the limit (1.00 is exact; a fixed window reaches 2.00). " +
+	"A bucket of capacity C refilled at R is judged as C per C/R."
 
-func (accuracyMode) measure(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Run, error) {
+var accuracyHeader = []string{"workload", "limiter", "judged as", "requests", "admitted", "ideal", "false allows", "false denies", "most in any W", "allocs/decision"}
+
+func accuracyCells(r results.Row) []string {
+	a, _ := r.AccuracyOf()
+	allocs := ""
+	if v, ok := r.Value(results.AllocsPerDecision); ok {
+		allocs = results.Fixed(v, 2)
+	}
+	return []string{
+		r.Workload, r.Limiter, results.Judged(r, limiters.Algorithm(r.Algorithm).IsBucket()),
+		results.Count(r.Count(results.Decisions)), results.Count(a.Admitted), results.Count(a.Ideal),
+		results.CountRate(a.FalseAllow, a.FalseAllowRate), results.CountRate(a.FalseDeny, a.FalseDenyRate),
+		results.Fixed(a.MaxWindowRatio, 2), allocs,
+	}
+}
+
+// accuracyGates are what compare compares of an accuracy row: its counts
+// and the most in any W by check, its allocations against a tolerance.
+func accuracyGates(check results.Check) []results.Gate {
+	return []results.Gate{
+		{Metric: results.Decisions, Label: "requests", Check: check},
+		{Metric: results.Admitted, Label: "admitted", Check: check},
+		{Metric: results.FalseAllows, Label: "false allows", Check: check},
+		{Metric: results.FalseDenies, Label: "false denies", Check: check},
+		{Metric: results.MostInWindow, Label: "most in any W", Check: check, Digits: 2},
+		{Metric: results.AllocsPerDecision, Label: "allocs/decision", Check: results.CheckAllocs, Digits: 4},
+	}
+}
+
+func measureAccuracy(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Row, error) {
 	l.p.step(fmt.Sprintf("the ideal on %s (%d requests)", w.Name, len(w.Arrivals)), 1)
-	ideal, err := Ideal(w, l.c.Limit)
+	ideal, err := idealOf(w, l.c.Limit)
 	if err != nil {
 		return nil, err
 	}
-	judged := &results.Judged{Limit: l.c.Limit.N, Window: results.Seconds(l.c.Limit.Per.Seconds())}
-	var out []results.Run
+	var out []results.Row
 	for _, s := range subjects {
 		switch why := s.failed(); {
 		case s.Floor:
@@ -50,21 +99,22 @@ func (accuracyMode) measure(ctx context.Context, l *lab, w *workloads.Workload, 
 		if err != nil {
 			return nil, fmt.Errorf("harness: %s on %s: %w", s.Name, w.Name, err)
 		}
-		if r.Accuracy != nil {
-			r.Judged = judged
-		}
-		id := run(s, w.Name, r.Mode)
+		id := row(s, w.Name, r.Mode)
 		r.Limiter, r.Library, r.Algorithm, r.Backend, r.Workload = id.Limiter, id.Library, id.Algorithm, id.Backend, id.Workload
+		if r.Has(results.MostInWindow) {
+			r.SetInt(results.JudgedN, l.c.Limit.N)
+			r.Set(results.JudgedPer, l.c.Limit.Per.String())
+		}
 		out = append(out, r)
 	}
 	return out, nil
 }
 
 // accuracy measures s on w, in the way s allows.
-func (l *lab) accuracy(ctx context.Context, s Subject, w *workloads.Workload, ideal []bool) (results.Run, error) {
+func (l *lab) accuracy(ctx context.Context, s Subject, w *workloads.Workload, ideal []bool) (results.Row, error) {
 	switch {
 	case s.OwnLimits != "":
-		return results.Run{SkippedBecause: "its limits are its own (" + s.OwnLimits + "), not the lab's N per W: replay a trace through it (ratelab replay --config) to see its decisions"}, nil
+		return results.Row{Skipped: "its limits are its own (" + s.OwnLimits + "), not the lab's N per W: replay a trace through it (ratelab replay --config) to see its decisions"}, nil
 	case s.Remote != nil:
 		return l.remoteAccuracy(s, w)
 	case s.NewAt != nil:
@@ -74,57 +124,60 @@ func (l *lab) accuracy(ctx context.Context, s Subject, w *workloads.Workload, id
 }
 
 // simulated measures s deciding w at explicit times.
-func (l *lab) simulated(s Subject, w *workloads.Workload, ideal []bool) (results.Run, error) {
+func (l *lab) simulated(s Subject, w *workloads.Workload, ideal []bool) (results.Row, error) {
 	d, stop, err := s.NewAt(l.c.Limit)
 	if err != nil {
-		return results.Run{}, err
+		return results.Row{}, err
 	}
 	defer stop()
 	start := time.Now()
-	allowed := Simulate(w, d)
+	allowed := simulate(w, d)
 	l.simTime += time.Since(start)
 	l.simDecisions += int64(len(allowed))
-	acc := Compare(w, allowed, ideal, l.c.Limit)
-	allocs := steadyAllocsAt(w, d, l.c.Limit.Per)
-	r := results.Run{Mode: ModeSimulated, Decisions: int64(len(allowed)), Accuracy: &acc, AllocsPerDecision: &allocs}
-	r.Edge = edgeOf(w, allowed, l.c.Limit.Per)
+	r := accuracyRow(simulatedModeName, w, allowed, ideal, l.c.Limit)
+	r.Add(results.AllocsPerDecision, results.UnitAllocs, steadyAllocsAt(w, d, l.c.Limit.Per))
 	return r, nil
 }
 
-// edgeOf is the picture of a window edge, for the attacks on one.
-func edgeOf(w *workloads.Workload, allowed []bool, length time.Duration) *results.Series {
-	if w.Name != "boundary-attack" {
-		return nil
+// accuracyRow is the row, in mode, of a limiter that decided allowed on w,
+// where the ideal decided ideal: its accuracy, and for the attack on a
+// window edge, the picture of the edge.
+func accuracyRow(mode string, w *workloads.Workload, allowed, ideal []bool, limit limiters.Limit) results.Row {
+	r := results.Row{Mode: mode}
+	r.Add(results.Decisions, results.UnitCount, float64(len(allowed)))
+	r.SetAccuracy(judge(w, allowed, ideal, limit))
+	if w.Name == "boundary-attack" {
+		r.AddSeries(edgeSeries(w, allowed, limit.Per, edgeWindows))
 	}
-	return EdgeSeries(w, allowed, length, edgeWindows)
+	return r
 }
 
 // replayed measures s, which takes no explicit time, by replaying w in real
 // time, compressed.
-func (l *lab) replayed(ctx context.Context, s Subject, w *workloads.Workload) (results.Run, error) {
+func (l *lab) replayed(ctx context.Context, s Subject, w *workloads.Workload) (results.Row, error) {
 	scale := replayScale(w, l.c.RealTimeAccuracyScale)
 	scaled := limiters.Limit{N: l.c.Limit.N, Per: max(time.Duration(float64(l.c.Limit.Per)*scale), 1)}
 	lim, stop, err := s.New(scaled)
 	if err != nil {
-		return results.Run{}, err
+		return results.Row{}, err
 	}
 	defer stop()
-	allowed, sent, lag, err := RealTimeAccuracy(ctx, w, lim, scale)
+	allowed, sent, lag, err := realTimeAccuracy(ctx, w, lim, scale)
 	if err != nil {
-		return results.Run{}, err
+		return results.Row{}, err
 	}
-	sentIdeal, err := Ideal(sent, l.c.Limit)
+	sentIdeal, err := idealOf(sent, l.c.Limit)
 	if err != nil {
-		return results.Run{}, err
+		return results.Row{}, err
 	}
-	acc := Compare(sent, allowed, sentIdeal, l.c.Limit)
 	allocs, err := steadyAllocs(ctx, w, lim)
 	if err != nil {
-		return results.Run{}, err
+		return results.Row{}, err
 	}
-	r := results.Run{Mode: ModeRealTime, Decisions: int64(len(allowed)), Accuracy: &acc,
-		TimeScale: scale, SendLagNS: lag.latency(), AllocsPerDecision: &allocs}
-	r.Edge = edgeOf(sent, allowed, l.c.Limit.Per)
+	r := accuracyRow(realTimeModeName, sent, allowed, sentIdeal, l.c.Limit)
+	r.Add(results.TimeScale, results.UnitRatio, scale)
+	r.Add(sendLagP99, results.UnitNS, lag.latency().P99)
+	r.Add(results.AllocsPerDecision, results.UnitAllocs, allocs)
 	return r, nil
 }
 
@@ -132,42 +185,43 @@ func (l *lab) replayed(ctx context.Context, s Subject, w *workloads.Workload) (r
 // decides: against the ideal, and request for request against the same
 // algorithm in memory. The sample's keys are shared out among senders
 // (simulateByKey), so that the round trips overlap.
-func (l *lab) remoteAccuracy(s Subject, w *workloads.Workload) (results.Run, error) {
+func (l *lab) remoteAccuracy(s Subject, w *workloads.Workload) (results.Row, error) {
 	if s.NewAt == nil {
-		return results.Run{SkippedBecause: "accuracy not measured: it reads the server's clock and takes no explicit time, and a replay in real time, a round trip a request, would not fit the lab's time"}, nil
+		return results.Row{Skipped: "accuracy not measured: it reads the server's clock and takes no explicit time, and a replay in real time, a round trip a request, would not fit the lab's time"}, nil
 	}
 	sw, note, skip := s.Remote.Sample(w)
 	if skip != "" {
-		return results.Run{SkippedBecause: skip}, nil
+		return results.Row{Skipped: skip}, nil
 	}
-	ideal, err := Ideal(sw, l.c.Limit)
+	ideal, err := idealOf(sw, l.c.Limit)
 	if err != nil {
-		return results.Run{}, err
+		return results.Row{}, err
 	}
 	twin, stopTwin, err := newInMemory(s.Algorithm, l.c.Limit)
 	if err != nil {
-		return results.Run{}, err
+		return results.Row{}, err
 	}
 	defer stopTwin()
 	d, stop, err := s.NewAt(l.c.Limit)
 	if err != nil {
-		return results.Run{}, err
+		return results.Row{}, err
 	}
 	defer stop()
 	allowed := simulateByKey(sw, d, min(sw.Params.Users, s.Remote.Senders))
 	if why := s.failed(); why != "" {
-		return results.Run{SkippedBecause: why}, nil
+		return results.Row{Skipped: why}, nil
 	}
 	differs := int64(0)
-	for i, ok := range Simulate(sw, twin) {
+	for i, ok := range simulate(sw, twin) {
 		if ok != allowed[i] {
 			differs++
 		}
 	}
-	acc := Compare(sw, allowed, ideal, l.c.Limit)
-	allocs := steadyAllocsAt(after(sw, 500, l.c.Limit.Per), d, l.c.Limit.Per)
-	return results.Run{Mode: ModeSimulated, Decisions: int64(len(allowed)), Accuracy: &acc, AllocsPerDecision: &allocs, DiffersFromMemory: &differs,
-		Note: note}, nil
+	r := accuracyRow(simulatedModeName, sw, allowed, ideal, l.c.Limit)
+	r.Add(results.AllocsPerDecision, results.UnitAllocs, steadyAllocsAt(after(sw, 500, l.c.Limit.Per), d, l.c.Limit.Per))
+	r.Add(results.DiffersFromMemory, results.UnitCount, float64(differs))
+	r.Series, r.Note = nil, note // the edge is the algorithm's, pictured in memory
+	return r, nil
 }
 
 // after returns w's first n requests moved past its end by whole windows
@@ -227,14 +281,14 @@ func replayScale(w *workloads.Workload, most float64) float64 {
 	return min(max(most, need), 1)
 }
 
-// RealTimeAccuracy sends w to l alone, one request at a time at its
+// realTimeAccuracy sends w to l alone, one request at a time at its
 // arrival time with time scaled by scale (0.02 runs a minute of arrivals in
 // 1.2 seconds, against a limit whose window is scaled alike), and returns
 // which requests were admitted, the workload as it was really sent (times
 // in unscaled time, as the ideal must see them), and how late the sends
 // were against their schedule. It is how the accuracy of a limiter that
 // takes no explicit time is measured.
-func RealTimeAccuracy(ctx context.Context, w *workloads.Workload, l limiters.Limiter, scale float64) (allowed []bool, sent *workloads.Workload, lag hist, err error) {
+func realTimeAccuracy(ctx context.Context, w *workloads.Workload, l limiters.Limiter, scale float64) (allowed []bool, sent *workloads.Workload, lag hist, err error) {
 	keys := keysOf(w)
 	allowed = make([]bool, len(w.Arrivals))
 	sent = &workloads.Workload{Name: w.Name, Params: w.Params, Arrivals: make([]workloads.Arrival, len(w.Arrivals))}

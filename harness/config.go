@@ -60,20 +60,20 @@ type Config struct {
 	Extra []Subject
 	// Redis is the server of the subjects kept in Redis, and how the lab
 	// runs them (redis.go).
-	Redis RedisConfig
+	Redis redisConfig
 	// HTTP is how the http mode attacks ratelab serve (http.go).
-	HTTP HTTPConfig
+	HTTP httpConfig
 	// Fleet is how the fleet mode runs its fleets (fleet.go).
-	Fleet FleetConfig
+	Fleet fleetConfig
 	// Outage is how the outage mode takes Redis away (outage.go).
-	Outage OutageConfig
+	Outage outageConfig
 	// LLM is the llm mode's workload (llm.go).
-	LLM LLMConfig
+	LLM llmConfig
 }
 
-// MaxRequests is the most requests a workload may have: a guard against
+// maxRequests is the most requests a workload may have: a guard against
 // parameters that would take the lab hours and gigabytes.
-const MaxRequests = 50_000_000
+const maxRequests = 50_000_000
 
 // Defaults returns c with its zero fields set: the full run's values, or
 // the quick run's when c.Quick.
@@ -107,9 +107,14 @@ func (c Config) Defaults() Config {
 	c.Outage = c.Outage.defaults(q)
 	c.LLM = c.LLM.defaults(q)
 	if len(c.Modes) == 0 {
-		c.Modes = ModeNames()
+		c.Modes = modeNames()
 		if q {
-			c.Modes = slices.DeleteFunc(c.Modes, func(m string) bool { return m == ModeOutage })
+			c.Modes = nil
+			for _, m := range modes {
+				if !m.slow {
+					c.Modes = append(c.Modes, m.Name)
+				}
+			}
 		}
 	}
 	if len(c.Workloads) == 0 {
@@ -142,8 +147,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("harness: the limit: %w", err)
 	}
 	for _, m := range c.Modes {
-		if modeNamed(m) == nil {
-			return fmt.Errorf("harness: unknown mode %q (want some of %s)", m, listed(ModeNames()))
+		if !slices.ContainsFunc(modes, func(x mode) bool { return x.Name == m }) {
+			return fmt.Errorf("harness: unknown mode %q (want some of %s)", m, listed(modeNames()))
 		}
 	}
 	var names []string
@@ -166,7 +171,7 @@ func (c Config) Validate() error {
 	if c.Simulated < 2*c.Limit.Per {
 		return fmt.Errorf("harness: the simulated span (%v) must cover at least two windows of the limit (%v)", c.Simulated, c.Limit.Per)
 	}
-	if err := (RealTime{Goroutines: c.LatencyGoroutines, Rate: c.OfferedRate, Duration: c.LatencyTime}).Validate(); err != nil {
+	if err := (realTimeRun{Goroutines: c.LatencyGoroutines, Rate: c.OfferedRate, Duration: c.LatencyTime}).Validate(); err != nil {
 		return err
 	}
 	if c.OfferedRate == 0 {
@@ -176,8 +181,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("harness: the paced runs are repeated 1 to 100 times, got %d", c.LatencyRuns)
 	}
 	for _, name := range c.Workloads {
-		if n := c.expected(name); n > MaxRequests {
-			return fmt.Errorf("harness: workload %s would have about %.2g requests, more than the %d the lab takes; lower the users or the simulated span, or widen the window", name, n, MaxRequests)
+		if n := c.expected(name); n > maxRequests {
+			return fmt.Errorf("harness: workload %s would have about %.2g requests, more than the %d the lab takes; lower the users or the simulated span, or widen the window", name, n, maxRequests)
 		}
 	}
 	if c.TimingRounds < 1 || c.TimingRounds > 1000 || c.TimingSample <= 0 || c.TimingSample > 10*time.Second {
@@ -186,12 +191,12 @@ func (c Config) Validate() error {
 	if !(c.RealTimeAccuracyScale > 0 && c.RealTimeAccuracyScale <= 1) {
 		return fmt.Errorf("harness: the real-time accuracy scale must be in (0, 1], got %v", c.RealTimeAccuracyScale)
 	}
-	named, err := SubjectsNamed(c.Limiters)
+	named, err := subjectsNamed(c.Limiters)
 	if err != nil {
 		return err
 	}
 	seen := map[string]bool{}
-	for _, n := range ServerNames() {
+	for _, n := range serverNames() {
 		seen[n] = true
 	}
 	for _, s := range append(named, c.Extra...) {

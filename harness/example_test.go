@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratelab/ratelab/harness"
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/results"
 )
 
 // firstHit is a limiter of your own: a fixed window per key that starts at
@@ -69,16 +70,16 @@ func ExampleNewSubject() {
 		Quick: true, Attackers: 5, Simulated: 10 * time.Second,
 		Limiters:  []string{"gcra"},
 		Workloads: []string{"boundary-attack", "anchored-attack"},
-		Modes:     []string{harness.ModeSimulated},
+		Modes:     []string{"simulated"},
 		Extra:     []harness.Subject{mine},
 	}, nil)
 	if err != nil {
 		panic(err)
 	}
-	for _, r := range f.Runs {
-		a := r.Accuracy
+	for _, r := range f.Rows {
+		a, _ := r.AccuracyOf()
 		fmt.Printf("%-9s %-15s admitted %5d of %5d, false allows %4d, most in any W %.2f\n",
-			r.Limiter, r.Workload, a.Admitted, r.Decisions, a.FalseAllow, a.MaxWindowRatio)
+			r.Limiter, r.Workload, a.Admitted, r.Count(results.Decisions), a.FalseAllow, a.MaxWindowRatio)
 	}
 	// Output:
 	// gcra      boundary-attack admitted  4505 of  9000, false allows   45, most in any W 1.01

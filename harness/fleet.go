@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,44 +15,44 @@ import (
 	"github.com/ratelab/ratelab/workloads"
 )
 
-// FleetConfig is how the fleet mode runs: Processes processes share one
+// fleetConfig is how the fleet mode runs: Processes processes share one
 // server, each sending from Goroutines goroutines in its real-time run,
 // which lasts RealTime.
-type FleetConfig struct {
+type fleetConfig struct {
 	Processes  int
 	Goroutines int
 	RealTime   time.Duration
 }
 
-func (f FleetConfig) defaults(quick bool) FleetConfig {
+func (f fleetConfig) defaults(quick bool) fleetConfig {
 	set(&f.Processes, 4)
 	set(&f.Goroutines, 2)
 	set(&f.RealTime, pick(quick, 200*time.Millisecond, 100*time.Millisecond))
 	return f
 }
 
-func (f FleetConfig) validate() error {
+func (f fleetConfig) validate() error {
 	if f.Processes < 1 || f.Processes > 64 || f.Goroutines < 1 || f.Goroutines > 256 || f.RealTime <= 0 {
 		return fmt.Errorf("harness: a fleet is 1 to 64 processes of 1 to 256 goroutines, for a positive time; got %d of %d for %v", f.Processes, f.Goroutines, f.RealTime)
 	}
 	return nil
 }
 
-// A Process is one process of a fleet: a limiter with a client of its own,
+// A process is one process of a fleet: a limiter with a client of its own,
 // deciding at explicit times and at the server's clock, which counts its
 // round trips.
-type Process interface {
+type process interface {
 	limiters.Limiter
 	RoundTrips() int64
 	Close()
 }
 
-// A Fleet makes the processes of a fleet sharing one server, and reads
+// A fleetMaker makes the processes of a fleet sharing one server, and reads
 // what the server spent.
-type Fleet struct {
+type fleetMaker struct {
 	// New makes n processes for the lab's limit, sharing their keys, and
 	// what closes them and removes their keys.
-	New func(w limiters.Limit, n int) ([]Process, func(), error)
+	New func(w limiters.Limit, n int) ([]process, func(), error)
 	// ServerCPU returns the server's CPU time so far.
 	ServerCPU func(ctx context.Context) (time.Duration, error)
 	// Lease is whether the processes lease quota (approximate): their
@@ -63,35 +65,101 @@ type Fleet struct {
 var routings = []string{"random", "sticky"}
 
 // fleetMode runs each subject that can be a fleet (Subject.Fleet) as
-// FleetConfig.Processes processes sharing its server, the workload's
+// fleetConfig.Processes processes sharing its server, the workload's
 // requests routed to them as a load balancer would: in simulated time on
 // the sample of the workload the subject decides, for accuracy and round
 // trips, and in real time for throughput, latency, round trips and the
 // server's CPU.
-type fleetMode struct{}
+const fleetModeName = "fleet"
 
-func (fleetMode) name() string { return ModeFleet }
-func (fleetMode) once() bool   { return false }
+var _ = register(mode{
+	Mode: results.Mode{
+		Name:  fleetModeName,
+		About: "processes sharing one Redis, requests routed as a load balancer would: round trips, accuracy and the server's CPU",
+		Order: 60,
+		Tables: []results.TableSpec{{
+			Name:  "fleet",
+			Title: "A fleet: processes sharing one Redis, each with a client and a limiter of its own",
+			Note: "The workload's requests go to the processes as a load balancer would send them: each to a process at random, or every request of a key to the same one (sticky). " +
+				"In simulated time, on the sample of the workload the Redis rows decide: round trips a decision as the clients counted them, accuracy against the ideal, " +
+				"and differs: decisions unlike the same algorithm's in memory (0: exact). In real time, every process's goroutines sending the requests routed to it as fast as they can, " +
+				"so keys are asked far beyond their limit: decisions a second, p99, round trips a decision, and the server's CPU a decision (INFO cpu). " +
+				"Plain: one round trip a decision; batched: decisions gathered into batches; cached: Redis's denials remembered in each process until their retry-after (exact); " +
+				"lease: each process leases units of a key's quota and admits from them for at most a lease time τ (approximate: at most C + (D+τ)·R in any interval D, where the exact limiter admits C + D·R).",
+			Header: []string{"workload", "limiter", "routing", "round trips/decision", "round trips/admitted", "false allows", "false denies", "most in any W", "differs",
+				"real time: decisions/s", "p99", "round trips/decision", "server CPU/decision"},
+			Left:  3,
+			Cells: fleetCells,
+		}},
+		Picks: func(f *results.File, rows []results.Row) []results.Pick {
+			var out []results.Pick
+			if p, ok := overloadPick(rows); ok {
+				out = append(out, p)
+			}
+			if p, ok := leasePick(rows); ok {
+				out = append(out, p)
+			}
+			return out
+		},
+	},
+	steps: func(c Config, subjects []Subject) int {
+		n := 0
+		for _, s := range subjects {
+			if s.Fleet != nil {
+				n += 2 * len(routings)
+			}
+		}
+		return n
+	},
+	measure: measureFleet,
+})
 
-func (fleetMode) steps(c Config, subjects []Subject) int {
-	n := 0
-	for _, s := range subjects {
-		if s.Fleet != nil {
-			n += 2 * len(routings)
+// The settings and metrics of a fleet's rows, beyond results' own.
+const (
+	processes = "processes"
+	routing   = "routing"
+	lease     = "lease"
+	// tripsSimulated and trips are the round trips to Redis a decision,
+	// as the clients counted them, in simulated time and in real time;
+	// tripsPerAdmitted those in simulated time over the decisions that
+	// admitted.
+	tripsSimulated   = "round_trips_simulated"
+	tripsPerAdmitted = "round_trips_per_admitted_simulated"
+	trips            = "round_trips"
+	// serverCPU is the server's CPU time a decision in the real-time run
+	// (INFO cpu, user and system).
+	serverCPU = "server_cpu"
+)
+
+func fleetCells(r results.Row) []string {
+	row := []string{r.Workload, r.Limiter, fmt.Sprintf("%s, %d", r.Setting(routing), r.SettingInt(processes)), "", "", "", "", "", ""}
+	if a, ok := r.AccuracyOf(); ok {
+		row[3] = results.Fixed(r.Get(tripsSimulated), 3)
+		if a.Admitted > 0 {
+			row[4] = results.Fixed(r.Get(tripsPerAdmitted), 3)
+		}
+		row[5], row[6] = results.CountRate(a.FalseAllow, a.FalseAllowRate), results.CountRate(a.FalseDeny, a.FalseDenyRate)
+		row[7] = results.Fixed(a.MaxWindowRatio, 2)
+		if d, ok := r.Value(results.DiffersFromMemory); ok {
+			row[8] = results.Count(int64(d))
 		}
 	}
-	return n
+	p99 := ""
+	if v, ok := r.Value(results.Latency + ".p99"); ok {
+		p99 = results.Nanos(v)
+	}
+	return append(row, results.Rate(r.Get(results.Throughput)), p99, results.Fixed(r.Get(trips), 3), results.Nanos(r.Get(serverCPU)))
 }
 
-func (fleetMode) measure(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Run, error) {
-	var out []results.Run
+func measureFleet(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Row, error) {
+	var out []results.Row
 	for _, s := range subjects {
 		if s.Fleet == nil {
 			continue
 		}
 		for _, routing := range routings {
 			if why := s.failed(); why != "" {
-				out = append(out, skipped(s, w.Name, ModeFleet, why))
+				out = append(out, skipped(s, w.Name, fleetModeName, why))
 				break
 			}
 			l.p.step(fmt.Sprintf("%s on %s, a fleet of %d, %s", s.Name, w.Name, l.c.Fleet.Processes, routing), 2)
@@ -100,7 +168,7 @@ func (fleetMode) measure(ctx context.Context, l *lab, w *workloads.Workload, sub
 				return nil, fmt.Errorf("harness: %s on %s, a fleet: %w", s.Name, w.Name, err)
 			}
 			if why := s.failed(); why != "" {
-				r = skipped(s, w.Name, ModeFleet, why)
+				r = skipped(s, w.Name, fleetModeName, why)
 			}
 			out = append(out, r)
 		}
@@ -109,23 +177,30 @@ func (fleetMode) measure(ctx context.Context, l *lab, w *workloads.Workload, sub
 }
 
 // fleet runs s as a fleet on w, with routing.
-func (l *lab) fleet(ctx context.Context, s Subject, w *workloads.Workload, routing string) (results.Run, error) {
+func (l *lab) fleet(ctx context.Context, s Subject, w *workloads.Workload, how string) (results.Row, error) {
 	c := l.c.Fleet
-	r := run(s, w.Name, ModeFleet)
-	r.Fleet = &results.Fleet{Processes: c.Processes, Routing: routing}
+	r := row(s, w.Name, fleetModeName)
+	r.SetInt(processes, c.Processes)
+	r.Set(routing, how)
+	if s.Fleet.Lease {
+		r.Set(lease, "true")
+	}
 	sw, note, skip := s.Remote.Sample(w)
 	if skip == "" {
-		acc, trips, differs, err := l.fleetSimulated(s, sw, routing)
+		acc, n, differs, err := l.fleetSimulated(s, sw, how)
 		if err != nil {
-			return results.Run{}, err
+			return results.Row{}, err
 		}
-		r.Accuracy, r.Decisions, r.DiffersFromMemory, r.Note = &acc, int64(len(sw.Arrivals)), &differs, note
-		r.Fleet.RoundTripsSimulated = float64(trips) / float64(max(len(sw.Arrivals), 1))
-		r.Fleet.RoundTripsPerAdmitted = float64(trips) / float64(max(acc.Admitted, 1))
-		r.Fleet.Lease = s.Fleet.Lease
-		r.Judged = &results.Judged{Limit: l.c.Limit.N, Window: results.Seconds(l.c.Limit.Per.Seconds())}
+		r.Add(results.Decisions, results.UnitCount, float64(len(sw.Arrivals)))
+		r.SetAccuracy(acc)
+		r.Add(results.DiffersFromMemory, results.UnitCount, float64(differs))
+		r.Note = note
+		r.Add(tripsSimulated, results.UnitRatio, float64(n)/float64(max(len(sw.Arrivals), 1)))
+		r.Add(tripsPerAdmitted, results.UnitRatio, float64(n)/float64(max(acc.Admitted, 1)))
+		r.SetInt(results.JudgedN, l.c.Limit.N)
+		r.Set(results.JudgedPer, l.c.Limit.Per.String())
 	}
-	return l.fleetRealTime(ctx, s, w, routing, r)
+	return l.fleetRealTime(ctx, s, w, how, r)
 }
 
 // route returns the process of request i of w for key u, of p processes.
@@ -168,7 +243,7 @@ func (l *lab) fleetSimulated(s Subject, sw *workloads.Workload, routing string) 
 		})
 	}
 	wg.Wait()
-	ideal, err := Ideal(sw, l.c.Limit)
+	ideal, err := idealOf(sw, l.c.Limit)
 	if err != nil {
 		return results.Accuracy{}, 0, 0, err
 	}
@@ -178,22 +253,22 @@ func (l *lab) fleetSimulated(s Subject, sw *workloads.Workload, routing string) 
 	}
 	defer stopTwin()
 	differs := int64(0)
-	for i, ok := range Simulate(sw, twin) {
+	for i, ok := range simulate(sw, twin) {
 		if ok != allowed[i] {
 			differs++
 		}
 	}
-	return Compare(sw, allowed, ideal, l.c.Limit), roundTrips(procs), differs, nil
+	return judge(sw, allowed, ideal, l.c.Limit), roundTrips(procs), differs, nil
 }
 
 // fleetRealTime runs the fleet in real time on w, routed by routing, every
 // process's goroutines sending the requests routed to it as fast as they
 // can, and adds to r what it measured.
-func (l *lab) fleetRealTime(ctx context.Context, s Subject, w *workloads.Workload, routing string, r results.Run) (results.Run, error) {
+func (l *lab) fleetRealTime(ctx context.Context, s Subject, w *workloads.Workload, routing string, r results.Row) (results.Row, error) {
 	c := l.c.Fleet
 	procs, stop, err := s.Fleet.New(l.c.Limit, c.Processes)
 	if err != nil {
-		return results.Run{}, err
+		return results.Row{}, err
 	}
 	defer stop()
 	rng := rand.New(rand.NewPCG(l.c.Seed, 0xbb67ae8584caa73b))
@@ -205,7 +280,7 @@ func (l *lab) fleetRealTime(ctx context.Context, s Subject, w *workloads.Workloa
 	keys := keysOf(w)
 	cpuBefore, err := s.Fleet.ServerCPU(ctx)
 	if err != nil {
-		return results.Run{}, err
+		return results.Row{}, err
 	}
 	type out struct {
 		n int64
@@ -230,7 +305,7 @@ func (l *lab) fleetRealTime(ctx context.Context, s Subject, w *workloads.Workloa
 	elapsed := time.Since(start)
 	cpuAfter, err := s.Fleet.ServerCPU(ctx)
 	if err != nil {
-		return results.Run{}, err
+		return results.Row{}, err
 	}
 	var all hist
 	var n int64
@@ -238,21 +313,148 @@ func (l *lab) fleetRealTime(ctx context.Context, s Subject, w *workloads.Workloa
 		n += outs[i].n
 		all.merge(&outs[i].h)
 	}
-	r.Goroutines = len(procs) * c.Goroutines
-	r.ThroughputPerS = float64(n) / elapsed.Seconds()
-	r.LatencyNS = all.latency()
-	r.Fleet.RoundTrips = float64(roundTrips(procs)) / float64(max(n, 1))
-	r.Fleet.ServerCPUNS = float64(cpuAfter-cpuBefore) / float64(max(n, 1))
-	if r.Accuracy == nil {
-		r.Decisions = n
+	r.SetInt(results.Goroutines, len(procs)*c.Goroutines)
+	r.Add(results.Throughput, results.UnitPerS, float64(n)/elapsed.Seconds())
+	r.SetLatency(results.Latency, all.latency())
+	r.Add(trips, results.UnitRatio, float64(roundTrips(procs))/float64(max(n, 1)))
+	r.Add(serverCPU, results.UnitNS, float64(cpuAfter-cpuBefore)/float64(max(n, 1)))
+	if !r.Has(results.Decisions) {
+		r.Add(results.Decisions, results.UnitCount, float64(n))
 	}
 	return r, ctx.Err()
 }
 
-func roundTrips(procs []Process) int64 {
+func roundTrips(procs []process) int64 {
 	n := int64(0)
 	for _, p := range procs {
 		n += p.RoundTrips()
 	}
 	return n
+}
+
+// overloadPick is the pick for a fleet under overload: of the fleets that
+// decided on their samples as the same algorithm in memory does, the one
+// that made the fewest round trips a decision in real time on the
+// workload where the fleets made the most, set against the one that made
+// the most there.
+func overloadPick(rows []results.Row) (results.Pick, bool) {
+	type fleet struct {
+		name                   string
+		trips, tput, cpu       map[string]float64
+		checked, differs, runs int64
+	}
+	var fleets []*fleet
+	var workloads []string
+	for _, r := range rows {
+		i := slices.IndexFunc(fleets, func(x *fleet) bool { return x.name == r.Limiter })
+		if i < 0 {
+			fleets = append(fleets, &fleet{name: r.Limiter, trips: map[string]float64{}, tput: map[string]float64{}, cpu: map[string]float64{}})
+			i = len(fleets) - 1
+		}
+		x := fleets[i]
+		x.runs++
+		// The routing that made the most round trips: the worse of the two.
+		if t := r.Get(trips); t >= x.trips[r.Workload] {
+			x.trips[r.Workload], x.tput[r.Workload], x.cpu[r.Workload] = t, r.Get(results.Throughput), r.Get(serverCPU)
+		}
+		if d, ok := r.Value(results.DiffersFromMemory); ok {
+			x.checked += r.Count(results.Decisions)
+			x.differs += int64(d)
+		}
+		if !slices.Contains(workloads, r.Workload) {
+			workloads = append(workloads, r.Workload)
+		}
+	}
+	if len(fleets) < 2 {
+		return results.Pick{}, false
+	}
+	// The workload where a plain round trip a decision costs the most
+	// decisions: the one most over its limit, where caching denials pays.
+	var best *fleet
+	w := ""
+	for _, wl := range workloads {
+		for _, x := range fleets {
+			if x.differs == 0 && x.checked > 0 && (best == nil || x.trips[wl] < best.trips[w]) {
+				best, w = x, wl
+			}
+		}
+	}
+	if best == nil {
+		return results.Pick{}, false
+	}
+	worst := fleets[0]
+	for _, x := range fleets {
+		if x.trips[w] > worst.trips[w] {
+			worst = x
+		}
+	}
+	why := fmt.Sprintf("A fleet of processes sharing one Redis, sent to as fast as they could go: on %s it made %.3f round trips a decision against %s's %.3f, "+
+		"%s against %s, and the server spent %s of CPU a decision against %s. On samples of the workloads in simulated time its %s decisions were the same algorithm's in memory, every one.",
+		w, best.trips[w], worst.name, worst.trips[w], results.Rate(best.tput[w]), results.Rate(worst.tput[w]), results.Nanos(best.cpu[w]), results.Nanos(worst.cpu[w]), results.Count(best.checked))
+	return results.Pick{Need: "A fleet under attack or overload", Limiter: best.name, Why: why}, true
+}
+
+// leasePick is the pick for a fleet that may admit a little more than the
+// limit for fewer round trips: of the fleets that lease quota, the one
+// with the fewest round trips an admitted request, in simulated time, on
+// its worse routing of the workload where it made the most; with its
+// worst error against the ideal, beside the exact fleets'.
+func leasePick(rows []results.Row) (results.Pick, bool) {
+	type fleet struct {
+		name  string
+		trips map[string]float64 // a workload's worse routing
+		most  float64            // the most in any W, anywhere
+		wrong float64            // the largest share unlike the ideal
+	}
+	var leases []*fleet
+	exactWrong := 0.0
+	for _, r := range rows {
+		a, ok := r.AccuracyOf()
+		if !ok {
+			continue
+		}
+		wrong := r.Wrong()
+		if r.Setting(lease) == "" {
+			exactWrong = max(exactWrong, wrong)
+			continue
+		}
+		i := slices.IndexFunc(leases, func(x *fleet) bool { return x.name == r.Limiter })
+		if i < 0 {
+			leases = append(leases, &fleet{name: r.Limiter, trips: map[string]float64{}})
+			i = len(leases) - 1
+		}
+		x := leases[i]
+		x.trips[r.Workload] = max(x.trips[r.Workload], r.Get(tripsPerAdmitted))
+		x.most, x.wrong = max(x.most, a.MaxWindowRatio), max(x.wrong, wrong)
+	}
+	// extreme is the workload of trips with the most (or, !most, the
+	// fewest) round trips, the first by name of equals.
+	extreme := func(trips map[string]float64, most bool) (string, float64) {
+		w, t := "", math.Inf(1)
+		if most {
+			t = math.Inf(-1)
+		}
+		for wl, v := range trips {
+			if most && v > t || !most && v < t || v == t && wl < w {
+				w, t = wl, v
+			}
+		}
+		return w, t
+	}
+	var best *fleet
+	bestWorst := math.Inf(1)
+	for _, x := range leases {
+		if _, t := extreme(x.trips, true); t < bestWorst {
+			best, bestWorst = x, t
+		}
+	}
+	if best == nil || exactWrong == 0 && best.wrong == 0 {
+		return results.Pick{}, false
+	}
+	w, t := extreme(best.trips, true)
+	bw, bt := extreme(best.trips, false)
+	why := fmt.Sprintf("Each process leases units of a key's quota and admits from them for at most the lease time: %.3f round trips an admitted request on %s, %.3f on %s, in simulated time (the worse routing of each). "+
+		"The price is accuracy: up to %.1f%% of decisions unlike the ideal's, against %.1f%% for the exact fleets, and at most %.2f×N in any window (the bound: C + (W+τ)·R).",
+		bt, bw, t, w, 100*best.wrong, 100*exactWrong, best.most)
+	return results.Pick{Need: "A fleet that may admit a little more for far fewer round trips", Limiter: best.name, Why: why}, true
 }

@@ -78,16 +78,22 @@ func (h *hist) quantile(q float64) float64 {
 // median to four nines.
 var curveQuantiles = []float64{0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999}
 
-func (h *hist) curve() []results.Quantile {
-	out := make([]results.Quantile, len(curveQuantiles))
+// curve is h at curveQuantiles: the series "latency_curve", X the
+// quantile.
+func (h *hist) curve() results.Series {
+	s := results.Series{Name: latencyCurve, Unit: results.UnitNS, XUnit: "quantile", X: curveQuantiles, Y: make([]float64, len(curveQuantiles))}
 	for i, q := range curveQuantiles {
-		out[i] = results.Quantile{Q: q, Value: h.quantile(q)}
+		s.Y[i] = h.quantile(q)
 	}
-	return out
+	return s
 }
 
-func (h *hist) latency() *results.Latency {
-	return &results.Latency{
+// latencyCurve names the series of a latency at many quantiles, for
+// plotting.
+const latencyCurve = "latency_curve"
+
+func (h *hist) latency() results.Quantiles {
+	return results.Quantiles{
 		P50:  h.quantile(0.50),
 		P90:  h.quantile(0.90),
 		P99:  h.quantile(0.99),

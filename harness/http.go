@@ -22,20 +22,20 @@ import (
 	"github.com/ratelab/ratelab/workloads"
 )
 
-// HTTPConfig is how the http mode attacks: at Rate requests a second for
+// httpConfig is how the http mode attacks: at Rate requests a second for
 // Time, each run.
-type HTTPConfig struct {
+type httpConfig struct {
 	Rate float64
 	Time time.Duration
 }
 
-func (h HTTPConfig) defaults(quick bool) HTTPConfig {
+func (h httpConfig) defaults(quick bool) httpConfig {
 	set(&h.Rate, 10_000)
 	set(&h.Time, pick(quick, time.Second, 150*time.Millisecond))
 	return h
 }
 
-func (h HTTPConfig) validate() error {
+func (h httpConfig) validate() error {
 	if !(h.Rate > 0 && h.Rate <= 1e6) || h.Time <= 0 {
 		return fmt.Errorf("harness: the http runs take a rate from 0 to 1,000,000 a second and a positive time, got %v and %v", h.Rate, h.Time)
 	}
@@ -45,61 +45,103 @@ func (h HTTPConfig) validate() error {
 // httpMode puts each subject that can live in ratelab serve's server
 // behind it, on loopback, and attacks it with vegeta: the 200s and 429s
 // against what the limit admits, and the latency end to end.
-type httpMode struct{}
+const httpModeName = "http"
 
-func (httpMode) name() string { return ModeHTTP }
-func (httpMode) once() bool   { return false }
-
-func (httpMode) steps(c Config, subjects []Subject) int {
-	n := 0
-	for _, s := range subjects {
-		if s.Serve {
-			n += 2
+var _ = register(mode{
+	Mode: results.Mode{
+		Name:  httpModeName,
+		About: "over HTTP: ratelab serve on loopback attacked by vegeta, its 200s and 429s against the ideal's, and latency end to end",
+		Order: 50,
+		Tables: []results.TableSpec{{
+			Name:  "http",
+			Title: "Over HTTP: ratelab serve on loopback, attacked by vegeta",
+			Note: "The server of ratelab serve (package server: the middleware, limiters/httplimit, in front of a tiny JSON handler) runs in the lab's process on a loopback port, " +
+				"each algorithm in memory; vegeta sends the workload's users in turn at the offered rate, the key in a header, after a warm-up on a key of its own that opens the connections (a tenth of the run). " +
+				"The limit's window is scaled so that each key is asked for the workload's multiple of its limit. " +
+				"Ideal 200s: the same requests, at the times vegeta sent them, through the same algorithm in memory; the server decides when it reads them, a little later. " +
+				"Sent: the requests a second vegeta achieved (it sends fewer when its workers cannot keep up). Latency runs from send to the end of the response.",
+			Header: []string{"workload", "limiter", "offered", "sent", "200", "429", "ideal 200s", "other", "errors", "p50", "p99", "max"},
+			Left:   2,
+			Cells: func(r results.Row) []string {
+				l, _ := r.LatencyOf(results.Latency)
+				return []string{
+					r.Workload, r.Limiter, results.Rate(r.SettingFloat(results.Offered)), results.Rate(r.Get(results.Throughput)),
+					results.Count(r.Count(answeredOK)), results.Count(r.Count(answeredLimited)), results.Count(r.Count(idealOK)),
+					results.Count(r.Count(answeredOther)), results.Count(r.Count(unanswered)),
+					results.Nanos(l.P50), results.Nanos(l.P99), results.Nanos(l.Max),
+				}
+			},
+		}},
+	},
+	steps: func(c Config, subjects []Subject) int {
+		n := 0
+		for _, s := range subjects {
+			if s.Serve {
+				n += 2
+			}
 		}
-	}
-	return n
-}
+		return n
+	},
+	measure: measureHTTP,
+})
 
-func (httpMode) measure(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Run, error) {
-	var out []results.Run
+// The metrics of an http row: its answers (200, 429, another status, and
+// none at all), and how many the limit admits.
+const (
+	answeredOK      = "ok"
+	answeredLimited = "limited"
+	answeredOther   = "other"
+	unanswered      = "errors"
+	idealOK         = "ideal_ok"
+)
+
+func measureHTTP(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Row, error) {
+	var out []results.Row
 	for _, s := range subjects {
 		if !s.Serve || s.OwnLimits != "" {
 			continue // only a limit the server can decide
 		}
 		l.p.step(fmt.Sprintf("%s on %s over HTTP, %s/s", s.Name, w.Name, strconv.FormatFloat(l.c.HTTP.Rate, 'f', -1, 64)), 2)
-		h := HTTPAttack{Algorithm: s.Algorithm, Limit: pacedLimit(l.c.Limit, w, l.c.HTTP.Rate), Workload: w, Rate: l.c.HTTP.Rate, Duration: l.c.HTTP.Time}
+		h := httpAttack{Algorithm: s.Algorithm, Limit: pacedLimit(l.c.Limit, w, l.c.HTTP.Rate), Workload: w, Rate: l.c.HTTP.Rate, Duration: l.c.HTTP.Time}
 		res, err := h.Run(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("harness: %s on %s over HTTP: %w", s.Name, w.Name, err)
 		}
-		out = append(out, httpResult(run(s, w.Name, ModeHTTP), h, res))
+		out = append(out, httpResult(row(s, w.Name, httpModeName), h, res))
 	}
 	return out, nil
 }
 
 // httpResult is base with what an HTTP attack measured.
-func httpResult(base results.Run, h HTTPAttack, res HTTPResult) results.Run {
+func httpResult(base results.Row, h httpAttack, res httpOutcome) results.Row {
 	r := base
-	r.OfferedRate, r.ThroughputPerS, r.Decisions = h.Rate, res.Achieved, int64(res.Requests)
-	lat := res.LatencyNS
-	r.LatencyNS = &lat
-	achieved := res.Achieved / h.Rate
-	r.AchievedFraction = &achieved
+	r.SetFloat(results.Offered, h.Rate)
+	r.Set("per", h.Limit.Per.String())
+	r.Add(results.Decisions, results.UnitCount, float64(res.Requests))
+	r.Add(results.Throughput, results.UnitPerS, res.Achieved) // the table's "sent" beside "offered" says when vegeta fell behind
+	r.SetLatency(results.Latency, res.LatencyNS)
+	r.Add(achieved, results.UnitFraction, res.Achieved/h.Rate)
 	if res.Requests > 0 {
-		admitted := float64(res.OK) / float64(res.Requests)
-		r.AdmittedFraction = &admitted
+		r.Add(admitted, results.UnitFraction, float64(res.OK)/float64(res.Requests))
 	}
-	r.HTTP = &results.HTTP{OK: int64(res.OK), Limited: int64(res.Limited), Other: int64(res.Other), Errors: int64(res.Errors), Ideal: int64(res.Ideal),
-		FirstError: res.FirstError, Window: results.Seconds(h.Limit.Per.Seconds())}
-	return r // the table's "sent" beside "offered" says when vegeta fell behind
+	for _, m := range []struct {
+		name string
+		n    int
+	}{{answeredOK, res.OK}, {answeredLimited, res.Limited}, {answeredOther, res.Other}, {unanswered, res.Errors}, {idealOK, res.Ideal}} {
+		r.Add(m.name, results.UnitCount, float64(m.n))
+	}
+	if res.FirstError != "" {
+		r.Note = fmt.Sprintf("%s on %s: %d requests unanswered, the first with %q.", r.Limiter, r.Workload, res.Errors, res.FirstError)
+	}
+	return r
 }
 
-// HTTPAttack is one run of the lab's HTTP mode: a `ratelab serve` server
+// httpAttack is one run of the lab's HTTP mode: a `ratelab serve` server
 // (package server, in this process, on a free loopback port) deciding
 // Limit with Algorithm, attacked by vegeta at Rate requests a second for
 // Duration, each request for the next user of the workload's arrivals, in
 // turn.
-type HTTPAttack struct {
+type httpAttack struct {
 	Algorithm limiters.Algorithm
 	Limit     limiters.Limit
 	Workload  *workloads.Workload
@@ -107,8 +149,8 @@ type HTTPAttack struct {
 	Duration  time.Duration
 }
 
-// HTTPResult is what an HTTPAttack measured.
-type HTTPResult struct {
+// httpOutcome is what an httpAttack measured.
+type httpOutcome struct {
 	// Requests were sent; OK were answered 200, Limited 429, Other any
 	// other status, and Errors not answered at all.
 	Requests, OK, Limited, Other, Errors int
@@ -121,47 +163,35 @@ type HTTPResult struct {
 	// vegeta sends fewer when its workers cannot keep up.
 	Offered, Achieved float64
 	// LatencyNS is the end-to-end latency of the answered requests.
-	LatencyNS results.Latency
+	LatencyNS results.Quantiles
 	// FirstError is one of the errors, if any.
 	FirstError string
 }
 
 // KeptPace reports whether vegeta sent at least 95% of the offered rate.
-func (r HTTPResult) KeptPace() bool { return r.Achieved >= 0.95*r.Offered }
+func (r httpOutcome) KeptPace() bool { return r.Achieved >= 0.95*r.Offered }
 
 // keyHeader carries the user's key to the server.
 const keyHeader = "X-User"
 
 // Run attacks a fresh server with a fresh attacker (vegeta's cannot be
 // reused) and stops both. Loads stay on loopback.
-func (h HTTPAttack) Run(ctx context.Context) (HTTPResult, error) {
+func (h httpAttack) Run(ctx context.Context) (httpOutcome, error) {
 	switch {
 	case h.Rate <= 0 || h.Duration <= 0:
-		return HTTPResult{}, fmt.Errorf("harness: an HTTP attack needs a rate and a duration, got %v/s for %v", h.Rate, h.Duration)
+		return httpOutcome{}, fmt.Errorf("harness: an HTTP attack needs a rate and a duration, got %v/s for %v", h.Rate, h.Duration)
 	case h.Workload == nil || len(h.Workload.Arrivals) == 0:
-		return HTTPResult{}, errors.New("harness: an HTTP attack needs a workload with requests")
+		return httpOutcome{}, errors.New("harness: an HTTP attack needs a workload with requests")
 	}
-	srv, err := server.New(server.Config{Algorithm: h.Algorithm, Limit: h.Limit, KeyHeader: keyHeader, Headers: httplimit.AllHeaders})
+	addr, _, stop, err := serveLoopback(server.Config{Algorithm: h.Algorithm, Limit: h.Limit, KeyHeader: keyHeader, Headers: httplimit.AllHeaders})
 	if err != nil {
-		return HTTPResult{}, fmt.Errorf("harness: %w", err)
+		return httpOutcome{}, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		srv.Close()
-		return HTTPResult{}, fmt.Errorf("harness: %w", err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	defer func() {
-		// Every answer is in: close at once rather than wait for
-		// vegeta's idle connections.
-		srv.Close()
-		<-served
-	}()
+	defer stop()
 
 	// Each request's key is in its URL too, where vegeta's Result keeps
 	// it, so that the ideal can replay the requests as sent.
-	base := "http://" + ln.Addr().String() + "/?u="
+	base := "http://" + addr + "/?u="
 	// The keys, made before the attack: Workload.Key is not for
 	// concurrent use, and vegeta's workers call the targeter at once.
 	keys := make([]string, int(h.Rate*h.Duration.Seconds())+1)
@@ -192,10 +222,20 @@ func (h HTTPAttack) Run(ctx context.Context) (HTTPResult, error) {
 	})
 	m.Close()
 	if err := ctx.Err(); err != nil {
-		return HTTPResult{}, err
+		return httpOutcome{}, err
 	}
 
-	r := HTTPResult{Requests: len(results), Offered: h.Rate, Achieved: m.Rate}
+	r := tally(results)
+	r.Offered, r.Achieved = h.Rate, m.Rate
+	if r.Ideal, err = ideal(h.Algorithm, h.Limit, results); err != nil {
+		return httpOutcome{}, err
+	}
+	return r, nil
+}
+
+// tally counts the answers to an attack's requests, and their latency.
+func tally(results []vegeta.Result) httpOutcome {
+	r := httpOutcome{Requests: len(results)}
 	var lat []time.Duration
 	for _, res := range results {
 		switch {
@@ -215,10 +255,29 @@ func (h HTTPAttack) Run(ctx context.Context) (HTTPResult, error) {
 		lat = append(lat, res.Latency)
 	}
 	r.LatencyNS = latencyOf(lat)
-	if r.Ideal, err = ideal(h.Algorithm, h.Limit, results); err != nil {
-		return HTTPResult{}, err
+	return r
+}
+
+// serveLoopback serves cfg's server, ratelab serve's, on a free loopback
+// port, and returns its address, the server, and what closes it (at once,
+// rather than wait for the attackers' idle connections: every answer is
+// in by then).
+func serveLoopback(cfg server.Config) (string, *server.Server, func(), error) {
+	srv, err := server.New(cfg)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("harness: %w", err)
 	}
-	return r, nil
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		srv.Close()
+		return "", nil, nil, fmt.Errorf("harness: %w", err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	return ln.Addr().String(), srv, func() {
+		srv.Close()
+		<-served
+	}, nil
 }
 
 // warmUp is how long an attack of d warms up: a tenth of it, at least
@@ -251,17 +310,17 @@ func ideal(a limiters.Algorithm, limit limiters.Limit, results []vegeta.Result) 
 }
 
 // latencyOf returns the quantiles of d in nanoseconds (d sorted in place).
-func latencyOf(d []time.Duration) results.Latency {
+func latencyOf(d []time.Duration) results.Quantiles {
 	if len(d) == 0 {
-		return results.Latency{}
+		return results.Quantiles{}
 	}
 	slices.Sort(d)
 	q := func(p float64) float64 { return float64(d[min(len(d)-1, int(p*float64(len(d))))]) }
-	return results.Latency{P50: q(0.50), P90: q(0.90), P99: q(0.99), P999: q(0.999), Max: float64(d[len(d)-1])}
+	return results.Quantiles{P50: q(0.50), P90: q(0.90), P99: q(0.99), P999: q(0.999), Max: float64(d[len(d)-1])}
 }
 
 // String is the result in one line, for progress and tests.
-func (r HTTPResult) String() string {
+func (r httpOutcome) String() string {
 	pace := "kept pace"
 	if !r.KeptPace() {
 		pace = "fell behind: the workers could not keep up"

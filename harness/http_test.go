@@ -19,7 +19,7 @@ func TestHTTPAttack(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range []limiters.Algorithm{limiters.GCRA, limiters.SlidingLog} {
-		r, err := HTTPAttack{Algorithm: a, Limit: limiters.Limit{N: 10, Per: time.Second}, Workload: w, Rate: 400, Duration: 500 * time.Millisecond}.Run(context.Background())
+		r, err := httpAttack{Algorithm: a, Limit: limiters.Limit{N: 10, Per: time.Second}, Workload: w, Rate: 400, Duration: 500 * time.Millisecond}.Run(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +34,7 @@ func TestHTTPAttack(t *testing.T) {
 			t.Errorf("%s: latency %+v, achieved %v/s", a, l, r.Achieved)
 		}
 	}
-	if _, err := (HTTPAttack{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: 1, Per: time.Second}, Workload: w}).Run(context.Background()); err == nil {
+	if _, err := (httpAttack{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: 1, Per: time.Second}, Workload: w}).Run(context.Background()); err == nil {
 		t.Error("an attack without a rate ran")
 	}
 }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -12,54 +13,43 @@ import (
 	"github.com/ratelab/ratelab/workloads"
 )
 
-// The modes a lab runs, by the names Config.Modes and the results use.
-const (
-	ModeSimulated = "simulated"
-	ModeRealTime  = "realtime"
-	ModeTiming    = "timing"
-	ModeMemory    = "memory"
-	ModeHTTP      = "http"
-	ModeFleet     = "fleet"
-	ModeOutage    = "outage"
-	ModeLLM       = "llm"
-)
-
 // A mode is one way the lab measures (accuracy in simulated time, real
-// time, timing, memory, HTTP, a fleet, costs known after, an outage), each
-// in a file of its own. It measures on
-// a workload each subject that can be measured so, and says why not the
-// others, in runs of their own.
-type mode interface {
-	// name is the mode's name, as Config.Modes and the results say it.
-	name() string
-	// once reports whether the mode measures once, not on each workload:
-	// then measure is given no workload.
-	once() bool
+// time, timing, memory, HTTP, a fleet, costs known after, an outage),
+// declared once, in a file of its own: what results reports of it (its
+// name, tables, picks and gates), and how it measures, on a workload, each
+// subject that can be measured so, saying why not the others in rows of
+// their own.
+type mode struct {
+	results.Mode
+	// once is whether the mode measures once, not on each workload: then
+	// measure is given no workload. slow says the quick lab leaves it out.
+	// attacks says it measures too the workloads made for accuracy alone
+	// (workloads.Generator.AccuracyOnly).
+	once, slow, attacks bool
 	// steps is the weight, for the progress line, of measuring subjects
 	// on one workload (or once).
-	steps(c Config, subjects []Subject) int
-	measure(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Run, error)
+	steps   func(c Config, subjects []Subject) int
+	measure func(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Row, error)
 }
 
-// modes are the lab's modes, in the order it runs them on each workload.
-var modes = []mode{accuracyMode{}, realTimeMode{}, httpMode{}, fleetMode{}, timingMode{}, memoryMode{}, llmMode{}, outageMode{}}
+// modes are the lab's modes, in their Order: in the run and the report.
+var modes []mode
 
-// ModeNames names the lab's modes, in the order it runs them.
-func ModeNames() []string {
+// register adds m to the lab's modes and to those results reports on.
+func register(m mode) mode {
+	results.Register(m.Mode)
+	i, _ := slices.BinarySearchFunc(modes, m, func(a, b mode) int { return cmp.Compare(a.Order, b.Order) })
+	modes = slices.Insert(modes, i, m)
+	return m
+}
+
+// modeNames names the lab's modes, in the order it runs them.
+func modeNames() []string {
 	out := make([]string, len(modes))
 	for i, m := range modes {
-		out[i] = m.name()
+		out[i] = m.Name
 	}
 	return out
-}
-
-func modeNamed(name string) mode {
-	for _, m := range modes {
-		if m.name() == name {
-			return m
-		}
-	}
-	return nil
 }
 
 // A source is a kind of subject that shares something the lab opens before
@@ -81,10 +71,10 @@ type opened interface {
 	close(ctx context.Context) error
 }
 
-var sources = []source{{RedisNames, openRedis}}
+var sources = []source{{redisNames, openRedis}}
 
-// ServerNames are the names of the subjects the lab's sources hold.
-func ServerNames() []string {
+// serverNames are the names of the subjects the lab's sources hold.
+func serverNames() []string {
 	var out []string
 	for _, s := range sources {
 		out = append(out, s.names()...)
@@ -123,7 +113,7 @@ func Lab(ctx context.Context, c Config, progress io.Writer) (_ *results.File, er
 	}
 	var ms []mode
 	for _, m := range modes {
-		if slices.Contains(c.Modes, m.name()) {
+		if slices.Contains(c.Modes, m.Name) {
 			ms = append(ms, m)
 		}
 	}
@@ -144,29 +134,30 @@ func Lab(ctx context.Context, c Config, progress io.Writer) (_ *results.File, er
 		if err != nil {
 			return nil, err
 		}
-		runs, err := l.workload(ctx, w, ms, subjects)
+		rows, err := l.workload(ctx, w, ms, subjects)
 		if err != nil {
 			return nil, err
 		}
-		f.Runs = append(f.Runs, runs...)
+		f.Rows = append(f.Rows, rows...)
 	}
 	for _, m := range ms {
-		if m.once() {
-			runs, err := m.measure(ctx, l, nil, available(subjects))
+		if m.once {
+			rows, err := m.measure(ctx, l, nil, available(subjects))
 			if err != nil {
 				return nil, err
 			}
-			f.Runs = append(f.Runs, runs...)
+			f.Rows = append(f.Rows, rows...)
 		}
 	}
 	l.p.finish()
-	for i, r := range f.Runs {
+	for i, r := range f.Rows {
 		if s := subjectNamed(subjects, r.Limiter); s != nil && s.OwnLimits != "" {
-			f.Runs[i].OwnLimits = s.OwnLimits
+			f.Rows[i].Set(results.OwnLimits, s.OwnLimits)
 		}
 	}
 	if l.simTime > 0 {
 		f.Meta.SimulationPerS = float64(l.simDecisions) / l.simTime.Seconds()
+		f.Meta.SimulatedDecisions = l.simDecisions
 	}
 	f.Meta.Elapsed = results.Seconds(time.Since(begin).Seconds())
 	return f, ctx.Err()
@@ -175,7 +166,7 @@ func Lab(ctx context.Context, c Config, progress io.Writer) (_ *results.File, er
 // subjects are the subjects c names, then its extra ones, then those of
 // the sources it opens, which the lab closes when done.
 func (c Config) subjects(ctx context.Context) ([]Subject, []opened, error) {
-	subjects, _ := SubjectsNamed(c.Limiters)
+	subjects, _ := subjectsNamed(c.Limiters)
 	subjects = append(subjects, c.Extra...)
 	var open []opened
 	for _, src := range sources {
@@ -194,8 +185,8 @@ func (c Config) subjects(ctx context.Context) ([]Subject, []opened, error) {
 // workload runs the modes that measure on each workload on w: the
 // subjects that cannot run at all are said to be skipped once, and an
 // attack on accuracy alone is measured for accuracy alone.
-func (l *lab) workload(ctx context.Context, w *workloads.Workload, ms []mode, subjects []Subject) ([]results.Run, error) {
-	var out []results.Run
+func (l *lab) workload(ctx context.Context, w *workloads.Workload, ms []mode, subjects []Subject) ([]results.Row, error) {
+	var out []results.Row
 	for _, s := range subjects {
 		if s.Remote != nil && s.Remote.Unavailable != "" {
 			out = append(out, skipped(s, w.Name, "", s.Remote.Unavailable))
@@ -209,14 +200,14 @@ func (l *lab) workload(ctx context.Context, w *workloads.Workload, ms []mode, su
 	}
 	g := generator(w.Name)
 	for _, m := range ms {
-		if m.once() || g != nil && g.AccuracyOnly && m.name() != ModeSimulated {
+		if m.once || g != nil && g.AccuracyOnly && !m.attacks {
 			continue
 		}
-		runs, err := m.measure(ctx, l, w, available(subjects))
+		rows, err := m.measure(ctx, l, w, available(subjects))
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, runs...)
+		out = append(out, rows...)
 	}
 	return out, nil
 }
@@ -235,16 +226,20 @@ func subjectNamed(subjects []Subject, name string) *Subject {
 	return nil
 }
 
-// run is the run of s on workload (in mode, if known) before it is
+// row is the row of s on workload (in mode, if known) before it is
 // measured: who, what, where.
-func run(s Subject, workload, mode string) results.Run {
-	return results.Run{Limiter: s.Name, Library: s.Library, Algorithm: string(s.Algorithm), Backend: s.Backend, Workload: workload, Mode: mode, Floor: s.Floor}
+func row(s Subject, workload, mode string) results.Row {
+	r := results.Row{Limiter: s.Name, Library: s.Library, Algorithm: string(s.Algorithm), Backend: s.Backend, Workload: workload, Mode: mode}
+	if s.Floor {
+		r.Set(results.Floor, "true")
+	}
+	return r
 }
 
-// skipped is the run of s on workload that did not happen, and why.
-func skipped(s Subject, workload, mode, why string) results.Run {
-	r := run(s, workload, mode)
-	r.SkippedBecause = why
+// skipped is the row of s on workload that was not measured, and why.
+func skipped(s Subject, workload, mode, why string) results.Row {
+	r := row(s, workload, mode)
+	r.Skipped = why
 	return r
 }
 

@@ -1,10 +1,14 @@
 package harness
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
@@ -12,7 +16,7 @@ import (
 	"github.com/ratelab/ratelab/workloads"
 )
 
-// LLMConfig is how the llm mode runs: Users users of an LLM endpoint
+// llmConfig is how the llm mode runs: Users users of an LLM endpoint
 // limited to Limit tokens per W each, over Simulated of simulated time,
 // each asking for Load times its limit in actual tokens, a request's
 // actual tokens log-normal of mean Mean and shape Spread, at most Max,
@@ -20,7 +24,7 @@ import (
 // charging that use the client's estimate run once per estimate in
 // Estimates (by default a fifth of the mean, as a gateway that counts only
 // the prompt's tokens would send, and the mean). See workloads.LLM.
-type LLMConfig struct {
+type llmConfig struct {
 	Users           int
 	Simulated       time.Duration
 	Limit           limiters.Limit
@@ -31,7 +35,7 @@ type LLMConfig struct {
 	TokensPerSecond float64
 }
 
-func (c LLMConfig) defaults(quick bool) LLMConfig {
+func (c llmConfig) defaults(quick bool) llmConfig {
 	set(&c.Users, pick(quick, 100, 30))
 	set(&c.Simulated, pick(quick, 30*time.Minute, 10*time.Minute))
 	if c.Limit == (limiters.Limit{}) {
@@ -48,7 +52,7 @@ func (c LLMConfig) defaults(quick bool) LLMConfig {
 	return c
 }
 
-func (c LLMConfig) validate(seed uint64) error {
+func (c llmConfig) validate(seed uint64) error {
 	for _, e := range c.Estimates {
 		p := c.params(seed)
 		p.Estimate = e
@@ -63,7 +67,7 @@ func (c LLMConfig) validate(seed uint64) error {
 }
 
 // params are c as the workload's parameters.
-func (c LLMConfig) params(seed uint64) workloads.LLMParams {
+func (c llmConfig) params(seed uint64) workloads.LLMParams {
 	return workloads.LLMParams{Seed: seed, Users: c.Users, Duration: c.Simulated, Limit: c.Limit, Load: c.Load,
 		Mean: c.Mean, Spread: c.Spread, Max: c.Max, TokensPerSecond: c.TokensPerSecond}
 }
@@ -73,26 +77,84 @@ func (c LLMConfig) params(seed uint64) workloads.LLMParams {
 // the response is done; the most a request may cost, settled likewise; and,
 // for reference, the actual cost as if it were known up front.
 const (
-	ChargeEstimate = "estimate only"
-	ChargeSettle   = "estimate then settle"
-	ChargeMax      = "max then settle"
-	ChargeKnown    = "actual up front"
+	chargeEstimate = "estimate only"
+	chargeSettle   = "estimate then settle"
+	chargeMax      = "max then settle"
+	chargeKnown    = "actual up front"
 )
 
-// Charges are the llm mode's ways of charging, in the order it runs them.
-var Charges = []string{ChargeEstimate, ChargeSettle, ChargeMax, ChargeKnown}
+// charges are the llm mode's ways of charging, in the order it runs them.
+var charges = []string{chargeEstimate, chargeSettle, chargeMax, chargeKnown}
 
 // llmMode runs each subject that can settle (Subject.NewSettler) on the
 // llm workload, once per way of charging, in simulated time, and judges
 // each against the ideal on the actual costs: the sliding log deciding
 // each request at its actual cost, known when it is sent.
-type llmMode struct{}
+const llmModeName = "llm"
 
-func (llmMode) name() string { return ModeLLM }
-func (llmMode) once() bool   { return true }
+var _ = register(mode{
+	Mode: results.Mode{
+		Name:  llmModeName,
+		About: "costs known only after the response (LLM tokens): each way of charging judged on the actual tokens, in simulated time",
+		Order: 70,
+		Tables: []results.TableSpec{{
+			Name:  "llm",
+			Title: "Costs known after the response: an LLM endpoint limited in tokens, per way of charging, in simulated time",
+			Note: "Each request's actual tokens are known only once its response is done; its client sends an estimate. Estimate only: charged the estimate, never corrected; " +
+				"estimate then settle: the estimate reserved, then settled at the actual tokens when the response is done (refund or debt); max then settle: the most a request may cost reserved, then settled; " +
+				"actual up front: the algorithm charged the actual tokens when the request is sent, for reference. " +
+				"Judged on the actual tokens against the ideal, the sliding log charged each request its actual tokens when sent: false allows and denies, " +
+				"tokens: the actual tokens admitted against the ideal's, and most in any W: the most actual tokens one key had admitted in any interval of the window's length, over the limit. " +
+				"The token and leaky buckets decide as GCRA does, settles included, and are left out.",
+			Header: []string{"limiter", "charged", "estimate", "requests", "admitted", "ideal", "false allows", "false denies", "tokens (of ideal)", "most in any W"},
+			Left:   3,
+			Keep:   func(r results.Row) bool { return r.Has(results.MostInWindow) },
+			Cells:  llmCells,
+			More: func(rows []results.Row) string {
+				r := rows[0]
+				return fmt.Sprintf(" Each user limited to %s tokens per %s and asking for more; actual tokens log-normal, mean %s, spread %s (of their logarithm), at most %s; "+
+					"the estimate is what the client sent: the mean, or less (a gateway that counts only the prompt's tokens).",
+					results.Count(int64(r.SettingInt(tokenLimit))), r.Setting(tokenWindow), r.Setting(tokenMean), r.Setting(tokenSpread), results.Count(int64(r.SettingInt(tokenMax))))
+			},
+		}},
+		Picks: llmPicks,
+		Gates: accuracyGates(results.CheckExact),
+	},
+	once: true,
+	steps: func(c Config, subjects []Subject) int {
+		return len(settlers(subjects)) * len(llmRuns(c.LLM))
+	},
+	measure: measureLLM,
+})
 
-func (llmMode) steps(c Config, subjects []Subject) int {
-	return len(settlers(subjects)) * len(llmRuns(c.LLM))
+// The settings and metrics of an llm row: how it charged and with what
+// estimate, the workload's parameters, and the actual tokens of every
+// request (asked), of those admitted, and of those the ideal admitted.
+const (
+	charge      = "charge"
+	estimate    = "estimate"
+	tokenLimit  = "limit"
+	tokenWindow = "per"
+	tokenMean   = "mean"
+	tokenSpread = "spread"
+	tokenMax    = "max"
+	asked       = "asked_tokens"
+	admittedTok = "tokens"
+	idealTok    = "ideal_tokens"
+)
+
+func llmCells(r results.Row) []string {
+	a, _ := r.AccuracyOf()
+	share := ""
+	if ideal := r.Get(idealTok); ideal > 0 {
+		share = fmt.Sprintf("%s (%s%%)", results.Count(r.Count(admittedTok)), results.Fixed(100*r.Get(admittedTok)/ideal, 0))
+	}
+	e := ""
+	if n := r.SettingInt(estimate); n > 0 {
+		e = results.Count(int64(n))
+	}
+	return []string{r.Limiter, r.Setting(charge), e, results.Count(r.Count(results.Decisions)), results.Count(a.Admitted), results.Count(a.Ideal),
+		results.CountRate(a.FalseAllow, a.FalseAllowRate), results.CountRate(a.FalseDeny, a.FalseDenyRate), share, results.Fixed(a.MaxWindowRatio, 2)}
 }
 
 // An llmRun is a way of charging, and the estimate it uses (0: none).
@@ -103,10 +165,10 @@ type llmRun struct {
 
 // llmRuns are the ways of charging c asks for, each estimate of those
 // that use one.
-func llmRuns(c LLMConfig) []llmRun {
+func llmRuns(c llmConfig) []llmRun {
 	var out []llmRun
-	for _, charge := range Charges {
-		if charge == ChargeEstimate || charge == ChargeSettle {
+	for _, charge := range charges {
+		if charge == chargeEstimate || charge == chargeSettle {
 			for _, e := range c.Estimates {
 				out = append(out, llmRun{charge, e})
 			}
@@ -117,17 +179,17 @@ func llmRuns(c LLMConfig) []llmRun {
 	return out
 }
 
-func (llmMode) measure(ctx context.Context, l *lab, _ *workloads.Workload, subjects []Subject) ([]results.Run, error) {
+func measureLLM(ctx context.Context, l *lab, _ *workloads.Workload, subjects []Subject) ([]results.Row, error) {
 	c := l.c.LLM
 	w, err := workloads.LLM(c.params(l.c.Seed))
 	if err != nil {
 		return nil, fmt.Errorf("harness: %w", err)
 	}
 	if len(w.Arrivals) == 0 {
-		var out []results.Run
+		var out []results.Row
 		for _, s := range subjects {
 			if s.NewSettler != nil {
-				out = append(out, skipped(s, "llm", ModeLLM, "the llm workload has no requests with these parameters"))
+				out = append(out, skipped(s, "llm", llmModeName, "the llm workload has no requests with these parameters"))
 			}
 		}
 		return out, nil
@@ -135,17 +197,17 @@ func (llmMode) measure(ctx context.Context, l *lab, _ *workloads.Workload, subje
 	// The same requests at their actual costs: what the ideal decides,
 	// and what the admitted requests are judged by.
 	actual := &workloads.Workload{Name: w.Name, Params: w.Params, Arrivals: make([]workloads.Arrival, len(w.Arrivals))}
-	var asked int64
+	var sum int64
 	for i, a := range w.Arrivals {
 		a.N = w.After[i].Actual
 		actual.Arrivals[i] = a
-		asked += int64(a.N)
+		sum += int64(a.N)
 	}
-	ideal, err := Ideal(actual, c.Limit)
+	ideal, err := idealOf(actual, c.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("harness: %w", err)
 	}
-	var out []results.Run
+	var out []results.Row
 	for _, s := range settlers(subjects) {
 		for _, x := range llmRuns(c) {
 			if err := ctx.Err(); err != nil {
@@ -156,12 +218,21 @@ func (llmMode) measure(ctx context.Context, l *lab, _ *workloads.Workload, subje
 			if err != nil {
 				return nil, fmt.Errorf("harness: %s on llm: %w", s.Name, err)
 			}
-			r := run(s, "llm", ModeLLM)
-			acc := Compare(actual, allowed, ideal, c.Limit)
-			r.Accuracy, r.Decisions = &acc, int64(len(allowed))
-			r.LLM = &results.LLM{Charge: x.charge, Mean: c.Mean, Spread: c.Spread, Estimate: x.estimate, Max: c.Max,
-				Limit: c.Limit.N, Window: results.Seconds(c.Limit.Per.Seconds()), Asked: asked,
-				Tokens: tokens(actual, allowed), IdealTokens: tokens(actual, ideal)}
+			r := row(s, "llm", llmModeName)
+			r.Set(charge, x.charge)
+			if x.estimate > 0 {
+				r.SetInt(estimate, x.estimate)
+			}
+			r.SetInt(tokenLimit, c.Limit.N)
+			r.Set(tokenWindow, c.Limit.Per.String())
+			r.SetFloat(tokenMean, c.Mean)
+			r.SetFloat(tokenSpread, c.Spread)
+			r.SetInt(tokenMax, c.Max)
+			r.Add(results.Decisions, results.UnitCount, float64(len(allowed)))
+			r.SetAccuracy(judge(actual, allowed, ideal, c.Limit))
+			r.Add(asked, results.UnitTokens, float64(sum))
+			r.Add(admittedTok, results.UnitTokens, float64(tokens(actual, allowed)))
+			r.Add(idealTok, results.UnitTokens, float64(tokens(actual, ideal)))
 			out = append(out, r)
 		}
 	}
@@ -193,7 +264,7 @@ func tokens(actual *workloads.Workload, allowed []bool) int64 {
 // chargeLLM decides w's requests with a limiter of s charging as charge
 // says, settling each admitted request when its response is done, in time
 // order with the requests, and returns which were admitted.
-func chargeLLM(s Subject, w *workloads.Workload, c LLMConfig, x llmRun) ([]bool, error) {
+func chargeLLM(s Subject, w *workloads.Workload, c llmConfig, x llmRun) ([]bool, error) {
 	lim, stop, err := s.NewSettler(c.Limit)
 	if err != nil {
 		return nil, err
@@ -211,13 +282,13 @@ func chargeLLM(s Subject, w *workloads.Workload, c LLMConfig, x llmRun) ([]bool,
 		}
 		at, after := time.Unix(0, int64(a.T)), w.After[i]
 		switch x.charge {
-		case ChargeEstimate:
+		case chargeEstimate:
 			allowed[i] = decideAt(lim, keys[a.User], at, x.estimate).Allowed
-		case ChargeKnown:
+		case chargeKnown:
 			allowed[i] = decideAt(lim, keys[a.User], at, int(after.Actual)).Allowed
-		case ChargeSettle, ChargeMax:
+		case chargeSettle, chargeMax:
 			n := x.estimate
-			if x.charge == ChargeMax {
+			if x.charge == chargeMax {
 				n = c.Max
 			}
 			r, err := lim.Reserve(context.Background(), limiters.Request{Key: keys[a.User], N: n, At: at})
@@ -253,4 +324,82 @@ func (s *settles) Pop() any {
 	x := old[len(old)-1]
 	*s = old[:len(old)-1]
 	return x
+}
+
+// llmPicks are the picks for requests whose cost is known only after the
+// response (an LLM's tokens), of the ways of charging that can be
+// shipped: the one that admits closest to the tokens its own algorithm
+// admits knowing every cost up front, whatever the client's estimate (the
+// worst over the estimates run); and the one that kept every key within
+// 1.05 times the limit in any window with its decisions closest to the
+// ideal's.
+func llmPicks(_ *results.File, rows []results.Row) []results.Pick {
+	type way struct{ limiter, charge string }
+	var runs []results.Row
+	reference := map[string]results.Row{} // by limiter
+	for _, r := range rows {
+		if !r.Has(results.MostInWindow) {
+			continue
+		}
+		if r.Setting(charge) == chargeKnown {
+			reference[r.Limiter] = r
+		} else {
+			runs = append(runs, r)
+		}
+	}
+	if len(runs) == 0 {
+		return nil
+	}
+	says := func(r results.Row) string {
+		how := fmt.Sprintf("%q", r.Setting(charge))
+		if e := r.SettingInt(estimate); e > 0 {
+			how = fmt.Sprintf("%s with an estimate of %d", how, e)
+		}
+		return fmt.Sprintf("charged %s, %s of its decisions differed from the ideal's, it admitted %s of the ideal's tokens, and the most a key had in one window was %.2f×N",
+			how, percentage(r.Wrong()), percentage(r.Get(admittedTok)/max(r.Get(idealTok), 1)), r.Get(results.MostInWindow))
+	}
+	var picks []results.Pick
+	// The worst, over the estimates, of how far each way of charging
+	// strays from its algorithm knowing the costs, in tokens admitted.
+	worst := map[way]results.Row{}
+	off := func(r results.Row) float64 {
+		return math.Abs(r.Get(admittedTok)/max(reference[r.Limiter].Get(admittedTok), 1) - 1)
+	}
+	var ways []way
+	for _, r := range runs {
+		if _, ok := reference[r.Limiter]; !ok {
+			continue
+		}
+		k := way{r.Limiter, r.Setting(charge)}
+		if w, seen := worst[k]; !seen || off(r) > off(w) {
+			if !seen {
+				ways = append(ways, k)
+			}
+			worst[k] = r
+		}
+	}
+	if len(ways) > 0 {
+		b := worst[slices.MinFunc(ways, func(x, y way) int { return cmp.Compare(off(worst[x]), off(worst[y])) })]
+		ref := reference[b.Limiter]
+		picks = append(picks, results.Pick{Need: "Costs known only after the response (LLM tokens), as if known up front", Limiter: b.Limiter + " (" + b.Setting(charge) + ")",
+			Why: fmt.Sprintf("Whatever the client's estimate, it admitted within %s of the tokens %s admits knowing every cost when the request is sent (%.2f×N at most in one window, against %.2f×N); at its worst, %s.",
+				percentage(off(b)), b.Limiter, b.Get(results.MostInWindow), ref.Get(results.MostInWindow), says(b))})
+	}
+	within := slices.DeleteFunc(slices.Clone(runs), func(r results.Row) bool { return r.Get(results.MostInWindow) > 1.05 })
+	if len(within) > 0 {
+		b := slices.MinFunc(within, func(x, y results.Row) int { return cmp.Compare(x.Wrong(), y.Wrong()) })
+		w := says(b)
+		picks = append(picks, results.Pick{Need: "Costs known only after the response, never past the limit", Limiter: b.Limiter + " (" + b.Setting(charge) + ")",
+			Why: strings.ToUpper(w[:1]) + w[1:] + "."})
+	}
+	return picks
+}
+
+// percentage formats a fraction as a percentage with three significant
+// figures at most.
+func percentage(v float64) string {
+	if v == 0 {
+		return "0%"
+	}
+	return strconv.FormatFloat(100*v, 'g', 3, 64) + "%"
 }

@@ -18,9 +18,9 @@ import (
 // left out; and a table and the picks come of it.
 func TestLabLLM(t *testing.T) {
 	c := smallLab()
-	c.Modes = []string{ModeLLM}
+	c.Modes = []string{llmModeName}
 	c.Limiters = []string{"fixed-window", "sliding-log", "sliding-counter", "token-bucket", "leaky-bucket", "gcra"}
-	c.LLM = LLMConfig{Users: 20, Simulated: 20 * time.Minute}
+	c.LLM = llmConfig{Users: 20, Simulated: 20 * time.Minute}
 	f, err := Lab(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -29,36 +29,36 @@ func TestLabLLM(t *testing.T) {
 		limiter, charge string
 		estimate        int
 	}
-	runs := map[key]results.Run{}
-	for _, r := range f.Runs {
-		if r.Mode != ModeLLM || r.LLM == nil || r.Accuracy == nil {
-			t.Fatalf("%+v: want only llm runs", r)
+	runs := map[key]results.Row{}
+	for _, r := range f.Rows {
+		if r.Mode != llmModeName || r.Setting(charge) == "" || !r.Has(results.MostInWindow) {
+			t.Fatalf("%+v: want only llm rows", r)
 		}
 		if r.Limiter == "token-bucket" || r.Limiter == "leaky-bucket" {
 			t.Errorf("%s ran: it decides as GCRA does", r.Limiter)
 		}
-		runs[key{r.Limiter, r.LLM.Charge, r.LLM.Estimate}] = r
+		runs[key{r.Limiter, r.Setting(charge), r.SettingInt(estimate)}] = r
 	}
 	if len(runs) != 4*6 {
-		t.Fatalf("%d runs, want 4 limiters × 6 ways of charging", len(runs))
+		t.Fatalf("%d rows, want 4 limiters × 6 ways of charging", len(runs))
 	}
-	ideal := runs[key{"sliding-log", ChargeKnown, 0}]
-	if a := ideal.Accuracy; a.FalseAllow != 0 || a.FalseDeny != 0 || a.MaxWindowRatio > 1 || ideal.LLM.Tokens != ideal.LLM.IdealTokens {
-		t.Errorf("the sliding log knowing the costs: %+v, %+v; want the ideal", *a, *ideal.LLM)
+	ideal := runs[key{"sliding-log", chargeKnown, 0}]
+	if a := accuracyOf(ideal); a.FalseAllow != 0 || a.FalseDeny != 0 || a.MaxWindowRatio > 1 || ideal.Get(admittedTok) != ideal.Get(idealTok) {
+		t.Errorf("the sliding log knowing the costs: %+v, %+v; want the ideal", a, ideal)
 	}
-	if m := runs[key{"sliding-log", ChargeMax, 0}].Accuracy.MaxWindowRatio; m > 1 {
+	if m := runs[key{"sliding-log", chargeMax, 0}].Get(results.MostInWindow); m > 1 {
 		t.Errorf("the sliding log reserving the max: %.2f×N in a window", m)
 	}
 	for _, l := range []string{"fixed-window", "sliding-log", "sliding-counter", "gcra"} {
-		low, settled := runs[key{l, ChargeEstimate, 100}].LLM, runs[key{l, ChargeSettle, 100}].LLM
-		if !(float64(low.Tokens) > 1.4*float64(low.IdealTokens) && float64(settled.Tokens) < 0.85*float64(low.Tokens)) {
-			t.Errorf("%s: a low estimate admitted %d tokens, settled %d, the ideal %d", l, low.Tokens, settled.Tokens, low.IdealTokens)
+		low, settled := runs[key{l, chargeEstimate, 100}], runs[key{l, chargeSettle, 100}]
+		if !(low.Get(admittedTok) > 1.4*low.Get(idealTok) && settled.Get(admittedTok) < 0.85*low.Get(admittedTok)) {
+			t.Errorf("%s: a low estimate admitted %v tokens, settled %v, the ideal %v", l, low.Get(admittedTok), settled.Get(admittedTok), low.Get(idealTok))
 		}
 	}
-	known := runs[key{"gcra", ChargeKnown, 0}].LLM.Tokens
+	known := runs[key{"gcra", chargeKnown, 0}].Get(admittedTok)
 	for _, e := range []int{100, 500} {
-		if got := runs[key{"gcra", ChargeSettle, e}].LLM.Tokens; float64(got) < 0.97*float64(known) || float64(got) > 1.03*float64(known) {
-			t.Errorf("gcra settled from an estimate of %d: %d tokens, knowing the costs %d", e, got, known)
+		if got := runs[key{"gcra", chargeSettle, e}].Get(admittedTok); got < 0.97*known || got > 1.03*known {
+			t.Errorf("gcra settled from an estimate of %d: %v tokens, knowing the costs %v", e, got, known)
 		}
 	}
 	if tabs := results.Tables(f); len(tabs) != 1 || tabs[0].Name != "llm" || len(tabs[0].Rows) != 24 {
@@ -73,15 +73,15 @@ func TestLabLLM(t *testing.T) {
 // The llm mode refuses an estimate it cannot use.
 func TestLLMConfigRefused(t *testing.T) {
 	c := smallLab()
-	c.LLM = LLMConfig{Estimates: []int{-1}}
+	c.LLM = llmConfig{Estimates: []int{-1}}
 	if err := c.Defaults().Validate(); err == nil {
 		t.Error("an estimate of -1 was taken")
 	}
-	c.LLM = LLMConfig{Mean: 5000, Max: 4000}
+	c.LLM = llmConfig{Mean: 5000, Max: 4000}
 	if err := c.Defaults().Validate(); err == nil {
 		t.Error("a mean above the max was taken")
 	}
-	c.LLM = LLMConfig{Limit: limiters.Limit{N: 10, Per: -time.Second}}
+	c.LLM = llmConfig{Limit: limiters.Limit{N: 10, Per: -time.Second}}
 	if err := c.Defaults().Validate(); err == nil {
 		t.Error("a window of -1s was taken")
 	}

@@ -13,25 +13,47 @@ import (
 // memoryMode measures, once, what each subject holds per user at scale:
 // the live heap of the process after one decision for each of the many
 // users' keys, or what a subject kept in a server weighs itself.
-type memoryMode struct{}
+const memoryModeName = "memory"
 
-func (memoryMode) name() string { return ModeMemory }
-func (memoryMode) once() bool   { return true }
+var _ = register(mode{
+	Mode: results.Mode{
+		Name:   memoryModeName,
+		About:  "the live heap per user, after one request from each of many users",
+		Order:  30,
+		Scored: true,
+		Tables: []results.TableSpec{{
+			Name:  "memory",
+			Title: "Memory per user: live heap per key held, after garbage collection",
+			Note: "One request from each of the users, each key a fresh 16-byte string: a limiter that keeps its keys pays for them, " +
+				"one that keeps a hash does not.",
+			Header: []string{"limiter", "users", "bytes per user"},
+			Left:   1,
+			Cells: func(r results.Row) []string {
+				return []string{r.Limiter, results.Count(r.Count(users)), results.Fixed(r.Get(results.BytesPerUser), 1)}
+			},
+		}},
+		Gates: []results.Gate{{Metric: results.BytesPerUser, Label: "bytes/user", Check: results.CheckMemory, Digits: 1, Relative: true}},
+	},
+	once:    true,
+	steps:   func(c Config, subjects []Subject) int { return 4 * len(subjects) },
+	measure: measureMemory,
+})
 
-func (memoryMode) steps(c Config, subjects []Subject) int { return 4 * len(subjects) }
+// users is how many keys a memory row gave the limiter.
+const users = "users"
 
-func (memoryMode) measure(ctx context.Context, l *lab, _ *workloads.Workload, subjects []Subject) ([]results.Run, error) {
-	var out []results.Run
+func measureMemory(ctx context.Context, l *lab, _ *workloads.Workload, subjects []Subject) ([]results.Row, error) {
+	var out []results.Row
 	for _, s := range subjects {
-		weigh := func() (MemoryResult, error) {
-			return MeasureMemory(ctx, s, l.c.memoryLimit(), l.c.ManyUsers)
+		weigh := func() (memoryResult, error) {
+			return weighInProcess(ctx, s, l.c.memoryLimit(), l.c.ManyUsers)
 		}
 		switch {
 		case s.failed() != "":
 			out = append(out, skipped(s, "many-users", "", s.failed()))
 			continue
 		case s.Weigh != nil:
-			weigh = func() (MemoryResult, error) { return s.Weigh(ctx, l.c.memoryLimit()) }
+			weigh = func() (memoryResult, error) { return s.Weigh(ctx, l.c.memoryLimit()) }
 		case !s.inProcess():
 			continue
 		}
@@ -40,15 +62,18 @@ func (memoryMode) measure(ctx context.Context, l *lab, _ *workloads.Workload, su
 		if err != nil {
 			return nil, fmt.Errorf("harness: memory of %s: %w", s.Name, err)
 		}
-		r := run(s, "many-users", ModeMemory)
-		r.Users, r.Decisions, r.BytesPerUser, r.Note = m.Users, int64(m.Users), m.BytesPerUser, m.Note
+		r := row(s, "many-users", memoryModeName)
+		r.Add(users, results.UnitCount, float64(m.Users))
+		r.Add(results.Decisions, results.UnitCount, float64(m.Users))
+		r.Add(results.BytesPerUser, results.UnitBytes, m.BytesPerUser)
+		r.Note = m.Note
 		out = append(out, r)
 	}
 	return out, nil
 }
 
-// MemoryResult is what a memory run measured.
-type MemoryResult struct {
+// memoryResult is what a memory run measured.
+type memoryResult struct {
 	// Users is how many keys the limiter was given; Note, if set, says
 	// how it was weighed, where not as the others were.
 	Users int
@@ -62,30 +87,30 @@ type MemoryResult struct {
 	Tracked int
 }
 
-// MeasureMemory gives a new limiter one request from each of users users,
+// weighInProcess gives a new limiter one request from each of users users,
 // keys of 16 bytes allocated afresh for it (so that a limiter that keeps a
 // key pays for it, and one that hashes it does not), and measures the live
 // heap it then holds. The limit should keep every key from being full again
 // while this runs (a window of an hour, say), or a limiter that forgets idle
 // keys may be caught forgetting.
-func MeasureMemory(ctx context.Context, s Subject, limit limiters.Limit, users int) (MemoryResult, error) {
+func weighInProcess(ctx context.Context, s Subject, limit limiters.Limit, users int) (memoryResult, error) {
 	before := liveHeap()
 	l, stop, err := s.New(limit)
 	if err != nil {
-		return MemoryResult{}, err
+		return memoryResult{}, err
 	}
 	for i := range users {
 		if i%4096 == 0 && ctx.Err() != nil {
 			stop()
-			return MemoryResult{}, ctx.Err()
+			return memoryResult{}, ctx.Err()
 		}
 		if _, err := l.AllowN(ctx, workloads.UserKey(i), 1); err != nil {
 			stop()
-			return MemoryResult{}, err
+			return memoryResult{}, err
 		}
 	}
 	after := liveHeap()
-	r := MemoryResult{Users: users, Tracked: users}
+	r := memoryResult{Users: users, Tracked: users}
 	if m, ok := l.(interface{ Stats() limiters.Stats }); ok {
 		r.Tracked = m.Stats().Keys
 	}

@@ -14,7 +14,6 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
-	"github.com/ratelab/ratelab/internal/server"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/httplimit"
 	"github.com/ratelab/ratelab/limiters/redistest"
@@ -22,12 +21,12 @@ import (
 	"github.com/ratelab/ratelab/workloads"
 )
 
-// OutageConfig is how the outage mode runs: Users users, each asking for
+// outageConfig is how the outage mode runs: Users users, each asking for
 // twice its limit per Window, attack ratelab serve's server at Rate
 // requests a second for Before, while its Redis is away for Away, and for
 // After once it is back; Fleet is the fleet size the fallback declares (it
 // decides at the limit divided by it, rounded up).
-type OutageConfig struct {
+type outageConfig struct {
 	Rate                float64
 	Users               int
 	Window              time.Duration
@@ -35,7 +34,7 @@ type OutageConfig struct {
 	Before, Away, After time.Duration
 }
 
-func (o OutageConfig) defaults(quick bool) OutageConfig {
+func (o outageConfig) defaults(quick bool) outageConfig {
 	set(&o.Rate, 2000)
 	set(&o.Users, 25)
 	// Windows short against the run, so that the quotas the keys start
@@ -50,7 +49,7 @@ func (o OutageConfig) defaults(quick bool) OutageConfig {
 	return o
 }
 
-func (o OutageConfig) validate() error {
+func (o outageConfig) validate() error {
 	if !(o.Rate > 0 && o.Rate <= 20_000) || o.Users < 1 || o.Fleet < 1 || o.Window <= 0 || o.Before <= 0 || o.Away <= 0 || o.After <= 0 {
 		return fmt.Errorf("harness: an outage run takes a rate from 0 to 20,000 a second, positive users, fleet and window, and positive times before, away and after; got %v/s, %d, %d, %v, %v, %v, %v",
 			o.Rate, o.Users, o.Fleet, o.Window, o.Before, o.Away, o.After)
@@ -59,14 +58,14 @@ func (o OutageConfig) validate() error {
 }
 
 // limit is the limit of each user: half of what it asks for in a window.
-func (o OutageConfig) limit() limiters.Limit {
+func (o outageConfig) limit() limiters.Limit {
 	return limiters.Limit{N: max(int(o.Rate*o.Window.Seconds()/float64(o.Users)/2+0.5), 1), Per: o.Window}
 }
 
 // The ways the outage mode takes a server away (see redistest.Proxy).
 var (
-	OutageRefused    = redistest.Refused.String()
-	OutageUnanswered = redistest.Unanswered.String()
+	outageRefused    = redistest.Refused.String()
+	outageUnanswered = redistest.Unanswered.String()
 )
 
 // The failure modes of ratelab serve the outage mode runs in turn.
@@ -80,13 +79,42 @@ const outageBin = 100 * time.Millisecond
 // vegeta at a steady rate, and takes the server away mid-run and gives it
 // back: for each way of taking it away and each failure mode, the answers
 // over time, the latency before, during and after, and how long the
-// server took to decide again once back.
-type outageMode struct{}
+// server took to decide again once back. The quick lab leaves it out:
+// seconds of real time a run.
+const outageModeName = "outage"
 
-func (outageMode) name() string { return ModeOutage }
-func (outageMode) once() bool   { return true }
+var _ = register(mode{
+	Mode: results.Mode{
+		Name:  outageModeName,
+		About: "Redis taken away mid-run under ratelab serve: its answers per failure mode, and how soon it recovers (not in --quick)",
+		Order: 80,
+		Tables: []results.TableSpec{{
+			Name:  "outage",
+			Title: "Redis taken away mid-run: what ratelab serve answers, per failure mode",
+			Note: "ratelab serve's server decides on Redis through a proxy, attacked over loopback by vegeta at a steady rate, each user asking for twice its limit, " +
+				"until the proxy takes Redis away (refused: as a server that is down; unanswered: as a network that drops everything) and later gives it back. " +
+				"The answers are 200 · 429 · 503 as shares of the requests sent before, during and after; latency is of the requests sent while Redis was away. " +
+				"Open serves everyone unmetered, closed refuses everyone, fallback decides in memory at the limit divided by the declared fleet. " +
+				"Recovery: from Redis given back to the server's last decision made without it (its metrics, read every 10ms). " +
+				"The server's breaker opens after 5 failures in a row and sends one probe a second later, so recovery is the wait for the next probe: " +
+				"it depends on where in the breaker's cycle Redis comes back, and is at most the cool-down and a timeout (1s + 250ms), " +
+				"and a second more when more dials failed at once than go-redis's pool holds connections (its own dial breaker then probes once a second).",
+			Header: []string{"Redis", "failing", "before", "while away", "after", "p50 away", "p99 away", "max away", "recovery"},
+			Left:   2,
+			Cells:  outageCells,
+			More: func(rows []results.Row) string {
+				o := outageFrom(rows[0])
+				return fmt.Sprintf(" %s from %d users, each limited to %d per %v (%s).", results.Rate(o.Rate), o.Users, o.Limit, o.Window, rows[0].Limiter)
+			},
+		}},
+	},
+	once:    true,
+	slow:    true,
+	steps:   outageSteps,
+	measure: measureOutage,
+})
 
-func (outageMode) steps(c Config, subjects []Subject) int {
+func outageSteps(c Config, subjects []Subject) int {
 	n := 0
 	for _, s := range subjects {
 		if s.Outage != nil {
@@ -96,16 +124,16 @@ func (outageMode) steps(c Config, subjects []Subject) int {
 	return n
 }
 
-func (outageMode) measure(ctx context.Context, l *lab, _ *workloads.Workload, subjects []Subject) ([]results.Run, error) {
-	var out []results.Run
+func measureOutage(ctx context.Context, l *lab, _ *workloads.Workload, subjects []Subject) ([]results.Row, error) {
+	var out []results.Row
 	for _, s := range subjects {
 		if s.Outage == nil {
 			continue
 		}
-		for _, kind := range []string{OutageRefused, OutageUnanswered} {
+		for _, kind := range []string{outageRefused, outageUnanswered} {
 			for _, fail := range outageFailures {
 				if why := s.failed(); why != "" {
-					return append(out, skipped(s, ModeOutage, ModeOutage, why)), nil
+					return append(out, skipped(s, outageModeName, outageModeName, why)), nil
 				}
 				l.p.step(fmt.Sprintf("%s over HTTP, its server %s for %v, failing %s", s.Name, kind, l.c.Outage.Away, fail), 1)
 				r, err := l.outage(ctx, s, kind, fail)
@@ -119,9 +147,202 @@ func (outageMode) measure(ctx context.Context, l *lab, _ *workloads.Workload, su
 	return out, nil
 }
 
+func outageCells(r results.Row) []string {
+	o := outageFrom(r)
+	fail := o.Failure
+	if o.Fleet > 0 {
+		fail = fmt.Sprintf("%s, fleet %d", fail, o.Fleet)
+	}
+	recovery := "not in " + (o.Bin * time.Duration(len(o.Bins))).String()
+	if o.Recovery != nil {
+		recovery = results.Nanos(float64(*o.Recovery))
+	}
+	l := o.During.Latency
+	return []string{
+		fmt.Sprintf("%s for %v", o.Kind, (o.Back - o.Away).Round(100*time.Millisecond)), fail,
+		mix(o.Before.answers), mix(o.During.answers), mix(o.After.answers),
+		results.Nanos(l.P50), results.Nanos(l.P99), results.Nanos(l.Max), recovery,
+	}
+}
+
+// mix is the shares of a's answers that were 200, 429 and 503, in
+// percent, and of the rest if any.
+func mix(a answers) string {
+	n := a.Total()
+	if n == 0 {
+		return ""
+	}
+	p := func(k int64) string { return strconv.FormatFloat(100*float64(k)/float64(n), 'f', 0, 64) }
+	s := p(a.OK) + " · " + p(a.Limited) + " · " + p(a.Unavailable)
+	if rest := a.Other + a.Errors; rest > 0 {
+		s += " (+" + p(rest) + " other)"
+	}
+	return s
+}
+
+// An outage is what an outage run measured: the server of ratelab serve
+// deciding on Redis through a proxy, attacked over loopback at Rate
+// requests a second by Users users each asking for twice its limit (Limit
+// per Window), with Redis taken away at Away from the start (Kind:
+// "refused", as a server that is down; "unanswered", as a network that
+// drops everything) and given back at Back, the server failing as Failure
+// says ("open", "closed", or "fallback": in memory at the limit divided by
+// Fleet). Its row holds it (row, outageFrom).
+type outage struct {
+	Kind, Failure string
+	Fleet         int
+	Rate          float64
+	Users, Limit  int
+	Window        time.Duration
+	Away, Back    time.Duration
+	// Bins count the answers to the requests sent in each Bin of the run,
+	// from its start; Failed the decisions the server made without Redis
+	// (it failed, or the breaker was open), from its metrics.
+	Bin    time.Duration
+	Bins   []answers
+	Failed []int64
+	// Before, During and After are the requests sent before Redis was
+	// taken away, while it was away, and after it was given back.
+	Before, During, After span
+	// Recovery is how long after Redis was given back the server's last
+	// failed decision came: from then on Redis decided every request.
+	// (The metrics are read every 10ms, which bounds its precision.) Nil
+	// when decisions were still failing at the end of the run.
+	Recovery *time.Duration
+}
+
+// answers count the answers to some requests: 200, 429, 503, any other
+// status, and none at all.
+type answers struct {
+	OK, Limited, Unavailable, Other, Errors int64
+}
+
+// count counts an answer of status code (0 with err: none).
+func (a *answers) count(code uint16, err string) {
+	switch {
+	case code == 0 && err != "":
+		a.Errors++
+	case code == 200:
+		a.OK++
+	case code == 429:
+		a.Limited++
+	case code == 503:
+		a.Unavailable++
+	default:
+		a.Other++
+	}
+}
+
+// Total is how many answers, or none, a counts.
+func (a answers) Total() int64 { return a.OK + a.Limited + a.Unavailable + a.Other + a.Errors }
+
+// fields are a's counts by the names its row gives them.
+func (a *answers) fields() []struct {
+	name string
+	n    *int64
+} {
+	return []struct {
+		name string
+		n    *int64
+	}{{"ok", &a.OK}, {"limited", &a.Limited}, {"unavailable", &a.Unavailable}, {"other", &a.Other}, {"errors", &a.Errors}}
+}
+
+// A span is the requests of a stretch of an outage run: their answers,
+// and the latency of those answered.
+type span struct {
+	answers
+	Latency results.Quantiles
+}
+
+// The names an outage's parts have in its row.
+var spanNames = [3]string{"before", "during", "after"}
+
+func (o *outage) spans() [3]*span { return [3]*span{&o.Before, &o.During, &o.After} }
+
+// row records o in r: its settings, its spans as metrics, its bins as
+// series.
+func (o *outage) row(r *results.Row) {
+	r.Set("fault", o.Kind)
+	r.Set("failure", o.Failure)
+	if o.Fleet > 0 {
+		r.SetInt("fleet", o.Fleet)
+	}
+	r.SetFloat("rate", o.Rate)
+	r.SetInt("users", o.Users)
+	r.SetInt("limit", o.Limit)
+	r.Set("per", o.Window.String())
+	r.Add("away", results.UnitSeconds, o.Away.Seconds())
+	r.Add("back", results.UnitSeconds, o.Back.Seconds())
+	r.Add("bin", results.UnitSeconds, o.Bin.Seconds())
+	if o.Recovery != nil {
+		r.Add("recovery", results.UnitSeconds, o.Recovery.Seconds())
+	}
+	for i, sp := range o.spans() {
+		for _, f := range sp.fields() {
+			r.Add(spanNames[i]+"."+f.name, results.UnitCount, float64(*f.n))
+		}
+		r.SetLatency(spanNames[i]+"."+results.Latency, sp.Latency)
+	}
+	bins := make([]results.Series, 5)
+	for i := range o.Bins {
+		for j, f := range o.Bins[i].fields() {
+			bins[j].Name, bins[j].Unit = "bins."+f.name, results.UnitCount
+			bins[j].Y = append(bins[j].Y, float64(*f.n))
+		}
+	}
+	failed := results.Series{Name: "failed", Unit: results.UnitCount}
+	for _, n := range o.Failed {
+		failed.Y = append(failed.Y, float64(n))
+	}
+	for _, b := range append(bins, failed) {
+		if b.Name != "" {
+			r.AddSeries(b)
+		}
+	}
+}
+
+// outageFrom reads back the outage row records.
+func outageFrom(r results.Row) outage {
+	seconds := func(name string) time.Duration { return time.Duration(r.Get(name) * 1e9) }
+	o := outage{Kind: r.Setting("fault"), Failure: r.Setting("failure"), Fleet: r.SettingInt("fleet"), Rate: r.SettingFloat("rate"),
+		Users: r.SettingInt("users"), Limit: r.SettingInt("limit"), Window: r.SettingDuration("per"),
+		Away: seconds("away"), Back: seconds("back"), Bin: seconds("bin")}
+	if r.Has("recovery") {
+		rec := seconds("recovery")
+		o.Recovery = &rec
+	}
+	for i, sp := range o.spans() {
+		for _, f := range sp.fields() {
+			*f.n = r.Count(spanNames[i] + "." + f.name)
+		}
+		sp.Latency, _ = r.LatencyOf(spanNames[i] + "." + results.Latency)
+	}
+	var a answers
+	for j, f := range a.fields() {
+		s := r.Curve("bins." + f.name)
+		if s == nil {
+			continue
+		}
+		if j == 0 {
+			o.Bins = make([]answers, len(s.Y))
+		}
+		for i, v := range s.Y {
+			if i < len(o.Bins) {
+				*o.Bins[i].fields()[j].n = int64(v)
+			}
+		}
+	}
+	if s := r.Curve("failed"); s != nil {
+		for _, v := range s.Y {
+			o.Failed = append(o.Failed, int64(v))
+		}
+	}
+	return o
+}
+
 // fault is the proxy's fault of an outage of kind.
 func fault(kind string) redistest.Fault {
-	if kind == OutageRefused {
+	if kind == outageRefused {
 		return redistest.Refused
 	}
 	return redistest.Unanswered
@@ -129,20 +350,20 @@ func fault(kind string) redistest.Fault {
 
 // outage runs s with its server taken away as kind says, failing as fail
 // says.
-func (l *lab) outage(ctx context.Context, s Subject, kind, fail string) (results.Run, error) {
+func (l *lab) outage(ctx context.Context, s Subject, kind, fail string) (results.Row, error) {
 	oc := l.c.Outage
 	limit := oc.limit()
 	cfg, done, err := s.Outage(limit)
 	if err != nil {
-		return results.Run{}, err
+		return results.Row{}, err
 	}
 	defer done()
 	if cfg.Redis == nil {
-		return results.Run{}, errors.New("the subject names no Redis server")
+		return results.Row{}, errors.New("the subject names no Redis server")
 	}
 	cut, err := redistest.NewProxy(cfg.Redis.Addr)
 	if err != nil {
-		return results.Run{}, err
+		return results.Row{}, err
 	}
 	defer cut.Close()
 	opt := *cfg.Redis
@@ -155,23 +376,19 @@ func (l *lab) outage(ctx context.Context, s Subject, kind, fail string) (results
 		cfg.Fallback = oc.Fleet
 	}
 	cfg.KeyHeader, cfg.Headers = keyHeader, httplimit.AllHeaders
-	srv, err := server.New(cfg)
+	addr, srv, stop, err := serveLoopback(cfg)
 	if err != nil {
-		return results.Run{}, err
+		return results.Row{}, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		srv.Close()
-		return results.Run{}, err
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	defer func() {
-		srv.Close()
-		<-served
-	}()
+	defer stop()
+	return l.attackOutage(ctx, s, kind, fail, "http://"+addr+"/", srv.Metrics(), cut)
+}
 
-	base := "http://" + ln.Addr().String() + "/"
+// attackOutage attacks the server at base, whose metrics are metrics,
+// taking its Redis away through cut and giving it back as the outage
+// config says.
+func (l *lab) attackOutage(ctx context.Context, s Subject, kind, fail, base string, metrics http.Handler, cut *redistest.Proxy) (results.Row, error) {
+	oc := l.c.Outage
 	keys := make([]string, oc.Users)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("user-%d", i)
@@ -194,41 +411,41 @@ func (l *lab) outage(ctx context.Context, s Subject, kind, fail string) (results
 	total := oc.Before + oc.Away + oc.After
 	var sent []vegeta.Result
 	begin := time.Now()
-	failures := scrapeFailures(srv.Metrics(), begin)
+	failures := scrapeFailures(metrics, begin)
 	away := time.AfterFunc(oc.Before, func() { cut.Set(fault(kind)) })
 	back := time.AfterFunc(oc.Before+oc.Away, func() { cut.Set(redistest.Pass) })
 	defer away.Stop()
 	defer back.Stop()
 	a.run(ctx, vegeta.Targeter(targeter), total, "outage", func(res *vegeta.Result) { sent = append(sent, *res) })
 	if err := ctx.Err(); err != nil {
-		return results.Run{}, err
+		return results.Row{}, err
 	}
 	failed, err := failures()
 	if err != nil {
-		return results.Run{}, err
+		return results.Row{}, err
 	}
 	cutAt, backAt := cut.Times()
 	if cutAt.IsZero() || backAt.IsZero() {
-		return results.Run{}, errors.New("the attack ended before the server was taken away and given back")
+		return results.Row{}, errors.New("the attack ended before the server was taken away and given back")
 	}
-	r := run(s, ModeOutage, ModeOutage)
+	r := row(s, outageModeName, outageModeName)
 	o := outageOf(sent, failed, begin, cutAt, backAt, total)
 	o.Kind, o.Failure, o.Rate, o.Users = kind, fail, oc.Rate, oc.Users
-	o.Limit, o.Window = limit.N, results.Seconds(limit.Per.Seconds())
+	o.Limit, o.Window = oc.limit().N, oc.limit().Per
 	if fail == "fallback" {
 		o.Fleet = oc.Fleet
 	}
-	r.Outage, r.Decisions, r.OfferedRate = &o, int64(len(sent)), oc.Rate
+	o.row(&r)
+	r.Add(results.Decisions, results.UnitCount, float64(len(sent)))
 	return r, nil
 }
 
 // outageOf counts the answers to sent, in bins of outageBin from begin,
 // and before cutAt, from cutAt to backAt, and after; and the failed
 // decisions of the server, and when the last came.
-func outageOf(sent []vegeta.Result, failed []failure, begin, cutAt, backAt time.Time, total time.Duration) results.Outage {
-	o := results.Outage{Bin: results.Seconds(outageBin.Seconds()), Away: results.Seconds(cutAt.Sub(begin).Seconds()),
-		Back: results.Seconds(backAt.Sub(begin).Seconds())}
-	o.Bins = make([]results.Answers, int((total+outageBin-1)/outageBin))
+func outageOf(sent []vegeta.Result, failed []failure, begin, cutAt, backAt time.Time, total time.Duration) outage {
+	o := outage{Bin: outageBin, Away: cutAt.Sub(begin), Back: backAt.Sub(begin)}
+	o.Bins = make([]answers, int((total+outageBin-1)/outageBin))
 	o.Failed = make([]int64, len(o.Bins))
 	for i, f := range failed {
 		if i > 0 && f.n != failed[i-1].n {
@@ -248,14 +465,14 @@ func outageOf(sent []vegeta.Result, failed []failure, begin, cutAt, backAt time.
 			span, i = &o.After, 2
 		}
 		bin := &o.Bins[min(max(int(res.Timestamp.Sub(begin)/outageBin), 0), len(o.Bins)-1)]
-		for _, a := range []*results.Answers{&span.Answers, bin} {
-			a.Count(res.Code, res.Error)
+		for _, a := range []*answers{&span.answers, bin} {
+			a.count(res.Code, res.Error)
 		}
 		if res.Code != 0 {
 			lat[i] = append(lat[i], res.Latency)
 		}
 	}
-	o.Before.LatencyNS, o.During.LatencyNS, o.After.LatencyNS = latencyOf(lat[0]), latencyOf(lat[1]), latencyOf(lat[2])
+	o.Before.Latency, o.During.Latency, o.After.Latency = latencyOf(lat[0]), latencyOf(lat[1]), latencyOf(lat[2])
 	return o
 }
 
@@ -264,7 +481,7 @@ func outageOf(sent []vegeta.Result, failed []failure, begin, cutAt, backAt time.
 // after backAt); nil if decisions were failing until the end. A failure
 // after that quiet stretch (a decision that timed out on a busy machine)
 // is not the outage's.
-func recovery(failed []failure, begin, backAt time.Time) *results.Seconds {
+func recovery(failed []failure, begin, backAt time.Time) *time.Duration {
 	last := backAt
 	for i := 1; i < len(failed); i++ {
 		at := begin.Add(failed[i].at)
@@ -274,7 +491,7 @@ func recovery(failed []failure, begin, backAt time.Time) *results.Seconds {
 		if failed[i].n != failed[i-1].n {
 			last = at
 		} else if at.Sub(last) >= outageBin {
-			rec := results.Seconds(last.Sub(backAt).Seconds())
+			rec := last.Sub(backAt)
 			return &rec
 		}
 	}

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -18,26 +19,26 @@ func TestLabOutage(t *testing.T) {
 	url, rdb := redisURL(t)
 	c := smallLab()
 	c.Redis.URL = url
-	c.Modes = []string{ModeOutage}
-	c.Limiters = []string{RedisName(limiters.GCRA)}
+	c.Modes = []string{outageModeName}
+	c.Limiters = []string{redisName(limiters.GCRA)}
 	// After Redis is back: the breaker's cool-down, and go-redis's own
 	// dial breaker's (a probe a second once PoolSize dials have failed
 	// in a row, which a busy machine reaches), and a margin.
-	c.Outage = OutageConfig{Rate: 1000, Before: 300 * time.Millisecond, Away: time.Second, After: 3500 * time.Millisecond}
+	c.Outage = outageConfig{Rate: 1000, Before: 300 * time.Millisecond, Away: time.Second, After: 3500 * time.Millisecond}
 	f, err := Lab(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
-	for _, r := range f.Runs {
-		o := r.Outage
-		if r.Mode != ModeOutage || o == nil {
-			t.Fatalf("%+v: want only outage runs", r)
+	for _, r := range f.Rows {
+		if r.Mode != outageModeName || !r.Measured() {
+			t.Fatalf("%+v: want only outage rows", r)
 		}
+		o := outageFrom(r)
 		name := o.Kind + ", " + o.Failure
 		seen[name] = true
-		share := func(k int64, a results.Answers) float64 { return float64(k) / float64(max(a.Total(), 1)) }
-		before, during := o.Before.Answers, o.During.Answers
+		share := func(k int64, a answers) float64 { return float64(k) / float64(max(a.Total(), 1)) }
+		before, during := o.Before.answers, o.During.answers
 		// Requests were served before Redis went. (How many depends on
 		// the pace vegeta keeps, and on a busy machine a request sent
 		// before the cut may be decided well after it: the 503s and 429s
@@ -99,14 +100,14 @@ func TestQuickLeavesOutOutage(t *testing.T) {
 		c := Config{Quick: quick}.Defaults()
 		has := false
 		for _, m := range c.Modes {
-			has = has || m == ModeOutage
+			has = has || m == outageModeName
 		}
 		if has == quick {
 			t.Errorf("quick %v: modes %v", quick, c.Modes)
 		}
 	}
-	c := Config{Quick: true, Modes: []string{ModeOutage}}.Defaults()
-	if len(c.Modes) != 1 || c.Modes[0] != ModeOutage {
+	c := Config{Quick: true, Modes: []string{outageModeName}}.Defaults()
+	if len(c.Modes) != 1 || c.Modes[0] != outageModeName {
 		t.Errorf("asked for: modes %v", c.Modes)
 	}
 }
@@ -154,8 +155,47 @@ func TestRecovery(t *testing.T) {
 	} {
 		got := recovery(c.failed, begin, back)
 		switch {
-		case c.want < 0 && got != nil, c.want >= 0 && (got == nil || got.Duration() != c.want):
+		case c.want < 0 && got != nil, c.want >= 0 && (got == nil || *got != c.want):
 			t.Errorf("%v: recovery %v, want %v", c.failed, got, c.want)
 		}
+	}
+}
+
+// An outage counts each answer once, by its status: 200, 429, 503,
+// another, or none at all.
+func TestAnswersCount(t *testing.T) {
+	var a answers
+	for _, r := range []struct {
+		code uint16
+		err  string
+	}{{200, ""}, {429, ""}, {503, ""}, {404, ""}, {0, "connection refused"}, {200, ""}} {
+		a.count(r.code, r.err)
+	}
+	if want := (answers{OK: 2, Limited: 1, Unavailable: 1, Other: 1, Errors: 1}); a != want || a.Total() != 6 {
+		t.Errorf("counted %+v (%d), want %+v (6)", a, a.Total(), want)
+	}
+}
+
+// An outage row reads back as the outage it records.
+func TestOutageRow(t *testing.T) {
+	rec := 120 * time.Millisecond
+	o := outage{Kind: "refused", Failure: "fallback", Fleet: 2, Rate: 1000, Users: 25, Limit: 2, Window: 100 * time.Millisecond,
+		Away: time.Second, Back: 2 * time.Second, Bin: 100 * time.Millisecond,
+		Bins:   []answers{{OK: 3}, {Limited: 2, Unavailable: 1}, {Other: 1, Errors: 4}},
+		Failed: []int64{0, 5, 1}, Recovery: &rec}
+	o.Before = span{answers{OK: 3}, results.Quantiles{P50: 1, P90: 2, P99: 3, P999: 4, Max: 5}}
+	o.During = span{answers{Limited: 2, Unavailable: 1}, results.Quantiles{P50: 6, P99: 7, Max: 8}}
+	var r results.Row
+	o.row(&r)
+	got := outageFrom(r)
+	if got.Recovery == nil || *got.Recovery != rec {
+		t.Fatalf("recovery %v, want %v", got.Recovery, rec)
+	}
+	got.Recovery, o.Recovery = nil, nil
+	if !reflect.DeepEqual(got, o) {
+		t.Errorf("read back\n%+v\nwant\n%+v", got, o)
+	}
+	if cells := outageCells(r); cells[0] != "refused for 1s" || cells[1] != "fallback, fleet 2" || cells[3] != "0 · 67 · 33" || cells[8] != "120.0ms" {
+		t.Errorf("cells %q", cells)
 	}
 }

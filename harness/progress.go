@@ -22,13 +22,13 @@ func newProgress(w io.Writer, c Config, ms []mode, subjects []Subject, workloads
 		p.total++ // generating
 		g := generator(name)
 		for _, m := range ms {
-			if !m.once() && (g == nil || !g.AccuracyOnly || m.name() == ModeSimulated) {
+			if !m.once && (g == nil || !g.AccuracyOnly || m.attacks) {
 				p.total += m.steps(c, subjects)
 			}
 		}
 	}
 	for _, m := range ms {
-		if m.once() {
+		if m.once {
 			p.total += m.steps(c, subjects)
 		}
 	}

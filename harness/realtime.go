@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,23 +21,145 @@ import (
 // clock: unpaced, as fast as each of a growing number of goroutines can
 // send (throughput, contention); then paced at an offered rate, open loop,
 // several times over (latency from each request's intended send time). A
-// subject kept in a server runs its own shorter, slower runs.
-type realTimeMode struct{}
+// subject kept in a server runs its own shorter, slower runs. Its tables
+// show too the accuracy the simulated mode measured on the real clock.
+const realTimeModeName = "realtime"
 
-func (realTimeMode) name() string { return ModeRealTime }
-func (realTimeMode) once() bool   { return false }
+var _ = register(mode{
+	Mode: results.Mode{
+		Name:   realTimeModeName,
+		About:  "on the real clock: decisions a second and lock contention as goroutines grow, and latency at a steady rate",
+		Order:  20,
+		Scored: true,
+		Tables: []results.TableSpec{{
+			Name:  "accuracy-realtime",
+			Title: "Accuracy against the ideal, in real time, for limiters that take no explicit time",
+			Note: "The workload is replayed by one sender on the real clock with time compressed (the limit's window alike), " +
+				"and the ideal is run on the times the requests were really sent. A workload too dense to send on time at the most compression is compressed less; " +
+				"send lag: how late requests went against their compressed schedule. Not reproducible to the request: the clock is real.",
+			Header: append(slices.Clone(accuracyHeader), "compressed", "send lag p99"), Left: 3,
+			Keep: func(r results.Row) bool { return r.Has(results.MostInWindow) },
+			Cells: func(r results.Row) []string {
+				lag := ""
+				if v, ok := r.Value(sendLagP99); ok {
+					lag = results.Nanos(v)
+				}
+				return append(accuracyCells(r), strconv.FormatFloat(1/r.Get(results.TimeScale), 'f', 0, 64)+"×", lag)
+			},
+			Last: results.Twins,
+		}, {
+			Name:  "latency",
+			Title: "Latency of a decision, from its intended send time, paced (open loop)",
+			Note: "Senders send the workload's requests at a fixed total rate; each request's latency runs from when it was due, so a stall counts against every request it delays. " +
+				"The limit's window is scaled so that each key is asked for the same multiple of its limit as in the workload; " +
+				"a run spans only a window or two of it, so buckets, which start full, admit more than they would in a long one. " +
+				"Kept pace: the share of the offered rate sent; late: decided more than 1ms after due; admitted: the share admitted. " +
+				"On a shared machine the tail beyond p99 is mostly the scheduler; the harness floor row is a limiter that decides nothing. " +
+				"Each run is repeated: every quantile is the median of the runs', and p99 of runs is their lowest and highest p99, so that one stall of the machine decides nothing.",
+			Header: []string{"workload", "limiter", "offered", "p50", "p90", "p99", "p99 of runs", "p99.9", "max", "kept pace", "late", "admitted"},
+			Left:   2,
+			Keep:   func(r results.Row) bool { return r.SettingFloat(results.Offered) > 0 && r.Has(results.Latency+".p50") },
+			Cells: func(r results.Row) []string {
+				l, _ := r.LatencyOf(results.Latency)
+				kept := ""
+				if v, ok := r.Value(achieved); ok {
+					kept = fmt.Sprintf("%.0f%%", 100*min(v, 1))
+				}
+				return []string{
+					r.Workload, r.Limiter, fmt.Sprintf("%s by %d", results.Rate(r.SettingFloat(results.Offered)), r.SettingInt(results.Goroutines)),
+					results.Nanos(l.P50), results.Nanos(l.P90), results.Nanos(l.P99), spread(r.Curve(runP99)), results.Nanos(l.P999), results.Nanos(l.Max), kept,
+					results.Percent(r, late), results.Percent(r, admitted),
+				}
+			},
+		},
+			perGoroutines("throughput", "Throughput under overload: decisions per second, unpaced",
+				"Every sender sends the workload's requests as fast as it can, so keys are asked far beyond their limit and most requests are denied "+
+					"(admitted: the share admitted with one goroutine). A column per number of goroutines; on 2 cores, more than 2 show what contention costs. "+
+					"The harness floor is a limiter that decides nothing.",
+				func(r results.Row) string { return results.Rate(r.Get(results.Throughput)) }, true),
+			perGoroutines("contention", "Lock contention: time blocked on locks per decision, unpaced",
+				"Time goroutines spent parked on a sync.Mutex, a sync.RWMutex or a lock inside the runtime, as the runtime counts it "+
+					"(/sync/mutex/wait/total, sampled), divided by decisions. Spinning before parking is not counted. "+
+					"The harness floor row is what the runtime and the harness add with no limiter at all.",
+				lockWaitCell, false),
+		},
+		Gates: accuracyGates(results.CheckShown),
+	},
+	steps: func(c Config, subjects []Subject) int {
+		return 2 * (len(subjects) + 1) * len(c.realTimeRuns())
+	},
+	measure: measureRealTime,
+})
 
-func (realTimeMode) steps(c Config, subjects []Subject) int {
-	return 2 * (len(subjects) + 1) * len(c.realTimeRuns())
+// The metrics and series of the real-time rows, beyond results' own.
+const (
+	// admitted is the share of decisions that admitted; achieved, for a
+	// paced run, the share of the offered rate sent; late the share of
+	// requests decided more than a millisecond after their intended time.
+	admitted = "admitted_fraction"
+	achieved = "achieved_fraction"
+	late     = "late_fraction"
+	// lockWaitNS is the time goroutines were blocked on locks, a decision.
+	lockWaitNS = "lock_wait"
+	// sendLagP99 is how late a replay in real time sent its requests
+	// against their compressed schedule, at p99.
+	sendLagP99 = "send_lag.p99"
+	// runP99 are a repeated paced run's p99, one a repetition.
+	runP99 = "run_p99"
+)
+
+// perGoroutines is a table of the unpaced real-time rows, a row per
+// workload and limiter, a column per goroutine count.
+func perGoroutines(name, title, note string, cell func(results.Row) string, withAdmitted bool) results.TableSpec {
+	t := results.TableSpec{
+		Name: name, Title: title, Note: note, Header: []string{"workload", "limiter"}, Left: 2,
+		Keep:  func(r results.Row) bool { return r.Setting(results.Offered) == "" && !r.Has(results.MostInWindow) },
+		Cells: func(r results.Row) []string { return []string{r.Workload, r.Limiter} },
+		Pivot: &results.Pivot{By: results.Goroutines, Cell: cell, Head: func(g int) string {
+			if g == 1 {
+				return "1 goroutine"
+			}
+			return fmt.Sprintf("%d goroutines", g)
+		}},
+	}
+	if withAdmitted {
+		t.Pivot.TailHeader = []string{"admitted"}
+		t.Pivot.Tail = func(first results.Row) []string { return []string{results.Percent(first, admitted)} }
+	}
+	return t
 }
 
-func (realTimeMode) measure(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Run, error) {
-	var out []results.Run
-	for _, s := range append(slices.Clone(subjects), Floor()) {
+func lockWaitCell(r results.Row) string {
+	switch w, ok := r.Value(lockWaitNS); {
+	case !ok:
+		return ""
+	case w == 0:
+		return "0"
+	case w < 0.1:
+		return "<0.1ns"
+	case w < 10:
+		return strconv.FormatFloat(w, 'f', 1, 64) + "ns"
+	default:
+		return results.Nanos(w)
+	}
+}
+
+// spread is the lowest and the highest of a paced run's p99s, "" for
+// fewer than two.
+func spread(p99s *results.Series) string {
+	if p99s == nil || len(p99s.Y) < 2 {
+		return ""
+	}
+	return results.Nanos(slices.Min(p99s.Y)) + "–" + results.Nanos(slices.Max(p99s.Y))
+}
+
+func measureRealTime(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Row, error) {
+	var out []results.Row
+	for _, s := range append(slices.Clone(subjects), floorSubject()) {
 		if s.New == nil {
 			continue
 		}
-		runs, note := l.c.realTimeRuns(), func(RealTime) string { return "" }
+		runs, note := l.c.realTimeRuns(), func(realTimeRun) string { return "" }
 		if s.Remote != nil {
 			runs, note = s.Remote.RealTime, s.Remote.Note
 		}
@@ -66,74 +189,80 @@ func (realTimeMode) measure(ctx context.Context, l *lab, w *workloads.Workload, 
 
 // realTime runs s on w as rt says, a paced run l.c.LatencyRuns times over,
 // each on a limiter of its own.
-func (l *lab) realTime(ctx context.Context, s Subject, w *workloads.Workload, limit limiters.Limit, rt RealTime) (results.Run, error) {
+func (l *lab) realTime(ctx context.Context, s Subject, w *workloads.Workload, limit limiters.Limit, rt realTimeRun) (results.Row, error) {
 	repeat := 1
 	if rt.Rate > 0 {
 		repeat = l.c.LatencyRuns
 	}
-	var each []RealTimeResult
+	var each []realTimeOutcome
 	for range repeat {
 		lim, stop, err := s.New(limit)
 		if err != nil {
-			return results.Run{}, err
+			return results.Row{}, err
 		}
-		res, err := RunRealTime(ctx, w, lim, rt)
+		res, err := runRealTime(ctx, w, lim, rt)
 		stop()
 		if err != nil {
-			return results.Run{}, err
+			return results.Row{}, err
 		}
 		each = append(each, res)
 	}
-	return realTimeResult(run(s, w.Name, ModeRealTime), rt, each), nil
+	return realTimeResult(row(s, w.Name, realTimeModeName), rt, each), nil
 }
 
 // realTimeResult is base with what the runs of rt measured, pooled: their
 // decisions, time, admissions and lock wait summed; the latency the median
 // over the runs of each of their percentiles, each run's kept beside it
 // (the spread), and the curve that of all their requests together.
-func realTimeResult(base results.Run, rt RealTime, each []RealTimeResult) results.Run {
-	var all RealTimeResult
-	var late float64
+func realTimeResult(base results.Row, rt realTimeRun, each []realTimeOutcome) results.Row {
+	var all realTimeOutcome
+	var lateSum float64
 	for i := range each {
 		all.Decisions += each[i].Decisions
 		all.Admitted += each[i].Admitted
 		all.Elapsed += each[i].Elapsed
 		all.LockWait += each[i].LockWait
 		all.Latency.merge(&each[i].Latency)
-		late += each[i].Late * float64(each[i].Decisions)
+		lateSum += each[i].Late * float64(each[i].Decisions)
 	}
 	r := base
-	r.Goroutines, r.OfferedRate, r.Decisions = rt.Goroutines, rt.Rate, all.Decisions
-	r.LatencyNS = all.Latency.latency()
-	if len(each) > 1 {
-		r.LatencyRunsNS = make([]results.Latency, len(each))
-		for i := range each {
-			r.LatencyRunsNS[i] = *each[i].Latency.latency()
-		}
-		m := results.MedianLatency(r.LatencyRunsNS)
-		r.LatencyNS = &m
-	}
-	r.LatencyCurveNS = all.Latency.curve()
-	r.ThroughputPerS = all.Throughput()
-	wait := float64(all.LockWait) / float64(max(all.Decisions, 1))
-	r.LockWaitNSPerOp = &wait
-	admitted := float64(all.Admitted) / float64(max(all.Decisions, 1))
-	r.AdmittedFraction = &admitted
+	r.SetInt(results.Goroutines, rt.Goroutines)
 	if rt.Rate > 0 {
-		achieved, late := all.Throughput()/rt.Rate, late/float64(max(all.Decisions, 1))
-		r.AchievedFraction, r.LateFraction = &achieved, &late
+		r.SetFloat(results.Offered, rt.Rate)
+	}
+	n := float64(max(all.Decisions, 1))
+	r.Add(results.Decisions, results.UnitCount, float64(all.Decisions))
+	q := all.Latency.latency()
+	if len(each) > 1 {
+		runs := make([]results.Quantiles, len(each))
+		p99s := results.Series{Name: runP99, Unit: results.UnitNS}
+		for i := range each {
+			runs[i] = each[i].Latency.latency()
+			p99s.Y = append(p99s.Y, runs[i].P99)
+		}
+		q = results.MedianQuantiles(runs)
+		r.AddSeries(p99s)
+	}
+	r.SetLatency(results.Latency, q)
+	r.AddSeries(all.Latency.curve())
+	r.Add(results.Throughput, results.UnitPerS, all.Throughput())
+	r.Add(lockWaitNS, results.UnitNS, float64(all.LockWait)/n)
+	r.Add(admitted, results.UnitFraction, float64(all.Admitted)/n)
+	if rt.Rate > 0 {
+		r.Add(achieved, results.UnitFraction, all.Throughput()/rt.Rate)
+		r.Add(late, results.UnitFraction, lateSum/n)
 	}
 	return r
 }
 
 // realTimeRuns are the real-time runs of one limiter on one workload: the
 // unpaced sweep, then the paced run for latency.
-func (c Config) realTimeRuns() []RealTime {
-	var out []RealTime
+func (c Config) realTimeRuns() []realTimeRun {
+	var out []realTimeRun
 	for _, g := range c.Goroutines {
-		out = append(out, RealTime{Goroutines: g, Duration: c.RealTime})
+		out = append(out, realTimeRun{Goroutines: g, Duration: c.RealTime})
 	}
-	return append(out, RealTime{Goroutines: c.LatencyGoroutines, Rate: c.OfferedRate, Duration: c.LatencyTime})
+	return append(out, realTimeRun{Goroutines: c.LatencyGoroutines, Rate: c.OfferedRate, Duration: c.LatencyTime})
 }
 
 // pacedLimit is the limit a paced run gives its limiter: the window scaled
@@ -145,8 +274,8 @@ func pacedLimit(limit limiters.Limit, w *workloads.Workload, offered float64) li
 	return limiters.Limit{N: limit.N, Per: max(length, time.Microsecond)}
 }
 
-// RealTime says how a real-time run sends a workload.
-type RealTime struct {
+// realTimeRun says how a real-time run sends a workload.
+type realTimeRun struct {
 	// Goroutines is how many senders there are. Each sends the workload's
 	// whole sequence of requests (keys and costs, in order), sender g
 	// starting g/Goroutines of the way in and wrapping around, so that the
@@ -163,7 +292,7 @@ type RealTime struct {
 }
 
 // Validate reports whether cfg can run.
-func (cfg RealTime) Validate() error {
+func (cfg realTimeRun) Validate() error {
 	if cfg.Goroutines < 1 || cfg.Duration <= 0 {
 		return fmt.Errorf("harness: a real-time run needs at least one goroutine and a positive duration, got %d and %v", cfg.Goroutines, cfg.Duration)
 	}
@@ -173,8 +302,8 @@ func (cfg RealTime) Validate() error {
 	return nil
 }
 
-// RealTimeResult is what a real-time run measured.
-type RealTimeResult struct {
+// realTimeOutcome is what a real-time run measured.
+type realTimeOutcome struct {
 	Decisions, Admitted int64
 	Elapsed             time.Duration
 	// Latency is, for a paced run, from each request's intended send time
@@ -193,7 +322,7 @@ type RealTimeResult struct {
 }
 
 // Throughput is decisions per second.
-func (r RealTimeResult) Throughput() float64 {
+func (r realTimeOutcome) Throughput() float64 {
 	return float64(r.Decisions) / r.Elapsed.Seconds()
 }
 
@@ -208,14 +337,14 @@ func lockWait() time.Duration {
 	return time.Duration(s[0].Value.Float64() * 1e9)
 }
 
-// RunRealTime sends w to l as cfg says and measures it. ctx ending stops
+// runRealTime sends w to l as cfg says and measures it. ctx ending stops
 // the run early.
-func RunRealTime(ctx context.Context, w *workloads.Workload, l limiters.Limiter, cfg RealTime) (RealTimeResult, error) {
+func runRealTime(ctx context.Context, w *workloads.Workload, l limiters.Limiter, cfg realTimeRun) (realTimeOutcome, error) {
 	if err := cfg.Validate(); err != nil {
-		return RealTimeResult{}, err
+		return realTimeOutcome{}, err
 	}
 	if len(w.Arrivals) == 0 {
-		return RealTimeResult{}, fmt.Errorf("harness: workload %s has no requests", w.Name)
+		return realTimeOutcome{}, fmt.Errorf("harness: workload %s has no requests", w.Name)
 	}
 	keys := keysOf(w)
 	runtime.GC() // do not let the setup's garbage be collected on the clock
@@ -240,7 +369,7 @@ func RunRealTime(ctx context.Context, w *workloads.Workload, l limiters.Limiter,
 		})
 	}
 	wg.Wait()
-	r := RealTimeResult{Elapsed: time.Since(start), LockWait: lockWait() - waitBefore}
+	r := realTimeOutcome{Elapsed: time.Since(start), LockWait: lockWait() - waitBefore}
 	late := int64(0)
 	for i := range outs {
 		r.Decisions += outs[i].n
@@ -254,7 +383,7 @@ func RunRealTime(ctx context.Context, w *workloads.Workload, l limiters.Limiter,
 	return r, ctx.Err()
 }
 
-func sendPaced(ctx context.Context, l limiters.Limiter, keys []string, seq []workloads.Arrival, from int, start, deadline time.Time, cfg RealTime, g int, h *hist) (n, admitted, late int64) {
+func sendPaced(ctx context.Context, l limiters.Limiter, keys []string, seq []workloads.Arrival, from int, start, deadline time.Time, cfg realTimeRun, g int, h *hist) (n, admitted, late int64) {
 	interval := float64(cfg.Goroutines) / cfg.Rate * 1e9 // ns, not rounded: no drift
 	offset := interval * float64(g) / float64(cfg.Goroutines)
 	yield := cfg.Goroutines > runtime.GOMAXPROCS(0)
@@ -324,7 +453,7 @@ func waitUntil(ctx context.Context, at time.Time, yield bool) error {
 }
 
 // describe names a real-time configuration for progress lines.
-func (c RealTime) describe() string {
+func (c realTimeRun) describe() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d goroutine", c.Goroutines)
 	if c.Goroutines != 1 {

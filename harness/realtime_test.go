@@ -38,7 +38,7 @@ func smallWorkload(t *testing.T, users int) *workloads.Workload {
 // due time for some 400 requests, and each of them shows it.
 func TestPacedLatencyCountsStalls(t *testing.T) {
 	w := smallWorkload(t, 10)
-	r, err := RunRealTime(context.Background(), w, &stall{for_: 20 * time.Millisecond}, RealTime{Goroutines: 1, Rate: 20_000, Duration: 200 * time.Millisecond})
+	r, err := runRealTime(context.Background(), w, &stall{for_: 20 * time.Millisecond}, realTimeRun{Goroutines: 1, Rate: 20_000, Duration: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestKeyMixDoesNotDependOnSenders(t *testing.T) {
 	want := float64(share0) / float64(len(w.Arrivals))
 	for _, g := range []int{1, 3, 64} {
 		c := &counter{n: map[string]int{}}
-		r, err := RunRealTime(context.Background(), w, c, RealTime{Goroutines: g, Duration: 30 * time.Millisecond})
+		r, err := runRealTime(context.Background(), w, c, realTimeRun{Goroutines: g, Duration: 30 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,18 +93,18 @@ func (c *counter) Decide(ctx context.Context, r limiters.Request) (limiters.Deci
 
 func TestRealTimeRefused(t *testing.T) {
 	w := smallWorkload(t, 2)
-	for _, cfg := range []RealTime{
+	for _, cfg := range []realTimeRun{
 		{Goroutines: 0, Duration: time.Millisecond},
 		{Goroutines: 1},
 		{Goroutines: 1, Duration: time.Millisecond, Rate: -1},
 		{Goroutines: 2, Duration: time.Millisecond, Rate: 3e8},
 	} {
-		if _, err := RunRealTime(context.Background(), w, &counter{n: map[string]int{}}, cfg); err == nil {
+		if _, err := runRealTime(context.Background(), w, &counter{n: map[string]int{}}, cfg); err == nil {
 			t.Errorf("%+v accepted", cfg)
 		}
 	}
 	empty := &workloads.Workload{Name: "empty", Params: workloads.Params{Users: 1}}
-	if _, err := RunRealTime(context.Background(), empty, &counter{n: map[string]int{}}, RealTime{Goroutines: 1, Duration: time.Millisecond}); err == nil {
+	if _, err := runRealTime(context.Background(), empty, &counter{n: map[string]int{}}, realTimeRun{Goroutines: 1, Duration: time.Millisecond}); err == nil {
 		t.Error("an empty workload accepted")
 	}
 }
@@ -123,18 +123,18 @@ func TestRealTimeAccuracyAgrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	scale := replayScale(w, 0.02)
-	s := Subjects()[1] // sliding-log
+	s := allSubjects()[1] // sliding-log
 	l, stop, err := s.New(limiters.Limit{N: 20, Per: time.Duration(float64(time.Second) * scale)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stop()
-	allowed, sent, lag, err := RealTimeAccuracy(context.Background(), w, l, scale)
+	allowed, sent, lag, err := realTimeAccuracy(context.Background(), w, l, scale)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ideal, _ := Ideal(sent, limit)
-	acc := Compare(sent, allowed, ideal, limit)
+	ideal, _ := idealOf(sent, limit)
+	acc := judge(sent, allowed, ideal, limit)
 	errors := acc.FalseAllow + acc.FalseDeny
 	if acc.MaxWindowRatio > 1.05 || acc.Admitted == 0 || errors > int64(len(allowed))/50 {
 		t.Fatalf("the sliding log replayed in real time: %+v, want at most N in any window and agreement with the ideal", acc)
@@ -175,11 +175,11 @@ func TestPacedLimit(t *testing.T) {
 }
 
 func TestMeasureMemory(t *testing.T) {
-	for _, s := range Subjects() {
+	for _, s := range allSubjects() {
 		if s.Name != "gcra" && s.Name != "x/time/rate" {
 			continue
 		}
-		m, err := MeasureMemory(context.Background(), s, limiters.Limit{N: 10, Per: time.Hour}, 50_000)
+		m, err := weighInProcess(context.Background(), s, limiters.Limit{N: 10, Per: time.Hour}, 50_000)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,9 +24,6 @@ import (
 	"github.com/ratelab/ratelab/workloads"
 )
 
-// BackendRedis is the Backend of the subjects kept in Redis.
-const BackendRedis = "redis"
-
 // redisTimeout bounds every call the Redis subjects make: the limiters'
 // timeout, the client's reads and writes, and its wait for a connection.
 const redisTimeout = time.Second
@@ -35,35 +32,35 @@ const redisTimeout = time.Second
 // runs' most senders (64), so that none waits for one.
 const redisPool = 128
 
-// RedisName is the name of algorithm a's subject kept in Redis.
-func RedisName(a limiters.Algorithm) string { return string(a) + " (redis)" }
+// redisName is the name of algorithm a's subject kept in Redis.
+func redisName(a limiters.Algorithm) string { return string(a) + " (redis)" }
 
-// RedisRateName is the name of go-redis/redis_rate's subject.
-const RedisRateName = "redis_rate"
+// redisRateName is the name of go-redis/redis_rate's subject.
+const redisRateName = "redis_rate"
 
-// RedisBatchedName is the name of ratelab's GCRA on Redis with batching
+// redisBatchedName is the name of ratelab's GCRA on Redis with batching
 // (redislimit.WithBatching): concurrent decisions share a script's run.
-const RedisBatchedName = "gcra (redis batched)"
+const redisBatchedName = "gcra (redis batched)"
 
-// RedisPackedName is the name of ratelab's GCRA on Redis with its keys
+// redisPackedName is the name of ratelab's GCRA on Redis with its keys
 // packed into hashes (redislimit.WithPacking): memory for millions of
 // users.
-const RedisPackedName = "gcra (redis packed)"
+const redisPackedName = "gcra (redis packed)"
 
 // redisPackedHashes is how many hashes the packed subject spreads its
 // users over: the lab's 50,000 Redis users make about 49 a hash (10,000,
 // quick, about 10), in the 16 to 64 that keep a hash one compact list.
 const redisPackedHashes = 1024
 
-// RedisNames are the names of the subjects kept in Redis, in the order the
+// redisNames are the names of the subjects kept in Redis, in the order the
 // lab runs them.
-func RedisNames() []string {
+func redisNames() []string {
 	var out []string
 	for _, a := range limiters.Algorithms() {
-		out = append(out, RedisName(a))
+		out = append(out, redisName(a))
 	}
-	return append(out, RedisBatchedName, RedisPackedName, RedisRateName, RedisFloorName, RedisBatchedFloorName,
-		RedisFleetPlainName, RedisFleetBatchedName, RedisFleetCachedName, RedisFleetLeaseName, RedisFleetLeaseTBName)
+	return append(out, redisBatchedName, redisPackedName, redisRateName, redisFloorName, redisBatchedFloorName,
+		redisFleetPlainName, redisFleetBatchedName, redisFleetCachedName, redisFleetLeaseName, redisFleetLeaseTBName)
 }
 
 // redisLab is the Redis server the lab's Redis subjects share: one client,
@@ -84,14 +81,14 @@ type redisLab struct {
 	err error
 }
 
-// RedisConfig says where the subjects kept in Redis are kept, and how the
+// redisConfig says where the subjects kept in Redis are kept, and how the
 // lab runs them: each decision of theirs is a round trip to the server,
 // thousands a second where a limiter in memory makes millions, so they run
 // on less (Defaults). Their simulated runs decide the first Users users
 // (attackers, on the attacks) of each workload over its first Simulated;
 // their unpaced real-time runs last RealTime, their paced ones LatencyTime
 // at OfferedRate; their memory runs give the server Keys keys.
-type RedisConfig struct {
+type redisConfig struct {
 	// URL is the server (redis://host:port/db); empty leaves the subjects
 	// kept in Redis out. A server that does not answer a PING within a
 	// second is no error: their runs are skipped, saying why. Their keys
@@ -111,7 +108,7 @@ type RedisConfig struct {
 // of its one thread), 5-10k with one, and fills about 20k keys a second in
 // pipelines: these keep the Redis rows to about a minute of the full lab
 // and 20s of the quick one.
-func (r RedisConfig) defaults(c Config) RedisConfig {
+func (r redisConfig) defaults(c Config) redisConfig {
 	q := c.Quick
 	set(&r.Users, pick(q, 10, 6))
 	set(&r.Simulated, pick(q, 10*time.Second, 4*time.Second))
@@ -123,10 +120,10 @@ func (r RedisConfig) defaults(c Config) RedisConfig {
 	return r
 }
 
-func (r RedisConfig) validate(c Config) error {
+func (r redisConfig) validate(c Config) error {
 	if r.URL == "" {
 		for _, n := range c.Limiters {
-			if slices.Contains(RedisNames(), n) {
+			if slices.Contains(redisNames(), n) {
 				return fmt.Errorf("harness: %s is kept in Redis, and the lab has no Redis server to run it on", n)
 			}
 		}
@@ -138,7 +135,7 @@ func (r RedisConfig) validate(c Config) error {
 	if r.Users < 1 || r.Keys < 1 || r.Simulated < 2*c.Limit.Per || r.RealTime <= 0 {
 		return fmt.Errorf("harness: Redis: users and keys must be positive, and the simulated span (%v) at least two windows", r.Simulated)
 	}
-	return (RealTime{Goroutines: c.LatencyGoroutines, Rate: r.OfferedRate, Duration: r.LatencyTime}).Validate()
+	return (realTimeRun{Goroutines: c.LatencyGoroutines, Rate: r.OfferedRate, Duration: r.LatencyTime}).Validate()
 }
 
 // openRedis opens the lab's Redis, when c names one and asks for a subject
@@ -146,7 +143,7 @@ func (r RedisConfig) validate(c Config) error {
 // second at most. A server that does not answer is no error: its subjects
 // are unavailable, saying why.
 func openRedis(ctx context.Context, c Config) (opened, error) {
-	if c.Redis.URL == "" || !slices.ContainsFunc(RedisNames(), func(n string) bool { return named(c.Limiters, n) }) {
+	if c.Redis.URL == "" || !slices.ContainsFunc(redisNames(), func(n string) bool { return named(c.Limiters, n) }) {
 		return nil, nil
 	}
 	opt, err := redis.ParseURL(c.Redis.URL)
@@ -265,38 +262,38 @@ func (r *redisLab) close(ctx context.Context) error {
 func (r *redisLab) subjects() []Subject {
 	var out []Subject
 	for _, a := range limiters.Algorithms() {
-		out = append(out, r.ratelab(RedisName(a), a, nil, false))
+		out = append(out, r.ratelab(redisName(a), a, nil, false))
 	}
 	out = append(out,
-		r.ratelab(RedisBatchedName, limiters.GCRA, []redislimit.Option{redislimit.WithBatching(redislimit.Batching{})}, false),
-		r.ratelab(RedisPackedName, limiters.GCRA, []redislimit.Option{redislimit.WithPacking(redisPackedHashes)}, true),
+		r.ratelab(redisBatchedName, limiters.GCRA, []redislimit.Option{redislimit.WithBatching(redislimit.Batching{})}, false),
+		r.ratelab(redisPackedName, limiters.GCRA, []redislimit.Option{redislimit.WithPacking(redisPackedHashes)}, true),
 		r.redisRate())
 	out = append(out, r.floors()...)
 	out = append(out, r.fleets()...)
 	out = slices.DeleteFunc(out, func(s Subject) bool { return !named(r.cfg.Limiters, s.Name) })
 	for i := range out {
-		if out[i].Name == RedisName(limiters.GCRA) {
+		if out[i].Name == redisName(limiters.GCRA) {
 			out[i].Outage = r.outage(limiters.GCRA)
 		}
-		out[i].Backend = BackendRedis
+		out[i].Backend = results.BackendRedis
 		out[i].Remote = r.remote()
 		if r.unreached != "" {
-			out[i] = Subject{Name: out[i].Name, Library: out[i].Library, Algorithm: out[i].Algorithm, Backend: BackendRedis, Floor: out[i].Floor,
-				Remote: &Remote{Server: "Redis", Unavailable: r.unreached}}
+			out[i] = Subject{Name: out[i].Name, Library: out[i].Library, Algorithm: out[i].Algorithm, Backend: results.BackendRedis, Floor: out[i].Floor,
+				Remote: &remote{Server: "Redis", Unavailable: r.unreached}}
 		}
 	}
 	return out
 }
 
 // remote is how a subject kept in Redis takes part in the lab.
-func (r *redisLab) remote() *Remote {
+func (r *redisLab) remote() *remote {
 	c := r.cfg
-	var rts []RealTime
+	var rts []realTimeRun
 	for _, g := range c.Goroutines {
-		rts = append(rts, RealTime{Goroutines: g, Duration: c.Redis.RealTime})
+		rts = append(rts, realTimeRun{Goroutines: g, Duration: c.Redis.RealTime})
 	}
-	rts = append(rts, RealTime{Goroutines: c.LatencyGoroutines, Rate: c.Redis.OfferedRate, Duration: c.Redis.LatencyTime})
-	return &Remote{Server: "Redis", Failed: r.failed, Sample: r.sample, Senders: 16, RealTime: rts, Note: r.realTimeNote}
+	rts = append(rts, realTimeRun{Goroutines: c.LatencyGoroutines, Rate: c.Redis.OfferedRate, Duration: c.Redis.LatencyTime})
+	return &remote{Server: "Redis", Failed: r.failed, Sample: r.sample, Senders: 16, RealTime: rts, Note: r.realTimeNote}
 }
 
 // ratelab is ratelab's algorithm a on Redis with opts, named name; packed
@@ -334,7 +331,7 @@ func (r *redisLab) ratelab(name string, a limiters.Algorithm, opts []redislimit.
 			}
 			return recorded{l, r}, stopper(l), nil
 		},
-		Weigh: func(ctx context.Context, w limiters.Limit) (MemoryResult, error) {
+		Weigh: func(ctx context.Context, w limiters.Limit) (memoryResult, error) {
 			var weighOpts []redislimit.Option
 			if packed { // batching is left out: the weighing sends its own pipelines
 				weighOpts = opts
@@ -381,7 +378,7 @@ func (r *redisLab) redisRate() Subject {
 		return l, peers.RedisRatePrefix + prefix + "*", err
 	}
 	return Subject{
-		Name: RedisRateName, Library: peers.RedisRateModule, Algorithm: limiters.GCRA,
+		Name: redisRateName, Library: peers.RedisRateModule, Algorithm: limiters.GCRA,
 		New: func(w limiters.Limit) (limiters.Limiter, func(), error) {
 			l, match, err := newRedisRate(r.c, w)
 			if err != nil {
@@ -393,7 +390,7 @@ func (r *redisLab) redisRate() Subject {
 				}
 			}, nil
 		},
-		Weigh: func(ctx context.Context, w limiters.Limit) (MemoryResult, error) {
+		Weigh: func(ctx context.Context, w limiters.Limit) (memoryResult, error) {
 			return r.weigh(ctx, false, func(c redislimit.Client) (func(string), string, error) {
 				l, match, err := newRedisRate(c, w)
 				if err != nil {
@@ -435,17 +432,17 @@ const weighBatch = 1000
 // growth over the keys written, counted by SCAN, is the answer, each key's
 // name included (and whatever else wrote to the server meanwhile); packed,
 // over the fields of the hashes written. The keys are removed after.
-func (r *redisLab) weigh(ctx context.Context, packed bool, newDecider func(c redislimit.Client) (func(string), string, error)) (MemoryResult, error) {
+func (r *redisLab) weigh(ctx context.Context, packed bool, newDecider func(c redislimit.Client) (func(string), string, error)) (memoryResult, error) {
 	keys := r.cfg.Redis.Keys
 	warm, match, err := newDecider(r.c)
 	if err != nil {
-		return MemoryResult{}, err
+		return memoryResult{}, err
 	}
 	warm("warm-up")
 	q := &queue{Pipeliner: r.c.Pipeline()}
 	decide, qmatch, err := newDecider(q)
 	if err != nil {
-		return MemoryResult{}, err
+		return memoryResult{}, err
 	}
 	defer func() {
 		for _, m := range []string{match, qmatch} {
@@ -456,7 +453,7 @@ func (r *redisLab) weigh(ctx context.Context, packed bool, newDecider func(c red
 	}()
 	memBefore, err := r.settled(ctx)
 	if err != nil {
-		return MemoryResult{}, err
+		return memoryResult{}, err
 	}
 	for i := range keys {
 		decide(workloads.UserKey(i))
@@ -464,31 +461,31 @@ func (r *redisLab) weigh(ctx context.Context, packed bool, newDecider func(c red
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return MemoryResult{}, err
+			return memoryResult{}, err
 		}
 		ectx, cancel := context.WithTimeout(ctx, 10*redisTimeout)
 		_, err := q.Exec(ectx)
 		cancel()
 		if err != nil {
-			return MemoryResult{}, fmt.Errorf("harness: Redis at %s: %w", r.addr, err)
+			return memoryResult{}, fmt.Errorf("harness: Redis at %s: %w", r.addr, err)
 		}
 	}
 	memAfter, err := r.usage(ctx)
 	if err != nil {
-		return MemoryResult{}, err
+		return memoryResult{}, err
 	}
 	held, err := r.count(ctx, qmatch, packed)
 	if err != nil {
-		return MemoryResult{}, err
+		return memoryResult{}, err
 	}
 	if held != keys {
 		what := "keys"
 		if packed {
 			what = "fields"
 		}
-		return MemoryResult{}, fmt.Errorf("harness: Redis at %s holds %d %s after a decision for each of %d users", r.addr, held, what, keys)
+		return memoryResult{}, fmt.Errorf("harness: Redis at %s holds %d %s after a decision for each of %d users", r.addr, held, what, keys)
 	}
-	return MemoryResult{Users: keys, BytesPerUser: float64(memAfter-memBefore) / float64(held), Tracked: held,
+	return memoryResult{Users: keys, BytesPerUser: float64(memAfter-memBefore) / float64(held), Tracked: held,
 		Note: fmt.Sprintf("Rows kept in Redis: the growth of the server's used_memory (INFO memory) per key it gained, after one decision for each of %d keys (sent in pipelines), "+
 			"each key's name (the run's prefix, the user, and for ratelab the algorithm and limit: 50 to 80 bytes) included; the server's memory, not the process's. "+
 			"Packed, each user is a field (its name and state) of one of %d hashes, and the growth is per field.", keys, redisPackedHashes)}, nil
@@ -583,7 +580,7 @@ func (q *queue) EvalSha(ctx context.Context, sha string, keys []string, args ...
 
 // realTimeNote says how the real-time run rt of a subject kept in Redis
 // differs from the others in its table.
-func (r *redisLab) realTimeNote(rt RealTime) string {
+func (r *redisLab) realTimeNote(rt realTimeRun) string {
 	c := r.cfg
 	if rt.Rate > 0 {
 		return fmt.Sprintf("Rows kept in Redis are paced at %.0f a second for %v: each decision is a round trip to the server, and at %.0f a second the run would measure a queue.",

@@ -51,7 +51,7 @@ func TestLabRedis(t *testing.T) {
 	url, rdb := redisURL(t)
 	c := smallLab()
 	c.Redis.URL = url
-	c.Limiters = []string{"sliding-counter", "gcra", RedisName(limiters.SlidingCounter), RedisName(limiters.GCRA), RedisRateName, RedisFloorName, RedisBatchedFloorName}
+	c.Limiters = []string{"sliding-counter", "gcra", redisName(limiters.SlidingCounter), redisName(limiters.GCRA), redisRateName, redisFloorName, redisBatchedFloorName}
 	c.Workloads = []string{"uniform", "boundary-attack", "many-users"}
 	c.Redis.Users, c.Redis.Simulated, c.Redis.Keys = 4, 3*time.Second, 2000
 	c.Redis.RealTime, c.Redis.LatencyTime = 20*time.Millisecond, 50*time.Millisecond
@@ -64,9 +64,9 @@ func TestLabRedis(t *testing.T) {
 	if p == nil || p.Users != 4 || p.Keys != 2000 || !strings.HasPrefix(p.Prefix, "ratelab:bench:") {
 		t.Fatalf("Params.Redis = %+v", p)
 	}
-	onRedis := []string{RedisName(limiters.SlidingCounter), RedisName(limiters.GCRA), RedisRateName}
+	onRedis := []string{redisName(limiters.SlidingCounter), redisName(limiters.GCRA), redisRateName}
 	seen := map[string]int{} // by mode, or "skipped"
-	for _, r := range f.Runs {
+	for _, r := range f.Rows {
 		if !slices.Contains(onRedis, r.Limiter) {
 			continue
 		}
@@ -74,14 +74,14 @@ func TestLabRedis(t *testing.T) {
 			t.Errorf("%s on %s: backend %q, want redis", r.Limiter, r.Workload, r.Backend)
 		}
 		switch {
-		case r.SkippedBecause != "":
+		case r.Skipped != "":
 			seen["skipped"]++
-			timing := strings.HasPrefix(r.SkippedBecause, "not timed")
-			accuracy := r.Workload == "many-users" || r.Limiter == RedisRateName
-			if !timing && !(accuracy && strings.HasPrefix(r.SkippedBecause, "accuracy")) {
-				t.Errorf("%s on %s skipped: %s", r.Limiter, r.Workload, r.SkippedBecause)
+			timing := strings.HasPrefix(r.Skipped, "not timed")
+			accuracy := r.Workload == "many-users" || r.Limiter == redisRateName
+			if !timing && !(accuracy && strings.HasPrefix(r.Skipped, "accuracy")) {
+				t.Errorf("%s on %s skipped: %s", r.Limiter, r.Workload, r.Skipped)
 			}
-		case r.Mode == ModeSimulated:
+		case r.Mode == simulatedModeName:
 			seen[r.Mode]++
 			w, err := c.Workload(r.Workload)
 			if err != nil {
@@ -92,30 +92,32 @@ func TestLabRedis(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ideal, _ := Ideal(sw, c.Limit)
-			want := Compare(sw, Simulate(sw, m), ideal, c.Limit)
+			ideal, _ := idealOf(sw, c.Limit)
+			want := judge(sw, simulate(sw, m), ideal, c.Limit)
 			stop()
-			if r.DiffersFromMemory == nil || *r.DiffersFromMemory != 0 || *r.Accuracy != want || r.Decisions != int64(len(sw.Arrivals)) {
-				t.Errorf("%s on %s: %d decisions, %v differing from memory, accuracy %+v; want %d, 0 and %+v",
-					r.Limiter, r.Workload, r.Decisions, r.DiffersFromMemory, *r.Accuracy, len(sw.Arrivals), want)
+			differs, checked := r.Value(results.DiffersFromMemory)
+			n := r.Count(results.Decisions)
+			if !checked || differs != 0 || accuracyOf(r) != want || n != int64(len(sw.Arrivals)) {
+				t.Errorf("%s on %s: %d decisions, %v (%v) differing from memory, accuracy %+v; want %d, 0 and %+v",
+					r.Limiter, r.Workload, n, differs, checked, accuracyOf(r), len(sw.Arrivals), want)
 			}
-			if r.Accuracy.Admitted == 0 || r.Accuracy.Admitted == r.Decisions {
-				t.Errorf("%s on %s admitted %d of %d: the sample should be over the limit", r.Limiter, r.Workload, r.Accuracy.Admitted, r.Decisions)
+			if a := accuracyOf(r).Admitted; a == 0 || a == n {
+				t.Errorf("%s on %s admitted %d of %d: the sample should be over the limit", r.Limiter, r.Workload, a, n)
 			}
-		case r.Mode == ModeRealTime:
+		case r.Mode == realTimeModeName:
 			seen[r.Mode]++
-			if r.ThroughputPerS <= 0 || r.LatencyNS == nil || r.Decisions == 0 || r.Note == "" {
+			if r.Get(results.Throughput) <= 0 || !r.Has(results.Latency+".p50") || r.Get(results.Decisions) == 0 || r.Note == "" {
 				t.Errorf("%s on %s in real time: %+v", r.Limiter, r.Workload, r)
 			}
-			if r.OfferedRate != 0 && r.OfferedRate != c.Redis.OfferedRate {
-				t.Errorf("%s paced at %v, want %v", r.Limiter, r.OfferedRate, c.Redis.OfferedRate)
+			if o := r.SettingFloat(results.Offered); o != 0 && o != c.Redis.OfferedRate {
+				t.Errorf("%s paced at %v, want %v", r.Limiter, o, c.Redis.OfferedRate)
 			}
-		case r.Mode == ModeMemory:
+		case r.Mode == memoryModeName:
 			seen[r.Mode]++
 			// A key, its name (60 to 80 bytes here) and a value: a hundred
 			// bytes or a few hundred, not nothing and not kilobytes.
-			if r.Users != 2000 || r.BytesPerUser < 60 || r.BytesPerUser > 2000 {
-				t.Errorf("%s weighed %d keys at %.1f bytes each", r.Limiter, r.Users, r.BytesPerUser)
+			if b := r.Get(results.BytesPerUser); r.Get(users) != 2000 || b < 60 || b > 2000 {
+				t.Errorf("%s weighed %v keys at %.1f bytes each", r.Limiter, r.Get(users), b)
 			}
 		default:
 			t.Errorf("%s on %s: mode %q", r.Limiter, r.Workload, r.Mode)
@@ -125,7 +127,7 @@ func TestLabRedis(t *testing.T) {
 	// time: three subjects, three workloads, two sweeps and a paced run;
 	// memory: each subject; skipped: timing everywhere, the accuracy of
 	// redis_rate and of many-users.
-	want := map[string]int{ModeSimulated: 2 * 2, ModeRealTime: 3 * 3 * 3, ModeMemory: 3, "skipped": 3*3 + 3 + 2}
+	want := map[string]int{simulatedModeName: 2 * 2, realTimeModeName: 3 * 3 * 3, memoryModeName: 3, "skipped": 3*3 + 3 + 2}
 	for k, n := range want {
 		if seen[k] != n {
 			t.Errorf("%d Redis runs %s, want %d (all: %v)", seen[k], k, n, seen)
@@ -134,12 +136,12 @@ func TestLabRedis(t *testing.T) {
 	// The floors: in real time only, each sweep and the paced run on each
 	// workload, admitting everything, left out of the picks.
 	floors := 0
-	for _, r := range f.Runs {
-		if r.Limiter != RedisFloorName && r.Limiter != RedisBatchedFloorName {
+	for _, r := range f.Rows {
+		if r.Limiter != redisFloorName && r.Limiter != redisBatchedFloorName {
 			continue
 		}
 		floors++
-		if r.Mode != ModeRealTime || !r.Floor || !r.Outside() || r.SkippedBecause != "" || !(r.ThroughputPerS > 0) || *r.AdmittedFraction != 1 {
+		if a, ok := r.Value(admitted); r.Mode != realTimeModeName || !r.IsFloor() || !r.Outside() || r.Skipped != "" || !(r.Get(results.Throughput) > 0) || !ok || a != 1 {
 			t.Errorf("%s on %s (%s): %+v, want a real-time run admitting everything", r.Limiter, r.Workload, r.Mode, r)
 		}
 	}
@@ -165,26 +167,26 @@ func TestLabRedisUnreachable(t *testing.T) {
 	addr := closedPort(t)
 	c := smallLab()
 	c.Redis.URL = "redis://" + addr + "/0"
-	c.Limiters = []string{"gcra", RedisName(limiters.GCRA), RedisRateName}
+	c.Limiters = []string{"gcra", redisName(limiters.GCRA), redisRateName}
 	c.Workloads = []string{"uniform", "bursty"}
-	c.Modes = []string{ModeSimulated, ModeMemory}
+	c.Modes = []string{simulatedModeName, memoryModeName}
 	f, err := Lab(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Meta.Params.Redis != nil || slices.Contains(f.Meta.Params.Limiters, RedisRateName) {
+	if f.Meta.Params.Redis != nil || slices.Contains(f.Meta.Params.Limiters, redisRateName) {
 		t.Errorf("the params say Redis ran: %+v", f.Meta.Params)
 	}
 	ran := 0
-	for _, r := range f.Runs {
-		if r.Limiter == "gcra" && r.SkippedBecause == "" {
+	for _, r := range f.Rows {
+		if r.Limiter == "gcra" && r.Skipped == "" {
 			ran++
 		}
 	}
 	if ran != 3 {
 		t.Errorf("gcra ran %d times, want on each workload and in memory", ran)
 	}
-	want := RedisName(limiters.GCRA) + ", redis_rate on uniform, bursty: no Redis at " + addr + ": connect: connection refused; point the lab at a server with --redis-url"
+	want := redisName(limiters.GCRA) + ", redis_rate on uniform, bursty: no Redis at " + addr + ": connect: connection refused; point the lab at a server with --redis-url"
 	if got := results.Skipped(f); len(got) != 1 || !strings.HasPrefix(got[0], want) {
 		t.Errorf("Skipped = %q, want one line starting %q", got, want)
 	}
@@ -206,7 +208,7 @@ func TestSimulateByKey(t *testing.T) {
 				t.Fatal(err)
 			}
 			if workers == 1 {
-				got[i] = Simulate(w, l)
+				got[i] = simulate(w, l)
 			} else {
 				got[i] = simulateByKey(w, l, workers)
 			}
@@ -220,7 +222,7 @@ func TestSimulateByKey(t *testing.T) {
 
 func TestRedisConfigRefused(t *testing.T) {
 	c := smallLab()
-	c.Limiters = []string{RedisName(limiters.GCRA)}
+	c.Limiters = []string{redisName(limiters.GCRA)}
 	if err := c.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), "no Redis server") {
 		t.Errorf("a Redis subject without a server: %v", err)
 	}

@@ -20,17 +20,17 @@ import (
 // retry-after; and GCRA and the token bucket with leases (approximate,
 // WithLeases), which admit from units leased for a lease time.
 const (
-	RedisFleetPlainName   = "gcra fleet (plain)"
-	RedisFleetBatchedName = "gcra fleet (batched)"
-	RedisFleetCachedName  = "gcra fleet (cached)"
-	RedisFleetLeaseName   = "gcra fleet (lease)"
-	RedisFleetLeaseTBName = "token-bucket fleet (lease)"
+	redisFleetPlainName   = "gcra fleet (plain)"
+	redisFleetBatchedName = "gcra fleet (batched)"
+	redisFleetCachedName  = "gcra fleet (cached)"
+	redisFleetLeaseName   = "gcra fleet (lease)"
+	redisFleetLeaseTBName = "token-bucket fleet (lease)"
 )
 
-// LeaseTime is the lease time of the lease fleets, as a fraction of the
-// lab's window: they admit at most LeaseTime·R more than the exact limiter
+// leaseTime is the lease time of the lease fleets, as a fraction of the
+// lab's window: they admit at most leaseTime·R more than the exact limiter
 // in any interval.
-const LeaseTime = 10 // a tenth of the window
+const leaseTime = 10 // a tenth of the window
 
 // fleets returns the fleets on r's server.
 func (r *redisLab) fleets() []Subject {
@@ -42,18 +42,18 @@ func (r *redisLab) fleets() []Subject {
 		opts  []redislimit.Option
 		lease bool // leases of a LeaseTime-th of the window
 	}{
-		{RedisFleetPlainName, limiters.GCRA, []redislimit.Option{off}, false},
-		{RedisFleetBatchedName, limiters.GCRA, []redislimit.Option{off, redislimit.WithBatching(redislimit.Batching{})}, false},
-		{RedisFleetCachedName, limiters.GCRA, nil, false},
-		{RedisFleetLeaseName, limiters.GCRA, nil, true},
-		{RedisFleetLeaseTBName, limiters.TokenBucket, nil, true},
+		{redisFleetPlainName, limiters.GCRA, []redislimit.Option{off}, false},
+		{redisFleetBatchedName, limiters.GCRA, []redislimit.Option{off, redislimit.WithBatching(redislimit.Batching{})}, false},
+		{redisFleetCachedName, limiters.GCRA, nil, false},
+		{redisFleetLeaseName, limiters.GCRA, nil, true},
+		{redisFleetLeaseTBName, limiters.TokenBucket, nil, true},
 	} {
 		out = append(out, Subject{Name: v.name, Library: "ratelab", Algorithm: v.a,
-			Fleet: &Fleet{
-				New: func(w limiters.Limit, n int) ([]Process, func(), error) {
+			Fleet: &fleetMaker{
+				New: func(w limiters.Limit, n int) ([]process, func(), error) {
 					opts := v.opts
 					if v.lease {
-						opts = []redislimit.Option{redislimit.WithLeases(w.Per/LeaseTime, 0)}
+						opts = []redislimit.Option{redislimit.WithLeases(w.Per/leaseTime, 0)}
 					}
 					return r.fleet(v.a, w, n, opts)
 				},
@@ -66,9 +66,9 @@ func (r *redisLab) fleets() []Subject {
 
 // fleet makes n processes of a at w with opts, each with a client of its
 // own, sharing a key prefix.
-func (r *redisLab) fleet(a limiters.Algorithm, w limiters.Limit, n int, opts []redislimit.Option) ([]Process, func(), error) {
+func (r *redisLab) fleet(a limiters.Algorithm, w limiters.Limit, n int, opts []redislimit.Option) ([]process, func(), error) {
 	prefix := r.newPrefix()
-	procs := make([]Process, 0, n)
+	procs := make([]process, 0, n)
 	stop := func() {
 		for _, p := range procs {
 			p.Close()

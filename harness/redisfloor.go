@@ -18,8 +18,8 @@ import (
 // admit everything, so they run in real time only, and the picks leave
 // them out.
 const (
-	RedisFloorName        = "(redis floor)"
-	RedisBatchedFloorName = "(redis batched floor)"
+	redisFloorName        = "(redis floor)"
+	redisBatchedFloorName = "(redis batched floor)"
 )
 
 // floorBatch is the most no-ops one batch carries, as redislimit's
@@ -45,8 +45,8 @@ func (r *redisLab) floors() []Subject {
 		}
 	}
 	return []Subject{
-		{Name: RedisFloorName, Library: "ratelab", Floor: true, New: newFloor(false)},
-		{Name: RedisBatchedFloorName, Library: "ratelab", Floor: true, New: newFloor(true)},
+		{Name: redisFloorName, Library: "ratelab", Floor: true, New: newFloor(false)},
+		{Name: redisBatchedFloorName, Library: "ratelab", Floor: true, New: newFloor(true)},
 	}
 }
 

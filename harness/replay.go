@@ -14,10 +14,10 @@ import (
 	"github.com/ratelab/ratelab/workloads"
 )
 
-// ReplayLine is what Replay writes for each request: the request and the
+// replayLine is what Replay writes for each request: the request and the
 // limiter's decision, times in seconds. RetryAfter is null when the request
 // can never be admitted (its cost is above the limit).
-type ReplayLine struct {
+type replayLine struct {
 	T          float64  `json:"t"`
 	Key        string   `json:"key"`
 	N          int      `json:"n"`
@@ -89,7 +89,7 @@ func Replay(ctx context.Context, tr *workloads.TraceReader, l limiters.Limiter, 
 		} else if d, err = l.Decide(ctx, r); err != nil {
 			break
 		}
-		line := ReplayLine{
+		line := replayLine{
 			Actual:     actual,
 			T:          req.T.Seconds(),
 			Key:        req.Key,

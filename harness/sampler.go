@@ -49,10 +49,10 @@ func NewSampler(c Config) (*Sampler, error) {
 	if c.Redis.URL != "" || c.Trace != nil || len(c.Extra) > 0 {
 		return nil, fmt.Errorf("harness: the sampler times ratelab's limiters in memory, on generated workloads")
 	}
-	all, _ := SubjectsNamed(c.Limiters)
+	all, _ := subjectsNamed(c.Limiters)
 	var subjects []Subject
 	for _, s := range all {
-		if s.Library == "ratelab" && s.Backend == "memory" {
+		if s.Library == results.LibraryRatelab && s.Backend == results.BackendMemory {
 			subjects = append(subjects, s)
 		}
 	}

@@ -63,7 +63,7 @@ func TestNewSamplerRefuses(t *testing.T) {
 	}{
 		{"a peer only", Config{Quick: true, Limiters: []string{"go-limiter"}}, "times ratelab's limiters"},
 		{"an unknown limiter", Config{Quick: true, Limiters: []string{"gcra2"}}, `unknown limiter "gcra2"`},
-		{"Redis", Config{Quick: true, Redis: RedisConfig{URL: "redis://127.0.0.1:6379/0"}}, "in memory"},
+		{"Redis", Config{Quick: true, Redis: redisConfig{URL: "redis://127.0.0.1:6379/0"}}, "in memory"},
 		{"a bad limit", Config{Quick: true, Users: -1}, "must be positive"},
 	} {
 		if _, err := NewSampler(tt.c); err == nil || !strings.Contains(err.Error(), tt.says) {

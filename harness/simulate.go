@@ -10,10 +10,10 @@ import (
 	"github.com/ratelab/ratelab/workloads"
 )
 
-// Simulate decides every arrival of w with d, at time zero plus the
+// simulate decides every arrival of w with d, at time zero plus the
 // arrival's time, and returns which were admitted, in arrival order. The
 // harness owns the clock: the result depends only on w and on d.
-func Simulate(w *workloads.Workload, d limiters.Limiter) []bool {
+func simulate(w *workloads.Workload, d limiters.Limiter) []bool {
 	allowed := make([]bool, len(w.Arrivals))
 	keys := keysOf(w)
 	ctx := context.Background()
@@ -40,21 +40,21 @@ func keysOf(w *workloads.Workload) []string {
 	return keys
 }
 
-// Ideal returns the ideal's decisions for "limit" on w: the sliding window
+// idealOf returns the ideal's decisions for "limit" on w: the sliding window
 // log, which admits a request exactly when what its key was admitted in the
 // last W, plus the request, is at most N.
-func Ideal(w *workloads.Workload, limit limiters.Limit) ([]bool, error) {
+func idealOf(w *workloads.Workload, limit limiters.Limit) ([]bool, error) {
 	l, err := slidinglog.New(limit, limiters.WithSweepInterval(-1))
 	if err != nil {
 		return nil, err
 	}
 	defer l.Close()
-	return Simulate(w, l), nil
+	return simulate(w, l), nil
 }
 
-// Compare measures allowed against the ideal's decisions on the same
+// judge measures allowed against the ideal's decisions on the same
 // arrivals, judged as "limit".
-func Compare(w *workloads.Workload, allowed, ideal []bool, limit limiters.Limit) results.Accuracy {
+func judge(w *workloads.Workload, allowed, ideal []bool, limit limiters.Limit) results.Accuracy {
 	var acc results.Accuracy
 	for i := range allowed {
 		switch {
@@ -74,17 +74,18 @@ func Compare(w *workloads.Workload, allowed, ideal []bool, limit limiters.Limit)
 		acc.FalseAllowRate = float64(acc.FalseAllow) / n
 		acc.FalseDenyRate = float64(acc.FalseDeny) / n
 	}
-	acc.MaxWindowRatio = float64(MaxInWindow(w, allowed, limit.Per)) / float64(limit.N)
+	acc.MaxWindowRatio = float64(maxInWindow(w, allowed, limit.Per)) / float64(limit.N)
 	return acc
 }
 
 // edgeWindows is how many windows an edge series spans.
 const edgeWindows = 4
 
-// EdgeSeries returns what user 0 had admitted in the trailing window of
-// length, after each of its requests before windows windows have passed.
-func EdgeSeries(w *workloads.Workload, allowed []bool, length time.Duration, windows int) *results.Series {
-	s := &results.Series{Key: w.Key(0)}
+// edgeSeries returns what user 0 had admitted in the trailing window of
+// length, in cost, after each of its requests (at X seconds) before
+// windows windows have passed: the series "in_window".
+func edgeSeries(w *workloads.Workload, allowed []bool, length time.Duration, windows int) results.Series {
+	s := results.Series{Name: "in_window", Unit: "cost", XUnit: results.UnitSeconds}
 	end := time.Duration(windows) * length
 	var mine []workloads.Arrival // user 0's admitted requests, in order
 	sum, lo := int64(0), 0
@@ -103,15 +104,15 @@ func EdgeSeries(w *workloads.Workload, allowed []bool, length time.Duration, win
 			sum -= int64(mine[lo].N)
 			lo++
 		}
-		s.T = append(s.T, a.T.Seconds())
-		s.InWindow = append(s.InWindow, float64(sum))
+		s.X = append(s.X, a.T.Seconds())
+		s.Y = append(s.Y, float64(sum))
 	}
 	return s
 }
 
-// MaxInWindow returns the most cost any one user had admitted in an
+// maxInWindow returns the most cost any one user had admitted in an
 // interval (t - length, t].
-func MaxInWindow(w *workloads.Workload, allowed []bool, length time.Duration) int64 {
+func maxInWindow(w *workloads.Workload, allowed []bool, length time.Duration) int64 {
 	// Group the admitted arrivals by user (a counting sort keeps each
 	// user's in time order), then slide a window over each user's.
 	start := make([]int32, w.Params.Users+1)

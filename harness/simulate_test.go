@@ -18,11 +18,11 @@ func TestMaxInWindow(t *testing.T) {
 		{T: 1200 * time.Millisecond, User: 1, N: 1},
 	}}
 	all := []bool{true, true, true, true, true, true}
-	if got := MaxInWindow(w, all, time.Second); got != 7 {
+	if got := maxInWindow(w, all, time.Second); got != 7 {
 		t.Errorf("MaxInWindow = %d, want 7 (user 0: 2+1+4 in (0.1s, 1.1s])", got)
 	}
 	some := []bool{true, true, true, true, false, true}
-	if got := MaxInWindow(w, some, time.Second); got != 6 {
+	if got := maxInWindow(w, some, time.Second); got != 6 {
 		t.Errorf("MaxInWindow without the 4 = %d, want 6 (user 1: 5+1)", got)
 	}
 }
@@ -38,19 +38,19 @@ func TestBoundaryAttackYardsticks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ideal, err := Ideal(w, limit)
+	ideal, err := idealOf(w, limit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if acc := Compare(w, ideal, ideal, limit); acc.MaxWindowRatio != 1 || acc.FalseAllow != 0 || acc.FalseDeny != 0 {
+	if acc := judge(w, ideal, ideal, limit); acc.MaxWindowRatio != 1 || acc.FalseAllow != 0 || acc.FalseDeny != 0 {
 		t.Fatalf("the ideal against itself: %+v", acc)
 	}
-	for _, s := range Subjects()[:1] { // fixed-window
+	for _, s := range allSubjects()[:1] { // fixed-window
 		d, stop, err := s.NewAt(limit)
 		if err != nil {
 			t.Fatal(err)
 		}
-		acc := Compare(w, Simulate(w, d), ideal, limit)
+		acc := judge(w, simulate(w, d), ideal, limit)
 		stop()
 		if acc.MaxWindowRatio != 2 || acc.FalseAllow == 0 || acc.FalseDeny == 0 || acc.Admitted <= acc.Ideal {
 			t.Fatalf("fixed window under the boundary attack: %+v, want a ratio of 2, more admitted than the ideal, errors both ways", acc)
@@ -67,10 +67,10 @@ func TestEdgeSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ideal, _ := Ideal(w, limit)
-	d, stop, _ := Subjects()[0].NewAt(limit) // fixed-window
+	ideal, _ := idealOf(w, limit)
+	d, stop, _ := allSubjects()[0].NewAt(limit) // fixed-window
 	defer stop()
-	fixed := Simulate(w, d)
+	fixed := simulate(w, d)
 	top := func(s []float64) float64 {
 		m := 0.0
 		for _, v := range s {
@@ -78,13 +78,13 @@ func TestEdgeSeries(t *testing.T) {
 		}
 		return m
 	}
-	fs, is := EdgeSeries(w, fixed, time.Second, 4), EdgeSeries(w, ideal, time.Second, 4)
-	if top(fs.InWindow) != 20 || top(is.InWindow) != 10 {
-		t.Fatalf("peak in the trailing window: fixed %v, ideal %v; want 20 and 10", top(fs.InWindow), top(is.InWindow))
+	fs, is := edgeSeries(w, fixed, time.Second, 4), edgeSeries(w, ideal, time.Second, 4)
+	if top(fs.Y) != 20 || top(is.Y) != 10 {
+		t.Fatalf("peak in the trailing window: fixed %v, ideal %v; want 20 and 10", top(fs.Y), top(is.Y))
 	}
 	// Attacker 0's requests in the first 4 windows: 20 at each of the
 	// edges at 1, 2 and 3s, and the 10 just before the edge at 4s.
-	if len(fs.T) != 70 || fs.Key != w.Key(0) || fs.T[len(fs.T)-1] >= 4 {
-		t.Fatalf("series of %d points for %q ending at %v", len(fs.T), fs.Key, fs.T[len(fs.T)-1])
+	if len(fs.X) != 70 || len(fs.Y) != len(fs.X) || fs.Name != "in_window" || fs.X[len(fs.X)-1] >= 4 {
+		t.Fatalf("series %q of %d points (%d values) ending at %v", fs.Name, len(fs.X), len(fs.Y), fs.X[len(fs.X)-1])
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/ratelab/ratelab/limiters/slidinglog"
 	"github.com/ratelab/ratelab/limiters/tiers"
 	"github.com/ratelab/ratelab/limiters/tokenbucket"
+	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/workloads"
 )
 
@@ -46,7 +47,7 @@ type Subject struct {
 	// Weigh, when set, measures what the limiter holds per key itself
 	// (its state is in a server), in place of the live heap of the
 	// process after a decision for each of the memory run's keys.
-	Weigh func(ctx context.Context, limit limiters.Limit) (MemoryResult, error)
+	Weigh func(ctx context.Context, limit limiters.Limit) (memoryResult, error)
 	// OwnLimits, when set, says the limiter has limits of its own (a
 	// configuration's tiers) and ignores the lab's N per W: it is timed,
 	// weighed and run in real time like the others, but its accuracy is
@@ -54,7 +55,7 @@ type Subject struct {
 	OwnLimits string
 	// Fleet, when set, makes the subject as processes sharing one server:
 	// the fleet mode runs it so.
-	Fleet *Fleet
+	Fleet *fleetMaker
 	// NewSettler, when set, makes the limiter for "N per W" able to
 	// reserve and settle at explicit times: the llm mode runs it.
 	NewSettler func(l limiters.Limit) (limiters.Settler, func(), error)
@@ -68,15 +69,15 @@ type Subject struct {
 	Floor bool
 	// Remote, when set, says each decision is a round trip to a server,
 	// and how the lab allows for that.
-	Remote *Remote
+	Remote *remote
 }
 
-// Remote is how a subject whose every decision is a round trip to a
+// remote is how a subject whose every decision is a round trip to a
 // server takes part in the lab: it makes thousands of decisions a second
 // where a limiter in the process makes millions, so it decides a sample
 // of each workload, runs shorter and slower in real time, is not timed
 // against the harness floor, and stops when its server fails.
-type Remote struct {
+type remote struct {
 	// Server names the server, for what the results say: "Redis".
 	Server string
 	// Unavailable says why the subject cannot run at all (its server
@@ -91,8 +92,8 @@ type Remote struct {
 	Senders int
 	// RealTime are its real-time runs, in place of the lab's, and the
 	// note each one's row carries.
-	RealTime []RealTime
-	Note     func(RealTime) string
+	RealTime []realTimeRun
+	Note     func(realTimeRun) string
 }
 
 // failed says why s no longer runs, "" while it does.
@@ -127,7 +128,7 @@ func NewSubject(name string, newLimiter func(limiters.Limit) (limiters.Limiter, 
 	_, err = probe.Decide(context.Background(), limiters.Request{Key: "probe", N: 1, At: time.Unix(1, 0)})
 	at := err == nil
 	closer(probe)()
-	s := Subject{Name: name, Library: name, Backend: "memory",
+	s := Subject{Name: name, Library: name, Backend: results.BackendMemory,
 		New: func(w limiters.Limit) (limiters.Limiter, func(), error) {
 			l, err := newLimiter(w)
 			if err != nil {
@@ -162,7 +163,7 @@ func TiersSubject(name string, c tiers.Config) Subject {
 		return l, func() { l.Close() }, nil
 	}
 	return Subject{
-		Name: name, Library: "ratelab", Algorithm: c.Algorithm, Backend: "memory",
+		Name: name, Library: results.LibraryRatelab, Algorithm: c.Algorithm, Backend: results.BackendMemory,
 		OwnLimits: fmt.Sprintf("%s, the default tier %s", name, c.Default),
 		NewAt:     newTiers,
 		New:       newTiers,
@@ -206,13 +207,13 @@ func newInMemory(a limiters.Algorithm, l limiters.Limit) (inMemory, func(), erro
 	return m, func() { m.Close() }, nil
 }
 
-// Subjects returns ratelab's six algorithms in memory, then the peers.
-func Subjects() []Subject {
+// allSubjects returns ratelab's six algorithms in memory, then the peers.
+func allSubjects() []Subject {
 	var out []Subject
 	for _, a := range limiters.Algorithms() {
 		newLimiter := func(l limiters.Limit) (limiters.Limiter, func(), error) { return nonNil(newInMemory(a, l)) }
 		out = append(out, Subject{
-			Name: string(a), Library: "ratelab", Algorithm: a, Backend: "memory",
+			Name: string(a), Library: results.LibraryRatelab, Algorithm: a, Backend: results.BackendMemory,
 			NewAt: newLimiter,
 			New:   newLimiter,
 			NewSettler: func(l limiters.Limit) (limiters.Settler, func(), error) {
@@ -227,7 +228,7 @@ func Subjects() []Subject {
 	}
 	for _, p := range peers.All() {
 		s := Subject{
-			Name: p.Name, Library: p.Module, Algorithm: p.Algorithm, Backend: "memory",
+			Name: p.Name, Library: p.Module, Algorithm: p.Algorithm, Backend: results.BackendMemory,
 			New: func(w limiters.Limit) (limiters.Limiter, func(), error) {
 				l, err := p.New(w)
 				if err != nil {
@@ -250,12 +251,12 @@ func Subjects() []Subject {
 	return out
 }
 
-// Floor is the harness floor: a limiter that decides nothing and admits
+// floorSubject is the harness floor: a limiter that decides nothing and admits
 // everything. Its rows in the real-time tables are what the harness itself
 // costs, and what the runtime alone adds to lock wait.
-func Floor() Subject {
+func floorSubject() Subject {
 	return Subject{
-		Name: "(harness floor)", Library: "ratelab", Backend: "none", Floor: true,
+		Name: "(harness floor)", Library: results.LibraryRatelab, Backend: "none", Floor: true,
 		New: func(limiters.Limit) (limiters.Limiter, func(), error) { return nop{}, func() {}, nil },
 	}
 }
@@ -278,12 +279,12 @@ func nonNil[L limiters.Limiter](l L, stop func(), err error) (limiters.Limiter, 
 	return l, stop, nil
 }
 
-// SubjectsNamed returns the subjects in the process with the given names,
+// subjectsNamed returns the subjects in the process with the given names,
 // in the order Subjects lists them; all of them when names is empty. The
 // names of the subjects the lab's servers hold (ServerNames) are known,
 // and left to the lab.
-func SubjectsNamed(names []string) ([]Subject, error) {
-	all := Subjects()
+func subjectsNamed(names []string) ([]Subject, error) {
+	all := allSubjects()
 	if len(names) == 0 {
 		return all, nil
 	}
@@ -291,7 +292,7 @@ func SubjectsNamed(names []string) ([]Subject, error) {
 	for _, s := range all {
 		known = append(known, s.Name)
 	}
-	known = append(known, ServerNames()...)
+	known = append(known, serverNames()...)
 	var subjects []Subject
 	for _, s := range all {
 		if slices.Contains(names, s.Name) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/gcra"
+	"github.com/ratelab/ratelab/results"
 )
 
 // clockOnly decides at its own clock only: the lab replays its accuracy in
@@ -50,21 +51,21 @@ func TestNewSubject(t *testing.T) {
 	}
 	c := smallLab()
 	c.Limiters, c.Extra = []string{"gcra"}, []Subject{s}
-	c.Workloads, c.Modes = []string{"uniform"}, []string{ModeSimulated, ModeMemory}
+	c.Workloads, c.Modes = []string{"uniform"}, []string{simulatedModeName, memoryModeName}
 	f, err := Lab(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	modes := map[string]bool{}
-	for _, r := range f.Runs {
+	for _, r := range f.Rows {
 		if r.Limiter == "mine" {
 			modes[r.Mode] = true
-			if r.Mode == ModeRealTime && (r.Accuracy == nil || r.Accuracy.Admitted == 0 || r.TimeScale == 0) {
+			if a, ok := r.AccuracyOf(); r.Mode == realTimeModeName && (!ok || a.Admitted == 0 || r.Get(results.TimeScale) == 0) {
 				t.Errorf("its accuracy, replayed: %+v", r)
 			}
 		}
 	}
-	if !modes[ModeRealTime] || !modes[ModeMemory] || modes[ModeSimulated] {
+	if !modes[realTimeModeName] || !modes[memoryModeName] || modes[simulatedModeName] {
 		t.Errorf("measured in modes %v: want accuracy replayed in real time, and memory", modes)
 	}
 	if made.Load() < 3 || made.Load() != closed.Load() {
@@ -112,12 +113,12 @@ func TestNewSubjectAt(t *testing.T) {
 	}
 	c := smallLab()
 	c.Limiters, c.Extra = []string{"gcra"}, []Subject{s}
-	c.Workloads, c.Modes = []string{"boundary-attack"}, []string{ModeSimulated}
+	c.Workloads, c.Modes = []string{"boundary-attack"}, []string{simulatedModeName}
 	f, err := Lab(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Runs) != 2 || f.Runs[1].Limiter != "mine" || f.Runs[1].Mode != ModeSimulated || *f.Runs[1].Accuracy != *f.Runs[0].Accuracy {
-		t.Errorf("runs %+v: want mine decided as ratelab's gcra, which it is", f.Runs)
+	if len(f.Rows) != 2 || f.Rows[1].Limiter != "mine" || f.Rows[1].Mode != simulatedModeName || !f.Rows[1].Has(results.MostInWindow) || accuracyOf(f.Rows[1]) != accuracyOf(f.Rows[0]) {
+		t.Errorf("rows %+v: want mine decided as ratelab's gcra, which it is", f.Rows)
 	}
 }

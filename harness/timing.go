@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
@@ -24,16 +26,59 @@ const timingBatch = 256
 // costs, one goroutine flat out, against the harness floor sampled just
 // before and after it (timingRuns). A subject kept in a server is not
 // timed: its decision is a round trip, which the real-time runs measure.
-type timingMode struct{}
+const timingModeName = "timing"
 
-func (timingMode) name() string { return ModeTiming }
-func (timingMode) once() bool   { return false }
+var _ = register(mode{
+	Mode: results.Mode{
+		Name:  timingModeName,
+		About: "what one decision costs, one goroutine flat out, against the harness floor sampled just before and after it",
+		Order: 40,
+		Tables: []results.TableSpec{{
+			Name:  "timing",
+			Title: "Cost of one decision, one goroutine, against the harness floor",
+			Note: "Every limiter takes its turn deciding as fast as one goroutine can for a short sample, the harness floor (a limiter that decides nothing) " +
+				"sampled between each two, round after round, so that each of a limiter's samples can be divided by the floor's just before and after it: " +
+				"the machine's speed at that moment cancels out. Decisions/s and the time of one decision (p50 and p90 over stretches of 256 decisions, " +
+				"the clock being too coarse to time one) are medians over the rounds; × floor is the median over rounds of the limiter's time per decision " +
+				"over the floor's: how many floor decisions one of its decisions costs.",
+			Header: []string{"workload", "limiter", "decisions/s", "p50", "p90", "× floor", "rounds"},
+			Left:   2,
+			Keep:   func(r results.Row) bool { return r.Curve(results.Throughput) != nil },
+			Cells: func(r results.Row) []string {
+				row := []string{r.Workload, r.Limiter, results.Rate(r.Get(results.Throughput)),
+					results.Nanos(r.Get(results.Latency + ".p50")), results.Nanos(r.Get(results.Latency + ".p90")),
+					"", strconv.Itoa(len(r.Curve(results.Throughput).Y))}
+				if c, ok := results.CostOf(r); ok {
+					row[5] = results.Fixed(c.Throughput, 2)
+				}
+				return row
+			},
+		}},
+		Gates: []results.Gate{
+			timingGate("time/decision × floor", func(c results.Cost) float64 { return c.Throughput }),
+			timingGate("p50 × floor", func(c results.Cost) float64 { return c.P50 }),
+			timingGate("p90 × floor", func(c results.Cost) float64 { return c.P90 }),
+		},
+	},
+	steps:   func(Config, []Subject) int { return 3 },
+	measure: measureTiming,
+})
 
-func (timingMode) steps(Config, []Subject) int { return 3 }
+// timingGate shows in compare how a cost of a limiter against the harness
+// floor sampled around it moved, not gated: the two runs were made at
+// different moments, and the floor cancels a machine's speed, not its
+// kind.
+func timingGate(label string, of func(results.Cost) float64) results.Gate {
+	return results.Gate{Metric: results.Throughput, Label: label, Check: results.CheckCost, Digits: 2, Relative: true,
+		Value: func(r results.Row) (float64, bool) {
+			c, ok := results.CostOf(r)
+			return of(c), ok
+		}}
+}
 
-func (timingMode) measure(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Run, error) {
+func measureTiming(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Row, error) {
 	var timed []Subject
-	var out []results.Run
+	var out []results.Row
 	for _, s := range subjects {
 		if s.inProcess() {
 			timed = append(timed, s)
@@ -41,11 +86,11 @@ func (timingMode) measure(ctx context.Context, l *lab, w *workloads.Workload, su
 	}
 	if len(timed) > 0 {
 		l.p.step(fmt.Sprintf("timing on %s, %d rounds", w.Name, l.c.TimingRounds), 3)
-		runs, err := timingRuns(ctx, timed, w, l.c.Limit, l.c.TimingRounds, l.c.TimingSample)
+		rows, err := timingRuns(ctx, timed, w, l.c.Limit, l.c.TimingRounds, l.c.TimingSample)
 		if err != nil {
 			return nil, fmt.Errorf("harness: timing on %s: %w", w.Name, err)
 		}
-		out = runs
+		out = rows
 	}
 	for _, s := range subjects {
 		if s.Remote != nil && !s.Floor && s.New != nil {
@@ -66,10 +111,10 @@ func (timingMode) measure(ctx context.Context, l *lab, w *workloads.Workload, su
 // several seconds), and it slows a no-op less or more than a limiter, so a
 // limiter's sample can only be divided by a floor's taken in the same
 // spell. The two floor samples around it say whether it was: see
-// results.Costs. Each subject keeps one limiter throughout, and a first
+// results.CostOf. Each subject keeps one limiter throughout, and a first
 // round, not kept, fills it with the workload's keys.
-func timingRuns(ctx context.Context, subjects []Subject, w *workloads.Workload, limit limiters.Limit, rounds int, sample time.Duration) ([]results.Run, error) {
-	subjects = append(slices.Clone(subjects), Floor()) // the last is the floor
+func timingRuns(ctx context.Context, subjects []Subject, w *workloads.Workload, limit limiters.Limit, rounds int, sample time.Duration) ([]results.Row, error) {
+	subjects = append(slices.Clone(subjects), floorSubject()) // the last is the floor
 	ls := make([]limiters.Limiter, len(subjects))
 	for i, s := range subjects {
 		l, stop, err := s.New(limit)
@@ -82,14 +127,16 @@ func timingRuns(ctx context.Context, subjects []Subject, w *workloads.Workload, 
 	floor := len(subjects) - 1
 	keys := keysOf(w)
 	cursor := make([]int, len(subjects)) // where each subject is in w
-	out := make([]results.Run, len(subjects))
+	out := make([]results.Row, len(subjects))
+	samples := make([]roundSamples, len(subjects))
+	decisions := make([]int64, len(subjects))
 	for i, s := range subjects {
-		out[i] = results.Run{Limiter: s.Name, Library: s.Library, Algorithm: string(s.Algorithm), Backend: s.Backend,
-			Workload: w.Name, Mode: ModeTiming, Goroutines: 1, Rounds: make([]results.Round, 0, rounds)}
+		out[i] = row(s, w.Name, timingModeName)
+		out[i].SetInt(results.Goroutines, 1)
 	}
 	take := func(i int) results.Sample {
 		s, n := timeSample(ctx, ls[i], keys, w.Arrivals, &cursor[i], sample)
-		out[i].Decisions += n
+		decisions[i] += n
 		return s
 	}
 	for r := -1; r < rounds; r++ { // round -1 fills the limiters
@@ -103,17 +150,59 @@ func timingRuns(ctx context.Context, subjects []Subject, w *workloads.Workload, 
 				return nil, err
 			}
 			if r >= 0 {
-				b, a := before, after // copies: before is overwritten next
-				out[i].Rounds = append(out[i].Rounds, results.Round{Sample: s, FloorBefore: &b, FloorAfter: &a})
-				out[floor].Rounds = append(out[floor].Rounds, results.Round{Sample: after})
+				samples[i].add("", s)
+				samples[i].add(results.FloorBefore, before)
+				samples[i].add(results.FloorAfter, after)
+				samples[floor].add("", after)
 			}
 			before = after
 		}
 	}
 	for i := range out {
-		out[i].ThroughputPerS = results.MedianOf(out[i].Rounds, func(r results.Round) float64 { return r.ThroughputPerS })
+		out[i].Add(results.Decisions, results.UnitCount, float64(decisions[i]))
+		for _, s := range samples[i] {
+			out[i].AddSeries(s)
+			if !strings.Contains(s.Name, "floor_") {
+				out[i].Add(s.Name, s.Unit, median(s.Y))
+			}
+		}
 	}
 	return out, nil
+}
+
+// roundSamples are a timing row's samples, a series a figure: decisions a
+// second, p50 and p90, the limiter's, and (under the prefixes
+// results.FloorBefore and FloorAfter) the floor's around them.
+type roundSamples []results.Series
+
+func (rs *roundSamples) add(prefix string, s results.Sample) {
+	for _, v := range []struct {
+		name, unit string
+		y          float64
+	}{
+		{results.Throughput, results.UnitPerS, s.ThroughputPerS},
+		{results.Latency + ".p50", results.UnitNS, s.P50NS},
+		{results.Latency + ".p90", results.UnitNS, s.P90NS},
+	} {
+		i := slices.IndexFunc(*rs, func(x results.Series) bool { return x.Name == prefix+v.name })
+		if i < 0 {
+			*rs = append(*rs, results.Series{Name: prefix + v.name, Unit: v.unit})
+			i = len(*rs) - 1
+		}
+		(*rs)[i].Y = append((*rs)[i].Y, v.y)
+	}
+}
+
+// median is the median of v, 0 for none.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Sorted(slices.Values(v))
+	if n := len(v); n%2 == 0 {
+		return (v[n/2-1] + v[n/2]) / 2
+	}
+	return v[len(v)/2]
 }
 
 // timeSample sends seq to l from *at on, wrapping around, as fast as one

@@ -618,16 +618,17 @@ func accuracyChart(f *results.File) Chart {
 func accuracyNotes(f *results.File) string {
 	var exact, realtime []string
 	wrong := map[string]bool{}
-	for _, r := range f.Runs {
-		if a := r.Accuracy; a != nil {
-			wrong[r.Limiter] = wrong[r.Limiter] || a.FalseAllow > 0 || a.FalseDeny > 0
+	acc := func(r results.Row) bool { return r.Has(results.MostInWindow) && r.Mode != "llm" && r.Mode != "fleet" }
+	for _, r := range f.Rows {
+		if acc(r) {
+			wrong[r.Limiter] = wrong[r.Limiter] || r.Get(results.FalseAllows) > 0 || r.Get(results.FalseDenies) > 0
 			if r.Mode == "realtime" && !slices.Contains(realtime, r.Limiter) {
 				realtime = append(realtime, r.Limiter)
 			}
 		}
 	}
-	for _, r := range f.Runs {
-		if r.Accuracy != nil && !wrong[r.Limiter] && !slices.Contains(exact, r.Limiter) {
+	for _, r := range f.Rows {
+		if acc(r) && !wrong[r.Limiter] && !slices.Contains(exact, r.Limiter) {
 			exact = append(exact, r.Limiter)
 		}
 	}
@@ -635,7 +636,7 @@ func accuracyNotes(f *results.File) string {
 	if len(exact) > 0 {
 		notes = append(notes, fmt.Sprintf("%s decided as the ideal did on every request", andList(exact)))
 	}
-	if slices.ContainsFunc(f.Runs, func(r results.Run) bool { return r.Accuracy != nil && r.Outside() }) {
+	if slices.ContainsFunc(f.Rows, func(r results.Row) bool { return acc(r) && r.Outside() }) {
 		notes = append(notes, "the rows on Redis are of a sample of each workload (the accuracy table says which), so they differ from the same algorithm's in memory by the sample, not the decisions")
 	}
 	if len(realtime) > 0 {
@@ -688,9 +689,9 @@ func reverse(b *Bars) {
 
 func memoryChart(f *results.File) Chart {
 	users := 0
-	for _, r := range f.Runs {
+	for _, r := range f.Rows {
 		if r.Mode == "memory" {
-			users = max(users, r.Users)
+			users = max(users, int(r.Get("users")))
 		}
 	}
 	c := Chart{Name: "memory", Title: "Memory per user: live heap per key held",
@@ -705,7 +706,7 @@ func memoryChart(f *results.File) Chart {
 	// A series each for ratelab's, the peers' and those kept in Redis,
 	// drawn over each other: one bar a row, coloured by whose it is.
 	outside := map[string]bool{}
-	for _, r := range f.Runs {
+	for _, r := range f.Rows {
 		outside[r.Limiter] = outside[r.Limiter] || r.Mode == "memory" && r.Outside()
 	}
 	split := Bars{Groups: b.Groups, Series: []string{"ratelab", "peers"}, Overlay: true}

@@ -44,9 +44,9 @@ type Bars struct {
 const Floor = 0.1
 
 // workloadsOf lists the workloads f has runs for, in run order.
-func workloadsOf(f *results.File, keep func(results.Run) bool) []string {
+func workloadsOf(f *results.File, keep func(results.Row) bool) []string {
 	var out []string
-	for _, r := range f.Runs {
+	for _, r := range f.Rows {
 		if keep(r) && !slices.Contains(out, r.Workload) {
 			out = append(out, r.Workload)
 		}
@@ -55,9 +55,9 @@ func workloadsOf(f *results.File, keep func(results.Run) bool) []string {
 }
 
 // linesBy groups points by limiter, in the order limiters first appear.
-func linesBy(f *results.File, keep func(results.Run) bool, point func(results.Run) []XY) []Line {
+func linesBy(f *results.File, keep func(results.Row) bool, point func(results.Row) []XY) []Line {
 	var out []Line
-	for _, r := range f.Runs {
+	for _, r := range f.Rows {
 		if !keep(r) {
 			continue
 		}
@@ -82,12 +82,12 @@ func linesBy(f *results.File, keep func(results.Run) bool, point func(results.Ru
 	return out
 }
 
-func paced(r results.Run) bool {
-	return r.Mode == "realtime" && r.OfferedRate > 0 && len(r.LatencyCurveNS) > 0
+func paced(r results.Row) bool {
+	return r.Mode == "realtime" && r.SettingFloat(results.Offered) > 0 && r.Curve("latency_curve") != nil
 }
 
-func unpaced(r results.Run) bool {
-	return r.Mode == "realtime" && r.OfferedRate == 0 && r.Accuracy == nil
+func unpaced(r results.Row) bool {
+	return r.Mode == "realtime" && r.Setting(results.Offered) == "" && !r.Has(results.MostInWindow) && r.Measured()
 }
 
 // Latency is a panel per workload of the paced runs' latency: X is
@@ -96,13 +96,14 @@ func unpaced(r results.Run) bool {
 func Latency(f *results.File) []Panel {
 	var out []Panel
 	for _, w := range workloadsOf(f, paced) {
-		lines := linesBy(f, func(r results.Run) bool { return paced(r) && r.Workload == w }, func(r results.Run) []XY {
+		lines := linesBy(f, func(r results.Row) bool { return paced(r) && r.Workload == w }, func(r results.Row) []XY {
 			var pts []XY
-			for _, q := range r.LatencyCurveNS {
+			c := r.Curve("latency_curve")
+			for i, q := range c.X {
 				// The plot spans p50 to p99.99; the maximum (q = 1)
 				// has no place on it.
-				if q.Q >= 0.5 && q.Q <= 0.99991 && !math.IsNaN(q.Value) && !math.IsInf(q.Value, 0) {
-					pts = append(pts, XY{X: 1 / (1 - q.Q), Y: max(q.Value, Floor)})
+				if v := c.Y[i]; q >= 0.5 && q <= 0.99991 && !math.IsNaN(v) && !math.IsInf(v, 0) {
+					pts = append(pts, XY{X: 1 / (1 - q), Y: max(v, Floor)})
 				}
 			}
 			return pts
@@ -120,13 +121,14 @@ func Latency(f *results.File) []Panel {
 // or whose times and counts do not pair up, is left out.
 func Edge(f *results.File) []Panel {
 	var out []Panel
-	for _, r := range f.Runs {
-		if r.Edge == nil || r.Judged == nil || len(r.Edge.T) == 0 || len(r.Edge.T) != len(r.Edge.InWindow) {
+	for _, r := range f.Rows {
+		e := r.Curve("in_window")
+		if e == nil || r.Setting(results.JudgedN) == "" || len(e.X) == 0 || len(e.X) != len(e.Y) {
 			continue
 		}
 		l := Line{Name: r.Limiter}
-		for i, t := range r.Edge.T {
-			if v := r.Edge.InWindow[i]; finite(t, t) && finite(v, v) {
+		for i, t := range e.X {
+			if v := e.Y[i]; finite(t, t) && finite(v, v) {
 				l.Points = append(l.Points, XY{X: t, Y: v})
 			}
 		}
@@ -137,7 +139,7 @@ func Edge(f *results.File) []Panel {
 		if r.Mode == "realtime" {
 			title += " (real time)"
 		}
-		out = append(out, Panel{Title: title, Lines: []Line{l}, Limit: float64(r.Judged.Limit)})
+		out = append(out, Panel{Title: title, Lines: []Line{l}, Limit: float64(r.SettingInt(results.JudgedN))})
 	}
 	return out
 }
@@ -147,10 +149,10 @@ func Edge(f *results.File) []Panel {
 func Accuracy(f *results.File) (allow, deny Bars) {
 	// The llm runs are judged on another workload's terms: a chart of
 	// their own.
-	has := func(r results.Run) bool { return r.Accuracy != nil && r.Mode != "llm" }
+	has := func(r results.Row) bool { return r.Has(results.MostInWindow) && r.Mode != "llm" && r.Mode != "fleet" }
 	ws := workloadsOf(f, has)
 	allow.Series, deny.Series = ws, ws
-	for _, r := range f.Runs {
+	for _, r := range f.Rows {
 		if !has(r) {
 			continue
 		}
@@ -163,8 +165,8 @@ func Accuracy(f *results.File) (allow, deny Bars) {
 			g = len(allow.Groups) - 1
 		}
 		s := slices.Index(ws, r.Workload)
-		allow.Values[g][s] = 100 * r.Accuracy.FalseAllowRate
-		deny.Values[g][s] = 100 * r.Accuracy.FalseDenyRate
+		allow.Values[g][s] = 100 * r.Get(results.FalseAllowRate)
+		deny.Values[g][s] = 100 * r.Get(results.FalseDenyRate)
 	}
 	return allow, deny
 }
@@ -172,10 +174,10 @@ func Accuracy(f *results.File) (allow, deny Bars) {
 // Memory is the bytes per user of each limiter, one series.
 func Memory(f *results.File) Bars {
 	b := Bars{Series: []string{"bytes per user"}}
-	for _, r := range f.Runs {
-		if r.Mode == "memory" {
+	for _, r := range f.Rows {
+		if r.Mode == "memory" && r.Measured() {
 			b.Groups = append(b.Groups, r.Limiter)
-			b.Values = append(b.Values, []float64{r.BytesPerUser})
+			b.Values = append(b.Values, []float64{r.Get(results.BytesPerUser)})
 		}
 	}
 	return b
@@ -184,8 +186,9 @@ func Memory(f *results.File) Bars {
 // Scaling is a panel per workload of unpaced throughput, in millions of
 // decisions a second, against goroutines.
 func Scaling(f *results.File) []Panel {
-	return perGoroutines(f, func(r results.Run) (float64, bool) {
-		return r.ThroughputPerS / 1e6, r.ThroughputPerS > 0 && finite(r.ThroughputPerS, r.ThroughputPerS)
+	return perGoroutines(f, func(r results.Row) (float64, bool) {
+		t := r.Get(results.Throughput)
+		return t / 1e6, t > 0 && finite(t, t)
 	})
 }
 
@@ -193,9 +196,9 @@ func Scaling(f *results.File) []Panel {
 // nanoseconds (a zero drawn at Floor), against goroutines. A run whose
 // wait was not measured has no point.
 func Contention(f *results.File) []Panel {
-	return perGoroutines(f, func(r results.Run) (float64, bool) {
-		if w := r.LockWaitNSPerOp; w != nil && *w >= 0 && finite(*w, *w) {
-			return max(*w, Floor), true
+	return perGoroutines(f, func(r results.Row) (float64, bool) {
+		if w, ok := r.Value("lock_wait"); ok && w >= 0 && finite(w, w) {
+			return max(w, Floor), true
 		}
 		return 0, false
 	})
@@ -203,12 +206,12 @@ func Contention(f *results.File) []Panel {
 
 // perGoroutines is a panel per workload of y against goroutines, for the
 // unpaced runs y has a value for.
-func perGoroutines(f *results.File, y func(results.Run) (float64, bool)) []Panel {
+func perGoroutines(f *results.File, y func(results.Row) (float64, bool)) []Panel {
 	var out []Panel
 	for _, w := range workloadsOf(f, unpaced) {
-		lines := linesBy(f, func(r results.Run) bool { return unpaced(r) && r.Workload == w && r.Goroutines > 0 }, func(r results.Run) []XY {
+		lines := linesBy(f, func(r results.Row) bool { return unpaced(r) && r.Workload == w && r.SettingInt(results.Goroutines) > 0 }, func(r results.Row) []XY {
 			if v, ok := y(r); ok {
-				return []XY{{X: float64(r.Goroutines), Y: v}}
+				return []XY{{X: float64(r.SettingInt(results.Goroutines)), Y: v}}
 			}
 			return nil
 		})
@@ -231,14 +234,13 @@ func finite(min, max float64) bool {
 // of decisions unlike the ideal's (false allows and denies, in %), both in
 // simulated time.
 func Fleet(f *results.File) []Panel {
-	fleet := func(r results.Run) bool {
-		return r.Mode == "fleet" && r.Fleet != nil && r.Accuracy != nil && r.SkippedBecause == ""
+	fleet := func(r results.Row) bool {
+		return r.Mode == "fleet" && r.Has(results.MostInWindow) && r.Measured()
 	}
 	var out []Panel
 	for _, w := range workloadsOf(f, fleet) {
-		lines := linesBy(f, func(r results.Run) bool { return fleet(r) && r.Workload == w }, func(r results.Run) []XY {
-			a := r.Accuracy
-			return []XY{{X: r.Fleet.RoundTripsSimulated, Y: 100 * (a.FalseAllowRate + a.FalseDenyRate)}}
+		lines := linesBy(f, func(r results.Row) bool { return fleet(r) && r.Workload == w }, func(r results.Row) []XY {
+			return []XY{{X: r.Get("round_trips_simulated"), Y: 100 * r.Wrong()}}
 		})
 		out = append(out, Panel{Title: w, Lines: lines})
 	}
@@ -268,37 +270,46 @@ var OutageLayers = []string{"200 served", "429 limited", "503 refused", "other, 
 // away, then by failure mode.
 func Outage(f *results.File) []OutagePanel {
 	var out []OutagePanel
-	for _, r := range f.Runs {
-		o := r.Outage
-		if r.Mode != "outage" || o == nil || r.SkippedBecause != "" || len(o.Bins) == 0 {
+	for _, r := range f.Rows {
+		ok := r.Curve("bins.ok")
+		if r.Mode != "outage" || !r.Measured() || ok == nil || len(ok.Y) == 0 {
 			continue
 		}
-		fail := "fail " + o.Failure
-		if o.Fleet > 0 {
-			fail = fmt.Sprintf("fall back (fleet of %d)", o.Fleet)
+		fail := "fail " + r.Setting("failure")
+		if n := r.SettingInt("fleet"); n > 0 {
+			fail = fmt.Sprintf("fall back (fleet of %d)", n)
 		}
-		how := map[string]string{"refused": "down (refused)", "unanswered": "silent (no answer)"}[o.Kind]
+		kind := r.Setting("fault")
+		how := map[string]string{"refused": "down (refused)", "unanswered": "silent (no answer)"}[kind]
 		if how == "" {
-			how = o.Kind
+			how = kind
 		}
-		pn := OutagePanel{Title: fmt.Sprintf("Redis %s, %s", how, fail), Away: float64(o.Away), Back: float64(o.Back), Bin: float64(o.Bin)}
+		bin := r.Get("bin")
+		pn := OutagePanel{Title: fmt.Sprintf("Redis %s, %s", how, fail), Away: r.Get("away"), Back: r.Get("back"), Bin: bin}
 		pn.Layers = make([]Line, len(OutageLayers))
 		for i, name := range OutageLayers {
 			pn.Layers[i].Name = name
 		}
 		pn.Failed.Name = "decided without Redis"
-		for i, b := range o.Bins {
-			n := b.Total()
+		at := func(name string, i int) float64 {
+			if s := r.Curve(name); s != nil && i < len(s.Y) {
+				return s.Y[i]
+			}
+			return 0
+		}
+		failed := r.Curve("failed")
+		for i := range ok.Y {
+			layers := []float64{at("bins.ok", i), at("bins.limited", i), at("bins.unavailable", i), at("bins.other", i) + at("bins.errors", i)}
+			n := layers[0] + layers[1] + layers[2] + layers[3]
 			if n == 0 {
 				continue
 			}
-			x := (float64(i) + 0.5) * float64(o.Bin)
-			share := func(k int64) float64 { return 100 * float64(k) / float64(n) }
-			for j, k := range []int64{b.OK, b.Limited, b.Unavailable, b.Other + b.Errors} {
-				pn.Layers[j].Points = append(pn.Layers[j].Points, XY{x, share(k)})
+			x := (float64(i) + 0.5) * bin
+			for j, k := range layers {
+				pn.Layers[j].Points = append(pn.Layers[j].Points, XY{x, 100 * k / n})
 			}
-			if i < len(o.Failed) {
-				pn.Failed.Points = append(pn.Failed.Points, XY{x, min(share(o.Failed[i]), 100)})
+			if failed != nil && i < len(failed.Y) {
+				pn.Failed.Points = append(pn.Failed.Points, XY{x, min(100*failed.Y[i]/n, 100)})
 			}
 		}
 		out = append(out, pn)
@@ -311,17 +322,17 @@ func Outage(f *results.File) []OutagePanel {
 // (most), the actual tokens admitted, in % of the ideal's (tokens), and
 // the share of decisions unlike the ideal's, in % (wrong).
 func LLM(f *results.File) (most, tokens, wrong Bars) {
-	var runs []results.Run
-	for _, r := range f.Runs {
-		if r.Mode == "llm" && r.LLM != nil && r.Accuracy != nil && r.SkippedBecause == "" {
+	var runs []results.Row
+	for _, r := range f.Rows {
+		if r.Mode == "llm" && r.Has(results.MostInWindow) && r.Measured() {
 			runs = append(runs, r)
 		}
 	}
-	series := func(r results.Run) string {
-		if r.LLM.Estimate > 0 {
-			return fmt.Sprintf("%s (%d)", r.LLM.Charge, r.LLM.Estimate)
+	series := func(r results.Row) string {
+		if e := r.SettingInt("estimate"); e > 0 {
+			return fmt.Sprintf("%s (%d)", r.Setting("charge"), e)
 		}
-		return r.LLM.Charge
+		return r.Setting("charge")
 	}
 	for _, r := range runs {
 		if !slices.Contains(most.Groups, r.Limiter) {
@@ -341,10 +352,10 @@ func LLM(f *results.File) (most, tokens, wrong Bars) {
 	}
 	for _, r := range runs {
 		g, s := slices.Index(most.Groups, r.Limiter), slices.Index(most.Series, series(r))
-		most.Values[g][s] = r.Accuracy.MaxWindowRatio
-		wrong.Values[g][s] = 100 * (r.Accuracy.FalseAllowRate + r.Accuracy.FalseDenyRate)
-		if r.LLM.IdealTokens > 0 {
-			tokens.Values[g][s] = 100 * float64(r.LLM.Tokens) / float64(r.LLM.IdealTokens)
+		most.Values[g][s] = r.Get(results.MostInWindow)
+		wrong.Values[g][s] = 100 * r.Wrong()
+		if ideal := r.Get("ideal_tokens"); ideal > 0 {
+			tokens.Values[g][s] = 100 * r.Get("tokens") / ideal
 		}
 	}
 	return most, tokens, wrong

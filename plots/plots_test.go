@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	_ "github.com/ratelab/ratelab/harness" // registers the modes, whose tables and picks a report holds
 	"github.com/ratelab/ratelab/results"
 )
 
@@ -101,17 +102,26 @@ func TestChartDataGolden(t *testing.T) {
 	golden(t, "charts.golden", b.Bytes())
 }
 
-// TestChartDataTrue checks the chart data against the runs it comes from,
+// TestChartDataTrue checks the chart data against the rows it comes from,
 // by a path apart from the code that extracts it.
 func TestChartDataTrue(t *testing.T) {
 	f := fixture(t)
-	find := func(keep func(results.Run) bool) results.Run {
+	find := func(keep func(results.Row) bool) results.Row {
 		t.Helper()
-		i := slices.IndexFunc(f.Runs, keep)
+		i := slices.IndexFunc(f.Rows, keep)
 		if i < 0 {
-			t.Fatal("no such run in the fixture")
+			t.Fatal("no such row in the fixture")
 		}
-		return f.Runs[i]
+		return f.Rows[i]
+	}
+	// unpacedRow is the unpaced real-time row of a limiter on a workload
+	// at a number of goroutines: no offered rate, no accuracy.
+	unpacedRow := func(workload, limiter string, goroutines float64) results.Row {
+		t.Helper()
+		return find(func(r results.Row) bool {
+			return r.Mode == "realtime" && r.Setting(results.Offered) == "" && !r.Has(results.MostInWindow) &&
+				r.Workload == workload && r.Limiter == limiter && float64(r.SettingInt(results.Goroutines)) == goroutines
+		})
 	}
 
 	for name, n := range map[string]int{"scaling": len(Scaling(f)), "contention": len(Contention(f)), "memory": len(Memory(f).Groups)} {
@@ -122,11 +132,9 @@ func TestChartDataTrue(t *testing.T) {
 	for _, pn := range Scaling(f) {
 		for _, l := range pn.Lines {
 			for _, pt := range l.Points {
-				r := find(func(r results.Run) bool {
-					return r.Mode == "realtime" && r.OfferedRate == 0 && r.Accuracy == nil && r.Workload == pn.Title && r.Limiter == l.Name && float64(r.Goroutines) == pt.X
-				})
-				if pt.Y != r.ThroughputPerS/1e6 {
-					t.Errorf("scaling %s %s at %v goroutines: %v, want %v", pn.Title, l.Name, pt.X, pt.Y, r.ThroughputPerS/1e6)
+				r := unpacedRow(pn.Title, l.Name, pt.X)
+				if want := r.Get(results.Throughput) / 1e6; pt.Y != want {
+					t.Errorf("scaling %s %s at %v goroutines: %v, want %v", pn.Title, l.Name, pt.X, pt.Y, want)
 				}
 			}
 		}
@@ -134,12 +142,10 @@ func TestChartDataTrue(t *testing.T) {
 	for _, pn := range Contention(f) {
 		for _, l := range pn.Lines {
 			for _, pt := range l.Points {
-				r := find(func(r results.Run) bool {
-					return r.Mode == "realtime" && r.OfferedRate == 0 && r.Accuracy == nil && r.Workload == pn.Title && r.Limiter == l.Name && float64(r.Goroutines) == pt.X
-				})
-				if r.LockWaitNSPerOp == nil {
+				r := unpacedRow(pn.Title, l.Name, pt.X)
+				if w, ok := r.Value("lock_wait"); !ok {
 					t.Errorf("contention %s %s at %v goroutines: a point for a wait not measured", pn.Title, l.Name, pt.X)
-				} else if want := max(*r.LockWaitNSPerOp, Floor); pt.Y != want {
+				} else if want := max(w, Floor); pt.Y != want {
 					t.Errorf("contention %s %s at %v goroutines: %v, want %v", pn.Title, l.Name, pt.X, pt.Y, want)
 				}
 			}
@@ -151,15 +157,19 @@ func TestChartDataTrue(t *testing.T) {
 	}
 	for _, pn := range latency {
 		for _, l := range pn.Lines {
-			r := find(func(r results.Run) bool {
-				return r.Mode == "realtime" && r.OfferedRate > 0 && r.Workload == pn.Title && r.Limiter == l.Name
+			r := find(func(r results.Row) bool {
+				return r.Mode == "realtime" && r.SettingFloat(results.Offered) > 0 && r.Workload == pn.Title && r.Limiter == l.Name
 			})
-			if len(l.Points) != len(r.LatencyCurveNS) {
-				t.Fatalf("latency %s %s: %d points, want %d", pn.Title, l.Name, len(l.Points), len(r.LatencyCurveNS))
+			c := r.Curve("latency_curve")
+			if c == nil || len(c.X) != len(c.Y) {
+				t.Fatalf("latency %s %s: the row's curve is %+v, want a quantile for each value", pn.Title, l.Name, c)
 			}
-			for i, q := range r.LatencyCurveNS {
-				if got := l.Points[i]; got.Y != max(q.Value, Floor) || got.X != 1/(1-q.Q) {
-					t.Errorf("latency %s %s at q=%v: %+v, want y %v", pn.Title, l.Name, q.Q, got, q.Value)
+			if len(l.Points) != len(c.Y) {
+				t.Fatalf("latency %s %s: %d points, want %d", pn.Title, l.Name, len(l.Points), len(c.Y))
+			}
+			for i, q := range c.X {
+				if got, v := l.Points[i], c.Y[i]; got.Y != max(v, Floor) || got.X != 1/(1-q) {
+					t.Errorf("latency %s %s at q=%v: %+v, want y %v", pn.Title, l.Name, q, got, v)
 				}
 			}
 		}
@@ -183,14 +193,14 @@ func TestChartDataTrue(t *testing.T) {
 	allow, deny := Accuracy(f)
 	for g, name := range allow.Groups {
 		for s, w := range allow.Series {
-			i := slices.IndexFunc(f.Runs, func(r results.Run) bool { return r.Accuracy != nil && r.Limiter == name && r.Workload == w })
+			i := slices.IndexFunc(f.Rows, func(r results.Row) bool { return r.Has(results.MostInWindow) && r.Limiter == name && r.Workload == w })
 			if i < 0 {
 				if allow.Values[g][s] != 0 {
-					t.Errorf("accuracy %s %s: a bar with no run", name, w)
+					t.Errorf("accuracy %s %s: a bar with no row", name, w)
 				}
 				continue
 			}
-			a := f.Runs[i].Accuracy
+			a, _ := f.Rows[i].AccuracyOf()
 			if allow.Values[g][s] != 100*a.FalseAllowRate || deny.Values[g][s] != 100*a.FalseDenyRate {
 				t.Errorf("accuracy %s %s: %v%% and %v%%, want %v%% and %v%%", name, w, allow.Values[g][s], deny.Values[g][s], 100*a.FalseAllowRate, 100*a.FalseDenyRate)
 			}
@@ -198,21 +208,38 @@ func TestChartDataTrue(t *testing.T) {
 	}
 	m := Memory(f)
 	for g, name := range m.Groups {
-		r := find(func(r results.Run) bool { return r.Mode == "memory" && r.Limiter == name })
-		if m.Values[g][0] != r.BytesPerUser {
-			t.Errorf("memory %s: %v, want %v", name, m.Values[g][0], r.BytesPerUser)
+		r := find(func(r results.Row) bool { return r.Mode == "memory" && r.Limiter == name })
+		if want := r.Get(results.BytesPerUser); m.Values[g][0] != want {
+			t.Errorf("memory %s: %v, want %v", name, m.Values[g][0], want)
 		}
 	}
 }
 
-// An outage run's panel: per bin, the shares of its answers, which stack
+// An outage row's panel: per bin, the shares of its answers, which stack
 // to 100, and of its decisions made without Redis; a bin with no request
 // is left out. The chart draws it.
 func TestOutage(t *testing.T) {
-	o := &results.Outage{Kind: "refused", Failure: "fallback", Fleet: 2, Away: 0.1, Back: 0.2, Bin: 0.1,
-		Bins:   []results.Answers{{OK: 3, Limited: 1}, {OK: 1, Limited: 2, Errors: 1}, {}, {Unavailable: 2}},
-		Failed: []int64{0, 8, 0, 2}}
-	f := &results.File{Runs: []results.Run{{Limiter: "gcra (redis)", Mode: "outage", Outage: o}, {Limiter: "gcra (redis)", Mode: "outage", SkippedBecause: "no Redis"}}}
+	r := results.Row{Limiter: "gcra (redis)", Mode: "outage"}
+	r.Set("fault", "refused")
+	r.Set("failure", "fallback")
+	r.SetInt("fleet", 2)
+	r.Add("away", results.UnitSeconds, 0.1)
+	r.Add("back", results.UnitSeconds, 0.2)
+	r.Add("bin", results.UnitSeconds, 0.1)
+	// Four bins: {OK 3, Limited 1}, {OK 1, Limited 2, Errors 1}, none,
+	// {Unavailable 2}.
+	for _, s := range []results.Series{
+		{Name: "bins.ok", Y: []float64{3, 1, 0, 0}},
+		{Name: "bins.limited", Y: []float64{1, 2, 0, 0}},
+		{Name: "bins.unavailable", Y: []float64{0, 0, 0, 2}},
+		{Name: "bins.other", Y: []float64{0, 0, 0, 0}},
+		{Name: "bins.errors", Y: []float64{0, 1, 0, 0}},
+		{Name: "failed", Y: []float64{0, 8, 0, 2}},
+	} {
+		s.Unit = results.UnitCount
+		r.AddSeries(s)
+	}
+	f := &results.File{Rows: []results.Row{r, {Limiter: "gcra (redis)", Mode: "outage", Skipped: "no Redis"}}}
 	panels := Outage(f)
 	if len(panels) != 1 {
 		t.Fatalf("%d panels, want 1", len(panels))
@@ -249,17 +276,26 @@ func TestOutage(t *testing.T) {
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 
 // The llm chart's data: a group a limiter, a series a way of charging
-// (with the estimate it used), and the three measures of each run.
+// (with the estimate it used), and the three measures of each row.
 func TestLLM(t *testing.T) {
-	run := func(limiter, charge string, estimate int, most, wrong float64, tokens int64) results.Run {
-		return results.Run{Limiter: limiter, Mode: "llm", Accuracy: &results.Accuracy{MaxWindowRatio: most, FalseAllowRate: wrong},
-			LLM: &results.LLM{Charge: charge, Estimate: estimate, Tokens: tokens, IdealTokens: 200}}
+	row := func(limiter, charge string, estimate int, most, wrong float64, tokens int64) results.Row {
+		r := results.Row{Limiter: limiter, Mode: "llm"}
+		r.Set("charge", charge)
+		if estimate > 0 {
+			r.SetInt("estimate", estimate)
+		}
+		r.SetAccuracy(results.Accuracy{MaxWindowRatio: most, FalseAllowRate: wrong})
+		r.Add("tokens", results.UnitTokens, float64(tokens))
+		r.Add("ideal_tokens", results.UnitTokens, 200)
+		return r
 	}
-	f := &results.File{Runs: []results.Run{
-		run("gcra", "estimate only", 100, 3.5, 0.2, 340),
-		run("gcra", "max then settle", 0, 1.7, 0.4, 190),
-		run("sliding-log", "estimate only", 100, 3.4, 0.1, 330),
-		{Limiter: "gcra", Mode: "simulated", Accuracy: &results.Accuracy{MaxWindowRatio: 1}},
+	simulated := results.Row{Limiter: "gcra", Mode: "simulated"}
+	simulated.SetAccuracy(results.Accuracy{MaxWindowRatio: 1})
+	f := &results.File{Rows: []results.Row{
+		row("gcra", "estimate only", 100, 3.5, 0.2, 340),
+		row("gcra", "max then settle", 0, 1.7, 0.4, 190),
+		row("sliding-log", "estimate only", 100, 3.4, 0.1, 330),
+		simulated,
 	}}
 	most, tokens, wrong := LLM(f)
 	if !slices.Equal(most.Groups, []string{"gcra", "sliding-log"}) || !slices.Equal(most.Series, []string{"estimate only (100)", "max then settle"}) {
@@ -269,6 +305,6 @@ func TestLLM(t *testing.T) {
 		t.Errorf("most %v, tokens %v, wrong %v", most.Values, tokens.Values, wrong.Values)
 	}
 	if allow, _ := Accuracy(f); len(allow.Groups) != 1 || len(allow.Series) != 0 && allow.Series[0] == "llm" {
-		t.Errorf("the accuracy chart took the llm runs: %+v", allow)
+		t.Errorf("the accuracy chart took the llm rows: %+v", allow)
 	}
 }

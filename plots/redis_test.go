@@ -37,8 +37,11 @@ func TestRedisLineStyles(t *testing.T) {
 func TestRedisMemoryChart(t *testing.T) {
 	f := fixture(t)
 	f.Meta.Params.Redis = &results.RedisParams{Addr: "127.0.0.1:6379/0", Users: 6, Simulated: 5, RealTime: 0.05, LatencyTime: 0.1, OfferedRate: 2000, Keys: 10_000}
-	f.Runs = append(f.Runs, results.Run{Limiter: "gcra (redis)", Library: "ratelab", Algorithm: "gcra", Backend: "redis", Workload: "many-users",
-		Mode: "memory", Users: 10_000, Decisions: 10_000, BytesPerUser: 190})
+	r := results.Row{Limiter: "gcra (redis)", Library: "ratelab", Algorithm: "gcra", Backend: results.BackendRedis, Workload: "many-users", Mode: "memory"}
+	r.Add("users", results.UnitCount, 10_000)
+	r.Add(results.Decisions, results.UnitCount, 10_000)
+	r.Add(results.BytesPerUser, results.UnitBytes, 190)
+	f.Rows = append(f.Rows, r)
 	c := memoryChart(f)
 	if !strings.Contains(c.Title, "Redis's memory per key") || !strings.Contains(c.Caption, "not the process's heap") || c.legend.n != 3 {
 		t.Errorf("memory chart: %q, %q, %d legend entries", c.Title, c.Caption, c.legend.n)

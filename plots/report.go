@@ -169,8 +169,8 @@ func metaRows(f *results.File) [][2]string {
 		{"Simulated time", fmt.Sprintf("%v per workload", p.Simulated.Duration())},
 	}
 	var peers []string
-	for _, r := range f.Runs {
-		if r.Library != "" && r.Library != "ratelab" && !slices.Contains(peers, r.Library) {
+	for _, r := range f.Rows {
+		if r.Library != "" && r.Library != results.LibraryRatelab && !slices.Contains(peers, r.Library) {
 			peers = append(peers, r.Library)
 		}
 	}

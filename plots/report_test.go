@@ -129,6 +129,9 @@ func TestReportStructure(t *testing.T) {
 	}
 	golden(t, "report-outline.golden", outline.Bytes())
 
+	if len(results.Tables(f)) == 0 {
+		t.Fatal("the fixture makes no tables: are the modes registered (the harness, imported for its side effect)?")
+	}
 	picks, versus := results.Picks(f)
 	if len(picks) < 4 || len(versus) == 0 {
 		t.Fatalf("the fixture gives %d picks and %d comparisons with peers; want a fuller report", len(picks), len(versus))
@@ -246,7 +249,7 @@ func TestStaleCharts(t *testing.T) {
 		t.Fatal(err)
 	}
 	memoryOnly := *f
-	memoryOnly.Runs = slices.DeleteFunc(slices.Clone(f.Runs), func(r results.Run) bool { return r.Mode != "memory" })
+	memoryOnly.Rows = slices.DeleteFunc(slices.Clone(f.Rows), func(r results.Row) bool { return r.Mode != "memory" })
 	if _, err := WriteReport(dir, &memoryOnly, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -267,17 +270,21 @@ func TestStaleCharts(t *testing.T) {
 // axes: no lock wait anywhere, one goroutine count, a latency of zero.
 // gonum panics on those unless the axes are set up for them.
 func TestDegenerateRuns(t *testing.T) {
-	zero := 0.0
 	f := &results.File{Schema: results.Schema, Meta: results.Meta{Cores: 2, GOMAXPROCS: 2, Start: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC),
 		Params: results.Params{Limit: 10, Window: 1, Goroutines: []int{4}}}}
 	for _, l := range []string{"gcra", "fixed-window"} {
-		f.Runs = append(f.Runs,
-			results.Run{Limiter: l, Library: "ratelab", Algorithm: l, Workload: "uniform", Mode: "realtime", Goroutines: 4, ThroughputPerS: 1e6, LockWaitNSPerOp: &zero},
-			results.Run{Limiter: l, Library: "ratelab", Algorithm: l, Workload: "uniform", Mode: "realtime", Goroutines: 1, OfferedRate: 1000,
-				LatencyNS:      &results.Latency{},
-				LatencyCurveNS: []results.Quantile{{Q: 0.5, Value: 0}, {Q: 0.99, Value: 0}}},
-			results.Run{Limiter: l, Library: "ratelab", Algorithm: l, Workload: "many-users", Mode: "memory", BytesPerUser: 0},
-		)
+		unpaced := results.Row{Limiter: l, Library: "ratelab", Algorithm: l, Workload: "uniform", Mode: "realtime"}
+		unpaced.SetInt(results.Goroutines, 4)
+		unpaced.Add(results.Throughput, results.UnitPerS, 1e6)
+		unpaced.Add("lock_wait", results.UnitNS, 0)
+		paced := results.Row{Limiter: l, Library: "ratelab", Algorithm: l, Workload: "uniform", Mode: "realtime"}
+		paced.SetInt(results.Goroutines, 1)
+		paced.SetFloat(results.Offered, 1000)
+		paced.SetLatency(results.Latency, results.Quantiles{})
+		paced.AddSeries(results.Series{Name: "latency_curve", Unit: results.UnitNS, XUnit: "quantile", X: []float64{0.5, 0.99}, Y: []float64{0, 0}})
+		memory := results.Row{Limiter: l, Library: "ratelab", Algorithm: l, Workload: "many-users", Mode: "memory"}
+		memory.Add(results.BytesPerUser, results.UnitBytes, 0)
+		f.Rows = append(f.Rows, unpaced, paced, memory)
 	}
 	charts := Charts(f)
 	var names []string
@@ -312,31 +319,37 @@ func TestRenderRefusesUnknownFormat(t *testing.T) {
 func TestOddRuns(t *testing.T) {
 	f := fixture(t)
 	var edges []int
-	for i, r := range f.Runs {
-		if r.Edge != nil {
+	for i, r := range f.Rows {
+		if r.Curve("in_window") != nil {
 			edges = append(edges, i)
 		}
 	}
 	if len(edges) < 3 {
 		t.Fatalf("the fixture has %d edge series, want 3 or more", len(edges))
 	}
-	f.Runs[edges[0]].Edge = &results.Series{}                                                    // empty
-	f.Runs[edges[1]].Edge.InWindow = f.Runs[edges[1]].Edge.InWindow[:3]                          // does not pair up
-	f.Runs[edges[2]].Edge = &results.Series{T: []float64{1e16, 2e16}, InWindow: []float64{1, 2}} // absurd times
+	edge := func(i int) results.Series { return *f.Rows[edges[i]].Curve("in_window") }
+	f.Rows[edges[0]].AddSeries(results.Series{Name: "in_window"}) // empty
+	short := edge(1)
+	short.Y = short.Y[:3] // does not pair up
+	f.Rows[edges[1]].AddSeries(short)
+	f.Rows[edges[2]].AddSeries(results.Series{Name: "in_window", X: []float64{1e16, 2e16}, Y: []float64{1, 2}}) // absurd times
 	var slow, curve, lock int = -1, -1, -1
-	for i := range f.Runs {
-		r := &f.Runs[i]
+	for i := range f.Rows {
+		r := &f.Rows[i]
 		switch {
 		case unpaced(*r):
-			r.ThroughputPerS /= 1e3 // thousands a second, not millions
+			r.Add(results.Throughput, results.UnitPerS, r.Get(results.Throughput)/1e3) // thousands a second, not millions
 			if slow < 0 {
 				slow = i
 			}
 			if lock < 0 && r.Limiter == "gcra" {
-				r.LockWaitNSPerOp, lock = nil, i
+				r.Metrics = slices.DeleteFunc(r.Metrics, func(m results.Metric) bool { return m.Name == "lock_wait" })
+				lock = i
 			}
 		case paced(*r) && r.Limiter == "gcra" && curve < 0:
-			r.LatencyCurveNS = append(r.LatencyCurveNS, results.Quantile{Q: 1, Value: 2e6})
+			c := *r.Curve("latency_curve")
+			c.X, c.Y = append(slices.Clone(c.X), 1), append(slices.Clone(c.Y), 2e6) // the maximum, as a quantile
+			r.AddSeries(c)
 			curve = i
 		}
 	}
@@ -350,11 +363,12 @@ func TestOddRuns(t *testing.T) {
 			t.Errorf("latency %s: gcra's line is gone for one quantile it cannot draw", pn.Title)
 		}
 	}
-	r := f.Runs[lock]
+	r := f.Rows[lock]
+	g := r.SettingInt(results.Goroutines)
 	for _, pn := range Contention(f) {
 		for _, l := range pn.Lines {
-			if pn.Title == r.Workload && l.Name == "gcra" && slices.ContainsFunc(l.Points, func(p XY) bool { return p.X == float64(r.Goroutines) }) {
-				t.Errorf("contention: a point for gcra at %d goroutines on %s, whose wait was not measured", r.Goroutines, r.Workload)
+			if pn.Title == r.Workload && l.Name == "gcra" && slices.ContainsFunc(l.Points, func(p XY) bool { return p.X == float64(g) }) {
+				t.Errorf("contention: a point for gcra at %d goroutines on %s, whose wait was not measured", g, r.Workload)
 			}
 		}
 	}

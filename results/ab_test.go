@@ -172,7 +172,7 @@ func TestReadAB(t *testing.T) {
 		is         error
 		says       string
 	}{
-		{"a lab's results", `{"schema": 2, "meta": {}, "runs": []}`, ErrNotAB, "not an A/B file"},
+		{"a lab's results", `{"schema": 3, "meta": {}, "rows": []}`, ErrNotAB, "not an A/B file"},
 		{"another version", `{"kind": "ab", "schema": 99}`, ErrSchema, "version 99"},
 		{"an unknown field", fmt.Sprintf(`{"kind": "ab", "schema": %d, "colour": "red"}`, ABSchema), nil, "colour"},
 		{"not JSON", `{"kind": "ab",`, nil, "line 1"},

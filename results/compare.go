@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -35,6 +36,60 @@ type Tolerance struct {
 // again and the count moved by up to 0.00027 (0.2% of the sliding log's
 // 0.13): 0.001 or 5%.
 var DefaultTolerance = Tolerance{Memory: 0.02, MemoryBytes: 2, Allocs: 0.05, AllocsPerDecision: 0.001}
+
+// Gate is a metric of a mode's rows that compare compares between two
+// runs, by a Rule, and merge pools.
+type Gate struct {
+	// Metric is the metric's name in the rows; Label its name in
+	// compare's table.
+	Metric, Label string
+	Check         Check
+	// Digits is how many digits after the point compare shows (0: a
+	// count, with thousands separators); Relative shows a change as a
+	// percentage.
+	Digits   int
+	Relative bool
+	// Value, if set, derives the value compared from a row that has
+	// Metric (a cost against the floor from a timing row's rounds).
+	Value func(Row) (float64, bool)
+}
+
+// Check is how compare judges a change of a gated metric.
+type Check int
+
+const (
+	// CheckExact: any change regresses; a number that is a function of the
+	// seed and the code alone (accuracy in simulated time). Merge
+	// refuses files that differ in it.
+	CheckExact Check = iota
+	// CheckShown: a change is shown, not gated (accuracy on the real clock).
+	CheckShown
+	// CheckAllocs and CheckMemory: a change beyond the tolerance for allocations
+	// per decision, or for memory per user, regresses or improves.
+	// Merge takes their median.
+	CheckAllocs
+	CheckMemory
+	// CheckCost: a timing against the floor, shown, not gated; a missing one
+	// is not a regression either.
+	CheckCost
+)
+
+func (g Gate) value(r Row) (float64, bool) {
+	if !r.Has(g.Metric) {
+		return 0, false
+	}
+	if g.Value != nil {
+		return g.Value(r)
+	}
+	return r.Value(g.Metric)
+}
+
+func (g Gate) format(v float64) string {
+	if g.Digits == 0 {
+		return Count(int64(v))
+	}
+	return strconv.FormatFloat(v, 'f', g.Digits, 64)
+}
 
 // Verdicts of the gate on one metric.
 const (
@@ -68,9 +123,12 @@ type Comparison struct {
 	// Warnings say what differs between the two runs' machines and
 	// toolchains.
 	Warnings []string
-	// Outside counts the runs of NEW left out because their limiter is
-	// kept in a server (Run.Outside).
+	// Outside counts the rows of NEW left out because their limiter is
+	// kept in a server (Row.Outside).
 	Outside int
+	// shared are the limiter, workload and mode of the rows that share
+	// them with others, told apart by their settings.
+	shared map[key]bool
 }
 
 // Regressions counts the changes that fail the gate.
@@ -119,38 +177,97 @@ func (e *MismatchError) Error() string {
 		" (compare runs of the same lab; after changing what it runs, refresh the baseline)"
 }
 
-// key identifies a gated run in a file.
-type key struct{ limiter, workload, mode string }
+// key identifies a gated row in a file: its mode, workload, limiter and
+// settings.
+type key struct{ limiter, workload, mode, config string }
 
-func (k key) String() string { return fmt.Sprintf("%s on %s (%s)", k.limiter, k.workload, k.mode) }
+func keyOf(r Row) key {
+	var kv []string
+	for _, k := range slices.Sorted(maps.Keys(r.Config)) {
+		kv = append(kv, k+"="+r.Config[k])
+	}
+	return key{r.Limiter, r.Workload, r.Mode, strings.Join(kv, ", ")}
+}
 
-// gated returns the runs the gate compares, by key (simulated accuracy,
-// every accuracy run's allocations, memory, and timing), the keys in the
-// file's order, the keys it has more than once, and why it skipped what it
-// skipped, by limiter and workload. Runs of limiters kept in a server
-// (Run.Outside) are not gated, run or skipped: the gate must pass the
+func (k key) String() string {
+	where := k.mode
+	if k.config != "" {
+		where += ", " + k.config
+	}
+	if k.workload == "" {
+		return fmt.Sprintf("%s (%s)", k.limiter, where)
+	}
+	return fmt.Sprintf("%s on %s (%s)", k.limiter, k.workload, where)
+}
+
+// on is where a change of the row of k was measured, for the table of
+// changes: its workload, and its settings when others of its limiter,
+// workload and mode are gated too (the ways of charging of llm).
+func (k key) on(shared bool) string {
+	w := cmp.Or(k.workload, k.mode)
+	if shared && k.config != "" {
+		w += " (" + k.config + ")"
+	}
+	return w
+}
+
+// shared lists the limiter, workload and mode of keys that more than one
+// key has.
+func shared(keys []key) map[key]bool {
+	n := map[key]int{}
+	for _, k := range keys {
+		k.config = ""
+		n[k]++
+	}
+	out := map[key]bool{}
+	for k, c := range n {
+		if c > 1 {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+// gates returns the gates of mode m, nil for a mode this ratelab does not
+// know.
+func gates(m string) []Gate {
+	mode, _ := ModeNamed(m)
+	return mode.Gates
+}
+
+// gated returns the rows the gate compares, by key (those of a mode with
+// gates that have a gated metric), the keys in the file's order, the keys
+// it has more than once, and why it skipped what it skipped, by limiter
+// and workload (a skipped row may name no mode: the lab skips a limiter on
+// a workload in every mode at once). Rows of limiters kept in a server
+// (Row.Outside) are not gated, measured or skipped: the gate must pass the
 // same with the server and without it.
-func gated(f *File) (runs map[key]Run, order, twice []key, skipped map[[2]string]string) {
-	runs, skipped = map[key]Run{}, map[[2]string]string{}
-	for _, r := range f.Runs {
+//
+// Decisions, which every row counts, does not make a row gated alone: it
+// is compared in the rows another gated metric makes gated (the accuracy
+// rows of the real-time mode, not its throughput and latency rows).
+func gated(f *File) (rows map[key]Row, order, twice []key, skipped map[[2]string]string) {
+	rows, skipped = map[key]Row{}, map[[2]string]string{}
+	for _, r := range f.Rows {
 		if r.Outside() {
 			continue
 		}
-		if r.SkippedBecause != "" {
-			skipped[[2]string{r.Limiter, r.Workload}] = r.SkippedBecause
+		if r.Skipped != "" {
+			skipped[[2]string{r.Limiter, r.Workload}] = r.Skipped
 			continue
 		}
-		if r.Accuracy != nil || r.Mode == "memory" || r.Mode == "timing" {
-			k := key{r.Limiter, r.Workload, r.Mode}
-			if _, dup := runs[k]; dup {
-				twice = append(twice, k)
-				continue
-			}
-			order = append(order, k)
-			runs[k] = r
+		if !slices.ContainsFunc(gates(r.Mode), func(g Gate) bool { return g.Metric != Decisions && r.Has(g.Metric) }) {
+			continue
 		}
+		k := keyOf(r)
+		if _, dup := rows[k]; dup {
+			twice = append(twice, k)
+			continue
+		}
+		order = append(order, k)
+		rows[k] = r
 	}
-	return runs, order, twice, skipped
+	return rows, order, twice, skipped
 }
 
 // Compare compares cur, a new run, with base, the baseline, under tol. It
@@ -189,21 +306,21 @@ func Compare(base, cur *File, tol Tolerance) (*Comparison, error) {
 		return nil, mis
 	}
 
-	c := &Comparison{Old: base, New: cur, Tolerance: tol, Floor: map[string]float64{}, Warnings: machineDiffers(base, cur)}
-	for _, r := range cur.Runs {
-		if r.Outside() && r.SkippedBecause == "" {
+	c := &Comparison{Old: base, New: cur, Tolerance: tol, Floor: map[string]float64{}, Warnings: machineDiffers(base, cur), shared: shared(order)}
+	for _, r := range cur.Rows {
+		if r.Outside() && r.Skipped == "" {
 			c.Outside++
 		}
 	}
 	for _, k := range order {
 		o, n := om[k], nm[k]
-		switch {
-		case o.Accuracy != nil:
-			c.accuracy(k, o, n)
-		case k.mode == "memory":
-			c.memory(k, o, n)
-		case k.mode == "timing":
-			c.timing(k, o, n)
+		if o.IsFloor() {
+			if was, is := o.Get(Throughput), n.Get(Throughput); valid(was, false) && valid(is, false) {
+				c.Floor[k.workload] = is / was
+			}
+		}
+		for _, g := range gates(k.mode) {
+			c.gate(k, g, o, n)
 		}
 	}
 	slices.SortStableFunc(c.Changes, func(a, b Change) int {
@@ -256,14 +373,9 @@ func sameLab(base, cur *File) error {
 }
 
 func (c *Comparison) add(k key, metric, was, is, delta, verdict string, size float64) {
-	c.Changes = append(c.Changes, Change{Limiter: k.limiter, Workload: k.workload, Metric: metric, Old: was, New: is, Delta: delta, Verdict: verdict, size: size})
-}
-
-// missing records a measurement OLD has and NEW lacks (or has as zero,
-// negative or NaN): the lab broke, or the limiter did, and either way the
-// gate cannot pass it.
-func (c *Comparison) missing(k key, metric, was string) {
-	c.add(k, metric, was, "missing", "", Regressed, math.Inf(1))
+	bare := k
+	bare.config = ""
+	c.Changes = append(c.Changes, Change{Limiter: k.limiter, Workload: k.on(c.shared[bare]), Metric: metric, Old: was, New: is, Delta: delta, Verdict: verdict, size: size})
 }
 
 // valid reports whether v is a measurement: positive (or zero, when zero
@@ -272,126 +384,51 @@ func valid(v float64, zeroOK bool) bool {
 	return !math.IsNaN(v) && !math.IsInf(v, 0) && (v > 0 || zeroOK && v == 0)
 }
 
-// accuracy compares an accuracy run: in simulated time exactly, any change
-// a regression (the numbers are a pure function of the seed and the code);
-// in real time not at all, the clock being real. Allocations either way.
-func (c *Comparison) accuracy(k key, o, n Run) {
-	oa, na := o.Accuracy, n.Accuracy
-	exact := k.mode == "simulated"
-	counts := []struct {
-		name     string
-		old, new int64
-	}{
-		{"requests", o.Decisions, n.Decisions},
-		{"admitted", oa.Admitted, na.Admitted},
-		{"false allows", oa.FalseAllow, na.FalseAllow},
-		{"false denies", oa.FalseDeny, na.FalseDeny},
+// gate compares one gated metric of the row of k in the two runs.
+func (c *Comparison) gate(k key, g Gate, o, n Row) {
+	ov, ok := g.value(o)
+	if !ok || g.Check != CheckExact && g.Check != CheckShown && !valid(ov, g.Check == CheckAllocs) {
+		return
 	}
-	for _, m := range counts {
-		verdict := Unchanged
-		switch {
-		case m.old != m.new && exact:
-			verdict = Regressed
-		case m.old != m.new:
+	nv, ok := g.value(n)
+	if !ok || !valid(nv, g.Check != CheckCost && g.Check != CheckMemory) {
+		verdict := Regressed
+		if g.Check == CheckShown || g.Check == CheckCost {
 			verdict = NotGated
 		}
-		if verdict != Unchanged {
-			c.add(k, m.name, count(m.old), count(m.new), signed(count(m.new-m.old), m.new-m.old), verdict, float64(m.new-m.old))
-		}
-	}
-	if oa.MaxWindowRatio != na.MaxWindowRatio {
-		verdict := NotGated
-		if exact {
-			verdict = Regressed
-		}
-		c.add(k, "most in any W", ratio2(oa.MaxWindowRatio), ratio2(na.MaxWindowRatio),
-			fmt.Sprintf("%+.4f", na.MaxWindowRatio-oa.MaxWindowRatio), verdict, na.MaxWindowRatio-oa.MaxWindowRatio)
-	}
-	if o.AllocsPerDecision == nil {
+		c.add(k, g.Label, g.format(ov), "missing", "", verdict, math.Inf(1))
 		return
 	}
-	ov := *o.AllocsPerDecision
-	if n.AllocsPerDecision == nil || !valid(*n.AllocsPerDecision, true) {
-		c.missing(k, "allocs/decision", strconv.FormatFloat(ov, 'f', 4, 64))
+	if nv == ov {
 		return
 	}
-	nv := *n.AllocsPerDecision
 	d := nv - ov
-	allowed := max(c.Tolerance.Allocs*ov, c.Tolerance.AllocsPerDecision)
-	verdict := WithinNoise
-	switch {
-	case d == 0:
-		return
-	case d > allowed:
+	verdict := NotGated
+	switch g.Check {
+	case CheckExact:
 		verdict = Regressed
-	case -d > allowed:
-		verdict = Improved
-	}
-	c.add(k, "allocs/decision", strconv.FormatFloat(ov, 'f', 4, 64), strconv.FormatFloat(nv, 'f', 4, 64), fmt.Sprintf("%+.4f", d), verdict, d)
-}
-
-// memory compares bytes per user.
-func (c *Comparison) memory(k key, o, n Run) {
-	ov, nv := o.BytesPerUser, n.BytesPerUser
-	switch {
-	case !valid(ov, false):
-		return
-	case !valid(nv, false):
-		c.missing(k, "bytes/user", strconv.FormatFloat(ov, 'f', 1, 64))
-		return
-	case ov == nv:
-		return
-	}
-	allowed := max(c.Tolerance.Memory*ov, c.Tolerance.MemoryBytes)
-	verdict := WithinNoise
-	switch {
-	case nv-ov > allowed:
-		verdict = Regressed
-	case ov-nv > allowed:
-		verdict = Improved
-	}
-	c.add(k, "bytes/user", strconv.FormatFloat(ov, 'f', 1, 64), strconv.FormatFloat(nv, 'f', 1, 64), percentChange(ov, nv), verdict, math.Log(nv/ov))
-}
-
-// timing shows how a limiter's cost against the harness floor sampled
-// around it moved, not gated: the two runs were made at different moments,
-// and the floor cancels a machine's speed, not its kind.
-func (c *Comparison) timing(k key, o, n Run) {
-	if isFloor(o) {
-		tput := func(x Round) float64 { return x.ThroughputPerS }
-		if was, is := MedianOf(o.Rounds, tput), MedianOf(n.Rounds, tput); valid(was, false) && valid(is, false) {
-			c.Floor[k.workload] = is / was
+	case CheckAllocs, CheckMemory:
+		allowed := max(c.Tolerance.Allocs*ov, c.Tolerance.AllocsPerDecision)
+		if g.Check == CheckMemory {
+			allowed = max(c.Tolerance.Memory*ov, c.Tolerance.MemoryBytes)
 		}
-		return
-	}
-	oc, ok := Costs(o)
-	if !ok {
-		return
-	}
-	nc, _ := Costs(n)
-	for _, m := range []struct {
-		name     string
-		old, new float64
-	}{
-		{"time/decision", oc.Throughput, nc.Throughput},
-		{"p50", oc.P50, nc.P50},
-		{"p90", oc.P90, nc.P90},
-	} {
-		name := m.name + " × floor"
+		verdict = WithinNoise
 		switch {
-		case !valid(m.old, false):
-			continue
-		case !valid(m.new, false):
-			c.add(k, name, strconv.FormatFloat(m.old, 'f', 2, 64), "missing", "", NotGated, math.Inf(1))
-			continue
-		case m.new == m.old:
-			continue
+		case d > allowed:
+			verdict = Regressed
+		case -d > allowed:
+			verdict = Improved
 		}
-		c.add(k, name, strconv.FormatFloat(m.old, 'f', 2, 64), strconv.FormatFloat(m.new, 'f', 2, 64), percentChange(m.old, m.new), NotGated, math.Log(m.new/m.old))
 	}
+	delta, size := fmt.Sprintf("%+.4f", d), d
+	switch {
+	case g.Relative:
+		delta, size = percentChange(ov, nv), math.Log(nv/ov)
+	case g.Digits == 0:
+		delta = signed(Count(int64(nv)-int64(ov)), int64(nv)-int64(ov))
+	}
+	c.add(k, g.Label, g.format(ov), g.format(nv), delta, verdict, size)
 }
-
-func ratio2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 
 // signed puts a plus before a positive formatted number.
 func signed(s string, v int64) string {
@@ -481,7 +518,7 @@ func plural(n int) string {
 // workloadOrder lists f's workloads in the order its runs have them.
 func workloadOrder(f *File) []string {
 	var out []string
-	for _, r := range f.Runs {
+	for _, r := range f.Rows {
 		if !slices.Contains(out, r.Workload) {
 			out = append(out, r.Workload)
 		}

@@ -18,7 +18,7 @@ type Cost struct {
 	Rounds int
 }
 
-// Costs returns the cost of r, a timing run, against the harness floor
+// CostOf returns the cost of r, a timing row, against the harness floor
 // sampled around each of its rounds: medians over the rounds of the
 // limiter's figure over the mean of the floor's two. False if r has no
 // rounds with the floor around them.
@@ -30,11 +30,16 @@ type Cost struct {
 // machine's slow spells slowing the floor, a no-op, more than a limiter
 // that waits on memory: the ratio itself shifts with the spell, by 6-12%
 // on a hot key and up to 35% on many-users.
-func Costs(r Run) (Cost, bool) {
-	var use []Round
-	for _, x := range r.Rounds {
-		if b, a := x.FloorBefore, x.FloorAfter; b != nil && a != nil && valid(x.ThroughputPerS, false) && valid(b.ThroughputPerS, false) && valid(a.ThroughputPerS, false) {
-			use = append(use, x)
+func CostOf(r Row) (Cost, bool) {
+	lim := r.Curve(Throughput)
+	before, after := r.Curve(FloorBefore+Throughput), r.Curve(FloorAfter+Throughput)
+	if lim == nil || before == nil || after == nil {
+		return Cost{}, false
+	}
+	var use []int
+	for i := range lim.Y {
+		if i < len(before.Y) && i < len(after.Y) && valid(lim.Y[i], false) && valid(before.Y[i], false) && valid(after.Y[i], false) {
+			use = append(use, i)
 		}
 	}
 	if len(use) == 0 {
@@ -42,32 +47,36 @@ func Costs(r Run) (Cost, bool) {
 	}
 	// A round whose figure is not a measurement (zero, NaN) is left out
 	// of that figure's median, not counted as a zero.
-	ratio := func(v func(Sample) float64) float64 {
+	ratio := func(name string, v func(float64) float64) float64 {
+		l, b, a := r.Curve(name), r.Curve(FloorBefore+name), r.Curve(FloorAfter+name)
+		if l == nil || b == nil || a == nil {
+			return 0
+		}
 		var rs []float64
-		for _, x := range use {
-			lim, b, a := v(x.Sample), v(*x.FloorBefore), v(*x.FloorAfter)
-			if valid(lim, false) && valid(b, false) && valid(a, false) {
-				rs = append(rs, lim/((b+a)/2))
+		for _, i := range use {
+			x, y, z := v(l.Y[i]), v(b.Y[i]), v(a.Y[i])
+			if valid(x, false) && valid(y, false) && valid(z, false) {
+				rs = append(rs, x/((y+z)/2))
 			}
 		}
 		return medianOf(rs)
 	}
+	same := func(v float64) float64 { return v }
 	return Cost{
-		Throughput: ratio(func(s Sample) float64 { return 1 / s.ThroughputPerS }),
-		P50:        ratio(func(s Sample) float64 { return s.P50NS }),
-		P90:        ratio(func(s Sample) float64 { return s.P90NS }),
+		Throughput: ratio(Throughput, func(v float64) float64 { return 1 / v }),
+		P50:        ratio(Latency+".p50", same),
+		P90:        ratio(Latency+".p90", same),
 		Rounds:     len(use),
 	}, true
 }
 
-// MedianOf returns the median of v over rounds, 0 for none.
-func MedianOf(rounds []Round, v func(Round) float64) float64 {
-	vals := make([]float64, len(rounds))
-	for i, r := range rounds {
-		vals[i] = v(r)
-	}
-	return medianOf(vals)
-}
+// FloorBefore and FloorAfter prefix the series of a timing row that are
+// the harness floor's samples just before and just after each of the
+// limiter's.
+const (
+	FloorBefore = "floor_before."
+	FloorAfter  = "floor_after."
+)
 
 // medianOf returns the median of v (sorting it), 0 for none.
 func medianOf(v []float64) float64 {

@@ -12,74 +12,98 @@ import (
 // grows depends on each process's hash seed); the simulated accuracy,
 // which must be the same in every file; each timing run's rounds from
 // every file, in order. Everything else is the first file's, but for the
-// pictures of a window edge (Run.Edge), which it leaves out: nine tenths
-// of a quick lab's file, and nothing a baseline compares.
+// curves (a picture of a window edge), which it leaves out: nine tenths of
+// a quick lab's file, and nothing a baseline compares. What it pools is
+// what the modes' gates say.
 func Merge(files ...*File) (*File, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("results: nothing to merge")
 	}
 	first := files[0]
-	out := *first
-	out.Runs = slices.Clone(first.Runs)
 	byKey, order, twice, _ := gated(first)
 	if len(twice) > 0 {
 		return nil, &MismatchError{Twice: []string{"the first file has " + twice[0].String()}}
 	}
-	pools := make([]map[key]Run, len(files))
+	pools := make([]map[key]Row, len(files))
 	for i, f := range files {
 		if err := sameLab(first, f); err != nil {
 			return nil, fmt.Errorf("file %d of %d: %w", i+1, len(files), err)
 		}
-		runs, fOrder, twice, _ := gated(f)
+		rows, fOrder, twice, _ := gated(f)
 		if len(twice) > 0 || len(fOrder) != len(order) {
-			return nil, fmt.Errorf("file %d of %d: %w", i+1, len(files), &MismatchError{OnlyNew: []string{fmt.Sprintf("%d gated runs, where the first has %d", len(fOrder), len(order))}})
+			return nil, fmt.Errorf("file %d of %d: %w", i+1, len(files), &MismatchError{OnlyNew: []string{fmt.Sprintf("%d gated rows, where the first has %d", len(fOrder), len(order))}})
 		}
 		for _, k := range order {
-			r, ok := runs[k]
+			r, ok := rows[k]
 			if !ok {
 				return nil, fmt.Errorf("file %d of %d: %w", i+1, len(files), &MismatchError{OnlyOld: []string{k.String()}})
 			}
-			if a, b := byKey[k].Accuracy, r.Accuracy; k.mode == "simulated" && a != nil && (b == nil || *a != *b) {
-				return nil, fmt.Errorf("results: file %d of %d decided %s otherwise than the first: merge runs of one tree and seed", i+1, len(files), k)
-			}
-		}
-		pools[i] = runs
-	}
-	for i, r := range out.Runs {
-		r.Edge = nil
-		out.Runs[i] = r
-		k := key{r.Limiter, r.Workload, r.Mode}
-		if _, ok := byKey[k]; !ok || r.SkippedBecause != "" {
-			continue
-		}
-		all := func(v func(Run) float64) float64 {
-			vals := make([]float64, len(pools))
-			for j, p := range pools {
-				vals[j] = v(p[k])
-			}
-			return medianOf(vals)
-		}
-		switch {
-		case r.Mode == "timing":
-			r.Rounds, r.Decisions = nil, 0
-			for _, p := range pools {
-				r.Rounds = append(r.Rounds, p[k].Rounds...)
-				r.Decisions += p[k].Decisions
-			}
-			r.ThroughputPerS = MedianOf(r.Rounds, func(x Round) float64 { return x.ThroughputPerS })
-		case r.Mode == "memory":
-			r.BytesPerUser = all(func(x Run) float64 { return x.BytesPerUser })
-		case r.AllocsPerDecision != nil:
-			a := all(func(x Run) float64 {
-				if x.AllocsPerDecision == nil {
-					return 0
+			for _, g := range gates(k.mode) {
+				if g.Check == CheckExact && byKey[k].Get(g.Metric) != r.Get(g.Metric) {
+					return nil, fmt.Errorf("results: file %d of %d decided %s otherwise than the first: merge runs of one tree and seed", i+1, len(files), k)
 				}
-				return *x.AllocsPerDecision
-			})
-			r.AllocsPerDecision = &a
+			}
 		}
-		out.Runs[i] = r
+		pools[i] = rows
+	}
+	out := *first
+	out.Rows = nil
+	for _, r := range first.Rows {
+		r.Series = slices.DeleteFunc(slices.Clone(r.Series), func(s Series) bool { return len(s.X) > 0 })
+		if _, ok := byKey[keyOf(r)]; ok {
+			r = pool(r, pools)
+		}
+		out.Rows = append(out.Rows, r)
 	}
 	out.Meta.Merged = len(files)
 	return &out, nil
+}
+
+// pool is r, a gated row, pooled with its twins in pools: the median of
+// each metric with a tolerance, and the samples of every file, each metric
+// they sample their median, the decisions those of every file.
+func pool(r Row, pools []map[key]Row) Row {
+	k := keyOf(r)
+	r.Metrics = slices.Clone(r.Metrics)
+	for _, g := range gates(r.Mode) {
+		if g.Check != CheckAllocs && g.Check != CheckMemory || !r.Has(g.Metric) {
+			continue
+		}
+		vals := make([]float64, len(pools))
+		for j, p := range pools {
+			vals[j] = p[k].Get(g.Metric)
+		}
+		r.Add(g.Metric, unitOf(r, g.Metric), medianOf(vals))
+	}
+	if len(r.Series) == 0 {
+		return r
+	}
+	var decisions float64
+	for i, s := range r.Series {
+		s.Y = nil
+		for _, p := range pools {
+			if o := p[k].Curve(s.Name); o != nil {
+				s.Y = append(s.Y, o.Y...)
+			}
+		}
+		r.Series[i] = s
+		if r.Has(s.Name) {
+			r.Add(s.Name, unitOf(r, s.Name), medianOf(slices.Clone(s.Y)))
+		}
+	}
+	for _, p := range pools {
+		decisions += p[k].Get(Decisions)
+	}
+	r.Add(Decisions, UnitCount, decisions)
+	return r
+}
+
+// unitOf is the unit of r's metric.
+func unitOf(r Row, name string) string {
+	for _, m := range r.Metrics {
+		if m.Name == name {
+			return m.Unit
+		}
+	}
+	return ""
 }

@@ -1,25 +1,27 @@
-package results
+package results_test
 
 import (
 	"bytes"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ratelab/ratelab/results"
 )
 
 func TestPicksGolden(t *testing.T) {
 	var b bytes.Buffer
-	if err := WritePicks(&b, fixture()); err != nil {
+	if err := results.WritePicks(&b, fixture()); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "picks.txt", b.Bytes())
 }
 
 // pick returns the pick for need, failing if there is none.
-func pick(t *testing.T, f *File, need string) Pick {
+func pick(t *testing.T, f *results.File, need string) results.Pick {
 	t.Helper()
-	picks, _ := Picks(f)
-	i := slices.IndexFunc(picks, func(p Pick) bool { return p.Need == need })
+	picks, _ := results.Picks(f)
+	i := slices.IndexFunc(picks, func(p results.Pick) bool { return p.Need == need })
 	if i < 0 {
 		t.Fatalf("no pick for %q in %+v", need, picks)
 	}
@@ -43,17 +45,17 @@ func TestPicksFollowTheNumbers(t *testing.T) {
 		t.Errorf("throughput: %+v", p)
 	}
 
-	for i := range f.Runs {
-		r := &f.Runs[i]
+	for i := range f.Rows {
+		r := &f.Rows[i]
 		switch {
 		case r.Mode == "memory" && r.Limiter == "gcra":
-			r.BytesPerUser = 400
-		case r.Accuracy != nil && r.Limiter == "gcra":
-			r.Accuracy.MaxWindowRatio = 1 // now exact, and faster than the log
-		case r.Accuracy != nil && (r.Limiter == "fixed-window" || r.Limiter == "go-limiter"):
-			r.Accuracy.MaxWindowRatio = 1.02
+			set(r, results.BytesPerUser, 400)
+		case r.Has(results.MostInWindow) && r.Limiter == "gcra":
+			set(r, results.MostInWindow, 1) // now exact, and faster than the log
+		case r.Has(results.MostInWindow) && (r.Limiter == "fixed-window" || r.Limiter == "go-limiter"):
+			set(r, results.MostInWindow, 1.02)
 		case r.Mode == "realtime" && r.Limiter == "x/time/rate":
-			r.ThroughputPerS = 9e7
+			set(r, results.Throughput, 9e7)
 		}
 	}
 	if p := pick(t, f, "Least memory per user"); p.Limiter != "x/time/rate" {
@@ -65,27 +67,25 @@ func TestPicksFollowTheNumbers(t *testing.T) {
 	if p := pick(t, f, "Most decisions per second under overload"); p.Limiter != "x/time/rate" {
 		t.Errorf("throughput, x/time/rate at 90M/s: %+v", p)
 	}
-	if picks, _ := Picks(f); slices.ContainsFunc(picks, func(p Pick) bool { return strings.HasPrefix(p.Need, "Avoid") }) {
+	if picks, _ := results.Picks(f); slices.ContainsFunc(picks, func(p results.Pick) bool { return strings.HasPrefix(p.Need, "Avoid") }) {
 		t.Errorf("with no limiter over 1.05×N at the edge, nothing should be named to avoid: %+v", picks)
 	}
 
-	for i := range f.Runs {
-		if a := f.Runs[i].Accuracy; a != nil {
-			a.MaxWindowRatio = max(a.MaxWindowRatio, 1.1)
-		}
+	for i := range f.Rows {
+		change(&f.Rows[i], results.MostInWindow, func(v float64) float64 { return max(v, 1.1) })
 	}
 	if p := pick(t, f, "Never more than N in any window"); p.Limiter != "" || !strings.Contains(p.Why, "the closest, fixed-window, let a key have 1.10×N") {
 		t.Errorf("exact, with no limiter exact: %+v", p)
 	}
 
-	if picks, versus := Picks(&File{}); len(picks) != 0 || len(versus) != 0 {
+	if picks, versus := results.Picks(&results.File{}); len(picks) != 0 || len(versus) != 0 {
 		t.Errorf("an empty run picks %+v and compares %v", picks, versus)
 	}
 }
 
-// TestScorecardIsTrue checks the scorecard's cells against the runs.
+// TestScorecardIsTrue checks the scorecard's cells against the rows.
 func TestScorecardIsTrue(t *testing.T) {
-	sc := Scorecard(fixture())
+	sc := results.Scorecard(fixture())
 	row := func(name string) []string {
 		i := slices.IndexFunc(sc.Rows, func(r []string) bool { return r[0] == name })
 		if i < 0 {
@@ -98,25 +98,24 @@ func TestScorecardIsTrue(t *testing.T) {
 	if got, want := strings.Join(row("gcra"), "|"), "gcra|1.01|0.983%|45.10M/s|136ns|994ns|21.0"; got != want {
 		t.Errorf("gcra's row: %s, want %s", got, want)
 	}
-	// The floor's one run is at 1 goroutine, not the 2 the scorecard
+	// The floor's one row is at 1 goroutine, not the 2 the scorecard
 	// compares: it has nothing to show, and no row.
-	if slices.ContainsFunc(sc.Rows, func(r []string) bool { return r[0] == "(harness floor)" }) {
+	if slices.ContainsFunc(sc.Rows, func(r []string) bool { return r[0] == floorName }) {
 		t.Errorf("the floor has a row with nothing in it")
 	}
 
 	// Given the fastest numbers of all, the floor gets a row but is never
 	// picked: it decides nothing.
 	f := fixture()
-	f.Runs = append(f.Runs,
-		Run{Limiter: "(harness floor)", Library: "ratelab", Workload: "uniform", Mode: "realtime", Goroutines: 2, ThroughputPerS: 1e9},
-		Run{Limiter: "(harness floor)", Library: "ratelab", Workload: "uniform", Mode: "realtime", Goroutines: 1, OfferedRate: 200_000,
-			LatencyNS: &Latency{P50: 1, P90: 1, P99: 1, P999: 1, Max: 1}})
-	if !slices.ContainsFunc(Scorecard(f).Rows, func(r []string) bool { return r[0] == "(harness floor)" && r[3] == "1000.00M/s" }) {
-		t.Errorf("the floor's row is missing or wrong: %v", Scorecard(f).Rows)
+	f.Rows = append(f.Rows,
+		realTime(floor("", "uniform"), 2, 0, 1e9, results.Quantiles{}, 1e9),
+		realTime(floor("", "uniform"), 1, 200_000, 200_000, results.Quantiles{P50: 1, P90: 1, P99: 1, P999: 1, Max: 1}, 200_000))
+	if !slices.ContainsFunc(results.Scorecard(f).Rows, func(r []string) bool { return r[0] == floorName && r[3] == "1000.00M/s" }) {
+		t.Errorf("the floor's row is missing or wrong: %v", results.Scorecard(f).Rows)
 	}
-	picks, _ := Picks(f)
+	picks, _ := results.Picks(f)
 	for _, p := range picks {
-		if p.Limiter == "(harness floor)" {
+		if p.Limiter == floorName {
 			t.Errorf("the harness floor, which decides nothing, is picked: %+v", p)
 		}
 	}
@@ -128,23 +127,17 @@ func TestScorecardIsTrue(t *testing.T) {
 // TestPicksTiesAndTails checks what a pick says about the limiters close
 // behind it and about latency tails against the harness floor.
 func TestPicksTiesAndTails(t *testing.T) {
-	run := func(limiter string, g int, tput float64) Run {
-		return Run{Limiter: limiter, Library: "ratelab", Algorithm: limiter, Workload: "uniform", Mode: "realtime", Goroutines: g, ThroughputPerS: tput}
+	unpaced := func(limiter string, g int, tput float64) results.Row {
+		return realTime(measured("", "uniform", limiter, ratelab, limiter), g, 0, 1000, results.Quantiles{}, tput)
 	}
-	paced := func(limiter, library string, p50, p99 float64) Run {
-		algorithm := limiter
-		if limiter == "(harness floor)" {
-			algorithm = ""
-		}
-		return Run{Limiter: limiter, Library: library, Algorithm: algorithm, Workload: "uniform", Mode: "realtime", Goroutines: 1, OfferedRate: 1000,
-			LatencyNS: &Latency{P50: p50, P99: p99}}
+	paced := func(r results.Row, p50, p99 float64) results.Row {
+		return realTime(r, 1, 1000, 1000, results.Quantiles{P50: p50, P99: p99}, 1000)
 	}
-	f := &File{Meta: Meta{GOMAXPROCS: 2}, Runs: []Run{
-		run("gcra", 2, 30e6), run("fixed-window", 2, 28e6), run("sliding-log", 2, 20e6), run("gcra", 1, 99e6),
-		paced("gcra", "ratelab", 150, 40e3), paced("fixed-window", "ratelab", 140, 20e3),
-		paced("x/time/rate", "golang.org/x/time", 120, 9e6), paced("(harness floor)", "ratelab", 60, 30e3),
+	f := &results.File{Meta: results.Meta{GOMAXPROCS: 2}, Rows: []results.Row{
+		unpaced("gcra", 2, 30e6), unpaced("fixed-window", 2, 28e6), unpaced("sliding-log", 2, 20e6), unpaced("gcra", 1, 99e6),
+		paced(measured("", "uniform", "gcra", ratelab, "gcra"), 150, 40e3), paced(measured("", "uniform", "fixed-window", ratelab, "fixed-window"), 140, 20e3),
+		paced(measured("", "uniform", "x/time/rate", "golang.org/x/time", "token-bucket"), 120, 9e6), paced(floor("", "uniform"), 60, 30e3),
 	}}
-	f.Runs[len(f.Runs)-2].Algorithm = "token-bucket"
 
 	p := pick(t, f, "Most decisions per second under overload")
 	if p.Limiter != "gcra" || !strings.Contains(p.Why, "30.00M/s with 2 goroutines") || !strings.Contains(p.Why, "too close to call on a shared machine: fixed-window.") {
@@ -159,7 +152,7 @@ func TestPicksTiesAndTails(t *testing.T) {
 			t.Errorf("latency: %q lacks %q", p.Why, want)
 		}
 	}
-	f.Runs[6].LatencyNS.P99 = 50e3
+	set(&f.Rows[6], results.Latency+".p99", 50e3)
 	if p := pick(t, f, "Fastest decision at a steady rate"); !strings.Contains(p.Why, "No limiter's p99 was over three times the harness floor's 30.0µs") {
 		t.Errorf("latency, every tail near the floor's: %+v", p)
 	}

@@ -1,44 +1,45 @@
-package results
+package results_test
 
 import (
 	"bytes"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ratelab/ratelab/results"
 )
 
 // withRedis is the fixture with rows kept in Redis: ratelab's gcra and
 // redis_rate, each a few thousand decisions a second, and gcra's memory on
 // the server. They decided as memory did.
-func withRedis() *File {
+func withRedis() *results.File {
 	f := fixture()
-	zero := int64(0)
-	for _, r := range slices.Clone(f.Runs) {
-		if r.Limiter != "gcra" || r.SkippedBecause != "" {
+	for _, r := range slices.Clone(f.Rows) {
+		if r.Limiter != "gcra" || !r.Measured() {
 			continue
 		}
-		r.Limiter, r.Backend, r.Note = "gcra (redis)", "redis", "Rows kept in Redis: a note."
+		r = clone(r)
+		r.Limiter, r.Backend, r.Note = "gcra (redis)", results.BackendRedis, "Rows kept in Redis: a note."
 		switch {
-		case r.Accuracy != nil:
-			a := *r.Accuracy
-			r.Accuracy, r.DiffersFromMemory = &a, &zero
+		case r.Has(results.MostInWindow):
+			r.Add(results.DiffersFromMemory, results.UnitCount, 0)
 		case r.Mode == "realtime":
-			r.ThroughputPerS /= 2000
-			if l := r.LatencyNS; l != nil {
-				r.LatencyNS = &Latency{P50: l.P50 * 1000, P90: l.P90 * 1000, P99: l.P99 * 1000, P999: l.P999 * 1000, Max: l.Max * 1000}
+			change(&r, results.Throughput, func(v float64) float64 { return v / 2000 })
+			if q, ok := r.LatencyOf(results.Latency); ok {
+				r.SetLatency(results.Latency, results.Quantiles{P50: q.P50 * 1000, P90: q.P90 * 1000, P99: q.P99 * 1000, P999: q.P999 * 1000, Max: q.Max * 1000})
 			}
 		case r.Mode == "memory":
-			r.BytesPerUser = 190
+			set(&r, results.BytesPerUser, 190)
 		case r.Mode == "timing":
 			continue
 		}
-		f.Runs = append(f.Runs, r)
+		f.Rows = append(f.Rows, r)
 		if r.Mode == "realtime" || r.Mode == "memory" {
-			p := r
-			p.Limiter, p.Library, p.DiffersFromMemory = "redis_rate", "github.com/go-redis/redis_rate/v10 v10.0.1", nil
-			p.ThroughputPerS *= 1.5
-			p.BytesPerUser = 200
-			f.Runs = append(f.Runs, p)
+			p := clone(r)
+			p.Limiter, p.Library = "redis_rate", "github.com/go-redis/redis_rate/v10 v10.0.1"
+			change(&p, results.Throughput, func(v float64) float64 { return v * 1.5 })
+			set(&p, results.BytesPerUser, 200)
+			f.Rows = append(f.Rows, p)
 		}
 	}
 	return f
@@ -49,7 +50,7 @@ func withRedis() *File {
 // set against ratelab's GCRA on Redis.
 func TestPicksKeepRedisApart(t *testing.T) {
 	f := withRedis()
-	picks, versus := Picks(f)
+	picks, versus := results.Picks(f)
 	for _, p := range picks {
 		if strings.HasPrefix(p.Need, "One limit shared") {
 			continue
@@ -68,21 +69,20 @@ func TestPicksKeepRedisApart(t *testing.T) {
 		t.Errorf("redis_rate is not set against gcra on Redis: %q", versus)
 	}
 	var b bytes.Buffer
-	if err := WritePicks(&b, f); err != nil || !strings.Contains(strings.Join(strings.Fields(b.String()), " "), "their bytes per user are the server's memory per key") {
+	if err := results.WritePicks(&b, f); err != nil || !strings.Contains(strings.Join(strings.Fields(b.String()), " "), "their bytes per user are the server's memory per key") {
 		t.Errorf("the scorecard does not say what the Redis rows' bytes are (%v):\n%s", err, b.String())
 	}
 
 	// A Redis row that decided otherwise than memory is a bug, and said.
-	for i := range f.Runs {
-		if d := f.Runs[i].DiffersFromMemory; d != nil && f.Runs[i].Workload == "boundary-attack" {
-			n := int64(3)
-			f.Runs[i].DiffersFromMemory = &n
+	for i := range f.Rows {
+		if f.Rows[i].Has(results.DiffersFromMemory) && f.Rows[i].Workload == "boundary-attack" {
+			set(&f.Rows[i], results.DiffersFromMemory, 3)
 		}
 	}
 	if p := pick(t, f, "One limit shared by many processes (Redis)"); !strings.Contains(p.Why, "gcra (redis) decided otherwise than the same algorithm in memory on 3 of") {
 		t.Errorf("a Redis row that differs from memory: %+v", p)
 	}
-	if a := accuracyTable(f, "simulated"); !strings.Contains(a.Note, "(a bug): gcra (redis) on boundary-attack, 3 of 590,000.") {
+	if a := table(t, f, "accuracy"); !strings.Contains(a.Note, "(a bug): gcra (redis) on boundary-attack, 3 of 590,000.") {
 		t.Errorf("the accuracy table's note: %s", a.Note)
 	}
 }
@@ -90,7 +90,7 @@ func TestPicksKeepRedisApart(t *testing.T) {
 // Each table says once what its Redis rows ran on, and the accuracy table
 // that they decided as memory did.
 func TestTablesNoteRedisRows(t *testing.T) {
-	for _, tb := range Tables(withRedis()) {
+	for _, tb := range results.Tables(withRedis()) {
 		onRedis := slices.ContainsFunc(tb.Rows, func(row []string) bool { return slices.Contains(row, "gcra (redis)") })
 		if n := strings.Count(tb.Note, "Rows kept in Redis: a note."); n != map[bool]int{true: 1, false: 0}[onRedis] {
 			t.Errorf("%s: the Redis note is there %d times (Redis rows: %v): %s", tb.Name, n, onRedis, tb.Note)
@@ -104,29 +104,30 @@ func TestTablesNoteRedisRows(t *testing.T) {
 // The gate leaves the Redis rows out: a baseline without them passes a
 // run with them, and one with them a run where Redis was not there.
 func TestGateLeavesRedisOut(t *testing.T) {
-	redis := func(f *File) *File {
-		for _, r := range slices.Clone(f.Runs) {
+	redis := func(f *results.File) *results.File {
+		for _, r := range slices.Clone(f.Rows) {
 			if r.Limiter == "gcra" {
-				r.Limiter, r.Backend = "gcra (redis)", "redis"
-				f.Runs = append(f.Runs, r)
+				r = clone(r)
+				r.Limiter, r.Backend = "gcra (redis)", results.BackendRedis
+				f.Rows = append(f.Rows, r)
 			}
 		}
 		return f
 	}
-	skipped := func(f *File) *File {
+	skipped := func(f *results.File) *results.File {
 		for _, w := range []string{"uniform", "bursty"} {
-			f.Runs = append(f.Runs, Run{Limiter: "gcra (redis)", Backend: "redis", Workload: w, SkippedBecause: "no Redis at 127.0.0.1:6379: connection refused"})
+			f.Rows = append(f.Rows, results.Row{Limiter: "gcra (redis)", Backend: results.BackendRedis, Workload: w, Skipped: "no Redis at 127.0.0.1:6379: connection refused"})
 		}
 		return f
 	}
-	same := func(f *File) *File { return f }
-	for name, change := range map[string][2]func(*File) *File{
+	same := func(f *results.File) *results.File { return f }
+	for name, change := range map[string][2]func(*results.File) *results.File{
 		"new has Redis rows":   {same, redis},
 		"old has Redis rows":   {redis, skipped},
 		"Redis skipped in new": {same, skipped},
 	} {
 		old, new := gateFiles(t)
-		c, err := Compare(change[0](old), change[1](new), DefaultTolerance)
+		c, err := results.Compare(change[0](old), change[1](new), results.DefaultTolerance)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -135,9 +136,11 @@ func TestGateLeavesRedisOut(t *testing.T) {
 			t.Errorf("%s: %d regressions: %v", name, n, regressed(c))
 		}
 		var b bytes.Buffer
-		c.Write(&b, false)
+		if err := c.Write(&b, false); err != nil {
+			t.Fatal(err)
+		}
 		if runs := strings.Contains(b.String(), "Not compared: NEW's"); runs != (name == "new has Redis rows") {
-			t.Errorf("%s: the comparison says of the Redis runs:\n%s", name, b.String())
+			t.Errorf("%s: the comparison says of the Redis rows:\n%s", name, b.String())
 		}
 	}
 }
@@ -145,9 +148,9 @@ func TestGateLeavesRedisOut(t *testing.T) {
 // Skipped says a reason once, with every limiter and workload it kept
 // from running.
 func TestSkippedGroups(t *testing.T) {
-	f := &File{}
+	f := &results.File{}
 	add := func(limiter, workload, why string) {
-		f.Runs = append(f.Runs, Run{Limiter: limiter, Workload: workload, SkippedBecause: why})
+		f.Rows = append(f.Rows, results.Row{Limiter: limiter, Workload: workload, Skipped: why})
 	}
 	for _, w := range []string{"uniform", "bursty"} {
 		add("gcra (redis)", w, "no Redis")
@@ -160,7 +163,7 @@ func TestSkippedGroups(t *testing.T) {
 		"sliding-log (redis) on uniform: no Redis",
 		"config on uniform, bursty: its limits are its own",
 	}
-	if got := Skipped(f); !slices.Equal(got, want) {
+	if got := results.Skipped(f); !slices.Equal(got, want) {
 		t.Errorf("Skipped =\n%q\nwant\n%q", got, want)
 	}
 }

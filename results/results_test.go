@@ -1,65 +1,212 @@
-package results
+package results_test
 
 import (
 	"bytes"
 	"errors"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	_ "github.com/ratelab/ratelab/harness" // the modes: their tables, picks and gates
+	"github.com/ratelab/ratelab/results"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-func ptr[T any](v T) *T { return &v }
+// The libraries of the fixture's limiters.
+const (
+	ratelab   = results.LibraryRatelab
+	xrate     = "golang.org/x/time v0.16.0"
+	goLimiter = "github.com/sethvargo/go-limiter v0.7.1"
+	floorName = "(harness floor)"
+)
 
-// fixture is a small results file with one run of every kind.
-func fixture() *File {
-	j := &Judged{Limit: 100, Window: 1}
-	return &File{
-		Schema: Schema,
-		Meta: Meta{Seed: 7, GoVersion: "go1.26.8", CPU: "AMD EPYC", Cores: 2, GOMAXPROCS: 2,
-			Start: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), Elapsed: 93.5, SimulationPerS: 1.31e7,
-			Params: Params{Limit: 100, Window: 1, Users: 500, Attackers: 50, ManyUsers: 1_000_000, Simulated: 60,
+// The names the harness gives the metrics and series of its own
+// (harness/realtime.go), which the tables read.
+const (
+	admittedFraction = "admitted_fraction"
+	achievedFraction = "achieved_fraction"
+	lateFraction     = "late_fraction"
+	lockWait         = "lock_wait"
+	sendLagP99       = "send_lag.p99"
+	runP99           = "run_p99"
+)
+
+// measured is a row of a limiter in memory.
+func measured(mode, workload, limiter, library, algorithm string) results.Row {
+	return results.Row{Mode: mode, Workload: workload, Limiter: limiter, Library: library, Algorithm: algorithm, Backend: results.BackendMemory}
+}
+
+// floor is a row of the harness floor, which decides nothing.
+func floor(mode, workload string) results.Row {
+	r := results.Row{Mode: mode, Workload: workload, Limiter: floorName, Library: ratelab, Backend: "none"}
+	r.Set(results.Floor, "true")
+	return r
+}
+
+// accuracy is r with an accuracy judged against 100 per second.
+func accuracy(r results.Row, decisions int64, a results.Accuracy) results.Row {
+	r.SetInt(results.JudgedN, 100)
+	r.Set(results.JudgedPer, "1s")
+	r.Add(results.Decisions, results.UnitCount, float64(decisions))
+	r.SetAccuracy(a)
+	return r
+}
+
+// realTime is r with what a real-time run measured: unpaced, or paced
+// at offered a second.
+func realTime(r results.Row, goroutines int, offered float64, decisions int64, q results.Quantiles, tput float64) results.Row {
+	r.Mode = "realtime"
+	r.SetInt(results.Goroutines, goroutines)
+	if offered > 0 {
+		r.SetFloat(results.Offered, offered)
+	}
+	r.Add(results.Decisions, results.UnitCount, float64(decisions))
+	r.SetLatency(results.Latency, q)
+	r.Add(results.Throughput, results.UnitPerS, tput)
+	return r
+}
+
+// memory is r with the bytes per user of users keys.
+func memory(r results.Row, users int, bytes float64) results.Row {
+	r.Mode, r.Workload = "memory", "many-users"
+	r.Add("users", results.UnitCount, float64(users))
+	r.Add(results.Decisions, results.UnitCount, float64(users))
+	r.Add(results.BytesPerUser, results.UnitBytes, bytes)
+	return r
+}
+
+// timing is r with a timing run's rounds: the limiter's samples, and the
+// floor's before and after each (none for the floor's own row), their
+// medians its figures.
+func timing(r results.Row, decisions int64, own, before, after []results.Sample) results.Row {
+	r.Mode = "timing"
+	r.SetInt(results.Goroutines, 1)
+	r.Add(results.Decisions, results.UnitCount, float64(decisions))
+	addSamples(&r, "", own)
+	addSamples(&r, results.FloorBefore, before)
+	addSamples(&r, results.FloorAfter, after)
+	for _, s := range r.Series[:3] {
+		r.Add(s.Name, s.Unit, median(s.Y))
+	}
+	return r
+}
+
+// addSamples adds samples to r as the series timing rows keep, after prefix.
+func addSamples(r *results.Row, prefix string, samples []results.Sample) {
+	if len(samples) == 0 {
+		return
+	}
+	tput := results.Series{Name: prefix + results.Throughput, Unit: results.UnitPerS}
+	p50 := results.Series{Name: prefix + results.Latency + ".p50", Unit: results.UnitNS}
+	p90 := results.Series{Name: prefix + results.Latency + ".p90", Unit: results.UnitNS}
+	for _, s := range samples {
+		tput.Y, p50.Y, p90.Y = append(tput.Y, s.ThroughputPerS), append(p50.Y, s.P50NS), append(p90.Y, s.P90NS)
+	}
+	r.AddSeries(tput)
+	r.AddSeries(p50)
+	r.AddSeries(p90)
+}
+
+func median(v []float64) float64 {
+	v = slices.Sorted(slices.Values(v))
+	if n := len(v); n%2 == 0 {
+		return (v[n/2-1] + v[n/2]) / 2
+	}
+	return v[len(v)/2]
+}
+
+// with is r with metric name set.
+func with(r results.Row, name, unit string, v float64) results.Row {
+	r.Add(name, unit, v)
+	return r
+}
+
+// clone is r with nothing shared with it.
+func clone(r results.Row) results.Row {
+	r.Config = maps.Clone(r.Config)
+	r.Metrics = slices.Clone(r.Metrics)
+	r.Series = slices.Clone(r.Series)
+	for i := range r.Series {
+		r.Series[i].X, r.Series[i].Y = slices.Clone(r.Series[i].X), slices.Clone(r.Series[i].Y)
+	}
+	return r
+}
+
+// change sets r's metric name, keeping its unit, to f of its value.
+func change(r *results.Row, name string, f func(float64) float64) {
+	for i := range r.Metrics {
+		if r.Metrics[i].Name == name {
+			r.Metrics[i].Value = f(r.Metrics[i].Value)
+		}
+	}
+}
+
+// set sets r's metric name, keeping its unit.
+func set(r *results.Row, name string, v float64) {
+	change(r, name, func(float64) float64 { return v })
+}
+
+// drop removes r's metric name.
+func drop(r *results.Row, name string) {
+	r.Metrics = slices.DeleteFunc(slices.Clone(r.Metrics), func(m results.Metric) bool { return m.Name == name })
+}
+
+// fixture is a small results file with a row of every kind.
+func fixture() *results.File {
+	paced := realTime(measured("", "uniform", "gcra", ratelab, "gcra"), 1, 200_000, 100_000,
+		results.Quantiles{P50: 136, P90: 154, P99: 994, P999: 28_224, Max: 219_966}, 199_990)
+	paced.Add(admittedFraction, results.UnitFraction, 0.8312)
+	paced.Add(achievedFraction, results.UnitFraction, 0.99995)
+	paced.Add(lateFraction, results.UnitFraction, 0.0004)
+	paced.AddSeries(results.Series{Name: runP99, Unit: results.UnitNS, Y: []float64{994, 802, 2_480}})
+	replayed := accuracy(measured("realtime", "boundary-attack", "go-limiter", goLimiter, "fixed-window"), 590_000,
+		results.Accuracy{Admitted: 299_000, Ideal: 270_000, FalseAllow: 150_000, FalseDeny: 121_000, FalseAllowRate: 0.254, FalseDenyRate: 0.205, MaxWindowRatio: 1.78})
+	replayed.Add(results.TimeScale, results.UnitRatio, 0.25)
+	replayed.Add(sendLagP99, results.UnitNS, 4100)
+
+	return &results.File{
+		Schema: results.Schema,
+		Meta: results.Meta{Seed: 7, GoVersion: "go1.26.8", CPU: "AMD EPYC", Cores: 2, GOMAXPROCS: 2,
+			Start: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), Elapsed: 93.5, SimulationPerS: 1.31e7, SimulatedDecisions: 1_770_000,
+			Params: results.Params{Limit: 100, Window: 1, Users: 500, Attackers: 50, ManyUsers: 1_000_000, Simulated: 60,
 				Goroutines: []int{1, 2}, RealTime: 0.25, LatencyGoroutines: 1, OfferedRate: 200_000, LatencyRuns: 3, RealTimeAccuracyScale: 0.02}},
-		Runs: []Run{
-			{Limiter: "fixed-window", Library: "ratelab", Algorithm: "fixed-window", Backend: "memory", Workload: "boundary-attack", Mode: "simulated", Judged: j, Decisions: 590_000,
-				Accuracy: &Accuracy{Admitted: 300_000, Ideal: 295_000, FalseAllow: 295_000, FalseDeny: 290_000, FalseAllowRate: 0.5, FalseDenyRate: 0.4915, MaxWindowRatio: 2}},
-			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "boundary-attack", Mode: "simulated", Judged: j, Decisions: 590_000,
-				Accuracy:          &Accuracy{Admitted: 295_100, Ideal: 295_000, FalseAllow: 2950, FalseDeny: 2850, FalseAllowRate: 0.005, FalseDenyRate: 0.00483, MaxWindowRatio: 1.01},
-				AllocsPerDecision: ptr(0.0)},
-			{Limiter: "sliding-log", Library: "ratelab", Algorithm: "sliding-log", Backend: "memory", Workload: "boundary-attack", Mode: "simulated", Judged: j, Decisions: 590_000,
-				Accuracy: &Accuracy{Admitted: 295_000, Ideal: 295_000, MaxWindowRatio: 1}},
-			{Limiter: "go-limiter", Library: "github.com/sethvargo/go-limiter v0.7.1", Algorithm: "fixed-window", Backend: "memory", Workload: "boundary-attack", Mode: "realtime", Judged: j, Decisions: 590_000,
-				Accuracy:  &Accuracy{Admitted: 299_000, Ideal: 270_000, FalseAllow: 150_000, FalseDeny: 121_000, FalseAllowRate: 0.254, FalseDenyRate: 0.205, MaxWindowRatio: 1.78},
-				TimeScale: 0.25, SendLagNS: &Latency{P50: 300, P90: 900, P99: 4100, P999: 20_000, Max: 80_000}},
-			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "uniform", Mode: "realtime", Goroutines: 1, Decisions: 5_000_000,
-				LatencyNS: &Latency{P50: 40, P90: 45, P99: 61, P999: 900, Max: 85_000}, ThroughputPerS: 2.3e7, LockWaitNSPerOp: ptr(0.0), AdmittedFraction: ptr(0.006)},
-			{Limiter: "(harness floor)", Library: "ratelab", Backend: "none", Workload: "uniform", Mode: "realtime", Goroutines: 1, Decisions: 9_000_000,
-				LatencyNS: &Latency{P50: 30, P90: 31, P99: 40, P999: 700, Max: 60_000}, ThroughputPerS: 3.6e7, LockWaitNSPerOp: ptr(0.0), AdmittedFraction: ptr(1.0)},
-			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "uniform", Mode: "realtime", Goroutines: 2, Decisions: 9_000_000,
-				LatencyNS: &Latency{P50: 44, P90: 50, P99: 80, P999: 1200, Max: 1.2e6}, ThroughputPerS: 4.51e7, LockWaitNSPerOp: ptr(0.04)}, // shown as <0.1ns
-			{Limiter: "x/time/rate", Library: "golang.org/x/time v0.16.0", Algorithm: "token-bucket", Backend: "memory", Workload: "uniform", Mode: "realtime", Goroutines: 2, Decisions: 2_000_000,
-				LatencyNS: &Latency{P50: 210, P90: 260, P99: 900, P999: 30_000, Max: 4.1e6}, ThroughputPerS: 1.05e7, LockWaitNSPerOp: ptr(278.4)},
-			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "uniform", Mode: "realtime", Goroutines: 1, OfferedRate: 200_000, Decisions: 100_000,
-				LatencyNS: &Latency{P50: 136, P90: 154, P99: 994, P999: 28_224, Max: 219_966}, ThroughputPerS: 199_990, AchievedFraction: ptr(0.99995),
-				LateFraction: ptr(0.0004), AdmittedFraction: ptr(0.8312),
-				LatencyRunsNS: []Latency{{P50: 131, P90: 150, P99: 994, P999: 28_224, Max: 219_966}, {P50: 136, P90: 154, P99: 802, P999: 19_000, Max: 90_120},
-					{P50: 140, P90: 161, P99: 2_480, P999: 31_000, Max: 1_200_000}}},
-			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "many-users", Mode: "memory", Users: 1_000_000, Decisions: 1_000_000, BytesPerUser: 21.04},
-			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "uniform", Mode: "timing", Goroutines: 1, Decisions: 1_200_000, ThroughputPerS: 2.0e7,
-				Rounds: []Round{
-					{Sample: Sample{ThroughputPerS: 2.0e7, P50NS: 50, P90NS: 51}, FloorBefore: &Sample{2.5e8, 4, 4.1}, FloorAfter: &Sample{2.4e8, 4.1, 4.2}},
-					{Sample: Sample{ThroughputPerS: 1.3e7, P50NS: 76, P90NS: 80}, FloorBefore: &Sample{1.5e8, 6.6, 6.8}, FloorAfter: &Sample{1.5e8, 6.6, 6.7}},
-					{Sample: Sample{ThroughputPerS: 2.1e7, P50NS: 48, P90NS: 50}, FloorBefore: &Sample{2.4e8, 4.1, 4.2}, FloorAfter: &Sample{2.5e8, 4, 4.1}},
-				}},
-			{Limiter: "(harness floor)", Library: "ratelab", Backend: "none", Workload: "uniform", Mode: "timing", Goroutines: 1, Decisions: 4_200_000, ThroughputPerS: 2.4e8,
-				Rounds: []Round{{Sample: Sample{2.4e8, 4.1, 4.2}}, {Sample: Sample{1.5e8, 6.6, 6.7}}, {Sample: Sample{2.5e8, 4, 4.1}}}},
-			{Limiter: "gcra", Library: "ratelab", Algorithm: "gcra", Backend: "memory", Workload: "trace", SkippedBecause: "the workload has no requests with these parameters"},
-			{Limiter: "x/time/rate", Library: "golang.org/x/time v0.16.0", Algorithm: "token-bucket", Backend: "memory", Workload: "many-users", Mode: "memory", Users: 1_000_000, Decisions: 1_000_000, BytesPerUser: 151.76},
+		Rows: []results.Row{
+			accuracy(measured("simulated", "boundary-attack", "fixed-window", ratelab, "fixed-window"), 590_000,
+				results.Accuracy{Admitted: 300_000, Ideal: 295_000, FalseAllow: 295_000, FalseDeny: 290_000, FalseAllowRate: 0.5, FalseDenyRate: 0.4915, MaxWindowRatio: 2}),
+			with(accuracy(measured("simulated", "boundary-attack", "gcra", ratelab, "gcra"), 590_000,
+				results.Accuracy{Admitted: 295_100, Ideal: 295_000, FalseAllow: 2950, FalseDeny: 2850, FalseAllowRate: 0.005, FalseDenyRate: 0.00483, MaxWindowRatio: 1.01}),
+				results.AllocsPerDecision, results.UnitAllocs, 0),
+			accuracy(measured("simulated", "boundary-attack", "sliding-log", ratelab, "sliding-log"), 590_000,
+				results.Accuracy{Admitted: 295_000, Ideal: 295_000, MaxWindowRatio: 1}),
+			replayed,
+			with(with(realTime(measured("", "uniform", "gcra", ratelab, "gcra"), 1, 0, 5_000_000,
+				results.Quantiles{P50: 40, P90: 45, P99: 61, P999: 900, Max: 85_000}, 2.3e7),
+				lockWait, results.UnitNS, 0), admittedFraction, results.UnitFraction, 0.006),
+			with(with(realTime(floor("", "uniform"), 1, 0, 9_000_000,
+				results.Quantiles{P50: 30, P90: 31, P99: 40, P999: 700, Max: 60_000}, 3.6e7),
+				lockWait, results.UnitNS, 0), admittedFraction, results.UnitFraction, 1),
+			with(realTime(measured("", "uniform", "gcra", ratelab, "gcra"), 2, 0, 9_000_000,
+				results.Quantiles{P50: 44, P90: 50, P99: 80, P999: 1200, Max: 1.2e6}, 4.51e7),
+				lockWait, results.UnitNS, 0.04), // shown as <0.1ns
+			with(realTime(measured("", "uniform", "x/time/rate", xrate, "token-bucket"), 2, 0, 2_000_000,
+				results.Quantiles{P50: 210, P90: 260, P99: 900, P999: 30_000, Max: 4.1e6}, 1.05e7),
+				lockWait, results.UnitNS, 278.4),
+			paced,
+			memory(measured("", "", "gcra", ratelab, "gcra"), 1_000_000, 21.04),
+			timing(measured("", "uniform", "gcra", ratelab, "gcra"), 1_200_000,
+				[]results.Sample{{ThroughputPerS: 2.0e7, P50NS: 50, P90NS: 51}, {ThroughputPerS: 1.3e7, P50NS: 76, P90NS: 80}, {ThroughputPerS: 2.1e7, P50NS: 48, P90NS: 50}},
+				[]results.Sample{{ThroughputPerS: 2.5e8, P50NS: 4, P90NS: 4.1}, {ThroughputPerS: 1.5e8, P50NS: 6.6, P90NS: 6.8}, {ThroughputPerS: 2.4e8, P50NS: 4.1, P90NS: 4.2}},
+				[]results.Sample{{ThroughputPerS: 2.4e8, P50NS: 4.1, P90NS: 4.2}, {ThroughputPerS: 1.5e8, P50NS: 6.6, P90NS: 6.7}, {ThroughputPerS: 2.5e8, P50NS: 4, P90NS: 4.1}}),
+			timing(floor("", "uniform"), 4_200_000,
+				[]results.Sample{{ThroughputPerS: 2.4e8, P50NS: 4.1, P90NS: 4.2}, {ThroughputPerS: 1.5e8, P50NS: 6.6, P90NS: 6.7}, {ThroughputPerS: 2.5e8, P50NS: 4, P90NS: 4.1}}, nil, nil),
+			{Limiter: "gcra", Library: ratelab, Algorithm: "gcra", Backend: results.BackendMemory, Workload: "trace", Skipped: "the workload has no requests with these parameters"},
+			memory(measured("", "", "x/time/rate", xrate, "token-bucket"), 1_000_000, 151.76),
 		},
 	}
 }
@@ -83,7 +230,7 @@ func golden(t *testing.T, name string, got []byte) {
 
 func TestTablesGolden(t *testing.T) {
 	var txt, md bytes.Buffer
-	tables := Tables(fixture())
+	tables := results.Tables(fixture())
 	var names []string
 	for _, tb := range tables {
 		names = append(names, tb.Name)
@@ -103,16 +250,18 @@ func TestTablesGolden(t *testing.T) {
 
 func TestRoundTrip(t *testing.T) {
 	var b bytes.Buffer
-	if err := Write(&b, fixture()); err != nil {
+	if err := results.Write(&b, fixture()); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "results.json", b.Bytes())
-	f, err := Read(bytes.NewReader(b.Bytes()))
+	f, err := results.Read(bytes.NewReader(b.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var again bytes.Buffer
-	Write(&again, f)
+	if err := results.Write(&again, f); err != nil {
+		t.Fatal(err)
+	}
 	if !bytes.Equal(b.Bytes(), again.Bytes()) {
 		t.Fatal("a file read back writes differently")
 	}
@@ -120,40 +269,63 @@ func TestRoundTrip(t *testing.T) {
 
 func TestReadRefuses(t *testing.T) {
 	for _, tt := range []struct{ in, says string }{
-		{`{"schema": 1, "meta": {}, "runs": []}`, "the file is version 1, this ratelab reads 2"},
-		{`{"schema": 3, "meta": {}, "runs": [], "new_field": 1}`, "the file is version 3"},
-		{`{"schema": 2, "meta": {}, "runs": [], "extra": 1}`, "unknown field"},
-		{`{"schema": 2, "runs": [{"limiter": 3}]}`, "cannot unmarshal"},
-		{`{"meta": {}, "runs": []}`, "not a results file"},
+		{`{"schema": 1, "meta": {}, "runs": []}`, "the file is version 1, written by a ratelab from before every measurement was a row (this one reads 3)"},
+		{`{"schema": 4, "meta": {}, "rows": [], "new_field": 1}`, "the file is version 4, this ratelab reads 3"},
+		{`{"schema": 3, "meta": {}, "rows": [], "extra": 1}`, "unknown field"},
+		{`{"schema": 3, "meta": {}, "runs": []}`, `unknown field "runs"`},
+		{`{"schema": 3, "rows": [{"limiter": 3}]}`, "cannot unmarshal"},
+		{`{"meta": {}, "rows": []}`, "not a results file"},
 		{`not json`, "line 1, column 2: invalid character"},
-		{"{\"schema\": 2, \"runs\": [\n  {\"limiter\": }\n]}", "line 2, column 15: invalid character '}'"},
-		{"{\"schema\": 2,\n \"runs\": [{\"decisions\": \"many\"}]}", "line 2, column 30: json: cannot unmarshal string"},
+		{"{\"schema\": 3, \"rows\": [\n  {\"limiter\": }\n]}", "line 2, column 15: invalid character '}'"},
+		{"{\"schema\": 3,\n \"rows\": [{\"metrics\": \"many\"}]}", "line 2, column 28: json: cannot unmarshal string"},
 	} {
-		_, err := Read(strings.NewReader(tt.in))
+		_, err := results.Read(strings.NewReader(tt.in))
 		if err == nil || !strings.Contains(err.Error(), tt.says) {
 			t.Errorf("Read(%s) = %v, want an error saying %q", tt.in, err, tt.says)
 		}
 	}
-	if _, err := Read(strings.NewReader(`{"schema": 1}`)); !errors.Is(err, ErrSchema) {
+	if _, err := results.Read(strings.NewReader(`{"schema": 1}`)); !errors.Is(err, results.ErrSchema) {
 		t.Errorf("another schema: %v, want ErrSchema", err)
+	}
+}
+
+// A file the ratelab before rows wrote (schema 2, its measurements in
+// "runs") is refused as a file of another version, saying what to do,
+// not as one with a field this version does not know.
+func TestReadRefusesSchema2(t *testing.T) {
+	path := filepath.Join("testdata", "schema2.json")
+	_, err := results.ReadFile(path)
+	if !errors.Is(err, results.ErrSchema) {
+		t.Fatalf("ReadFile(%s) = %v, want ErrSchema", path, err)
+	}
+	for _, want := range []string{
+		path + ": results: schema version mismatch: the file is version 2, written by a ratelab from before every measurement was a row (this one reads 3)",
+		"run the lab again with this ratelab, or compare it with the ratelab that wrote it",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("ReadFile(%s) = %v, want it to say %q", path, err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "unknown field") {
+		t.Errorf("ReadFile(%s) = %v: names a field, not the version", path, err)
 	}
 }
 
 func TestSummaries(t *testing.T) {
 	f := fixture()
-	if got := SimulationSpeed(f); got != "Simulated time: 1,770,000 decisions at 13.1 million a second on one core (limiters and harness together)." {
+	if got := results.SimulationSpeed(f); got != "Simulated time: 1,770,000 decisions at 13.1 million a second on one core (limiters and harness together)." {
 		t.Errorf("SimulationSpeed = %q", got)
 	}
-	if got := Skipped(f); len(got) != 1 || got[0] != "gcra on trace: the workload has no requests with these parameters" {
+	if got := results.Skipped(f); len(got) != 1 || got[0] != "gcra on trace: the workload has no requests with these parameters" {
 		t.Errorf("Skipped = %q", got)
 	}
 	dir := t.TempDir()
-	paths, err := WriteDir(dir, f)
+	paths, err := results.WriteDir(dir, f)
 	if err != nil || len(paths) != 3 {
 		t.Fatalf("WriteDir = %v, %v", paths, err)
 	}
-	back, err := ReadFile(paths[0])
-	if err != nil || len(back.Runs) != len(f.Runs) {
+	back, err := results.ReadFile(paths[0])
+	if err != nil || len(back.Rows) != len(f.Rows) {
 		t.Fatalf("ReadFile = %v, %v", back, err)
 	}
 	left, _ := filepath.Glob(filepath.Join(dir, "*.*.*")) // temporary files
@@ -163,83 +335,18 @@ func TestSummaries(t *testing.T) {
 }
 
 func TestFormats(t *testing.T) {
+	share := func(v float64) results.Row { return with(results.Row{}, "share", results.UnitFraction, v) }
 	for _, tt := range []struct{ got, want string }{
-		{count(0), "0"}, {count(999), "999"}, {count(1000), "1,000"}, {count(1234567), "1,234,567"}, {count(-1234), "-1,234"},
-		{nanos(0), "0"}, {nanos(85), "85ns"}, {nanos(1234), "1.2µs"}, {nanos(3.4e6), "3.4ms"}, {nanos(2.345e9), "2.35s"},
-		{rate(12), "12/s"}, {rate(250_000), "250k/s"}, {rate(1.234e7), "12.34M/s"},
-		{countRate(0, 0), "0"}, {countRate(1234, 0.0003123), "1,234 (0.0312%)"},
-		{percent(nil), ""}, {percent(ptr(0.0)), "0%"}, {percent(ptr(0.0004)), "<0.1%"}, {percent(ptr(0.8312)), "83.1%"},
+		{results.Count(0), "0"}, {results.Count(999), "999"}, {results.Count(1000), "1,000"}, {results.Count(1234567), "1,234,567"}, {results.Count(-1234), "-1,234"},
+		{results.Nanos(0), "0"}, {results.Nanos(85), "85ns"}, {results.Nanos(1234), "1.2µs"}, {results.Nanos(3.4e6), "3.4ms"}, {results.Nanos(2.345e9), "2.35s"},
+		{results.Rate(12), "12/s"}, {results.Rate(250_000), "250k/s"}, {results.Rate(1.234e7), "12.34M/s"},
+		{results.CountRate(0, 0), "0"}, {results.CountRate(1234, 0.0003123), "1,234 (0.0312%)"},
+		{results.Percent(results.Row{}, "share"), ""}, {results.Percent(share(0), "share"), "0%"},
+		{results.Percent(share(0.0004), "share"), "<0.1%"}, {results.Percent(share(0.8312), "share"), "83.1%"},
+		{results.Fixed(1.5, 2), "1.50"}, {results.Fixed(2, 1), "2.0"},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
 		}
-	}
-}
-
-// The outage table: a row a run, the answers as shares before, during and
-// after, and a recovery, or that there was none within the run.
-func TestOutageTable(t *testing.T) {
-	rec := Seconds(0.51)
-	span := func(ok, limited, unavailable int64) Span {
-		return Span{Answers: Answers{OK: ok, Limited: limited, Unavailable: unavailable}, LatencyNS: Latency{P50: 90e3, P99: 250e6, Max: 270e6}}
-	}
-	runs := []Run{
-		{Limiter: "gcra (redis)", Mode: "outage", Workload: "outage", Outage: &Outage{Kind: "refused", Failure: "closed", Rate: 2000, Users: 25, Limit: 4, Window: 0.1,
-			Away: 1, Back: 3.5, Bin: 0.1, Bins: make([]Answers, 55), Before: span(54, 46, 0), During: span(0, 0, 100), After: span(39, 36, 25), Recovery: &rec}},
-		{Limiter: "gcra (redis)", Mode: "outage", Workload: "outage", Outage: &Outage{Kind: "unanswered", Failure: "fallback", Fleet: 2, Rate: 2000, Users: 25, Limit: 4, Window: 0.1,
-			Away: 1, Back: 3.5, Bin: 0.1, Bins: make([]Answers, 55), Before: span(1, 1, 0), During: Span{Answers: Answers{OK: 1, Limited: 2, Errors: 1}}, After: span(1, 0, 1)}},
-	}
-	tab := outageTable(&File{Runs: runs})
-	want := [][]string{
-		{"refused for 2.5s", "closed", "54 · 46 · 0", "0 · 0 · 100", "39 · 36 · 25", "90.0µs", "250.0ms", "270.0ms", "510.0ms"},
-		{"unanswered for 2.5s", "fallback, fleet 2", "50 · 50 · 0", "25 · 50 · 0 (+25 other)", "50 · 0 · 50", "0", "0", "0", "not in 5.5s"},
-	}
-	if !slices.EqualFunc(tab.Rows, want, slices.Equal) {
-		t.Errorf("rows:\n%q\nwant\n%q", tab.Rows, want)
-	}
-	if !strings.Contains(tab.Note, "2k/s from 25 users, each limited to 4 per 100ms (gcra (redis))") {
-		t.Errorf("note: %s", tab.Note)
-	}
-	var a Answers
-	for _, c := range []struct {
-		code uint16
-		err  string
-	}{{200, ""}, {429, "429 Too Many Requests"}, {503, "503 Service Unavailable"}, {404, "404 Not Found"}, {0, "connection refused"}, {200, ""}} {
-		a.Count(c.code, c.err)
-	}
-	if a != (Answers{OK: 2, Limited: 1, Unavailable: 1, Other: 1, Errors: 1}) || a.Total() != 6 {
-		t.Errorf("counted %+v", a)
-	}
-}
-
-// The llm table: a row a run, its estimate blank for a way of charging
-// that uses none; and the picks: the way of charging that stays closest to
-// its algorithm knowing the costs, whatever the estimate, and the closest
-// to the ideal of those within the limit.
-func TestLLMTableAndPicks(t *testing.T) {
-	llm := func(limiter, charge string, estimate int, tokens int64, most, wrong float64) Run {
-		return Run{Limiter: limiter, Mode: "llm", Workload: "llm", Decisions: 1000,
-			Accuracy: &Accuracy{Admitted: 800, Ideal: 700, FalseAllow: 100, FalseAllowRate: wrong, MaxWindowRatio: most},
-			LLM:      &LLM{Charge: charge, Estimate: estimate, Mean: 500, Spread: 1, Max: 4000, Limit: 10000, Window: 60, Asked: 2000, Tokens: tokens, IdealTokens: 1000}}
-	}
-	f := &File{Runs: []Run{
-		llm("gcra", "estimate only", 100, 1700, 3.5, 0.2),
-		llm("gcra", "estimate then settle", 100, 1210, 2.9, 0.36),
-		llm("gcra", "estimate then settle", 500, 1190, 2.7, 0.33),
-		llm("gcra", "max then settle", 0, 950, 1.7, 0.42),
-		llm("gcra", "actual up front", 0, 1200, 2.0, 0.17),
-		llm("sliding-log", "max then settle", 0, 520, 0.99, 0.57),
-		llm("sliding-log", "actual up front", 0, 1000, 1.0, 0),
-	}}
-	tab := llmTable(f)
-	if len(tab.Rows) != 7 || tab.Rows[0][2] != "100" || tab.Rows[3][2] != "" || tab.Rows[0][9] != "3.50" || tab.Rows[0][8] != "1,700 (170%)" {
-		t.Errorf("rows: %q", tab.Rows)
-	}
-	picks := llmPicks(f)
-	if len(picks) != 2 || picks[0].Limiter != "gcra (estimate then settle)" || picks[1].Limiter != "sliding-log (max then settle)" {
-		t.Fatalf("picks: %+v", picks)
-	}
-	if !strings.Contains(picks[0].Why, "within 0.833% of the tokens gcra admits knowing every cost") {
-		t.Errorf("why: %s", picks[0].Why)
 	}
 }

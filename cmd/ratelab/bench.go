@@ -20,29 +20,17 @@ import (
 	"github.com/ratelab/ratelab/workloads"
 )
 
+// benchUsage is bench's help; %s is the modes, from results.Modes.
 const benchUsage = `Usage:
 
 	ratelab bench [flags]
 
 Bench is the lab: it drives every limiter, ratelab's six algorithms and the
 peers (x/time/rate, go-limiter, throttled), through the same workloads and
-measures, for each:
+measures each in every mode (--modes names some; the default is all of
+them, --quick all but the outage runs):
 
-	accuracy    against the ideal (the sliding window log on the same
-	            requests), in simulated time: false allows and denies, and
-	            the most admitted in any window
-	latency     of one decision from its intended send time, paced, the
-	            median of three runs' percentiles
-	throughput  unpaced, as the number of goroutines grows
-	contention  time blocked on locks per decision
-	timing      the cost of one decision against the harness floor,
-	            sampled in turns, round after round
-	memory      live heap per user, at a million users
-	http        ratelab serve's server on loopback, each algorithm in
-	            memory, attacked by vegeta (10,000 requests a second
-	            by default): 200s and 429s against what the limit
-	            admits, the rate vegeta achieved, end-to-end latency
-
+%s
 The Redis rows are ratelab's six algorithms kept in Redis, "gcra (redis)"
 and so on, GCRA again with batching ("gcra (redis batched)") and with its
 users packed into hashes ("gcra (redis packed)"), and go-redis/redis_rate
@@ -93,7 +81,7 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	var c harness.Config
 	var limitersFlag, modesFlag, goroutinesFlag string
 	fs.StringVar(&limitersFlag, "limiters", "", "comma-separated limiters to run (default all): fixed-window, sliding-log, sliding-counter, token-bucket, leaky-bucket, gcra, x/time/rate, go-limiter, throttled, and on Redis \"gcra (redis)\" and so on, and redis_rate")
-	fs.StringVar(&modesFlag, "modes", "", "comma-separated modes (default all; quick leaves out outage): simulated, realtime, timing, memory, http, fleet, outage")
+	fs.StringVar(&modesFlag, "modes", "", "comma-separated modes (default all; quick leaves out outage): "+strings.Join(modeNames(), ", "))
 	fs.Float64Var(&c.HTTP.Rate, "http-rate", 0, "the rate vegeta attacks the server at in the http runs, per second (default 10000)")
 	fs.DurationVar(&c.HTTP.Time, "http-time", 0, "how long each http run lasts (default 1s, quick 150ms)")
 	fs.DurationVar(&c.Outage.Away, "outage-away", 0, "how long the outage runs take Redis away (default 2.5s, quick 1.5s)")
@@ -108,7 +96,7 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	useRedis := fs.Bool("redis", true, "run the Redis rows (ratelab's algorithms on Redis, and go-redis/redis_rate); --redis=false leaves them out")
 	out := fs.String("out", "out", "the folder results go to")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), benchUsage)
+		fmt.Fprintf(fs.Output(), benchUsage, modeList())
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args, stdout); err != nil {
@@ -239,4 +227,24 @@ func workloadFlags(fs *flag.FlagSet, c *harness.Config) func() {
 		c.Limit = limiters.Limit{N: *limit, Per: *window}
 		c.Workloads = list(*workloadsFlag)
 	}
+}
+
+// modeNames are the lab's modes, in the order it runs them.
+func modeNames() []string {
+	var out []string
+	for _, m := range results.Modes() {
+		out = append(out, m.Name)
+	}
+	return out
+}
+
+// modeList is the lab's modes, a name and what it measures a line, for
+// bench's help.
+func modeList() string {
+	var b strings.Builder
+	for _, m := range results.Modes() {
+		about := strings.ReplaceAll(results.Wrap(m.About, 58), "\n", "\n\t            ")
+		fmt.Fprintf(&b, "\t%-11s %s\n", m.Name, about)
+	}
+	return b.String()
 }

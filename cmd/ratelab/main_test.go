@@ -300,16 +300,16 @@ func TestCompare(t *testing.T) {
 		return path
 	}
 	moreAllowed := variant("accuracy.json", func(f *results.File) {
-		for i, r := range f.Runs {
+		for i, r := range f.Rows {
 			if r.Limiter == "sliding-counter" && r.Workload == "bursty" && r.Mode == "simulated" {
-				f.Runs[i].Accuracy.Admitted += 3
-				f.Runs[i].Accuracy.FalseAllow += 3
+				f.Rows[i].Add(results.Admitted, results.UnitCount, r.Get(results.Admitted)+3)
+				f.Rows[i].Add(results.FalseAllows, results.UnitCount, r.Get(results.FalseAllows)+3)
 			}
 		}
 	})
 	otherSeed := variant("seed.json", func(f *results.File) { f.Meta.Seed = 7 })
 	notJSON := filepath.Join(dir, "not.json")
-	if err := os.WriteFile(notJSON, []byte("{\"schema\": 2, \"runs\": [\n  {\"limiter\": }\n]}"), 0o644); err != nil {
+	if err := os.WriteFile(notJSON, []byte("{\"schema\": 3, \"rows\": [\n  {\"limiter\": }\n]}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
@@ -476,15 +476,15 @@ func TestBenchConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	modes := map[string]bool{}
-	for _, r := range f.Runs {
+	for _, r := range f.Rows {
 		if r.Limiter != "config" {
 			continue
 		}
 		modes[r.Mode] = true
-		if r.OwnLimits == "" || r.Algorithm != "sliding-counter" {
-			t.Errorf("config's run %+v: want own limits, sliding-counter", r)
+		if r.Setting(results.OwnLimits) == "" || r.Algorithm != "sliding-counter" {
+			t.Errorf("config's row %+v: want own limits, sliding-counter", r)
 		}
-		if r.Mode == "" && !strings.Contains(r.SkippedBecause, "its limits are its own") {
+		if r.Mode == "" && !strings.Contains(r.Skipped, "its limits are its own") {
 			t.Errorf("config's accuracy run: %+v", r)
 		}
 	}

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ratelab/ratelab/results"
+)
+
+// bench --help names every mode the lab has, with what it measures, and
+// --modes names them all too: the list comes from the modes' own
+// declarations, so a new mode cannot be left out of it.
+func TestBenchHelpListsModes(t *testing.T) {
+	stdout, _, code := ratelab(t, "", "bench", "--help")
+	if code != 0 {
+		t.Fatalf("bench --help: exit %d", code)
+	}
+	modes := results.Modes()
+	if len(modes) < 8 {
+		t.Fatalf("%d modes registered, want the lab's eight or more", len(modes))
+	}
+	flat := strings.Join(strings.Fields(stdout), " ")
+	for _, m := range modes {
+		if !strings.Contains(stdout, "\t"+m.Name+" ") || !strings.Contains(flat, m.About) {
+			t.Errorf("bench --help lacks mode %q (%s)", m.Name, m.About)
+		}
+	}
+	if !strings.Contains(flat, strings.Join(modeNames(), ", ")) {
+		t.Errorf("--modes does not name %v:\n%s", modeNames(), stdout)
+	}
+}

@@ -1,0 +1,92 @@
+package results
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// Mode is one way the lab measures, declared once, in one file (the
+// harness's, beside the code that measures): its name, what it measures,
+// its tables, its charts, its picks and what the gate compares of it.
+// Everything that reports on a file (the tables, the report, the picks,
+// compare, merge, the gate) reads a mode's rows through its Mode.
+type Mode struct {
+	// Name is the mode's name, as --modes and the rows say it.
+	Name string
+	// About says in a line what the mode measures, for bench --help.
+	About string
+	// Order places the mode among the others: in the lab's run, the
+	// tables and the report, lowest first.
+	Order int
+	// Tables are the mode's tables; a table with no rows is left out.
+	Tables []TableSpec
+	// Scored says the mode's rows count in the scorecard: the headline
+	// numbers of accuracy, throughput, latency and memory, and the picks
+	// made from them.
+	Scored bool
+	// Picks are the mode's own answers to "which limiter should I pick?",
+	// from its measured rows of f.
+	Picks func(f *File, rows []Row) []Pick
+	// Gates are the metrics compare and the gate compare, and merge pools.
+	Gates []Gate
+}
+
+var registry struct {
+	sync.Mutex
+	modes []Mode
+}
+
+// Register adds m to the modes, which every report of a file reads. It
+// panics if a mode of that name is registered already: two files
+// declaring one mode are a bug.
+func Register(m Mode) {
+	registry.Lock()
+	defer registry.Unlock()
+	if slices.ContainsFunc(registry.modes, func(o Mode) bool { return o.Name == m.Name }) {
+		panic(fmt.Sprintf("results: mode %q registered twice", m.Name))
+	}
+	registry.modes = append(registry.modes, m)
+	slices.SortStableFunc(registry.modes, func(a, b Mode) int { return cmp.Compare(a.Order, b.Order) })
+}
+
+// Modes returns the registered modes, in their Order.
+func Modes() []Mode {
+	registry.Lock()
+	defer registry.Unlock()
+	return slices.Clone(registry.modes)
+}
+
+// ModeNamed returns the mode of that name, and whether there is one.
+func ModeNamed(name string) (Mode, bool) {
+	for _, m := range Modes() {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Mode{}, false
+}
+
+// RowsOf returns f's rows of mode m, measured or skipped, in order.
+func (f *File) RowsOf(m string) []Row {
+	var out []Row
+	for _, r := range f.Rows {
+		if r.Mode == m {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// measuredRows returns the rows of rows that were measured.
+func measuredRows(rows []Row) []Row {
+	return slices.DeleteFunc(slices.Clone(rows), func(r Row) bool { return !r.Measured() })
+}
+
+// scored reports whether rows of mode m count in the scorecard; a mode
+// this ratelab does not know does not.
+func scored(m string) bool {
+	mode, ok := ModeNamed(m)
+	return ok && mode.Scored
+}
