@@ -18,7 +18,12 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files")
 
 // fixture is a real run, small: ratelab bench --quick with five limiters,
-// two workloads, 1 and 2 goroutines.
+// two workloads, 1 and 2 goroutines, on a machine otherwise idle (its
+// paced latencies are the machine's as much as the limiters'):
+//
+//	ratelab bench --quick --limiters fixed-window,sliding-log,gcra,x/time/rate,go-limiter \
+//		--workloads uniform,boundary-attack --modes simulated,realtime,memory \
+//		--users 20 --attackers 5 --many-users 1000 --simulated 5s --goroutines 1,2 --realtime 20ms --redis=false
 func fixture(t *testing.T) *results.File {
 	t.Helper()
 	f, err := results.ReadFile(filepath.Join("testdata", "results.json"))

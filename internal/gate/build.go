@@ -11,20 +11,20 @@ import (
 	"strings"
 )
 
-// BuildFlags are the flags both builds are made with, so that the two
+// buildFlags are the flags both builds are made with, so that the two
 // binaries differ only where their source does: no file paths and no
 // version control stamp in either.
-var BuildFlags = []string{"-trimpath", "-buildvcs=false"}
+var buildFlags = []string{"-trimpath", "-buildvcs=false"}
 
 // ErrNoBase reports a base that cannot be built: not in the repository's
 // history (a shallow clone, say), or not a commit.
 var ErrNoBase = errors.New("gate: the base cannot be built")
 
-// BuildTree builds the package pkg (./cmd/ratelab, say) of the working
+// buildTree builds the package pkg (./cmd/ratelab, say) of the working
 // tree at dir, as it is, uncommitted changes and all, into bin. It returns
 // the commit the tree is at, "+" after it when the tree has changes, or ""
 // when dir is not in a git repository.
-func BuildTree(ctx context.Context, dir, pkg, bin string) (commit string, err error) {
+func buildTree(ctx context.Context, dir, pkg, bin string) (commit string, err error) {
 	if err := goBuild(ctx, dir, pkg, bin); err != nil {
 		return "", err
 	}
@@ -38,13 +38,13 @@ func BuildTree(ctx context.Context, dir, pkg, bin string) (commit string, err er
 	return head, nil
 }
 
-// BuildRef builds the package pkg of the module at dir, in a git
+// buildRef builds the package pkg of the module at dir, in a git
 // repository, as it is at ref (a commit, a branch, a tag) into bin: it
 // checks ref out into a temporary worktree, builds there (in the same
 // folder of the repository as dir) and removes the worktree. It returns
 // the commit ref names. A ref the repository's history does not have is
 // an ErrNoBase that says what to do.
-func BuildRef(ctx context.Context, dir, ref, pkg, bin string) (commit string, err error) {
+func buildRef(ctx context.Context, dir, ref, pkg, bin string) (commit string, err error) {
 	top, err := git(ctx, dir, "rev-parse", "--show-toplevel")
 	if err != nil {
 		return "", fmt.Errorf("%w: %s is not in a git repository, so the base %q cannot be checked out: %v", ErrNoBase, dir, ref, err)
@@ -89,9 +89,9 @@ func BuildRef(ctx context.Context, dir, ref, pkg, bin string) (commit string, er
 	return full[:12], nil
 }
 
-// ModuleDir returns the folder of the Go module the current folder is in,
+// moduleDir returns the folder of the Go module the current folder is in,
 // where the builds are made.
-func ModuleDir(ctx context.Context) (string, error) {
+func moduleDir(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("gate: go env GOMOD: %w", err)
@@ -109,7 +109,7 @@ func goBuild(ctx context.Context, dir, pkg, bin string) error {
 	if err != nil {
 		return err
 	}
-	args := append([]string{"build"}, BuildFlags...)
+	args := append([]string{"build"}, buildFlags...)
 	args = append(args, "-o", abs, pkg)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir

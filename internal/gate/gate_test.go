@@ -87,10 +87,10 @@ func (s *fakeSampler) Sample(_ context.Context, limiter, workload string, d time
 }
 
 // start starts the test binary as a worker of the given kind.
-func start(t *testing.T, kind, label string, args ...string) (*Worker, error) {
+func start(t *testing.T, kind, label string, args ...string) (*worker, error) {
 	t.Helper()
 	t.Setenv("GATE_TEST_WORKER", kind)
-	w, err := Start(context.Background(), label, os.Args[0], args)
+	w, err := startWorker(context.Background(), label, os.Args[0], args)
 	if err == nil {
 		t.Cleanup(func() { w.Close() })
 	}
@@ -116,7 +116,7 @@ func TestRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			plan := Plan{Rounds: 12, Sample: time.Millisecond, Warm: time.Millisecond, Seed: 1}
-			f, err := Run(context.Background(), base, cur, plan, nil)
+			f, err := runPair(context.Background(), base, cur, plan, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,7 +164,7 @@ func TestRunUnpaired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := Run(context.Background(), base, cur, Plan{Rounds: 5, Sample: time.Millisecond}, nil)
+	f, err := runPair(context.Background(), base, cur, Plan{Rounds: 5, Sample: time.Millisecond}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,11 +177,11 @@ func TestRunUnpaired(t *testing.T) {
 	if !slices.Equal(f.Meta.Unpaired, want) {
 		t.Errorf("unpaired %q, want %q", f.Meta.Unpaired, want)
 	}
-	if _, err := Run(context.Background(), base, cur, Plan{Rounds: 5, Sample: time.Millisecond, Limiters: []string{"leaky-bucket"}}, nil); err == nil ||
+	if _, err := runPair(context.Background(), base, cur, Plan{Rounds: 5, Sample: time.Millisecond, Limiters: []string{"leaky-bucket"}}, nil); err == nil ||
 		!strings.Contains(err.Error(), `neither build has a limiter "leaky-bucket"`) {
 		t.Errorf("a limiter neither has: error %v", err)
 	}
-	if _, err := Run(context.Background(), base, cur, Plan{Rounds: 5, Sample: time.Millisecond, Limiters: []string{"sliding-log"}}, nil); err == nil ||
+	if _, err := runPair(context.Background(), base, cur, Plan{Rounds: 5, Sample: time.Millisecond, Limiters: []string{"sliding-log"}}, nil); err == nil ||
 		!strings.Contains(err.Error(), "no limiter in common") {
 		t.Errorf("a limiter only one has: error %v", err)
 	}
@@ -202,7 +202,7 @@ func TestStartRefuses(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Start(context.Background(), "base", filepath.Join(t.TempDir(), "nothing"), nil); err == nil {
+	if _, err := startWorker(context.Background(), "base", filepath.Join(t.TempDir(), "nothing"), nil); err == nil {
 		t.Error("a binary that is not there: no error")
 	}
 }
@@ -314,7 +314,7 @@ func TestBuild(t *testing.T) {
 	bins := t.TempDir()
 	ctx := context.Background()
 
-	commit, err := BuildRef(ctx, dir, commits[0], "./cmd/app", filepath.Join(bins, "base"))
+	commit, err := buildRef(ctx, dir, commits[0], "./cmd/app", filepath.Join(bins, "base"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +326,7 @@ func TestBuild(t *testing.T) {
 	}
 
 	write(t, filepath.Join(dir, "cmd", "app", "main.go"), program("three"))
-	commit, err = BuildTree(ctx, dir, "./cmd/app", filepath.Join(bins, "new"))
+	commit, err = buildTree(ctx, dir, "./cmd/app", filepath.Join(bins, "new"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,13 +335,13 @@ func TestBuild(t *testing.T) {
 	}
 
 	// A ref the repository does not have; one that does not build.
-	if _, err := BuildRef(ctx, dir, "no-such-branch", "./cmd/app", filepath.Join(bins, "x")); !errors.Is(err, ErrNoBase) || !strings.Contains(err.Error(), "not a commit") {
+	if _, err := buildRef(ctx, dir, "no-such-branch", "./cmd/app", filepath.Join(bins, "x")); !errors.Is(err, ErrNoBase) || !strings.Contains(err.Error(), "not a commit") {
 		t.Errorf("an unknown ref: error %v", err)
 	}
-	if _, err := BuildRef(ctx, dir, commits[0], "./cmd/nothing", filepath.Join(bins, "x")); !errors.Is(err, ErrNoBase) || !strings.Contains(err.Error(), "go build") {
+	if _, err := buildRef(ctx, dir, commits[0], "./cmd/nothing", filepath.Join(bins, "x")); !errors.Is(err, ErrNoBase) || !strings.Contains(err.Error(), "go build") {
 		t.Errorf("a package that is not there: error %v", err)
 	}
-	if _, err := BuildRef(ctx, t.TempDir(), "HEAD", "./cmd/app", filepath.Join(bins, "x")); !errors.Is(err, ErrNoBase) || !strings.Contains(err.Error(), "not in a git repository") {
+	if _, err := buildRef(ctx, t.TempDir(), "HEAD", "./cmd/app", filepath.Join(bins, "x")); !errors.Is(err, ErrNoBase) || !strings.Contains(err.Error(), "not in a git repository") {
 		t.Errorf("no repository: error %v", err)
 	}
 
@@ -350,7 +350,7 @@ func TestBuild(t *testing.T) {
 	if _, err := git(ctx, dir, "clone", "--quiet", "--depth", "1", "file://"+dir, shallow); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := BuildRef(ctx, shallow, commits[0], "./cmd/app", filepath.Join(bins, "x")); !errors.Is(err, ErrNoBase) || !strings.Contains(err.Error(), "shallow") {
+	if _, err := buildRef(ctx, shallow, commits[0], "./cmd/app", filepath.Join(bins, "x")); !errors.Is(err, ErrNoBase) || !strings.Contains(err.Error(), "shallow") {
 		t.Errorf("a shallow clone: error %v, want one that says it is shallow", err)
 	}
 }

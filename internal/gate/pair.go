@@ -20,8 +20,8 @@ type Pair struct {
 	Pkg string
 }
 
-// Builds are the two builds of a Pair, made.
-type Builds struct {
+// builds are the two builds of a Pair, made.
+type builds struct {
 	Base, New results.Build
 	// BaseBin and NewBin are their binaries.
 	BaseBin, NewBin string
@@ -34,7 +34,7 @@ type Builds struct {
 // Make makes the builds of p that are not given into dir, saying what it
 // does to step, if not nil. A base that cannot be built is no error:
 // Builds.NoBase says why. A new build that cannot be built is.
-func (p Pair) Make(ctx context.Context, dir string, step func(string)) (*Builds, error) {
+func (p Pair) Make(ctx context.Context, dir string, step func(string)) (*builds, error) {
 	if step == nil {
 		step = func(string) {}
 	}
@@ -51,22 +51,22 @@ func (p Pair) Make(ctx context.Context, dir string, step func(string)) (*Builds,
 	}
 	var module string
 	if p.NewBin == "" || p.BaseBin == "" {
-		if module, err = ModuleDir(ctx); err != nil {
+		if module, err = moduleDir(ctx); err != nil {
 			return nil, err
 		}
 	}
-	b := &Builds{Base: results.Build{Label: p.BaseBin}, New: results.Build{Label: p.NewBin}, BaseBin: p.BaseBin, NewBin: p.NewBin}
+	b := &builds{Base: results.Build{Label: p.BaseBin}, New: results.Build{Label: p.NewBin}, BaseBin: p.BaseBin, NewBin: p.NewBin}
 	if p.NewBin == "" {
 		b.New.Label, b.NewBin = "the working tree", filepath.Join(dir, "ratelab-new")
 		step("building the working tree")
-		if b.New.Commit, err = BuildTree(ctx, module, pkg, b.NewBin); err != nil {
+		if b.New.Commit, err = buildTree(ctx, module, pkg, b.NewBin); err != nil {
 			return nil, fmt.Errorf("gate: the new build: %w", err)
 		}
 	}
 	if p.BaseBin == "" {
 		b.Base.Label, b.BaseBin = p.BaseRef, filepath.Join(dir, "ratelab-base")
 		step("building the base, " + p.BaseRef)
-		b.Base.Commit, b.NoBase = BuildRef(ctx, module, p.BaseRef, pkg, b.BaseBin)
+		b.Base.Commit, b.NoBase = buildRef(ctx, module, p.BaseRef, pkg, b.BaseBin)
 	}
 	return b, nil
 }
@@ -74,19 +74,19 @@ func (p Pair) Make(ctx context.Context, dir string, step func(string)) (*Builds,
 // Time starts a worker of each build and times them as plan says, saying
 // how far it is to progress, if not nil. A base whose worker will not
 // start (one from before the gate, say) is an ErrNoBase, saying so.
-func (b *Builds) Time(ctx context.Context, plan Plan, progress func(string)) (*results.AB, error) {
+func (b *builds) Time(ctx context.Context, plan Plan, progress func(string)) (*results.AB, error) {
 	if b.NoBase != nil {
 		return nil, b.NoBase
 	}
 	if progress != nil {
 		progress("starting both builds' workers")
 	}
-	cur, err := Start(ctx, "new", b.NewBin, plan.WorkerArgs)
+	cur, err := startWorker(ctx, "new", b.NewBin, plan.WorkerArgs)
 	if err != nil {
 		return nil, err
 	}
 	defer cur.Close()
-	base, err := Start(ctx, "base", b.BaseBin, plan.WorkerArgs)
+	base, err := startWorker(ctx, "base", b.BaseBin, plan.WorkerArgs)
 	if err != nil {
 		if strings.Contains(err.Error(), `unknown command "worker"`) {
 			return nil, fmt.Errorf("%w: it predates the A/B gate (its ratelab has no worker command): name a later base (make baseline moves it)", ErrNoBase)
@@ -94,7 +94,7 @@ func (b *Builds) Time(ctx context.Context, plan Plan, progress func(string)) (*r
 		return nil, fmt.Errorf("%w: %v", ErrNoBase, err)
 	}
 	defer base.Close()
-	f, err := Run(ctx, base, cur, plan, progress)
+	f, err := runPair(ctx, base, cur, plan, progress)
 	if err != nil {
 		return nil, err
 	}

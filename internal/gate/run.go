@@ -66,9 +66,9 @@ func (p Plan) Validate() error {
 	return nil
 }
 
-// Run times base and cur, the new build, as p says, and returns their
+// runPair times base and cur, the new build, as p says, and returns their
 // samples, saying how far it is to progress, if not nil.
-func Run(ctx context.Context, base, cur *Worker, p Plan, progress func(string)) (*results.AB, error) {
+func runPair(ctx context.Context, base, cur *worker, p Plan, progress func(string)) (*results.AB, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -139,7 +139,7 @@ func Run(ctx context.Context, base, cur *Worker, p Plan, progress func(string)) 
 }
 
 // warmSample is a sample of w's, after one of p.Warm not kept.
-func warmSample(w *Worker, limiter, workload string, p Plan) (results.Sample, error) {
+func warmSample(w *worker, limiter, workload string, p Plan) (results.Sample, error) {
 	if p.Warm > 0 {
 		if _, err := w.Sample(limiter, workload, p.Warm); err != nil {
 			return results.Sample{}, err

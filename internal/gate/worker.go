@@ -18,10 +18,10 @@ import (
 	"github.com/ratelab/ratelab/results"
 )
 
-// Protocol is the version of what a worker and the gate say to each other.
+// protocol is the version of what a worker and the gate say to each other.
 // A gate refuses a worker of another version: the two builds it compares
 // must both speak its own.
-const Protocol = 1
+const protocol = 1
 
 // The worker is a ratelab of one build, run as "ratelab worker": it says
 // hello, then answers each request line on its standard input with one
@@ -46,8 +46,8 @@ type (
 	}
 )
 
-// Sampler is what a worker serves: harness.Sampler.
-type Sampler interface {
+// sampler is what a worker serves: harness.sampler.
+type sampler interface {
 	Limiters() []string
 	Workloads() []string
 	Sample(ctx context.Context, limiter, workload string, d time.Duration) (results.Sample, error)
@@ -57,9 +57,9 @@ type Sampler interface {
 // read from in with a sample from s, until in ends. A request s cannot
 // sample (an unknown limiter, say) is answered with its error, and the
 // worker goes on; a line that is not a request ends it.
-func Serve(ctx context.Context, s Sampler, in io.Reader, out io.Writer) error {
+func Serve(ctx context.Context, s sampler, in io.Reader, out io.Writer) error {
 	enc := json.NewEncoder(out)
-	if err := enc.Encode(hello{Protocol: Protocol, Schema: results.Schema, GoVersion: runtime.Version(),
+	if err := enc.Encode(hello{Protocol: protocol, Schema: results.Schema, GoVersion: runtime.Version(),
 		Limiters: s.Limiters(), Workloads: s.Workloads()}); err != nil {
 		return err
 	}
@@ -88,8 +88,8 @@ func Serve(ctx context.Context, s Sampler, in io.Reader, out io.Writer) error {
 	return sc.Err()
 }
 
-// A Worker is a running worker of one build.
-type Worker struct {
+// A worker is a running worker of one build.
+type worker struct {
 	// Label names the build in what the gate prints: "base" or "new".
 	Label string
 	// Bin is the ratelab binary it runs.
@@ -109,11 +109,11 @@ type Worker struct {
 	timeout time.Duration
 }
 
-// Start starts bin as a worker ("bin worker args...") and reads its hello.
+// startWorker starts bin as a worker ("bin worker args...") and reads its hello.
 // A binary that is not a ratelab worker, or one that speaks another
 // protocol, is refused with an error saying so.
-func Start(ctx context.Context, label, bin string, args []string) (*Worker, error) {
-	w := &Worker{Label: label, Bin: bin, stderr: &tail{}, done: make(chan error, 1), timeout: time.Minute}
+func startWorker(ctx context.Context, label, bin string, args []string) (*worker, error) {
+	w := &worker{Label: label, Bin: bin, stderr: &tail{}, done: make(chan error, 1), timeout: time.Minute}
 	w.cmd = exec.CommandContext(ctx, bin, append([]string{"worker"}, args...)...)
 	w.cmd.Stderr = w.stderr
 	w.cmd.WaitDelay = time.Second
@@ -140,24 +140,24 @@ func Start(ctx context.Context, label, bin string, args []string) (*Worker, erro
 		w.Close()
 		return nil, fmt.Errorf("gate: the %s build (%s) is not a ratelab worker: it said %q", label, bin, firstLine(line))
 	}
-	if h.Protocol != Protocol {
+	if h.Protocol != protocol {
 		w.Close()
 		return nil, fmt.Errorf("gate: the %s build (%s) speaks the worker protocol version %d, this gate version %d: build both with one version of the gate",
-			label, bin, h.Protocol, Protocol)
+			label, bin, h.Protocol, protocol)
 	}
 	w.hello = h
 	return w, nil
 }
 
 // Limiters and Workloads are what the worker can time.
-func (w *Worker) Limiters() []string  { return w.hello.Limiters }
-func (w *Worker) Workloads() []string { return w.hello.Workloads }
+func (w *worker) Limiters() []string  { return w.hello.Limiters }
+func (w *worker) Workloads() []string { return w.hello.Workloads }
 
 // GoVersion is the Go version the worker's build was made with.
-func (w *Worker) GoVersion() string { return w.hello.GoVersion }
+func (w *worker) GoVersion() string { return w.hello.GoVersion }
 
 // Sample asks the worker for one sample.
-func (w *Worker) Sample(limiter, workload string, d time.Duration) (results.Sample, error) {
+func (w *worker) Sample(limiter, workload string, d time.Duration) (results.Sample, error) {
 	req, err := json.Marshal(request{Limiter: limiter, Workload: workload, SampleNS: int64(d)})
 	if err != nil {
 		return results.Sample{}, err
@@ -180,7 +180,7 @@ func (w *Worker) Sample(limiter, workload string, d time.Duration) (results.Samp
 }
 
 // read reads the worker's next line, waiting at most d for it.
-func (w *Worker) read(d time.Duration) ([]byte, error) {
+func (w *worker) read(d time.Duration) ([]byte, error) {
 	if w.stdout != nil {
 		w.stdout.SetReadDeadline(time.Now().Add(d))
 	}
@@ -197,7 +197,7 @@ func (w *Worker) read(d time.Duration) ([]byte, error) {
 
 // failed is err, with how the worker ended, if it has, and the last of
 // what it wrote to its standard error.
-func (w *Worker) failed(err error) error {
+func (w *worker) failed(err error) error {
 	w.in.Close()
 	msg := fmt.Sprintf("gate: the %s build (%s): %v", w.Label, w.Bin, err)
 	select {
@@ -218,7 +218,7 @@ func (w *Worker) failed(err error) error {
 
 // Close ends the worker: it ends at the end of its input, and is killed
 // if it has not a second later.
-func (w *Worker) Close() error {
+func (w *worker) Close() error {
 	w.in.Close()
 	select {
 	case err := <-w.done:

@@ -28,31 +28,31 @@ import (
 	"github.com/ratelab/ratelab/limiters"
 )
 
-// Subject is what a history is recorded from, and what a model is made of:
+// subject is what a history is recorded from, and what a model is made of:
 // a limiter that peeks and resets keys.
-type Subject interface {
+type subject interface {
 	limiters.Limiter
 	limiters.Peeker
 	Reset(ctx context.Context, key string) error
 }
 
-// The kinds of call: Reserve and Settle for a Subject that is also a
+// The kinds of call: opReserve and opSettle for a Subject that is also a
 // limiters.Settler.
 const (
-	Allow   = 'a'
-	Peek    = 'p'
-	Reset   = 'r'
-	Reserve = 'v'
-	Settle  = 's'
+	opAllow   = 'a'
+	opPeek    = 'p'
+	opReset   = 'r'
+	opReserve = 'v'
+	opSettle  = 's'
 )
 
-// Call is an operation's input: a call of kind Op for Key at T (Unix ns),
+// call is an operation's input: a call of kind Op for Key at T (Unix ns),
 // of cost N. A Reserve is numbered R, and a Settle settles the reservation
 // numbered R (which a Reserve of the same goroutine made before) at the
 // actual cost N: a reservation is the limiter's own, which only it settles,
 // so the model settles the one it made itself when it replayed that
 // Reserve.
-type Call struct {
+type call struct {
 	Op  byte
 	Key string
 	T   int64
@@ -60,15 +60,15 @@ type Call struct {
 	R   int64
 }
 
-func (c Call) String() string {
+func (c call) String() string {
 	switch c.Op {
-	case Allow:
+	case opAllow:
 		return fmt.Sprintf("Decide(%s, %d, %d)", c.Key, c.T, c.N)
-	case Peek:
+	case opPeek:
 		return fmt.Sprintf("Peek(%s, %d)", c.Key, c.T)
-	case Reserve:
+	case opReserve:
 		return fmt.Sprintf("Reserve(%s, %d, %d) #%d", c.Key, c.T, c.N, c.R)
-	case Settle:
+	case opSettle:
 		return fmt.Sprintf("Settle(#%d of %s, %d, %d)", c.R, c.Key, c.T, c.N)
 	}
 	return fmt.Sprintf("Reset(%s) or Set(%s, %d)", c.Key, c.Key, c.N)
@@ -77,7 +77,7 @@ func (c Call) String() string {
 // book holds the reservations a limiter made, by number, to settle.
 type book map[int64]limiters.Reservation
 
-// Workload is how a history is recorded: Goroutines goroutines make Calls
+// plan is how a history is recorded: Goroutines goroutines make Calls
 // calls each on Keys keys; each call's time is Start plus Step for each
 // call taken before it by any goroutine, but one call in StepBack goes
 // back up to five steps (a slow clock, or a decision sent late). Of the
@@ -85,7 +85,7 @@ type book map[int64]limiters.Reservation
 // and one in Settles reserves (and keeps the reservation, if admitted)
 // or, when the goroutine holds one, settles one at an actual cost of 0
 // to 3; the rest admit one.
-type Workload struct {
+type plan struct {
 	Seed                                   uint64
 	Goroutines, Calls, Keys                int
 	Start                                  time.Time
@@ -93,10 +93,10 @@ type Workload struct {
 	StepBack, Peeks, Resets, Cost, Settles int
 }
 
-// Record runs w against s and returns the history: each call with its
+// record runs w against s and returns the history: each call with its
 // outcome, and its call and return as ticks of one counter every
 // goroutine advances.
-func Record(s Subject, w Workload) ([]porcupine.Operation, error) {
+func record(s subject, w plan) ([]porcupine.Operation, error) {
 	var ticks, clock atomic.Int64
 	ops := make([][]porcupine.Operation, w.Goroutines)
 	errs := make([]error, w.Goroutines)
@@ -104,11 +104,11 @@ func Record(s Subject, w Workload) ([]porcupine.Operation, error) {
 	for g := range w.Goroutines {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(w.Seed, uint64(g)))
-			var open []Call // this goroutine's Reserves, admitted
+			var open []call // this goroutine's Reserves, admitted
 			held := book{}
 			settler, _ := s.(limiters.Settler)
 			for range w.Calls {
-				c := Call{Op: Allow, Key: fmt.Sprintf("k%d", r.IntN(w.Keys)), N: 1}
+				c := call{Op: opAllow, Key: fmt.Sprintf("k%d", r.IntN(w.Keys)), N: 1}
 				step := clock.Add(1)
 				if w.StepBack > 0 && r.IntN(w.StepBack) == 0 {
 					step -= 1 + r.Int64N(5)
@@ -116,9 +116,9 @@ func Record(s Subject, w Workload) ([]porcupine.Operation, error) {
 				c.T = w.Start.Add(time.Duration(step) * w.Step).UnixNano()
 				switch {
 				case w.Resets > 0 && r.IntN(w.Resets) == 0:
-					c.Op, c.N = Reset, 1+r.IntN(2) // N: a Setter's setting
+					c.Op, c.N = opReset, 1+r.IntN(2) // N: a Setter's setting
 				case w.Peeks > 0 && r.IntN(w.Peeks) == 0:
-					c.Op = Peek
+					c.Op = opPeek
 				case w.Cost > 0 && r.IntN(w.Cost) == 0:
 					c.N = 2
 				case w.Settles > 0 && r.IntN(w.Settles) == 0:
@@ -126,10 +126,10 @@ func Record(s Subject, w Workload) ([]porcupine.Operation, error) {
 						errs[g] = fmt.Errorf("lincheck: settles asked of %T, which cannot settle", s)
 						return
 					}
-					c.Op, c.R = Reserve, int64(g)<<32|int64(len(ops[g]))
+					c.Op, c.R = opReserve, int64(g)<<32|int64(len(ops[g]))
 					if len(open) > 0 && r.IntN(2) == 0 {
 						j := r.IntN(len(open))
-						c.Op, c.Key, c.R, c.N = Settle, open[j].Key, open[j].R, r.IntN(4)
+						c.Op, c.Key, c.R, c.N = opSettle, open[j].Key, open[j].R, r.IntN(4)
 						open = append(open[:j], open[j+1:]...)
 					}
 				}
@@ -138,7 +138,7 @@ func Record(s Subject, w Workload) ([]porcupine.Operation, error) {
 					runtime.Gosched() // let calls overlap, on 2 cores too
 				}
 				d, err := apply(s, c, held)
-				if c.Op == Reserve && d.Allowed {
+				if c.Op == opReserve && d.Allowed {
 					open = append(open, c)
 				}
 				ret := ticks.Add(1)
@@ -161,31 +161,31 @@ func Record(s Subject, w Workload) ([]porcupine.Operation, error) {
 	return out, nil
 }
 
-// A Setter is a Subject whose third kind of call is not Reset but a
+// A setter is a Subject whose third kind of call is not Reset but a
 // change of the key's settings (SetTier, for tiers): Set(key, v) for v of
 // 1 or 2.
-type Setter interface {
+type setter interface {
 	Set(key string, v int) error
 }
 
 // apply makes call c on s, keeping the reservations s makes in held.
-func apply(s Subject, c Call, held book) (limiters.Decision, error) {
+func apply(s subject, c call, held book) (limiters.Decision, error) {
 	ctx := context.Background()
 	r := limiters.Request{Key: c.Key, N: c.N, At: time.Unix(0, c.T)}
 	switch c.Op {
-	case Allow:
+	case opAllow:
 		d, _ := s.Decide(ctx, r)
 		return d, nil
-	case Peek:
+	case opPeek:
 		r.N = 1
 		d, _ := s.Peek(ctx, r)
 		return d, nil
-	case Reserve, Settle:
+	case opReserve, opSettle:
 		settler, ok := s.(limiters.Settler)
 		if !ok {
 			return limiters.Decision{}, fmt.Errorf("lincheck: %T cannot settle", s)
 		}
-		if c.Op == Reserve {
+		if c.Op == opReserve {
 			res, err := settler.Reserve(ctx, r)
 			if res.Allowed() {
 				held[c.R] = res
@@ -199,7 +199,7 @@ func apply(s Subject, c Call, held book) (limiters.Decision, error) {
 		delete(held, c.R)
 		return settler.Settle(ctx, limiters.Settlement{Reservation: res, Actual: c.N, At: r.At})
 	}
-	if set, ok := s.(Setter); ok {
+	if set, ok := s.(setter); ok {
 		return limiters.Decision{}, set.Set(c.Key, c.N)
 	}
 	return limiters.Decision{}, s.Reset(context.Background(), c.Key)
@@ -209,18 +209,18 @@ func apply(s Subject, c Call, held book) (limiters.Decision, error) {
 // first, each node shared by the states that extend it.
 type state struct {
 	prev *state
-	c    Call
+	c    call
 	n    int
 	hash uint64
 }
 
-// Model returns the sequential specification: a fresh limiter from fresh,
+// newModel returns the sequential specification: a fresh limiter from fresh,
 // replaying a key's calls in order, must give each call's outcome, the
 // same by same (nil: every field of the Decision but its Policy, which is
 // each limiter's own). Histories are checked a key at a time.
-func Model(fresh func() (Subject, func()), same func(got, want limiters.Decision) bool) porcupine.Model {
+func newModel(fresh func() (subject, func()), same func(got, want limiters.Decision) bool) porcupine.Model {
 	if same == nil {
-		same = SameDecision
+		same = sameDecision
 	}
 	replays := &replayer{by: map[string]*replay{}}
 	return porcupine.Model{
@@ -228,7 +228,7 @@ func Model(fresh func() (Subject, func()), same func(got, want limiters.Decision
 			by := map[string]int{}
 			var out [][]porcupine.Operation
 			for _, op := range h {
-				k := op.Input.(Call).Key
+				k := op.Input.(call).Key
 				i, ok := by[k]
 				if !ok {
 					i = len(out)
@@ -241,7 +241,7 @@ func Model(fresh func() (Subject, func()), same func(got, want limiters.Decision
 		},
 		Init: func() any { return (*state)(nil) },
 		Step: func(st, in, out any) (bool, any) {
-			s, c := st.(*state), in.(Call)
+			s, c := st.(*state), in.(call)
 			r := replays.at(c.Key)
 			l, ok := r.to(s, fresh)
 			if !ok {
@@ -251,7 +251,7 @@ func Model(fresh func() (Subject, func()), same func(got, want limiters.Decision
 			// Most candidates fail on whether they admit: that is peeked
 			// first, leaving the model as it was, so that the next
 			// candidate from the same state needs no replay.
-			if c.Op == Allow || c.Op == Reserve {
+			if c.Op == opAllow || c.Op == opReserve {
 				if p, _ := l.Peek(context.Background(), limiters.Request{Key: c.Key, N: c.N, At: time.Unix(0, c.T)}); p.Allowed != want.Allowed {
 					return false, st
 				}
@@ -285,19 +285,19 @@ func Model(fresh func() (Subject, func()), same func(got, want limiters.Decision
 			return 0
 		},
 		DescribeOperation: func(in, out any) string {
-			return fmt.Sprintf("%v -> %+v", in.(Call), out.(limiters.Decision))
+			return fmt.Sprintf("%v -> %+v", in.(call), out.(limiters.Decision))
 		},
 	}
 }
 
-func mix(h uint64, c Call) uint64 {
+func mix(h uint64, c call) uint64 {
 	f := fnv.New64a()
 	fmt.Fprintf(f, "%d|%c|%s|%d|%d|%v", h, c.Op, c.Key, c.T, c.N, c.R)
 	return f.Sum64()
 }
 
-// Result is what Check found of one history.
-type Result struct {
+// result is what Check found of one history.
+type result struct {
 	Verdict porcupine.CheckResult
 	// Calls is the history's length; Overlapping, how many of its calls
 	// overlapped another call on the same key (the ones whose order the
@@ -305,27 +305,27 @@ type Result struct {
 	Calls, Overlapping int
 }
 
-// Check records a history of s under w and checks it against model,
+// checkHistory records a history of s under w and checks it against model,
 // within timeout.
-func Check(s Subject, model porcupine.Model, w Workload, timeout time.Duration) (Result, error) {
-	h, err := Record(s, w)
+func checkHistory(s subject, model porcupine.Model, w plan, timeout time.Duration) (result, error) {
+	h, err := record(s, w)
 	if err != nil {
-		return Result{Verdict: porcupine.Unknown}, err
+		return result{Verdict: porcupine.Unknown}, err
 	}
-	return Result{Verdict: porcupine.CheckOperationsTimeout(model, h, timeout), Calls: len(h), Overlapping: overlapping(h)}, nil
+	return result{Verdict: porcupine.CheckOperationsTimeout(model, h, timeout), Calls: len(h), Overlapping: overlapping(h)}, nil
 }
 
-// SameDecision compares decisions field by field, but for the Policy,
+// sameDecision compares decisions field by field, but for the Policy,
 // which is each limiter's own: the limiter under test's and the model's
 // are two.
-func SameDecision(got, want limiters.Decision) bool {
+func sameDecision(got, want limiters.Decision) bool {
 	got.Policy, want.Policy = nil, nil
 	return got == want
 }
 
-// SameVerdict compares decisions by what they decide (Allowed, Limit and
+// sameVerdict compares decisions by what they decide (Allowed, Limit and
 // Remaining), not by when they say to come back.
-func SameVerdict(got, want limiters.Decision) bool {
+func sameVerdict(got, want limiters.Decision) bool {
 	return got.Allowed == want.Allowed && got.Limit == want.Limit && got.Remaining == want.Remaining
 }
 
@@ -334,7 +334,7 @@ func overlapping(h []porcupine.Operation) int {
 	n := 0
 	for i, a := range h {
 		for j, b := range h {
-			if i != j && a.Input.(Call).Key == b.Input.(Call).Key && a.Call < b.Return && b.Call < a.Return {
+			if i != j && a.Input.(call).Key == b.Input.(call).Key && a.Call < b.Return && b.Call < a.Return {
 				n++
 				break
 			}
@@ -352,7 +352,7 @@ type replayer struct {
 }
 
 type replay struct {
-	l    Subject
+	l    subject
 	done func()
 	at   *state
 	held book // the reservations l made
@@ -371,14 +371,14 @@ func (r *replayer) at(key string) *replay {
 
 // to returns the model at state s, replaying s's calls into a fresh
 // limiter unless it is at s already.
-func (r *replay) to(s *state, fresh func() (Subject, func())) (Subject, bool) {
+func (r *replay) to(s *state, fresh func() (subject, func())) (subject, bool) {
 	if r.l != nil && r.at == s {
 		return r.l, true
 	}
 	r.drop()
 	r.l, r.done = fresh()
 	r.held = book{}
-	var calls []Call
+	var calls []call
 	for p := s; p != nil; p = p.prev {
 		calls = append(calls, p.c)
 	}

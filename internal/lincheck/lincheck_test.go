@@ -25,8 +25,8 @@ var soak = flag.Int("soak", 0, "histories a case for a longer run (make soak); 0
 // calls a fiftieth of a window apart is mostly over it.
 var rate = limiters.Limit{N: 4, Per: 100 * time.Millisecond}
 
-func workload(seed uint64) Workload {
-	return Workload{Seed: seed, Goroutines: 4, Calls: 40, Keys: 2, Start: time.Unix(1_800_000_000, 0),
+func workload(seed uint64) plan {
+	return plan{Seed: seed, Goroutines: 4, Calls: 40, Keys: 2, Start: time.Unix(1_800_000_000, 0),
 		Step: rate.Per / 50, StepBack: 8, Peeks: 8, Resets: 25, Cost: 6}
 }
 
@@ -40,15 +40,15 @@ func histories() int {
 
 // settler is a Subject that reserves and settles: every limiter in memory.
 type settler interface {
-	Subject
+	subject
 	limiters.Settler
 }
 
-func inMemory(t testing.TB, a limiters.Algorithm) func() (Subject, func()) {
+func inMemory(t testing.TB, a limiters.Algorithm) func() (subject, func()) {
 	if err := rate.Validate(a); err != nil {
 		t.Fatal(err)
 	}
-	return func() (Subject, func()) {
+	return func() (subject, func()) {
 		l, err := composite.New(a, []limiters.Limit{rate}, limiters.WithSweepInterval(-1))
 		if err != nil {
 			panic(err)
@@ -57,9 +57,9 @@ func inMemory(t testing.TB, a limiters.Algorithm) func() (Subject, func()) {
 	}
 }
 
-func twoLimits(t testing.TB, a limiters.Algorithm) func() (Subject, func()) {
+func twoLimits(t testing.TB, a limiters.Algorithm) func() (subject, func()) {
 	limits := []limiters.Limit{rate, limiters.PerSecond(10)}
-	return func() (Subject, func()) {
+	return func() (subject, func()) {
 		l, err := composite.New(a, limits, limiters.WithSweepInterval(-1))
 		if err != nil {
 			panic(err)
@@ -70,20 +70,20 @@ func twoLimits(t testing.TB, a limiters.Algorithm) func() (Subject, func()) {
 
 // check checks histories of the subject made by make against model,
 // failing the test on any history that is not linearizable.
-func check(t *testing.T, make func() (Subject, func()), model func() (Subject, func())) {
+func check(t *testing.T, make func() (subject, func()), model func() (subject, func())) {
 	t.Helper()
-	checkWith(t, make, model, nil, func(w Workload) Workload { return w })
+	checkWith(t, make, model, nil, func(w plan) plan { return w })
 }
 
 // checkWith is check with decisions compared by same (nil: every field),
 // on the workloads shape makes.
-func checkWith(t *testing.T, make func() (Subject, func()), model func() (Subject, func()), same func(got, want limiters.Decision) bool, shape func(Workload) Workload) {
+func checkWith(t *testing.T, make func() (subject, func()), model func() (subject, func()), same func(got, want limiters.Decision) bool, shape func(plan) plan) {
 	t.Helper()
 	n := histories()
 	unknown, overlapping := 0, 0
 	for i := range n {
 		s, done := make()
-		res, err := Check(s, Model(model, same), shape(workload(uint64(i))), 20*time.Second)
+		res, err := checkHistory(s, newModel(model, same), shape(workload(uint64(i))), 20*time.Second)
 		done()
 		if err != nil {
 			t.Fatal(err)
@@ -152,7 +152,7 @@ func TestRedis(t *testing.T) {
 		variant{"gcra/packed", limiters.GCRA, []redislimit.Option{redislimit.WithPacking(4)}})
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
-			make := func() (Subject, func()) {
+			make := func() (subject, func()) {
 				l, err := redislimit.New(c, v.a, []limiters.Limit{rate}, append([]redislimit.Option{redislimit.WithPrefix(redistest.Prefix(t, c))}, v.opts...)...)
 				if err != nil {
 					t.Fatal(err)
@@ -164,9 +164,9 @@ func TestRedis(t *testing.T) {
 				check(t, make, inMemory(t, v.a))
 				return
 			}
-			checkWith(t, make, inMemory(t, v.a), nil, func(w Workload) Workload { w.StepBack = 0; return w })
+			checkWith(t, make, inMemory(t, v.a), nil, func(w plan) plan { w.StepBack = 0; return w })
 			if v.a == limiters.GCRA {
-				checkWith(t, make, inMemory(t, v.a), SameVerdict, func(w Workload) Workload { return w })
+				checkWith(t, make, inMemory(t, v.a), sameVerdict, func(w plan) plan { return w })
 			}
 		})
 	}
@@ -178,7 +178,7 @@ func TestRedis(t *testing.T) {
 func TestTiers(t *testing.T) {
 	for _, a := range []limiters.Algorithm{limiters.SlidingCounter, limiters.GCRA} {
 		t.Run(string(a), func(t *testing.T) {
-			fresh := func() (Subject, func()) {
+			fresh := func() (subject, func()) {
 				l, err := tiers.New(tiers.Config{Algorithm: a, Default: "free", Tiers: map[string][]limiters.Limit{
 					"free": {rate},
 					"pro":  {{N: 8, Per: rate.Per}},
@@ -208,21 +208,21 @@ func (s tierSubject) Set(key string, v int) error {
 // twenty: on a busy machine the calls of a history may not overlap at
 // all, and then there is nothing to find.
 func TestPlantedLostUpdate(t *testing.T) {
-	findPlanted(t, "the planted lost update", func(in settler) Subject { return lostUpdate{in} }, workload, 20*time.Second)
+	findPlanted(t, "the planted lost update", func(in settler) subject { return lostUpdate{in} }, workload, 20*time.Second)
 }
 
 // lostUpdate reads, then writes: it peeks, and if the peek admits, it
 // admits whatever the limiter then says. Alone it decides as the limiter;
 // two calls between one's peek and its admission both admit.
-type lostUpdate struct{ Subject }
+type lostUpdate struct{ subject }
 
 func (l lostUpdate) Decide(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
-	d, err := l.Subject.Peek(ctx, r)
+	d, err := l.subject.Peek(ctx, r)
 	if !d.Allowed || err != nil {
 		return d, err
 	}
 	runtime.Gosched()
-	if got, err := l.Subject.Decide(ctx, r); got.Allowed || err != nil {
+	if got, err := l.subject.Decide(ctx, r); got.Allowed || err != nil {
 		return got, err
 	}
 	return d, nil
@@ -233,12 +233,12 @@ func (l lostUpdate) Decide(ctx context.Context, r limiters.Request) (limiters.De
 // Found in about two short histories of five: twenty of them miss it one
 // time in ten thousand.
 func TestPlantedSettleAtReserveTime(t *testing.T) {
-	short := func(seed uint64) Workload {
+	short := func(seed uint64) plan {
 		w := workload(seed)
 		w.Settles, w.Calls = 3, 20 // short histories: an illegal one is slow to search
 		return w
 	}
-	findPlanted(t, "the planted settle", func(in settler) Subject { return settledEarly{in} }, short, 2*time.Second)
+	findPlanted(t, "the planted settle", func(in settler) subject { return settledEarly{in} }, short, 2*time.Second)
 }
 
 // settledEarly settles as of the reservation's time.
@@ -257,12 +257,12 @@ func (s settledEarly) Settle(ctx context.Context, st limiters.Settlement) (limit
 // workloads of successive seeds, against GCRA in memory, until one is
 // found illegal (after histories() at least; at most twenty, unless
 // more are asked for), and fails the test if none is.
-func findPlanted(t *testing.T, what string, plant func(settler) Subject, workload func(uint64) Workload, timeout time.Duration) {
+func findPlanted(t *testing.T, what string, plant func(settler) subject, workload func(uint64) plan, timeout time.Duration) {
 	t.Helper()
 	found := 0
 	for i := 0; i < max(histories(), 20) && (found == 0 || i < histories()); i++ {
 		inner, done := inMemory(t, limiters.GCRA)()
-		res, err := Check(plant(inner.(settler)), Model(inMemory(t, limiters.GCRA), nil), workload(uint64(i)), timeout)
+		res, err := checkHistory(plant(inner.(settler)), newModel(inMemory(t, limiters.GCRA), nil), workload(uint64(i)), timeout)
 		done()
 		if err != nil {
 			t.Fatal(err)
@@ -277,9 +277,11 @@ func findPlanted(t *testing.T, what string, plant func(settler) Subject, workloa
 	}
 }
 
-func ExampleCall() {
-	fmt.Println(Call{Op: Allow, Key: "k0", T: 5, N: 1})
-	// Output: Decide(k0, 5, 1)
+// A call prints as porcupine's visualization shows it.
+func TestCallString(t *testing.T) {
+	if got := fmt.Sprint(call{Op: opAllow, Key: "k0", T: 5, N: 1}); got != "Decide(k0, 5, 1)" {
+		t.Errorf("call prints as %q", got)
+	}
 }
 
 // Reservations and settles among the calls: every algorithm in memory and
@@ -289,7 +291,7 @@ func ExampleCall() {
 // only for times in order, which is what the Redis tests of settling
 // compare too.
 func TestSettles(t *testing.T) {
-	settles := func(w Workload) Workload { w.Settles = 3; return w }
+	settles := func(w plan) plan { w.Settles = 3; return w }
 	for _, a := range limiters.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			checkWith(t, inMemory(t, a), inMemory(t, a), nil, settles)
@@ -299,7 +301,7 @@ func TestSettles(t *testing.T) {
 		})
 	}
 	c := redistest.Client(t, nil)
-	forward := func(w Workload) Workload { w = settles(w); w.StepBack = 0; return w }
+	forward := func(w plan) plan { w = settles(w); w.StepBack = 0; return w }
 	for _, v := range []struct {
 		name string
 		a    limiters.Algorithm
@@ -316,7 +318,7 @@ func TestSettles(t *testing.T) {
 		{"gcra/redis batched", limiters.GCRA, []redislimit.Option{redislimit.WithBatching(redislimit.Batching{})}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
-			make := func() (Subject, func()) {
+			make := func() (subject, func()) {
 				l, err := redislimit.New(c, v.a, []limiters.Limit{rate}, append([]redislimit.Option{redislimit.WithPrefix(redistest.Prefix(t, c))}, v.opts...)...)
 				if err != nil {
 					t.Fatal(err)

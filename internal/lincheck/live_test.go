@@ -29,7 +29,7 @@ type liveOut struct {
 // liveLimiter decides at a clock that ticks on every read, reading it
 // under its lock, or (stale) before.
 type liveLimiter struct {
-	inner Subject
+	inner subject
 	mu    sync.Mutex
 	clock atomic.Int64
 	stale bool
@@ -58,7 +58,7 @@ type liveState struct {
 
 // liveModel: a key's decisions, replayed in order of their times through
 // a fresh limiter, must give each outcome.
-func liveModel(fresh func() (Subject, func())) porcupine.Model {
+func liveModel(fresh func() (subject, func())) porcupine.Model {
 	return porcupine.Model{
 		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
 			by := map[string][]porcupine.Operation{}
@@ -91,7 +91,7 @@ func liveModel(fresh func() (Subject, func())) porcupine.Model {
 			for i := len(chain) - 1; i >= 0; i-- {
 				decideAt(l, chain[i].key, time.Unix(0, chain[i].t))
 			}
-			if !SameDecision(decideAt(l, key, time.Unix(0, o.T)), o.D) {
+			if !sameDecision(decideAt(l, key, time.Unix(0, o.T)), o.D) {
 				return false, st
 			}
 			return true, &liveState{prev: s, key: key, t: o.T}
@@ -152,7 +152,7 @@ func TestPlantedStaleNow(t *testing.T) {
 }
 
 // decideAt is l's decision of a unit request for key at t.
-func decideAt(l Subject, key string, at time.Time) limiters.Decision {
+func decideAt(l subject, key string, at time.Time) limiters.Decision {
 	d, _ := l.Decide(context.Background(), limiters.Request{Key: key, N: 1, At: at})
 	return d
 }
