@@ -191,7 +191,10 @@ func measureRealTime(ctx context.Context, l *lab, w *workloads.Workload, subject
 // each on a limiter of its own.
 func (l *lab) realTime(ctx context.Context, s Subject, w *workloads.Workload, limit limiters.Limit, rt realTimeRun) (results.Row, error) {
 	repeat := 1
-	if rt.Rate > 0 {
+	if rt.Rate > 0 && (s.Remote == nil || !l.c.Quick) {
+		// The quick lab paces a limiter kept in a server once: its
+		// latency is a round trip's, which a repeat does not steady, and
+		// the repeats were a tenth of the quick lab's time.
 		repeat = l.c.LatencyRuns
 	}
 	var each []realTimeOutcome

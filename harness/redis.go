@@ -583,8 +583,12 @@ func (q *queue) EvalSha(ctx context.Context, sha string, keys []string, args ...
 func (r *redisLab) realTimeNote(rt realTimeRun) string {
 	c := r.cfg
 	if rt.Rate > 0 {
-		return fmt.Sprintf("Rows kept in Redis are paced at %.0f a second for %v: each decision is a round trip to the server, and at %.0f a second the run would measure a queue.",
-			c.Redis.OfferedRate, c.Redis.LatencyTime, c.OfferedRate)
+		once := ""
+		if c.Quick {
+			once = " The quick lab paces them once, not repeated."
+		}
+		return fmt.Sprintf("Rows kept in Redis are paced at %.0f a second for %v: each decision is a round trip to the server, and at %.0f a second the run would measure a queue.%s",
+			c.Redis.OfferedRate, c.Redis.LatencyTime, c.OfferedRate, once)
 	}
 	return fmt.Sprintf("Rows kept in Redis run for %v each, a round trip to the server a decision: too few decisions to take most keys past their limits, so most are admitted.", c.Redis.RealTime)
 }
