@@ -36,7 +36,8 @@ var _ = register(mode{
 			Cells: accuracyCells,
 			Last:  results.Twins,
 		}},
-		Gates: accuracyGates(results.CheckExact),
+		Gates:  accuracyGates(results.CheckExact),
+		Charts: accuracyCharts,
 	},
 	attacks: true,
 	steps:   func(c Config, subjects []Subject) int { return 1 + len(subjects) },
@@ -75,6 +76,123 @@ func accuracyGates(check results.Check) []results.Gate {
 		{Metric: results.MostInWindow, Label: "most in any W", Check: check, Digits: 2},
 		{Metric: results.AllocsPerDecision, Label: "allocs/decision", Check: results.CheckAllocs, Digits: 4},
 	}
+}
+
+// accuracyCharts are the window edge and the accuracy bars, of the rows
+// that measured accuracy against the ideal: this mode's, and those it
+// replayed in real time (the realtime mode's), in f's order.
+func accuracyCharts(f *results.File, _ []results.Row) []results.Figure {
+	rows := where(f.Rows, func(r results.Row) bool {
+		return (r.Mode == simulatedModeName || r.Mode == realTimeModeName) && r.Measured() && r.Has(results.MostInWindow)
+	})
+	return []results.Figure{edgeFigure(rows, float64(f.Meta.Params.Window)), accuracyFigure(rows)}
+}
+
+// edgeFigure is a panel per row of one boundary attacker's admitted cost
+// in the trailing window (the series inWindow, of a window of window
+// seconds), with the limit N as a mark and its peak over N in the title.
+// A series that is empty, or whose times and counts do not pair up, is
+// left out.
+func edgeFigure(rows []results.Row, window float64) results.Figure {
+	fig := results.Figure{Name: "edge", Title: "The window edge: what one boundary attacker had admitted in the last W",
+		Caption: "The attacker spends a full quota just before and just after every window edge; each panel follows what it had admitted in the trailing window W, with the limit N as a grey dashed line and its peak over N in the title. " +
+			"A limiter the attack gets past rises towards 2N around an edge; an exact one never passes N.",
+		Cols: 3, Width: 9, RowHeight: 2.5, YLabel: "requests admitted in the trailing window W", NoLegend: true}
+	top := 0.0 // one scale for every panel, so that they compare
+	for _, r := range rows {
+		e := r.Curve(inWindow)
+		if e == nil || r.Setting(results.JudgedN) == "" || len(e.X) == 0 || len(e.X) != len(e.Y) {
+			continue
+		}
+		l, peak := results.Line{Name: r.Limiter}, 0.0
+		for i, t := range e.X {
+			if v := e.Y[i]; finite(t) && finite(v) {
+				l.Points = append(l.Points, results.XY{X: t, Y: v})
+				peak = max(peak, v)
+			}
+		}
+		if len(l.Points) == 0 {
+			continue
+		}
+		n := float64(r.SettingInt(results.JudgedN))
+		title := r.Limiter
+		if r.Mode == realTimeModeName {
+			title += " (real time)"
+		}
+		if n > 0 {
+			title = fmt.Sprintf("%s: peak %.2f×N", title, peak/n)
+		}
+		top = max(top, 2.2*n, 1.1*peak)
+		fig.Panels = append(fig.Panels, results.Panel{Title: title, Lines: []results.Line{l}, Steps: true, Marks: []results.Mark{{At: n}},
+			X: results.Axis{Label: "seconds", Ticks: results.TicksWindows, Window: window}})
+	}
+	for i := range fig.Panels {
+		fig.Panels[i].Y = results.Axis{Min: 0, Max: top}
+	}
+	return fig
+}
+
+// accuracyFigure is the false allow and false deny rates of rows, in
+// percent of requests, by limiter (groups) and workload (series).
+func accuracyFigure(rows []results.Row) results.Figure {
+	fig := results.Figure{Name: "accuracy", Title: "Accuracy against the ideal, by limiter and workload",
+		Caption: "Each bar is the share of a workload's requests that a limiter decided differently from the ideal (the sliding window log on the same requests): admitted where it denied (left) or denied where it admitted (right). " +
+			"Shorter is better" + accuracyNotes(rows) + ".",
+		Cols: 2, Width: 9}
+	ws := workloadsOf(rows)
+	allow, deny := results.Bars{Series: ws}, results.Bars{Series: ws}
+	for _, r := range rows {
+		g := slices.Index(allow.Groups, r.Limiter)
+		if g < 0 {
+			allow.Groups = append(allow.Groups, r.Limiter)
+			allow.Values = append(allow.Values, make([]float64, len(ws)))
+			deny.Values = append(deny.Values, make([]float64, len(ws)))
+			g = len(allow.Groups) - 1
+		}
+		s := slices.Index(ws, r.Workload)
+		allow.Values[g][s] = 100 * r.Get(results.FalseAllowRate)
+		deny.Values[g][s] = 100 * r.Get(results.FalseDenyRate)
+	}
+	if len(allow.Groups) == 0 {
+		return fig
+	}
+	deny.Groups = allow.Groups
+	x := results.Axis{Label: "% of requests", Ticks: results.TicksPercent, Min: 0, Max: 1.1 * max(maxOf(allow.Values), maxOf(deny.Values), 1)} // one scale for both, so they compare
+	fig.Panels = []results.Panel{{Title: "false allows", X: x, Bars: &allow}, {Title: "false denies", X: x, Bars: &deny}}
+	return fig
+}
+
+// accuracyNotes says, for the accuracy chart's caption, which limiters
+// decided as the ideal did everywhere and whose bars come from a replay in
+// real time.
+func accuracyNotes(rows []results.Row) string {
+	var exact, realtime []string
+	wrong := map[string]bool{}
+	for _, r := range rows {
+		wrong[r.Limiter] = wrong[r.Limiter] || r.Get(results.FalseAllows) > 0 || r.Get(results.FalseDenies) > 0
+		if r.Mode == realTimeModeName && !slices.Contains(realtime, r.Limiter) {
+			realtime = append(realtime, r.Limiter)
+		}
+	}
+	for _, r := range rows {
+		if !wrong[r.Limiter] && !slices.Contains(exact, r.Limiter) {
+			exact = append(exact, r.Limiter)
+		}
+	}
+	var notes []string
+	if len(exact) > 0 {
+		notes = append(notes, fmt.Sprintf("%s decided as the ideal did on every request", andList(exact)))
+	}
+	if slices.ContainsFunc(rows, results.Row.Outside) {
+		notes = append(notes, "the rows on Redis are of a sample of each workload (the accuracy table says which), so they differ from the same algorithm's in memory by the sample, not the decisions")
+	}
+	if len(realtime) > 0 {
+		notes = append(notes, fmt.Sprintf("%s measured in a replay in real time", andList(realtime)))
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return "; " + andList(notes)
 }
 
 func measureAccuracy(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Row, error) {

@@ -101,6 +101,7 @@ var _ = register(mode{
 			}
 			return out
 		},
+		Charts: func(_ *results.File, rows []results.Row) []results.Figure { return []results.Figure{fleetFigure(rows)} },
 	},
 	steps: func(c Config, subjects []Subject) int {
 		n := 0
@@ -149,6 +150,37 @@ func fleetCells(r results.Row) []string {
 		p99 = results.Nanos(v)
 	}
 	return append(row, results.Rate(r.Get(results.Throughput)), p99, results.Fixed(r.Get(trips), 3), results.Nanos(r.Get(serverCPU)))
+}
+
+// fleetFigure is a panel per workload of the fleet rows: a line per
+// fleet through its routings, of the round trips a decision against the
+// share of decisions unlike the ideal's (false allows and denies, in %),
+// both in simulated time.
+func fleetFigure(rows []results.Row) results.Figure {
+	fig := results.Figure{Name: "fleet", Title: "A fleet sharing one Redis: round trips against accuracy",
+		Caption: "Each line is a fleet of processes sharing one Redis, through its two routings (each request to a process at random, or a key's to the same one): " +
+			"the round trips to Redis a decision against the share of decisions unlike the ideal's, in simulated time. " +
+			"Left is cheaper; lower is closer to the ideal. Exact fleets decide alike, so they sit at one height: the denial cache only moves left. " +
+			"Leases move further left and off that height (approximate); the token bucket's lease fleet decides as GCRA's, the same limit, and hides it.",
+		Cols: 2, Width: 10, RowHeight: 2.6, LegendWidth: 2.1}
+	rows = where(rows, func(r results.Row) bool { return r.Has(results.MostInWindow) })
+	fig.Panels = panelsByWorkload(rows, func(r results.Row) []results.XY {
+		return []results.XY{{X: r.Get(tripsSimulated), Y: 100 * r.Wrong()}}
+	})
+	for i, pn := range fig.Panels {
+		top := 0.0
+		for _, l := range pn.Lines {
+			for _, pt := range l.Points {
+				if finite(pt.Y) {
+					top = max(top, pt.Y)
+				}
+			}
+		}
+		top = max(1.15*top, 1)
+		fig.Panels[i].X = results.Axis{Label: "round trips a decision", Ticks: results.TicksPlain, Min: 0, Max: 1.05}
+		fig.Panels[i].Y = results.Axis{Label: "decisions unlike the ideal's (%)", Ticks: results.TicksPlain, Min: -top / 40, Max: top} // room below for a point at 0
+	}
+	return fig
 }
 
 func measureFleet(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Row, error) {

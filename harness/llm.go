@@ -117,8 +117,9 @@ var _ = register(mode{
 					results.Count(int64(r.SettingInt(tokenLimit))), r.Setting(tokenWindow), r.Setting(tokenMean), r.Setting(tokenSpread), results.Count(int64(r.SettingInt(tokenMax))))
 			},
 		}},
-		Picks: llmPicks,
-		Gates: accuracyGates(results.CheckExact),
+		Picks:  llmPicks,
+		Gates:  accuracyGates(results.CheckExact),
+		Charts: func(_ *results.File, rows []results.Row) []results.Figure { return []results.Figure{llmFigure(rows)} },
 	},
 	once: true,
 	steps: func(c Config, subjects []Subject) int {
@@ -155,6 +156,63 @@ func llmCells(r results.Row) []string {
 	}
 	return []string{r.Limiter, r.Setting(charge), e, results.Count(r.Count(results.Decisions)), results.Count(a.Admitted), results.Count(a.Ideal),
 		results.CountRate(a.FalseAllow, a.FalseAllowRate), results.CountRate(a.FalseDeny, a.FalseDenyRate), share, results.Fixed(a.MaxWindowRatio, 2)}
+}
+
+// llmFigure is, per limiter (group) and way of charging (series), of
+// the llm rows: the most actual tokens one key had in any window, over the
+// limit; the actual tokens admitted, in % of the ideal's; and the share of
+// decisions unlike the ideal's, in %.
+func llmFigure(rows []results.Row) results.Figure {
+	fig := results.Figure{Name: "llm", Title: "Costs known after the response: an LLM endpoint limited in tokens",
+		Caption: "Each bar is a limiter charging requests whose tokens are known only once the response is done, one way or another: the estimate only; the estimate, then settled at the actual tokens; " +
+			"the most a request may cost, then settled; or the actual tokens as if known up front (for reference); an estimate is what the client sent, in brackets. " +
+			"Left: the most actual tokens one key had admitted in any window, over the limit (the dashed line); middle: the actual tokens admitted, against the ideal's (the dashed line); " +
+			"right: the share of decisions unlike the ideal's. The ideal is the sliding log charging each request its actual tokens when sent.",
+		Cols: 3, Width: 12, LegendWidth: 2}
+	rows = where(rows, func(r results.Row) bool { return r.Has(results.MostInWindow) })
+	series := func(r results.Row) string {
+		if e := r.SettingInt(estimate); e > 0 {
+			return fmt.Sprintf("%s (%d)", r.Setting(charge), e)
+		}
+		return r.Setting(charge)
+	}
+	var groups, ways []string
+	for _, r := range rows {
+		if !slices.Contains(groups, r.Limiter) {
+			groups = append(groups, r.Limiter)
+		}
+		if !slices.Contains(ways, series(r)) {
+			ways = append(ways, series(r))
+		}
+	}
+	if len(groups) == 0 {
+		return fig
+	}
+	var bars [3]results.Bars // most, tokens, wrong
+	for i := range bars {
+		bars[i] = results.Bars{Groups: groups, Series: ways, Values: make([][]float64, len(groups))}
+		for g := range groups {
+			bars[i].Values[g] = make([]float64, len(ways))
+		}
+	}
+	for _, r := range rows {
+		g, s := slices.Index(groups, r.Limiter), slices.Index(ways, series(r))
+		bars[0].Values[g][s] = r.Get(results.MostInWindow)
+		if ideal := r.Get(idealTok); ideal > 0 {
+			bars[1].Values[g][s] = 100 * r.Get(admittedTok) / ideal
+		}
+		bars[2].Values[g][s] = 100 * r.Wrong()
+	}
+	y := results.Axis{Min: -0.5, Max: float64(len(groups)) - 0.5} // one height for every panel's rows
+	fig.Panels = []results.Panel{
+		{Title: "most actual tokens in any W", Bars: &bars[0], Y: y, Marks: []results.Mark{{OnX: true, At: 1}},
+			X: results.Axis{Label: "× the limit", Min: 0, Max: 1.1 * max(maxOf(bars[0].Values), 1)}},
+		{Title: "tokens admitted", Bars: &bars[1], Y: y, Marks: []results.Mark{{OnX: true, At: 100}},
+			X: results.Axis{Label: "% of the ideal's", Ticks: results.TicksPercent, Min: 0, Max: 1.1 * max(maxOf(bars[1].Values), 100)}},
+		{Title: "decisions unlike the ideal's", Bars: &bars[2], Y: y,
+			X: results.Axis{Label: "% of requests", Ticks: results.TicksPercent, Min: 0, Max: 1.1 * max(maxOf(bars[2].Values), 1)}},
+	}
+	return fig
 }
 
 // An llmRun is a way of charging, and the estimate it uses (0: none).

@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -84,5 +86,52 @@ func TestLLMConfigRefused(t *testing.T) {
 	c.LLM = llmConfig{Limit: limiters.Limit{N: 10, Per: -time.Second}}
 	if err := c.Defaults().Validate(); err == nil {
 		t.Error("a window of -1s was taken")
+	}
+}
+
+// The llm chart: a group a limiter, a series a way of charging (with the
+// estimate it used), and the three measures of each row; the accuracy
+// chart leaves the llm rows out.
+func TestLLMFigure(t *testing.T) {
+	row := func(limiter, how string, e int, most, wrong float64, admitted int64) results.Row {
+		r := results.Row{Limiter: limiter, Mode: llmModeName}
+		r.Set(charge, how)
+		if e > 0 {
+			r.SetInt(estimate, e)
+		}
+		r.SetAccuracy(results.Accuracy{MaxWindowRatio: most, FalseAllowRate: wrong})
+		r.Add(admittedTok, results.UnitTokens, float64(admitted))
+		r.Add(idealTok, results.UnitTokens, 200)
+		return r
+	}
+	simulated := results.Row{Limiter: "gcra", Mode: simulatedModeName, Workload: "uniform"}
+	simulated.SetAccuracy(results.Accuracy{MaxWindowRatio: 1})
+	f := &results.File{Rows: []results.Row{
+		row("gcra", chargeEstimate, 100, 3.5, 0.2, 340),
+		row("gcra", chargeMax, 0, 1.7, 0.4, 190),
+		row("sliding-log", chargeEstimate, 100, 3.4, 0.1, 330),
+		simulated,
+	}}
+	var llm, accuracy results.Figure
+	for _, fig := range results.Figures(f) {
+		switch fig.Name {
+		case "llm":
+			llm = fig
+		case "accuracy":
+			accuracy = fig
+		}
+	}
+	if len(llm.Panels) != 3 {
+		t.Fatalf("llm chart: %d panels, want 3", len(llm.Panels))
+	}
+	most, tokens, wrong := llm.Panels[0].Bars, llm.Panels[1].Bars, llm.Panels[2].Bars
+	if !slices.Equal(most.Groups, []string{"gcra", "sliding-log"}) || !slices.Equal(most.Series, []string{"estimate only (100)", "max then settle"}) {
+		t.Fatalf("groups %v, series %v", most.Groups, most.Series)
+	}
+	if most.Values[0][1] != 1.7 || most.Values[1][1] != 0 || tokens.Values[0][0] != 170 || math.Abs(wrong.Values[1][0]-10) > 1e-9 {
+		t.Errorf("most %v, tokens %v, wrong %v", most.Values, tokens.Values, wrong.Values)
+	}
+	if len(accuracy.Panels) != 2 || !slices.Equal(accuracy.Panels[0].Bars.Groups, []string{"gcra"}) || !slices.Equal(accuracy.Panels[0].Bars.Series, []string{"uniform"}) {
+		t.Errorf("the accuracy chart took the llm rows: %+v", accuracy.Panels)
 	}
 }

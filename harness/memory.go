@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/results"
@@ -33,6 +34,9 @@ var _ = register(mode{
 			},
 		}},
 		Gates: []results.Gate{{Metric: results.BytesPerUser, Label: "bytes/user", Check: results.CheckMemory, Digits: 1, Relative: true}},
+		Charts: func(_ *results.File, rows []results.Row) []results.Figure {
+			return []results.Figure{memoryFigure(rows)}
+		},
 	},
 	once:    true,
 	steps:   func(c Config, subjects []Subject) int { return 4 * len(subjects) },
@@ -41,6 +45,47 @@ var _ = register(mode{
 
 // users is how many keys a memory row gave the limiter.
 const users = "users"
+
+// memoryFigure is the bytes per user of each limiter of rows, a bar each,
+// coloured by whose it is: ratelab's, a peer's, or kept in Redis (the
+// server's memory, not the process's).
+func memoryFigure(rows []results.Row) results.Figure {
+	n := 0
+	for _, r := range rows {
+		n = max(n, int(r.Get(users)))
+	}
+	fig := results.Figure{Name: "memory", Title: "Memory per user: live heap per key held",
+		Caption: fmt.Sprintf("Each bar is the live heap a limiter held per key after %s users made one request each, keys of 16 bytes included when the limiter keeps them. ", results.Count(int64(n))) +
+			"Shorter is better; ratelab keeps a hash of each key, not the key.",
+		Cols: 1, Width: 8}
+	if len(rows) == 0 {
+		return fig
+	}
+	// A series each for ratelab's, the peers' and those kept in Redis,
+	// drawn over each other: one bar a row, coloured by whose it is.
+	b := results.Bars{Series: []string{"ratelab", "peers"}, Overlay: true, Digits: 1}
+	if slices.ContainsFunc(rows, results.Row.Outside) {
+		b.Series = append(b.Series, "on Redis (its memory)")
+		fig.Title += ", and Redis's memory per key"
+		fig.Caption += " The rows on Redis are the server's memory per key (INFO used_memory), its key's name included, after one decision each for " +
+			"fewer keys (the memory table says how many): not the process's heap."
+	}
+	for _, r := range rows {
+		v := make([]float64, len(b.Series))
+		switch {
+		case r.Outside():
+			v[2] = r.Get(results.BytesPerUser)
+		case r.Library != results.LibraryRatelab:
+			v[1] = r.Get(results.BytesPerUser)
+		default:
+			v[0] = r.Get(results.BytesPerUser)
+		}
+		b.Groups, b.Values = append(b.Groups, r.Limiter), append(b.Values, v)
+	}
+	x := results.Axis{Label: "bytes per user", Ticks: results.TicksPlain, Min: 0, Max: 1.15 * maxOf(b.Values)}
+	fig.Panels = []results.Panel{{X: x, Bars: &b}}
+	return fig
+}
 
 func measureMemory(ctx context.Context, l *lab, _ *workloads.Workload, subjects []Subject) ([]results.Row, error) {
 	var out []results.Row

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -107,6 +108,9 @@ var _ = register(mode{
 				return fmt.Sprintf(" %s from %d users, each limited to %d per %v (%s).", results.Rate(o.Rate), o.Users, o.Limit, o.Window, rows[0].Limiter)
 			},
 		}},
+		Charts: func(_ *results.File, rows []results.Row) []results.Figure {
+			return []results.Figure{outageFigure(rows)}
+		},
 	},
 	once:    true,
 	slow:    true,
@@ -178,6 +182,65 @@ func mix(a answers) string {
 		s += " (+" + p(rest) + " other)"
 	}
 	return s
+}
+
+// outageLayers name an outage panel's layers: the shares of the requests
+// sent in each bin answered 200, 429, 503, and otherwise or not at all.
+var outageLayers = []string{"200 served", "429 limited", "503 refused", "other, or no answer"}
+
+// outageFigure is a panel per outage run, in run order (by how Redis was
+// taken away, then by failure mode): the shares of its answers in each
+// bin, stacked, and of the decisions the server made without Redis (by
+// when its metrics counted them), with when Redis went and came back.
+func outageFigure(rows []results.Row) results.Figure {
+	fig := results.Figure{Name: "outage", Title: "Redis taken away mid-run: what ratelab serve answers over time",
+		Caption: "Each panel is a run of ratelab serve deciding on Redis, attacked at a steady rate by users each asking for twice their limit, " +
+			"with Redis taken away between the dashed lines (refused: a server that is down; unanswered: a network that drops everything) and given back. " +
+			"The colours are the shares of the requests sent in each " + outageBin.String() + " answered 200, 429 and 503; the black line is the share of decisions the server made without Redis. " +
+			"Fail open serves everyone, fail closed refuses everyone, fall back keeps limiting at the fleet's share; the gap after the second line is the wait for the breaker's next probe.",
+		Cols: 3, Width: 10, RowHeight: 2.5, LegendWidth: 1.9}
+	for _, r := range rows {
+		if o := outageFrom(r); len(o.Bins) > 0 {
+			fig.Panels = append(fig.Panels, outagePanel(o))
+		}
+	}
+	return fig
+}
+
+// outagePanel is o's panel of outageFigure.
+func outagePanel(o outage) results.Panel {
+	fail := "fail " + o.Failure
+	if o.Fleet > 0 {
+		fail = fmt.Sprintf("fall back (fleet of %d)", o.Fleet)
+	}
+	how := map[string]string{outageRefused: "down (refused)", outageUnanswered: "silent (no answer)"}[o.Kind]
+	if how == "" {
+		how = o.Kind
+	}
+	bin := o.Bin.Seconds()
+	pn := results.Panel{Title: fmt.Sprintf("Redis %s, %s", how, fail), Bin: bin, Layers: make([]results.Line, len(outageLayers)),
+		Lines: []results.Line{{Name: "decided without Redis"}},
+		Marks: []results.Mark{{Name: "Redis away, back", OnX: true, At: o.Away.Seconds()}, {Name: "Redis away, back", OnX: true, At: o.Back.Seconds()}},
+		X:     results.Axis{Label: "seconds from the start", Ticks: results.TicksPlain, Min: 0, Max: o.Back.Seconds()},
+		Y:     results.Axis{Label: "share of requests (%)", Ticks: results.TicksPlain, Min: 0, Max: 100}}
+	for i, name := range outageLayers {
+		pn.Layers[i].Name = name
+	}
+	for i, a := range o.Bins {
+		layers := []int64{a.OK, a.Limited, a.Unavailable, a.Other + a.Errors}
+		n := float64(a.Total())
+		if n == 0 {
+			continue
+		}
+		x := (float64(i) + 0.5) * bin
+		for j, k := range layers {
+			pn.Layers[j].Points = append(pn.Layers[j].Points, results.XY{X: x, Y: 100 * float64(k) / n})
+		}
+		if i < len(o.Failed) {
+			pn.Lines[0].Points = append(pn.Lines[0].Points, results.XY{X: x, Y: min(100*float64(o.Failed[i])/n, 100)})
+		}
+	}
+	return pn
 }
 
 // An outage is what an outage run measured: the server of ratelab serve
@@ -303,7 +366,7 @@ func (o *outage) row(r *results.Row) {
 
 // outageFrom reads back the outage row records.
 func outageFrom(r results.Row) outage {
-	seconds := func(name string) time.Duration { return time.Duration(r.Get(name) * 1e9) }
+	seconds := func(name string) time.Duration { return time.Duration(math.Round(r.Get(name) * 1e9)) }
 	o := outage{Kind: r.Setting("fault"), Failure: r.Setting("failure"), Fleet: r.SettingInt("fleet"), Rate: r.SettingFloat("rate"),
 		Users: r.SettingInt("users"), Limit: r.SettingInt("limit"), Window: r.SettingDuration("per"),
 		Away: seconds("away"), Back: seconds("back"), Bin: seconds("bin")}

@@ -2,7 +2,9 @@ package harness
 
 import (
 	"context"
+	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +199,45 @@ func TestOutageRow(t *testing.T) {
 	}
 	if cells := outageCells(r); cells[0] != "refused for 1s" || cells[1] != "fallback, fleet 2" || cells[3] != "0 · 67 · 33" || cells[8] != "120.0ms" {
 		t.Errorf("cells %q", cells)
+	}
+}
+
+// An outage row's panel: per bin, the shares of its answers, which stack
+// to 100, and of its decisions made without Redis; a bin with no request
+// is left out; Redis's going and coming back are marks. A skipped row has
+// no panel.
+func TestOutageFigure(t *testing.T) {
+	// Four bins: {OK 3, Limited 1}, {OK 1, Limited 2, Errors 1}, none,
+	// {Unavailable 2}.
+	o := outage{Kind: outageRefused, Failure: "fallback", Fleet: 2, Away: 100 * time.Millisecond, Back: 200 * time.Millisecond, Bin: 100 * time.Millisecond,
+		Bins:   []answers{{OK: 3, Limited: 1}, {OK: 1, Limited: 2, Errors: 1}, {}, {Unavailable: 2}},
+		Failed: []int64{0, 8, 0, 2}}
+	r := results.Row{Limiter: "gcra (redis)", Mode: outageModeName}
+	o.row(&r)
+	f := &results.File{Rows: []results.Row{r, {Limiter: "gcra (redis)", Mode: outageModeName, Skipped: "no Redis"}}}
+	figs := results.Figures(f)
+	if len(figs) != 1 || figs[0].Name != "outage" || len(figs[0].Panels) != 1 {
+		t.Fatalf("figures %+v, want the outage chart of one panel", figs)
+	}
+	p := figs[0].Panels[0]
+	if p.Title != "Redis down (refused), fall back (fleet of 2)" || p.Bin != 0.1 || len(p.Marks) != 2 || p.Marks[0].At != 0.1 || p.Marks[1].At != 0.2 || !p.Marks[0].OnX {
+		t.Errorf("panel %q, bin %v, marks %+v", p.Title, p.Bin, p.Marks)
+	}
+	want := [][]results.XY{
+		{{X: 0.05, Y: 75}, {X: 0.15, Y: 25}, {X: 0.35, Y: 0}},
+		{{X: 0.05, Y: 25}, {X: 0.15, Y: 50}, {X: 0.35, Y: 0}},
+		{{X: 0.05, Y: 0}, {X: 0.15, Y: 0}, {X: 0.35, Y: 100}},
+		{{X: 0.05, Y: 0}, {X: 0.15, Y: 25}, {X: 0.35, Y: 0}},
+	}
+	near := func(a, b results.XY) bool { return math.Abs(a.X-b.X) < 1e-9 && math.Abs(a.Y-b.Y) < 1e-9 }
+	for i, l := range p.Layers {
+		if l.Name != outageLayers[i] || !slices.EqualFunc(l.Points, want[i], near) {
+			t.Errorf("layer %d: %s %v, want %s %v", i, l.Name, l.Points, outageLayers[i], want[i])
+		}
+	}
+	// More failed than answered in a bin (the metrics count a decision
+	// when it fails, a request by when it was sent): drawn at 100%.
+	if got := p.Lines[0].Points; len(got) != 3 || got[0].Y != 0 || got[1].Y != 100 || got[2].Y != 100 {
+		t.Errorf("failed: %v", got)
 	}
 }

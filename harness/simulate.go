@@ -81,11 +81,14 @@ func judge(w *workloads.Workload, allowed, ideal []bool, limit limiters.Limit) r
 // edgeWindows is how many windows an edge series spans.
 const edgeWindows = 4
 
+// inWindow names the edge series.
+const inWindow = "in_window"
+
 // edgeSeries returns what user 0 had admitted in the trailing window of
 // length, in cost, after each of its requests (at X seconds) before
-// windows windows have passed: the series "in_window".
+// windows windows have passed: the series inWindow.
 func edgeSeries(w *workloads.Workload, allowed []bool, length time.Duration, windows int) results.Series {
-	s := results.Series{Name: "in_window", Unit: "cost", XUnit: results.UnitSeconds}
+	s := results.Series{Name: inWindow, Unit: "cost", XUnit: results.UnitSeconds}
 	end := time.Duration(windows) * length
 	var mine []workloads.Arrival // user 0's admitted requests, in order
 	sum, lo := int64(0), 0

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"gonum.org/v1/plot/vg"
+
 	_ "github.com/ratelab/ratelab/harness" // registers the modes, whose tables and picks a report holds
 	"github.com/ratelab/ratelab/results"
 )
@@ -68,73 +70,112 @@ func firstDiff(got, want []byte) string {
 	return ""
 }
 
-// TestChartDataGolden pins the data behind every chart, so that a change
-// in what a chart shows is a change someone saw.
-func TestChartDataGolden(t *testing.T) {
-	f := fixture(t)
-	var b bytes.Buffer
-	panels := func(name string, ps []Panel) {
-		fmt.Fprintf(&b, "== %s\n", name)
-		for _, p := range ps {
-			fmt.Fprintf(&b, "-- %s (limit %g)\n", p.Title, p.Limit)
-			for _, l := range p.Lines {
-				fmt.Fprintf(&b, "%s:", l.Name)
-				for _, pt := range l.Points {
-					fmt.Fprintf(&b, " %.6g,%.6g", pt.X, pt.Y)
-				}
-				b.WriteString("\n")
-			}
-		}
-	}
-	bars := func(name string, bs Bars) {
-		fmt.Fprintf(&b, "== %s (series %s; overlay %v)\n", name, strings.Join(bs.Series, ", "), bs.Overlay)
-		for g, group := range bs.Groups {
-			fmt.Fprintf(&b, "%s:", group)
-			for _, v := range bs.Values[g] {
-				fmt.Fprintf(&b, " %.6g", v)
-			}
-			b.WriteString("\n")
-		}
-	}
-	allow, deny := Accuracy(f)
-	panels("latency", Latency(f))
-	panels("edge", Edge(f))
-	bars("accuracy: false allows", allow)
-	bars("accuracy: false denies", deny)
-	bars("memory", Memory(f))
-	panels("scaling", Scaling(f))
-	panels("contention", Contention(f))
-	golden(t, "charts.golden", b.Bytes())
+// TestFiguresGolden pins the charts the modes declare for the fixture,
+// their data and how they read, so that a change in what a chart shows is
+// a change someone saw.
+func TestFiguresGolden(t *testing.T) {
+	golden(t, "charts.golden", describe(results.Figures(fixture(t))))
 }
 
-// TestChartDataTrue checks the chart data against the rows it comes from,
-// by a path apart from the code that extracts it.
-func TestChartDataTrue(t *testing.T) {
-	f := fixture(t)
-	find := func(keep func(results.Row) bool) results.Row {
-		t.Helper()
-		i := slices.IndexFunc(f.Rows, keep)
-		if i < 0 {
-			t.Fatal("no such row in the fixture")
+// describe writes figs as text: each figure's layout, each panel's axes
+// and marks, then its data, a line a curve, a layer or a group of bars.
+func describe(figs []results.Figure) []byte {
+	var b bytes.Buffer
+	pts := func(name string, ps []results.XY) {
+		fmt.Fprintf(&b, "%s:", name)
+		for _, pt := range ps {
+			fmt.Fprintf(&b, " %.6g,%.6g", pt.X, pt.Y)
 		}
-		return f.Rows[i]
+		b.WriteString("\n")
 	}
+	for _, f := range figs {
+		fmt.Fprintf(&b, "== %s: %s (%d cols, %gin wide, rows %gin; y label %q; legend %gin, none %v)\n%s\n",
+			f.Name, f.Title, f.Cols, f.Width, f.RowHeight, f.YLabel, f.LegendWidth, f.NoLegend, f.Caption)
+		for _, p := range f.Panels {
+			fmt.Fprintf(&b, "-- %s\nx %s\ny %s\n", p.Title, axis(p.X), axis(p.Y))
+			for _, m := range p.Marks {
+				fmt.Fprintf(&b, "mark %q on x %v at %g\n", m.Name, m.OnX, m.At)
+			}
+			if p.Steps || p.Bin != 0 {
+				fmt.Fprintf(&b, "steps %v, bin %g\n", p.Steps, p.Bin)
+			}
+			for _, l := range p.Lines {
+				pts(l.Name, l.Points)
+			}
+			for _, l := range p.Layers {
+				pts("layer "+l.Name, l.Points)
+			}
+			if bs := p.Bars; bs != nil {
+				fmt.Fprintf(&b, "bars (series %s; overlay %v; digits %d)\n", strings.Join(bs.Series, ", "), bs.Overlay, bs.Digits)
+				for g, group := range bs.Groups {
+					fmt.Fprintf(&b, "%s:", group)
+					for _, v := range bs.Values[g] {
+						fmt.Fprintf(&b, " %.6g", v)
+					}
+					b.WriteString("\n")
+				}
+			}
+		}
+	}
+	return b.Bytes()
+}
+
+func axis(a results.Axis) string {
+	ticks := [...]string{"auto", "plain", "percent", "nanoseconds", "millions", "windows"}[a.Ticks]
+	s := fmt.Sprintf("%q log %v least %g ticks %s window %g range %g to %g", a.Label, a.Log, a.Least, ticks, a.Window, a.Min, a.Max)
+	for _, t := range a.Labels {
+		s += fmt.Sprintf(" %g=%s", t.At, t.Label)
+	}
+	return s
+}
+
+// figure returns the figure of f named name, failing if there is none.
+func figure(t *testing.T, f *results.File, name string) results.Figure {
+	t.Helper()
+	figs := results.Figures(f)
+	i := slices.IndexFunc(figs, func(c results.Figure) bool { return c.Name == name })
+	if i < 0 {
+		t.Fatalf("no %s chart", name)
+	}
+	return figs[i]
+}
+
+// unpaced and paced report whether r is a real-time run with goroutines
+// sending as fast as they can (no offered rate, no accuracy), or at an
+// offered rate.
+func unpaced(r results.Row) bool {
+	return r.Setting(results.Offered) == "" && r.Setting(results.Goroutines) != "" && !r.Has(results.MostInWindow) && r.Measured()
+}
+
+func paced(r results.Row) bool {
+	return r.SettingFloat(results.Offered) > 0 && r.Curve("latency_curve") != nil
+}
+
+// find returns the first row of f that keep reports true of.
+func find(t *testing.T, f *results.File, keep func(results.Row) bool) results.Row {
+	t.Helper()
+	i := slices.IndexFunc(f.Rows, keep)
+	if i < 0 {
+		t.Fatal("no such row in the fixture")
+	}
+	return f.Rows[i]
+}
+
+// TestRealTimeChartsTrue checks the data of the charts of real-time runs
+// against the rows it comes from, by a path apart from the code that
+// extracts it.
+func TestRealTimeChartsTrue(t *testing.T) {
+	f := fixture(t)
 	// unpacedRow is the unpaced real-time row of a limiter on a workload
 	// at a number of goroutines: no offered rate, no accuracy.
 	unpacedRow := func(workload, limiter string, goroutines float64) results.Row {
 		t.Helper()
-		return find(func(r results.Row) bool {
-			return r.Mode == "realtime" && r.Setting(results.Offered) == "" && !r.Has(results.MostInWindow) &&
-				r.Workload == workload && r.Limiter == limiter && float64(r.SettingInt(results.Goroutines)) == goroutines
+		return find(t, f, func(r results.Row) bool {
+			return unpaced(r) && r.Workload == workload && r.Limiter == limiter && float64(r.SettingInt(results.Goroutines)) == goroutines
 		})
 	}
-
-	for name, n := range map[string]int{"scaling": len(Scaling(f)), "contention": len(Contention(f)), "memory": len(Memory(f).Groups)} {
-		if n == 0 {
-			t.Fatalf("the fixture gives the %s chart nothing to check", name)
-		}
-	}
-	for _, pn := range Scaling(f) {
+	scaling, contention, latency := figure(t, f, "scaling"), figure(t, f, "contention"), figure(t, f, "latency")
+	for _, pn := range scaling.Panels {
 		for _, l := range pn.Lines {
 			for _, pt := range l.Points {
 				r := unpacedRow(pn.Title, l.Name, pt.X)
@@ -144,27 +185,21 @@ func TestChartDataTrue(t *testing.T) {
 			}
 		}
 	}
-	for _, pn := range Contention(f) {
+	for _, pn := range contention.Panels {
 		for _, l := range pn.Lines {
 			for _, pt := range l.Points {
 				r := unpacedRow(pn.Title, l.Name, pt.X)
 				if w, ok := r.Value("lock_wait"); !ok {
 					t.Errorf("contention %s %s at %v goroutines: a point for a wait not measured", pn.Title, l.Name, pt.X)
-				} else if want := max(w, Floor); pt.Y != want {
-					t.Errorf("contention %s %s at %v goroutines: %v, want %v", pn.Title, l.Name, pt.X, pt.Y, want)
+				} else if want := max(w, pn.Y.Least); pt.Y != want || pn.Y.Least <= 0 {
+					t.Errorf("contention %s %s at %v goroutines: %v, want %v (drawn no lower than %v)", pn.Title, l.Name, pt.X, pt.Y, want, pn.Y.Least)
 				}
 			}
 		}
 	}
-	latency := Latency(f)
-	if len(latency) == 0 {
-		t.Fatal("no latency panels")
-	}
-	for _, pn := range latency {
+	for _, pn := range latency.Panels {
 		for _, l := range pn.Lines {
-			r := find(func(r results.Row) bool {
-				return r.Mode == "realtime" && r.SettingFloat(results.Offered) > 0 && r.Workload == pn.Title && r.Limiter == l.Name
-			})
+			r := find(t, f, func(r results.Row) bool { return paced(r) && r.Workload == pn.Title && r.Limiter == l.Name })
 			c := r.Curve("latency_curve")
 			if c == nil || len(c.X) != len(c.Y) {
 				t.Fatalf("latency %s %s: the row's curve is %+v, want a quantile for each value", pn.Title, l.Name, c)
@@ -173,29 +208,38 @@ func TestChartDataTrue(t *testing.T) {
 				t.Fatalf("latency %s %s: %d points, want %d", pn.Title, l.Name, len(l.Points), len(c.Y))
 			}
 			for i, q := range c.X {
-				if got, v := l.Points[i], c.Y[i]; got.Y != max(v, Floor) || got.X != 1/(1-q) {
+				if got, v := l.Points[i], c.Y[i]; got.Y != max(v, pn.Y.Least) || got.X != 1/(1-q) {
 					t.Errorf("latency %s %s at q=%v: %+v, want y %v", pn.Title, l.Name, q, got, v)
 				}
 			}
 		}
 	}
-	edge := Edge(f)
-	if len(edge) == 0 {
-		t.Fatal("no edge panels")
-	}
-	for _, pn := range edge {
+}
+
+// TestChartDataTrue checks the data of the edge, accuracy and memory
+// charts against the rows it comes from, by a path apart from the code
+// that extracts it.
+func TestChartDataTrue(t *testing.T) {
+	f := fixture(t)
+	edge := figure(t, f, "edge")
+	for _, pn := range edge.Panels {
 		top := 0.0
 		for _, pt := range pn.Lines[0].Points {
 			top = max(top, pt.Y)
 		}
-		if pn.Title == "fixed-window" && top < 1.9*pn.Limit {
-			t.Errorf("the fixed window's edge panel peaks at %v, want about 2N = %v", top, 2*pn.Limit)
+		limit := pn.Marks[0].At
+		if strings.HasPrefix(pn.Title, "fixed-window:") && top < 1.9*limit {
+			t.Errorf("the fixed window's edge panel peaks at %v, want about 2N = %v", top, 2*limit)
 		}
-		if pn.Title == "sliding-log" && top > pn.Limit {
-			t.Errorf("the sliding log's edge panel peaks at %v, over N = %v", top, pn.Limit)
+		if strings.HasPrefix(pn.Title, "sliding-log:") && top > limit {
+			t.Errorf("the sliding log's edge panel peaks at %v, over N = %v", top, limit)
+		}
+		if !strings.HasSuffix(pn.Title, fmt.Sprintf(": peak %.2f×N", top/limit)) {
+			t.Errorf("edge panel %q: its peak is %.2f×N", pn.Title, top/limit)
 		}
 	}
-	allow, deny := Accuracy(f)
+	accuracy := figure(t, f, "accuracy")
+	allow, deny := accuracy.Panels[0].Bars, accuracy.Panels[1].Bars
 	for g, name := range allow.Groups {
 		for s, w := range allow.Series {
 			i := slices.IndexFunc(f.Rows, func(r results.Row) bool { return r.Has(results.MostInWindow) && r.Limiter == name && r.Workload == w })
@@ -211,105 +255,48 @@ func TestChartDataTrue(t *testing.T) {
 			}
 		}
 	}
-	m := Memory(f)
+	m := figure(t, f, "memory").Panels[0].Bars
 	for g, name := range m.Groups {
-		r := find(func(r results.Row) bool { return r.Mode == "memory" && r.Limiter == name })
-		if want := r.Get(results.BytesPerUser); m.Values[g][0] != want {
-			t.Errorf("memory %s: %v, want %v", name, m.Values[g][0], want)
+		r := find(t, f, func(r results.Row) bool { return r.Has(results.BytesPerUser) && r.Limiter == name })
+		// One bar a group, in the series of whose it is.
+		if got, want := slices.Max(m.Values[g]), r.Get(results.BytesPerUser); got != want || slices.Min(m.Values[g]) != 0 {
+			t.Errorf("memory %s: %v, want %v in one series", name, m.Values[g], want)
+		}
+		if peer := r.Library != results.LibraryRatelab; (m.Values[g][1] != 0) != peer {
+			t.Errorf("memory %s: %v, a peer's bar %v", name, m.Values[g], peer)
 		}
 	}
 }
 
-// An outage row's panel: per bin, the shares of its answers, which stack
-// to 100, and of its decisions made without Redis; a bin with no request
-// is left out. The chart draws it.
-func TestOutage(t *testing.T) {
-	r := results.Row{Limiter: "gcra (redis)", Mode: "outage"}
-	r.Set("fault", "refused")
-	r.Set("failure", "fallback")
-	r.SetInt("fleet", 2)
-	r.Add("away", results.UnitSeconds, 0.1)
-	r.Add("back", results.UnitSeconds, 0.2)
-	r.Add("bin", results.UnitSeconds, 0.1)
-	// Four bins: {OK 3, Limited 1}, {OK 1, Limited 2, Errors 1}, none,
-	// {Unavailable 2}.
-	for _, s := range []results.Series{
-		{Name: "bins.ok", Y: []float64{3, 1, 0, 0}},
-		{Name: "bins.limited", Y: []float64{1, 2, 0, 0}},
-		{Name: "bins.unavailable", Y: []float64{0, 0, 0, 2}},
-		{Name: "bins.other", Y: []float64{0, 0, 0, 0}},
-		{Name: "bins.errors", Y: []float64{0, 1, 0, 0}},
-		{Name: "failed", Y: []float64{0, 8, 0, 2}},
-	} {
-		s.Unit = results.UnitCount
-		r.AddSeries(s)
+// Each kind of panel, as a mode might declare it, draws: stacked layers
+// under a line and marks, bars with value labels and a mark, lines on log
+// axes; a name is in the legend once, whatever the panels it is in.
+func TestRenderKinds(t *testing.T) {
+	layers := results.Panel{Title: "layers", Bin: 0.1,
+		Layers: []results.Line{{Name: "served", Points: []results.XY{{X: 0.05, Y: 75}, {X: 0.15, Y: 25}}}, {Name: "limited", Points: []results.XY{{X: 0.05, Y: 25}, {X: 0.15, Y: 75}}}},
+		Lines:  []results.Line{{Name: "failed", Points: []results.XY{{X: 0.05, Y: 0}, {X: 0.15, Y: 100}}}},
+		Marks:  []results.Mark{{Name: "away, back", OnX: true, At: 0.1}, {Name: "away, back", OnX: true, At: 0.2}},
+		X:      results.Axis{Ticks: results.TicksPlain, Min: 0, Max: 0.2}, Y: results.Axis{Ticks: results.TicksPlain, Min: 0, Max: 100}}
+	bars := results.Panel{Title: "bars", Bars: &results.Bars{Groups: []string{"a", "b"}, Series: []string{"x", "peers"}, Values: [][]float64{{1, 0}, {0, 0}}, Digits: 1},
+		Marks: []results.Mark{{OnX: true, At: 1}}, X: results.Axis{Ticks: results.TicksPercent}}
+	lines := results.Panel{Title: "lines", Lines: []results.Line{{Name: "gcra", Points: []results.XY{{X: 1, Y: 0}, {X: 2, Y: 5e6}}}, {Name: "served", Points: []results.XY{{X: 1, Y: 1}}}},
+		X: results.Axis{Log: true, Least: 0.5, Labels: []results.Tick{{At: 1, Label: "1"}, {At: 2, Label: "2"}}}, Y: results.Axis{Log: true, Least: 0.1, Ticks: results.TicksNanos}}
+	c := newChart(results.Figure{Name: "kinds", Title: "Kinds", Panels: []results.Panel{layers, bars, lines, layers}, Cols: 2, Width: 9, RowHeight: 2})
+	// served, limited, failed, away and back; x and peers; gcra.
+	if c.legend.n != 7 || c.h != gridHeight(4, 2, 2*vg.Inch) {
+		t.Errorf("%d legend entries, want 7; %v high", c.legend.n, c.h)
 	}
-	f := &results.File{Rows: []results.Row{r, {Limiter: "gcra (redis)", Mode: "outage", Skipped: "no Redis"}}}
-	panels := Outage(f)
-	if len(panels) != 1 {
-		t.Fatalf("%d panels, want 1", len(panels))
-	}
-	p := panels[0]
-	if p.Title != "Redis down (refused), fall back (fleet of 2)" || p.Away != 0.1 || p.Back != 0.2 || p.Bin != 0.1 {
-		t.Errorf("panel %q, away %v, back %v, bin %v", p.Title, p.Away, p.Back, p.Bin)
-	}
-	want := [][]XY{
-		{{0.05, 75}, {0.15, 25}, {0.35, 0}},
-		{{0.05, 25}, {0.15, 50}, {0.35, 0}},
-		{{0.05, 0}, {0.15, 0}, {0.35, 100}},
-		{{0.05, 0}, {0.15, 25}, {0.35, 0}},
-	}
-	for i, l := range p.Layers {
-		if l.Name != OutageLayers[i] || !slices.EqualFunc(l.Points, want[i], func(a, b XY) bool { return near(a.X, b.X) && near(a.Y, b.Y) }) {
-			t.Errorf("layer %d: %s %v, want %s %v", i, l.Name, l.Points, OutageLayers[i], want[i])
+	for _, format := range []string{"png", "svg"} {
+		if b, err := c.render(format); err != nil || len(b) == 0 {
+			t.Errorf("render %s: %v", format, err)
 		}
 	}
-	// More failed than answered in a bin (the metrics count a decision
-	// when it fails, a request by when it was sent): drawn at 100%.
-	if got := p.Failed.Points; len(got) != 3 || got[0].Y != 0 || got[1].Y != 100 || got[2].Y != 100 {
-		t.Errorf("failed: %v", got)
+	// The layers panel spans its layers' bins and its marks; the log
+	// panel leaves out the point at zero.
+	if x := c.panels[0].X; x.Min != 0 || x.Max < 0.2 {
+		t.Errorf("layers panel: x from %v to %v", x.Min, x.Max)
 	}
-	charts := Charts(f)
-	if len(charts) != 1 || charts[0].Name != "outage" {
-		t.Fatalf("charts: %d", len(charts))
-	}
-	if png, err := charts[0].Render("png"); err != nil || len(png) == 0 {
-		t.Errorf("render: %v", err)
-	}
-}
-
-func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
-
-// The llm chart's data: a group a limiter, a series a way of charging
-// (with the estimate it used), and the three measures of each row.
-func TestLLM(t *testing.T) {
-	row := func(limiter, charge string, estimate int, most, wrong float64, tokens int64) results.Row {
-		r := results.Row{Limiter: limiter, Mode: "llm"}
-		r.Set("charge", charge)
-		if estimate > 0 {
-			r.SetInt("estimate", estimate)
-		}
-		r.SetAccuracy(results.Accuracy{MaxWindowRatio: most, FalseAllowRate: wrong})
-		r.Add("tokens", results.UnitTokens, float64(tokens))
-		r.Add("ideal_tokens", results.UnitTokens, 200)
-		return r
-	}
-	simulated := results.Row{Limiter: "gcra", Mode: "simulated"}
-	simulated.SetAccuracy(results.Accuracy{MaxWindowRatio: 1})
-	f := &results.File{Rows: []results.Row{
-		row("gcra", "estimate only", 100, 3.5, 0.2, 340),
-		row("gcra", "max then settle", 0, 1.7, 0.4, 190),
-		row("sliding-log", "estimate only", 100, 3.4, 0.1, 330),
-		simulated,
-	}}
-	most, tokens, wrong := LLM(f)
-	if !slices.Equal(most.Groups, []string{"gcra", "sliding-log"}) || !slices.Equal(most.Series, []string{"estimate only (100)", "max then settle"}) {
-		t.Fatalf("groups %v, series %v", most.Groups, most.Series)
-	}
-	if most.Values[0][1] != 1.7 || most.Values[1][1] != 0 || tokens.Values[0][0] != 170 || !near(wrong.Values[1][0], 10) {
-		t.Errorf("most %v, tokens %v, wrong %v", most.Values, tokens.Values, wrong.Values)
-	}
-	if allow, _ := Accuracy(f); len(allow.Groups) != 1 || len(allow.Series) != 0 && allow.Series[0] == "llm" {
-		t.Errorf("the accuracy chart took the llm rows: %+v", allow)
+	if y := c.panels[2].Y; y.Min < 0.1 || y.Max != 5e6 {
+		t.Errorf("lines panel: y from %v to %v", y.Min, y.Max)
 	}
 }

@@ -42,11 +42,11 @@ func TestRedisMemoryChart(t *testing.T) {
 	r.Add(results.Decisions, results.UnitCount, 10_000)
 	r.Add(results.BytesPerUser, results.UnitBytes, 190)
 	f.Rows = append(f.Rows, r)
-	c := memoryChart(f)
+	c := newChart(figure(t, f, "memory"))
 	if !strings.Contains(c.Title, "Redis's memory per key") || !strings.Contains(c.Caption, "not the process's heap") || c.legend.n != 3 {
 		t.Errorf("memory chart: %q, %q, %d legend entries", c.Title, c.Caption, c.legend.n)
 	}
-	if _, err := c.Render("png"); err != nil {
+	if _, err := c.render("png"); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.ContainsFunc(metaRows(f), func(r [2]string) bool { return r[0] == "Redis" && strings.Contains(r[1], "127.0.0.1:6379/0") }) {

@@ -22,14 +22,10 @@ import (
 // ChartDir is the folder, inside a report's, that holds its charts.
 const ChartDir = "charts"
 
-// chartNames are the names of every chart Charts can return, so that a
-// report written over an older one removes the charts it no longer has.
-var chartNames = []string{"latency", "edge", "accuracy", "memory", "scaling", "contention"}
-
 // rendered is a chart drawn: its PNG, and where its files are, relative to
 // the report.
 type rendered struct {
-	Chart
+	chart
 	PNG      []byte
 	PNGPath  string
 	SVGPath  string
@@ -43,7 +39,7 @@ type rendered struct {
 // links to the charts' files. source, if not "", is where f is saved, for
 // the report to say how to draw it again. It returns the paths written.
 func WriteReport(dir string, f *results.File, source string) ([]string, error) {
-	charts := Charts(f)
+	charts := charts(f)
 	cdir := filepath.Join(dir, ChartDir)
 	if err := os.MkdirAll(cdir, 0o755); err != nil {
 		return nil, err
@@ -51,9 +47,9 @@ func WriteReport(dir string, f *results.File, source string) ([]string, error) {
 	var paths []string
 	var out []rendered
 	for _, c := range charts {
-		r := rendered{Chart: c, ID: "chart-" + c.Name}
+		r := rendered{chart: c, ID: "chart-" + c.Name}
 		for _, format := range []string{"png", "svg"} {
-			b, err := c.Render(format)
+			b, err := c.render(format)
 			if err != nil {
 				return nil, fmt.Errorf("plots: drawing %s: %w", c.Name, err)
 			}
@@ -71,15 +67,8 @@ func WriteReport(dir string, f *results.File, source string) ([]string, error) {
 		}
 		out = append(out, r)
 	}
-	// A chart this run has no data for must not linger from an older run.
-	for _, name := range chartNames {
-		if !containsChart(charts, name) {
-			for _, ext := range []string{".png", ".svg"} {
-				if err := os.Remove(filepath.Join(cdir, name+ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					return nil, err
-				}
-			}
-		}
+	if err := removeStale(cdir, paths); err != nil {
+		return nil, err
 	}
 	var html, md bytes.Buffer
 	pg := newPage(f, out, source)
@@ -102,13 +91,25 @@ func WriteReport(dir string, f *results.File, source string) ([]string, error) {
 	return paths, nil
 }
 
-func containsChart(cs []Chart, name string) bool {
-	for _, c := range cs {
-		if c.Name == name {
-			return true
+// removeStale removes the charts in dir, as PNG or SVG, other than those
+// at written: a chart this run has no data for must not linger from an
+// older run.
+func removeStale(dir string, written []string) error {
+	for _, pattern := range []string{"*.png", "*.svg"} {
+		old, err := filepath.Glob(filepath.Join(dir, pattern))
+		if err != nil {
+			return err
+		}
+		for _, p := range old {
+			if slices.ContainsFunc(written, func(w string) bool { return filepath.Base(w) == filepath.Base(p) }) {
+				continue
+			}
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
 		}
 	}
-	return false
+	return nil
 }
 
 // page is what the report's templates are given.
@@ -165,7 +166,7 @@ func metaRows(f *results.File) [][2]string {
 		{"Limiters", strings.Join(p.Limiters, ", ")},
 		{"Workloads", strings.Join(p.Workloads, ", ")},
 		{"Modes", strings.Join(p.Modes, ", ")},
-		{"Users", fmt.Sprintf("%s (uniform, bursty), %s attackers (boundary-attack, anchored-attack), %s (many-users and memory)", thousands(p.Users), thousands(p.Attackers), thousands(p.ManyUsers))},
+		{"Users", fmt.Sprintf("%s (uniform, bursty), %s attackers (boundary-attack, anchored-attack), %s (many-users and memory)", results.Count(int64(p.Users)), results.Count(int64(p.Attackers)), results.Count(int64(p.ManyUsers)))},
 		{"Simulated time", fmt.Sprintf("%v per workload", p.Simulated.Duration())},
 	}
 	var peers []string
@@ -184,7 +185,7 @@ func metaRows(f *results.File) [][2]string {
 	if r := p.Redis; r != nil {
 		rows = append(rows, [2]string{"Redis", fmt.Sprintf("%s, a round trip a decision, so on less: accuracy on the first %d users of each workload over its first %v; "+
 			"real time %v per unpaced run, paced at %.0f decisions a second for %v; memory at %s keys", r.Addr, r.Users, r.Simulated.Duration(),
-			r.RealTime.Duration(), r.OfferedRate, r.LatencyTime.Duration(), thousands(r.Keys))})
+			r.RealTime.Duration(), r.OfferedRate, r.LatencyTime.Duration(), results.Count(int64(r.Keys)))})
 	}
 	return rows
 }

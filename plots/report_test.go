@@ -148,7 +148,7 @@ func TestReportStructure(t *testing.T) {
 				want = append(want, strings.Join(row, ""))
 			}
 		}
-		for _, c := range Charts(f) {
+		for _, c := range charts(f) {
 			want = append(want, c.Caption)
 		}
 		flat := strings.Join(strings.Fields(strings.NewReplacer("|", "", "`", "", "**", "").Replace(text)), "")
@@ -158,7 +158,7 @@ func TestReportStructure(t *testing.T) {
 			}
 		}
 	}
-	if n, want := len(html.images), len(Charts(f)); n != want {
+	if n, want := len(html.images), len(charts(f)); n != want {
 		t.Errorf("report.html has %d images, want one per chart: %d", n, want)
 	}
 }
@@ -249,7 +249,7 @@ func TestStaleCharts(t *testing.T) {
 		t.Fatal(err)
 	}
 	memoryOnly := *f
-	memoryOnly.Rows = slices.DeleteFunc(slices.Clone(f.Rows), func(r results.Row) bool { return r.Mode != "memory" })
+	memoryOnly.Rows = slices.DeleteFunc(slices.Clone(f.Rows), func(r results.Row) bool { return !r.Has(results.BytesPerUser) })
 	if _, err := WriteReport(dir, &memoryOnly, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -286,17 +286,16 @@ func TestDegenerateRuns(t *testing.T) {
 		memory.Add(results.BytesPerUser, results.UnitBytes, 0)
 		f.Rows = append(f.Rows, unpaced, paced, memory)
 	}
-	charts := Charts(f)
 	var names []string
-	for _, c := range charts {
+	for _, c := range charts(f) {
 		names = append(names, c.Name)
 		for _, format := range []string{"png", "svg"} {
-			if _, err := c.Render(format); err != nil {
+			if _, err := c.render(format); err != nil {
 				t.Errorf("%s as %s: %v", c.Name, format, err)
 			}
 		}
 	}
-	if want := "latency memory scaling contention"; strings.Join(names, " ") != want {
+	if want := "latency scaling contention memory"; strings.Join(names, " ") != want {
 		t.Errorf("charts %v, want %s", names, want)
 	}
 	if _, err := WriteReport(t.TempDir(), f, ""); err != nil {
@@ -305,9 +304,9 @@ func TestDegenerateRuns(t *testing.T) {
 }
 
 func TestRenderRefusesUnknownFormat(t *testing.T) {
-	c := Charts(fixture(t))[0]
-	if _, err := c.Render("gif"); err == nil {
-		t.Error(`Render("gif") did not fail`)
+	c := charts(fixture(t))[0]
+	if _, err := c.render("gif"); err == nil {
+		t.Error(`render("gif") did not fail`)
 	}
 }
 
@@ -354,29 +353,28 @@ func TestOddRuns(t *testing.T) {
 		}
 	}
 
-	panels := Edge(f)
-	if len(panels) != len(edges)-2 {
+	if panels := figure(t, f, "edge").Panels; len(panels) != len(edges)-2 {
 		t.Errorf("edge: %d panels from %d series, two of them unusable", len(panels), len(edges))
 	}
-	for _, pn := range Latency(f) {
-		if !slices.ContainsFunc(pn.Lines, func(l Line) bool { return l.Name == "gcra" && len(l.Points) > 0 }) {
+	for _, pn := range figure(t, f, "latency").Panels {
+		if !slices.ContainsFunc(pn.Lines, func(l results.Line) bool { return l.Name == "gcra" && len(l.Points) > 0 }) {
 			t.Errorf("latency %s: gcra's line is gone for one quantile it cannot draw", pn.Title)
 		}
 	}
 	r := f.Rows[lock]
 	g := r.SettingInt(results.Goroutines)
-	for _, pn := range Contention(f) {
+	for _, pn := range figure(t, f, "contention").Panels {
 		for _, l := range pn.Lines {
-			if pn.Title == r.Workload && l.Name == "gcra" && slices.ContainsFunc(l.Points, func(p XY) bool { return p.X == float64(g) }) {
+			if pn.Title == r.Workload && l.Name == "gcra" && slices.ContainsFunc(l.Points, func(p results.XY) bool { return p.X == float64(g) }) {
 				t.Errorf("contention: a point for gcra at %d goroutines on %s, whose wait was not measured", g, r.Workload)
 			}
 		}
 	}
-	for _, c := range Charts(f) {
+	for _, c := range charts(f) {
 		if c.Name != "scaling" {
 			continue
 		}
-		for i, pn := range Scaling(f) {
+		for i, pn := range c.Panels {
 			lo, hi := math.Inf(1), math.Inf(-1)
 			for _, l := range pn.Lines {
 				for _, p := range l.Points {

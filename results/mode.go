@@ -29,6 +29,10 @@ type Mode struct {
 	// Picks are the mode's own answers to "which limiter should I pick?",
 	// from its measured rows of f.
 	Picks func(f *File, rows []Row) []Pick
+	// Charts are the mode's charts, from its measured rows of f (which may
+	// be none: a chart may draw on other modes' rows too); a figure with
+	// no panel is left out.
+	Charts func(f *File, rows []Row) []Figure
 	// Gates are the metrics compare and the gate compare, and merge pools.
 	Gates []Gate
 }

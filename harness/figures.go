@@ -1,0 +1,84 @@
+package harness
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/ratelab/ratelab/results"
+)
+
+// What the modes' charts (results.Figure, declared beside each mode's
+// tables) share.
+
+// workloadsOf lists the workloads of rows, in order.
+func workloadsOf(rows []results.Row) []string {
+	var out []string
+	for _, r := range rows {
+		if !slices.Contains(out, r.Workload) {
+			out = append(out, r.Workload)
+		}
+	}
+	return out
+}
+
+// linesBy is a line per limiter of rows, in the order limiters first
+// appear, of the points each row gives, in order of X.
+func linesBy(rows []results.Row, point func(results.Row) []results.XY) []results.Line {
+	var out []results.Line
+	for _, r := range rows {
+		i := slices.IndexFunc(out, func(l results.Line) bool { return l.Name == r.Limiter })
+		if i < 0 {
+			out = append(out, results.Line{Name: r.Limiter})
+			i = len(out) - 1
+		}
+		out[i].Points = append(out[i].Points, point(r)...)
+	}
+	for i := range out {
+		slices.SortFunc(out[i].Points, func(a, b results.XY) int { return cmp.Compare(a.X, b.X) })
+	}
+	return out
+}
+
+// panelsByWorkload is a panel per workload of rows, titled by it, of a
+// line per limiter through the points each row gives; a limiter with no
+// point has no line, and a workload with no line no panel.
+func panelsByWorkload(rows []results.Row, point func(results.Row) []results.XY) []results.Panel {
+	var out []results.Panel
+	for _, w := range workloadsOf(rows) {
+		of := slices.DeleteFunc(slices.Clone(rows), func(r results.Row) bool { return r.Workload != w })
+		lines := slices.DeleteFunc(linesBy(of, point), func(l results.Line) bool { return len(l.Points) == 0 })
+		if len(lines) > 0 {
+			out = append(out, results.Panel{Title: w, Lines: lines})
+		}
+	}
+	return out
+}
+
+// where returns the rows of rows that ok reports true of.
+func where(rows []results.Row, ok func(results.Row) bool) []results.Row {
+	return slices.DeleteFunc(slices.Clone(rows), func(r results.Row) bool { return !ok(r) })
+}
+
+// finite reports whether v is a number, neither NaN nor infinite.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// maxOf is the largest of values, and 0.
+func maxOf(values [][]float64) float64 {
+	m := 0.0
+	for _, row := range values {
+		for _, v := range row {
+			m = max(m, v)
+		}
+	}
+	return m
+}
+
+// andList joins words as prose: "a", "a and b", "a, b and c".
+func andList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
+}
