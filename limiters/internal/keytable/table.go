@@ -108,6 +108,7 @@ type Table[S any] struct {
 	clock    clock
 	clocked  *atomic.Bool
 	sweeper  *sweeper[S]
+	cleanup  runtime.Cleanup // stops the sweeper of a table nobody closed
 }
 
 // clock reads the time for calls that do not pass one: the configured
@@ -133,6 +134,9 @@ func (c clock) now() int64 {
 // policy, and whose states become equal to a fresh state at idleAt(s)
 // (Unix nanoseconds). It starts a background sweeper unless the options
 // disable it; Close stops it, and so does the table becoming unreachable.
+// The sweeper keeps idleAt: it must not hold the table, nor anything that
+// holds it (the limiter), or the table is never unreachable, and a
+// limiter nobody closed keeps its memory and its goroutine for good.
 func New[S any](limit int, policy *limiters.Policy, idleAt func(*S) int64, o limiters.Options) *Table[S] {
 	n := maxShards
 	if o.MaxKeys > 0 {
@@ -177,7 +181,7 @@ func New[S any](limit int, policy *limiters.Policy, idleAt func(*S) int64, o lim
 		t.sweeper = sw
 		go sw.run(o.SweepInterval)
 		// A limiter nobody closed still stops its sweeper once unreachable.
-		runtime.AddCleanup(t, func(sw *sweeper[S]) { sw.signal() }, sw)
+		t.cleanup = runtime.AddCleanup(t, func(sw *sweeper[S]) { sw.signal() }, sw)
 	}
 	return t
 }
@@ -202,6 +206,7 @@ func (t *Table[S]) Read() int64 { return t.clock.now() }
 func (t *Table[S]) Close() error {
 	if t.sweeper != nil {
 		t.sweeper.close()
+		t.cleanup.Stop()
 	}
 	return nil
 }
