@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,14 +25,26 @@ func TestCompareLabRuns(t *testing.T) {
 		"--goroutines", "1,2", "--realtime", "10ms", "--timing-rounds", "1", "--http-time", "50ms",
 		"--redis-url", "redis://" + redistest.Require(t) + "/0"}
 	dir := t.TempDir()
-	run := func(name string, more ...string) string {
+	// The two labs run side by side: most of a quick lab's time is spent
+	// waiting (real-time replays, paced HTTP), and they share nothing.
+	run := func(name string, more ...string) (string, <-chan error) {
 		out := filepath.Join(dir, name)
-		if _, stderr, code := ratelab(t, "", append(append(small, more...), "--out", out)...); code != 0 {
-			t.Fatalf("bench %v: exit %d: %s", more, code, stderr)
-		}
-		return filepath.Join(out, "results.json")
+		done := make(chan error, 1)
+		go func() {
+			defer close(done)
+			if _, stderr, code := ratelab(t, "", append(append(small, more...), "--out", out)...); code != 0 {
+				done <- fmt.Errorf("bench %v: exit %d: %s", more, code, stderr)
+			}
+		}()
+		return filepath.Join(out, "results.json"), done
 	}
-	one, other := run("one", "--seed", "1"), run("other", "--seed", "2", "--modes", "simulated")
+	one, oneDone := run("one", "--seed", "1")
+	other, otherDone := run("other", "--seed", "2", "--modes", "simulated")
+	for _, done := range []<-chan error{oneDone, otherDone} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
 	f, err := results.ReadFile(one)
 	if err != nil {
 		t.Fatal(err)
