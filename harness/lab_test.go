@@ -203,7 +203,6 @@ func TestConfigRefused(t *testing.T) {
 		{func(c *Config) { c.Modes = []string{"fast"} }, "unknown mode"},
 		{func(c *Config) { c.Goroutines = []int{0} }, "goroutines must be"},
 		{func(c *Config) { c.RealTimeAccuracyScale = 2 }, "scale must be"},
-		{func(c *Config) { c.Outage.Kinds = []string{"slow"} }, "an outage is"},
 	} {
 		c := Config{}.Defaults()
 		tt.change(&c)

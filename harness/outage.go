@@ -26,15 +26,13 @@ import (
 // twice its limit per Window, attack ratelab serve's server at Rate
 // requests a second for Before, while its Redis is away for Away, and for
 // After once it is back; Fleet is the fleet size the fallback declares (it
-// decides at the limit divided by it, rounded up). Kinds are the ways
-// Redis goes away, outageRefused and outageUnanswered by default.
+// decides at the limit divided by it, rounded up).
 type outageConfig struct {
 	Rate                float64
 	Users               int
 	Window              time.Duration
 	Fleet               int
 	Before, Away, After time.Duration
-	Kinds               []string
 }
 
 func (o outageConfig) defaults(quick bool) outageConfig {
@@ -49,9 +47,6 @@ func (o outageConfig) defaults(quick bool) outageConfig {
 	// comes back between two of its probes, not with one.
 	set(&o.Away, pick(quick, 2500*time.Millisecond, 1500*time.Millisecond))
 	set(&o.After, pick(quick, 2*time.Second, 1500*time.Millisecond))
-	if len(o.Kinds) == 0 {
-		o.Kinds = []string{outageRefused, outageUnanswered}
-	}
 	return o
 }
 
@@ -59,11 +54,6 @@ func (o outageConfig) validate() error {
 	if !(o.Rate > 0 && o.Rate <= 20_000) || o.Users < 1 || o.Fleet < 1 || o.Window <= 0 || o.Before <= 0 || o.Away <= 0 || o.After <= 0 {
 		return fmt.Errorf("harness: an outage run takes a rate from 0 to 20,000 a second, positive users, fleet and window, and positive times before, away and after; got %v/s, %d, %d, %v, %v, %v, %v",
 			o.Rate, o.Users, o.Fleet, o.Window, o.Before, o.Away, o.After)
-	}
-	for _, k := range o.Kinds {
-		if k != outageRefused && k != outageUnanswered {
-			return fmt.Errorf("harness: an outage is %q or %q, not %q", outageRefused, outageUnanswered, k)
-		}
 	}
 	return o.limit().Validate(limiters.GCRA)
 }
@@ -132,7 +122,7 @@ func outageSteps(c Config, subjects []Subject) int {
 	n := 0
 	for _, s := range subjects {
 		if s.Outage != nil {
-			n += len(c.Outage.Kinds) * len(outageFailures)
+			n += 2 * len(outageFailures)
 		}
 	}
 	return n
@@ -144,7 +134,7 @@ func measureOutage(ctx context.Context, l *lab, _ *workloads.Workload, subjects 
 		if s.Outage == nil {
 			continue
 		}
-		for _, kind := range l.c.Outage.Kinds {
+		for _, kind := range []string{outageRefused, outageUnanswered} {
 			for _, fail := range outageFailures {
 				if why := s.failed(); why != "" {
 					return append(out, skipped(s, outageModeName, outageModeName, why)), nil

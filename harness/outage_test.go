@@ -2,12 +2,10 @@ package harness
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,35 +27,12 @@ func TestLabOutage(t *testing.T) {
 	// dial breaker's (a probe a second once PoolSize dials have failed
 	// in a row, which a busy machine reaches), and a margin.
 	c.Outage = outageConfig{Rate: 1000, Before: 300 * time.Millisecond, Away: time.Second, After: 3500 * time.Millisecond}
-	// The two kinds of outage in two labs side by side: each run mostly
-	// waits (for Redis to come back, for the breakers), and they share
-	// nothing but the Redis server behind their proxies.
-	var files []*results.File
-	var mu sync.Mutex
-	var g errgroup
-	for _, kind := range []string{outageRefused, outageUnanswered} {
-		c := c
-		c.Outage.Kinds = []string{kind}
-		g.Go(func() error {
-			f, err := Lab(context.Background(), c, nil)
-			if err != nil {
-				return fmt.Errorf("%s: %w", kind, err)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			files = append(files, f)
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	f, err := Lab(context.Background(), c, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var rows []results.Row
-	for _, f := range files {
-		rows = append(rows, f.Rows...)
-	}
 	seen := map[string]bool{}
-	for _, r := range rows {
+	for _, r := range f.Rows {
 		if r.Mode != outageModeName || !r.Measured() {
 			t.Fatalf("%+v: want only outage rows", r)
 		}
@@ -112,14 +87,12 @@ func TestLabOutage(t *testing.T) {
 	if len(seen) != 6 {
 		t.Errorf("ran %v, want 2 ways × 3 failure modes", seen)
 	}
-	for _, f := range files {
-		keys, err := rdb.Keys(context.Background(), f.Meta.Params.Redis.Prefix+"*").Result()
-		if err != nil || len(keys) != 0 {
-			t.Errorf("keys left: %v, %v", keys, err)
-		}
-		if table := results.Tables(f); len(table) != 1 || table[0].Name != "outage" || len(table[0].Rows) != 3 {
-			t.Errorf("tables: %+v, want one, outage, a row per failure mode", table)
-		}
+	keys, err := rdb.Keys(context.Background(), f.Meta.Params.Redis.Prefix+"*").Result()
+	if err != nil || len(keys) != 0 {
+		t.Errorf("keys left: %v, %v", keys, err)
+	}
+	if table := results.Tables(f); len(table) != 1 || table[0].Name != "outage" || len(table[0].Rows) != 6 {
+		t.Errorf("tables: %+v", table)
 	}
 }
 
@@ -268,20 +241,3 @@ func TestOutageFigure(t *testing.T) {
 		t.Errorf("failed: %v", got)
 	}
 }
-
-// errgroup runs functions and returns the first error, once all are done.
-type errgroup struct {
-	wg   sync.WaitGroup
-	once sync.Once
-	err  error
-}
-
-func (g *errgroup) Go(f func() error) {
-	g.wg.Go(func() {
-		if err := f(); err != nil {
-			g.once.Do(func() { g.err = err })
-		}
-	})
-}
-
-func (g *errgroup) Wait() error { g.wg.Wait(); return g.err }
