@@ -31,7 +31,7 @@ var _ = register(mode{
 		Tables: []results.TableSpec{{
 			Name:   "accuracy",
 			Title:  "Accuracy against the ideal (the sliding window log on the same requests), in simulated time",
-			Note:   accuracyNote + " Allocs/decision: heap allocations per decision over a second pass of the workload, after the first made the keys.",
+			Note:   accuracyNote + " Allocs/decision: heap allocations per decision over a further pass of the workload, after the first made the keys (the fewest of three passes).",
 			Header: accuracyHeader, Left: 3,
 			Cells: accuracyCells,
 			Last:  results.Twins,

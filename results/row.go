@@ -89,8 +89,8 @@ const (
 	// fixed window.
 	MostInWindow = "most_in_window"
 	// AllocsPerDecision is the heap allocations per decision in steady
-	// state: over a second pass of the workload, after the first made
-	// the keys.
+	// state: over a further pass of the workload, after the first made
+	// the keys (the fewest of three such passes).
 	AllocsPerDecision = "allocs_per_decision"
 	// DiffersFromMemory is, for a limiter kept outside the process, how
 	// many of its decisions differed from those of the same algorithm in
