@@ -1,0 +1,196 @@
+package probe
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// Observation is one request as the probe saw it: the key it was sent
+// for, its cost, when it went out and when its answer came back, and
+// whether the target admitted it. The target decided at an instant
+// between Sent and Received that nobody outside it knows.
+type Observation struct {
+	Key            string
+	N              int
+	Sent, Received time.Time
+	Admitted       bool
+}
+
+// Explained is how many of a run's decisions a model explains.
+type Explained struct {
+	Model     Model
+	Explained int // decisions the model makes alike at some instant of their interval
+	Decisions int
+}
+
+// Share is the share of the decisions explained, 0 to 1.
+func (e Explained) Share() float64 {
+	if e.Decisions == 0 {
+		return 0
+	}
+	return float64(e.Explained) / float64(e.Decisions)
+}
+
+// Explain replays obs through m, key by key in the order they were sent,
+// and counts the decisions m explains: an admission is explained when m
+// admits at some instant between Sent and Received, a refusal when m
+// refuses at some instant there. The target decided at an unknown
+// instant of that interval; a request that lands on the instant a bucket
+// refills or a window turns is a tie that the network's jitter breaks
+// either way, so the model is given the whole interval.
+//
+// The model's state then follows what the target decided, not what the
+// model would have: each admission is recorded, and each refusal when
+// the model counts refusals. A plain replay (Replay), where the model's
+// own decisions feed it, lets one tie shift every later decision of the
+// key; following the target, one tie costs at most one decision.
+//
+// Where in its interval a decision was made is not known, so the replay
+// keeps two histories of the key: one with every decision at the
+// earliest instant the model allows, the other at the latest. For every
+// model an earlier admission leaves a key freer later (a bucket's debt
+// starts sooner, a log's entry expires sooner, a count falls in an
+// earlier window), so the first history is the most lenient the target's
+// decisions allow, and the second the strictest: an admission is
+// explained if the lenient one admits it, a refusal if the strict one
+// refuses it.
+func Explain(obs []Observation, m Model) Explained {
+	e := Explained{Model: m, Decisions: len(obs)}
+	for _, key := range byKey(obs) {
+		early, late := m.newState(), m.newState()
+		for i := 0; i < len(key); i++ {
+			o := key[i]
+			lo, hi := o.Sent.UnixNano(), max(o.Received.UnixNano(), o.Sent.UnixNano())
+			if !o.Admitted && late.admits(lo, o.N) {
+				// Refused where even the strict history admits: if a
+				// request sent during this one's interval was admitted,
+				// the target may have decided it first, and it goes first.
+				if j := admittedDuring(key[i+1:], hi); j >= 0 {
+					j += i + 1
+					first := key[j]
+					copy(key[i+1:j+1], key[i:j])
+					key[i] = first
+					i--
+					continue
+				}
+			}
+			if o.Admitted {
+				// Admitting is monotone in time: if the model admits
+				// anywhere in [lo, hi], it admits at hi.
+				at := hi
+				if early.admits(hi, o.N) {
+					e.Explained++
+					at = firstAdmitting(early, lo, hi, o.N)
+				}
+				early.admit(at, o.N)
+				late.admit(hi, o.N)
+				continue
+			}
+			if !late.admits(lo, o.N) {
+				e.Explained++
+			}
+			early.refuse(lo, o.N)
+			late.refuse(hi, o.N)
+		}
+	}
+	return e
+}
+
+// admittedDuring returns the index in rest of the first admitted request
+// sent no later than until, or -1.
+func admittedDuring(rest []Observation, until int64) int {
+	for j, o := range rest {
+		if o.Sent.UnixNano() > until {
+			break
+		}
+		if o.Admitted {
+			return j
+		}
+	}
+	return -1
+}
+
+// Replay is the plain replay Explain improves on, kept to show by how
+// much: each request decided by m at the instant it was sent, m's state
+// following its own decisions. It counts the decisions alike.
+func Replay(obs []Observation, m Model) Explained {
+	e := Explained{Model: m, Decisions: len(obs)}
+	for _, key := range byKey(obs) {
+		st := m.newState()
+		for _, o := range key {
+			t := o.Sent.UnixNano()
+			ok := st.admits(t, o.N)
+			if ok {
+				st.admit(t, o.N)
+			} else {
+				st.refuse(t, o.N)
+			}
+			if ok == o.Admitted {
+				e.Explained++
+			}
+		}
+	}
+	return e
+}
+
+// Rank explains obs with every model and returns them best first: the
+// most decisions explained, then the order given (put the simpler or the
+// declared model first, and it wins a tie).
+func Rank(obs []Observation, models []Model) []Explained {
+	out := make([]Explained, len(models))
+	for i, m := range models {
+		out[i] = Explain(obs, m)
+	}
+	slices.SortStableFunc(out, func(a, b Explained) int { return cmp.Compare(b.Explained, a.Explained) })
+	return out
+}
+
+// Best returns the best explanation of each family, best first: what a
+// report says ("behaves as GCRA 10/s burst 6: 99.7%; sliding counter
+// 20/2s: 91.2%; ...").
+func Best(ranked []Explained) []Explained {
+	seen := map[string]bool{}
+	var out []Explained
+	for _, e := range ranked {
+		if f := e.Model.Family(); !seen[f] {
+			seen[f] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// byKey returns obs grouped by key, each group in the order sent (the
+// order obs came in, among requests sent at the same instant).
+func byKey(obs []Observation) [][]Observation {
+	index := map[string]int{}
+	var keys [][]Observation
+	for _, o := range obs {
+		i, ok := index[o.Key]
+		if !ok {
+			i = len(keys)
+			index[o.Key] = i
+			keys = append(keys, nil)
+		}
+		keys[i] = append(keys[i], o)
+	}
+	for _, k := range keys {
+		slices.SortStableFunc(k, func(a, b Observation) int { return a.Sent.Compare(b.Sent) })
+	}
+	return keys
+}
+
+// firstAdmitting returns the first instant of [lo, hi] at which st admits
+// n, given that it admits at hi.
+func firstAdmitting(st state, lo, hi int64, n int) int64 {
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if st.admits(mid, n) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return hi
+}
