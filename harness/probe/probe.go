@@ -1,0 +1,321 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+)
+
+// Config is what a probe is told: the target, the policy it declares
+// (today the probe needs one: --policy), and its bounds.
+type Config struct {
+	Target Target
+	Policy limiters.Limit
+	// Seed draws the sustained run's jitter and the keys' names, which are
+	// fresh for every probe (a key the target saw before is not fresh).
+	Seed uint64
+	// Timeout bounds each request.
+	Timeout time.Duration
+	// MaxRequests bounds the probe's requests, all checks together.
+	MaxRequests int
+}
+
+// Validate reports whether c can be run, and checks its request budget.
+func (c Config) Validate() error {
+	if err := c.Target.Validate(); err != nil {
+		return err
+	}
+	if c.Policy.N < 1 || c.Policy.Per <= 0 {
+		return errors.New("probe: a policy to judge against is needed: --policy, as in 10/s burst 6 or 100/1m")
+	}
+	if c.Timeout <= 0 || c.MaxRequests < 1 {
+		return fmt.Errorf("probe: the timeout (%v) and the most requests (%d) must be positive", c.Timeout, c.MaxRequests)
+	}
+	if n := c.budget(); n > c.MaxRequests {
+		return fmt.Errorf("probe: judging %s takes %d requests, more than --max-requests %d", c.Policy, n, c.MaxRequests)
+	}
+	return nil
+}
+
+// plans are the probe's three runs: the fingerprint, K at once on a fresh
+// key, and the Retry-After check's quota and one more on another.
+func (c Config) plans(rng *rand.Rand, prefix string) (fingerprint, concurrent, spend []Request) {
+	q := max(c.Policy.Quota(), c.Policy.N)
+	fingerprint = Fingerprint(rng, prefix, c.Policy)
+	concurrent = Concurrent(prefix+"concurrent", 2*q)
+	spend = make([]Request, q+1)
+	for i := range spend {
+		spend[i] = Request{Key: prefix + "retry", At: time.Duration(i) * time.Millisecond / 10}
+	}
+	return fingerprint, concurrent, spend
+}
+
+// budget is how many requests the probe sends.
+func (c Config) budget() int {
+	f, k, s := c.plans(rand.New(rand.NewPCG(c.Seed, 0)), "")
+	return len(f) + len(k) + len(s) + 2
+}
+
+// Duration is about how long the probe takes.
+func (c Config) Duration() time.Duration {
+	f, _, _ := c.plans(rand.New(rand.NewPCG(c.Seed, 0)), "")
+	// The fingerprint starts on the next edge of a window; the Retry-After
+	// check waits for the advertised time, about a window at most.
+	return c.Policy.Per + f[len(f)-1].At + 2*c.Policy.Window() + 2*c.Timeout
+}
+
+// Report is what a probe found: probe.json.
+type Report struct {
+	Schema   int       `json:"schema"`
+	Target   string    `json:"target"`
+	Key      string    `json:"key"`
+	Policy   string    `json:"policy"`
+	Start    time.Time `json:"start"`
+	Elapsed  float64   `json:"elapsed_s"`
+	Requests int       `json:"requests"`
+	// Undecided are the requests answered with a 5xx or not at all.
+	Undecided int `json:"undecided"`
+	// Fit is the best explanation of each family, best first.
+	Fit         []Fit       `json:"fit"`
+	Concurrency Concurrency `json:"concurrency"`
+	RetryAfter  RetryAfter  `json:"retry_after"`
+}
+
+// ReportSchema is the version of probe.json.
+const ReportSchema = 1
+
+// Fit is one family's best explanation of the fingerprint's decisions.
+type Fit struct {
+	Algorithm     limiters.Algorithm `json:"algorithm"`
+	Limit         string             `json:"limit"`
+	Anchored      bool               `json:"anchored,omitempty"`
+	CountsRefused bool               `json:"counts_refused,omitempty"`
+	Explained     int                `json:"explained"`
+	Decisions     int                `json:"decisions"`
+	Share         float64            `json:"share"`
+}
+
+// Concurrency is K requests at once on a fresh key, from K connections:
+// a limiter that reads its store and writes it in two steps admits more
+// than the quota.
+type Concurrency struct {
+	Sent     int `json:"sent"`
+	Admitted int `json:"admitted"`
+	Quota    int `json:"quota"`
+	// Allowed is the most the fitted policy admits of these requests,
+	// each decided at the end of its interval: the quota, and what
+	// refilled or turned while they were sent.
+	Allowed   int `json:"allowed"`
+	Undecided int `json:"undecided"`
+}
+
+// OverAdmits reports whether the target admitted more than the fitted
+// policy allows.
+func (c Concurrency) OverAdmits() bool { return c.Admitted > max(c.Allowed, c.Quota) }
+
+// mostAdmitted is how many of obs m admits, each decided at the end of its
+// interval (the latest instant, where every model is most lenient), in
+// the order their answers came back.
+func mostAdmitted(m Model, obs []Observation) int {
+	obs = slices.Clone(obs)
+	slices.SortStableFunc(obs, func(a, b Observation) int { return a.Received.Compare(b.Received) })
+	st, n := m.newState(), 0
+	for _, o := range obs {
+		at := o.Received.UnixNano()
+		if st.admits(at, o.N) {
+			n++
+			st.admit(at, o.N)
+		} else {
+			st.refuse(at, o.N)
+		}
+	}
+	return n
+}
+
+// RetryAfter is the check of the wait a refusal advertises: one request
+// at 80% of it (refused, or the wait was longer than needed) and one at
+// the advertised instant (admitted, or the header lied).
+type RetryAfter struct {
+	Header     string  `json:"header,omitempty"` // which header advertised the wait
+	Advertised float64 `json:"advertised_s"`     // 0: no refusal advertised a wait
+	Early      string  `json:"at_80_percent,omitempty"`
+	AtWait     string  `json:"at_wait,omitempty"`
+	Verdict    string  `json:"verdict"`
+}
+
+// Run probes c.Target: the fingerprint, then the concurrency check, then
+// the Retry-After check, each on keys of its own. progress, if not nil, is
+// told what runs.
+func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	say := func(format string, args ...any) {
+		if progress != nil {
+			progress(fmt.Sprintf(format, args...))
+		}
+	}
+	rng := rand.New(rand.NewPCG(c.Seed, uint64(time.Now().UnixNano())))
+	prefix := fmt.Sprintf("ratelab-probe-%08x-", rng.Uint32())
+	fingerprint, concurrent, spend := c.plans(rng, prefix)
+	r := &Report{Schema: ReportSchema, Target: c.Target.URL, Key: c.Target.Key.String(), Policy: c.Policy.String(), Start: time.Now()}
+	defer func() { r.Elapsed = time.Since(r.Start).Seconds() }()
+
+	// The fingerprint starts on an edge of the epoch's windows, where its
+	// edge attacks are planned.
+	per := c.Policy.Per
+	start := time.Now().Add(100 * time.Millisecond).Truncate(per).Add(per)
+	say("the fingerprint: %d requests over %v, from %s", len(fingerprint), fingerprint[len(fingerprint)-1].At.Round(time.Millisecond), start.Format("15:04:05.000"))
+	answers, err := Send(ctx, c.Target, fingerprint, start, c.Timeout)
+	r.count(answers)
+	if err != nil {
+		return r, err
+	}
+	var decided []Observation
+	for _, a := range answers {
+		if a.Decided() {
+			decided = append(decided, a.Observation)
+		}
+	}
+	best := Best(Rank(decided, Candidates(c.Policy)))
+	for _, e := range best {
+		r.Fit = append(r.Fit, Fit{Algorithm: e.Model.Algorithm, Limit: e.Model.Limit.String(), Anchored: e.Model.Anchored, CountsRefused: e.Model.CountsRefused,
+			Explained: e.Explained, Decisions: e.Decisions, Share: e.Share()})
+	}
+
+	say("concurrency: %d requests at once on a fresh key", len(concurrent))
+	answers, err = Send(ctx, c.Target, concurrent, time.Time{}, c.Timeout)
+	r.count(answers)
+	if err != nil {
+		return r, err
+	}
+	r.Concurrency = Concurrency{Sent: len(answers), Quota: max(c.Policy.Quota(), 1)}
+	var sent []Observation
+	for _, a := range answers {
+		switch {
+		case !a.Decided():
+			r.Concurrency.Undecided++
+		case a.Admitted:
+			r.Concurrency.Admitted++
+		}
+		sent = append(sent, a.Observation)
+	}
+	// "At once" is as at once as the sender and the network make it: the
+	// requests go out over some milliseconds, in which a bucket refills
+	// and a window may turn. The most the fitted model admits, deciding
+	// each request at the end of its interval, is the bound.
+	if len(best) > 0 {
+		r.Concurrency.Allowed = mostAdmitted(best[0].Model, sent)
+	}
+
+	say("Retry-After: a quota and one more on a fresh key, then at 80%% of the wait and at the wait")
+	err = r.retryAfter(ctx, c, spend)
+	return r, err
+}
+
+// count adds answers to the report's totals.
+func (r *Report) count(answers []Answer) {
+	r.Requests += len(answers)
+	for _, a := range answers {
+		if !a.Decided() {
+			r.Undecided++
+		}
+	}
+}
+
+func (r *Report) retryAfter(ctx context.Context, c Config, spend []Request) error {
+	answers, err := Send(ctx, c.Target, spend, time.Time{}, c.Timeout)
+	r.count(answers)
+	if err != nil {
+		return err
+	}
+	ra := &r.RetryAfter
+	var last Answer
+	for _, a := range answers {
+		if a.Decided() && !a.Admitted {
+			if wait, header, ok := advertised(a.Header, a.Received); ok {
+				ra.Advertised, ra.Header, last = wait.Seconds(), header, a
+				break
+			}
+		}
+	}
+	if ra.Header == "" {
+		ra.Verdict = "no refusal advertised a wait"
+		return nil
+	}
+	wait := time.Duration(ra.Advertised * float64(time.Second))
+	key := spend[0].Key
+	for _, step := range []struct {
+		share float64
+		into  *string
+	}{{0.8, &ra.Early}, {1, &ra.AtWait}} {
+		at := last.Received.Add(time.Duration(step.share * float64(wait)))
+		got, err := Send(ctx, c.Target, []Request{{Key: key}}, at, c.Timeout)
+		r.count(got)
+		if err != nil {
+			return err
+		}
+		switch a := got[0]; {
+		case !a.Decided():
+			*step.into = "undecided"
+		case a.Admitted:
+			*step.into = "admitted"
+		default:
+			*step.into = "refused"
+		}
+	}
+	switch {
+	case ra.AtWait != "admitted":
+		ra.Verdict = "lies: refused at the advertised instant"
+	case ra.Early == "admitted":
+		ra.Verdict = "longer than needed: admitted at 80% of it"
+	default:
+		ra.Verdict = "honest"
+	}
+	return nil
+}
+
+// advertised reads the wait a refusal advertises: Retry-After (seconds),
+// else the IETF draft's RateLimit t parameter, else X-RateLimit-Reset
+// (seconds, or a Unix time when larger than a year).
+func advertised(h http.Header, at time.Time) (time.Duration, string, bool) {
+	if v := h.Get("Retry-After"); v != "" {
+		if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
+			return seconds(s), "Retry-After", true
+		}
+		if t, err := http.ParseTime(v); err == nil {
+			return max(t.Sub(at), 0), "Retry-After", true
+		}
+	}
+	if v := h.Get("RateLimit"); v != "" {
+		for _, p := range strings.Split(v, ";") {
+			if k, s, ok := strings.Cut(strings.TrimSpace(p), "="); ok && k == "t" {
+				if n, err := strconv.ParseFloat(s, 64); err == nil && n >= 0 {
+					return seconds(n), "RateLimit", true
+				}
+			}
+		}
+	}
+	if v := h.Get("X-RateLimit-Reset"); v != "" {
+		if n, err := strconv.ParseFloat(v, 64); err == nil && n >= 0 {
+			if n > 365*24*3600 {
+				return max(time.Unix(int64(n), 0).Sub(at), 0), "X-RateLimit-Reset", true
+			}
+			return seconds(n), "X-RateLimit-Reset", true
+		}
+	}
+	return 0, "", false
+}
+
+func seconds(s float64) time.Duration {
+	return time.Duration(math.Round(s * float64(time.Second)))
+}

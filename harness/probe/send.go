@@ -1,0 +1,214 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+// Key says how the target tells users apart: by a request header, or by a
+// query parameter.
+type Key struct {
+	Kind string // "header" or "query"
+	Name string
+}
+
+// ParseKey reads --key: header:NAME or query:NAME.
+func ParseKey(s string) (Key, error) {
+	kind, name, ok := strings.Cut(s, ":")
+	if !ok || name == "" || (kind != "header" && kind != "query") {
+		return Key{}, fmt.Errorf("probe: the key %q: want header:NAME or query:NAME", s)
+	}
+	return Key{Kind: kind, Name: name}, nil
+}
+
+// String is the key as --key takes it.
+func (k Key) String() string { return k.Kind + ":" + k.Name }
+
+// Target is the endpoint a probe drives, and how it answers.
+type Target struct {
+	URL string
+	Key Key
+	// Deny are the statuses that mean refused; 429 when empty. Any other
+	// status below 500 is an admission; a 5xx or no answer at all is
+	// neither, and is counted apart.
+	Deny []int
+}
+
+// Validate reports whether t can be probed.
+func (t Target) Validate() error {
+	u, err := url.Parse(t.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("probe: the target %q: want an http:// or https:// URL", t.URL)
+	}
+	if t.Key.Kind == "" {
+		return errors.New("probe: the target needs --key, how it tells users apart")
+	}
+	for _, s := range t.Deny {
+		if s < 400 || s > 499 {
+			return fmt.Errorf("probe: --deny-status %d: a refusal is a 4xx", s)
+		}
+	}
+	return nil
+}
+
+// denies reports whether status means refused.
+func (t Target) denies(status int) bool {
+	if len(t.Deny) == 0 {
+		return status == http.StatusTooManyRequests
+	}
+	return slices.Contains(t.Deny, status)
+}
+
+// Request is one request of a probe's plan: for a user's key, At after
+// the plan starts.
+type Request struct {
+	Key string
+	At  time.Duration
+}
+
+// Answer is what came back for one request.
+type Answer struct {
+	Observation
+	Status int         // 0 when none came back
+	Header http.Header // the answer's headers
+	Err    string      // why none came back, if none did
+}
+
+// Decided reports whether the target decided the request: it answered,
+// and not with a 5xx.
+func (a Answer) Decided() bool { return a.Status != 0 && a.Status < 500 }
+
+// seqParam carries each request's number in its URL, where vegeta's result
+// keeps it: a target ignores a query parameter it does not know.
+const seqParam = "ratelab-probe"
+
+// Send sends plan to t, each request at its time after start (vegeta's
+// attacker, paced by the plan; a zero start is now), and returns the
+// answers in the plan's order. It
+// never retries a request. Cancelling ctx stops it; what was answered
+// by then is returned with ctx's error.
+func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeout time.Duration) ([]Answer, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	if !slices.IsSortedFunc(plan, func(a, b Request) int { return int(a.At - b.At) }) {
+		return nil, errors.New("probe: a plan's requests go in the order they are sent")
+	}
+	base, err := url.Parse(t.URL)
+	if err != nil {
+		return nil, err
+	}
+	urls := make([]string, len(plan))
+	for i, r := range plan {
+		u := *base
+		q := u.Query()
+		if t.Key.Kind == "query" {
+			q.Set(t.Key.Name, r.Key)
+		}
+		q.Set(seqParam, strconv.Itoa(i))
+		u.RawQuery = q.Encode()
+		urls[i] = u.String()
+	}
+	var next int
+	targeter := func(tgt *vegeta.Target) error {
+		// Called by vegeta's workers in turn; the number in the URL, not
+		// the order of the calls, says which request it was.
+		if next >= len(plan) {
+			return vegeta.ErrNoTargets
+		}
+		i := next
+		next++
+		tgt.Method, tgt.URL = http.MethodGet, urls[i]
+		if t.Key.Kind == "header" {
+			tgt.Header = http.Header{t.Key.Name: []string{plan[i].Key}}
+		}
+		return nil
+	}
+	a := vegeta.NewAttacker(vegeta.Timeout(timeout), vegeta.Redirects(vegeta.NoFollow), vegeta.MaxBody(0),
+		vegeta.Workers(8), vegeta.MaxWorkers(uint64(min(max(len(plan), 8), 512))), vegeta.KeepAlive(true))
+	answers := make([]Answer, len(plan))
+	got := 0
+	if len(plan) == 0 {
+		return nil, nil
+	}
+	delay := max(time.Until(start), 0)
+	paced := make(schedule, len(plan))
+	for i, r := range plan {
+		paced[i] = Request{Key: r.Key, At: r.At + delay}
+	}
+	results := a.Attack(lockedTargeter(targeter), paced, paced[len(paced)-1].At+timeout+time.Second, "probe")
+	for {
+		select {
+		case <-ctx.Done():
+			a.Stop()
+			for range results { // drain: vegeta closes it once its workers end
+			}
+			return answers[:got], ctx.Err()
+		case res, ok := <-results:
+			if !ok {
+				return answers, nil
+			}
+			i, err := seqOf(res.URL)
+			if err != nil {
+				continue
+			}
+			answers[i] = answerOf(t, plan[i], res)
+			got = max(got, i+1)
+		}
+	}
+}
+
+// lockedTargeter makes tr safe for vegeta's workers, which call it at once.
+func lockedTargeter(tr vegeta.Targeter) vegeta.Targeter {
+	ch := make(chan struct{}, 1)
+	ch <- struct{}{}
+	return func(tgt *vegeta.Target) error {
+		<-ch
+		defer func() { ch <- struct{}{} }()
+		return tr(tgt)
+	}
+}
+
+func seqOf(raw string) (int, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(u.Query().Get(seqParam))
+}
+
+func answerOf(t Target, r Request, res *vegeta.Result) Answer {
+	a := Answer{Observation: Observation{Key: r.Key, N: 1, Sent: res.Timestamp, Received: res.End()}, Status: int(res.Code), Header: res.Headers, Err: res.Error}
+	if a.Status != 0 {
+		a.Err = ""
+	}
+	a.Admitted = a.Decided() && !t.denies(a.Status)
+	return a
+}
+
+// schedule paces vegeta by the plan: request i at plan[i].At.
+type schedule []Request
+
+func (s schedule) Pace(elapsed time.Duration, hits uint64) (time.Duration, bool) {
+	if hits >= uint64(len(s)) {
+		return 0, true
+	}
+	return max(s[hits].At-elapsed, 0), false
+}
+
+func (s schedule) Rate(elapsed time.Duration) float64 {
+	i, _ := slices.BinarySearchFunc(s, elapsed, func(r Request, t time.Duration) int { return int(r.At - t) })
+	if i+1 >= len(s) || s[i+1].At == s[i].At {
+		return 0
+	}
+	return float64(time.Second) / float64(s[i+1].At-s[i].At)
+}
