@@ -1,7 +1,8 @@
 // Command ratelab is the face of the ratelab limiters and lab: it runs the
 // lab (bench), gates a run against a baseline (compare, merge), draws a saved
 // run's report again (report), replays traces through any limiter
-// (replay), serves them over HTTP (serve) and shows them at work (demo).
+// (replay), serves them over HTTP (serve), shows them at work (demo) and
+// judges a limiter behind HTTP from the outside (probe).
 //
 // Run "ratelab help" for the commands and "ratelab help COMMAND" for one.
 package main
@@ -106,6 +107,7 @@ func commands() []command {
 		{"replay", "decide a trace of requests with any limiter, one JSON line each", runReplay},
 		{"serve", "an HTTP server that rate-limits requests and echoes each decision", runServe},
 		{"demo", "a narrated walk through the limiters at work, in simulated time", runDemo},
+		{"probe", "judge a rate limiter behind HTTP from the outside: what it runs, how it strays", runProbe},
 		{"worker", "time decisions on request, for the gate (it runs one in each build)", runWorker},
 	}
 }

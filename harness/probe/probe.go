@@ -20,8 +20,8 @@ import (
 type Config struct {
 	Target Target
 	Policy limiters.Limit
-	// Seed draws the sustained run's jitter and the keys' names, which are
-	// fresh for every probe (a key the target saw before is not fresh).
+	// Seed draws the sustained run's jitter. The keys are fresh for every
+	// probe (a key the target saw before is not fresh).
 	Seed uint64
 	// Timeout bounds each request.
 	Timeout time.Duration
@@ -40,7 +40,7 @@ func (c Config) Validate() error {
 	if c.Timeout <= 0 || c.MaxRequests < 1 {
 		return fmt.Errorf("probe: the timeout (%v) and the most requests (%d) must be positive", c.Timeout, c.MaxRequests)
 	}
-	if n := c.budget(); n > c.MaxRequests {
+	if n := c.Budget(); n > c.MaxRequests {
 		return fmt.Errorf("probe: judging %s takes %d requests, more than --max-requests %d", c.Policy, n, c.MaxRequests)
 	}
 	return nil
@@ -59,8 +59,8 @@ func (c Config) plans(rng *rand.Rand, prefix string) (fingerprint, concurrent, s
 	return fingerprint, concurrent, spend
 }
 
-// budget is how many requests the probe sends.
-func (c Config) budget() int {
+// Budget is how many requests the probe sends.
+func (c Config) Budget() int {
 	f, k, s := c.plans(rand.New(rand.NewPCG(c.Seed, 0)), "")
 	return len(f) + len(k) + len(s) + 2
 }
@@ -164,9 +164,10 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 			progress(fmt.Sprintf(format, args...))
 		}
 	}
-	rng := rand.New(rand.NewPCG(c.Seed, uint64(time.Now().UnixNano())))
-	prefix := fmt.Sprintf("ratelab-probe-%08x-", rng.Uint32())
-	fingerprint, concurrent, spend := c.plans(rng, prefix)
+	// The keys are fresh for every probe; the plans are the seed's, as
+	// Budget counted them.
+	prefix := fmt.Sprintf("ratelab-probe-%08x-", rand.Uint32())
+	fingerprint, concurrent, spend := c.plans(rand.New(rand.NewPCG(c.Seed, 0)), prefix)
 	r := &Report{Schema: ReportSchema, Target: c.Target.URL, Key: c.Target.Key.String(), Policy: c.Policy.String(), Start: time.Now()}
 	defer func() { r.Elapsed = time.Since(r.Start).Seconds() }()
 
@@ -181,10 +182,19 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 		return r, err
 	}
 	var decided []Observation
+	firstError := ""
 	for _, a := range answers {
-		if a.Decided() {
+		switch {
+		case a.Decided():
 			decided = append(decided, a.Observation)
+		case firstError == "" && a.Err != "":
+			firstError = a.Err
+		case firstError == "":
+			firstError = fmt.Sprintf("answered %d", a.Status)
 		}
+	}
+	if len(decided) == 0 {
+		return r, fmt.Errorf("none of the fingerprint's %d requests was decided (admitted or refused): the first %s", len(answers), firstError)
 	}
 	best := Best(Rank(decided, Candidates(c.Policy)))
 	for _, e := range best {

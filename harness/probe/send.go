@@ -87,6 +87,26 @@ type Answer struct {
 // and not with a 5xx.
 func (a Answer) Decided() bool { return a.Status != 0 && a.Status < 500 }
 
+// ErrNotDeciding is returned by Send when the target decides none of the
+// first requests: it fails them all.
+var ErrNotDeciding = errors.New("probe: the target decides nothing")
+
+// deadAfter is how many answers, none of them a decision, stop a plan.
+const deadAfter = 20
+
+// firstFailure describes the first answer that was not a decision.
+func firstFailure(answers []Answer) string {
+	for _, a := range answers {
+		switch {
+		case a.Status >= 500:
+			return fmt.Sprintf("the first answered %d", a.Status)
+		case a.Status == 0 && a.Err != "":
+			return "the first: " + a.Err
+		}
+	}
+	return "no answer"
+}
+
 // seqParam carries each request's number in its URL, where vegeta's result
 // keeps it: a target ignores a query parameter it does not know.
 const seqParam = "ratelab-probe"
@@ -136,7 +156,7 @@ func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeou
 	a := vegeta.NewAttacker(vegeta.Timeout(timeout), vegeta.Redirects(vegeta.NoFollow), vegeta.MaxBody(0),
 		vegeta.Workers(8), vegeta.MaxWorkers(uint64(min(max(len(plan), 8), 512))), vegeta.KeepAlive(true))
 	answers := make([]Answer, len(plan))
-	got := 0
+	got, received, decided := 0, 0, 0
 	if len(plan) == 0 {
 		return nil, nil
 	}
@@ -163,6 +183,18 @@ func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeou
 			}
 			answers[i] = answerOf(t, plan[i], res)
 			got = max(got, i+1)
+			received++
+			if answers[i].Decided() {
+				decided++
+			}
+			if received >= deadAfter && decided == 0 {
+				// Nothing behind the URL decides: stop, rather than send
+				// the rest of the plan to a target that only fails.
+				a.Stop()
+				for range results {
+				}
+				return answers[:got], fmt.Errorf("%w: the first %d answers were all errors or 5xx (%s)", ErrNotDeciding, received, firstFailure(answers[:got]))
+			}
 		}
 	}
 }

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratelab/ratelab/harness/probe"
+	"github.com/ratelab/ratelab/limiters"
+)
+
+const probeUsage = `Usage:
+
+	ratelab probe --key header:NAME|query:NAME --policy LIMIT [flags] URL
+
+Probe judges the rate limiter behind URL from the outside. It sends the
+lab's fingerprint (a burst on a fresh key, a sustained rate with jitter,
+and attacks around the edges of the policy's windows), replays every
+decision it got through each of the six algorithms near the declared
+policy, and names what the target behaves as and how much of it each
+explains. Then it sends twice the quota at once on a fresh key (a limiter
+that reads and writes its store in two steps admits more) and checks the
+wait a refusal advertises (Retry-After, RateLimit's t, X-RateLimit-Reset):
+a request at 80% of it, and one at it.
+
+Each simulated user sends its own key, in the header or query parameter
+--key names. 429 is a refusal (--deny-status adds others); a 5xx or no
+answer is counted apart. Each request carries its number in a query
+parameter, ratelab-probe. The probe never retries a request, is bounded by
+--max-requests, and says what it will send before it starts. It writes
+probe.json (schema 1) into --out.
+
+Examples:
+
+	ratelab probe --key header:X-API-Key --policy "10/s burst 6" http://127.0.0.1:8080/
+	ratelab probe --key query:user --policy 100/1m --deny-status 403 https://staging.example/api
+
+Flags:
+`
+
+func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
+	key := fs.String("key", "", "how the target tells users apart: header:NAME or query:NAME")
+	policy := fs.String("policy", "", `the policy the target declares, in the lab's syntax: "10/s burst 6", "100/1m"`)
+	deny := fs.String("deny-status", "", "comma-separated statuses that also mean refused (429 always does)")
+	maxRequests := fs.Int("max-requests", 2000, "the most requests the probe may send")
+	timeout := fs.Duration("timeout", 5*time.Second, "how long a request may take")
+	seed := fs.Uint64("seed", 1, "the seed of the sustained run's jitter")
+	out := fs.String("out", "out/probe", "the folder probe.json goes to")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), probeUsage)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return badUsage(fs, fmt.Errorf("probe: want one URL, got %d arguments", fs.NArg()))
+	}
+	k, err := probe.ParseKey(*key)
+	if err != nil {
+		return badUsage(fs, err)
+	}
+	limit, err := limiters.ParseLimit(*policy)
+	if err != nil {
+		return badUsage(fs, fmt.Errorf("probe: --policy: %w", err))
+	}
+	t := probe.Target{URL: fs.Arg(0), Key: k}
+	if *deny != "" {
+		t.Deny = []int{429}
+		for _, s := range strings.Split(*deny, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil {
+				return badUsage(fs, fmt.Errorf("probe: --deny-status: %q is not a status", s))
+			}
+			t.Deny = append(t.Deny, n)
+		}
+	}
+	c := probe.Config{Target: t, Policy: limit, Seed: *seed, Timeout: *timeout, MaxRequests: *maxRequests}
+	if err := c.Validate(); err != nil {
+		return usageError{err}
+	}
+	fmt.Fprintf(stderr, "probe: %d requests to %s, within about %v\n", c.Budget(), t.URL, c.Duration().Round(time.Second))
+	r, err := probe.Run(ctx, c, func(s string) { fmt.Fprintln(stderr, "probe: "+s) })
+	if r != nil && len(r.Fit) > 0 {
+		for _, tb := range r.Tables() {
+			if err := tb.Text(stdout); err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout)
+		}
+		if werr := writeProbe(*out, r); werr != nil {
+			return werr
+		}
+		fmt.Fprintf(stdout, "Results: %s\n", filepath.Join(*out, "probe.json"))
+	}
+	switch {
+	case err != nil && r != nil && len(r.Fit) > 0:
+		return fmt.Errorf("probe: %w (what was measured before is above)", err)
+	case err != nil:
+		return fmt.Errorf("probe: %w", err)
+	}
+	return nil
+}
+
+func writeProbe(dir string, r *probe.Report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	return os.WriteFile(filepath.Join(dir, "probe.json"), append(b, '\n'), 0o644)
+}
