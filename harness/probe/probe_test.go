@@ -16,16 +16,20 @@ import (
 )
 
 // serve starts ratelab serve's server on a free loopback port, deciding
-// limit with algorithm a, keyed by the header X-User, and returns its URL.
+// limit with algorithm a, keyed by the header X-User, and returns its URL,
+// or "" with an error reported (it runs on goroutines of its own).
 func serve(t *testing.T, a limiters.Algorithm, limit limiters.Limit) string {
 	t.Helper()
 	srv, err := server.New(server.Config{Algorithm: a, Limit: limit, KeyHeader: "X-User", Headers: httplimit.AllHeaders})
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return ""
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		srv.Close()
+		t.Error(err)
+		return ""
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -44,39 +48,53 @@ func TestProbeServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("probes six servers, a few seconds each")
 	}
+	t.Parallel()
+	// The six at once, each on a server of its own: a probe mostly waits
+	// for its schedule (six seconds of it), and go test runs no more than
+	// two parallel tests on two cores.
+	var wg sync.WaitGroup
 	for _, a := range limiters.Algorithms() {
-		t.Run(string(a), func(t *testing.T) {
-			t.Parallel() // each mostly waits for its schedule
-			limit := limiters.Limit{N: 20, Per: time.Second}
-			if a.IsBucket() {
-				limit.Burst = 10
-			}
-			c := Config{
-				Target:      Target{URL: serve(t, a, limit), Key: Key{Kind: "header", Name: "X-User"}},
-				Policy:      limit,
-				Seed:        1,
-				Timeout:     2 * time.Second,
-				MaxRequests: 2000,
-			}
-			r, err := Run(context.Background(), c, func(s string) { t.Log(s) })
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%d requests in %.1fs; fit %+v; concurrency %+v; Retry-After %+v", r.Requests, r.Elapsed, r.Fit, r.Concurrency, r.RetryAfter)
-			best := r.Fit[0]
-			if family(best.Algorithm) != family(a) || best.Share < 0.99 || best.Limit != limit.String() {
-				t.Errorf("fitted %s %s (%.1f%%), want %s %s explaining 99%%", best.Algorithm, best.Limit, 100*best.Share, a, limit)
-			}
-			if r.Concurrency.OverAdmits() || r.Concurrency.Admitted == 0 || r.Concurrency.Undecided != 0 {
-				t.Errorf("concurrency %+v: want at most the quota admitted, and every request decided", r.Concurrency)
-			}
-			if r.RetryAfter.Verdict != "honest" && r.RetryAfter.Verdict != "longer than needed: admitted at 80% of it" {
-				t.Errorf("Retry-After: %+v", r.RetryAfter)
-			}
-			if r.Undecided != 0 {
-				t.Errorf("%d requests undecided", r.Undecided)
-			}
-		})
+		wg.Go(func() { probeServe(t, a) })
+	}
+	wg.Wait()
+}
+
+// probeServe is TestProbeServe for algorithm a; it reports with t.Errorf,
+// which any goroutine may call.
+func probeServe(t *testing.T, a limiters.Algorithm) {
+	limit := limiters.Limit{N: 20, Per: time.Second}
+	if a.IsBucket() {
+		limit.Burst = 10
+	}
+	url := serve(t, a, limit)
+	if url == "" {
+		return
+	}
+	c := Config{
+		Target:      Target{URL: url, Key: Key{Kind: "header", Name: "X-User"}},
+		Policy:      limit,
+		Seed:        1,
+		Timeout:     2 * time.Second,
+		MaxRequests: 2000,
+	}
+	r, err := Run(context.Background(), c, nil)
+	if err != nil {
+		t.Errorf("%s: %v", a, err)
+		return
+	}
+	t.Logf("%s: %d requests in %.1fs; fit %+v; concurrency %+v; Retry-After %+v", a, r.Requests, r.Elapsed, r.Fit, r.Concurrency, r.RetryAfter)
+	best := r.Fit[0]
+	if family(best.Algorithm) != family(a) || best.Share < 0.99 || best.Limit != limit.String() {
+		t.Errorf("%s: fitted %s %s (%.1f%%), want %s %s explaining 99%%", a, best.Algorithm, best.Limit, 100*best.Share, a, limit)
+	}
+	if r.Concurrency.OverAdmits() || r.Concurrency.Admitted == 0 || r.Concurrency.Undecided != 0 {
+		t.Errorf("%s: concurrency %+v: want at most what the policy allows admitted, and every request decided", a, r.Concurrency)
+	}
+	if r.RetryAfter.Verdict != "honest" && r.RetryAfter.Verdict != "longer than needed: admitted at 80% of it" {
+		t.Errorf("%s: Retry-After: %+v", a, r.RetryAfter)
+	}
+	if r.Undecided != 0 {
+		t.Errorf("%s: %d requests undecided", a, r.Undecided)
 	}
 }
 
@@ -111,6 +129,7 @@ func TestProbeCatchesLostUpdates(t *testing.T) {
 	if testing.Short() {
 		t.Skip("probes a server for a few seconds")
 	}
+	t.Parallel()
 	srv := httptest.NewServer(&racy{counts: map[string]int{}, n: 10})
 	defer srv.Close()
 	c := Config{Target: Target{URL: srv.URL, Key: Key{Kind: "header", Name: "X-User"}}, Policy: limiters.PerSecond(10), Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000}
