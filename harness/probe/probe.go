@@ -112,9 +112,9 @@ type Concurrency struct {
 	Sent     int `json:"sent"`
 	Admitted int `json:"admitted"`
 	Quota    int `json:"quota"`
-	// Allowed is the most the fitted policy admits of these requests,
-	// each decided at the end of its interval: the quota, and what
-	// refilled or turned while they were sent.
+	// Allowed is the most the fitted policy could admit of these
+	// requests, each decided at the instant of its interval most in its
+	// favour: the quota, and what refilled or turned while they were sent.
 	Allowed   int `json:"allowed"`
 	Undecided int `json:"undecided"`
 }
@@ -123,20 +123,21 @@ type Concurrency struct {
 // policy allows.
 func (c Concurrency) OverAdmits() bool { return c.Admitted > max(c.Allowed, c.Quota) }
 
-// mostAdmitted is how many of obs m admits, each decided at the end of its
-// interval (the latest instant, where every model is most lenient), in
-// the order their answers came back.
+// mostAdmitted is the most of obs m admits, each decided at the instant
+// of its interval that favours admitting it most: tested at the interval's
+// end, and recorded, when admitted, at the earliest instant it would
+// have been (so that a bucket's refills start as soon as they could).
 func mostAdmitted(m Model, obs []Observation) int {
 	obs = slices.Clone(obs)
-	slices.SortStableFunc(obs, func(a, b Observation) int { return a.Received.Compare(b.Received) })
+	slices.SortStableFunc(obs, func(a, b Observation) int { return a.Sent.Compare(b.Sent) })
 	st, n := m.newState(), 0
 	for _, o := range obs {
-		at := o.Received.UnixNano()
-		if st.admits(at, o.N) {
+		lo, hi := o.Sent.UnixNano(), max(o.Received.UnixNano(), o.Sent.UnixNano())
+		if st.admits(hi, o.N) {
 			n++
-			st.admit(at, o.N)
+			st.admit(firstAdmitting(st, lo, hi, o.N), o.N)
 		} else {
-			st.refuse(at, o.N)
+			st.refuse(lo, o.N)
 		}
 	}
 	return n
@@ -222,8 +223,8 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 	}
 	// "At once" is as at once as the sender and the network make it: the
 	// requests go out over some milliseconds, in which a bucket refills
-	// and a window may turn. The most the fitted model admits, deciding
-	// each request at the end of its interval, is the bound.
+	// and a window may turn. The most the fitted model could admit of
+	// them, each decided when it favours admitting most, is the bound.
 	if len(best) > 0 {
 		r.Concurrency.Allowed = mostAdmitted(best[0].Model, sent)
 	}
