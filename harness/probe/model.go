@@ -85,11 +85,11 @@ func (m Model) newState() state {
 		t := int64(m.Limit.Interval())
 		return &bucket{t: t, ct: int64(m.Limit.Quota()) * t, c: m.Limit.Quota(), counts: m.CountsRefused, tat: math.MinInt64}
 	case m.Algorithm == limiters.FixedWindow:
-		return &fixed{n: n, per: per, anchored: m.Anchored, counts: m.CountsRefused, start: math.MinInt64}
+		return &fixed{n: n, per: per, anchored: m.Anchored, counts: m.CountsRefused}
 	case m.Algorithm == limiters.SlidingLog:
 		return &slidingLog{n: int(n), per: per, counts: m.CountsRefused}
 	case m.Algorithm == limiters.SlidingCounter:
-		return &counter{n: n, per: per, anchored: m.Anchored, counts: m.CountsRefused, start: math.MinInt64}
+		return &counter{n: n, per: per, anchored: m.Anchored, counts: m.CountsRefused}
 	}
 	panic("probe: no model of " + string(m.Algorithm))
 }
@@ -117,41 +117,69 @@ func (b *bucket) refuse(t int64, n int) {
 }
 
 // fixed is the fixed window: N per window, the windows aligned on the
-// epoch or starting at the key's first request after the last ended.
+// epoch or starting at the key's first request after the last ended. It
+// keeps every window's count, not only the newest's: the fit records a
+// decision at an instant it chooses, and a later one may land in an
+// earlier window.
 type fixed struct {
 	n, per   int64
 	anchored bool
 	counts   bool
-	start    int64 // the key's window, math.MinInt64 before any
-	count    int64
+	windows  []window // in order of start
 }
 
-// window returns the start of the window t falls in, and the count in it.
-func (f *fixed) window(t int64) (int64, int64) {
-	if f.anchored {
-		if f.start != math.MinInt64 && t < f.start+f.per {
-			return f.start, f.count
-		}
-		return t, 0
+// window is a window's start and count.
+type window struct{ start, count int64 }
+
+// find returns the index of the window t falls in, and whether there is
+// one; if not, the index a window starting at t would take.
+func (f *fixed) find(t int64) (int, bool) {
+	if !f.anchored {
+		k := floorDiv(t, f.per) * f.per
+		i, ok := slices.BinarySearchFunc(f.windows, k, func(w window, k int64) int { return cmpInt(w.start, k) })
+		return i, ok
 	}
-	k := floorDiv(t, f.per) * f.per
-	if k == f.start {
-		return k, f.count
+	// The last window starting at or before t, if t is inside it.
+	i, _ := slices.BinarySearchFunc(f.windows, t+1, func(w window, k int64) int { return cmpInt(w.start, k) })
+	if i > 0 && t < f.windows[i-1].start+f.per {
+		return i - 1, true
 	}
-	return k, 0
+	return i, false
 }
 
 func (f *fixed) admits(t int64, n int) bool {
-	_, c := f.window(t)
-	return c+int64(n) <= f.n
+	if i, ok := f.find(t); ok {
+		return f.windows[i].count+int64(n) <= f.n
+	}
+	return int64(n) <= f.n
 }
 
-func (f *fixed) admit(t int64, n int) { f.start, f.count = f.window(t); f.count += int64(n) }
+func (f *fixed) admit(t int64, n int) {
+	i, ok := f.find(t)
+	if !ok {
+		start := t
+		if !f.anchored {
+			start = floorDiv(t, f.per) * f.per
+		}
+		f.windows = slices.Insert(f.windows, i, window{start: start})
+	}
+	f.windows[i].count += int64(n)
+}
 
 func (f *fixed) refuse(t int64, n int) {
 	if f.counts {
 		f.admit(t, n)
 	}
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // slidingLog admits n at t while fewer than N−n+1 of the units it
@@ -185,51 +213,58 @@ func (l *slidingLog) refuse(t int64, n int) {
 }
 
 // counter is the sliding window counter: the current window's count and
-// the previous one's, weighted by how much of it the sliding window
-// still covers, rounded up, as package slidingcounter does.
+// the previous one's, weighted by how much of it the sliding window still
+// covers, rounded up, as package slidingcounter does. Like fixed, it keeps
+// every window's count. Anchored, the windows are a grid starting at the
+// key's first request.
 type counter struct {
-	n, per      int64
-	anchored    bool
-	counts      bool
-	start       int64 // the current window's start, math.MinInt64 before any
-	prev, count int64
+	n, per   int64
+	anchored bool
+	counts   bool
+	origin   int64 // the grid's origin: 0, or the key's first request
+	started  bool
+	windows  []window
 }
 
-// roll returns the window t falls in, and its counts.
-func (c *counter) roll(t int64) (start, prev, count int64) {
-	start = floorDiv(t, c.per) * c.per
+func (c *counter) countOf(start int64) int64 {
+	if i, ok := slices.BinarySearchFunc(c.windows, start, func(w window, k int64) int { return cmpInt(w.start, k) }); ok {
+		return c.windows[i].count
+	}
+	return 0
+}
+
+// grid returns the start of the window t falls in.
+func (c *counter) grid(t int64) int64 {
+	if c.anchored && c.started {
+		return c.origin + floorDiv(t-c.origin, c.per)*c.per
+	}
 	if c.anchored {
-		if c.start == math.MinInt64 {
-			return t, 0, 0
-		}
-		start = c.start + floorDiv(t-c.start, c.per)*c.per
+		return t
 	}
-	switch {
-	case c.start == math.MinInt64 || start >= c.start+2*c.per:
-		return start, 0, 0
-	case start == c.start+c.per:
-		return start, c.count, 0
-	case start < c.start:
-		return c.start, c.prev, c.count
-	}
-	return start, c.prev, c.count
+	return floorDiv(t, c.per) * c.per
 }
 
-func (c *counter) weighted(t int64) int64 {
-	start, prev, count := c.roll(t)
-	e := max(t-start, 0)
-	if prev == 0 {
-		return count
+func (c *counter) admits(t int64, n int) bool {
+	start := c.grid(t)
+	prev, count := c.countOf(start-c.per), c.countOf(start)
+	w := count
+	if prev > 0 {
+		e := t - start
+		w += (prev*(c.per-e) + c.per - 1) / c.per // no overflow for the limits a probe fits
 	}
-	w := (prev*(c.per-e) + c.per - 1) / c.per // no overflow for the limits a probe fits
-	return w + count
+	return w+int64(n) <= c.n
 }
-
-func (c *counter) admits(t int64, n int) bool { return c.weighted(t)+int64(n) <= c.n }
 
 func (c *counter) admit(t int64, n int) {
-	c.start, c.prev, c.count = c.roll(t)
-	c.count += int64(n)
+	if c.anchored && !c.started {
+		c.origin, c.started = t, true
+	}
+	start := c.grid(t)
+	i, ok := slices.BinarySearchFunc(c.windows, start, func(w window, k int64) int { return cmpInt(w.start, k) })
+	if !ok {
+		c.windows = slices.Insert(c.windows, i, window{start: start})
+	}
+	c.windows[i].count += int64(n)
 }
 
 func (c *counter) refuse(t int64, n int) {
