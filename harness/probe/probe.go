@@ -62,7 +62,8 @@ func (c Config) plans(rng *rand.Rand, prefix string) (fingerprint, concurrent, s
 // Budget is how many requests the probe sends.
 func (c Config) Budget() int {
 	f, k, s := c.plans(rand.New(rand.NewPCG(c.Seed, 0)), "")
-	return len(f) + len(k) + len(s) + 2
+	q := max(c.Policy.Quota(), c.Policy.N)
+	return len(f) + len(k) + len(s) + 2 + (q + 2) + 2*q
 }
 
 // Duration is about how long the probe takes.
@@ -89,6 +90,18 @@ type Report struct {
 	Fit         []Fit       `json:"fit"`
 	Concurrency Concurrency `json:"concurrency"`
 	RetryAfter  RetryAfter  `json:"retry_after"`
+	Keys        Keys        `json:"keys"`
+}
+
+// Keys is how the target treats keys: whether exhausting one user leaves
+// another alone, and what it does with requests that carry no key.
+type Keys struct {
+	// Isolated: a fresh key was admitted right after another was
+	// exhausted.
+	Isolated bool `json:"isolated"`
+	// Keyless is what twice the quota without a key met: "refused (400)",
+	// "limited, as one key", or "not limited".
+	Keyless string `json:"keyless"`
 }
 
 // ReportSchema is the version of probe.json.
@@ -230,8 +243,62 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 	}
 
 	say("Retry-After: a quota and one more on a fresh key, then at 80%% of the wait and at the wait")
-	err = r.retryAfter(ctx, c, spend)
-	return r, err
+	if err := r.retryAfter(ctx, c, spend); err != nil {
+		return r, err
+	}
+	say("keys: one request on a fresh key after another was exhausted, and %d without a key", 2*max(c.Policy.Quota(), c.Policy.N))
+	return r, r.keys(ctx, c, prefix)
+}
+
+// keys exhausts a key, asks for another at once, and sends twice the
+// quota without a key.
+func (r *Report) keys(ctx context.Context, c Config, prefix string) error {
+	q := max(c.Policy.Quota(), c.Policy.N)
+	plan := make([]Request, q+2)
+	for i := range q + 1 {
+		plan[i] = Request{Key: prefix + "exhausted", At: time.Duration(i) * time.Millisecond / 10}
+	}
+	plan[q+1] = Request{Key: prefix + "other", At: time.Duration(q+1) * time.Millisecond / 10}
+	answers, err := Send(ctx, c.Target, plan, time.Time{}, c.Timeout)
+	r.count(answers)
+	if err != nil {
+		return err
+	}
+	r.Keys.Isolated = answers[len(answers)-1].Admitted
+	keyless := make([]Request, 2*q)
+	for i := range keyless {
+		keyless[i].At = time.Duration(i) * time.Millisecond / 10
+	}
+	answers, err = Send(ctx, c.Target, keyless, time.Time{}, c.Timeout)
+	r.count(answers)
+	if err != nil && !errors.Is(err, ErrNotDeciding) {
+		return err
+	}
+	// By status, not by Admitted: a 400 for a missing key is no
+	// admission.
+	served, limited, rejected, status := 0, 0, 0, 0
+	for _, a := range answers {
+		switch {
+		case !a.Decided():
+		case c.Target.denies(a.Status):
+			limited++
+		case a.Status >= 400:
+			rejected, status = rejected+1, a.Status
+		default:
+			served++
+		}
+	}
+	switch {
+	case rejected > 0 && served == 0 && limited == 0:
+		r.Keys.Keyless = fmt.Sprintf("refused (%d)", status)
+	case limited > 0:
+		r.Keys.Keyless = fmt.Sprintf("limited, as one key (%d of %d served)", served, len(answers))
+	case served > 0:
+		r.Keys.Keyless = "not limited"
+	default:
+		r.Keys.Keyless = "not decided"
+	}
+	return nil
 }
 
 // count adds answers to the report's totals.

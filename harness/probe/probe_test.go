@@ -103,6 +103,10 @@ func probeServe(t *testing.T, a limiters.Algorithm) {
 	if r.Undecided != 0 {
 		t.Errorf("%s: %d requests undecided", a, r.Undecided)
 	}
+	// ratelab serve answers a request without its key 400.
+	if !r.Keys.Isolated || r.Keys.Keyless != "refused (400)" {
+		t.Errorf("%s: keys %+v: want isolated, and a request without a key refused 400", a, r.Keys)
+	}
 }
 
 // racy is a planted bug: a fixed window that reads its count, waits, and
@@ -147,5 +151,10 @@ func TestProbeCatchesLostUpdates(t *testing.T) {
 	t.Logf("fit %+v; concurrency %+v", r.Fit[0], r.Concurrency)
 	if !r.Concurrency.OverAdmits() {
 		t.Errorf("concurrency %+v: the lost updates were not caught", r.Concurrency)
+	}
+	// Its keys are its users' (the keyless share the empty key, whose
+	// burst at once the same lost updates let through).
+	if !r.Keys.Isolated {
+		t.Errorf("keys %+v: want isolated", r.Keys)
 	}
 }

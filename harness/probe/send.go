@@ -68,8 +68,8 @@ func (t Target) denies(status int) bool {
 	return slices.Contains(t.Deny, status)
 }
 
-// Request is one request of a probe's plan: for a user's key, At after
-// the plan starts.
+// Request is one request of a probe's plan: for a user's key (none, when
+// empty), At after the plan starts.
 type Request struct {
 	Key string
 	At  time.Duration
@@ -131,7 +131,7 @@ func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeou
 	for i, r := range plan {
 		u := *base
 		q := u.Query()
-		if t.Key.Kind == "query" {
+		if t.Key.Kind == "query" && r.Key != "" {
 			q.Set(t.Key.Name, r.Key)
 		}
 		q.Set(seqParam, strconv.Itoa(i))
@@ -148,7 +148,7 @@ func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeou
 		i := next
 		next++
 		tgt.Method, tgt.URL = http.MethodGet, urls[i]
-		if t.Key.Kind == "header" {
+		if t.Key.Kind == "header" && plan[i].Key != "" {
 			tgt.Header = http.Header{t.Key.Name: []string{plan[i].Key}}
 		}
 		return nil

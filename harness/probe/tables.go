@@ -43,6 +43,8 @@ func (r *Report) Tables() []results.Table {
 		Rows: [][]string{
 			{"concurrency", fmt.Sprintf("%d at once on a fresh key", c.Sent), fmt.Sprintf("%d admitted; the fitted policy allows %d", c.Admitted, max(c.Allowed, c.Quota)), concurrency},
 			{"Retry-After", "a quota and one more, then at 80% of the wait and at it", retryAfterSeen(ra), ra.Verdict},
+			{"key isolation", "a fresh key right after another was exhausted", isolation(r.Keys.Isolated), isolationVerdict(r.Keys.Isolated)},
+			{"no key", "twice the quota without the key", r.Keys.Keyless, ""},
 		},
 	}
 	return []results.Table{fit, checks}
@@ -53,4 +55,18 @@ func retryAfterSeen(ra RetryAfter) string {
 		return "no wait advertised"
 	}
 	return fmt.Sprintf("%s %gs; at 80%%: %s, at the wait: %s", ra.Header, ra.Advertised, ra.Early, ra.AtWait)
+}
+
+func isolation(admitted bool) string {
+	if admitted {
+		return "admitted"
+	}
+	return "refused"
+}
+
+func isolationVerdict(isolated bool) string {
+	if isolated {
+		return "ok"
+	}
+	return "NOT ISOLATED"
 }
