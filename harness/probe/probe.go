@@ -211,7 +211,7 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 	if len(decided) == 0 {
 		return r, fmt.Errorf("none of the fingerprint's %d requests was decided (admitted or refused): the first %s", len(answers), firstError)
 	}
-	best := Best(Rank(decided, Candidates(c.Policy)))
+	best := Best(Rank(decided, candidatesFor(c.Policy, answers, prefix)))
 	for _, e := range best {
 		r.Fit = append(r.Fit, Fit{Algorithm: e.Model.Algorithm, Limit: e.Model.Limit.String(), Anchored: e.Model.Anchored, CountsRefused: e.Model.CountsRefused,
 			Explained: e.Explained, Decisions: e.Decisions, Share: e.Share()})
@@ -299,6 +299,66 @@ func (r *Report) keys(ctx context.Context, c Config, prefix string) error {
 		r.Keys.Keyless = "not decided"
 	}
 	return nil
+}
+
+// candidatesFor returns the models the fit tries: those near the declared
+// policy first, then those near what the fingerprint saw, for a target
+// whose declaration is off: the quota is what the burst's fresh key got
+// in its first window, and the rate what the sustained run got a window.
+// (nginx's limit_req at 10r/s with no burst admits one at a time: a
+// declaration of 10/s explains two thirds of it, the observed quota of 1
+// all of it.)
+func candidatesFor(declared limiters.Limit, answers []Answer, prefix string) []Model {
+	per := declared.Per
+	var burstStart time.Time
+	quota, paced := 0, 0
+	var first, last time.Time
+	for _, a := range answers {
+		switch a.Key {
+		case prefix + "burst":
+			if burstStart.IsZero() {
+				burstStart = a.Sent
+			}
+			if a.Admitted && a.Sent.Sub(burstStart) < per {
+				quota++
+			}
+		case prefix + "paced":
+			if first.IsZero() {
+				first = a.Sent
+			}
+			last = a.Sent
+			if a.Admitted {
+				paced++
+			}
+		}
+	}
+	out := Candidates(declared)
+	seen := map[Model]bool{}
+	for _, m := range out {
+		seen[m] = true
+	}
+	more := func(l limiters.Limit) {
+		for _, m := range Candidates(l) {
+			if !seen[m] {
+				seen[m] = true
+				out = append(out, m)
+			}
+		}
+	}
+	rate := 0
+	if span := last.Sub(first); span > 0 {
+		rate = int(math.Round(float64(paced) / span.Seconds() * per.Seconds()))
+	}
+	if quota > 0 {
+		more(limiters.Limit{N: quota, Per: per})
+	}
+	if rate > 0 {
+		more(limiters.Limit{N: rate, Per: per})
+		if quota > 0 {
+			more(limiters.Limit{N: rate, Per: per, Burst: quota})
+		}
+	}
+	return out
 }
 
 // count adds answers to the report's totals.

@@ -158,3 +158,27 @@ func TestProbeCatchesLostUpdates(t *testing.T) {
 		t.Errorf("keys %+v: want isolated", r.Keys)
 	}
 }
+
+// A target whose declaration is off: GCRA at 10 a second with a burst of
+// one (nginx's limit_req with no burst), declared as 10/s. The fit finds
+// the burst of one from what the fingerprint saw.
+func TestProbeFindsTheBurst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("probes a server for a few seconds")
+	}
+	t.Parallel()
+	limit := limiters.Limit{N: 10, Per: time.Second, Burst: 1}
+	url := serve(t, limiters.GCRA, limit)
+	if url == "" {
+		return
+	}
+	c := Config{Target: Target{URL: url, Key: Key{Kind: "header", Name: "X-User"}}, Policy: limiters.PerSecond(10), Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000}
+	r, err := Run(context.Background(), c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fit %+v", r.Fit)
+	if best := r.Fit[0]; !best.Algorithm.IsBucket() || best.Limit != limit.String() || best.Share < 0.99 {
+		t.Errorf("fitted %s %s (%.1f%%), want the bucket policy at %s", best.Algorithm, best.Limit, 100*best.Share, limit)
+	}
+}
