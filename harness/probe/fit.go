@@ -90,8 +90,8 @@ func Explain(obs []Observation, m Model) Explained {
 			if !late.admits(lo, o.N) {
 				e.Explained++
 			}
-			early.refuse(lo, o.N)
-			late.refuse(hi, o.N)
+			m.refuse(early, lo, o.N)
+			m.refuse(late, hi, o.N)
 		}
 	}
 	return e
@@ -124,7 +124,7 @@ func Replay(obs []Observation, m Model) Explained {
 			if ok {
 				st.admit(t, o.N)
 			} else {
-				st.refuse(t, o.N)
+				m.refuse(st, t, o.N)
 			}
 			if ok == o.Admitted {
 				e.Explained++

@@ -66,15 +66,23 @@ func (m Model) Validate() error {
 }
 
 // state is one key's state under a model, at times in Unix nanoseconds
-// (the epoch is where the aligned windows start). admits reports whether n units would be admitted at t;
-// for every model it is monotone in t for a given state (waiting never
-// turns an admission into a refusal), which is what lets the fit look
-// for an instant in an interval by bisection. admit records n admitted
-// at t whatever the model would decide; refuse records a refusal.
+// (the epoch is where the aligned windows start). admits reports whether
+// n units would be admitted at t; for every model it is monotone in t for
+// a given state (waiting never turns an admission into a refusal), which
+// is what lets the fit look for an instant in an interval by bisection.
+// admit records n admitted at t whatever the model would decide.
 type state interface {
 	admits(t int64, n int) bool
 	admit(t int64, n int)
-	refuse(t int64, n int)
+}
+
+// refuse records in st a refusal of n at t: nothing, unless the model
+// counts refusals, as a store that increments and then compares does
+// (for a bucket, the refusal pushes its debt on).
+func (m Model) refuse(st state, t int64, n int) {
+	if m.CountsRefused {
+		st.admit(t, n)
+	}
 }
 
 // newState returns a fresh key's state under m.
@@ -83,25 +91,23 @@ func (m Model) newState() state {
 	switch {
 	case m.Algorithm.IsBucket():
 		t := int64(m.Limit.Interval())
-		return &bucket{t: t, ct: int64(m.Limit.Quota()) * t, c: m.Limit.Quota(), counts: m.CountsRefused, tat: math.MinInt64}
+		return &bucket{t: t, ct: int64(m.Limit.Quota()) * t, c: m.Limit.Quota(), tat: math.MinInt64}
 	case m.Algorithm == limiters.FixedWindow:
-		return &fixed{n: n, per: per, anchored: m.Anchored, counts: m.CountsRefused}
+		return &fixed{n: n, per: per, anchored: m.Anchored}
 	case m.Algorithm == limiters.SlidingLog:
-		return &slidingLog{n: int(n), per: per, counts: m.CountsRefused}
+		return &slidingLog{n: int(n), per: per}
 	case m.Algorithm == limiters.SlidingCounter:
-		return &counter{n: n, per: per, anchored: m.Anchored, counts: m.CountsRefused}
+		return &counter{n: n, per: per, anchored: m.Anchored}
 	}
 	panic("probe: no model of " + string(m.Algorithm))
 }
 
 // bucket is GCRA: a theoretical arrival time, admitting n at t while
-// max(tat, t) + n·T − t ≤ C·T. A store that counts refusals charges them
-// too, which pushes tat on.
+// max(tat, t) + n·T − t ≤ C·T.
 type bucket struct {
-	t, ct  int64
-	c      int
-	counts bool
-	tat    int64
+	t, ct int64
+	c     int
+	tat   int64
 }
 
 func (b *bucket) admits(t int64, n int) bool {
@@ -109,12 +115,6 @@ func (b *bucket) admits(t int64, n int) bool {
 }
 
 func (b *bucket) admit(t int64, n int) { b.tat = max(b.tat, t) + int64(n)*b.t }
-
-func (b *bucket) refuse(t int64, n int) {
-	if b.counts {
-		b.admit(t, n)
-	}
-}
 
 // fixed is the fixed window: N per window, the windows aligned on the
 // epoch or starting at the key's first request after the last ended. It
@@ -124,7 +124,6 @@ func (b *bucket) refuse(t int64, n int) {
 type fixed struct {
 	n, per   int64
 	anchored bool
-	counts   bool
 	windows  []window // in order of start
 }
 
@@ -166,12 +165,6 @@ func (f *fixed) admit(t int64, n int) {
 	f.windows[i].count += int64(n)
 }
 
-func (f *fixed) refuse(t int64, n int) {
-	if f.counts {
-		f.admit(t, n)
-	}
-}
-
 func cmpInt(a, b int64) int {
 	switch {
 	case a < b:
@@ -185,10 +178,9 @@ func cmpInt(a, b int64) int {
 // slidingLog admits n at t while fewer than N−n+1 of the units it
 // admitted are younger than Per.
 type slidingLog struct {
-	n      int
-	per    int64
-	counts bool
-	at     []int64 // one entry a unit, in time order
+	n   int
+	per int64
+	at  []int64 // one entry a unit, in time order
 }
 
 func (l *slidingLog) live(t int64) int {
@@ -206,12 +198,6 @@ func (l *slidingLog) admit(t int64, n int) {
 	}
 }
 
-func (l *slidingLog) refuse(t int64, n int) {
-	if l.counts {
-		l.admit(t, n)
-	}
-}
-
 // counter is the sliding window counter: the current window's count and
 // the previous one's, weighted by how much of it the sliding window still
 // covers, rounded up, as package slidingcounter does. Like fixed, it keeps
@@ -220,7 +206,6 @@ func (l *slidingLog) refuse(t int64, n int) {
 type counter struct {
 	n, per   int64
 	anchored bool
-	counts   bool
 	origin   int64 // the grid's origin: 0, or the key's first request
 	started  bool
 	windows  []window
@@ -265,12 +250,6 @@ func (c *counter) admit(t int64, n int) {
 		c.windows = slices.Insert(c.windows, i, window{start: start})
 	}
 	c.windows[i].count += int64(n)
-}
-
-func (c *counter) refuse(t int64, n int) {
-	if c.counts {
-		c.admit(t, n)
-	}
 }
 
 func floorDiv(a, b int64) int64 {

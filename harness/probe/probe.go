@@ -150,7 +150,7 @@ func mostAdmitted(m Model, obs []Observation) int {
 			n++
 			st.admit(firstAdmitting(st, lo, hi, o.N), o.N)
 		} else {
-			st.refuse(lo, o.N)
+			m.refuse(st, lo, o.N)
 		}
 	}
 	return n
