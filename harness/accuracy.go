@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -273,6 +274,7 @@ func accuracyRow(mode string, w *workloads.Workload, allowed, ideal []bool, limi
 // replayed measures s, which takes no explicit time, by replaying w in real
 // time, compressed.
 func (l *lab) replayed(ctx context.Context, s Subject, w *workloads.Workload) (results.Row, error) {
+	w = within(w, l.c.RealTimeAccuracySpan)
 	scale := replayScale(w, l.c.RealTimeAccuracyScale)
 	scaled := limiters.Limit{N: l.c.Limit.N, Per: max(time.Duration(float64(l.c.Limit.Per)*scale), 1)}
 	lim, stop, err := s.New(scaled)
@@ -340,6 +342,19 @@ func (l *lab) remoteAccuracy(s Subject, w *workloads.Workload) (results.Row, err
 	r.Add(results.DiffersFromMemory, results.UnitCount, float64(differs))
 	r.Series, r.Note = nil, note // the edge is the algorithm's, pictured in memory
 	return r, nil
+}
+
+// within returns w's arrivals in its first span of time (all of w when
+// span is zero).
+func within(w *workloads.Workload, span time.Duration) *workloads.Workload {
+	if span <= 0 {
+		return w
+	}
+	n, _ := slices.BinarySearchFunc(w.Arrivals, span, func(a workloads.Arrival, t time.Duration) int { return cmp.Compare(a.T, t) })
+	if n == len(w.Arrivals) {
+		return w
+	}
+	return &workloads.Workload{Name: w.Name, Params: w.Params, Arrivals: w.Arrivals[:n]}
 }
 
 // after returns w's first n requests moved past its end by whole windows

@@ -52,6 +52,12 @@ type Config struct {
 	// compresses; a workload too dense for one sender to keep up with at
 	// that pace is compressed less.
 	RealTimeAccuracyScale float64
+	// RealTimeAccuracySpan is how much of each workload such a replay
+	// sends: its arrivals in the first RealTimeAccuracySpan of simulated
+	// time; zero sends all of it. The quick lab replays 8s: a boundary
+	// attack is too dense to compress much, and its replay was the quick
+	// lab's longest step.
+	RealTimeAccuracySpan time.Duration
 	// Trace, if not nil, is a recorded workload run beside the generated
 	// ones, as workload "trace".
 	Trace *workloads.Workload
@@ -99,6 +105,7 @@ func (c Config) Defaults() Config {
 	set(&c.LatencyTime, pick(q, 150*time.Millisecond, 40*time.Millisecond))
 	set(&c.LatencyRuns, 3)
 	set(&c.RealTimeAccuracyScale, 0.02)
+	set(&c.RealTimeAccuracySpan, pick(q, 0, 8*time.Second))
 	set(&c.TimingRounds, pick(q, 20, 5))
 	set(&c.TimingSample, 10*time.Millisecond)
 	c.Redis = c.Redis.defaults(c)
@@ -187,6 +194,9 @@ func (c Config) Validate() error {
 	}
 	if c.TimingRounds < 1 || c.TimingRounds > 1000 || c.TimingSample <= 0 || c.TimingSample > 10*time.Second {
 		return fmt.Errorf("harness: timing takes 1 to 1000 rounds of samples up to 10s long, got %d of %v", c.TimingRounds, c.TimingSample)
+	}
+	if c.RealTimeAccuracySpan < 0 || c.RealTimeAccuracySpan > 0 && c.RealTimeAccuracySpan < 2*c.Limit.Per {
+		return fmt.Errorf("harness: the real-time accuracy span must be zero (all of it) or at least two windows, got %v", c.RealTimeAccuracySpan)
 	}
 	if !(c.RealTimeAccuracyScale > 0 && c.RealTimeAccuracyScale <= 1) {
 		return fmt.Errorf("harness: the real-time accuracy scale must be in (0, 1], got %v", c.RealTimeAccuracyScale)

@@ -36,7 +36,8 @@ var _ = register(mode{
 			Title: "Accuracy against the ideal, in real time, for limiters that take no explicit time",
 			Note: "The workload is replayed by one sender on the real clock with time compressed (the limit's window alike), " +
 				"and the ideal is run on the times the requests were really sent. A workload too dense to send on time at the most compression is compressed less; " +
-				"send lag: how late requests went against their compressed schedule. Not reproducible to the request: the clock is real.",
+				"send lag: how late requests went against their compressed schedule. Not reproducible to the request: the clock is real. " +
+				"The quick lab replays each workload's first 8s.",
 			Header: append(slices.Clone(accuracyHeader), "compressed", "send lag p99"), Left: 3,
 			Keep: func(r results.Row) bool { return r.Has(results.MostInWindow) },
 			Cells: func(r results.Row) []string {
