@@ -70,9 +70,10 @@ func (c Config) Budget() int {
 func (c Config) Duration() time.Duration {
 	f, _, _ := c.plans(rand.New(rand.NewPCG(c.Seed, 0)), "")
 	// The fingerprint starts on the next edge of a window; the Retry-After
-	// check waits for the advertised time, about a window. (A target that
-	// keeps requests waiting for their timeout takes longer.)
-	return c.Policy.Per + f[len(f)-1].At + c.Policy.Window() + time.Second
+	// check waits for the advertised time, about a window; it and the key
+	// check each start a tenth into a window. (A target that keeps
+	// requests waiting for their timeout takes longer.)
+	return c.Policy.Per + f[len(f)-1].At + c.Policy.Window() + 2*min(c.Policy.Per, 10*time.Second) + time.Second
 }
 
 // Report is what a probe found: probe.json.
@@ -259,7 +260,7 @@ func (r *Report) keys(ctx context.Context, c Config, prefix string) error {
 		plan[i] = Request{Key: prefix + "exhausted", At: time.Duration(i) * time.Millisecond / 10}
 	}
 	plan[q+1] = Request{Key: prefix + "other", At: time.Duration(q+1) * time.Millisecond / 10}
-	answers, err := Send(ctx, c.Target, plan, time.Time{}, c.Timeout)
+	answers, err := Send(ctx, c.Target, plan, inWindow(c.Policy.Per), c.Timeout)
 	r.count(answers)
 	if err != nil {
 		return err
@@ -361,6 +362,19 @@ func candidatesFor(declared limiters.Limit, answers []Answer, prefix string) []M
 	return out
 }
 
+// inWindow returns when a plan that spends a quota at once should start:
+// a tenth into the next of the epoch's windows of per, so that a fixed
+// window does not turn in the middle of it and give the quota again
+// (it did, on a busy host: no refusal came to read a wait from). A window
+// over ten seconds is not waited for: a few milliseconds' plan rarely
+// meets its edge.
+func inWindow(per time.Duration) time.Time {
+	if per > 10*time.Second {
+		return time.Time{}
+	}
+	return time.Now().Add(10 * time.Millisecond).Truncate(per).Add(per + per/10)
+}
+
 // count adds answers to the report's totals.
 func (r *Report) count(answers []Answer) {
 	r.Requests += len(answers)
@@ -372,7 +386,7 @@ func (r *Report) count(answers []Answer) {
 }
 
 func (r *Report) retryAfter(ctx context.Context, c Config, spend []Request) error {
-	answers, err := Send(ctx, c.Target, spend, time.Time{}, c.Timeout)
+	answers, err := Send(ctx, c.Target, spend, inWindow(c.Policy.Per), c.Timeout)
 	r.count(answers)
 	if err != nil {
 		return err
