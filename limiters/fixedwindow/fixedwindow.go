@@ -87,15 +87,12 @@ func New(limit limiters.Limit, opts ...limiters.Option) (*Limiter, error) {
 	}
 	l := &Limiter{policy: limiters.NewPolicy(limit), n: int64(limit.N), len: int64(limit.Per), byW: qdiv.New(int64(limit.Per))}
 	// A key is back to full quota when its window ends, or the windows
-	// its debt runs into. The function holds copies, not l: the table's
-	// sweeper keeps it, and through l it would keep the table, which
-	// then could never be collected.
-	n, length := l.n, l.len
+	// its debt runs into.
 	l.tab = keytable.New(limit.N, l.policy, func(s *state) int64 {
 		if s.count == 0 {
 			return math.MinInt64
 		}
-		return edge(length, s.window, (s.count+n-1)/n)
+		return l.edge(s.window, l.windows(s.count))
 	}, o)
 	l.keys = keytable.NewKeys(l, "fixedwindow", l.tab, l.peek, l.decide, l.settle)
 	return l, nil
@@ -182,15 +179,11 @@ func (l *Limiter) windows(c int64) int64 { return (c + l.n - 1) / l.n }
 
 // edge is the start of window k+j, in Unix nanoseconds, at most the
 // latest time there is.
-func (l *Limiter) edge(k, j int64) int64 { return edge(l.len, k, j) }
-
-// edge is the start of window k+j of windows of length ns, in Unix
-// nanoseconds, at most the latest time there is.
-func edge(length, k, j int64) int64 {
-	if j > (math.MaxInt64-length)/length-k {
+func (l *Limiter) edge(k, j int64) int64 {
+	if j > (math.MaxInt64-l.len)/l.len-k {
 		return math.MaxInt64
 	}
-	return (k + j) * length
+	return (k + j) * l.len
 }
 
 // decide is allow, returning the decision.

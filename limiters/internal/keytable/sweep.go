@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/ratelab/ratelab/limiters"
 )
@@ -123,14 +123,16 @@ func sweepShards[S any](shards []Shard[S], idleAt func(*S) int64, now int64) {
 	}
 }
 
+// sweeper sweeps a table every interval until stopped. It holds the table
+// only weakly, between ticks too: a table the limiter's users have
+// dropped is then unreachable, whatever its idleAt holds (a limiter's own
+// idleAt may hold the limiter, which holds the table), and its cleanup
+// stops the sweeper.
 type sweeper[S any] struct {
-	shards  []Shard[S]
-	idleAt  func(*S) int64
-	clocked *atomic.Bool
-	clock   clock // a copy: the sweeper must not hold the table
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	table weak.Pointer[Table[S]]
+	stop  chan struct{}
+	done  chan struct{}
+	once  sync.Once
 }
 
 func (sw *sweeper[S]) run(interval time.Duration) {
@@ -142,16 +144,27 @@ func (sw *sweeper[S]) run(interval time.Duration) {
 		case <-sw.stop:
 			return
 		case <-tick.C:
-			// A table driven only by explicit times (a simulation, a
-			// replay) is swept as of the newest time it has seen, never
-			// as of the wall clock.
-			now := int64(-1 << 63)
-			if sw.clocked.Load() {
-				now = sw.clock.now()
+			if !sw.sweep() {
+				return
 			}
-			sweepShards(sw.shards, sw.idleAt, now)
 		}
 	}
+}
+
+// sweep sweeps the table once, if it is still there. A table driven only
+// by explicit times (a simulation, a replay) is swept as of the newest
+// time it has seen, never as of the wall clock.
+func (sw *sweeper[S]) sweep() bool {
+	t := sw.table.Value()
+	if t == nil {
+		return false
+	}
+	now := int64(-1 << 63)
+	if t.clocked.Load() {
+		now = t.clock.now()
+	}
+	t.Sweep(now)
+	return true
 }
 
 // signal tells the sweeper to stop, without waiting.

@@ -34,6 +34,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/ratelab/ratelab/limiters"
 )
@@ -106,9 +107,8 @@ type Table[S any] struct {
 	idleAt   func(*S) int64
 	keepKeys bool
 	clock    clock
-	clocked  *atomic.Bool
+	clocked  atomic.Bool
 	sweeper  *sweeper[S]
-	cleanup  runtime.Cleanup // stops the sweeper of a table nobody closed
 }
 
 // clock reads the time for calls that do not pass one: the configured
@@ -134,9 +134,6 @@ func (c clock) now() int64 {
 // policy, and whose states become equal to a fresh state at idleAt(s)
 // (Unix nanoseconds). It starts a background sweeper unless the options
 // disable it; Close stops it, and so does the table becoming unreachable.
-// The sweeper keeps idleAt: it must not hold the table, nor anything that
-// holds it (the limiter), or the table is never unreachable, and a
-// limiter nobody closed keeps its memory and its goroutine for good.
 func New[S any](limit int, policy *limiters.Policy, idleAt func(*S) int64, o limiters.Options) *Table[S] {
 	n := maxShards
 	if o.MaxKeys > 0 {
@@ -156,7 +153,6 @@ func New[S any](limit int, policy *limiters.Policy, idleAt func(*S) int64, o lim
 		idleAt:   idleAt,
 		keepKeys: o.KeepKeyNames,
 		clock:    clock{other: o.Clock, base: time.Now()},
-		clocked:  new(atomic.Bool),
 	}
 	t.clock.baseNano = t.clock.base.UnixNano()
 	if c, ok := o.Clock.(*limiters.CoarseClock); ok {
@@ -170,18 +166,11 @@ func New[S any](limit int, policy *limiters.Policy, idleAt func(*S) int64, o lim
 		}
 	}
 	if o.SweepInterval > 0 {
-		sw := &sweeper[S]{
-			shards:  t.shards,
-			idleAt:  idleAt,
-			clocked: t.clocked,
-			clock:   t.clock,
-			stop:    make(chan struct{}),
-			done:    make(chan struct{}),
-		}
+		sw := &sweeper[S]{table: weak.Make(t), stop: make(chan struct{}), done: make(chan struct{})}
 		t.sweeper = sw
 		go sw.run(o.SweepInterval)
 		// A limiter nobody closed still stops its sweeper once unreachable.
-		t.cleanup = runtime.AddCleanup(t, func(sw *sweeper[S]) { sw.signal() }, sw)
+		runtime.AddCleanup(t, func(sw *sweeper[S]) { sw.signal() }, sw)
 	}
 	return t
 }
@@ -206,7 +195,6 @@ func (t *Table[S]) Read() int64 { return t.clock.now() }
 func (t *Table[S]) Close() error {
 	if t.sweeper != nil {
 		t.sweeper.close()
-		t.cleanup.Stop()
 	}
 	return nil
 }
