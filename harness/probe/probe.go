@@ -46,34 +46,46 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// plans are the probe's three runs: the fingerprint, K at once on a fresh
-// key, and the Retry-After check's quota and one more on another.
-func (c Config) plans(rng *rand.Rand, prefix string) (fingerprint, concurrent, spend []Request) {
+// plan is what a probe sends, each part on keys of its own: the
+// fingerprint; K at once on a fresh key; a quota and one more on a fresh
+// key and then one on another (the Retry-After and isolation checks,
+// which then send two more); and twice the quota without a key.
+type plan struct {
+	fingerprint, concurrent, spend, keyless []Request
+}
+
+func (c Config) plan(rng *rand.Rand, prefix string) plan {
 	q := max(c.Policy.Quota(), c.Policy.N)
-	fingerprint = Fingerprint(rng, prefix, c.Policy)
-	concurrent = Concurrent(prefix+"concurrent", 2*q)
-	spend = make([]Request, q+1)
-	for i := range spend {
-		spend[i] = Request{Key: prefix + "retry", At: time.Duration(i) * time.Millisecond / 10}
+	p := plan{
+		fingerprint: Fingerprint(rng, prefix, c.Policy),
+		concurrent:  Concurrent(prefix+"concurrent", 2*q),
+		spend:       make([]Request, q+2),
+		keyless:     make([]Request, 2*q),
 	}
-	return fingerprint, concurrent, spend
+	for i := range p.spend {
+		p.spend[i] = Request{Key: prefix + "retry", At: time.Duration(i) * time.Millisecond / 10}
+	}
+	p.spend[q+1].Key = prefix + "other"
+	for i := range p.keyless {
+		p.keyless[i].At = time.Duration(i) * time.Millisecond / 10
+	}
+	return p
 }
 
 // Budget is how many requests the probe sends.
 func (c Config) Budget() int {
-	f, k, s := c.plans(rand.New(rand.NewPCG(c.Seed, 0)), "")
-	q := max(c.Policy.Quota(), c.Policy.N)
-	return len(f) + len(k) + len(s) + 2 + (q + 2) + 2*q
+	p := c.plan(rand.New(rand.NewPCG(c.Seed, 0)), "")
+	return len(p.fingerprint) + len(p.concurrent) + len(p.spend) + 2 + len(p.keyless)
 }
 
 // Duration is about how long the probe takes.
 func (c Config) Duration() time.Duration {
-	f, _, _ := c.plans(rand.New(rand.NewPCG(c.Seed, 0)), "")
+	f := c.plan(rand.New(rand.NewPCG(c.Seed, 0)), "").fingerprint
 	// The fingerprint starts on the next edge of a window; the Retry-After
-	// check waits for the advertised time, about a window; it and the key
-	// check each start a tenth into a window. (A target that keeps
-	// requests waiting for their timeout takes longer.)
-	return c.Policy.Per + f[len(f)-1].At + c.Policy.Window() + 2*min(c.Policy.Per, 10*time.Second) + time.Second
+	// check starts a tenth into a window and waits for the advertised
+	// time, about a window. (A target that keeps requests waiting for
+	// their timeout takes longer.)
+	return c.Policy.Per + f[len(f)-1].At + c.Policy.Window() + min(c.Policy.Per, 10*time.Second) + time.Second
 }
 
 // Report is what a probe found: probe.json.
@@ -168,8 +180,9 @@ type RetryAfter struct {
 	Verdict    string  `json:"verdict"`
 }
 
-// Run probes c.Target: the fingerprint, then the concurrency check, then
-// the Retry-After check, each on keys of its own. progress, if not nil, is
+// Run probes c.Target: the fingerprint, then the concurrency check, the
+// Retry-After and isolation checks and the keyless one, each on keys of
+// its own. progress, if not nil, is
 // told what runs.
 func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) {
 	if err := c.Validate(); err != nil {
@@ -183,7 +196,8 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 	// The keys are fresh for every probe; the plans are the seed's, as
 	// Budget counted them.
 	prefix := fmt.Sprintf("ratelab-probe-%08x-", rand.Uint32())
-	fingerprint, concurrent, spend := c.plans(rand.New(rand.NewPCG(c.Seed, 0)), prefix)
+	p := c.plan(rand.New(rand.NewPCG(c.Seed, 0)), prefix)
+	fingerprint, concurrent := p.fingerprint, p.concurrent
 	r := &Report{Schema: ReportSchema, Target: c.Target.URL, Key: c.Target.Key.String(), Policy: c.Policy.String(), Start: time.Now()}
 	defer func() { r.Elapsed = time.Since(r.Start).Seconds() }()
 
@@ -198,19 +212,13 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 		return r, err
 	}
 	var decided []Observation
-	firstError := ""
 	for _, a := range answers {
-		switch {
-		case a.Decided():
+		if a.Decided() {
 			decided = append(decided, a.Observation)
-		case firstError == "" && a.Err != "":
-			firstError = a.Err
-		case firstError == "":
-			firstError = fmt.Sprintf("answered %d", a.Status)
 		}
 	}
 	if len(decided) == 0 {
-		return r, fmt.Errorf("none of the fingerprint's %d requests was decided (admitted or refused): the first %s", len(answers), firstError)
+		return r, fmt.Errorf("none of the fingerprint's %d requests was decided (admitted or refused): %s", len(answers), firstFailure(answers))
 	}
 	best := Best(Rank(decided, candidatesFor(c.Policy, answers, prefix)))
 	for _, e := range best {
@@ -243,34 +251,17 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 		r.Concurrency.Allowed = mostAdmitted(best[0].Model, sent)
 	}
 
-	say("Retry-After: a quota and one more on a fresh key, then at 80%% of the wait and at the wait")
-	if err := r.retryAfter(ctx, c, spend); err != nil {
+	say("Retry-After and key isolation: a quota and one more on a fresh key, one on another, then at 80%% of the wait and at the wait")
+	if err := r.retryAfter(ctx, c, p.spend); err != nil {
 		return r, err
 	}
-	say("keys: one request on a fresh key after another was exhausted, and %d without a key", 2*max(c.Policy.Quota(), c.Policy.N))
-	return r, r.keys(ctx, c, prefix)
+	say("no key: %d requests without one", len(p.keyless))
+	return r, r.keyless(ctx, c, p.keyless)
 }
 
-// keys exhausts a key, asks for another at once, and sends twice the
-// quota without a key.
-func (r *Report) keys(ctx context.Context, c Config, prefix string) error {
-	q := max(c.Policy.Quota(), c.Policy.N)
-	plan := make([]Request, q+2)
-	for i := range q + 1 {
-		plan[i] = Request{Key: prefix + "exhausted", At: time.Duration(i) * time.Millisecond / 10}
-	}
-	plan[q+1] = Request{Key: prefix + "other", At: time.Duration(q+1) * time.Millisecond / 10}
-	answers, err := Send(ctx, c.Target, plan, inWindow(c.Policy.Per), c.Timeout)
-	r.count(answers)
-	if err != nil {
-		return err
-	}
-	r.Keys.Isolated = answers[len(answers)-1].Admitted
-	keyless := make([]Request, 2*q)
-	for i := range keyless {
-		keyless[i].At = time.Duration(i) * time.Millisecond / 10
-	}
-	answers, err = Send(ctx, c.Target, keyless, time.Time{}, c.Timeout)
+// keyless sends plan, requests without a key, and says what they met.
+func (r *Report) keyless(ctx context.Context, c Config, plan []Request) error {
+	answers, err := Send(ctx, c.Target, plan, time.Time{}, c.Timeout)
 	r.count(answers)
 	if err != nil && !errors.Is(err, ErrNotDeciding) {
 		return err
@@ -385,12 +376,18 @@ func (r *Report) count(answers []Answer) {
 	}
 }
 
+// retryAfter sends spend, a quota and one more on a key and then one on
+// another: the other key admitted is the keys' isolation; a refusal of the
+// first that advertises a wait is followed by a request at 80% of it and
+// one at it.
 func (r *Report) retryAfter(ctx context.Context, c Config, spend []Request) error {
 	answers, err := Send(ctx, c.Target, spend, inWindow(c.Policy.Per), c.Timeout)
 	r.count(answers)
 	if err != nil {
 		return err
 	}
+	r.Keys.Isolated = answers[len(answers)-1].Admitted
+	answers = answers[:len(answers)-1]
 	ra := &r.RetryAfter
 	var last Answer
 	for _, a := range answers {
