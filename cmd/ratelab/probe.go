@@ -28,7 +28,9 @@ policy, and names what the target behaves as and how much of it each
 explains. Then it sends twice the quota at once on a fresh key (a limiter
 that reads and writes its store in two steps admits more) and checks the
 wait a refusal advertises (Retry-After, RateLimit's t, X-RateLimit-Reset):
-a request at 80% of it, and one at it.
+a request at 80% of it, and one at it. Last, whether a fresh key is
+admitted right after another was exhausted, and what twice the quota
+without a key meets (refused, limited as one key, or not limited).
 
 Each simulated user sends its own key, in the header or query parameter
 --key names. 429 is a refusal (--deny-status adds others); a 5xx or no
