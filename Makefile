@@ -60,8 +60,16 @@ $(BENCHSTAT): tools/go.mod tools/go.sum
 # Redis fault tests spend much of their time waiting (for a server to come
 # back, a breaker, a paced attack), and a third fills it: 143 s against
 # 116 s here, warm.
+#
+# The tests that judge a limiter by the clock over loopback (the probes,
+# the outage run) run after the rest, by themselves: beside three other
+# test binaries on two cores their requests were in flight for 50ms, their
+# intervals spanned windows' edges, and fits that explain 100% alone fell
+# to 97% (TestProbeServe, measured on this host).
+TIMED := ^(TestProbeServe|TestProbeFindsTheBurst|TestProbeCatchesLostUpdates|TestProbeExpect|TestLabOutage)$$
 race:
-	REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -vet=off -shuffle=on -count=1 -p 3 $(PKGS)
+	REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -vet=off -shuffle=on -count=1 -p 3 -skip '$(TIMED)' $(PKGS)
+	REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -vet=off -shuffle=on -count=1 -p 3 -run '$(TIMED)' ./harness ./harness/probe ./cmd/ratelab
 
 ## soak: the linearizability checks on 300 histories a case, not make test's 3 (a few minutes; Redis as for make test)
 soak:

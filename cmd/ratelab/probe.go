@@ -36,13 +36,23 @@ Each simulated user sends its own key, in the header or query parameter
 --key names. 429 is a refusal (--deny-status adds others); a 5xx or no
 answer is counted apart. Each request carries its number in a query
 parameter, ratelab-probe. The probe never retries a request, is bounded by
---max-requests, and says what it will send before it starts. It writes
-probe.json (schema 1) into --out.
+--max-requests and --max-rate, and says what it will send before it
+starts. It writes probe.json (schema 2) into --out.
+
+For CI, --expect names what the target should do, as an algorithm and a
+limit in the lab's syntax or a limit alone. The probe exits 1, naming
+what strayed, when the fit names another algorithm (the three buckets
+are one), the fitted rate or quota is off by more than --tolerance, the
+fit explains less than 1 - tolerance of the decisions, a workload had
+more admitted in a window than the algorithm allows (N for the sliding
+log, 2N for the others), 2N at once admitted more than the policy
+allows, a Retry-After lied, or a key's exhaustion spilled on another.
 
 Examples:
 
 	ratelab probe --key header:X-API-Key --policy "10/s burst 6" http://127.0.0.1:8080/
 	ratelab probe --key query:user --policy 100/1m --deny-status 403 https://staging.example/api
+	ratelab probe --key header:X-API-Key --policy 10/s --expect "gcra 10/s burst 6" http://127.0.0.1:8080/
 
 Flags:
 `
@@ -54,6 +64,9 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	deny := fs.String("deny-status", "", "comma-separated statuses that also mean refused (429 always does)")
 	maxRequests := fs.Int("max-requests", 2000, "the most requests the probe may send")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long a request may take")
+	expect := fs.String("expect", "", `what the target should do, for CI: "gcra 10/s burst 6", "fixed-window 100/1m", "10/s"; exit 1 when it strays`)
+	tolerance := fs.Float64("tolerance", 0.02, "how far from --expect the measured rate and quota may be, as a fraction")
+	maxRate := fs.Int("max-rate", 1000, "the most requests the probe may send in any one second")
 	seed := fs.Uint64("seed", 1, "the seed of the sustained run's jitter")
 	out := fs.String("out", "out/probe", "the folder probe.json goes to")
 	fs.Usage = func() {
@@ -85,7 +98,15 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			t.Deny = append(t.Deny, n)
 		}
 	}
-	c := probe.Config{Target: t, Policy: limit, Seed: *seed, Timeout: *timeout, MaxRequests: *maxRequests}
+	var want *probe.Expect
+	if *expect != "" {
+		e, err := probe.ParseExpect(*expect, *tolerance)
+		if err != nil {
+			return badUsage(fs, err)
+		}
+		want = &e
+	}
+	c := probe.Config{Target: t, Policy: limit, Seed: *seed, Timeout: *timeout, MaxRequests: *maxRequests, MaxRate: *maxRate}
 	if err := c.Validate(); err != nil {
 		return usageError{err}
 	}
@@ -102,6 +123,12 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return werr
 		}
 		fmt.Fprintf(stdout, "Results: %s\n", filepath.Join(*out, "probe.json"))
+	}
+	if err == nil && want != nil {
+		if strays := r.Strays(*want); len(strays) > 0 {
+			return fmt.Errorf("probe: the target strays from %q:\n  %s", want.String(), strings.Join(strays, "\n  "))
+		}
+		fmt.Fprintf(stdout, "As expected: %s, within %g%%.\n", want, 100*want.Tolerance)
 	}
 	switch {
 	case err != nil && r != nil && len(r.Fit) > 0:

@@ -1,10 +1,19 @@
 package main
 
 import (
+	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/harness/probe"
+	"github.com/ratelab/ratelab/internal/server"
+	"github.com/ratelab/ratelab/limiters"
 )
 
 func TestProbeBadFlags(t *testing.T) {
@@ -20,6 +29,9 @@ func TestProbeBadFlags(t *testing.T) {
 		{"bad policy", []string{"probe", "--key", "header:X", "--policy", "ten a second", "http://127.0.0.1:1/"}, "probe: --policy:"},
 		{"not a URL", []string{"probe", "--key", "header:X", "--policy", "10/s", "ftp://x"}, "want an http:// or https:// URL"},
 		{"bad deny status", []string{"probe", "--key", "header:X", "--policy", "10/s", "--deny-status", "503", "http://127.0.0.1:1/"}, "a refusal is a 4xx"},
+		{"bad expect", []string{"probe", "--key", "header:X", "--policy", "10/s", "--expect", "bogus 10/s", "http://127.0.0.1:1/"}, `probe: --expect "bogus 10/s"`},
+		{"bad tolerance", []string{"probe", "--key", "header:X", "--policy", "10/s", "--expect", "10/s", "--tolerance", "2", "http://127.0.0.1:1/"}, "--tolerance 2: want a fraction"},
+		{"over the rate", []string{"probe", "--key", "header:X", "--policy", "50/s", "--max-rate", "100", "http://127.0.0.1:1/"}, "more than --max-rate 100"},
 		{"over budget", []string{"probe", "--key", "header:X", "--policy", "10/s", "--max-requests", "50", "http://127.0.0.1:1/"}, "more than --max-requests 50"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,5 +56,43 @@ func TestProbeNothingDecided(t *testing.T) {
 	_, stderr, code := ratelab(t, "", "probe", "--key", "header:X", "--policy", "20/s", "--out", t.TempDir(), srv.URL)
 	if code != 1 || !strings.Contains(stderr, "the target decides nothing: the first 20 answers were all errors or 5xx (the first answered 503)") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// --expect, as CI uses it: a GCRA expected as a sliding log exits 1,
+// naming the algorithm that strayed, after the tables and probe.json.
+func TestProbeExpect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("probes a server for a few seconds")
+	}
+	t.Parallel()
+	srv, err := server.New(server.Config{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: 20, Per: time.Second, Burst: 10}, KeyHeader: "X-User"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	out := t.TempDir()
+	stdout, stderr, code := ratelab(t, "", "probe", "--key", "header:X-User", "--policy", "20/s burst 10", "--expect", "sliding-log 20/s",
+		"--out", out, "http://"+ln.Addr().String()+"/")
+	if code != 1 || !strings.Contains(stderr, `strays from "sliding-log 20/s"`) || !strings.Contains(stderr, "algorithm: behaves as") || !strings.Contains(stderr, "not sliding-log") {
+		t.Errorf("exit %d, stderr %q: want 1, naming the algorithm", code, stderr)
+	}
+	for _, want := range []string{"What the target behaves as", "Accuracy against 20/s burst 10", "boundary-attack", "Latency and pace"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(out, "probe.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r probe.Report
+	if err := json.Unmarshal(b, &r); err != nil || r.Schema != probe.ReportSchema || len(r.Accuracy) != 4 || r.Timing.Admitted.N == 0 {
+		t.Errorf("probe.json: %v; schema %d, %d workloads judged, timing %+v", err, r.Schema, len(r.Accuracy), r.Timing)
 	}
 }

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 )
@@ -57,12 +58,36 @@ func (e Explained) Share() float64 {
 // refuses it.
 func Explain(obs []Observation, m Model) Explained {
 	e := Explained{Model: m, Decisions: len(obs)}
+	follow(obs, m, func(_ Observation, explained bool) {
+		if explained {
+			e.Explained++
+		}
+	})
+	return e
+}
+
+// follow replays obs through m as Explain says, telling decided of each
+// decision, in the order replayed, whether m explains it.
+func follow(obs []Observation, m Model, decided func(o Observation, explained bool)) {
 	for _, key := range byKey(obs) {
 		early, late := m.newState(), m.newState()
+		// lastEarly is the latest instant the early history recorded.
+		lastEarly := int64(math.MinInt64)
+		// refuses reports whether m refuses o at some instant of [lo, hi]
+		// in one of the two histories: the strict one at lo, or the early
+		// one at the first instant after all it recorded. (For windows the
+		// strict history is not the strictest at every instant: recording
+		// an admission late moves it into a later window, and leaves the
+		// earlier one emptier than it was. Under load, when intervals span
+		// a window's edge, refusals in the earlier window need the early
+		// history.)
+		refuses := func(lo, hi int64, n int) bool {
+			return !late.admits(lo, n) || lastEarly <= hi && !early.admits(max(lo, lastEarly), n)
+		}
 		for i := 0; i < len(key); i++ {
 			o := key[i]
 			lo, hi := o.Sent.UnixNano(), max(o.Received.UnixNano(), o.Sent.UnixNano())
-			if !o.Admitted && late.admits(lo, o.N) {
+			if !o.Admitted && !refuses(lo, hi, o.N) {
 				// Refused where even the strict history admits: if a
 				// request sent during this one's interval was admitted,
 				// the target may have decided it first, and it goes first.
@@ -78,23 +103,24 @@ func Explain(obs []Observation, m Model) Explained {
 			if o.Admitted {
 				// Admitting is monotone in time: if the model admits
 				// anywhere in [lo, hi], it admits at hi.
-				at := hi
-				if early.admits(hi, o.N) {
-					e.Explained++
+				at, ok := hi, early.admits(hi, o.N)
+				if ok {
 					at = firstAdmitting(early, lo, hi, o.N)
 				}
+				decided(o, ok)
 				early.admit(at, o.N)
 				late.admit(hi, o.N)
+				lastEarly = max(lastEarly, at)
 				continue
 			}
-			if !late.admits(lo, o.N) {
-				e.Explained++
+			decided(o, refuses(lo, hi, o.N))
+			if m.CountsRefused {
+				lastEarly = max(lastEarly, lo)
 			}
 			m.refuse(early, lo, o.N)
 			m.refuse(late, hi, o.N)
 		}
 	}
-	return e
 }
 
 // admittedDuring returns the index in rest of the first admitted request

@@ -17,7 +17,9 @@ import (
 // edge attacks: n/2 in the middle of a window, then n just before and n
 // just after the next edge of the epoch's windows, which separates a fixed
 // window from a sliding one and the epoch's windows from windows anchored
-// at a key's first request. The plan starts at start (a time on the
+// at a key's first request; and the anchored attack, one request and then
+// n-1 just before and n just after a window's length from it, the edge of
+// windows that start at a key's first request. The plan starts at start (a time on the
 // epoch's grid of per, so that the edges fall where the plan means them
 // to) and its times are offsets from it.
 func Fingerprint(rng *rand.Rand, prefix string, limit limiters.Limit) []Request {
@@ -41,6 +43,17 @@ func Fingerprint(rng *rand.Rand, prefix string, limit limiters.Limit) []Request 
 			at("edge", edge-per/20+time.Duration(i)*gap/2)
 			at("edge", edge+per/50+time.Duration(i)*gap/2)
 		}
+	}
+	// The anchored attack: one request, then n-1 just before and n just
+	// after a window's length from it, the edge of windows that start at
+	// a key's first request.
+	first := per * 2 / 5
+	at("anchored", first)
+	for i := range n - 1 {
+		at("anchored", first+per-per/20+time.Duration(i)*gap/2)
+	}
+	for i := range n {
+		at("anchored", first+per+per/50+time.Duration(i)*gap/2)
 	}
 	slices.SortStableFunc(out, func(a, b Request) int { return int(a.At - b.At) })
 	return out

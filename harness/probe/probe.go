@@ -25,8 +25,9 @@ type Config struct {
 	Seed uint64
 	// Timeout bounds each request.
 	Timeout time.Duration
-	// MaxRequests bounds the probe's requests, all checks together.
-	MaxRequests int
+	// MaxRequests bounds the probe's requests, all checks together, and
+	// MaxRate those it sends in any one second.
+	MaxRequests, MaxRate int
 }
 
 // Validate reports whether c can be run, and checks its request budget.
@@ -37,13 +38,33 @@ func (c Config) Validate() error {
 	if c.Policy.N < 1 || c.Policy.Per <= 0 {
 		return errors.New("probe: a policy to judge against is needed: --policy, as in 10/s burst 6 or 100/1m")
 	}
-	if c.Timeout <= 0 || c.MaxRequests < 1 {
-		return fmt.Errorf("probe: the timeout (%v) and the most requests (%d) must be positive", c.Timeout, c.MaxRequests)
+	if c.Timeout <= 0 || c.MaxRequests < 1 || c.MaxRate < 1 {
+		return fmt.Errorf("probe: the timeout (%v), the most requests (%d) and the most a second (%d) must be positive", c.Timeout, c.MaxRequests, c.MaxRate)
 	}
 	if n := c.Budget(); n > c.MaxRequests {
 		return fmt.Errorf("probe: judging %s takes %d requests, more than --max-requests %d", c.Policy, n, c.MaxRequests)
 	}
+	if n := c.plan(rand.New(rand.NewPCG(c.Seed, 0)), "").busiest(); n > c.MaxRate {
+		return fmt.Errorf("probe: judging %s sends %d requests in its busiest second, more than --max-rate %d", c.Policy, n, c.MaxRate)
+	}
 	return nil
+}
+
+// busiest is the most requests p sends in any one second: of the
+// fingerprint, whose parts overlap, or of one of the other checks, which
+// run one after another.
+func (p plan) busiest() int {
+	most := 0
+	for _, part := range [][]Request{p.fingerprint, p.concurrent, p.spend, p.keyless} {
+		lo := 0
+		for hi := range part {
+			for part[hi].At-part[lo].At >= time.Second {
+				lo++
+			}
+			most = max(most, hi-lo+1)
+		}
+	}
+	return most
 }
 
 // plan is what a probe sends, each part on keys of its own: the
@@ -100,10 +121,17 @@ type Report struct {
 	// Undecided are the requests answered with a 5xx or not at all.
 	Undecided int `json:"undecided"`
 	// Fit is the best explanation of each family, best first.
-	Fit         []Fit       `json:"fit"`
+	Fit []Fit `json:"fit"`
+	// Accuracy is each of the fingerprint's workloads judged against the
+	// policy, as the lab judges its limiters.
+	Accuracy    []Accuracy  `json:"accuracy"`
 	Concurrency Concurrency `json:"concurrency"`
 	RetryAfter  RetryAfter  `json:"retry_after"`
 	Keys        Keys        `json:"keys"`
+	Headers     Headers     `json:"headers"`
+	Timing      Timing      `json:"timing"`
+
+	all []Answer // every answer, for Timing
 }
 
 // Keys is how the target treats keys: whether exhausting one user leaves
@@ -118,7 +146,7 @@ type Keys struct {
 }
 
 // ReportSchema is the version of probe.json.
-const ReportSchema = 1
+const ReportSchema = 2
 
 // Fit is one family's best explanation of the fingerprint's decisions.
 type Fit struct {
@@ -199,7 +227,10 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 	p := c.plan(rand.New(rand.NewPCG(c.Seed, 0)), prefix)
 	fingerprint, concurrent := p.fingerprint, p.concurrent
 	r := &Report{Schema: ReportSchema, Target: c.Target.URL, Key: c.Target.Key.String(), Policy: c.Policy.String(), Start: time.Now()}
-	defer func() { r.Elapsed = time.Since(r.Start).Seconds() }()
+	defer func() {
+		r.Elapsed = time.Since(r.Start).Seconds()
+		r.Timing = timingOf(r.all, r.all[:min(len(fingerprint), len(r.all))], fingerprint)
+	}()
 
 	// The fingerprint starts on an edge of the epoch's windows, where its
 	// edge attacks are planned.
@@ -220,7 +251,17 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 	if len(decided) == 0 {
 		return r, fmt.Errorf("none of the fingerprint's %d requests was decided (admitted or refused): %s", len(answers), firstFailure(answers))
 	}
+	r.Accuracy = judgeFingerprint(answers, prefix, c.Policy)
+	var burst []Answer
+	for _, a := range answers {
+		if a.Key == prefix+"burst" {
+			burst = append(burst, a)
+		}
+	}
 	best := Best(Rank(decided, candidatesFor(c.Policy, answers, prefix)))
+	// The remaining quota the fields advertise is judged against the
+	// quota the target showed (the best fit's), not the declared one.
+	r.Headers = headersOf(answers, burst, max(best[0].Model.Limit.Quota(), 1))
 	for _, e := range best {
 		r.Fit = append(r.Fit, Fit{Algorithm: e.Model.Algorithm, Limit: e.Model.Limit.String(), Anchored: e.Model.Anchored, CountsRefused: e.Model.CountsRefused,
 			Explained: e.Explained, Decisions: e.Decisions, Share: e.Share()})
@@ -369,6 +410,7 @@ func inWindow(per time.Duration) time.Time {
 // count adds answers to the report's totals.
 func (r *Report) count(answers []Answer) {
 	r.Requests += len(answers)
+	r.all = append(r.all, answers...)
 	for _, a := range answers {
 		if !a.Decided() {
 			r.Undecided++

@@ -83,6 +83,7 @@ func probeServe(t *testing.T, a limiters.Algorithm) {
 		Seed:        1,
 		Timeout:     2 * time.Second,
 		MaxRequests: 2000,
+		MaxRate:     1000,
 	}
 	r, err := Run(context.Background(), c, nil)
 	if err != nil {
@@ -102,6 +103,25 @@ func probeServe(t *testing.T, a limiters.Algorithm) {
 	}
 	if r.Undecided != 0 {
 		t.Errorf("%s: %d requests undecided", a, r.Undecided)
+	}
+	// The accuracy of each workload, as the lab judges: the sliding log is
+	// exact, the fixed window gives about 2N to the edge attack, and no
+	// algorithm strays from what it is expected to do.
+	if len(r.Accuracy) != len(workloadOf) {
+		t.Errorf("%s: accuracy of %d workloads, want %d: %+v", a, len(r.Accuracy), len(workloadOf), r.Accuracy)
+	}
+	for _, acc := range r.Accuracy {
+		switch {
+		case acc.Requests == 0 || acc.Admitted == 0:
+			t.Errorf("%s: %+v: nothing decided or admitted", a, acc)
+		case a == limiters.SlidingLog && (acc.FalseAllows != 0 || acc.MaxWindowRatio > 1):
+			t.Errorf("%s: %+v: want exact", a, acc)
+		case a == limiters.FixedWindow && acc.Workload == "boundary-attack" && acc.MaxWindowRatio < 1.8:
+			t.Errorf("%s: %+v: want about 2N across the edge", a, acc)
+		}
+	}
+	if s := r.Strays(Expect{Algorithm: a, Limit: limit, Tolerance: 0.02}); len(s) != 0 {
+		t.Errorf("%s: strays from %s: %q", a, limit, s)
 	}
 	// ratelab serve answers a request without its key 400.
 	if !r.Keys.Isolated || r.Keys.Keyless != "refused (400)" {
@@ -143,7 +163,7 @@ func TestProbeCatchesLostUpdates(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(&racy{counts: map[string]int{}, n: 10})
 	defer srv.Close()
-	c := Config{Target: Target{URL: srv.URL, Key: Key{Kind: "header", Name: "X-User"}}, Policy: limiters.PerSecond(10), Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000}
+	c := Config{Target: Target{URL: srv.URL, Key: Key{Kind: "header", Name: "X-User"}}, Policy: limiters.PerSecond(10), Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000}
 	r, err := Run(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +192,7 @@ func TestProbeFindsTheBurst(t *testing.T) {
 	if url == "" {
 		return
 	}
-	c := Config{Target: Target{URL: url, Key: Key{Kind: "header", Name: "X-User"}}, Policy: limiters.PerSecond(10), Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000}
+	c := Config{Target: Target{URL: url, Key: Key{Kind: "header", Name: "X-User"}}, Policy: limiters.PerSecond(10), Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000}
 	r, err := Run(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)

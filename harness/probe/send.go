@@ -78,9 +78,12 @@ type Request struct {
 // Answer is what came back for one request.
 type Answer struct {
 	Observation
-	Status int         // 0 when none came back
-	Header http.Header // the answer's headers
-	Err    string      // why none came back, if none did
+	// Intended is when the plan meant to send it: Sent minus Intended is
+	// how late the sender was.
+	Intended time.Time
+	Status   int         // 0 when none came back
+	Header   http.Header // the answer's headers
+	Err      string      // why none came back, if none did
 }
 
 // Decided reports whether the target decided the request: it answered,
@@ -165,6 +168,7 @@ func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeou
 	for i, r := range plan {
 		paced[i] = Request{Key: r.Key, At: r.At + delay}
 	}
+	began := time.Now()
 	results := a.Attack(lockedTargeter(targeter), paced, paced[len(paced)-1].At+timeout+time.Second, "probe")
 	for {
 		select {
@@ -182,6 +186,7 @@ func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeou
 				continue
 			}
 			answers[i] = answerOf(t, plan[i], res)
+			answers[i].Intended = began.Add(paced[i].At)
 			got = max(got, i+1)
 			received++
 			if answers[i].Decided() {

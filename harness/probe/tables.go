@@ -3,7 +3,9 @@ package probe
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
+	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/results"
 )
 
@@ -45,9 +47,49 @@ func (r *Report) Tables() []results.Table {
 			{"Retry-After", "a quota and one more, then at 80% of the wait and at it", retryAfterSeen(ra), ra.Verdict},
 			{"key isolation", "a fresh key right after another was exhausted", isolation(r.Keys.Isolated), isolationVerdict(r.Keys.Isolated)},
 			{"no key", "twice the quota without the key", r.Keys.Keyless, ""},
+			{"fields on 200", "the first admitted answer", fieldList(r.Headers.OnAdmitted), ""},
+			{"fields on refusal", "the first refused answer", fieldList(r.Headers.OnRefused), ""},
+			{"declared policy", "a fresh key's first answer", or(r.Headers.Policy, "none"), declaredVerdict(r.Headers.Policy, r.Policy)},
+			{"remaining", "after each admission on a fresh key", or(r.Headers.Remaining, "not advertised"), remainingVerdict(r.Headers.Remaining)},
 		},
 	}
-	return []results.Table{fit, checks}
+	return []results.Table{fit, r.accuracyTable(), checks, r.timingTable()}
+}
+
+// accuracyTable is the fingerprint's workloads judged as the lab judges.
+func (r *Report) accuracyTable() results.Table {
+	t := results.Table{
+		Name:  "probe-accuracy",
+		Title: "Accuracy against " + r.Policy,
+		Note: "The fingerprint's requests by workload, judged against the ideal (the sliding window log at the policy; a bucket of capacity C refilled at R judged as C per C/R) " +
+			"following what the target decided: a false allow is an admission when the key had N admitted in the window before it, however late in its interval it was decided; " +
+			"a false deny a refusal when it had fewer, however early. Ideal: what the log admits of the same requests on its own. " +
+			"Most in any W: the most admitted in any interval of the window's length, over N, counting a request only when its send and its answer both fell in it.",
+		Header: []string{"workload", "requests", "admitted", "ideal", "false allows", "false denies", "most in any W"},
+		Left:   1,
+	}
+	for _, a := range r.Accuracy {
+		t.Rows = append(t.Rows, []string{a.Workload, strconv.Itoa(a.Requests), strconv.Itoa(a.Admitted), strconv.Itoa(a.Ideal),
+			strconv.Itoa(a.FalseAllows), strconv.Itoa(a.FalseDenies), results.Fixed(a.MaxWindowRatio, 2)})
+	}
+	return t
+}
+
+// timingTable is the latency of the answers and how the sender kept pace.
+func (r *Report) timingTable() results.Table {
+	tm := r.Timing
+	row := func(name string, l Latency) []string {
+		return []string{name, strconv.Itoa(l.N), results.Fixed(l.P50, 2), results.Fixed(l.P90, 2), results.Fixed(l.P99, 2), results.Fixed(l.Max, 2)}
+	}
+	return results.Table{
+		Name:  "probe-timing",
+		Title: "Latency and pace",
+		Note: fmt.Sprintf("Milliseconds. Late: actual minus intended send time. The fingerprint asked %.0f requests/s and was sent at %.0f/s.",
+			tm.AskedRate, tm.AchievedRate),
+		Header: []string{"", "requests", "p50", "p90", "p99", "max"},
+		Left:   1,
+		Rows:   [][]string{row("admitted", tm.Admitted), row("refused", tm.Refused), row("late", tm.Late)},
+	}
 }
 
 func retryAfterSeen(ra RetryAfter) string {
@@ -69,4 +111,45 @@ func isolationVerdict(isolated bool) string {
 		return "ok"
 	}
 	return "NOT ISOLATED"
+}
+
+// fieldList names the rate-limit fields present, the three X-RateLimit
+// ones as one when all are.
+func fieldList(f []string) string {
+	if len(f) == 0 {
+		return "none"
+	}
+	s := strings.Join(f, ", ")
+	return strings.Replace(s, "X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset", "X-RateLimit-Limit/Remaining/Reset", 1)
+}
+
+func or(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
+}
+
+// declaredVerdict compares what the fields declare with the policy the
+// probe judged against, by rate and quota.
+func declaredVerdict(declared, policy string) string {
+	d, err1 := limiters.ParseLimit(declared)
+	p, err2 := limiters.ParseLimit(policy)
+	switch {
+	case declared == "" || err1 != nil || err2 != nil:
+		return ""
+	case d.Quota() == p.Quota() && d.Window() == p.Window():
+		return "agrees"
+	}
+	return "DIFFERS"
+}
+
+func remainingVerdict(remaining string) string {
+	switch {
+	case strings.HasPrefix(remaining, "off"):
+		return "OFF"
+	case remaining != "":
+		return "ok"
+	}
+	return ""
 }

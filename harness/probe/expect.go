@@ -1,0 +1,118 @@
+package probe
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/ratelab/ratelab/limiters"
+)
+
+// Expect is what a team says its limiter does, for CI: an algorithm (any
+// of the three buckets stands for all three; none, any algorithm) and a
+// limit, and how far the measured behaviour may stray, as a fraction.
+type Expect struct {
+	Algorithm limiters.Algorithm
+	Limit     limiters.Limit
+	Tolerance float64
+}
+
+// ParseExpect reads --expect: a limit in the lab's syntax, after an
+// algorithm's name or not: "gcra 10/s burst 6", "fixed-window 100/1m",
+// "10/s".
+func ParseExpect(s string, tolerance float64) (Expect, error) {
+	e := Expect{Tolerance: tolerance}
+	if math.IsNaN(tolerance) || tolerance < 0 || tolerance >= 1 {
+		return e, fmt.Errorf("probe: --tolerance %v: want a fraction, 0 or more and under 1", tolerance)
+	}
+	rest := strings.TrimSpace(s)
+	if name, limit, ok := strings.Cut(rest, " "); ok && !strings.Contains(name, "/") {
+		a, err := limiters.ParseAlgorithm(name)
+		if err != nil {
+			return e, fmt.Errorf("probe: --expect %q: %w", s, err)
+		}
+		e.Algorithm, rest = a, limit
+	}
+	l, err := limiters.ParseLimit(rest)
+	if err != nil {
+		return e, fmt.Errorf("probe: --expect %q: %w", s, err)
+	}
+	if e.Algorithm != "" {
+		if err := l.Validate(e.Algorithm); err != nil {
+			return e, fmt.Errorf("probe: --expect %q: %w", s, err)
+		}
+	}
+	e.Limit = l
+	return e, nil
+}
+
+// String is the expectation as --expect takes it.
+func (e Expect) String() string {
+	if e.Algorithm == "" {
+		return e.Limit.String()
+	}
+	return string(e.Algorithm) + " " + e.Limit.String()
+}
+
+// Strays returns what of r strays from e, one line each; none when the
+// target behaves as expected: the best fit's family (when e names an
+// algorithm), its rate and its quota within the tolerance, the share of
+// decisions it explains at least 1 - tolerance, no workload with more in
+// a window than the algorithm allows (mostAllowed), no over-admission
+// under concurrency, an honest Retry-After and keys kept apart.
+func (r *Report) Strays(e Expect) []string {
+	var out []string
+	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	if len(r.Fit) == 0 {
+		return []string{"nothing was decided: no fit to judge"}
+	}
+	best := r.Fit[0]
+	if e.Algorithm != "" && family(best.Algorithm) != family(e.Algorithm) {
+		add("algorithm: behaves as %s (%s), not %s", best.Algorithm, best.Limit, e.Algorithm)
+	}
+	fitted, err := limiters.ParseLimit(best.Limit)
+	if err != nil {
+		return append(out, fmt.Sprintf("the fit's limit %q: %v", best.Limit, err))
+	}
+	rate := func(l limiters.Limit) float64 { return float64(l.N) / l.Per.Seconds() }
+	if off := rate(fitted)/rate(e.Limit) - 1; math.Abs(off) > e.Tolerance+1e-9 {
+		add("rate: %s is %+.1f%% from %s, beyond %.1f%%", fitted, 100*off, e.Limit, 100*e.Tolerance)
+	}
+	if got, want := fitted.Quota(), e.Limit.Quota(); math.Abs(float64(got-want)) > e.Tolerance*float64(want)+1e-9 {
+		add("quota: %d at once, expected %d", got, want)
+	}
+	if best.Share < 1-e.Tolerance-1e-9 {
+		add("fit: %s explains %.1f%% of %d decisions, under %.1f%%", best.Algorithm, 100*best.Share, best.Decisions, 100*(1-e.Tolerance))
+	}
+	a := e.Algorithm
+	if a == "" {
+		a = best.Algorithm
+	}
+	for _, acc := range r.Accuracy {
+		if most := mostAllowed(a); acc.MaxWindowRatio > most*(1+e.Tolerance)+1e-9 {
+			add("%s: %.2f×N admitted in one window, where %s allows %g×N", acc.Workload, acc.MaxWindowRatio, a, most)
+		}
+	}
+	if c := r.Concurrency; c.OverAdmits() {
+		add("concurrency: %d admitted of %d at once on a fresh key, where the policy allows %d", c.Admitted, c.Sent, max(c.Allowed, c.Quota))
+	}
+	if strings.HasPrefix(r.RetryAfter.Verdict, "lies") {
+		add("Retry-After: %s", r.RetryAfter.Verdict)
+	}
+	if !r.Keys.Isolated {
+		add("keys: a fresh key was refused right after another was exhausted")
+	}
+	return out
+}
+
+// mostAllowed is the most in any window an algorithm admits, over N (of
+// a bucket, C over C/R): N for the sliding log; up to 2N for the fixed
+// window at an edge, for the sliding counter, whose estimate lets more
+// through, and for a bucket, which admits its capacity at once and
+// refills meanwhile.
+func mostAllowed(a limiters.Algorithm) float64 {
+	if a == limiters.SlidingLog {
+		return 1
+	}
+	return 2
+}

@@ -1,0 +1,194 @@
+package probe
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+)
+
+// observed makes one key's observations: admitted (or not) at each offset
+// from t0, answered lat later.
+func observed(t0 time.Time, lat time.Duration, at []time.Duration, admitted []bool) []Observation {
+	out := make([]Observation, len(at))
+	for i := range at {
+		s := t0.Add(at[i])
+		out[i] = Observation{Key: "k", N: 1, Sent: s, Received: s.Add(lat), Admitted: admitted[i]}
+	}
+	return out
+}
+
+// The judge on the two ends: a fixed window's 2N across an edge (N false
+// allows, twice N in a window) and a sliding log's N (exact).
+func TestJudgeEdge(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	limit := limiters.Limit{N: 5, Per: time.Second}
+	var at []time.Duration
+	for i := range 10 {
+		at = append(at, 900*time.Millisecond+time.Duration(i)*20*time.Millisecond) // 0.90 to 1.08 s
+	}
+	all := make([]bool, 10)
+	for i := range all {
+		all[i] = true
+	}
+	fixed := judge("boundary-attack", observed(t0, time.Millisecond, at, all), limit)
+	if fixed.FalseAllows != 5 || fixed.FalseDenies != 0 || fixed.MaxWindowRatio != 2 || fixed.Ideal != 5 || fixed.Admitted != 10 {
+		t.Errorf("a fixed window's 2N across an edge: %+v, want 5 false allows and 2.00", fixed)
+	}
+	log := make([]bool, 10)
+	for i := range 5 {
+		log[i] = true
+	}
+	exact := judge("boundary-attack", observed(t0, time.Millisecond, at, log), limit)
+	if exact.FalseAllows != 0 || exact.FalseDenies != 0 || exact.MaxWindowRatio != 1 {
+		t.Errorf("the sliding log's N: %+v, want exact", exact)
+	}
+	// Refusing what the ideal admits even at the start of its interval is
+	// a false deny.
+	none := judge("boundary-attack", observed(t0, time.Millisecond, at, make([]bool, 10)), limit)
+	if none.FalseDenies != 10 || none.Ideal != 5 || none.MaxWindowRatio != 0 {
+		t.Errorf("nothing admitted: %+v, want 10 false denies (each refused while the key had room), 5 ideal", none)
+	}
+}
+
+// A tie is no error: a request whose interval spans the instant a slot
+// comes free, admitted, is explained, not a false allow.
+func TestJudgeTie(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	limit := limiters.Limit{N: 1, Per: time.Second}
+	obs := observed(t0, 4*time.Millisecond, []time.Duration{0, time.Second - 2*time.Millisecond}, []bool{true, true})
+	if a := judge("uniform", obs, limit); a.FalseAllows != 0 {
+		t.Errorf("%+v: a tie counted as a false allow", a)
+	}
+}
+
+// Requests overtake each other: of two in flight at once on a limit of
+// one, the one sent second was decided first. Judged in the order sent,
+// that is a false allow and a false deny; it is neither.
+func TestJudgeOvertaken(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	obs := observed(t0, 3*time.Millisecond, []time.Duration{0, time.Millisecond}, []bool{false, true})
+	if a := judge("bursty", obs, limiters.Limit{N: 1, Per: time.Second}); a.FalseAllows != 0 || a.FalseDenies != 0 || a.Admitted != 1 || a.Ideal != 1 {
+		t.Errorf("%+v: want no error", a)
+	}
+	// Sent after the first was answered, it could not have gone first:
+	// the first was refused with the key empty.
+	late := observed(t0, 3*time.Millisecond, []time.Duration{0, 5 * time.Millisecond}, []bool{false, true})
+	if a := judge("bursty", late, limiters.Limit{N: 1, Per: time.Second}); a.FalseAllows != 0 || a.FalseDenies != 1 {
+		t.Errorf("%+v: want a false deny", a)
+	}
+}
+
+// Strays names what strays from an expectation, and nothing when the
+// report matches it.
+func TestStrays(t *testing.T) {
+	r := &Report{
+		Fit:         []Fit{{Algorithm: limiters.GCRA, Limit: "10/s burst 6", Share: 1, Decisions: 500}},
+		Accuracy:    []Accuracy{{Workload: "boundary-attack", MaxWindowRatio: 1.6}},
+		Concurrency: Concurrency{Sent: 12, Admitted: 6, Quota: 6, Allowed: 6},
+		RetryAfter:  RetryAfter{Verdict: "honest"},
+		Keys:        Keys{Isolated: true},
+	}
+	expect := func(s string) Expect {
+		e, err := ParseExpect(s, 0.02)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	for _, ok := range []string{"gcra 10/s burst 6", "token-bucket 10/s burst 6", "10/s burst 6", "600/min burst 6"} {
+		if s := r.Strays(expect(ok)); len(s) != 0 {
+			t.Errorf("%q: strays %q, want none", ok, s)
+		}
+	}
+	for want, e := range map[string]string{
+		"algorithm":        "sliding-log 10/s",
+		"rate":             "gcra 11/s burst 6",
+		"quota":            "gcra 10/s burst 8",
+		"boundary-attack:": "sliding-log 6/600ms",
+	} {
+		s := r.Strays(expect(e))
+		if len(s) == 0 || !strings.Contains(strings.Join(s, "\n"), want) {
+			t.Errorf("%q: strays %q, want one naming %s", e, s, want)
+		}
+	}
+	lying := *r
+	lying.RetryAfter.Verdict = "lies: refused at the advertised instant"
+	lying.Concurrency.Admitted = 9
+	lying.Keys.Isolated = false
+	s := strings.Join(lying.Strays(expect("gcra 10/s burst 6")), "\n")
+	for _, want := range []string{"Retry-After", "concurrency", "keys"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("strays %q: want one naming %s", s, want)
+		}
+	}
+	for _, bad := range []string{"gcra", "bogus 10/s", "fixed-window 10/s burst 3", ""} {
+		if _, err := ParseExpect(bad, 0.02); err == nil {
+			t.Errorf("--expect %q: no error", bad)
+		}
+	}
+	if _, err := ParseExpect("10/s", 1.5); err == nil {
+		t.Error("--tolerance 1.5: no error")
+	}
+}
+
+func TestLatencyOf(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 100; i++ {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	l := latencyOf(ds)
+	if l.N != 100 || l.P50 != 50 || l.P90 != 90 || l.P99 != 99 || l.Max != 100 {
+		t.Errorf("%+v: want 50, 90, 99 and 100 ms", l)
+	}
+	if (latencyOf(nil) != Latency{}) {
+		t.Error("no durations: want zero")
+	}
+}
+
+// The rate-limit fields, as ratelab serve and others write them.
+func TestHeaders(t *testing.T) {
+	at := time.Unix(1_700_000_000, 0)
+	for _, tt := range []struct {
+		h    http.Header
+		want string
+	}{
+		{http.Header{"Ratelimit-Policy": {`"default";q=100;w=60`}}, "100/min"},
+		{http.Header{"Ratelimit-Policy": {`"burst";q=6, "daily";q=1000;w=86400`}}, "1000/day"},
+		{http.Header{"Ratelimit-Policy": {`10;w=1`}}, "10/s"},
+		{http.Header{"X-Ratelimit-Limit": {"20"}, "X-Ratelimit-Reset": {"2"}}, "20/2s"},
+		{http.Header{"X-Ratelimit-Limit": {"20"}, "X-Ratelimit-Reset": {"1700000060"}}, "20/min"},
+		{http.Header{"X-Ratelimit-Limit": {"20"}}, ""},
+		{http.Header{}, ""},
+	} {
+		got := ""
+		if l, ok := declaredPolicy(tt.h, at); ok {
+			got = l.String()
+		}
+		if got != tt.want {
+			t.Errorf("%v: declares %q, want %q", tt.h, got, tt.want)
+		}
+	}
+	// Remaining after each of a fresh key's admissions: the quota less
+	// the admitted, or one more (a bucket refills while the burst is sent).
+	burst := func(remaining ...string) []Answer {
+		var out []Answer
+		for _, r := range remaining {
+			out = append(out, Answer{Observation: Observation{Admitted: true}, Status: 200, Header: http.Header{"Ratelimit": {`"default";r=` + r + `;t=1`}}})
+		}
+		return out
+	}
+	if h := headersOf(nil, burst("4", "3", "3", "1"), 5); !strings.HasPrefix(h.Remaining, "consistent") {
+		t.Errorf("remaining 4, 3, 3, 1 of 5: %q, want consistent", h.Remaining)
+	}
+	if h := headersOf(nil, burst("4", "4", "4", "4"), 5); !strings.HasPrefix(h.Remaining, "off") {
+		t.Errorf("remaining stuck at 4 of 5: %q, want off", h.Remaining)
+	}
+	a := burst("0")[0]
+	a.Header.Set("Retry-After", "1")
+	if h := headersOf([]Answer{a, {Status: 429, Header: http.Header{"X-Ratelimit-Remaining": {"0"}}}}, nil, 1); strings.Join(h.OnAdmitted, ",") != "RateLimit,Retry-After" || strings.Join(h.OnRefused, ",") != "X-RateLimit-Remaining" {
+		t.Errorf("fields on 200 %v, on 429 %v", h.OnAdmitted, h.OnRefused)
+	}
+}

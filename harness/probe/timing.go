@@ -1,0 +1,83 @@
+package probe
+
+import (
+	"slices"
+	"time"
+)
+
+// Timing is how the exchange went: the latency of admitted and refused
+// requests, and how well the sender kept to the plan.
+type Timing struct {
+	Admitted Latency `json:"admitted"`
+	Refused  Latency `json:"refused"`
+	// AskedRate is the fingerprint's requests over the time it was
+	// planned to take, AchievedRate over the time it took to send them.
+	AskedRate    float64 `json:"asked_rate"`
+	AchievedRate float64 `json:"achieved_rate"`
+	// Late is how late the sender sent each request, actual minus
+	// intended send time, over all the probe's requests.
+	Late Latency `json:"late"`
+}
+
+// Latency is percentiles of a duration, in milliseconds.
+type Latency struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50_ms"`
+	P90 float64 `json:"p90_ms"`
+	P99 float64 `json:"p99_ms"`
+	Max float64 `json:"max_ms"`
+}
+
+// latencyOf returns the percentiles of ds (nearest rank).
+func latencyOf(ds []time.Duration) Latency {
+	if len(ds) == 0 {
+		return Latency{}
+	}
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	q := func(p float64) float64 {
+		i := min(int(p*float64(len(ds))+0.5), len(ds)) - 1
+		return ms(ds[max(i, 0)])
+	}
+	return Latency{N: len(ds), P50: q(0.5), P90: q(0.9), P99: q(0.99), Max: ms(ds[len(ds)-1])}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// timingOf summarises all, every answer of the probe, and the
+// fingerprint's own, sent to the plan fp.
+func timingOf(all, fingerprint []Answer, fp []Request) Timing {
+	var admitted, refused, late []time.Duration
+	for _, a := range all {
+		if !a.Intended.IsZero() && !a.Sent.IsZero() {
+			late = append(late, max(a.Sent.Sub(a.Intended), 0))
+		}
+		switch {
+		case !a.Decided():
+		case a.Admitted:
+			admitted = append(admitted, a.Received.Sub(a.Sent))
+		default:
+			refused = append(refused, a.Received.Sub(a.Sent))
+		}
+	}
+	t := Timing{Admitted: latencyOf(admitted), Refused: latencyOf(refused), Late: latencyOf(late)}
+	if n := len(fp); n > 1 && fp[n-1].At > fp[0].At {
+		t.AskedRate = float64(n-1) / (fp[n-1].At - fp[0].At).Seconds()
+	}
+	var first, last time.Time
+	for _, a := range fingerprint {
+		if a.Sent.IsZero() {
+			continue
+		}
+		if first.IsZero() || a.Sent.Before(first) {
+			first = a.Sent
+		}
+		if a.Sent.After(last) {
+			last = a.Sent
+		}
+	}
+	if span := last.Sub(first); span > 0 {
+		t.AchievedRate = float64(len(fingerprint)-1) / span.Seconds()
+	}
+	return t
+}
