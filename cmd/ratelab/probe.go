@@ -18,7 +18,7 @@ import (
 
 const probeUsage = `Usage:
 
-	ratelab probe --key header:NAME|query:NAME --policy LIMIT [flags] URL
+	ratelab probe --key header:NAME|query:NAME [--policy LIMIT] [flags] URL
 
 Probe judges the rate limiter behind URL from the outside. It sends the
 lab's fingerprint (a burst on a fresh key, a sustained rate with jitter,
@@ -31,6 +31,14 @@ wait a refusal advertises (Retry-After, RateLimit's t, X-RateLimit-Reset):
 a request at 80% of it, and one at it. Last, whether a fresh key is
 admitted right after another was exhausted, and what twice the quota
 without a key meets (refused, limited as one key, or not limited).
+
+With no --policy, the probe calibrates first: a fresh key's first answer
+may declare the policy (RateLimit-Policy, else X-RateLimit-Limit over the
+window X-RateLimit-Reset gives); else it measures, sending requests back
+to back on a key in growing rounds until one is refused (the quota), then
+pacing the spent key for six seconds (the rate, and whether it comes back
+in clumps, a window, or one by one, a bucket). A window too long to settle
+in that time is said, with what was found.
 
 Each simulated user sends its own key, in the header or query parameter
 --key names. 429 is a refusal (--deny-status adds others); a 5xx or no
@@ -60,7 +68,7 @@ Flags:
 func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
 	key := fs.String("key", "", "how the target tells users apart: header:NAME or query:NAME")
-	policy := fs.String("policy", "", `the policy the target declares, in the lab's syntax: "10/s burst 6", "100/1m"`)
+	policy := fs.String("policy", "", `the policy the target declares, in the lab's syntax: "10/s burst 6", "100/1m"; none: read it off the target's fields, else measure it`)
 	deny := fs.String("deny-status", "", "comma-separated statuses that also mean refused (429 always does)")
 	maxRequests := fs.Int("max-requests", 2000, "the most requests the probe may send")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long a request may take")
@@ -83,9 +91,11 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return badUsage(fs, err)
 	}
-	limit, err := limiters.ParseLimit(*policy)
-	if err != nil {
-		return badUsage(fs, fmt.Errorf("probe: --policy: %w", err))
+	var limit limiters.Limit
+	if *policy != "" {
+		if limit, err = limiters.ParseLimit(*policy); err != nil {
+			return badUsage(fs, fmt.Errorf("probe: --policy: %w", err))
+		}
 	}
 	t := probe.Target{URL: fs.Arg(0), Key: k}
 	if *deny != "" {
@@ -110,7 +120,13 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err := c.Validate(); err != nil {
 		return usageError{err}
 	}
-	fmt.Fprintf(stderr, "probe: %d requests to %s, within about %v\n", c.Budget(), t.URL, c.Duration().Round(time.Second))
+	if *policy == "" {
+		n, d := c.CalibrationBudget()
+		fmt.Fprintf(stderr, "probe: no --policy: calibrating %s first (at most %d requests, about %v), then judging what it finds, within --max-requests %d in all\n",
+			t.URL, n, d.Round(time.Second), c.MaxRequests)
+	} else {
+		fmt.Fprintf(stderr, "probe: %d requests to %s, within about %v\n", c.Budget(), t.URL, c.Duration().Round(time.Second))
+	}
 	r, err := probe.Run(ctx, c, func(s string) { fmt.Fprintln(stderr, "probe: "+s) })
 	if r != nil && len(r.Fit) > 0 {
 		for _, tb := range r.Tables() {

@@ -25,7 +25,6 @@ func TestProbeBadFlags(t *testing.T) {
 		{"no URL", []string{"probe", "--key", "header:X", "--policy", "10/s"}, "probe: want one URL, got 0 arguments"},
 		{"no key", []string{"probe", "--policy", "10/s", "http://127.0.0.1:1/"}, `the key "": want header:NAME or query:NAME`},
 		{"bad key", []string{"probe", "--key", "cookie:x", "--policy", "10/s", "http://127.0.0.1:1/"}, `the key "cookie:x"`},
-		{"no policy", []string{"probe", "--key", "header:X", "http://127.0.0.1:1/"}, "probe: --policy:"},
 		{"bad policy", []string{"probe", "--key", "header:X", "--policy", "ten a second", "http://127.0.0.1:1/"}, "probe: --policy:"},
 		{"not a URL", []string{"probe", "--key", "header:X", "--policy", "10/s", "ftp://x"}, "want an http:// or https:// URL"},
 		{"bad deny status", []string{"probe", "--key", "header:X", "--policy", "10/s", "--deny-status", "503", "http://127.0.0.1:1/"}, "a refusal is a 4xx"},

@@ -94,6 +94,12 @@ func unquote(s string) string {
 // fresh key's first answer is the window (seconds, or a Unix time), at
 // received.
 func declaredPolicy(h http.Header, received time.Time) (limiters.Limit, bool) {
+	l, _, ok := declared(h, received)
+	return l, ok
+}
+
+// declared is declaredPolicy, and the field it came from.
+func declared(h http.Header, received time.Time) (limiters.Limit, string, bool) {
 	for _, it := range parseList(h.Get("RateLimit-Policy")) {
 		q, err := strconv.Atoi(it.params["q"])
 		if err != nil {
@@ -101,25 +107,25 @@ func declaredPolicy(h http.Header, received time.Time) (limiters.Limit, bool) {
 		}
 		w, werr := strconv.Atoi(it.params["w"])
 		if err == nil && werr == nil && q > 0 && w > 0 {
-			return limiters.Limit{N: q, Per: time.Duration(w) * time.Second}, true
+			return limiters.Limit{N: q, Per: time.Duration(w) * time.Second}, "RateLimit-Policy", true
 		}
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(h.Get("X-RateLimit-Limit")))
 	if err != nil || n < 1 {
-		return limiters.Limit{}, false
+		return limiters.Limit{}, "", false
 	}
 	reset, err := strconv.ParseFloat(strings.TrimSpace(h.Get("X-RateLimit-Reset")), 64)
 	if err != nil || reset <= 0 {
-		return limiters.Limit{}, false
+		return limiters.Limit{}, "", false
 	}
 	if reset > 365*24*3600 {
 		reset = time.Unix(int64(reset), 0).Sub(received).Seconds()
 	}
 	// A reset is whole seconds, rounded up: the window is about it.
 	if w := time.Duration(reset+0.5) * time.Second; w > 0 {
-		return limiters.Limit{N: n, Per: w}, true
+		return limiters.Limit{N: n, Per: w}, "X-RateLimit-Limit", true
 	}
-	return limiters.Limit{}, false
+	return limiters.Limit{}, "", false
 }
 
 // remainingOf reads the remaining quota h advertises: RateLimit's r, else

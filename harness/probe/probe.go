@@ -15,8 +15,8 @@ import (
 	"github.com/ratelab/ratelab/limiters"
 )
 
-// Config is what a probe is told: the target, the policy it declares
-// (today the probe needs one: --policy), and its bounds.
+// Config is what a probe is told: the target, the policy it declares (or
+// none: the probe then calibrates first), and its bounds.
 type Config struct {
 	Target Target
 	Policy limiters.Limit
@@ -35,11 +35,14 @@ func (c Config) Validate() error {
 	if err := c.Target.Validate(); err != nil {
 		return err
 	}
-	if c.Policy.N < 1 || c.Policy.Per <= 0 {
-		return errors.New("probe: a policy to judge against is needed: --policy, as in 10/s burst 6 or 100/1m")
-	}
 	if c.Timeout <= 0 || c.MaxRequests < 1 || c.MaxRate < 1 {
 		return fmt.Errorf("probe: the timeout (%v), the most requests (%d) and the most a second (%d) must be positive", c.Timeout, c.MaxRequests, c.MaxRate)
+	}
+	if c.Policy == (limiters.Limit{}) {
+		return nil // calibrated first; checked against what is left then
+	}
+	if c.Policy.N < 1 || c.Policy.Per <= 0 {
+		return fmt.Errorf("probe: the policy %s: want a count and a period, as in 10/s burst 6 or 100/1m", c.Policy)
 	}
 	if n := c.Budget(); n > c.MaxRequests {
 		return fmt.Errorf("probe: judging %s takes %d requests, more than --max-requests %d", c.Policy, n, c.MaxRequests)
@@ -121,7 +124,9 @@ type Report struct {
 	// Undecided are the requests answered with a 5xx or not at all.
 	Undecided int `json:"undecided"`
 	// Fit is the best explanation of each family, best first.
-	Fit []Fit `json:"fit"`
+	// Calibration says where the policy judged against came from.
+	Calibration Calibration `json:"calibration"`
+	Fit         []Fit       `json:"fit"`
 	// Accuracy is each of the fingerprint's workloads judged against the
 	// policy, as the lab judges its limiters.
 	Accuracy    []Accuracy  `json:"accuracy"`
@@ -224,13 +229,35 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 	// The keys are fresh for every probe; the plans are the seed's, as
 	// Budget counted them.
 	prefix := fmt.Sprintf("ratelab-probe-%08x-", rand.Uint32())
-	p := c.plan(rand.New(rand.NewPCG(c.Seed, 0)), prefix)
-	fingerprint, concurrent := p.fingerprint, p.concurrent
-	r := &Report{Schema: ReportSchema, Target: c.Target.URL, Key: c.Target.Key.String(), Policy: c.Policy.String(), Start: time.Now()}
+	r := &Report{Schema: ReportSchema, Target: c.Target.URL, Key: c.Target.Key.String(), Start: time.Now(), Calibration: Calibration{From: "--policy"}}
+	var fingerprint []Request
+	var fpAnswers []Answer
 	defer func() {
 		r.Elapsed = time.Since(r.Start).Seconds()
-		r.Timing = timingOf(r.all, r.all[:min(len(fingerprint), len(r.all))], fingerprint)
+		r.Timing = timingOf(r.all, fpAnswers, fingerprint)
 	}()
+	if c.Policy == (limiters.Limit{}) {
+		n, d := c.CalibrationBudget()
+		say("no policy declared: calibrating first, at most %d requests in about %v", n, d.Round(time.Second))
+		l, cal, answers, err := calibrate(ctx, c, prefix+"calibrate", say)
+		r.count(answers)
+		r.Calibration = cal
+		if err != nil {
+			return r, err
+		}
+		c.Policy = l
+		if n, left := c.Budget(), c.MaxRequests-r.Requests; n > left {
+			return r, fmt.Errorf("probe: judging %s, found by calibration, takes %d requests, more than the %d --max-requests leaves", l, n, left)
+		}
+		if n := c.plan(rand.New(rand.NewPCG(c.Seed, 0)), "").busiest(); n > c.MaxRate {
+			return r, fmt.Errorf("probe: judging %s, found by calibration, sends %d requests in its busiest second, more than --max-rate %d", l, n, c.MaxRate)
+		}
+		say("judging %s (%s): %d requests more, within about %v", l, cal.From, c.Budget(), c.Duration().Round(time.Second))
+	}
+	r.Policy = c.Policy.String()
+	p := c.plan(rand.New(rand.NewPCG(c.Seed, 0)), prefix)
+	fingerprint = p.fingerprint
+	concurrent := p.concurrent
 
 	// The fingerprint starts on an edge of the epoch's windows, where its
 	// edge attacks are planned.
@@ -239,6 +266,7 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 	say("the fingerprint: %d requests over %v, from %s", len(fingerprint), fingerprint[len(fingerprint)-1].At.Round(time.Millisecond), start.Format("15:04:05.000"))
 	answers, err := Send(ctx, c.Target, fingerprint, start, c.Timeout)
 	r.count(answers)
+	fpAnswers = answers
 	if err != nil {
 		return r, err
 	}
@@ -258,7 +286,7 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 			burst = append(burst, a)
 		}
 	}
-	best := Best(Rank(decided, candidatesFor(c.Policy, answers, prefix)))
+	best := Best(Rank(decided, candidatesFor(c.Policy, answers, prefix, r.Calibration.window()...)))
 	// The remaining quota the fields advertise is judged against the
 	// quota the target showed (the best fit's), not the declared one.
 	r.Headers = headersOf(answers, burst, max(best[0].Model.Limit.Quota(), 1))
@@ -341,7 +369,7 @@ func (r *Report) keyless(ctx context.Context, c Config, plan []Request) error {
 // (nginx's limit_req at 10r/s with no burst admits one at a time: a
 // declaration of 10/s explains two thirds of it, the observed quota of 1
 // all of it.)
-func candidatesFor(declared limiters.Limit, answers []Answer, prefix string) []Model {
+func candidatesFor(declared limiters.Limit, answers []Answer, prefix string, also ...limiters.Limit) []Model {
 	per := declared.Per
 	var burstStart time.Time
 	quota, paced := 0, 0
@@ -381,6 +409,9 @@ func candidatesFor(declared limiters.Limit, answers []Answer, prefix string) []M
 	rate := 0
 	if span := last.Sub(first); span > 0 {
 		rate = int(math.Round(float64(paced) / span.Seconds() * per.Seconds()))
+	}
+	for _, l := range also {
+		more(l)
 	}
 	if quota > 0 {
 		more(limiters.Limit{N: quota, Per: per})

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +21,13 @@ import (
 // or "" with an error reported (it runs on goroutines of its own).
 func serve(t *testing.T, a limiters.Algorithm, limit limiters.Limit) string {
 	t.Helper()
-	srv, err := server.New(server.Config{Algorithm: a, Limit: limit, KeyHeader: "X-User", Headers: httplimit.AllHeaders})
+	return serveWith(t, server.Config{Algorithm: a, Limit: limit, KeyHeader: "X-User", Headers: httplimit.AllHeaders})
+}
+
+// serveWith is serve with the server's whole configuration.
+func serveWith(t *testing.T, cfg server.Config) string {
+	t.Helper()
+	srv, err := server.New(cfg)
 	if err != nil {
 		t.Error(err)
 		return ""
@@ -200,5 +207,53 @@ func TestProbeFindsTheBurst(t *testing.T) {
 	t.Logf("fit %+v", r.Fit)
 	if best := r.Fit[0]; !best.Algorithm.IsBucket() || best.Limit != limit.String() || best.Share < 0.99 {
 		t.Errorf("fitted %s %s (%.1f%%), want the bucket policy at %s", best.Algorithm, best.Limit, 100*best.Share, limit)
+	}
+}
+
+// With no policy declared, the probe calibrates: from the target's fields
+// when it sends them, else by measuring, and then fits the right family
+// at the right limit, within 60 seconds and 2,000 requests (the budget
+// it says first). A window too long to settle says what it found.
+func TestProbeCalibrates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("probes servers for up to 25 seconds")
+	}
+	t.Parallel()
+	for _, tt := range []struct {
+		a       limiters.Algorithm
+		limit   limiters.Limit
+		headers httplimit.Headers
+		from    string
+	}{
+		{limiters.GCRA, limiters.Limit{N: 10, Per: time.Second, Burst: 6}, httplimit.NoHeaders, "measured"},
+		{limiters.FixedWindow, limiters.Limit{N: 20, Per: 2 * time.Second}, httplimit.NoHeaders, "measured"},
+		{limiters.SlidingLog, limiters.Limit{N: 20, Per: 2 * time.Second}, httplimit.AllHeaders, "RateLimit-Policy"},
+		{limiters.SlidingLog, limiters.Limit{N: 5, Per: time.Hour}, httplimit.NoHeaders, ""},
+	} {
+		t.Run(string(tt.a)+"/"+tt.from, func(t *testing.T) {
+			t.Parallel()
+			url := serveWith(t, server.Config{Algorithm: tt.a, Limit: tt.limit, KeyHeader: "X-User", Headers: tt.headers})
+			if url == "" {
+				return
+			}
+			c := Config{Target: Target{URL: url, Key: Key{Kind: "header", Name: "X-User"}}, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000}
+			r, err := Run(context.Background(), c, nil)
+			if tt.from == "" {
+				if err == nil || !strings.Contains(err.Error(), "a quota of 5 at once") || !strings.Contains(err.Error(), "longer than the probe can settle") {
+					t.Errorf("a window of an hour: %v, want it said unsettled with the quota found", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d requests in %.1fs; calibration %+v; fit %+v", r.Requests, r.Elapsed, r.Calibration, r.Fit[0])
+			if r.Calibration.From != tt.from || r.Requests > 2000 || r.Elapsed > 60 {
+				t.Errorf("calibrated from %q in %d requests and %.1fs: want from %q within 2,000 and 60s", r.Calibration.From, r.Requests, r.Elapsed, tt.from)
+			}
+			if best := r.Fit[0]; family(best.Algorithm) != family(tt.a) || best.Limit != tt.limit.String() || best.Share < 0.99 {
+				t.Errorf("fitted %s %s (%.1f%%), want %s %s", best.Algorithm, best.Limit, 100*best.Share, tt.a, tt.limit)
+			}
+		})
 	}
 }

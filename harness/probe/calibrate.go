@@ -1,0 +1,233 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+)
+
+// Calibration is how the probe came by the policy it judged against: given
+// (--policy), declared in the target's fields, or measured.
+type Calibration struct {
+	From     string  `json:"from"` // "--policy", "RateLimit-Policy", "X-RateLimit-Limit" or "measured"
+	Requests int     `json:"requests"`
+	Seconds  float64 `json:"seconds"`
+	// What was measured: the quota a fresh key got back to back, the
+	// rate it was admitted at once spent, and whether those admissions
+	// came in clumps (a window turning or expiring) or one by one (a
+	// bucket refilling).
+	Quota    int     `json:"quota,omitempty"`
+	Rate     float64 `json:"rate,omitempty"`
+	Windowed bool    `json:"windowed,omitempty"`
+}
+
+// The calibration's bounds: the most it sends back to back looking for
+// the quota (and a share of --max-requests), and how long it paces a
+// spent key looking for the rate.
+const (
+	calibrationBurst  = 1000
+	calibrationPaced  = 6 * time.Second
+	calibrationMaxPps = 200
+)
+
+// CalibrationBudget is the most requests and about the longest time the
+// calibration takes, for a probe with no policy declared: a quarter of
+// --max-requests back to back, and a quarter in each of at most two paced
+// runs.
+func (c Config) CalibrationBudget() (int, time.Duration) {
+	return 1 + min(calibrationBurst, c.MaxRequests/4) + 2*c.MaxRequests/4, 2*calibrationPaced + time.Second
+}
+
+// pacedMost is the fastest the calibration paces a spent key: half of
+// --max-rate, and a quarter of --max-requests over the paced run.
+func (c Config) pacedMost() int {
+	return max(min(calibrationMaxPps, c.MaxRate/2, c.MaxRequests/4/int(calibrationPaced/time.Second)), 1)
+}
+
+// calibrate finds the policy of a target that declares none to the probe:
+// from its fields on a fresh key's first answer (RateLimit-Policy, else
+// X-RateLimit-Limit over the window X-RateLimit-Reset gives), else by
+// measuring: requests back to back on the key, in growing rounds, until
+// one is refused (the quota: all the rounds admitted), then a spent key paced above the rate for
+// six seconds (the rate, and whether it comes back in clumps). It returns
+// the answers it got, which count against the probe's budget.
+func calibrate(ctx context.Context, c Config, key string, say func(string, ...any)) (limiters.Limit, Calibration, []Answer, error) {
+	start := time.Now()
+	cal := Calibration{}
+	var all []Answer
+	send := func(plan []Request) ([]Answer, error) {
+		got, err := Send(ctx, c.Target, plan, time.Time{}, c.Timeout)
+		all = append(all, got...)
+		cal.Requests, cal.Seconds = len(all), time.Since(start).Seconds()
+		return got, err
+	}
+	first, err := send([]Request{{Key: key}})
+	if err != nil {
+		return limiters.Limit{}, cal, all, err
+	}
+	if !first[0].Decided() {
+		return limiters.Limit{}, cal, all, fmt.Errorf("%w: the first request: %s", ErrNotDeciding, firstFailure(first))
+	}
+	if l, from, ok := declared(first[0].Header, first[0].Received); ok {
+		cal.From = from
+		say("calibration: the target declares %s in %s", l, from)
+		return l, cal, all, nil
+	}
+	cal.From = "measured"
+
+	// The quota: back to back on the key, 8, then 16, 32, ... at a time.
+	burstStart := first[0].Sent
+	admitted, refused := 0, false
+	if first[0].Admitted {
+		admitted = 1
+	} else {
+		refused = true
+	}
+	most := min(calibrationBurst, c.MaxRequests/4)
+	for round, sent := 8, 1; !refused && sent < most; round *= 2 {
+		n := min(round, most-sent)
+		plan := make([]Request, n)
+		for i := range plan {
+			plan[i] = Request{Key: key, At: time.Duration(i) * 100 * time.Microsecond}
+		}
+		got, err := send(plan)
+		if err != nil {
+			return limiters.Limit{}, cal, all, err
+		}
+		sent += n
+		// A round's requests are in flight together and decided in any
+		// order: all its admissions count.
+		for _, a := range got {
+			switch {
+			case !a.Decided():
+			case a.Admitted:
+				admitted++
+			default:
+				refused = true
+			}
+		}
+	}
+	if !refused {
+		return limiters.Limit{}, cal, all, fmt.Errorf("calibration: %d requests back to back on one key were all admitted: no limit found within a quarter of --max-requests; give the policy with --policy", admitted)
+	}
+	if admitted == 0 {
+		return limiters.Limit{}, cal, all, fmt.Errorf("calibration: a fresh key's first request was refused: the target refuses everything, or keys users otherwise than --key says")
+	}
+	cal.Quota = admitted
+	say("calibration: a fresh key got %d back to back; now the rate, for %v", admitted, calibrationPaced)
+
+	// The rate: the spent key paced above it, with jitter.
+	pps := min(c.pacedMost(), max(3*admitted, 20))
+	var paced []Answer
+	for try := 0; try < 2; try++ {
+		rng := rand.New(rand.NewPCG(c.Seed, uint64(try)+1))
+		var plan []Request
+		gap := float64(time.Second) / float64(pps)
+		for t := time.Duration(0); t < calibrationPaced; t += time.Duration(gap * (0.5 + rng.Float64())) {
+			plan = append(plan, Request{Key: key, At: t})
+		}
+		got, err := send(plan)
+		if err != nil {
+			return limiters.Limit{}, cal, all, err
+		}
+		paced = got
+		n := 0
+		for _, a := range got {
+			if a.Admitted {
+				n++
+			}
+		}
+		// Nearly all admitted: the rate is above the pace; try once more
+		// four times faster, if --max-rate allows.
+		if n < len(got)*9/10 {
+			break
+		}
+		if try == 1 || pps == c.pacedMost() {
+			return limiters.Limit{}, cal, all, fmt.Errorf("calibration: a quota of %d at once, and %d of %d admitted paced at %d a second once spent: the rate is above what --max-rate and --max-requests let the probe send; give the policy with --policy", admitted, n, len(got), pps)
+		}
+		pps = min(4*pps, c.pacedMost())
+	}
+	l, cal, err := fromPaced(cal, paced, burstStart)
+	return l, cal, all, err
+}
+
+// fromPaced reads the policy off the answers to a spent key paced above
+// its rate: in clumps, a window of the quota, the clumps a window apart
+// (or the first a window after the burst); one by one, a bucket of the
+// quota refilled at the rate the admissions came.
+func fromPaced(cal Calibration, paced []Answer, burstStart time.Time) (limiters.Limit, Calibration, error) {
+	var admits []time.Time
+	var clumps []time.Time // the first admission of each run of at least minRun
+	// A bucket paced at twice its rate or more admits at most two in a
+	// row; a window turning, or a log's entries expiring, admits many.
+	minRun := max(4, cal.Quota/2)
+	run := 0
+	for i, a := range paced {
+		if !a.Decided() {
+			continue
+		}
+		if a.Admitted {
+			admits = append(admits, a.Sent)
+			run++
+			if run == minRun {
+				clumps = append(clumps, paced[i-minRun+1].Sent)
+			}
+			continue
+		}
+		run = 0
+	}
+	if len(admits) < 2 {
+		return limiters.Limit{}, cal, fmt.Errorf("calibration: a quota of %d at once, then %d admitted in the next %v: the window or the refill is longer than the probe can settle within its budget; give the policy with --policy (as in %d/1h)",
+			cal.Quota, len(admits), calibrationPaced, cal.Quota)
+	}
+	span := admits[len(admits)-1].Sub(admits[0])
+	cal.Rate = float64(len(admits)-1) / span.Seconds()
+	if len(clumps) > 0 {
+		cal.Windowed = true
+		w := clumps[0].Sub(burstStart)
+		if len(clumps) > 1 {
+			var gaps []time.Duration
+			for i := 1; i < len(clumps); i++ {
+				gaps = append(gaps, clumps[i].Sub(clumps[i-1]))
+			}
+			slices.Sort(gaps)
+			w = gaps[len(gaps)/2]
+		}
+		return limiters.Limit{N: cal.Quota, Per: roundWindow(w)}, cal, nil
+	}
+	unit := time.Second
+	if cal.Rate < 1 {
+		unit = time.Minute
+	}
+	n := max(int(math.Round(cal.Rate*unit.Seconds())), 1)
+	return limiters.Limit{N: n, Per: unit, Burst: cal.Quota}, cal, nil
+}
+
+// roundWindow rounds a measured window to what a configuration would
+// say: whole seconds from 10s, tenths of one from 1s, hundredths below.
+func roundWindow(w time.Duration) time.Duration {
+	step := 10 * time.Millisecond
+	switch {
+	case w >= 10*time.Second:
+		step = time.Second
+	case w >= time.Second:
+		step = 100 * time.Millisecond
+	}
+	return max(w.Round(step), step)
+}
+
+// window is, for a policy measured as a bucket, the same quota as a
+// window of its length (quota over rate), which the fit tries beside it:
+// a sliding counter, once spent, lets requests through one by one as a
+// bucket does.
+func (cal Calibration) window() []limiters.Limit {
+	if cal.From != "measured" || cal.Windowed || cal.Rate <= 0 || cal.Quota < 1 {
+		return nil
+	}
+	return []limiters.Limit{{N: cal.Quota, Per: roundWindow(time.Duration(float64(cal.Quota) / cal.Rate * float64(time.Second)))}}
+}
