@@ -66,7 +66,7 @@ $(BENCHSTAT): tools/go.mod tools/go.sum
 # test binaries on two cores their requests were in flight for 50ms, their
 # intervals spanned windows' edges, and fits that explain 100% alone fell
 # to 97% (TestProbeServe, measured on this host).
-TIMED := ^(TestProbeServe|TestProbeCalibrates|TestProbeFindsTheBurst|TestProbeCatchesLostUpdates|TestProbeExpect|TestLabOutage)$$
+TIMED := ^(TestProbeServe|TestProbeCalibrates|TestProbeBySource|TestProbeFindsTheBurst|TestProbeCatchesLostUpdates|TestProbeExpect|TestLabOutage)$$
 race:
 	REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -vet=off -shuffle=on -count=1 -p 3 -skip '$(TIMED)' $(PKGS)
 	REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -vet=off -shuffle=on -count=1 -p 3 -run '$(TIMED)' ./harness ./harness/probe ./cmd/ratelab

@@ -18,7 +18,7 @@ import (
 
 const probeUsage = `Usage:
 
-	ratelab probe --key header:NAME|query:NAME [--policy LIMIT] [flags] URL
+	ratelab probe --key header:NAME|query:NAME|source [--policy LIMIT] [flags] URL
 
 Probe judges the rate limiter behind URL from the outside. It sends the
 lab's fingerprint (a burst on a fresh key, a sustained rate with jitter,
@@ -41,7 +41,9 @@ in clumps, a window, or one by one, a bucket). A window too long to settle
 in that time is said, with what was found.
 
 Each simulated user sends its own key, in the header or query parameter
---key names. 429 is a refusal (--deny-status adds others); a 5xx or no
+--key names, or with --key source from its own address of those --source
+gives (a limiter keyed by the client's address, as nginx's
+$binary_remote_addr; on loopback, 127.0.0.2-127.0.0.254). 429 is a refusal (--deny-status adds others); a 5xx or no
 answer is counted apart. Each request carries its number in a query
 parameter, ratelab-probe. The probe never retries a request, is bounded by
 --max-requests and --max-rate, and says what it will send before it
@@ -61,13 +63,15 @@ Examples:
 	ratelab probe --key header:X-API-Key --policy "10/s burst 6" http://127.0.0.1:8080/
 	ratelab probe --key query:user --policy 100/1m --deny-status 403 https://staging.example/api
 	ratelab probe --key header:X-API-Key --policy 10/s --expect "gcra 10/s burst 6" http://127.0.0.1:8080/
+	ratelab probe --key source --source 127.0.0.2-127.0.0.254 http://127.0.0.1:8080/
 
 Flags:
 `
 
 func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
-	key := fs.String("key", "", "how the target tells users apart: header:NAME or query:NAME")
+	key := fs.String("key", "", "how the target tells users apart: header:NAME, query:NAME, or source (the client's address, from --source)")
+	source := fs.String("source", "", "with --key source, the addresses users send from, each its own: 127.0.0.2-127.0.0.254")
 	policy := fs.String("policy", "", `the policy the target declares, in the lab's syntax: "10/s burst 6", "100/1m"; none: read it off the target's fields, else measure it`)
 	deny := fs.String("deny-status", "", "comma-separated statuses that also mean refused (429 always does)")
 	maxRequests := fs.Int("max-requests", 2000, "the most requests the probe may send")
@@ -98,6 +102,11 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 	}
 	t := probe.Target{URL: fs.Arg(0), Key: k}
+	if *source != "" {
+		if t.Sources, err = probe.ParseSources(*source); err != nil {
+			return badUsage(fs, err)
+		}
+	}
 	if *deny != "" {
 		t.Deny = []int{429}
 		for _, s := range strings.Split(*deny, ",") {

@@ -38,6 +38,9 @@ func (c Config) Validate() error {
 	if c.Timeout <= 0 || c.MaxRequests < 1 || c.MaxRate < 1 {
 		return fmt.Errorf("probe: the timeout (%v), the most requests (%d) and the most a second (%d) must be positive", c.Timeout, c.MaxRequests, c.MaxRate)
 	}
+	if src := c.Target.Sources; src != nil && len(src.addrs) < sourcesNeeded {
+		return fmt.Errorf("probe: --source has %d addresses; the probe's users need %d", len(src.addrs), sourcesNeeded)
+	}
 	if c.Policy == (limiters.Limit{}) {
 		return nil // calibrated first; checked against what is left then
 	}
@@ -92,6 +95,9 @@ func (c Config) plan(rng *rand.Rand, prefix string) plan {
 	p.spend[q+1].Key = prefix + "other"
 	for i := range p.keyless {
 		p.keyless[i].At = time.Duration(i) * time.Millisecond / 10
+	}
+	if c.Target.Key.Kind == "source" {
+		p.keyless = nil // every request has an address
 	}
 	return p
 }
@@ -324,12 +330,23 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 	if err := r.retryAfter(ctx, c, p.spend); err != nil {
 		return r, err
 	}
-	say("no key: %d requests without one", len(p.keyless))
+	if len(p.keyless) > 0 {
+		say("no key: %d requests without one", len(p.keyless))
+	}
 	return r, r.keyless(ctx, c, p.keyless)
 }
 
+// sourcesNeeded is how many users a probe has, each with a key of its
+// own: the calibration's, the fingerprint's four, the concurrency check's,
+// and the Retry-After and isolation checks' two.
+const sourcesNeeded = 8
+
 // keyless sends plan, requests without a key, and says what they met.
 func (r *Report) keyless(ctx context.Context, c Config, plan []Request) error {
+	if c.Target.Key.Kind == "source" {
+		r.Keys.Keyless = "not asked: every request has an address"
+		return nil
+	}
 	answers, err := Send(ctx, c.Target, plan, time.Time{}, c.Timeout)
 	r.count(answers)
 	if err != nil && !errors.Is(err, ErrNotDeciding) {

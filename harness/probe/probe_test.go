@@ -257,3 +257,49 @@ func TestProbeCalibrates(t *testing.T) {
 		})
 	}
 }
+
+// A limiter keyed by the client's address, probed with --key source: each
+// user sends from its own loopback address, and the probe fits the policy
+// and finds the users kept apart.
+func TestProbeBySource(t *testing.T) {
+	if testing.Short() {
+		t.Skip("probes a server for a few seconds")
+	}
+	t.Parallel()
+	limit := limiters.Limit{N: 10, Per: time.Second, Burst: 6}
+	url := serveWith(t, server.Config{Algorithm: limiters.GCRA, Limit: limit, ClientIP: true, Headers: httplimit.AllHeaders})
+	if url == "" {
+		return
+	}
+	src, err := ParseSources("127.0.0.2-127.0.0.40")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Config{Target: Target{URL: url, Key: Key{Kind: "source"}, Sources: src}, Policy: limit, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000}
+	r, err := Run(context.Background(), c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fit %+v; keys %+v", r.Fit[0], r.Keys)
+	if best := r.Fit[0]; !best.Algorithm.IsBucket() || best.Limit != limit.String() || best.Share < 0.99 {
+		t.Errorf("fitted %s %s (%.1f%%), want the bucket policy at %s", best.Algorithm, best.Limit, 100*best.Share, limit)
+	}
+	if !r.Keys.Isolated || len(src.of) != sourcesNeeded-1 {
+		t.Errorf("keys %+v, %d addresses used: want isolated, one address a user", r.Keys, len(src.of))
+	}
+	// One address, and too few for the probe's users: refused before a
+	// request is sent.
+	one, err := ParseSources("127.0.0.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Target.Sources = one
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--source has 1 addresses") {
+		t.Errorf("one source address: %v", err)
+	}
+	for _, bad := range []string{"", "127.0.0.9-127.0.0.2", "localhost", "127.0.0.1-::1"} {
+		if _, err := ParseSources(bad); err == nil {
+			t.Errorf("--source %q: no error", bad)
+		}
+	}
+}

@@ -14,24 +14,33 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
-// Key says how the target tells users apart: by a request header, or by a
-// query parameter.
+// Key says how the target tells users apart: by a request header, by a
+// query parameter, or by the client's address (each user sends from its
+// own, of Target.Sources).
 type Key struct {
-	Kind string // "header" or "query"
-	Name string
+	Kind string // "header", "query" or "source"
+	Name string // the header's or the parameter's
 }
 
-// ParseKey reads --key: header:NAME or query:NAME.
+// ParseKey reads --key: header:NAME, query:NAME or source.
 func ParseKey(s string) (Key, error) {
+	if s == "source" {
+		return Key{Kind: "source"}, nil
+	}
 	kind, name, ok := strings.Cut(s, ":")
 	if !ok || name == "" || (kind != "header" && kind != "query") {
-		return Key{}, fmt.Errorf("probe: the key %q: want header:NAME or query:NAME", s)
+		return Key{}, fmt.Errorf("probe: the key %q: want header:NAME, query:NAME or source", s)
 	}
 	return Key{Kind: kind, Name: name}, nil
 }
 
 // String is the key as --key takes it.
-func (k Key) String() string { return k.Kind + ":" + k.Name }
+func (k Key) String() string {
+	if k.Kind == "source" {
+		return k.Kind
+	}
+	return k.Kind + ":" + k.Name
+}
 
 // Target is the endpoint a probe drives, and how it answers.
 type Target struct {
@@ -41,6 +50,9 @@ type Target struct {
 	// status below 500 is an admission; a 5xx or no answer at all is
 	// neither, and is counted apart.
 	Deny []int
+	// Sources are the addresses users send from, for a Key of kind
+	// "source".
+	Sources *Sources
 }
 
 // Validate reports whether t can be probed.
@@ -51,6 +63,9 @@ func (t Target) Validate() error {
 	}
 	if t.Key.Kind == "" {
 		return errors.New("probe: the target needs --key, how it tells users apart")
+	}
+	if (t.Key.Kind == "source") != (t.Sources != nil) {
+		return errors.New("probe: --key source and --source go together: the addresses users send from, as in 127.0.0.2-127.0.0.254")
 	}
 	for _, s := range t.Deny {
 		if s < 400 || s > 499 {
@@ -131,7 +146,15 @@ func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeou
 		return nil, err
 	}
 	urls := make([]string, len(plan))
+	sources := make([]string, len(plan))
 	for i, r := range plan {
+		if t.Key.Kind == "source" && r.Key != "" {
+			a, err := t.Sources.addr(r.Key)
+			if err != nil {
+				return nil, err
+			}
+			sources[i] = a.String()
+		}
 		u := *base
 		q := u.Query()
 		if t.Key.Kind == "query" && r.Key != "" {
@@ -151,13 +174,24 @@ func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeou
 		i := next
 		next++
 		tgt.Method, tgt.URL = http.MethodGet, urls[i]
-		if t.Key.Kind == "header" && plan[i].Key != "" {
+		switch {
+		case t.Key.Kind == "header" && plan[i].Key != "":
 			tgt.Header = http.Header{t.Key.Name: []string{plan[i].Key}}
+		case sources[i] != "":
+			tgt.Header = http.Header{sourceHeader: []string{sources[i]}}
 		}
 		return nil
 	}
-	a := vegeta.NewAttacker(vegeta.Timeout(timeout), vegeta.Redirects(vegeta.NoFollow), vegeta.MaxBody(0),
-		vegeta.Workers(8), vegeta.MaxWorkers(uint64(min(max(len(plan), 8), 512))), vegeta.KeepAlive(true))
+	opts := []func(*vegeta.Attacker){vegeta.Timeout(timeout), vegeta.Redirects(vegeta.NoFollow), vegeta.MaxBody(0),
+		vegeta.Workers(8), vegeta.MaxWorkers(uint64(min(max(len(plan), 8), 512))), vegeta.KeepAlive(true)}
+	if t.Key.Kind == "source" {
+		// Each user's requests from its own address, over connections
+		// of its own.
+		tr := newBySource(timeout)
+		defer tr.close()
+		opts = append(opts, vegeta.Client(tr.client(timeout)))
+	}
+	a := vegeta.NewAttacker(opts...)
 	answers := make([]Answer, len(plan))
 	got, received, decided := 0, 0, 0
 	if len(plan) == 0 {
