@@ -23,7 +23,9 @@ func TestProbeBadFlags(t *testing.T) {
 		stderr string // a part of it
 	}{
 		{"no URL", []string{"probe", "--key", "header:X", "--policy", "10/s"}, "probe: want one URL, got 0 arguments"},
-		{"no key", []string{"probe", "--policy", "10/s", "http://127.0.0.1:1/"}, `the key "": want header:NAME or query:NAME`},
+		{"no key", []string{"probe", "--policy", "10/s", "http://127.0.0.1:1/"}, `the key "": want header:NAME, query:NAME or source`},
+		{"source without addresses", []string{"probe", "--key", "source", "--policy", "10/s", "http://127.0.0.1:1/"}, "--key source and --source go together"},
+		{"bad source", []string{"probe", "--key", "source", "--source", "10.0.0.9-10.0.0.1", "--policy", "10/s", "http://127.0.0.1:1/"}, `--source "10.0.0.9-10.0.0.1"`},
 		{"bad key", []string{"probe", "--key", "cookie:x", "--policy", "10/s", "http://127.0.0.1:1/"}, `the key "cookie:x"`},
 		{"bad policy", []string{"probe", "--key", "header:X", "--policy", "ten a second", "http://127.0.0.1:1/"}, "probe: --policy:"},
 		{"not a URL", []string{"probe", "--key", "header:X", "--policy", "10/s", "ftp://x"}, "want an http:// or https:// URL"},
