@@ -162,32 +162,17 @@ func calibrate(ctx context.Context, c Config, key string, say func(string, ...an
 // quota refilled at the rate the admissions came.
 func fromPaced(cal Calibration, paced []Answer, burstStart time.Time) (limiters.Limit, Calibration, error) {
 	var admits []time.Time
-	var clumps []time.Time // the first admission of each run of at least minRun
-	// A bucket paced at twice its rate or more admits at most two in a
-	// row; a window turning, or a log's entries expiring, admits many.
-	minRun := max(4, cal.Quota/2)
-	run := 0
-	for i, a := range paced {
-		if !a.Decided() {
-			continue
-		}
+	for _, a := range paced {
 		if a.Admitted {
 			admits = append(admits, a.Sent)
-			run++
-			if run == minRun {
-				clumps = append(clumps, paced[i-minRun+1].Sent)
-			}
-			continue
 		}
-		run = 0
 	}
 	if len(admits) < 2 {
 		return limiters.Limit{}, cal, fmt.Errorf("calibration: a quota of %d at once, then %d admitted in the next %v: the window or the refill is longer than the probe can settle within its budget; give the policy with --policy (as in %d/1h)",
 			cal.Quota, len(admits), calibrationPaced, cal.Quota)
 	}
-	span := admits[len(admits)-1].Sub(admits[0])
-	cal.Rate = float64(len(admits)-1) / span.Seconds()
-	if len(clumps) > 0 {
+	cal.Rate = float64(len(admits)-1) / admits[len(admits)-1].Sub(admits[0]).Seconds()
+	if clumps := clumpsOf(paced, cal.Rate, max(3, cal.Quota/2)); len(clumps) > 0 {
 		cal.Windowed = true
 		w := clumps[0].Sub(burstStart)
 		if len(clumps) > 1 {
@@ -206,6 +191,34 @@ func fromPaced(cal Calibration, paced []Answer, burstStart time.Time) (limiters.
 	}
 	n := max(int(math.Round(cal.Rate*unit.Seconds())), 1)
 	return limiters.Limit{N: n, Per: unit, Burst: cal.Quota}, cal, nil
+}
+
+// clumpsOf returns when each clump of admissions in paced began: a run of
+// admissions more than a bucket refilled at rate could have admitted, by
+// at least excess, counting what it refilled over the run and over the
+// silence before it (a sender that stalls lets a bucket fill, and then
+// sends a run at once).
+func clumpsOf(paced []Answer, rate float64, excess int) []time.Time {
+	var out []time.Time
+	for i := 0; i < len(paced); {
+		if !paced[i].Admitted {
+			i++
+			continue
+		}
+		j := i
+		for j+1 < len(paced) && paced[j+1].Admitted {
+			j++
+		}
+		span := paced[j].Sent.Sub(paced[i].Sent)
+		if i > 0 {
+			span += paced[i].Sent.Sub(paced[i-1].Sent)
+		}
+		if float64(j-i+1) > 1+rate*span.Seconds()+float64(excess) {
+			out = append(out, paced[i].Sent)
+		}
+		i = j + 1
+	}
+	return out
 }
 
 // roundWindow rounds a measured window to what a configuration would

@@ -56,13 +56,13 @@ func TestProbeServe(t *testing.T) {
 		t.Skip("probes six servers, a few seconds each")
 	}
 	t.Parallel()
-	// Two at a time, each on a server of its own: a probe mostly waits for
-	// its schedule (six seconds of it). Six at once, under the race
+	// Three at a time, each on a server of its own: a probe mostly waits
+	// for its schedule (six seconds of it). Six at once, under the race
 	// detector on a busy host, widened the requests' intervals until the
 	// windows' fits fell to 92-98% (a host that busy is a poor place to
 	// probe from, and the probe's numbers say so).
 	var wg sync.WaitGroup
-	slots := make(chan struct{}, 2)
+	slots := make(chan struct{}, 3)
 	for _, a := range limiters.Algorithms() {
 		wg.Go(func() {
 			slots <- struct{}{}

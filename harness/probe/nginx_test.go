@@ -1,0 +1,177 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+)
+
+// nginxConf is the test's own nginx: three limits, each behind a location
+// of its own, in front of a static file (nginx's return directive answers
+// before limit_req runs, and would limit nothing).
+const nginxConf = `daemon off;
+master_process on;
+worker_processes 1;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events { worker_connections 1024; }
+http {
+	access_log off;
+	client_body_temp_path %[1]s/body;
+	proxy_temp_path %[1]s/proxy;
+	fastcgi_temp_path %[1]s/fastcgi;
+	uwsgi_temp_path %[1]s/uwsgi;
+	scgi_temp_path %[1]s/scgi;
+	limit_req_zone $http_x_user zone=burst:1m rate=10r/s;
+	limit_req_zone $http_x_user zone=noburst:1m rate=10r/s;
+	limit_req_zone $binary_remote_addr zone=byip:1m rate=10r/s;
+	limit_req_status 429;
+	server {
+		listen 127.0.0.1:%[2]d;
+		root %[1]s/www;
+		location /burst/ { limit_req zone=burst burst=5 nodelay; }
+		location /noburst/ { limit_req zone=noburst; }
+		location /ip/ { limit_req zone=byip burst=5 nodelay; }
+	}
+}
+`
+
+// startNginx starts Debian's nginx on a free loopback port with the
+// configuration above and returns its base URL; it is stopped when the
+// test ends. Without nginx the test is skipped, unless NGINX_REQUIRED is
+// set (make test installs it, and sets it).
+func startNginx(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		bin = "/usr/sbin/nginx"
+	}
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("NGINX_REQUIRED") != "" {
+			t.Fatalf("nginx is not installed, and NGINX_REQUIRED is set: %v", err)
+		}
+		t.Skip("nginx is not installed (make test installs Debian's nginx-light)")
+	}
+	// nginx's workers run as nobody: the folder must be readable by all.
+	dir, err := os.MkdirTemp("", "ratelab-nginx-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	for _, d := range []string{"www/burst", "www/noburst", "www/ip"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, d, "index.html"), []byte("ok\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	conf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, port), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log"))
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	// The workers hold the output pipe too: stop waiting for it a moment
+	// after the master is gone.
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM) // nginx's fast shutdown: workers and master
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+			c.Close()
+			return "http://" + addr
+		}
+		select {
+		case err := <-done:
+			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+			t.Fatalf("nginx exited: %v\n%s%s", err, out, log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nginx did not listen on %s within 10s\n%s", addr, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// nginx's limit_req, probed: with burst=5 nodelay it is GCRA at its rate
+// with a capacity of six (declared to the probe), without burst a capacity
+// of one (found with no policy declared), and keyed by the client's
+// address through --key source. nginx advertises no wait, and does not
+// limit requests whose key is empty.
+func TestProbeNginx(t *testing.T) {
+	if testing.Short() {
+		t.Skip("probes nginx for about 20 seconds")
+	}
+	t.Parallel()
+	base := startNginx(t)
+	hdr := Key{Kind: "header", Name: "X-User"}
+	src, err := ParseSources("127.0.0.2-127.0.0.60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		target  Target
+		policy  limiters.Limit
+		want    string
+		keyless string
+	}{
+		{"burst=5 nodelay", Target{URL: base + "/burst/", Key: hdr}, limiters.Limit{N: 10, Per: time.Second, Burst: 6}, "10/s burst 6", "not limited"},
+		{"no burst", Target{URL: base + "/noburst/", Key: hdr}, limiters.Limit{}, "10/s burst 1", "not limited"},
+		{"by address", Target{URL: base + "/ip/", Key: Key{Kind: "source"}, Sources: src}, limiters.Limit{N: 10, Per: time.Second, Burst: 6}, "10/s burst 6", "not asked: every request has an address"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := Config{Target: tt.target, Policy: tt.policy, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000}
+			r, err := Run(context.Background(), c, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %d requests in %.1fs; calibration %+v; fit %+v; concurrency %+v; Retry-After %+v; keys %+v",
+				tt.name, r.Requests, r.Elapsed, r.Calibration, r.Fit, r.Concurrency, r.RetryAfter, r.Keys)
+			if best := r.Fit[0]; !best.Algorithm.IsBucket() || best.Limit != tt.want || best.Share < 0.99 {
+				t.Errorf("fitted %s %s (%.1f%%), want the bucket policy at %s", best.Algorithm, best.Limit, 100*best.Share, tt.want)
+			}
+			if r.Concurrency.OverAdmits() || !r.Keys.Isolated || r.Keys.Keyless != tt.keyless {
+				t.Errorf("concurrency %+v, keys %+v: want no over-admission, isolated, keyless %q", r.Concurrency, r.Keys, tt.keyless)
+			}
+			if r.RetryAfter.Header != "" || len(r.Headers.OnRefused) != 0 {
+				t.Errorf("Retry-After %+v, fields on refusal %v: nginx sends none", r.RetryAfter, r.Headers.OnRefused)
+			}
+		})
+	}
+}
