@@ -188,6 +188,24 @@ type Concurrency struct {
 // policy allows.
 func (c Concurrency) OverAdmits() bool { return c.Admitted > max(c.Allowed, c.Quota) }
 
+// bound is the model the concurrency check holds the target to: the
+// fitted family at the declared policy, unless the policy was measured
+// (or the family cannot take it: a burst on a window), then the fit.
+func bound(fit Model, declared limiters.Limit, from string) Model {
+	if from != "--policy" && from != "RateLimit-Policy" && from != "X-RateLimit-Limit" {
+		return fit
+	}
+	m := fit
+	m.Limit = declared
+	if m.Algorithm.IsBucket() && m.Limit.Burst == 0 {
+		m.Limit.Burst = m.Limit.N
+	}
+	if m.Validate() != nil {
+		return fit
+	}
+	return m
+}
+
 // mostAdmitted is the most of obs m admits, each decided at the instant
 // of its interval that favours admitting it most: tested at the interval's
 // end, and recorded, when admitted, at the earliest instant it would
@@ -320,10 +338,13 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 	}
 	// "At once" is as at once as the sender and the network make it: the
 	// requests go out over some milliseconds, in which a bucket refills
-	// and a window may turn. The most the fitted model could admit of
-	// them, each decided when it favours admitting most, is the bound.
+	// and a window may turn. The most the policy could admit of them,
+	// each decided when it favours admitting most, is the bound: the
+	// declared policy, as the family the fit names, when one was declared
+	// (a limiter that loses updates over-admits in the fingerprint too,
+	// and a fit to that would excuse it), else the fit.
 	if len(best) > 0 {
-		r.Concurrency.Allowed = mostAdmitted(best[0].Model, sent)
+		r.Concurrency.Allowed = mostAdmitted(bound(best[0].Model, c.Policy, r.Calibration.From), sent)
 	}
 
 	say("Retry-After and key isolation: a quota and one more on a fresh key, one on another, then at 80%% of the wait and at the wait")
@@ -389,7 +410,12 @@ func (r *Report) keyless(ctx context.Context, c Config, plan []Request) error {
 func candidatesFor(declared limiters.Limit, answers []Answer, prefix string, also ...limiters.Limit) []Model {
 	per := declared.Per
 	var burstStart time.Time
-	quota, paced := 0, 0
+	// quota is what the burst's key got in its first window; atOnce what
+	// it got of the requests sent within a twentieth of a refill of the
+	// first (back to back, as the plan meant them: a sender that stalls
+	// spreads the burst, and a bucket refills meanwhile).
+	quota, atOnce, paced := 0, 0, 0
+	once := max(declared.Interval()/20, time.Millisecond)
 	var first, last time.Time
 	for _, a := range answers {
 		switch a.Key {
@@ -399,6 +425,9 @@ func candidatesFor(declared limiters.Limit, answers []Answer, prefix string, als
 			}
 			if a.Admitted && a.Sent.Sub(burstStart) < per {
 				quota++
+			}
+			if a.Admitted && a.Sent.Sub(burstStart) < once {
+				atOnce++
 			}
 		case prefix + "paced":
 			if first.IsZero() {
@@ -435,8 +464,21 @@ func candidatesFor(declared limiters.Limit, answers []Answer, prefix string, als
 	}
 	if rate > 0 {
 		more(limiters.Limit{N: rate, Per: per})
+		more(limiters.Limit{N: rate, Per: per, Burst: declared.Quota()})
 		if quota > 0 {
 			more(limiters.Limit{N: rate, Per: per, Burst: quota})
+		}
+	}
+	// A sender that stalls spreads the burst (a bucket refills meanwhile,
+	// and the quota seen is more than the burst) and slows the paced run
+	// (the rate seen is less): the declared rate with the burst seen, and
+	// the rate seen with the declared burst, are tried too.
+	for _, q := range []int{quota, atOnce} {
+		if q > 0 {
+			more(limiters.Limit{N: declared.N, Per: per, Burst: q})
+			if rate > 0 {
+				more(limiters.Limit{N: rate, Per: per, Burst: q})
+			}
 		}
 	}
 	return out
