@@ -201,6 +201,27 @@ func (c Config) Validate() error {
 	if !(c.RealTimeAccuracyScale > 0 && c.RealTimeAccuracyScale <= 1) {
 		return fmt.Errorf("harness: the real-time accuracy scale must be in (0, 1], got %v", c.RealTimeAccuracyScale)
 	}
+	if err := c.validateSubjects(); err != nil {
+		return err
+	}
+	if err := c.HTTP.validate(); err != nil {
+		return err
+	}
+	if err := c.Fleet.validate(); err != nil {
+		return err
+	}
+	if err := c.Outage.validate(); err != nil {
+		return err
+	}
+	if err := c.LLM.validate(c.Seed); err != nil {
+		return err
+	}
+	return c.Redis.validate(c)
+}
+
+// validateSubjects checks the limiters named and the extra subjects: each
+// known, named once (the servers' names too), and making a limiter.
+func (c Config) validateSubjects() error {
 	named, err := subjectsNamed(c.Limiters)
 	if err != nil {
 		return err
@@ -218,19 +239,7 @@ func (c Config) Validate() error {
 		}
 		seen[s.Name] = true
 	}
-	if err := c.HTTP.validate(); err != nil {
-		return err
-	}
-	if err := c.Fleet.validate(); err != nil {
-		return err
-	}
-	if err := c.Outage.validate(); err != nil {
-		return err
-	}
-	if err := c.LLM.validate(c.Seed); err != nil {
-		return err
-	}
-	return c.Redis.validate(c)
+	return nil
 }
 
 // generator returns the generator of workload name, nil for none.

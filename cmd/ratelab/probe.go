@@ -157,11 +157,19 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	switch {
 	case err != nil && r != nil && len(r.Fit) > 0:
-		return fmt.Errorf("probe: %w (what was measured before is above)", err)
+		return probeError(err, " (what was measured before is above)")
 	case err != nil:
-		return fmt.Errorf("probe: %w", err)
+		return probeError(err, "")
 	}
 	return nil
+}
+
+// probeError is err as the command says it: after "probe: ", once.
+func probeError(err error, more string) error {
+	if strings.HasPrefix(err.Error(), "probe: ") {
+		return fmt.Errorf("%w%s", err, more)
+	}
+	return fmt.Errorf("probe: %w%s", err, more)
 }
 
 func writeProbe(dir string, r *probe.Report) error {

@@ -80,79 +80,17 @@ func calibrate(ctx context.Context, c Config, key string, say func(string, ...an
 	}
 	cal.From = "measured"
 
-	// The quota: back to back on the key, 8, then 16, 32, ... at a time.
-	burstStart := first[0].Sent
-	admitted, refused := 0, false
-	if first[0].Admitted {
-		admitted = 1
-	} else {
-		refused = true
-	}
-	most := min(calibrationBurst, c.MaxRequests/4)
-	for round, sent := 8, 1; !refused && sent < most; round *= 2 {
-		n := min(round, most-sent)
-		plan := make([]Request, n)
-		for i := range plan {
-			plan[i] = Request{Key: key, At: time.Duration(i) * 100 * time.Microsecond}
-		}
-		got, err := send(plan)
-		if err != nil {
-			return limiters.Limit{}, cal, all, err
-		}
-		sent += n
-		// A round's requests are in flight together and decided in any
-		// order: all its admissions count.
-		for _, a := range got {
-			switch {
-			case !a.Decided():
-			case a.Admitted:
-				admitted++
-			default:
-				refused = true
-			}
-		}
-	}
-	if !refused {
-		return limiters.Limit{}, cal, all, fmt.Errorf("calibration: %d requests back to back on one key were all admitted: no limit found within a quarter of --max-requests; give the policy with --policy", admitted)
-	}
-	if admitted == 0 {
-		return limiters.Limit{}, cal, all, fmt.Errorf("calibration: a fresh key's first request was refused: the target refuses everything, or keys users otherwise than --key says")
+	admitted, err := quotaOf(first[0], send, min(calibrationBurst, c.MaxRequests/4))
+	if err != nil {
+		return limiters.Limit{}, cal, all, err
 	}
 	cal.Quota = admitted
 	say("calibration: a fresh key got %d back to back; now the rate, for %v", admitted, calibrationPaced)
-
-	// The rate: the spent key paced above it, with jitter.
-	pps := min(c.pacedMost(), max(3*admitted, 20))
-	var paced []Answer
-	for try := 0; try < 2; try++ {
-		rng := rand.New(rand.NewPCG(c.Seed, uint64(try)+1))
-		var plan []Request
-		gap := float64(time.Second) / float64(pps)
-		for t := time.Duration(0); t < calibrationPaced; t += time.Duration(gap * (0.5 + rng.Float64())) {
-			plan = append(plan, Request{Key: key, At: t})
-		}
-		got, err := send(plan)
-		if err != nil {
-			return limiters.Limit{}, cal, all, err
-		}
-		paced = got
-		n := 0
-		for _, a := range got {
-			if a.Admitted {
-				n++
-			}
-		}
-		// Nearly all admitted: the rate is above the pace; try once more
-		// four times faster, if --max-rate allows.
-		if n < len(got)*9/10 {
-			break
-		}
-		if try == 1 || pps == c.pacedMost() {
-			return limiters.Limit{}, cal, all, fmt.Errorf("calibration: a quota of %d at once, and %d of %d admitted paced at %d a second once spent: the rate is above what --max-rate and --max-requests let the probe send; give the policy with --policy", admitted, n, len(got), pps)
-		}
-		pps = min(4*pps, c.pacedMost())
+	paced, err := c.paceSpent(key, admitted, send)
+	if err != nil {
+		return limiters.Limit{}, cal, all, err
 	}
-	l, cal, err := fromPaced(cal, paced, burstStart)
+	l, cal, err := fromPaced(cal, paced, first[0].Sent)
 	return l, cal, all, err
 }
 
@@ -232,6 +170,77 @@ func roundWindow(w time.Duration) time.Duration {
 		step = 100 * time.Millisecond
 	}
 	return max(w.Round(step), step)
+}
+
+// quotaOf sends rounds of 8, 16, 32, ... requests back to back on the key
+// of first (a fresh key's first answer), at most most in all, until a
+// round has a refusal, and returns every admission: a round's requests are
+// in flight together and decided in any order.
+func quotaOf(first Answer, send func([]Request) ([]Answer, error), most int) (int, error) {
+	admitted, refused := 0, !first.Admitted
+	if first.Admitted {
+		admitted = 1
+	}
+	for round, sent := 8, 1; !refused && sent < most; round *= 2 {
+		n := min(round, most-sent)
+		plan := make([]Request, n)
+		for i := range plan {
+			plan[i] = Request{Key: first.Key, At: time.Duration(i) * 100 * time.Microsecond}
+		}
+		got, err := send(plan)
+		if err != nil {
+			return 0, err
+		}
+		sent += n
+		for _, a := range got {
+			switch {
+			case !a.Decided():
+			case a.Admitted:
+				admitted++
+			default:
+				refused = true
+			}
+		}
+	}
+	switch {
+	case !refused:
+		return 0, fmt.Errorf("calibration: %d requests back to back on one key were all admitted: no limit found within a quarter of --max-requests; give the policy with --policy", admitted)
+	case admitted == 0:
+		return 0, fmt.Errorf("calibration: a fresh key's first request was refused: the target refuses everything, or keys users otherwise than --key says")
+	}
+	return admitted, nil
+}
+
+// paceSpent paces key, just spent of its quota, above the rate for
+// calibrationPaced, with jitter; once more four times faster if nearly
+// all were admitted, as --max-rate and --max-requests allow.
+func (c Config) paceSpent(key string, quota int, send func([]Request) ([]Answer, error)) ([]Answer, error) {
+	pps := min(c.pacedMost(), max(3*quota, 20))
+	for try := 0; ; try++ {
+		rng := rand.New(rand.NewPCG(c.Seed, uint64(try)+1))
+		var plan []Request
+		gap := float64(time.Second) / float64(pps)
+		for t := time.Duration(0); t < calibrationPaced; t += time.Duration(gap * (0.5 + rng.Float64())) {
+			plan = append(plan, Request{Key: key, At: t})
+		}
+		got, err := send(plan)
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for _, a := range got {
+			if a.Admitted {
+				n++
+			}
+		}
+		if n < len(got)*9/10 {
+			return got, nil
+		}
+		if try == 1 || pps == c.pacedMost() {
+			return nil, fmt.Errorf("calibration: a quota of %d at once, and %d of %d admitted paced at %d a second once spent: the rate is above what --max-rate and --max-requests let the probe send; give the policy with --policy", quota, n, len(got), pps)
+		}
+		pps = min(4*pps, c.pacedMost())
+	}
 }
 
 // window is, for a policy measured as a bucket, the same quota as a

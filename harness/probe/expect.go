@@ -88,7 +88,14 @@ func (r *Report) Strays(e Expect) []string {
 	if a == "" {
 		a = best.Algorithm
 	}
-	for _, acc := range r.Accuracy {
+	// The most in a window, judged against the expected limit (against
+	// the one judged before when the answers are not at hand: a report
+	// read back from probe.json).
+	accuracy := r.Accuracy
+	if r.fp != nil {
+		accuracy = judgeFingerprint(r.fp, r.prefix, e.Limit)
+	}
+	for _, acc := range accuracy {
 		if most := mostAllowed(a); acc.MaxWindowRatio > most*(1+e.Tolerance)+1e-9 {
 			add("%s: %.2f×N admitted in one window, where %s allows %g×N", acc.Workload, acc.MaxWindowRatio, a, most)
 		}

@@ -143,6 +143,10 @@ type Report struct {
 	Timing      Timing      `json:"timing"`
 
 	all []Answer // every answer, for Timing
+	// The fingerprint's answers and its keys' prefix, to judge them
+	// against another policy (Strays).
+	fp     []Answer
+	prefix string
 }
 
 // Keys is how the target treats keys: whether exhausting one user leaves
@@ -253,64 +257,91 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 	// The keys are fresh for every probe; the plans are the seed's, as
 	// Budget counted them.
 	prefix := fmt.Sprintf("ratelab-probe-%08x-", rand.Uint32())
-	r := &Report{Schema: ReportSchema, Target: c.Target.URL, Key: c.Target.Key.String(), Start: time.Now(), Calibration: Calibration{From: "--policy"}}
+	r := &Report{Schema: ReportSchema, Target: c.Target.URL, Key: c.Target.Key.String(), Start: time.Now(), Calibration: Calibration{From: "--policy"}, prefix: prefix}
 	var fingerprint []Request
-	var fpAnswers []Answer
 	defer func() {
 		r.Elapsed = time.Since(r.Start).Seconds()
-		r.Timing = timingOf(r.all, fpAnswers, fingerprint)
+		r.Timing = timingOf(r.all, r.fp, fingerprint)
 	}()
 	if c.Policy == (limiters.Limit{}) {
-		n, d := c.CalibrationBudget()
-		say("no policy declared: calibrating first, at most %d requests in about %v", n, d.Round(time.Second))
-		l, cal, answers, err := calibrate(ctx, c, prefix+"calibrate", say)
-		r.count(answers)
-		r.Calibration = cal
+		l, err := r.calibrate(ctx, c, say)
 		if err != nil {
 			return r, err
 		}
 		c.Policy = l
-		if n, left := c.Budget(), c.MaxRequests-r.Requests; n > left {
-			return r, fmt.Errorf("probe: judging %s, found by calibration, takes %d requests, more than the %d --max-requests leaves", l, n, left)
-		}
-		if n := c.plan(rand.New(rand.NewPCG(c.Seed, 0)), "").busiest(); n > c.MaxRate {
-			return r, fmt.Errorf("probe: judging %s, found by calibration, sends %d requests in its busiest second, more than --max-rate %d", l, n, c.MaxRate)
-		}
-		say("judging %s (%s): %d requests more, within about %v", l, cal.From, c.Budget(), c.Duration().Round(time.Second))
 	}
 	r.Policy = c.Policy.String()
 	p := c.plan(rand.New(rand.NewPCG(c.Seed, 0)), prefix)
 	fingerprint = p.fingerprint
-	concurrent := p.concurrent
-
-	// The fingerprint starts on an edge of the epoch's windows, where its
-	// edge attacks are planned.
-	per := c.Policy.Per
-	start := time.Now().Add(100 * time.Millisecond).Truncate(per).Add(per)
-	say("the fingerprint: %d requests over %v, from %s", len(fingerprint), fingerprint[len(fingerprint)-1].At.Round(time.Millisecond), start.Format("15:04:05.000"))
-	answers, err := Send(ctx, c.Target, fingerprint, start, c.Timeout)
-	r.count(answers)
-	fpAnswers = answers
+	best, err := r.fingerprint(ctx, c, fingerprint, say)
 	if err != nil {
 		return r, err
 	}
+	say("concurrency: %d requests at once on a fresh key", len(p.concurrent))
+	if err := r.concurrency(ctx, c, p.concurrent, best); err != nil {
+		return r, err
+	}
+	say("Retry-After and key isolation: a quota and one more on a fresh key, one on another, then at 80%% of the wait and at the wait")
+	if err := r.retryAfter(ctx, c, p.spend); err != nil {
+		return r, err
+	}
+	if len(p.keyless) > 0 {
+		say("no key: %d requests without one", len(p.keyless))
+	}
+	return r, r.keyless(ctx, c, p.keyless)
+}
+
+// calibrate finds the policy c declares none of, and checks that judging
+// it fits in what is left of the budget.
+func (r *Report) calibrate(ctx context.Context, c Config, say func(string, ...any)) (limiters.Limit, error) {
+	n, d := c.CalibrationBudget()
+	say("no policy declared: calibrating first, at most %d requests in about %v", n, d.Round(time.Second))
+	l, cal, answers, err := calibrate(ctx, c, r.prefix+"calibrate", say)
+	r.count(answers)
+	r.Calibration = cal
+	if err != nil {
+		return l, err
+	}
+	c.Policy = l
+	if n, left := c.Budget(), c.MaxRequests-r.Requests; n > left {
+		return l, fmt.Errorf("probe: judging %s, found by calibration, takes %d requests, more than the %d --max-requests leaves", l, n, left)
+	}
+	if n := c.plan(rand.New(rand.NewPCG(c.Seed, 0)), "").busiest(); n > c.MaxRate {
+		return l, fmt.Errorf("probe: judging %s, found by calibration, sends %d requests in its busiest second, more than --max-rate %d", l, n, c.MaxRate)
+	}
+	say("judging %s (%s): %d requests more, within about %v", l, cal.From, c.Budget(), c.Duration().Round(time.Second))
+	return l, nil
+}
+
+// fingerprint sends the fingerprint, from the next edge of the epoch's
+// windows (where its edge attacks are planned), and judges what came
+// back: the fit, the accuracy of each workload, the fields. It returns
+// the best explanation of each family, best first.
+func (r *Report) fingerprint(ctx context.Context, c Config, plan []Request, say func(string, ...any)) ([]Explained, error) {
+	per := c.Policy.Per
+	start := time.Now().Add(100 * time.Millisecond).Truncate(per).Add(per)
+	say("the fingerprint: %d requests over %v, from %s", len(plan), plan[len(plan)-1].At.Round(time.Millisecond), start.Format("15:04:05.000"))
+	answers, err := Send(ctx, c.Target, plan, start, c.Timeout)
+	r.count(answers)
+	r.fp = answers
+	if err != nil {
+		return nil, err
+	}
 	var decided []Observation
+	var burst []Answer
 	for _, a := range answers {
 		if a.Decided() {
 			decided = append(decided, a.Observation)
 		}
-	}
-	if len(decided) == 0 {
-		return r, fmt.Errorf("none of the fingerprint's %d requests was decided (admitted or refused): %s", len(answers), firstFailure(answers))
-	}
-	r.Accuracy = judgeFingerprint(answers, prefix, c.Policy)
-	var burst []Answer
-	for _, a := range answers {
-		if a.Key == prefix+"burst" {
+		if a.Key == r.prefix+"burst" {
 			burst = append(burst, a)
 		}
 	}
-	best := Best(Rank(decided, candidatesFor(c.Policy, answers, prefix, r.Calibration.window()...)))
+	if len(decided) == 0 {
+		return nil, fmt.Errorf("none of the fingerprint's %d requests was decided (admitted or refused): %s", len(answers), firstFailure(answers))
+	}
+	r.Accuracy = judgeFingerprint(answers, r.prefix, c.Policy)
+	best := Best(Rank(decided, candidatesFor(c.Policy, answers, r.prefix, r.Calibration.window()...)))
 	// The remaining quota the fields advertise is judged against the
 	// quota the target showed (the best fit's), not the declared one.
 	r.Headers = headersOf(answers, burst, max(best[0].Model.Limit.Quota(), 1))
@@ -318,12 +349,16 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 		r.Fit = append(r.Fit, Fit{Algorithm: e.Model.Algorithm, Limit: e.Model.Limit.String(), Anchored: e.Model.Anchored, CountsRefused: e.Model.CountsRefused,
 			Explained: e.Explained, Decisions: e.Decisions, Share: e.Share()})
 	}
+	return best, nil
+}
 
-	say("concurrency: %d requests at once on a fresh key", len(concurrent))
-	answers, err = Send(ctx, c.Target, concurrent, time.Time{}, c.Timeout)
+// concurrency sends plan, K requests at once on a fresh key, and counts
+// what they met against what the policy allows of them.
+func (r *Report) concurrency(ctx context.Context, c Config, plan []Request, best []Explained) error {
+	answers, err := Send(ctx, c.Target, plan, time.Time{}, c.Timeout)
 	r.count(answers)
 	if err != nil {
-		return r, err
+		return err
 	}
 	r.Concurrency = Concurrency{Sent: len(answers), Quota: max(c.Policy.Quota(), 1)}
 	var sent []Observation
@@ -343,18 +378,8 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 	// declared policy, as the family the fit names, when one was declared
 	// (a limiter that loses updates over-admits in the fingerprint too,
 	// and a fit to that would excuse it), else the fit.
-	if len(best) > 0 {
-		r.Concurrency.Allowed = mostAdmitted(bound(best[0].Model, c.Policy, r.Calibration.From), sent)
-	}
-
-	say("Retry-After and key isolation: a quota and one more on a fresh key, one on another, then at 80%% of the wait and at the wait")
-	if err := r.retryAfter(ctx, c, p.spend); err != nil {
-		return r, err
-	}
-	if len(p.keyless) > 0 {
-		say("no key: %d requests without one", len(p.keyless))
-	}
-	return r, r.keyless(ctx, c, p.keyless)
+	r.Concurrency.Allowed = mostAdmitted(bound(best[0].Model, c.Policy, r.Calibration.From), sent)
+	return nil
 }
 
 // sourcesNeeded is how many users a probe has, each with a key of its

@@ -141,28 +141,9 @@ func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeou
 	if !slices.IsSortedFunc(plan, func(a, b Request) int { return int(a.At - b.At) }) {
 		return nil, errors.New("probe: a plan's requests go in the order they are sent")
 	}
-	base, err := url.Parse(t.URL)
+	urls, sources, err := addresses(t, plan)
 	if err != nil {
 		return nil, err
-	}
-	urls := make([]string, len(plan))
-	sources := make([]string, len(plan))
-	for i, r := range plan {
-		if t.Key.Kind == "source" && r.Key != "" {
-			a, err := t.Sources.addr(r.Key)
-			if err != nil {
-				return nil, err
-			}
-			sources[i] = a.String()
-		}
-		u := *base
-		q := u.Query()
-		if t.Key.Kind == "query" && r.Key != "" {
-			q.Set(t.Key.Name, r.Key)
-		}
-		q.Set(seqParam, strconv.Itoa(i))
-		u.RawQuery = q.Encode()
-		urls[i] = u.String()
 	}
 	var next int
 	targeter := func(tgt *vegeta.Target) error {
@@ -182,16 +163,8 @@ func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeou
 		}
 		return nil
 	}
-	opts := []func(*vegeta.Attacker){vegeta.Timeout(timeout), vegeta.Redirects(vegeta.NoFollow), vegeta.MaxBody(0),
-		vegeta.Workers(8), vegeta.MaxWorkers(uint64(min(max(len(plan), 8), 512))), vegeta.KeepAlive(true)}
-	if t.Key.Kind == "source" {
-		// Each user's requests from its own address, over connections
-		// of its own.
-		tr := newBySource(timeout)
-		defer tr.close()
-		opts = append(opts, vegeta.Client(tr.client(timeout)))
-	}
-	a := vegeta.NewAttacker(opts...)
+	a, done := attacker(t, len(plan), timeout)
+	defer done()
 	answers := make([]Answer, len(plan))
 	got, received, decided := 0, 0, 0
 	if len(plan) == 0 {
@@ -236,6 +209,48 @@ func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeou
 			}
 		}
 	}
+}
+
+// attacker returns vegeta's attacker for a plan of n requests to t, and
+// what to call once it is done with.
+func attacker(t Target, n int, timeout time.Duration) (*vegeta.Attacker, func()) {
+	opts := []func(*vegeta.Attacker){vegeta.Timeout(timeout), vegeta.Redirects(vegeta.NoFollow), vegeta.MaxBody(0),
+		vegeta.Workers(8), vegeta.MaxWorkers(uint64(min(max(n, 8), 512))), vegeta.KeepAlive(true)}
+	if t.Key.Kind != "source" {
+		return vegeta.NewAttacker(opts...), func() {}
+	}
+	// Each user's requests from its own address, over connections of its
+	// own.
+	tr := newBySource(timeout)
+	return vegeta.NewAttacker(append(opts, vegeta.Client(tr.client(timeout)))...), tr.close
+}
+
+// addresses returns each request's URL, with its number (and its key,
+// for a query key), and the address it goes from, for a source key.
+func addresses(t Target, plan []Request) (urls, sources []string, err error) {
+	base, err := url.Parse(t.URL)
+	if err != nil {
+		return nil, nil, err
+	}
+	urls, sources = make([]string, len(plan)), make([]string, len(plan))
+	for i, r := range plan {
+		if t.Key.Kind == "source" && r.Key != "" {
+			a, err := t.Sources.addr(r.Key)
+			if err != nil {
+				return nil, nil, err
+			}
+			sources[i] = a.String()
+		}
+		u := *base
+		q := u.Query()
+		if t.Key.Kind == "query" && r.Key != "" {
+			q.Set(t.Key.Name, r.Key)
+		}
+		q.Set(seqParam, strconv.Itoa(i))
+		u.RawQuery = q.Encode()
+		urls[i] = u.String()
+	}
+	return urls, sources, nil
 }
 
 // lockedTargeter makes tr safe for vegeta's workers, which call it at once.
