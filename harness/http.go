@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -59,13 +60,26 @@ var _ = register(mode{
 				"each algorithm in memory; vegeta sends the workload's users in turn at the offered rate, the key in a header, after a warm-up on a key of its own that opens the connections (a tenth of the run). " +
 				"The limit's window is scaled so that each key is asked for the workload's multiple of its limit. " +
 				"Ideal 200s: the same requests, at the times vegeta sent them, through the same algorithm in memory; the server decides when it reads them, a little later. " +
-				"Sent: the requests a second vegeta achieved (it sends fewer when its workers cannot keep up). Latency runs from send to the end of the response.",
+				"Offered: 80% of the rate this machine sustains, found first (the knee: runs from 1,000 a second, doubling up to the rate asked, until vegeta sends under 95% of it or the median latency passes twice the first's and a millisecond), " +
+				"so that the latency is the server's, not a queue's. " +
+				"Sent: the requests a second vegeta achieved; BEHIND when under 95% of the offered rate, QUEUED when the median latency passed the knee's bound: that row's latency is a queue's, and not comparable. Latency runs from send to the end of the response.",
 			Header: []string{"workload", "limiter", "offered", "sent", "200", "429", "ideal 200s", "other", "errors", "p50", "p99", "max"},
 			Left:   2,
 			Cells: func(r results.Row) []string {
 				l, _ := r.LatencyOf(results.Latency)
+				sent := results.Rate(r.Get(results.Throughput))
+				offered := r.SettingFloat(results.Offered)
+				if v, ok := r.Value(runRate); ok {
+					offered = v
+				}
+				switch q, _ := r.Value(queuedAbove); {
+				case r.Get(achieved) < 0.95:
+					sent += " BEHIND"
+				case q > 0 && l.P50 > q:
+					sent += " QUEUED"
+				}
 				return []string{
-					r.Workload, r.Limiter, results.Rate(r.SettingFloat(results.Offered)), results.Rate(r.Get(results.Throughput)),
+					r.Workload, r.Limiter, results.Rate(offered), sent,
 					results.Count(r.Count(answeredOK)), results.Count(r.Count(answeredLimited)), results.Count(r.Count(idealOK)),
 					results.Count(r.Count(answeredOther)), results.Count(r.Count(unanswered)),
 					results.Nanos(l.P50), results.Nanos(l.P99), results.Nanos(l.Max),
@@ -96,27 +110,88 @@ const (
 )
 
 func measureHTTP(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Row, error) {
+	if l.httpRate == 0 {
+		l.p.step(fmt.Sprintf("the rate this machine sustains over HTTP, up to %s/s", strconv.FormatFloat(l.c.HTTP.Rate, 'f', -1, 64)), 0)
+		rate, queued, err := knee(ctx, l.c.HTTP, w)
+		if err != nil {
+			return nil, fmt.Errorf("harness: the http mode's knee: %w", err)
+		}
+		l.httpRate, l.httpQueued = rate, queued
+	}
 	var out []results.Row
 	for _, s := range subjects {
 		if !s.Serve || s.OwnLimits != "" {
 			continue // only a limit the server can decide
 		}
-		l.p.step(fmt.Sprintf("%s on %s over HTTP, %s/s", s.Name, w.Name, strconv.FormatFloat(l.c.HTTP.Rate, 'f', -1, 64)), 2)
-		h := httpAttack{Algorithm: s.Algorithm, Limit: pacedLimit(l.c.Limit, w, l.c.HTTP.Rate), Workload: w, Rate: l.c.HTTP.Rate, Duration: l.c.HTTP.Time}
+		l.p.step(fmt.Sprintf("%s on %s over HTTP, %s/s", s.Name, w.Name, strconv.FormatFloat(l.httpRate, 'f', -1, 64)), 2)
+		h := httpAttack{Algorithm: s.Algorithm, Limit: pacedLimit(l.c.Limit, w, l.httpRate), Workload: w, Rate: l.httpRate, Duration: l.c.HTTP.Time}
 		res, err := h.Run(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("harness: %s on %s over HTTP: %w", s.Name, w.Name, err)
 		}
-		out = append(out, httpResult(row(s, w.Name, httpModeName), h, res))
+		r := httpResult(row(s, w.Name, httpModeName), h, res)
+		// The rate asked is the row's setting, as before the knee: the
+		// rate run at depends on the machine, and is a measurement.
+		r.SetFloat(results.Offered, l.c.HTTP.Rate)
+		r.Add(runRate, results.UnitPerS, l.httpRate)
+		r.Add(queuedAbove, results.UnitNS, l.httpQueued)
+		out = append(out, r)
 	}
 	return out, nil
+}
+
+// runRate is the rate an http row was run at, below the knee,
+// queuedAbove the median latency above which its requests waited in a
+// queue (the knee's bound), and scaledWindow the limit's window at that
+// rate: metrics of its rows.
+const (
+	runRate      = "run_rate"
+	queuedAbove  = "queued_above"
+	scaledWindow = "window"
+)
+
+// kneeMargin is how far below the knee the http runs go: a step of the
+// knee keeps pace, and a run at its rate, twice as long, sometimes not.
+const kneeMargin = 0.8
+
+// knee finds the rate the sender and the server sustain on this machine,
+// up to h.Rate: attacks as long as a run, at 1,000 a second and doubling,
+// on a limit that admits everything, until vegeta sends under 95% of the
+// rate asked or the median latency passes queued: twice the first's and a
+// millisecond (the requests wait in a queue, and a latency measured there
+// is the queue's). The runs go at kneeMargin of the last rate that kept
+// pace (h.Rate, at most; and not under 1,000 a second, or h.Rate when
+// that is less), and a run whose median passes queued is marked.
+func knee(ctx context.Context, h httpConfig, w *workloads.Workload) (rate, queued float64, err error) {
+	open := limiters.Limit{N: 1_000_000, Per: time.Second} // admits all
+	floor := min(1000, h.Rate)
+	best := 0.0
+	for r := floor; ; r = min(2*r, h.Rate) {
+		res, err := httpAttack{Algorithm: limiters.GCRA, Limit: open, Workload: w, Rate: r, Duration: h.Time}.Run(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		if queued == 0 {
+			queued = max(2*res.LatencyNS.P50, res.LatencyNS.P50+float64(time.Millisecond))
+		}
+		if !res.KeptPace() || res.LatencyNS.P50 > queued {
+			break
+		}
+		best = r
+		if r == h.Rate {
+			break
+		}
+	}
+	return max(math.Round(kneeMargin*best), floor), queued, nil
 }
 
 // httpResult is base with what an HTTP attack measured.
 func httpResult(base results.Row, h httpAttack, res httpOutcome) results.Row {
 	r := base
 	r.SetFloat(results.Offered, h.Rate)
-	r.Set("per", h.Limit.Per.String())
+	// The limit's window, scaled to the rate run at (which the knee
+	// sets, machine by machine): a measurement, not the row's identity.
+	r.Add(scaledWindow, results.UnitSeconds, h.Limit.Per.Seconds())
 	r.Add(results.Decisions, results.UnitCount, float64(res.Requests))
 	r.Add(results.Throughput, results.UnitPerS, res.Achieved) // the table's "sent" beside "offered" says when vegeta fell behind
 	r.SetLatency(results.Latency, res.LatencyNS)

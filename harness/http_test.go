@@ -38,3 +38,24 @@ func TestHTTPAttack(t *testing.T) {
 		t.Error("an attack without a rate ran")
 	}
 }
+
+// The knee: the rate the sender and the server sustain, found by doubling
+// from 1,000 a second up to the rate asked; the runs go at 80% of it,
+// never under 1,000 a second (or the rate asked, when that is less).
+func TestKnee(t *testing.T) {
+	w, err := workloads.Uniform(workloads.Params{Users: 5, Duration: time.Second, Limit: limiters.Limit{N: 10, Per: time.Second}, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, queued, err := knee(context.Background(), httpConfig{Rate: 2000, Time: 200 * time.Millisecond}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("knee, asked 2,000/s: runs at %v/s, queued above %v", k, time.Duration(queued))
+	if k != 1000 && k != 1600 || queued < float64(time.Millisecond) {
+		t.Errorf("runs at %v/s, queued above %vns: want 1,000 or 1,600 (80%% of 2,000), and a bound of a millisecond or more", k, queued)
+	}
+	if k, _, err := knee(context.Background(), httpConfig{Rate: 300, Time: 200 * time.Millisecond}, w); err != nil || k != 300 {
+		t.Errorf("asked 300/s: knee %v, %v: want 300", k, err)
+	}
+}

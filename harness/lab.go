@@ -90,6 +90,10 @@ type lab struct {
 	// time they took, in the process.
 	simDecisions int64
 	simTime      time.Duration
+	// httpRate is the rate the http mode runs at, once its knee is found
+	// (0 until then), and httpQueued the median latency above which its
+	// requests waited in a queue.
+	httpRate, httpQueued float64
 }
 
 // Lab runs c and returns its results: every workload, through every mode,

@@ -192,3 +192,21 @@ func TestHeaders(t *testing.T) {
 		t.Errorf("fields on 200 %v, on 429 %v", h.OnAdmitted, h.OnRefused)
 	}
 }
+
+// The sender kept pace when it sent at the rate asked and each request
+// near its time: a tenth of the policy's refill interval.
+func TestKeptPace(t *testing.T) {
+	on := Timing{AskedRate: 100, AchievedRate: 99, Late: Latency{P99: 0.9}}
+	if !on.keptPace(10 * time.Millisecond) {
+		t.Errorf("%+v at 100/s: want kept", on)
+	}
+	slow := on
+	slow.AchievedRate = 90
+	late := on
+	late.Late.P99 = 1.5
+	for _, tm := range []Timing{slow, late} {
+		if tm.keptPace(10 * time.Millisecond) {
+			t.Errorf("%+v at 100/s: want fell behind", tm)
+		}
+	}
+}

@@ -262,6 +262,7 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 	defer func() {
 		r.Elapsed = time.Since(r.Start).Seconds()
 		r.Timing = timingOf(r.all, r.fp, fingerprint)
+		r.Timing.KeptPace = r.Timing.keptPace(c.Policy.Interval())
 	}()
 	if c.Policy == (limiters.Limit{}) {
 		l, err := r.calibrate(ctx, c, say)

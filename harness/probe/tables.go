@@ -84,8 +84,8 @@ func (r *Report) timingTable() results.Table {
 	return results.Table{
 		Name:  "probe-timing",
 		Title: "Latency and pace",
-		Note: fmt.Sprintf("Milliseconds. Late: actual minus intended send time. The fingerprint asked %.0f requests/s and was sent at %.0f/s.",
-			tm.AskedRate, tm.AchievedRate),
+		Note: fmt.Sprintf("Milliseconds. Late: actual minus intended send time. The fingerprint asked %.0f requests/s and was sent at %.0f/s. %s",
+			tm.AskedRate, tm.AchievedRate, paceVerdict(tm.KeptPace)),
 		Header: []string{"", "requests", "p50", "p90", "p99", "max"},
 		Left:   1,
 		Rows:   [][]string{row("admitted", tm.Admitted), row("refused", tm.Refused), row("late", tm.Late)},
@@ -152,4 +152,11 @@ func remainingVerdict(remaining string) string {
 		return "ok"
 	}
 	return ""
+}
+
+func paceVerdict(kept bool) string {
+	if kept {
+		return "The sender kept pace."
+	}
+	return "THE SENDER FELL BEHIND (under 95% of the rate asked, or a request over a tenth of a refill late): the bursts and edges that tell the algorithms apart went out otherwise than planned, and the fit says less. Probe from a quieter host."
 }

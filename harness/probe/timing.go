@@ -17,6 +17,13 @@ type Timing struct {
 	// Late is how late the sender sent each request, actual minus
 	// intended send time, over all the probe's requests.
 	Late Latency `json:"late"`
+	// KeptPace: the sender sent the fingerprint at 95% of the rate asked
+	// or more, and 99% of its requests within a tenth of the policy's
+	// refill interval of their time. When it did not, the requests that
+	// tell the algorithms apart (a burst, the edge of a window) went out
+	// otherwise than planned: the fit still holds for what was sent, but
+	// says less.
+	KeptPace bool `json:"kept_pace"`
 }
 
 // Latency is percentiles of a duration, in milliseconds.
@@ -80,4 +87,10 @@ func timingOf(all, fingerprint []Answer, fp []Request) Timing {
 		t.AchievedRate = float64(len(fingerprint)-1) / span.Seconds()
 	}
 	return t
+}
+
+// keptPace reports whether the sender kept to the plan of a probe of
+// limit: the rate asked, and each request near its time.
+func (t Timing) keptPace(interval time.Duration) bool {
+	return t.AchievedRate >= 0.95*t.AskedRate && t.Late.P99 <= ms(interval/10)
 }
