@@ -115,6 +115,8 @@ func removeStale(dir string, written []string) error {
 // page is what the report's templates are given.
 type page struct {
 	Title, Subtitle string
+	// Outside: a limiter judged from outside, with no picks to make.
+	Outside bool
 	// Source is where the results are saved, if known.
 	Source    string
 	Meta      [][2]string
@@ -128,6 +130,9 @@ type page struct {
 
 func newPage(f *results.File, charts []rendered, source string) page {
 	picks, versus := results.Picks(f)
+	if f.Meta.Target != "" {
+		return outsidePage(f, charts, source)
+	}
 	p := page{
 		Title:     "ratelab: which rate limiter, measured",
 		Subtitle:  "A run of " + f.Meta.Start.UTC().Format("2 January 2006 at 15:04 UTC"),
@@ -146,6 +151,27 @@ func newPage(f *results.File, charts []rendered, source string) page {
 		p.Notes = append(p.Notes, "Not run: "+s)
 	}
 	return p
+}
+
+// outsidePage is the page of a limiter judged from outside: its target,
+// charts and tables; no picks, for there was one subject.
+func outsidePage(f *results.File, charts []rendered, source string) page {
+	m := f.Meta
+	return page{
+		Title:    "ratelab probe: a limiter behind HTTP, judged from outside",
+		Subtitle: "A probe of " + m.Target + ", " + m.Start.UTC().Format("2 January 2006 at 15:04 UTC"),
+		Source:   source,
+		Outside:  true,
+		Meta: [][2]string{
+			{"Target", m.Target},
+			{"Machine", fmt.Sprintf("%s, %d cores, GOMAXPROCS %d", m.CPU, m.Cores, m.GOMAXPROCS)},
+			{"Go", m.GoVersion},
+			{"Started", m.Start.UTC().Format(time.RFC3339)},
+			{"Took", m.Elapsed.Duration().Round(100 * time.Millisecond).String()},
+		},
+		Charts: charts,
+		Tables: results.Tables(f),
+	}
 }
 
 // metaRows are the run's machine and parameters, as label and value.
@@ -250,9 +276,9 @@ figure img { width: 100%; height: auto; border: 1px solid #eee; }
 <main>
 <h1>{{.Title}}</h1>
 <p class="sub">{{.Subtitle}}</p>
-<nav><a href="#pick">Which limiter should I pick?</a>{{if .Charts}}<a href="#charts">Charts</a>{{end}}{{if .Tables}}<a href="#tables">Tables</a>{{end}}<a href="#run">The run</a></nav>
+<nav>{{if not .Outside}}<a href="#pick">Which limiter should I pick?</a>{{end}}{{if .Charts}}<a href="#charts">Charts</a>{{end}}{{if .Tables}}<a href="#tables">Tables</a>{{end}}<a href="#run">The run</a></nav>
 
-<h2 id="pick">Which limiter should I pick?</h2>
+{{if not .Outside}}<h2 id="pick">Which limiter should I pick?</h2>
 <p class="note">Each answer is this run's best for one need, read from the numbers below; on another machine or with other parameters it may change.</p>
 {{if .Picks}}<div class="scroll"><table class="picks">
 <thead><tr><th>If you need</th><th>pick</th><th>because, in this run</th></tr></thead>
@@ -263,7 +289,7 @@ figure img { width: 100%; height: auto; border: 1px solid #eee; }
 <ul>{{range .Versus}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{with .Scorecard}}{{if .Rows}}<h3>{{.Title}}</h3>
 <p class="note">{{.Note}}</p>
-{{template "table" .}}{{end}}{{end}}
+{{template "table" .}}{{end}}{{end}}{{end}}
 
 {{if .Charts}}<h2 id="charts">Charts</h2>
 {{range .Charts}}<figure id="{{.ID}}">
@@ -303,9 +329,11 @@ func anchor(s string) string {
 func writeMarkdown(w io.Writer, p page) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# %s\n\n%s\n\n", p.Title, p.Subtitle)
-	b.WriteString("## Which limiter should I pick?\n\n")
-	b.WriteString("Each answer is this run's best for one need, read from the numbers below; on another machine or with other parameters it may change.\n\n")
-	if len(p.Picks) == 0 {
+	if !p.Outside {
+		b.WriteString("## Which limiter should I pick?\n\n")
+		b.WriteString("Each answer is this run's best for one need, read from the numbers below; on another machine or with other parameters it may change.\n\n")
+	}
+	if len(p.Picks) == 0 && !p.Outside {
 		b.WriteString("This run measured nothing to choose by.\n\n")
 	}
 	for _, pk := range p.Picks {

@@ -35,6 +35,10 @@ type Mode struct {
 	Charts func(f *File, rows []Row) []Figure
 	// Gates are the metrics compare and the gate compare, and merge pools.
 	Gates []Gate
+	// Outside says the lab's bench does not run the mode: its rows come
+	// from a limiter judged from outside (ratelab probe), and only its
+	// tables, charts and report are the lab's.
+	Outside bool
 }
 
 var registry struct {

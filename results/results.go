@@ -45,7 +45,10 @@ type Meta struct {
 	SimulationPerS     float64 `json:"simulation_decisions_per_s,omitempty"`
 	SimulatedDecisions int64   `json:"simulated_decisions,omitempty"`
 	// Merged is, for a file Merge made, how many runs of the lab it pools.
-	Merged int    `json:"merged,omitempty"`
+	Merged int `json:"merged,omitempty"`
+	// Target is, for a file of a limiter judged from outside (ratelab
+	// probe), what was judged: its URL, its key and its policy.
+	Target string `json:"target,omitempty"`
 	Params Params `json:"params"`
 }
 

@@ -233,7 +233,9 @@ func workloadFlags(fs *flag.FlagSet, c *harness.Config) func() {
 func modeNames() []string {
 	var out []string
 	for _, m := range results.Modes() {
-		out = append(out, m.Name)
+		if !m.Outside {
+			out = append(out, m.Name)
+		}
 	}
 	return out
 }
@@ -243,6 +245,9 @@ func modeNames() []string {
 func modeList() string {
 	var b strings.Builder
 	for _, m := range results.Modes() {
+		if m.Outside {
+			continue
+		}
 		about := strings.ReplaceAll(results.Wrap(m.About, 58), "\n", "\n\t            ")
 		fmt.Fprintf(&b, "\t%-11s %s\n", m.Name, about)
 	}

@@ -83,10 +83,19 @@ func TestProbeExpect(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, `strays from "sliding-log 20/s"`) || !strings.Contains(stderr, "algorithm: behaves as") || !strings.Contains(stderr, "not sliding-log") {
 		t.Errorf("exit %d, stderr %q: want 1, naming the algorithm", code, stderr)
 	}
-	for _, want := range []string{"What the target behaves as", "Accuracy against 20/s burst 10", "boundary-attack", "Latency and pace"} {
+	for _, want := range []string{"What the target behaves as", "Accuracy against the policy", "Judged against 20/s burst 10", "boundary-attack", "Latency and pace"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}
+	}
+	// The lab's report of it: the page, its twin and the two charts.
+	for _, f := range []string{"report.html", "report.md", "charts/probe-windows.png", "charts/probe-fit.svg"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if md, err := os.ReadFile(filepath.Join(out, "report.md")); err != nil || !strings.Contains(string(md), "judged from outside") || strings.Contains(string(md), "Which limiter should I pick") {
+		t.Errorf("report.md: %v: want the probe's page, without the lab's picks", err)
 	}
 	b, err := os.ReadFile(filepath.Join(out, "probe.json"))
 	if err != nil {

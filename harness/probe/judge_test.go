@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/results"
 )
 
 // observed makes one key's observations: admitted (or not) at each offset
@@ -209,4 +210,42 @@ func TestKeptPace(t *testing.T) {
 			t.Errorf("%+v at 100/s: want fell behind", tm)
 		}
 	}
+}
+
+// A report as the lab's results: rows of the mode "probe", the four
+// tables and the two charts drawn from them, the judged N on the chart.
+func TestReportFile(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var fp []Answer
+	for i, o := range observed(t0, time.Millisecond, []time.Duration{0, 10 * time.Millisecond, 20 * time.Millisecond}, []bool{true, true, false}) {
+		o.Key = "p-edge"
+		fp = append(fp, Answer{Observation: o, Status: []int{200, 200, 429}[i]})
+	}
+	r := &Report{Target: "http://x/", Key: "header:X", Policy: "2/s", Start: t0,
+		Fit:      []Fit{{Algorithm: limiters.SlidingLog, Limit: "2/s", Explained: 3, Decisions: 3, Share: 1}},
+		Accuracy: []Accuracy{judge("boundary-attack", observations(fp), limiters.Limit{N: 2, Per: time.Second})},
+		fp:       fp, prefix: "p-"}
+	f := r.File()
+	var names []string
+	for _, tb := range results.Tables(f) {
+		names = append(names, tb.Name)
+	}
+	if strings.Join(names, ",") != "probe-fit,probe-accuracy,probe-checks,probe-timing" {
+		t.Errorf("tables %v", names)
+	}
+	figs := charts(f, f.RowsOf(modeName))
+	if len(figs) != 2 || len(figs[0].Panels) != 1 || figs[0].Panels[0].Marks[0].At != 2 || len(figs[0].Panels[0].Lines[0].Points) != 3 {
+		t.Errorf("charts %+v: want the windows' (one panel, N at 2, three points) and the fit's", figs)
+	}
+	if f.Meta.Target == "" || f.Rows[0].Mode != modeName {
+		t.Errorf("meta %+v, first row %+v", f.Meta, f.Rows[0])
+	}
+}
+
+func observations(as []Answer) []Observation {
+	var out []Observation
+	for _, a := range as {
+		out = append(out, a.Observation)
+	}
+	return out
 }

@@ -1,0 +1,305 @@
+package probe
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/results"
+)
+
+// The probe's rows are the lab's: a results.File of rows of the mode
+// "probe", whose tables, charts and report the lab's packages draw. A row
+// is one of four kinds (its setting "kind"): a family's fit, a workload's
+// accuracy, a check, or the exchange's timing.
+const (
+	modeName = "probe"
+	kind     = "kind"
+
+	kindFit      = "fit"
+	kindAccuracy = "accuracy"
+	kindCheck    = "check"
+	kindTiming   = "timing"
+
+	// A fit's metrics and settings.
+	explained = "explained"
+	share     = "share"
+	limit     = "limit"
+	windows   = "windows"
+	refusals  = "refusals"
+	// A check's settings: what was sent, what came back, the verdict.
+	sentSetting    = "sent"
+	backSetting    = "back"
+	verdictSetting = "verdict"
+	// An accuracy row's series: what the key had admitted in the trailing
+	// window after each of its requests; and its setting, the judged N.
+	inWindowName = "in_window"
+	judgedN      = "judged_n"
+)
+
+func isKind(k string) func(results.Row) bool {
+	return func(r results.Row) bool { return r.Setting(kind) == k }
+}
+
+func init() { results.Register(mode) }
+
+// mode is the probe's, in the lab's registry: not run by bench, but
+// tabled, charted and reported as the lab's modes are.
+var mode = results.Mode{
+	Name:    modeName,
+	About:   "a limiter behind HTTP, judged from outside (ratelab probe)",
+	Order:   90,
+	Outside: true,
+	Tables: []results.TableSpec{
+		{
+			Name:   "probe-fit",
+			Title:  "What the target behaves as",
+			Note:   "Each algorithm's best fit, replaying the fingerprint's decisions: a decision is explained when the model decides alike at some instant between the request's send and its answer, the model following what the target decided. The token bucket, the leaky bucket and GCRA are one policy.",
+			Header: []string{"algorithm", "limit", "windows", "refusals", "explained", "of"},
+			Left:   4,
+			Keep:   isKind(kindFit),
+			Cells: func(r results.Row) []string {
+				return []string{r.Limiter, r.Setting(limit), r.Setting(windows), r.Setting(refusals),
+					fmt.Sprintf("%.1f%%", 100*r.Get(share)), results.Count(r.Count(results.Decisions))}
+			},
+		},
+		{
+			Name:  "probe-accuracy",
+			Title: "Accuracy against the policy",
+			Note: "The fingerprint's requests by workload, judged against the ideal (the sliding window log at the policy; a bucket of capacity C refilled at R judged as C per C/R) " +
+				"following what the target decided: a false allow is an admission when the key had N admitted in the window before it, however late in its interval it was decided; " +
+				"a false deny a refusal when it had fewer, however early. Ideal: what the log admits of the same requests on its own. " +
+				"Most in any W: the most admitted in any interval of the window's length, over N, counting a request only when its send and its answer both fell in it.",
+			Header: []string{"workload", "requests", "admitted", "ideal", "false allows", "false denies", "most in any W"},
+			Left:   1,
+			Keep:   isKind(kindAccuracy),
+			Cells: func(r results.Row) []string {
+				a, _ := r.AccuracyOf()
+				return []string{r.Workload, results.Count(r.Count(results.Decisions)), results.Count(a.Admitted), results.Count(a.Ideal),
+					results.Count(a.FalseAllow), results.Count(a.FalseDeny), results.Fixed(a.MaxWindowRatio, 2)}
+			},
+		},
+		{
+			Name:   "probe-checks",
+			Title:  "Checks",
+			Header: []string{"check", "what was sent", "what came back", "verdict"},
+			Left:   4,
+			Keep:   isKind(kindCheck),
+			Cells: func(r results.Row) []string {
+				return []string{r.Limiter, r.Setting(sentSetting), r.Setting(backSetting), r.Setting(verdictSetting)}
+			},
+		},
+		{
+			Name:   "probe-timing",
+			Title:  "Latency and pace",
+			Note:   "Milliseconds. Late: actual minus intended send time, the sender's.",
+			Header: []string{"", "requests", "p50", "p90", "p99", "max"},
+			Left:   1,
+			Keep:   isKind(kindTiming),
+			Cells: func(r results.Row) []string {
+				l, _ := r.LatencyOf(r.Limiter)
+				n := r.Count(results.Decisions)
+				return []string{r.Workload, results.Count(n), ms3(l.P50), ms3(l.P90), ms3(l.P99), ms3(l.Max)}
+			},
+		},
+	},
+	Charts: charts,
+}
+
+func ms3(ns float64) string { return results.Fixed(ns/1e6, 2) }
+
+// File is r as the lab's results: rows of the mode "probe", which the
+// lab's tables, charts and report read.
+func (r *Report) File() *results.File {
+	f := &results.File{Schema: results.Schema, Meta: results.Meta{
+		GoVersion: runtime.Version(), CPU: results.CPUModel(), Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+		Start: r.Start, Elapsed: results.Seconds(r.Elapsed),
+		Target: fmt.Sprintf("%s (users by %s; policy %s, %s)", r.Target, r.Key, r.Policy, r.Calibration.From),
+	}}
+	add := func(row results.Row) { f.Rows = append(f.Rows, row) }
+	for _, ft := range r.Fit {
+		row := results.Row{Mode: modeName, Limiter: string(ft.Algorithm), Algorithm: string(ft.Algorithm)}
+		row.Set(kind, kindFit)
+		row.Set(limit, ft.Limit)
+		row.Set(windows, fitWindows(ft))
+		row.Set(refusals, map[bool]string{true: "counted", false: "not counted"}[ft.CountsRefused])
+		row.Add(explained, results.UnitCount, float64(ft.Explained))
+		row.Add(results.Decisions, results.UnitCount, float64(ft.Decisions))
+		row.Add(share, results.UnitFraction, ft.Share)
+		add(row)
+	}
+	series := r.inWindowSeries()
+	for i, a := range r.Accuracy {
+		row := results.Row{Mode: modeName, Workload: a.Workload, Limiter: "target"}
+		row.Set(kind, kindAccuracy)
+		if i == 0 {
+			row.Note = "Judged against " + r.Policy + "."
+		}
+		row.Add(results.Decisions, results.UnitCount, float64(a.Requests))
+		n := float64(max(a.Requests, 1))
+		row.SetAccuracy(results.Accuracy{Admitted: int64(a.Admitted), Ideal: int64(a.Ideal), FalseAllow: int64(a.FalseAllows), FalseDeny: int64(a.FalseDenies),
+			FalseAllowRate: float64(a.FalseAllows) / n, FalseDenyRate: float64(a.FalseDenies) / n, MaxWindowRatio: a.MaxWindowRatio})
+		if s, ok := series[a.Workload]; ok {
+			row.AddSeries(s)
+			row.SetFloat(judgedN, float64(r.judged().N))
+		}
+		add(row)
+	}
+	for i, c := range r.checks() {
+		row := results.Row{Mode: modeName, Limiter: c[0]}
+		row.Set(kind, kindCheck)
+		if i == 0 {
+			row.Note = fmt.Sprintf("%d requests in %.1fs; %d answered with a 5xx or not at all, counted neither as admitted nor as refused.", r.Requests, r.Elapsed, r.Undecided)
+		}
+		row.Set(sentSetting, c[1])
+		row.Set(backSetting, c[2])
+		row.Set(verdictSetting, c[3])
+		add(row)
+	}
+	for _, t := range []struct {
+		name string
+		l    Latency
+	}{{"admitted", r.Timing.Admitted}, {"refused", r.Timing.Refused}, {"late", r.Timing.Late}} {
+		row := results.Row{Mode: modeName, Workload: t.name, Limiter: t.name}
+		row.Set(kind, kindTiming)
+		if t.name == "late" {
+			row.Note = fmt.Sprintf("The fingerprint asked %.0f requests/s and was sent at %.0f/s. %s", r.Timing.AskedRate, r.Timing.AchievedRate, paceVerdict(r.Timing.KeptPace))
+		}
+		row.Add(results.Decisions, results.UnitCount, float64(t.l.N))
+		row.SetLatency(t.name, results.Quantiles{P50: t.l.P50 * 1e6, P90: t.l.P90 * 1e6, P99: t.l.P99 * 1e6, Max: t.l.Max * 1e6})
+		add(row)
+	}
+	return f
+}
+
+func fitWindows(f Fit) string {
+	switch {
+	case f.Algorithm.IsBucket():
+		return ""
+	case f.Anchored:
+		return "first request"
+	}
+	return "epoch"
+}
+
+// judged is the limit the accuracy was judged against: N per W, a
+// bucket's C per C/R.
+func (r *Report) judged() limiters.Limit {
+	l, err := limiters.ParseLimit(r.Policy)
+	if err != nil {
+		return limiters.Limit{N: 1, Per: time.Second}
+	}
+	return limiters.Limit{N: l.Quota(), Per: l.Window()}
+}
+
+// inWindowSeries is, for each workload of the fingerprint, what its key
+// had admitted in the trailing window of the judged length after each of
+// its requests, at seconds from the fingerprint's first request: the
+// chart's line, against N.
+func (r *Report) inWindowSeries() map[string]results.Series {
+	out := map[string]results.Series{}
+	if len(r.fp) == 0 {
+		return out
+	}
+	w := r.judged().Per
+	start := r.fp[0].Sent
+	for _, a := range r.fp {
+		if !a.Sent.IsZero() && a.Sent.Before(start) {
+			start = a.Sent
+		}
+	}
+	for _, wl := range workloadOf {
+		var mine []Answer
+		for _, a := range r.fp {
+			if a.Key == r.prefix+wl.part && a.Decided() {
+				mine = append(mine, a)
+			}
+		}
+		if len(mine) == 0 {
+			continue
+		}
+		slices.SortStableFunc(mine, func(a, b Answer) int { return a.Sent.Compare(b.Sent) })
+		s := results.Series{Name: inWindowName, Unit: results.UnitCount, XUnit: results.UnitSeconds}
+		var admitted []time.Time
+		for _, a := range mine {
+			if a.Admitted {
+				admitted = append(admitted, a.Sent)
+			}
+			n := 0
+			for _, t := range admitted {
+				if t.After(a.Sent.Add(-w)) {
+					n++
+				}
+			}
+			s.X = append(s.X, a.Sent.Sub(start).Seconds())
+			s.Y = append(s.Y, float64(n))
+		}
+		out[wl.workload] = s
+	}
+	return out
+}
+
+// charts are the probe's figures: what each workload's key had admitted
+// in the trailing window over time, against N; and the share of the
+// decisions each family's best fit explains.
+func charts(_ *results.File, rows []results.Row) []results.Figure {
+	var panels []results.Panel
+	var fits []results.Row
+	for _, r := range rows {
+		switch r.Setting(kind) {
+		case kindFit:
+			fits = append(fits, r)
+		case kindAccuracy:
+			s := r.Curve(inWindowName)
+			if s == nil {
+				continue
+			}
+			line := results.Line{Name: "admitted in the last W"}
+			for i := range s.X {
+				line.Points = append(line.Points, results.XY{X: s.X[i], Y: s.Y[i]})
+			}
+			panels = append(panels, results.Panel{Title: r.Workload, X: results.Axis{Label: "seconds"}, Y: results.Axis{Label: "admitted", Min: 0, Max: r.SettingFloat(judgedN)},
+				Lines: []results.Line{line}, Steps: true, Marks: []results.Mark{{Name: "N, the policy", At: r.SettingFloat(judgedN)}}})
+		}
+	}
+	var out []results.Figure
+	if len(panels) > 0 {
+		out = append(out, results.Figure{Name: "probe-windows", Title: "What the target admitted in any window, against the policy",
+			Caption: "For each workload of the fingerprint, on its own key: after each request, how many the key had been admitted in the window before it (the judged W). The dashed line is N: a limiter that keeps to its policy stays on or under it; a fixed window at its edge goes to 2N.",
+			Panels:  panels, Cols: 2, Width: 9, RowHeight: 2.6})
+	}
+	if len(fits) > 0 {
+		b := &results.Bars{Series: []string{"explained"}, Digits: 1}
+		for _, r := range fits {
+			b.Groups = append(b.Groups, r.Limiter+" "+r.Setting(limit))
+			b.Values = append(b.Values, []float64{100 * r.Get(share)})
+		}
+		out = append(out, results.Figure{Name: "probe-fit", Title: "What the target behaves as",
+			Caption: "The share of the fingerprint's decisions each family's best fit explains, in percent: the best names the algorithm the target runs (the three buckets are one policy).",
+			Panels:  []results.Panel{{X: results.Axis{Label: "% of decisions explained", Min: 0, Max: 100}, Bars: b}}, Width: 7, NoLegend: true})
+	}
+	return out
+}
+
+// checks are the check table's rows: check, what was sent, what came
+// back, verdict.
+func (r *Report) checks() [][]string {
+	c, ra := r.Concurrency, r.RetryAfter
+	concurrency := "ok"
+	if c.OverAdmits() {
+		concurrency = "OVER-ADMITS"
+	}
+	return [][]string{
+		{"concurrency", strconv.Itoa(c.Sent) + " at once on a fresh key", fmt.Sprintf("%d admitted; the policy allows %d", c.Admitted, max(c.Allowed, c.Quota)), concurrency},
+		{"Retry-After", "a quota and one more, then at 80% of the wait and at it", retryAfterSeen(ra), ra.Verdict},
+		{"key isolation", "a fresh key right after another was exhausted", isolation(r.Keys.Isolated), isolationVerdict(r.Keys.Isolated)},
+		{"no key", "twice the quota without the key", r.Keys.Keyless, ""},
+		{"fields on 200", "the first admitted answer", fieldList(r.Headers.OnAdmitted), ""},
+		{"fields on refusal", "the first refused answer", fieldList(r.Headers.OnRefused), ""},
+		{"declared policy", "a fresh key's first answer", or(r.Headers.Policy, "none"), declaredVerdict(r.Headers.Policy, r.Policy)},
+		{"remaining", "after each admission on a fresh key", or(r.Headers.Remaining, "not advertised"), remainingVerdict(r.Headers.Remaining)},
+	}
+}
