@@ -14,6 +14,8 @@ import (
 	"github.com/ratelab/ratelab/internal/server"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/httplimit"
+	"github.com/ratelab/ratelab/limiters/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // serve starts ratelab serve's server on a free loopback port, deciding
@@ -53,9 +55,15 @@ func serveWith(t *testing.T, cfg server.Config) string {
 // 2N requests at once; and the wait a refusal advertises is honest.
 func TestProbeServe(t *testing.T) {
 	if testing.Short() {
-		t.Skip("probes six servers, a few seconds each")
+		t.Skip("probes twelve servers, a few seconds each")
 	}
 	t.Parallel()
+	// On Redis too: the server's decisions then come from Redis's clock
+	// and scripts, a round trip away. Each server has a key prefix of its
+	// own, made here (the helpers stop the test on failure, which only
+	// the test's own goroutine may do).
+	opts := &redis.Options{Addr: redistest.Require(t)}
+	client := redistest.Client(t, nil)
 	// Three at a time, each on a server of its own: a probe mostly waits
 	// for its schedule (six seconds of it). Six at once, under the race
 	// detector on a busy host, widened the requests' intervals until the
@@ -63,24 +71,30 @@ func TestProbeServe(t *testing.T) {
 	// probe from, and the probe's numbers say so).
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, 3)
-	for _, a := range limiters.Algorithms() {
-		wg.Go(func() {
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			probeServe(t, a)
-		})
+	for _, backend := range []string{"memory", "redis"} {
+		for _, a := range limiters.Algorithms() {
+			cfg := server.Config{Algorithm: a, Limit: limiters.Limit{N: 20, Per: time.Second}, KeyHeader: "X-User", Headers: httplimit.AllHeaders, Backend: backend}
+			if a.IsBucket() {
+				cfg.Limit.Burst = 10
+			}
+			if backend == "redis" {
+				cfg.Redis, cfg.RedisPrefix = opts, redistest.Prefix(t, client)
+			}
+			wg.Go(func() {
+				slots <- struct{}{}
+				defer func() { <-slots }()
+				probeServe(t, cfg)
+			})
+		}
 	}
 	wg.Wait()
 }
 
-// probeServe is TestProbeServe for algorithm a; it reports with t.Errorf,
+// probeServe is TestProbeServe for one server; it reports with t.Errorf,
 // which any goroutine may call.
-func probeServe(t *testing.T, a limiters.Algorithm) {
-	limit := limiters.Limit{N: 20, Per: time.Second}
-	if a.IsBucket() {
-		limit.Burst = 10
-	}
-	url := serve(t, a, limit)
+func probeServe(t *testing.T, cfg server.Config) {
+	a, limit := cfg.Algorithm, cfg.Limit
+	url := serveWith(t, cfg)
 	if url == "" {
 		return
 	}
@@ -92,47 +106,48 @@ func probeServe(t *testing.T, a limiters.Algorithm) {
 		MaxRequests: 2000,
 		MaxRate:     1000,
 	}
+	name := string(a) + " in " + cfg.Backend
 	r, err := Run(context.Background(), c, nil)
 	if err != nil {
-		t.Errorf("%s: %v", a, err)
+		t.Errorf("%s: %v", name, err)
 		return
 	}
-	t.Logf("%s: %d requests in %.1fs; fit %+v; concurrency %+v; Retry-After %+v", a, r.Requests, r.Elapsed, r.Fit, r.Concurrency, r.RetryAfter)
+	t.Logf("%s: %d requests in %.1fs; fit %+v; concurrency %+v; Retry-After %+v", name, r.Requests, r.Elapsed, r.Fit, r.Concurrency, r.RetryAfter)
 	best := r.Fit[0]
 	if family(best.Algorithm) != family(a) || best.Share < 0.99 || best.Limit != limit.String() {
-		t.Errorf("%s: fitted %s %s (%.1f%%), want %s %s explaining 99%%", a, best.Algorithm, best.Limit, 100*best.Share, a, limit)
+		t.Errorf("%s: fitted %s %s (%.1f%%), want %s %s explaining 99%%", name, best.Algorithm, best.Limit, 100*best.Share, a, limit)
 	}
 	if r.Concurrency.OverAdmits() || r.Concurrency.Admitted == 0 || r.Concurrency.Undecided != 0 {
-		t.Errorf("%s: concurrency %+v: want at most what the policy allows admitted, and every request decided", a, r.Concurrency)
+		t.Errorf("%s: concurrency %+v: want at most what the policy allows admitted, and every request decided", name, r.Concurrency)
 	}
 	if r.RetryAfter.Verdict != "honest" && r.RetryAfter.Verdict != "longer than needed: admitted at 80% of it" {
-		t.Errorf("%s: Retry-After: %+v", a, r.RetryAfter)
+		t.Errorf("%s: Retry-After: %+v", name, r.RetryAfter)
 	}
 	if r.Undecided != 0 {
-		t.Errorf("%s: %d requests undecided", a, r.Undecided)
+		t.Errorf("%s: %d requests undecided", name, r.Undecided)
 	}
 	// The accuracy of each workload, as the lab judges: the sliding log is
 	// exact, the fixed window gives about 2N to the edge attack, and no
 	// algorithm strays from what it is expected to do.
 	if len(r.Accuracy) != len(workloadOf) {
-		t.Errorf("%s: accuracy of %d workloads, want %d: %+v", a, len(r.Accuracy), len(workloadOf), r.Accuracy)
+		t.Errorf("%s: accuracy of %d workloads, want %d: %+v", name, len(r.Accuracy), len(workloadOf), r.Accuracy)
 	}
 	for _, acc := range r.Accuracy {
 		switch {
 		case acc.Requests == 0 || acc.Admitted == 0:
-			t.Errorf("%s: %+v: nothing decided or admitted", a, acc)
+			t.Errorf("%s: %+v: nothing decided or admitted", name, acc)
 		case a == limiters.SlidingLog && (acc.FalseAllows != 0 || acc.MaxWindowRatio > 1):
-			t.Errorf("%s: %+v: want exact", a, acc)
+			t.Errorf("%s: %+v: want exact", name, acc)
 		case a == limiters.FixedWindow && acc.Workload == "boundary-attack" && acc.MaxWindowRatio < 1.8:
-			t.Errorf("%s: %+v: want about 2N across the edge", a, acc)
+			t.Errorf("%s: %+v: want about 2N across the edge", name, acc)
 		}
 	}
 	if s := r.Strays(Expect{Algorithm: a, Limit: limit, Tolerance: 0.02}); len(s) != 0 {
-		t.Errorf("%s: strays from %s: %q", a, limit, s)
+		t.Errorf("%s: strays from %s: %q", name, limit, s)
 	}
 	// ratelab serve answers a request without its key 400.
 	if !r.Keys.Isolated || r.Keys.Keyless != "refused (400)" {
-		t.Errorf("%s: keys %+v: want isolated, and a request without a key refused 400", a, r.Keys)
+		t.Errorf("%s: keys %+v: want isolated, and a request without a key refused 400", name, r.Keys)
 	}
 }
 
@@ -301,5 +316,49 @@ func TestProbeBySource(t *testing.T) {
 		if _, err := ParseSources(bad); err == nil {
 			t.Errorf("--source %q: no error", bad)
 		}
+	}
+}
+
+// liar is a planted bug: a fixed window of n per 2 seconds whose refusals
+// say Retry-After: 1, less than the wait they need.
+type liar struct {
+	mu     sync.Mutex
+	counts map[string]int
+	n      int
+}
+
+func (h *liar) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get("X-User") + "/" + strconv.FormatInt(time.Now().Unix()/2, 10)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.counts[key] >= h.n {
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	h.counts[key]++
+}
+
+// The Retry-After check catches a refusal that advertises less than the
+// wait it needs, and --expect names it.
+func TestProbeCatchesALyingRetryAfter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("probes a server for about 15 seconds")
+	}
+	t.Parallel()
+	srv := httptest.NewServer(&liar{counts: map[string]int{}, n: 10})
+	defer srv.Close()
+	policy := limiters.Limit{N: 10, Per: 2 * time.Second}
+	c := Config{Target: Target{URL: srv.URL, Key: Key{Kind: "header", Name: "X-User"}}, Policy: policy, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000}
+	r, err := Run(context.Background(), c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fit %+v; Retry-After %+v", r.Fit[0], r.RetryAfter)
+	if !strings.HasPrefix(r.RetryAfter.Verdict, "lies") || r.RetryAfter.Advertised != 1 {
+		t.Errorf("Retry-After %+v: the lie was not caught", r.RetryAfter)
+	}
+	if s := strings.Join(r.Strays(Expect{Algorithm: limiters.FixedWindow, Limit: policy, Tolerance: 0.02}), "\n"); !strings.Contains(s, "Retry-After: lies") {
+		t.Errorf("strays %q: want the Retry-After named", s)
 	}
 }
