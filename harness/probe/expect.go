@@ -67,6 +67,9 @@ func (r *Report) Strays(e Expect) []string {
 		return []string{"nothing was decided: no fit to judge"}
 	}
 	best := r.Fit[0]
+	if best.Algorithm == NoLimit {
+		return []string{fmt.Sprintf("no limit: all %d of the fingerprint's decided requests were admitted, at up to %.0f a second", best.Decisions, r.Timing.AchievedRate)}
+	}
 	if e.Algorithm != "" && family(best.Algorithm) != family(e.Algorithm) {
 		add("algorithm: behaves as %s (%s), not %s", best.Algorithm, best.Limit, e.Algorithm)
 	}

@@ -126,6 +126,9 @@ func (r *Report) File() *results.File {
 		row.Set(limit, ft.Limit)
 		row.Set(windows, fitWindows(ft))
 		row.Set(refusals, map[bool]string{true: "counted", false: "not counted"}[ft.CountsRefused])
+		if ft.Algorithm == NoLimit {
+			row.Set(refusals, "none")
+		}
 		row.Add(explained, results.UnitCount, float64(ft.Explained))
 		row.Add(results.Decisions, results.UnitCount, float64(ft.Decisions))
 		row.Add(share, results.UnitFraction, ft.Share)
@@ -177,7 +180,7 @@ func (r *Report) File() *results.File {
 
 func fitWindows(f Fit) string {
 	switch {
-	case f.Algorithm.IsBucket():
+	case f.Algorithm.IsBucket() || f.Algorithm == NoLimit:
 		return ""
 	case f.Anchored:
 		return "first request"

@@ -249,3 +249,12 @@ func observations(as []Answer) []Observation {
 	}
 	return out
 }
+
+// A target that refuses nothing has no limit to name: the fit says so,
+// and an expectation of any limit strays.
+func TestNoLimit(t *testing.T) {
+	r := &Report{Fit: []Fit{{Algorithm: NoLimit, Limit: "none seen", Explained: 9, Decisions: 9, Share: 1}}, Keys: Keys{Isolated: true}}
+	if s := r.Strays(Expect{Limit: limiters.PerSecond(10), Tolerance: 0.02}); len(s) != 1 || !strings.HasPrefix(s[0], "no limit: all 9") {
+		t.Errorf("strays %q", s)
+	}
+}

@@ -160,6 +160,10 @@ type Keys struct {
 	Keyless string `json:"keyless"`
 }
 
+// NoLimit is the fit's algorithm when the target refused none of the
+// fingerprint's requests.
+const NoLimit limiters.Algorithm = "none"
+
 // ReportSchema is the version of probe.json.
 const ReportSchema = 2
 
@@ -342,6 +346,13 @@ func (r *Report) fingerprint(ctx context.Context, c Config, plan []Request, say 
 		return nil, fmt.Errorf("none of the fingerprint's %d requests was decided (admitted or refused): %s", len(answers), firstFailure(answers))
 	}
 	r.Accuracy = judgeFingerprint(answers, r.prefix, c.Policy)
+	if !slices.ContainsFunc(decided, func(o Observation) bool { return !o.Admitted }) {
+		// Nothing refused: every model loose enough explains it all, and
+		// the fit would name the loosest candidate. There is no limit to
+		// name.
+		r.Fit = []Fit{{Algorithm: NoLimit, Limit: "none seen", Explained: len(decided), Decisions: len(decided), Share: 1}}
+		return []Explained{{Model: Model{Algorithm: limiters.SlidingLog, Limit: c.Policy}}}, nil
+	}
 	best := Best(Rank(decided, candidatesFor(c.Policy, answers, r.prefix, r.Calibration.window()...)))
 	// The remaining quota the fields advertise is judged against the
 	// quota the target showed (the best fit's), not the declared one.
