@@ -70,7 +70,7 @@ $(BENCHSTAT): tools/go.mod tools/go.sum
 # probes at a time: they mostly wait for their schedules (49s for the
 # probe package against 75s two at a time; six at a time stalled the
 # senders, and calibration read a bucket's catch-up as a window's turn).
-TIMED := ^(TestProbeServe|TestProbeCalibrates|TestProbeBySource|TestProbeNginx|TestProbeFindsTheBurst|TestProbeCatchesLostUpdates|TestProbeCatchesALyingRetryAfter|TestProbeExpect|TestLabOutage)$$
+TIMED := ^(TestProbeServe|TestProbeCalibrates|TestProbeBySource|TestProbeNginx|TestProbeFindsTheBurst|TestProbeCatchesLostUpdates|TestProbeCatchesALyingRetryAfter|TestProbeStopped|TestProbeExpect|TestLabOutage)$$
 race:
 	REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -vet=off -shuffle=on -count=1 -p 3 -skip '$(TIMED)' $(PKGS)
 	REDIS_REQUIRED=1 tools/with-redis tools/with-nginx $(GO) test -race -vet=off -shuffle=on -count=1 -p 3 -parallel 3 -run '$(TIMED)' ./harness ./harness/probe ./cmd/ratelab

@@ -329,9 +329,12 @@ func (r *Report) fingerprint(ctx context.Context, c Config, plan []Request, say 
 	answers, err := Send(ctx, c.Target, plan, start, c.Timeout)
 	r.count(answers)
 	r.fp = answers
-	if err != nil {
+	// Stopped (Ctrl-C): what was answered is judged all the same, and the
+	// error returned after.
+	if err != nil && (ctx.Err() == nil || len(answers) == 0) {
 		return nil, err
 	}
+	stopped := err
 	var decided []Observation
 	var burst []Answer
 	for _, a := range answers {
@@ -351,7 +354,7 @@ func (r *Report) fingerprint(ctx context.Context, c Config, plan []Request, say 
 		// the fit would name the loosest candidate. There is no limit to
 		// name.
 		r.Fit = []Fit{{Algorithm: NoLimit, Limit: "none seen", Explained: len(decided), Decisions: len(decided), Share: 1}}
-		return []Explained{{Model: Model{Algorithm: limiters.SlidingLog, Limit: c.Policy}}}, nil
+		return []Explained{{Model: Model{Algorithm: limiters.SlidingLog, Limit: c.Policy}}}, stopped
 	}
 	best := Best(Rank(decided, candidatesFor(c.Policy, answers, r.prefix, r.Calibration.window()...)))
 	// The remaining quota the fields advertise is judged against the
@@ -361,7 +364,7 @@ func (r *Report) fingerprint(ctx context.Context, c Config, plan []Request, say 
 		r.Fit = append(r.Fit, Fit{Algorithm: e.Model.Algorithm, Limit: e.Model.Limit.String(), Anchored: e.Model.Anchored, CountsRefused: e.Model.CountsRefused,
 			Explained: e.Explained, Decisions: e.Decisions, Share: e.Share()})
 	}
-	return best, nil
+	return best, stopped
 }
 
 // concurrency sends plan, K requests at once on a fresh key, and counts

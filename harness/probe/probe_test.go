@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -360,5 +361,30 @@ func TestProbeCatchesALyingRetryAfter(t *testing.T) {
 	}
 	if s := strings.Join(r.Strays(Expect{Algorithm: limiters.FixedWindow, Limit: policy, Tolerance: 0.02}), "\n"); !strings.Contains(s, "Retry-After: lies") {
 		t.Errorf("strays %q: want the Retry-After named", s)
+	}
+}
+
+// Stopped part-way through the fingerprint (Ctrl-C), the probe judges what
+// was answered and returns that with the error.
+func TestProbeStopped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("probes a server for a few seconds")
+	}
+	t.Parallel()
+	limit := limiters.Limit{N: 20, Per: time.Second}
+	url := serve(t, limiters.SlidingLog, limit)
+	if url == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	c := Config{Target: Target{URL: url, Key: Key{Kind: "header", Name: "X-User"}}, Policy: limit, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000}
+	r, err := Run(ctx, c, nil)
+	if !errors.Is(err, context.DeadlineExceeded) || r == nil || len(r.Fit) == 0 || r.Fit[0].Decisions == 0 || r.Fit[0].Decisions >= 418 {
+		t.Fatalf("stopped after 4s: %v, %+v: want the error, and a fit of part of the 418 decisions", err, r)
+	}
+	t.Logf("stopped: fit %+v", r.Fit[0])
+	if r.Fit[0].Algorithm != limiters.SlidingLog || r.Fit[0].Share < 0.99 {
+		t.Errorf("fit %+v of what was answered: want the sliding log", r.Fit[0])
 	}
 }
