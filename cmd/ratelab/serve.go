@@ -94,6 +94,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	echoCost := fs.String("echo-cost", "", "the actual cost the echo reports in --settle-header: a number, or random (0 to twice the estimate); a request's ?actual=N reports N")
 	headers := fs.String("headers", "all", "the rate-limit header fields sent: all, legacy (X-RateLimit-*), draft (RateLimit-Policy, RateLimit) or none")
 	shadow := fs.Bool("shadow", false, "shadow mode: decide and send the headers, but deny nothing")
+	maxKeys := fs.Int("max-keys", 1_000_000, "the most keys the limits keep in memory (0: no cap); past it, a new key makes the limiter forget the key closest to a full quota, whose next request starts fresh")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at /metrics on this address, host:port, apart from the limited one (empty: none)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), serveUsage)
@@ -111,9 +112,12 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if *echoCost != "" && *settleHeader == "" {
 		return bad(errors.New("serve: --echo-cost is the cost the echo reports in --settle-header: give both"))
 	}
+	if *maxKeys < 0 {
+		return bad(fmt.Errorf("serve: --max-keys %d: want 0 (no cap) or more", *maxKeys))
+	}
 	cfg := server.Config{
 		File: *configFile, RedisPrefix: *redisPrefix, CostHeader: *costHeader, SettleHeader: *settleHeader, EchoCost: *echoCost, Shadow: *shadow,
-		Log: log.New(stderr, "ratelab serve: ", 0),
+		MaxKeys: *maxKeys, Log: log.New(stderr, "ratelab serve: ", 0),
 	}
 	if *configFile != "" {
 		for _, f := range []string{"algo", "limit", "window", "capacity", "rate"} {

@@ -39,6 +39,7 @@ func TestServeBadFlags(t *testing.T) {
 		{"bad key header", append(gcra, "--key-header", "X Key"), 2, "not a header name"},
 		{"bad headers", append(gcra, "--headers", "some"), 2, `--headers "some": want all, legacy, draft or none`},
 		{"echo cost without a settle header", append(gcra, "--echo-cost", "5"), 2, "--echo-cost is the cost the echo reports in --settle-header: give both"},
+		{"negative key cap", append(gcra, "--max-keys", "-1"), 2, "--max-keys -1: want 0 (no cap) or more"},
 		{"bad echo cost", append(gcra, "--settle-header", "X-Tokens", "--echo-cost", "lots"), 2, `echo cost "lots": want a number, 0 or more, or random`},
 		{"bad addr", append(gcra, "--addr", "nowhere"), 1, "serve: listen tcp: address nowhere"},
 		{"redis down", append(gcra, "--backend", "redis", "--redis-url", "redis://127.0.0.1:1/0"), 1, "no answer from Redis at 127.0.0.1:1"},

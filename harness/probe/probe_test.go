@@ -243,7 +243,7 @@ func TestProbeCalibrates(t *testing.T) {
 	}{
 		{limiters.GCRA, limiters.Limit{N: 10, Per: time.Second, Burst: 6}, httplimit.NoHeaders, "measured"},
 		{limiters.FixedWindow, limiters.Limit{N: 20, Per: 2 * time.Second}, httplimit.NoHeaders, "measured"},
-		{limiters.SlidingLog, limiters.Limit{N: 20, Per: 2 * time.Second}, httplimit.AllHeaders, "RateLimit-Policy"},
+		{limiters.SlidingLog, limiters.Limit{N: 20, Per: time.Second}, httplimit.AllHeaders, "RateLimit-Policy"},
 		{limiters.SlidingLog, limiters.Limit{N: 5, Per: time.Hour}, httplimit.NoHeaders, ""},
 	} {
 		t.Run(string(tt.a)+"/"+tt.from, func(t *testing.T) {
@@ -320,8 +320,8 @@ func TestProbeBySource(t *testing.T) {
 	}
 }
 
-// liar is a planted bug: a fixed window of n per 2 seconds whose refusals
-// say Retry-After: 1, less than the wait they need.
+// liar is a planted bug: a fixed window of n a second whose refusals say
+// Retry-After: 0, less than the wait they need.
 type liar struct {
 	mu     sync.Mutex
 	counts map[string]int
@@ -329,11 +329,11 @@ type liar struct {
 }
 
 func (h *liar) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	key := r.Header.Get("X-User") + "/" + strconv.FormatInt(time.Now().Unix()/2, 10)
+	key := r.Header.Get("X-User") + "/" + strconv.FormatInt(time.Now().Unix(), 10)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.counts[key] >= h.n {
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", "0")
 		w.WriteHeader(http.StatusTooManyRequests)
 		return
 	}
@@ -344,19 +344,19 @@ func (h *liar) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // wait it needs, and --expect names it.
 func TestProbeCatchesALyingRetryAfter(t *testing.T) {
 	if testing.Short() {
-		t.Skip("probes a server for about 15 seconds")
+		t.Skip("probes a server for about 9 seconds")
 	}
 	t.Parallel()
 	srv := httptest.NewServer(&liar{counts: map[string]int{}, n: 10})
 	defer srv.Close()
-	policy := limiters.Limit{N: 10, Per: 2 * time.Second}
+	policy := limiters.PerSecond(10)
 	c := Config{Target: Target{URL: srv.URL, Key: Key{Kind: "header", Name: "X-User"}}, Policy: policy, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000}
 	r, err := Run(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("fit %+v; Retry-After %+v", r.Fit[0], r.RetryAfter)
-	if !strings.HasPrefix(r.RetryAfter.Verdict, "lies") || r.RetryAfter.Advertised != 1 {
+	if !strings.HasPrefix(r.RetryAfter.Verdict, "lies") || r.RetryAfter.Header != "Retry-After" || r.RetryAfter.Advertised != 0 {
 		t.Errorf("Retry-After %+v: the lie was not caught", r.RetryAfter)
 	}
 	if s := strings.Join(r.Strays(Expect{Algorithm: limiters.FixedWindow, Limit: policy, Tolerance: 0.02}), "\n"); !strings.Contains(s, "Retry-After: lies") {

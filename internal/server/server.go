@@ -108,6 +108,14 @@ type Config struct {
 	// Shadow decides and sends headers but serves every request.
 	Shadow bool
 
+	// MaxKeys caps the keys the limits keep in memory (limiters.
+	// WithMaxKeys); zero means no cap. At the cap a new key makes the
+	// limiter forget the key closest to a full quota, whose next request
+	// starts fresh: an attacker who sends a new key with every request
+	// costs bounded memory, and the keys it pushes out a little accuracy.
+	// (On Redis, keys expire with their windows: the server holds none.)
+	MaxKeys int
+
 	// Clock is the time of limits in memory; nil means the real time.
 	// (Redis uses its own clock.)
 	Clock limiters.Clock
@@ -249,6 +257,9 @@ func (s *Server) inMemory(file *config.Config) error {
 	var opts []limiters.Option
 	if s.cfg.Clock != nil {
 		opts = append(opts, limiters.WithClock(s.cfg.Clock))
+	}
+	if s.cfg.MaxKeys > 0 {
+		opts = append(opts, limiters.WithMaxKeys(s.cfg.MaxKeys))
 	}
 	if file != nil {
 		l, err := tiers.New(file.Tiers, opts...)

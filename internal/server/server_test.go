@@ -463,3 +463,47 @@ func TestSettle(t *testing.T) {
 		t.Errorf("an echo cost of 2: %s remaining, actual %v; want 997 and 2", r.header.Get("X-RateLimit-Remaining"), r.echo.Actual)
 	}
 }
+
+// TestMaxKeys: a flood of new keys, one a request, as an attacker sends
+// them. Under a cap the limiter forgets the key closest to a full quota
+// to make room, and that key's next request starts fresh; without one,
+// every key is kept and the spent key stays refused.
+func TestMaxKeys(t *testing.T) {
+	for _, capped := range []bool{true, false} {
+		cfg := server.Config{Algorithm: limiters.SlidingLog, Limit: limiters.PerHour(1)}
+		if capped {
+			cfg.MaxKeys = 64
+		}
+		s, err := server.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := func(key string) int {
+			w := httptest.NewRecorder()
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.Header.Set("X-API-Key", key)
+			s.ServeHTTP(w, r)
+			return w.Code
+		}
+		if a, b := status("victim"), status("victim"); a != 200 || b != 429 {
+			t.Fatalf("fixture: victim answered %d then %d, want 200 then 429", a, b)
+		}
+		forgotten := 0
+		for i := 0; i < 5000 && forgotten == 0; i++ {
+			if got := status(fmt.Sprint("flood-", i)); got != 200 {
+				t.Fatalf("flood key %d: %d, want 200 (a new key)", i, got)
+			}
+			if i%100 == 99 && status("victim") == 200 {
+				forgotten = i + 1
+			}
+		}
+		s.Close()
+		switch {
+		case capped && forgotten == 0:
+			t.Errorf("a cap of 64: victim still refused after 5,000 new keys")
+		case !capped && forgotten != 0:
+			t.Errorf("no cap: victim forgotten after %d new keys", forgotten)
+		}
+		t.Logf("capped %v: victim admitted again after %d new keys", capped, forgotten)
+	}
+}
