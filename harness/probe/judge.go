@@ -75,26 +75,9 @@ func judge(workload string, obs []Observation, limit limiters.Limit) Accuracy {
 			a.Admitted++
 		}
 	})
-	a.Ideal = idealAdmits(ideal, obs)
+	a.Ideal = mostAdmitted(ideal, obs) // the log's own decisions, each at its interval's end
 	a.MaxWindowRatio = float64(mostInWindow(obs, judged.Per)) / float64(judged.N)
 	return a
-}
-
-// idealAdmits is how many of obs, one key's requests, m admits on its own,
-// each decided at the end of its interval and recorded, when admitted, at
-// the first instant it would have been.
-func idealAdmits(m Model, obs []Observation) int {
-	obs = slices.Clone(obs)
-	slices.SortStableFunc(obs, func(a, b Observation) int { return a.Sent.Compare(b.Sent) })
-	st, n := m.newState(), 0
-	for _, o := range obs {
-		lo, hi := o.Sent.UnixNano(), max(o.Received.UnixNano(), o.Sent.UnixNano())
-		if st.admits(hi, o.N) {
-			n++
-			st.admit(firstAdmitting(st, lo, hi, o.N), o.N)
-		}
-	}
-	return n
 }
 
 // mostInWindow is the most of obs admitted within any interval of length
