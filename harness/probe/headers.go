@@ -88,17 +88,11 @@ func unquote(s string) string {
 	return s
 }
 
-// declaredPolicy reads the limit h declares: RateLimit-Policy's first
-// item with a quota (q, or an older draft's bare integer) and a window
-// (w, seconds); else X-RateLimit-Limit over X-RateLimit-Reset, which on a
-// fresh key's first answer is the window (seconds, or a Unix time), at
-// received.
-func declaredPolicy(h http.Header, received time.Time) (limiters.Limit, bool) {
-	l, _, ok := declared(h, received)
-	return l, ok
-}
-
-// declared is declaredPolicy, and the field it came from.
+// declared reads the limit h declares, and the field it came from:
+// RateLimit-Policy's first item with a quota (q, or an older draft's bare
+// integer) and a window (w, seconds); else X-RateLimit-Limit over
+// X-RateLimit-Reset, which on a fresh key's first answer is the window
+// (seconds, or a Unix time), at received.
 func declared(h http.Header, received time.Time) (limiters.Limit, string, bool) {
 	for _, it := range parseList(h.Get("RateLimit-Policy")) {
 		q, err := strconv.Atoi(it.params["q"])
@@ -161,7 +155,7 @@ func headersOf(answers, burst []Answer, quota int) Headers {
 		}
 	}
 	if len(burst) > 0 {
-		if l, ok := declaredPolicy(burst[0].Header, burst[0].Received); ok {
+		if l, _, ok := declared(burst[0].Header, burst[0].Received); ok {
 			h.Policy = l.String()
 		}
 	}

@@ -153,23 +153,24 @@ func TestLatencyOf(t *testing.T) {
 func TestHeaders(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
 	for _, tt := range []struct {
-		h    http.Header
-		want string
+		h          http.Header
+		want, from string
 	}{
-		{http.Header{"Ratelimit-Policy": {`"default";q=100;w=60`}}, "100/min"},
-		{http.Header{"Ratelimit-Policy": {`"burst";q=6, "daily";q=1000;w=86400`}}, "1000/day"},
-		{http.Header{"Ratelimit-Policy": {`10;w=1`}}, "10/s"},
-		{http.Header{"X-Ratelimit-Limit": {"20"}, "X-Ratelimit-Reset": {"2"}}, "20/2s"},
-		{http.Header{"X-Ratelimit-Limit": {"20"}, "X-Ratelimit-Reset": {"1700000060"}}, "20/min"},
-		{http.Header{"X-Ratelimit-Limit": {"20"}}, ""},
-		{http.Header{}, ""},
+		{http.Header{"Ratelimit-Policy": {`"default";q=100;w=60`}}, "100/min", "RateLimit-Policy"},
+		{http.Header{"Ratelimit-Policy": {`"burst";q=6, "daily";q=1000;w=86400`}}, "1000/day", "RateLimit-Policy"},
+		{http.Header{"Ratelimit-Policy": {`10;w=1`}}, "10/s", "RateLimit-Policy"},
+		{http.Header{"X-Ratelimit-Limit": {"20"}, "X-Ratelimit-Reset": {"2"}}, "20/2s", "X-RateLimit-Limit"},
+		{http.Header{"X-Ratelimit-Limit": {"20"}, "X-Ratelimit-Reset": {"1700000060"}}, "20/min", "X-RateLimit-Limit"},
+		{http.Header{"X-Ratelimit-Limit": {"20"}}, "", ""},
+		{http.Header{}, "", ""},
 	} {
 		got := ""
-		if l, ok := declaredPolicy(tt.h, at); ok {
+		l, from, ok := declared(tt.h, at)
+		if ok {
 			got = l.String()
 		}
-		if got != tt.want {
-			t.Errorf("%v: declares %q, want %q", tt.h, got, tt.want)
+		if got != tt.want || from != tt.from {
+			t.Errorf("%v: declares %q in %q, want %q in %q", tt.h, got, from, tt.want, tt.from)
 		}
 	}
 	// Remaining after each of a fresh key's admissions: the quota less
