@@ -15,6 +15,7 @@ import (
 	"github.com/ratelab/ratelab/harness/probe"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/plots"
+	"github.com/ratelab/ratelab/results"
 )
 
 const probeUsage = `Usage:
@@ -48,8 +49,9 @@ $binary_remote_addr; on loopback, 127.0.0.2-127.0.0.254). 429 is a refusal (--de
 answer is counted apart. Each request carries its number in a query
 parameter, ratelab-probe. The probe never retries a request, is bounded by
 --max-requests and --max-rate, and says what it will send before it
-starts. It writes probe.json (schema 2) into --out, and the lab's report
-of it: report.html, report.md and the charts.
+starts. It writes probe.json (schema 2) into --out, the same as the lab's
+results (results.json, which ratelab report draws again), and the lab's
+report of it: report.html, report.md and the charts.
 
 For CI, --expect names what the target should do, as an algorithm and a
 limit in the lab's syntax or a limit alone. The probe exits 1, naming
@@ -149,10 +151,16 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		if werr := writeProbe(*out, r); werr != nil {
 			return werr
 		}
-		if _, werr := plots.WriteReport(*out, r.File(), ""); werr != nil {
+		// The lab's results file too, so that ratelab report draws the
+		// page again from it, as from the lab's.
+		f, saved := r.File(), filepath.Join(*out, "results.json")
+		if werr := results.WriteFile(saved, f); werr != nil {
+			return fmt.Errorf("probe: %w", werr)
+		}
+		if _, werr := plots.WriteReport(*out, f, saved); werr != nil {
 			return fmt.Errorf("probe: the report: %w", werr)
 		}
-		fmt.Fprintf(stdout, "Results: %s; the report: %s\n", filepath.Join(*out, "probe.json"), filepath.Join(*out, "report.html"))
+		fmt.Fprintf(stdout, "Results: %s (as the lab's: %s); the report: %s\n", filepath.Join(*out, "probe.json"), saved, filepath.Join(*out, "report.html"))
 	}
 	if err == nil && want != nil {
 		if strays := r.Strays(*want); len(strays) > 0 {

@@ -97,6 +97,14 @@ func TestProbeExpect(t *testing.T) {
 	if md, err := os.ReadFile(filepath.Join(out, "report.md")); err != nil || !strings.Contains(string(md), "judged from outside") || strings.Contains(string(md), "Which limiter should I pick") {
 		t.Errorf("report.md: %v: want the probe's page, without the lab's picks", err)
 	}
+	// Fed to the next command: ratelab report draws the page again from
+	// the results file.
+	again := t.TempDir()
+	if _, stderr, code := ratelab(t, "", "report", filepath.Join(out, "results.json"), "--out", again); code != 0 {
+		t.Errorf("report of the probe's results.json: exit %d: %s", code, stderr)
+	} else if _, err := os.Stat(filepath.Join(again, "report.html")); err != nil {
+		t.Errorf("report of the probe's results.json: %v", err)
+	}
 	b, err := os.ReadFile(filepath.Join(out, "probe.json"))
 	if err != nil {
 		t.Fatal(err)
