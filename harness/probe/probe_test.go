@@ -65,13 +65,13 @@ func TestProbeServe(t *testing.T) {
 	// the test's own goroutine may do).
 	opts := &redis.Options{Addr: redistest.Require(t)}
 	client := redistest.Client(t, nil)
-	// Three at a time, each on a server of its own: a probe mostly waits
+	// Two at a time, each on a server of its own: a probe mostly waits
 	// for its schedule (six seconds of it). Six at once, under the race
 	// detector on a busy host, widened the requests' intervals until the
 	// windows' fits fell to 92-98% (a host that busy is a poor place to
 	// probe from, and the probe's numbers say so).
 	var wg sync.WaitGroup
-	slots := make(chan struct{}, 3)
+	slots := make(chan struct{}, 2)
 	for _, backend := range []string{"memory", "redis"} {
 		for _, a := range limiters.Algorithms() {
 			cfg := server.Config{Algorithm: a, Limit: limiters.Limit{N: 20, Per: time.Second}, KeyHeader: "X-User", Headers: httplimit.AllHeaders, Backend: backend}
