@@ -178,14 +178,8 @@ func (b *batcher) send1(batch []*call, cmds []*redis.Cmd) {
 	}
 	b.batches.Add(1)
 	b.decisions.Add(int64(len(live)))
-	var ctx context.Context
-	if b.r.light { // the client honours deadlines: no timer needed
-		ctx = &deadlineCtx{context.Background(), deadline}
-	} else {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(context.Background(), deadline)
-		defer cancel()
-	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline) // one a batch
+	defer cancel()
 	if b.many != nil {
 		b.scripted(ctx, live)
 		return

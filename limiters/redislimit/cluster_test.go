@@ -3,8 +3,6 @@ package redislimit_test
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,39 +12,19 @@ import (
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/limiters/redislimit"
+	"github.com/ratelab/ratelab/limiters/redistest"
 )
 
 // ownCluster starts a Redis Cluster of three masters of the test's own on
 // loopback and returns their addresses. The servers stop with the test.
 func ownCluster(t *testing.T) []string {
 	t.Helper()
-	cli, err := exec.LookPath("redis-cli")
+	c, err := redistest.NewCluster(t.TempDir(), 3, 0)
 	if err != nil {
-		t.Fatalf("this test makes a Redis Cluster and needs redis-cli (Debian: apt-get install redis-tools): %v", err)
+		t.Fatal(err)
 	}
-	var addrs []string
-	for range 3 {
-		port, _ := ownServer(t, 0, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
-		addrs = append(addrs, fmt.Sprint("127.0.0.1:", port))
-	}
-	out, err := exec.Command(cli, append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
-	}
-	for _, a := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: a})
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			info, _ := c.ClusterInfo(context.Background()).Result()
-			if strings.Contains(info, "cluster_state:ok") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the cluster did not come up within 10s: %s", info)
-			}
-		}
-		c.Close()
-	}
-	return addrs
+	t.Cleanup(c.Close)
+	return c.Addrs
 }
 
 // TestCluster decides through a Redis Cluster of three masters: several

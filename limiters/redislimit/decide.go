@@ -118,6 +118,7 @@ func (l *Limiter) send(ctx context.Context, r limiters.Request, mode any, each [
 	if mode == peek {
 		what = "peek"
 	}
+	c.ack = mode == consume
 	return l.run.script(ctx, what, c, l.scripts.one, true, func(v any) error { return l.reply(v, r.N, each, d) })
 }
 

@@ -16,6 +16,7 @@ const (
 	batching                        // WithBatching
 	fallingBack                     // WithFallback
 	breaking                        // WithBreaker
+	acking                          // WithReplicaAck
 )
 
 func (f feature) String() string {
@@ -30,6 +31,8 @@ func (f feature) String() string {
 		return "batching"
 	case fallingBack:
 		return "the fallback"
+	case acking:
+		return "the replicas' ack"
 	}
 	return "the breaker"
 }
@@ -43,6 +46,7 @@ func (o Options) features() feature {
 	}{
 		{denialCache, o.DenialCache > 0}, {leasing, o.Lease > 0}, {packing, o.Packing > 0},
 		{batching, o.Batching != nil}, {fallingBack, o.FailureMode == Fallback}, {breaking, o.BreakerFailures > 0},
+		{acking, o.AckReplicas > 0},
 	} {
 		if on.on {
 			f |= on.f
@@ -74,6 +78,10 @@ var rules = []rule{
 		why: "the batch script has no place for a key's hash field"},
 	{f: leasing, not: batching,
 		why: "a lease already spares a busy key its round trips, and would only wait in the batch queue"},
+	{f: acking, not: batching,
+		why: "a batch's pipeline would wait for the replicas' ack of its slowest decision"},
+	{f: acking, not: leasing,
+		why: "a lease admits from units held in the process, which no replica can acknowledge"},
 	{f: leasing, not: packing,
 		why: "packing is for many quiet keys, which leases decide one round trip a request anyway"},
 }

@@ -78,6 +78,11 @@ type Options struct {
 	// stays open; zero means one second.
 	BreakerFailures int
 	BreakerCool     time.Duration
+	// AckReplicas, when positive, is how many replicas must acknowledge
+	// each decision's writes within AckTimeout (see WithReplicaAck); zero
+	// means none are waited for.
+	AckReplicas int
+	AckTimeout  time.Duration
 }
 
 // An Option sets one of the Options.

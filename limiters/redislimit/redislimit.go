@@ -107,6 +107,9 @@ func New(c Client, a limiters.Algorithm, limits []limiters.Limit, opts ...Option
 	if err := check(o.features(), a, len(limits)); err != nil {
 		return nil, err
 	}
+	if err := checkAck(c, o); err != nil {
+		return nil, fmt.Errorf("redislimit: %w: %w", limiters.ErrInvalidParameter, err)
+	}
 	l := &Limiter{run: newRunner(c, o), policy: limiters.NewPolicy(limits...), o: o, scripts: general[a]}
 	for _, lim := range l.policy.Limits {
 		l.quota = append(l.quota, lim.Quota())
