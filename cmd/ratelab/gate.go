@@ -64,7 +64,7 @@ Examples:
 Flags:
 `
 
-func runGate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func runGate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
 	base := fs.String("base", "", "the git commit, branch or tag to time the working tree against")
 	baseBin := fs.String("base-bin", "", "a built ratelab to use as the base, in place of building --base")
@@ -125,7 +125,13 @@ func runGate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	var log strings.Builder
 	w := io.MultiWriter(stdout, &log)
-	defer func() { results.WriteAtomic(filepath.Join(*out, "gate.txt"), []byte(log.String())) }()
+	// The whole output is kept, and the error that ended the run, if any.
+	defer func() {
+		if err != nil {
+			fmt.Fprintf(&log, "ratelab: %v\n", err)
+		}
+		results.WriteAtomic(filepath.Join(*out, "gate.txt"), []byte(log.String()))
+	}()
 	step := func(string) {}
 	if isTerminal(stderr) {
 		step = func(what string) { fmt.Fprint(stderr, "\r\033[Kgate: ", what, "…") }

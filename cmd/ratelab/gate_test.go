@@ -109,6 +109,11 @@ func TestGateNoBase(t *testing.T) {
 			if !strings.Contains(errOut, tt.stderr) {
 				t.Errorf("stderr %q, want it to say %q", errOut, tt.stderr)
 			}
+			// The whole log is kept, the error that ended the run too.
+			kept, err := os.ReadFile(filepath.Join(dir, "gate.txt"))
+			if err != nil || !strings.Contains(string(kept), tt.stderr) || !strings.Contains(strings.ReplaceAll(string(kept), "\n", " "), tt.stdout) {
+				t.Errorf("gate.txt %q (%v), want what the run printed, and %q", kept, err, tt.stderr)
+			}
 		})
 	}
 }
