@@ -24,7 +24,7 @@ BASELINE  ?= results/baseline.json
 COUNT     ?= 6
 BENCHTIME ?= 200ms
 
-.PHONY: all test fmt-check vet staticcheck race soak memcheck gate baseline bench bench-quick bench-go bench-go-run bench-go-report clean
+.PHONY: all test fmt-check vet staticcheck race soak soak-serve memcheck gate baseline bench bench-quick bench-go bench-go-run bench-go-report clean
 
 all: test
 
@@ -78,6 +78,10 @@ race:
 ## soak: the linearizability checks on 300 histories a case, not make test's 3 (a few minutes; Redis as for make test)
 soak:
 	REDIS_REQUIRED=1 tools/with-redis $(GO) test -count=1 -timeout 30m ./internal/lincheck -args -soak=300
+
+## soak-serve: ratelab serve for 10 minutes a backend (memory, Redis) at 80% of the highest rate it keeps here, 100,000 keys and slow clients beside: its memory, descriptors, threads and goroutines every 10s (about 22 minutes)
+soak-serve:
+	REDIS_REQUIRED=1 tools/with-redis $(GO) test -count=1 -timeout 60m -run TestServeSoak -v ./cmd/ratelab -args -soak=$(or $(SOAK),10m)
 
 ## memcheck: 10 million distinct keys through GCRA and the sliding log in memory, the live heap at 1M, 5M and 10M (about a minute, 2 GB)
 memcheck:

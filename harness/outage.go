@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,10 +65,15 @@ func (o outageConfig) limit() limiters.Limit {
 	return limiters.Limit{N: max(int(o.Rate*o.Window.Seconds()/float64(o.Users)/2+0.5), 1), Per: o.Window}
 }
 
-// The ways the outage mode takes a server away (see redistest.Proxy).
+// The ways the outage mode takes a server away: through a proxy (see
+// redistest.Proxy), refusing connections or answering nothing; or by
+// killing the master of a Sentinel set-up of the lab's own, whose replica
+// the Sentinels promote (a failover).
 var (
 	outageRefused    = redistest.Refused.String()
 	outageUnanswered = redistest.Unanswered.String()
+	outageFailover   = "failover"
+	outageKinds      = []string{outageRefused, outageUnanswered, outageFailover}
 )
 
 // The failure modes of ratelab serve the outage mode runs in turn.
@@ -93,7 +100,8 @@ var _ = register(mode{
 			Name:  "outage",
 			Title: "Redis taken away mid-run: what ratelab serve answers, per failure mode",
 			Note: "ratelab serve's server decides on Redis through a proxy, attacked over loopback by vegeta at a steady rate, each user asking for twice its limit, " +
-				"until the proxy takes Redis away (refused: as a server that is down; unanswered: as a network that drops everything) and later gives it back. " +
+				"until the proxy takes Redis away (refused: as a server that is down; unanswered: as a network that drops everything) and later gives it back, " +
+				"or, failover, the master of a Sentinel set-up (a master, a replica, three Sentinels, down after 500ms) is killed and the Sentinels promote the replica (back: when they name it). " +
 				"The answers are 200 · 429 · 503 as shares of the requests sent before, during and after; latency is of the requests sent while Redis was away. " +
 				"Open serves everyone unmetered, closed refuses everyone, fallback decides in memory at the limit divided by the declared fleet. " +
 				"Recovery: from Redis given back to the server's last decision made without it (its metrics, read every 10ms). " +
@@ -122,7 +130,7 @@ func outageSteps(c Config, subjects []Subject) int {
 	n := 0
 	for _, s := range subjects {
 		if s.Outage != nil {
-			n += 2 * len(outageFailures)
+			n += len(outageKinds) * len(outageFailures)
 		}
 	}
 	return n
@@ -134,12 +142,20 @@ func measureOutage(ctx context.Context, l *lab, _ *workloads.Workload, subjects 
 		if s.Outage == nil {
 			continue
 		}
-		for _, kind := range []string{outageRefused, outageUnanswered} {
+		for _, kind := range outageKinds {
 			for _, fail := range outageFailures {
 				if why := s.failed(); why != "" {
 					return append(out, skipped(s, outageModeName, outageModeName, why)), nil
 				}
-				l.p.step(fmt.Sprintf("%s over HTTP, its server %s for %v, failing %s", s.Name, kind, l.c.Outage.Away, fail), 1)
+				if _, err := exec.LookPath("redis-server"); err != nil && kind == outageFailover {
+					out = append(out, skipped(s, outageModeName, outageModeName, "a failover runs servers of the lab's own: no redis-server here (Debian: apt-get install redis-server)"))
+					continue
+				}
+				what := fmt.Sprintf("its server %s for %v", kind, l.c.Outage.Away)
+				if kind == outageFailover {
+					what = "its master killed, a replica promoted"
+				}
+				l.p.step(fmt.Sprintf("%s over HTTP, %s, failing %s", s.Name, what, fail), 1)
 				r, err := l.outage(ctx, s, kind, fail)
 				if err != nil {
 					return nil, fmt.Errorf("harness: %s, its server %s, failing %s: %w", s.Name, kind, fail, err)
@@ -163,10 +179,21 @@ func outageCells(r results.Row) []string {
 	}
 	l := o.During.Latency
 	return []string{
-		fmt.Sprintf("%s for %v", o.Kind, (o.Back - o.Away).Round(100*time.Millisecond)), fail,
+		outageSpan(o), fail,
 		mix(o.Before.answers), mix(o.During.answers), mix(o.After.answers),
 		results.Nanos(l.P50), results.Nanos(l.P99), results.Nanos(l.Max), recovery,
 	}
+}
+
+// outageSpan says how Redis went and for how long: "refused for 2.5s",
+// or "failover in 1.7s" (from the kill to the Sentinels naming another
+// master).
+func outageSpan(o outage) string {
+	span := (o.Back - o.Away).Round(100 * time.Millisecond)
+	if o.Kind == outageFailover {
+		return fmt.Sprintf("failover in %v", span)
+	}
+	return fmt.Sprintf("%s for %v", o.Kind, span)
 }
 
 // mix is the shares of a's answers that were 200, 429 and 503, in
@@ -195,7 +222,8 @@ var outageLayers = []string{"200 served", "429 limited", "503 refused", "other, 
 func outageFigure(rows []results.Row) results.Figure {
 	fig := results.Figure{Name: "outage", Title: "Redis taken away mid-run: what ratelab serve answers over time",
 		Caption: "Each panel is a run of ratelab serve deciding on Redis, attacked at a steady rate by users each asking for twice their limit, " +
-			"with Redis taken away between the dashed lines (refused: a server that is down; unanswered: a network that drops everything) and given back. " +
+			"with Redis taken away between the dashed lines (down: a server that refuses connections; silent: a network that drops everything) and given back, " +
+			"or its master killed at the first line and a replica promoted by the Sentinels at the second (failover). " +
 			"The colours are the shares of the requests sent in each " + outageBin.String() + " answered 200, 429 and 503; the black line is the share of decisions the server made without Redis. " +
 			"Fail open serves everyone, fail closed refuses everyone, fall back keeps limiting at the fleet's share; the gap after the second line is the wait for the breaker's next probe.",
 		Cols: 3, Width: 10, RowHeight: 2.5, LegendWidth: 1.9}
@@ -213,7 +241,7 @@ func outagePanel(o outage) results.Panel {
 	if o.Fleet > 0 {
 		fail = fmt.Sprintf("fall back (fleet of %d)", o.Fleet)
 	}
-	how := map[string]string{outageRefused: "down (refused)", outageUnanswered: "silent (no answer)"}[o.Kind]
+	how := map[string]string{outageRefused: "down (refused)", outageUnanswered: "silent", outageFailover: "failover"}[o.Kind]
 	if how == "" {
 		how = o.Kind
 	}
@@ -424,14 +452,25 @@ func (l *lab) outage(ctx context.Context, s Subject, kind, fail string) (results
 	if cfg.Redis == nil {
 		return results.Row{}, errors.New("the subject names no Redis server")
 	}
-	cut, err := redistest.NewProxy(cfg.Redis.Addr)
-	if err != nil {
-		return results.Row{}, err
+	var away taker
+	if kind == outageFailover {
+		f, err := newFailover()
+		if err != nil {
+			return results.Row{}, err
+		}
+		defer f.close()
+		cfg.Redis, cfg.Sentinel, away = nil, f.st.Options(), f
+	} else {
+		cut, err := redistest.NewProxy(cfg.Redis.Addr)
+		if err != nil {
+			return results.Row{}, err
+		}
+		defer cut.Close()
+		opt := *cfg.Redis
+		opt.Addr = cut.Addr()
+		cfg.Redis = &opt
+		away = proxyTaker{cut, fault(kind)}
 	}
-	defer cut.Close()
-	opt := *cfg.Redis
-	opt.Addr = cut.Addr()
-	cfg.Redis = &opt
 	switch fail {
 	case "closed":
 		cfg.FailClosed = true
@@ -444,13 +483,117 @@ func (l *lab) outage(ctx context.Context, s Subject, kind, fail string) (results
 		return results.Row{}, err
 	}
 	defer stop()
-	return l.attackOutage(ctx, s, kind, fail, "http://"+addr+"/", srv.Metrics(), cut)
+	return l.attackOutage(ctx, s, kind, fail, "http://"+addr+"/", srv.Metrics(), away)
+}
+
+// A taker takes a server's Redis away and gives it back, and says when.
+type taker interface {
+	away()
+	back()
+	// times are when it was taken away and when it was back (zero if not
+	// yet).
+	times() (awayAt, backAt time.Time)
+	// err is why it could not take Redis away, if so.
+	err() error
+}
+
+// failoverAway is the least time an outage run gives a failover: the
+// Sentinels' down-after time (500ms) and their election took 2.6s here.
+const failoverAway = 3 * time.Second
+
+// proxyTaker takes Redis away with a fault of its proxy.
+type proxyTaker struct {
+	cut   *redistest.Proxy
+	fault redistest.Fault
+}
+
+func (p proxyTaker) away()                         { p.cut.Set(p.fault) }
+func (p proxyTaker) back()                         { p.cut.Set(redistest.Pass) }
+func (p proxyTaker) times() (time.Time, time.Time) { return p.cut.Times() }
+func (p proxyTaker) err() error                    { return nil }
+
+// failover is a Sentinel set-up of the lab's own, in a folder of its own,
+// whose master it kills: Redis is back when the Sentinels name another.
+type failover struct {
+	st  *redistest.Sentinel
+	dir string
+
+	mu            sync.Mutex
+	killed, named time.Time
+	failed        error
+	stop          chan struct{}
+	watching      sync.WaitGroup
+}
+
+func newFailover() (*failover, error) {
+	dir, err := os.MkdirTemp("", "ratelab-failover-")
+	if err != nil {
+		return nil, err
+	}
+	st, err := redistest.NewSentinel(dir, 0)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("a Sentinel set-up for the failover: %w", err)
+	}
+	return &failover{st: st, dir: dir, stop: make(chan struct{})}, nil
+}
+
+// away kills the master, and watches the Sentinels until they name
+// another.
+func (f *failover) away() {
+	ctx := context.Background()
+	old, err := f.st.KillMaster(ctx)
+	f.mu.Lock()
+	f.killed, f.failed = time.Now(), err
+	f.mu.Unlock()
+	if err != nil {
+		return
+	}
+	f.watching.Go(func() {
+		for {
+			select {
+			case <-f.stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			if m, err := f.st.Master(ctx); err == nil && m != old {
+				f.mu.Lock()
+				f.named = time.Now()
+				f.mu.Unlock()
+				return
+			}
+		}
+	})
+}
+
+func (f *failover) back() {} // the Sentinels do it
+
+func (f *failover) times() (time.Time, time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.killed, f.named
+}
+
+func (f *failover) err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failed != nil {
+		return fmt.Errorf("killing the master: %w", f.failed)
+	}
+	return nil
+}
+
+func (f *failover) close() {
+	close(f.stop)
+	f.watching.Wait()
+	f.st.Close()
+	os.RemoveAll(f.dir)
 }
 
 // attackOutage attacks the server at base, whose metrics are metrics,
 // taking its Redis away through cut and giving it back as the outage
 // config says.
-func (l *lab) attackOutage(ctx context.Context, s Subject, kind, fail, base string, metrics http.Handler, cut *redistest.Proxy) (results.Row, error) {
+func (l *lab) attackOutage(ctx context.Context, s Subject, kind, fail, base string, metrics http.Handler, cut taker) (results.Row, error) {
 	oc := l.c.Outage
 	keys := make([]string, oc.Users)
 	for i := range keys {
@@ -471,12 +614,16 @@ func (l *lab) attackOutage(ctx context.Context, s Subject, kind, fail, base stri
 	warm := vegeta.Target{Method: http.MethodGet, URL: base, Header: http.Header{keyHeader: []string{"warm-up"}}}
 	a.run(ctx, vegeta.NewStaticTargeter(warm), warmUp(oc.Before), "warm-up", func(*vegeta.Result) {})
 
-	total := oc.Before + oc.Away + oc.After
+	awayFor := oc.Away
+	if kind == outageFailover { // the Sentinels' down-after and election
+		awayFor = max(awayFor, failoverAway)
+	}
+	total := oc.Before + awayFor + oc.After
 	var sent []vegeta.Result
 	begin := time.Now()
 	failures := scrapeFailures(metrics, begin)
-	away := time.AfterFunc(oc.Before, func() { cut.Set(fault(kind)) })
-	back := time.AfterFunc(oc.Before+oc.Away, func() { cut.Set(redistest.Pass) })
+	away := time.AfterFunc(oc.Before, cut.away)
+	back := time.AfterFunc(oc.Before+awayFor, cut.back)
 	defer away.Stop()
 	defer back.Stop()
 	a.run(ctx, vegeta.Targeter(targeter), total, "outage", func(res *vegeta.Result) { sent = append(sent, *res) })
@@ -487,8 +634,13 @@ func (l *lab) attackOutage(ctx context.Context, s Subject, kind, fail, base stri
 	if err != nil {
 		return results.Row{}, err
 	}
-	cutAt, backAt := cut.Times()
-	if cutAt.IsZero() || backAt.IsZero() {
+	cutAt, backAt := cut.times()
+	switch {
+	case cut.err() != nil:
+		return results.Row{}, cut.err()
+	case kind == outageFailover && !cutAt.IsZero() && backAt.IsZero():
+		return results.Row{}, fmt.Errorf("the Sentinels named no new master within %v of the kill", total-oc.Before)
+	case cutAt.IsZero() || backAt.IsZero():
 		return results.Row{}, errors.New("the attack ended before the server was taken away and given back")
 	}
 	r := row(s, outageModeName, outageModeName)

@@ -85,18 +85,22 @@ func TestLabOutage(t *testing.T) {
 		if o.Recovery == nil || *o.Recovery < 0 {
 			t.Errorf("%s: decisions still failing at the end of the run (recovery %v)", name, o.Recovery)
 		}
-		if o.Away <= 0 || o.Back <= o.Away || len(o.Bins) != bins || len(o.Failed) != len(o.Bins) {
+		want := bins
+		if o.Kind == outageFailover { // a failover is given the time the Sentinels take
+			want = int((c.Outage.Before + max(c.Outage.Away, failoverAway) + c.Outage.After) / outageBin)
+		}
+		if o.Away <= 0 || o.Back <= o.Away || len(o.Bins) != want || len(o.Failed) != len(o.Bins) {
 			t.Errorf("%s: away at %v, back at %v, %d bins, %d of failures", name, o.Away, o.Back, len(o.Bins), len(o.Failed))
 		}
 	}
-	if len(seen) != 6 {
-		t.Errorf("ran %v, want 2 ways × 3 failure modes", seen)
+	if len(seen) != 9 {
+		t.Errorf("ran %v, want 3 ways (refused, unanswered, failover) × 3 failure modes", seen)
 	}
 	keys, err := rdb.Keys(context.Background(), f.Meta.Params.Redis.Prefix+"*").Result()
 	if err != nil || len(keys) != 0 {
 		t.Errorf("keys left: %v, %v", keys, err)
 	}
-	if table := results.Tables(f); len(table) != 1 || table[0].Name != "outage" || len(table[0].Rows) != 6 {
+	if table := results.Tables(f); len(table) != 1 || table[0].Name != "outage" || len(table[0].Rows) != 9 {
 		t.Errorf("tables: %+v", table)
 	}
 }

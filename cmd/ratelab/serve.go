@@ -56,7 +56,10 @@ on Redis, ratelab_redis_breaker_open.
 
 --backend redis keeps the limits in the Redis server at --redis-url, under
 --redis-prefix, so that several servers share them; the server stops at
-once if Redis does not answer. While Redis is down, --fail open serves
+once if Redis does not answer. A URL with master_name names Sentinels
+(redis://SENTINEL:26379?master_name=NAME&addr=SENTINEL2:26379): the server
+decides on the master they name, and follows them when they promote a
+replica. While Redis is down, --fail open serves
 requests unmetered, --fail closed refuses them with 503, and --fail
 fallback decides them in memory at the limit divided by --fleet, the
 number of servers sharing it. After 5 decisions in a row that Redis did
@@ -187,11 +190,9 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return bad(fmt.Errorf("serve: --headers %q: want all, legacy, draft or none", *headers))
 	}
 	cfg.Headers = h
-	opt, err := redis.ParseURL(*redisURL)
-	if err != nil {
-		return bad(fmt.Errorf("serve: --redis-url: %w", err))
+	if err := redisURLs(&cfg, *redisURL); err != nil {
+		return bad(err)
 	}
-	cfg.Redis = opt
 
 	s, err := server.New(cfg)
 	switch {
@@ -231,5 +232,24 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if err := s.Run(ctx, ln, hup); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	return nil
+}
+
+// redisURLs sets cfg's Redis from --redis-url: a server, or with
+// master_name the Sentinels watching one.
+func redisURLs(cfg *server.Config, url string) error {
+	if strings.Contains(url, "master_name=") {
+		opt, err := redis.ParseFailoverURL(url)
+		if err != nil {
+			return fmt.Errorf("serve: --redis-url (Sentinels): %w", err)
+		}
+		cfg.Sentinel = opt
+		return nil
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return fmt.Errorf("serve: --redis-url: %w", err)
+	}
+	cfg.Redis = opt
 	return nil
 }

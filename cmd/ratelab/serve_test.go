@@ -43,6 +43,8 @@ func TestServeBadFlags(t *testing.T) {
 		{"bad echo cost", append(gcra, "--settle-header", "X-Tokens", "--echo-cost", "lots"), 2, `echo cost "lots": want a number, 0 or more, or random`},
 		{"bad addr", append(gcra, "--addr", "nowhere"), 1, "serve: listen tcp: address nowhere"},
 		{"redis down", append(gcra, "--backend", "redis", "--redis-url", "redis://127.0.0.1:1/0"), 1, "no answer from Redis at 127.0.0.1:1"},
+		{"bad sentinel url", append(gcra, "--backend", "redis", "--redis-url", "redis://127.0.0.1:1?master_name=m&colour=red"), 2, "--redis-url (Sentinels): redis: unexpected option: colour"},
+		{"sentinels down", append(gcra, "--backend", "redis", "--redis-url", "redis://127.0.0.1:1?master_name=mymaster"), 1, `no answer from Redis (master "mymaster" of the Sentinels at 127.0.0.1:1)`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out, errOut, code := ratelab(t, "", tt.args...)

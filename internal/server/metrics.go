@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ratelab/ratelab/limiters/httplimit"
@@ -45,6 +46,10 @@ func newMetrics(s *Server) *metrics {
 		}),
 	}
 	m.reg.MustRegister(m.decisions, m.errors, m.fallback, m.latency)
+	// The process's own, by their usual names (go_goroutines,
+	// process_resident_memory_bytes, process_open_fds...): what a long
+	// run watches for leaks.
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if l, ok := s.lim.(*redislimit.Limiter); ok {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "ratelab_redis_breaker_open",

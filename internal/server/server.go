@@ -69,6 +69,11 @@ type Config struct {
 	// its own timeouts on a copy: context deadlines honoured, no retries,
 	// and no wait for a pooled connection longer than RedisTimeout.
 	Redis *redis.Options
+	// Sentinel, when set, names a master watched by Redis Sentinels in
+	// place of Redis: the client asks them where the master is, and
+	// follows it when they promote a replica (go-redis's failover client,
+	// with the same timeouts).
+	Sentinel *redis.FailoverOptions
 	// RedisPrefix starts every Redis key; empty means "ratelab:serve:".
 	RedisPrefix string
 	// RedisTimeout bounds every decision on Redis; zero means 250ms.
@@ -280,21 +285,16 @@ func (s *Server) inMemory(file *config.Config) error {
 // inRedis connects to Redis, checks that it answers, and builds the
 // limiter there.
 func (s *Server) inRedis(file *config.Config) error {
-	opt := &redis.Options{Addr: "127.0.0.1:6379"}
-	if s.cfg.Redis != nil {
-		o := *s.cfg.Redis
-		opt = &o
-	}
-	opt.ContextTimeoutEnabled = true     // a decision's deadline bounds its round trip
-	opt.PoolTimeout = s.cfg.RedisTimeout // and its wait for a connection
-	opt.MaxRetries = -1                  // a retry would outlive the deadline
-	opt.DialerRetries = 1                // five dials 100ms apart would too
-	s.rdb = redis.NewClient(opt)
+	s.rdb = s.redisClient()
 	ctx, cancel := context.WithTimeout(context.Background(), max(2*time.Second, s.cfg.RedisTimeout))
 	defer cancel()
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
 		s.rdb.Close()
-		return fmt.Errorf("%w at %s: %w", ErrNoRedis, opt.Addr, err)
+		where := "at " + s.rdb.Options().Addr
+		if s.cfg.Sentinel != nil {
+			where = fmt.Sprintf("(master %q of the Sentinels at %s)", s.cfg.Sentinel.MasterName, strings.Join(s.cfg.Sentinel.SentinelAddrs, ", "))
+		}
+		return fmt.Errorf("%w %s: %w", ErrNoRedis, where, err)
 	}
 	// The failure policy, set here once: open, closed, or a share in
 	// memory; and a breaker: an outage costs five timeouts, then none
@@ -331,6 +331,25 @@ func (s *Server) inRedis(file *config.Config) error {
 		s.rdb.Close()
 	}
 	return err
+}
+
+// redisClient is the client of Redis, or of the master the Sentinels
+// name, with the server's timeouts: a decision's deadline bounds its
+// round trip and its wait for a connection, with no retry and one dial,
+// since more (five dials 100ms apart) would outlive it.
+func (s *Server) redisClient() *redis.Client {
+	if s.cfg.Sentinel != nil {
+		o := *s.cfg.Sentinel
+		o.ContextTimeoutEnabled, o.PoolTimeout, o.MaxRetries, o.DialerRetries = true, s.cfg.RedisTimeout, -1, 1
+		return redis.NewFailoverClient(&o)
+	}
+	opt := &redis.Options{Addr: "127.0.0.1:6379"}
+	if s.cfg.Redis != nil {
+		o := *s.cfg.Redis
+		opt = &o
+	}
+	opt.ContextTimeoutEnabled, opt.PoolTimeout, opt.MaxRetries, opt.DialerRetries = true, s.cfg.RedisTimeout, -1, 1
+	return redis.NewClient(opt)
 }
 
 // redisGroups builds each tier and each override on Redis, its keys under

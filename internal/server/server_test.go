@@ -385,6 +385,7 @@ func TestMetrics(t *testing.T) {
 		`ratelab_decision_errors_total{kind="key"} 1`,
 		`ratelab_decision_duration_seconds_count 5`,
 		`ratelab_fallback_decisions_total 0`,
+		"\ngo_goroutines ", "\nprocess_resident_memory_bytes ", "\nprocess_open_fds ",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the metrics lack %q:\n%s", want, body)

@@ -56,13 +56,18 @@ func (s *Servers) Start(lines ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return s.startOn(port, lines...)
+}
+
+// startOn is Start on port.
+func (s *Servers) startOn(port int, lines ...string) (string, error) {
 	addr := fmt.Sprint("127.0.0.1:", port)
 	dir := filepath.Join(s.dir, strconv.Itoa(port))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
 	sentinel := false
-	conf := []string{"port " + strconv.Itoa(port), "bind 127.0.0.1", `save ""`, "appendonly no", "dir " + dir, "logfile " + filepath.Join(dir, "log")}
+	conf := []string{"port " + strconv.Itoa(port), "bind 127.0.0.1", `save ""`, "appendonly no", "repl-diskless-sync-delay 0", "dir " + dir, "logfile " + filepath.Join(dir, "log")}
 	for _, l := range lines {
 		if l == "sentinel" {
 			sentinel = true
@@ -215,10 +220,29 @@ func NewSentinel(dir string, lag time.Duration) (_ *Sentinel, err error) {
 	}
 	st := &Sentinel{Servers: s, Name: "ratelab", Lag: lag}
 	host, port, _ = net.SplitHostPort(master)
-	for range 3 {
-		addr, err := s.Start("sentinel", "sentinel monitor "+st.Name+" "+host+" "+port+" 2",
+	// Each Sentinel is told of the others and of the replica, which it
+	// would otherwise learn of from their hellos and the master's INFO,
+	// seconds later.
+	var ports [3]int
+	var ids [3]string
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return nil, err
+		}
+		ids[i] = fmt.Sprintf("%040x", i+1)
+	}
+	rhost, rport, _ := net.SplitHostPort(replica)
+	for i := range ports {
+		lines := []string{"sentinel", "sentinel myid " + ids[i], "sentinel monitor " + st.Name + " " + host + " " + port + " 2",
 			fmt.Sprint("sentinel down-after-milliseconds ", st.Name, " ", SentinelDownAfter.Milliseconds()),
-			"sentinel failover-timeout "+st.Name+" 10000")
+			"sentinel failover-timeout " + st.Name + " 10000",
+			"sentinel known-replica " + st.Name + " " + rhost + " " + rport}
+		for j := range ports {
+			if j != i {
+				lines = append(lines, fmt.Sprint("sentinel known-sentinel ", st.Name, " 127.0.0.1 ", ports[j], " ", ids[j]))
+			}
+		}
+		addr, err := s.startOn(ports[i], lines...)
 		if err != nil {
 			return nil, err
 		}
