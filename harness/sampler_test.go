@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -33,6 +34,9 @@ func TestSampler(t *testing.T) {
 			}
 			if ns := 1e9 / x.ThroughputPerS; ns > 1e6 {
 				t.Errorf("%s on %s: %.0fns a decision, want the time of one, not of the sample", l, w, ns)
+			}
+			if runtime.GOOS == "linux" && !(x.CPUNS > 0 && x.CPUNS < 1e6) {
+				t.Errorf("%s on %s: %.0fns of CPU a decision, want the process's CPU time of one", l, w, x.CPUNS)
 			}
 		}
 		if len(s.live) != 2 || s.workload != w {

@@ -206,13 +206,14 @@ func median(v []float64) float64 {
 }
 
 // timeSample sends seq to l from *at on, wrapping around, as fast as one
-// goroutine can for d, and returns the sample (decisions per second, and
-// quantiles of the time of a decision over batches of timingBatch) and how
-// many it decided.
+// goroutine can for d, and returns the sample (decisions per second, the
+// process's CPU time a decision, and quantiles of the time of a decision
+// over batches of timingBatch) and how many it decided.
 func timeSample(ctx context.Context, l limiters.Limiter, keys []string, seq []workloads.Arrival, at *int, d time.Duration) (results.Sample, int64) {
 	var h hist
 	var n int64
 	i := *at
+	cpu := cpuTime()
 	start := time.Now()
 	deadline := start.Add(d)
 	t0 := start
@@ -230,11 +231,15 @@ func timeSample(ctx context.Context, l limiters.Limiter, keys []string, seq []wo
 		t0 = t1
 		if !t1.Before(deadline) || ctx.Err() != nil {
 			*at = i
-			return results.Sample{
+			s := results.Sample{
 				ThroughputPerS: float64(n) / t1.Sub(start).Seconds(),
 				P50NS:          h.quantile(0.5) / timingBatch,
 				P90NS:          h.quantile(0.9) / timingBatch,
-			}, n
+			}
+			if cpu > 0 {
+				s.CPUNS = float64(cpuTime()-cpu) / float64(n)
+			}
+			return s, n
 		}
 	}
 }

@@ -183,3 +183,39 @@ func TestReadAB(t *testing.T) {
 		}
 	}
 }
+
+// The mean time of a decision is judged by the samplers' CPU time where
+// both samples of a round have it: the new build's wall time made 1.3x
+// by waits for a core (a busy host) is no regression when its CPU time
+// is the base's; where a base predates CPU time, the wall time is judged.
+func TestJudgeCPUTime(t *testing.T) {
+	ab := abOf(30, 1, 0.02, 3)
+	waited := ab.Cells[0].Rounds
+	for i := range waited {
+		waited[i].Base.CPUNS = waited[i].Base.P50NS
+		waited[i].New.CPUNS = waited[i].New.P50NS
+		waited[i].New.ThroughputPerS /= 1.3
+	}
+	verdict := func() ABChange {
+		changes, err := Judge(ab, DefaultRule)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range changes {
+			if c.Metric == "time/decision" {
+				return c
+			}
+		}
+		t.Fatal("no time/decision")
+		return ABChange{}
+	}
+	if c := verdict(); c.Verdict != Same {
+		t.Errorf("CPU time the same, wall time 1.3x: %s (%.3f×), want %s", c.Verdict, c.Ratio, Same)
+	}
+	for i := range waited {
+		waited[i].Base.CPUNS = 0 // a base from before CPU time
+	}
+	if c := verdict(); c.Verdict != Regressed {
+		t.Errorf("no CPU time in the base, wall time 1.3x: %s (%.3f×), want %s", c.Verdict, c.Ratio, Regressed)
+	}
+}

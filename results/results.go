@@ -121,6 +121,11 @@ type Sample struct {
 	// ratelab): the clock is too coarse to time one.
 	P50NS float64 `json:"p50_ns"`
 	P90NS float64 `json:"p90_ns"`
+	// CPUNS is the process's CPU time a decision over the sample (all its
+	// threads, user and system), where the sampler could read it; zero
+	// where not. Unlike the throughput's wall time it is not charged for
+	// the time the sampler waited for a core another process held.
+	CPUNS float64 `json:"cpu_ns,omitempty"`
 }
 
 // CPUModel is this machine's CPU model name, as Meta records it: from
