@@ -313,3 +313,62 @@ func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
 }
+
+var (
+	flood     = flag.Int("flood", 0, "TestServeFlood: how many distinct keys to send ratelab serve (make flood: 10,000,000); zero skips it")
+	floodCaps = flag.String("flood-max-keys", "0,1000000", "TestServeFlood: the --max-keys of each run, comma-separated (0: no cap)")
+)
+
+// TestServeFlood sends ratelab serve (sliding log, 100 an hour, so no key
+// expires) -flood requests, each with a new 126-byte key, as fast as 64
+// connections go, once for each -flood-max-keys, and logs its resident
+// memory at every million keys sent: what an attacker who invents keys
+// costs it, capped and not. Every request must be answered 200 (each key
+// is new), and under a cap memory must stop growing.
+func TestServeFlood(t *testing.T) {
+	if *flood == 0 {
+		t.Skip("a flood of millions of keys: go test -run TestServeFlood -flood 10000000 ./cmd/ratelab (make flood)")
+	}
+	for _, c := range strings.Split(*floodCaps, ",") {
+		t.Run("max-keys="+c, func(t *testing.T) {
+			srv := startServe(t, "serve", "--algo", "sliding-log", "--limit", "100", "--window", "1h", "--max-keys", c,
+				"--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0")
+			before := readSample(t, srv)
+			var next atomic.Int64
+			stem := strings.Repeat("k", 110)
+			tg := func(tgt *vegeta.Target) error {
+				tgt.Method, tgt.URL = http.MethodGet, srv.url
+				tgt.Header = http.Header{"X-Api-Key": []string{fmt.Sprintf("%s%016x", stem, next.Add(1))}}
+				return nil
+			}
+			a := vegeta.NewAttacker(vegeta.Workers(64), vegeta.MaxWorkers(64), vegeta.MaxBody(0), vegeta.KeepAlive(true), vegeta.Connections(64))
+			start := time.Now()
+			t.Logf("%12s %10s %10s", "keys sent", "RSS", "a second")
+			t.Logf("%12d %8.1fMB", 0, float64(before.rss)/1e6)
+			var series []sample
+			sent, ok := 0, 0
+			for res := range a.Attack(tg, vegeta.Rate{}, 0, "flood") {
+				sent++
+				if res.Code == 200 {
+					ok++
+				}
+				if sent%1_000_000 == 0 {
+					s := readSample(t, srv)
+					series = append(series, s)
+					t.Logf("%12d %8.1fMB %10.0f", sent, float64(s.rss)/1e6, float64(sent)/time.Since(start).Seconds())
+				}
+				if sent == *flood {
+					a.Stop()
+				}
+			}
+			if ok < sent {
+				t.Errorf("%d of %d requests answered 200", ok, sent)
+			}
+			if c != "0" && len(series) >= 4 {
+				if last, mid := series[len(series)-1].rss, series[len(series)/2].rss; last > mid*11/10+16<<20 {
+					t.Errorf("under --max-keys %s, resident memory grew from %.1fMB to %.1fMB", c, float64(mid)/1e6, float64(last)/1e6)
+				}
+			}
+		})
+	}
+}
