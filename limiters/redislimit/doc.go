@@ -45,7 +45,11 @@
 //   - batching gathers concurrent decisions into one round trip, at the
 //     cost of a wait in a queue;
 //   - packing (GCRA, one limit) keeps keys as fields of a few hashes, less
-//     memory for a little more server work.
+//     memory for a little more server work;
+//   - the replicas' ack (WithReplicaAck) waits for a replica to hold each
+//     decision's writes, so that a failover loses no admission, at the
+//     cost of a replication round trip a decision and of failing while no
+//     replica answers.
 //
 // Tiers in Redis: a *Limiter is a tiers.Group, so tiers.NewWith builds
 // each tier and override on Redis, each under a prefix of its own (whose
