@@ -495,6 +495,8 @@ type taker interface {
 	times() (awayAt, backAt time.Time)
 	// err is why it could not take Redis away, if so.
 	err() error
+	// least is the least time the run gives Redis to come back.
+	least() time.Duration
 }
 
 // failoverAway is the least time an outage run gives a failover: the
@@ -511,6 +513,7 @@ func (p proxyTaker) away()                         { p.cut.Set(p.fault) }
 func (p proxyTaker) back()                         { p.cut.Set(redistest.Pass) }
 func (p proxyTaker) times() (time.Time, time.Time) { return p.cut.Times() }
 func (p proxyTaker) err() error                    { return nil }
+func (p proxyTaker) least() time.Duration          { return 0 }
 
 // failover is a Sentinel set-up of the lab's own, in a folder of its own,
 // whose master it kills: Redis is back when the Sentinels name another.
@@ -550,11 +553,13 @@ func (f *failover) away() {
 		return
 	}
 	f.watching.Go(func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
 		for {
 			select {
 			case <-f.stop:
 				return
-			case <-time.After(10 * time.Millisecond):
+			case <-tick.C:
 			}
 			if m, err := f.st.Master(ctx); err == nil && m != old {
 				f.mu.Lock()
@@ -567,6 +572,9 @@ func (f *failover) away() {
 }
 
 func (f *failover) back() {} // the Sentinels do it
+
+// least is the Sentinels' down-after time and their election.
+func (f *failover) least() time.Duration { return failoverAway }
 
 func (f *failover) times() (time.Time, time.Time) {
 	f.mu.Lock()
@@ -614,10 +622,7 @@ func (l *lab) attackOutage(ctx context.Context, s Subject, kind, fail, base stri
 	warm := vegeta.Target{Method: http.MethodGet, URL: base, Header: http.Header{keyHeader: []string{"warm-up"}}}
 	a.run(ctx, vegeta.NewStaticTargeter(warm), warmUp(oc.Before), "warm-up", func(*vegeta.Result) {})
 
-	awayFor := oc.Away
-	if kind == outageFailover { // the Sentinels' down-after and election
-		awayFor = max(awayFor, failoverAway)
-	}
+	awayFor := max(oc.Away, cut.least())
 	total := oc.Before + awayFor + oc.After
 	var sent []vegeta.Result
 	begin := time.Now()

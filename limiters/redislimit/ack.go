@@ -76,7 +76,7 @@ func (r *runner) acked(ctx context.Context, c *call, s *script) (any, error) {
 	}
 	switch {
 	case err != nil:
-		if cc, ok := r.c.(*redis.ClusterClient); ok && !noScript(err) {
+		if cc, ok := r.c.(*redis.ClusterClient); ok {
 			cc.ReloadState(ctx) // a master may have moved: ask the cluster again
 		}
 		return nil, err
@@ -109,9 +109,11 @@ func (r *runner) evalWait(ctx context.Context, p redis.Cmdable, args []any) (any
 	_ = pipe.Process(ctx, cmd)
 	wait := redis.NewIntCmd(ctx, "wait", r.ack.replicas, r.ack.timeout.Milliseconds())
 	_ = pipe.Process(ctx, wait)
-	if _, err := pipe.Exec(ctx); err != nil && cmd.Err() != nil {
+	_, err := pipe.Exec(ctx)
+	if cmd.Err() != nil { // the script's error first: NOSCRIPT is answered
 		return nil, 0, cmd.Err()
-	} else if err != nil {
+	}
+	if err != nil {
 		return nil, 0, err
 	}
 	return cmd.Val(), wait.Val(), nil

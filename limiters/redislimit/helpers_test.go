@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os/exec"
 	"reflect"
 	"runtime"
 	"runtime/pprof"
@@ -71,46 +70,24 @@ func at(key string, t time.Time, n int) limiters.Request {
 	return limiters.Request{Key: key, N: n, At: t}
 }
 
-// ownServer starts a redis-server of the test's own on a free loopback
-// port (with extra arguments, if any), keeping nothing on disk, and
-// returns its port and a function that stops it. The test fails if
-// redis-server is not installed.
-func ownServer(t *testing.T, port int, extra ...string) (int, func()) {
+// ownServer starts a redis-server of the test's own on loopback, on port
+// or a free one for 0 (redistest.Servers: nothing kept on disk), and
+// returns its port and a function that stops it (SIGKILL). The test fails
+// if redis-server is not installed.
+func ownServer(t *testing.T, port int) (int, func()) {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
+	s, err := redistest.NewServers(t.TempDir())
 	if err != nil {
-		t.Fatalf("this test starts and stops a Redis server of its own and needs redis-server (Debian: apt-get install redis-server): %v", err)
+		t.Fatalf("this test starts and stops a Redis server of its own: %v", err)
 	}
-	if port == 0 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port = ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-	}
-	cmd := exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, extra...)...)
-	if err := cmd.Start(); err != nil {
+	t.Cleanup(s.Close)
+	addr, err := s.StartOn(port)
+	if err != nil {
 		t.Fatal(err)
 	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	}
-	t.Cleanup(stop)
-	c := redis.NewClient(&redis.Options{Addr: fmt.Sprint("127.0.0.1:", port)})
-	defer c.Close()
-	for deadline := time.Now().Add(5 * time.Second); c.Ping(context.Background()).Err() != nil; {
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on port %d did not answer within 5s", port)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return port, stop
+	_, p, _ := net.SplitHostPort(addr)
+	port, _ = strconv.Atoi(p)
+	return port, func() { s.Kill(addr) }
 }
 
 // quiet drops go-redis's log lines: the fault tests make it log every

@@ -31,7 +31,7 @@ type runner struct {
 	// against the timeout: the client does not honour context deadlines.
 	guard bool
 	// light is whether a call's deadline may come from a timer kept with
-	// the call (call.deadline), not a context of its own: the client
+	// the call (call.timed), not a context of its own: the client
 	// honours deadlines and its pool gives up waiting for a connection
 	// within the timeout.
 	light   bool

@@ -51,16 +51,17 @@ func freePort() (int, error) {
 // Start starts a redis-server on a free loopback port with the settings of
 // lines (redis.conf lines; "sentinel" among them makes it a Sentinel),
 // waits until it answers, and returns its address.
-func (s *Servers) Start(lines ...string) (string, error) {
-	port, err := freePort()
-	if err != nil {
-		return "", err
-	}
-	return s.startOn(port, lines...)
-}
+func (s *Servers) Start(lines ...string) (string, error) { return s.StartOn(0, lines...) }
 
-// startOn is Start on port.
-func (s *Servers) startOn(port int, lines ...string) (string, error) {
+// StartOn is Start on port, or on a free one for port 0: a server that
+// comes back on the address of one that stopped, with nothing of its.
+func (s *Servers) StartOn(port int, lines ...string) (string, error) {
+	if port == 0 {
+		var err error
+		if port, err = freePort(); err != nil {
+			return "", err
+		}
+	}
 	addr := fmt.Sprint("127.0.0.1:", port)
 	dir := filepath.Join(s.dir, strconv.Itoa(port))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -242,7 +243,7 @@ func NewSentinel(dir string, lag time.Duration) (_ *Sentinel, err error) {
 				lines = append(lines, fmt.Sprint("sentinel known-sentinel ", st.Name, " 127.0.0.1 ", ports[j], " ", ids[j]))
 			}
 		}
-		addr, err := s.startOn(ports[i], lines...)
+		addr, err := s.StartOn(ports[i], lines...)
 		if err != nil {
 			return nil, err
 		}
@@ -275,7 +276,7 @@ func (st *Sentinel) known(replica string) error {
 		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			replicas, _ := c.Replicas(ctx, st.Name).Result()
 			sentinels, _ := c.Sentinels(ctx, st.Name).Result()
-			if len(sentinels) == len(st.Sentinels)-1 && slicesHas(replicas, replica) {
+			if len(sentinels) == len(st.Sentinels)-1 && knowsReplica(replicas, replica) {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -288,8 +289,8 @@ func (st *Sentinel) known(replica string) error {
 	return nil
 }
 
-// slicesHas reports whether the Sentinel's replicas include addr.
-func slicesHas(replicas []map[string]string, addr string) bool {
+// knowsReplica reports whether a Sentinel's replicas include addr, up.
+func knowsReplica(replicas []map[string]string, addr string) bool {
 	for _, r := range replicas {
 		if r["ip"]+":"+r["port"] == addr && !strings.Contains(r["flags"], "down") {
 			return true
