@@ -59,10 +59,9 @@ on Redis, ratelab_redis_breaker_open.
 once if Redis does not answer. A URL with master_name names Sentinels
 (redis://SENTINEL:26379?master_name=NAME&addr=SENTINEL2:26379): the server
 decides on the master they name, and follows them when they promote a
-replica. While Redis is down, --fail open serves
-requests unmetered, --fail closed refuses them with 503, and --fail
-fallback decides them in memory at the limit divided by --fleet, the
-number of servers sharing it. After 5 decisions in a row that Redis did
+replica. While Redis is down, --fail open serves requests unmetered,
+--fail closed refuses them with 503, and --fail fallback decides them in
+memory at the limit divided by --fleet, the number of servers sharing it. After 5 decisions in a row that Redis did
 not make, a circuit breaker stops asking it for a second, then probes:
 an outage costs 5 timeouts, not one a request.
 
