@@ -96,13 +96,13 @@ func (c Config) Defaults() Config {
 	if len(c.Goroutines) == 0 {
 		c.Goroutines = pick(q, []int{1, 2, 8, 64}, []int{1, 2, 8})
 	}
-	set(&c.RealTime, pick(q, 250*time.Millisecond, 40*time.Millisecond))
+	set(&c.RealTime, pick(q, 250*time.Millisecond, 25*time.Millisecond))
 	// One paced sender: on two cores, two spinning senders leave none for
 	// the runtime and the rest of the machine, and their tail latency
 	// measures the scheduler (p99 went from 1µs to 1ms).
 	set(&c.LatencyGoroutines, 1)
 	set(&c.OfferedRate, 200_000)
-	set(&c.LatencyTime, pick(q, 150*time.Millisecond, 40*time.Millisecond))
+	set(&c.LatencyTime, pick(q, 150*time.Millisecond, 25*time.Millisecond))
 	set(&c.LatencyRuns, 3)
 	set(&c.RealTimeAccuracyScale, 0.02)
 	set(&c.RealTimeAccuracySpan, pick(q, 0, 8*time.Second))

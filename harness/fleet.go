@@ -27,7 +27,7 @@ type fleetConfig struct {
 func (f fleetConfig) defaults(quick bool) fleetConfig {
 	set(&f.Processes, 4)
 	set(&f.Goroutines, 2)
-	set(&f.RealTime, pick(quick, 200*time.Millisecond, 100*time.Millisecond))
+	set(&f.RealTime, pick(quick, 200*time.Millisecond, 60*time.Millisecond))
 	return f
 }
 

@@ -113,8 +113,8 @@ func (r redisConfig) defaults(c Config) redisConfig {
 	set(&r.Users, pick(q, 10, 6))
 	set(&r.Simulated, pick(q, 10*time.Second, 4*time.Second))
 	r.Simulated = min(max(r.Simulated, 2*c.Limit.Per), c.Simulated)
-	set(&r.RealTime, pick(q, 60*time.Millisecond, 30*time.Millisecond))
-	set(&r.LatencyTime, pick(q, 150*time.Millisecond, 60*time.Millisecond))
+	set(&r.RealTime, pick(q, 60*time.Millisecond, 20*time.Millisecond))
+	set(&r.LatencyTime, pick(q, 150*time.Millisecond, 40*time.Millisecond))
 	set(&r.OfferedRate, 1000)
 	set(&r.Keys, pick(q, 50_000, 5_000))
 	return r

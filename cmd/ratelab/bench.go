@@ -87,7 +87,7 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs.DurationVar(&c.Outage.Away, "outage-away", 0, "how long the outage runs take Redis away (default 2.5s, quick 1.5s)")
 	workloadsFlags := workloadFlags(fs, &c)
 	fs.StringVar(&goroutinesFlag, "goroutines", "", "comma-separated goroutine counts the unpaced real-time runs sweep (default 1,2,8,64, quick 1,2,8)")
-	fs.DurationVar(&c.RealTime, "realtime", 0, "how long each unpaced real-time run lasts (default 250ms, quick 40ms)")
+	fs.DurationVar(&c.RealTime, "realtime", 0, "how long each unpaced real-time run lasts (default 250ms, quick 25ms)")
 	fs.IntVar(&c.TimingRounds, "timing-rounds", 0, "rounds of the timing runs (default 20, quick 5)")
 	fs.Float64Var(&c.OfferedRate, "rate", 0, "the total offered rate of the paced runs, per second (default 200000)")
 	trace := fs.String("trace", "", "also run this trace (a t,key[,n] CSV, as for replay) as workload \"trace\"")
