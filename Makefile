@@ -28,7 +28,7 @@ BENCHTIME ?= 200ms
 
 all: test
 
-## test: gofmt, go vet, staticcheck and the tests but the clocked ones (make test-clocked), shuffled; under the race detector where a test starts goroutines (about 3 minutes where Go has built the dependencies before, 7 where it has not)
+## test: gofmt, go vet, staticcheck and the tests but the clocked ones (make test-clocked), shuffled; under the race detector where a test starts goroutines (about 3 minutes where Go has built the dependencies before, 6 where it has not)
 # (Staticcheck beside the first phase of the tests saved nothing: from a
 # fresh clone on the Xeon host, 5:56 against 5:43 one after the other,
 # staticcheck 55s and the tests 129s alone, 191s together.) The tests that
