@@ -79,7 +79,7 @@ NORACE_PKGS := ./plots ./results ./workloads
 NORACE := ^(TestManyKeys|TestAgainstModel|FuzzAgainstModel|TestSettleAgainstModel|FuzzSettleAgainstModel|TestDenialsAgreeWithPeek|TestAgainstMap|TestDecisionAllocations)$$
 # Every other package, the slowest first (go test runs them in this order).
 RACE_PKGS = ./limiters/redislimit ./cmd/ratelab ./limiters/composite ./harness ./limiters \
-	$(shell $(GO) list $(PKGS) | grep -v -x -E '.*/(plots|results|workloads)')
+	$(filter-out $(shell $(GO) list $(NORACE_PKGS)),$(shell $(GO) list $(PKGS)))
 
 # The tests that judge a limiter by the clock over loopback (the probes,
 # the outage run) are make test-clocked's: beside three other test

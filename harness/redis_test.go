@@ -23,28 +23,6 @@ func redisURL(t *testing.T) (string, *redis.Client) {
 	return redistest.URL(), redistest.Client(t, nil)
 }
 
-// ownRedis is a redis-server of the test's own, its URL and a client of
-// it. The lab weighs a key kept in Redis by the growth of the server's
-// used_memory, which other tests' keys move on a shared server: beside
-// the Redis package's tests, deleting theirs, TestLabRedis once weighed
-// GCRA's keys at 22.6 bytes each.
-func ownRedis(t *testing.T) (string, *redis.Client) {
-	t.Helper()
-	redistest.Require(t) // make test's rule: Redis is there, or this is skipped
-	s, err := redistest.NewServers(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	addr, err := s.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { c.Close() })
-	return "redis://" + addr + "/0", c
-}
-
 // quiet drops go-redis's log lines: a server that does not answer is the
 // lab's to report, in its results.
 type quiet struct{}
@@ -70,7 +48,14 @@ func closedPort(t *testing.T) string {
 // what that decides; they run in real time and are weighed, are not
 // timed, and leave no key behind.
 func TestLabRedis(t *testing.T) {
-	url, rdb := ownRedis(t)
+	// A server of its own: the lab weighs a key by the growth of the
+	// server's used_memory, which other tests' keys move (beside the Redis
+	// package's tests, deleting theirs, GCRA's keys once weighed 22.6
+	// bytes each).
+	addr := redistest.Own(t)
+	url := "redis://" + addr + "/0"
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
 	c := smallLab()
 	c.Redis.URL = url
 	c.Limiters = []string{"sliding-counter", "gcra", redisName(limiters.SlidingCounter), redisName(limiters.GCRA), redisRateName, redisFloorName, redisBatchedFloorName}

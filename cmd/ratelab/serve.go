@@ -61,9 +61,10 @@ once if Redis does not answer. A URL with master_name names Sentinels
 decides on the master they name, and follows them when they promote a
 replica. While Redis is down, --fail open serves requests unmetered,
 --fail closed refuses them with 503, and --fail fallback decides them in
-memory at the limit divided by --fleet, the number of servers sharing it. After 5 decisions in a row that Redis did
-not make, a circuit breaker stops asking it for a second, then probes:
-an outage costs 5 timeouts, not one a request.
+memory at the limit divided by --fleet, the number of servers sharing
+it. After 5 decisions in a row that Redis did not make, a circuit breaker
+stops asking it for a second, then probes: an outage costs 5 timeouts,
+not one a request.
 
 Examples:
 
