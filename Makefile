@@ -114,7 +114,7 @@ norace:
 
 ## test-clocked: the tests that judge a limiter by the clock (the probes, nginx's too, and the outage run), by themselves (under two minutes; CI runs it after make test)
 test-clocked:
-	GORACE='$(GORACE)' REDIS_REQUIRED=1 tools/with-redis tools/with-nginx $(GO) test -race -vet=off -shuffle=on -count=1 -p 3 -parallel 2 -run '$(TIMED)' ./harness ./harness/probe ./cmd/ratelab
+	GORACE='$(GORACE)' REDIS_REQUIRED=1 tools/with-redis tools/with-nginx $(GO) test -race -vet=off -shuffle=on -count=1 -p 3 -parallel 2 -run '$(TIMED)' ./harness ./internal/probe ./cmd/ratelab
 
 ## soak: the linearizability checks on 300 histories a case, not make test's 3 (a few minutes; Redis as for make test)
 soak:
