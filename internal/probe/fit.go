@@ -117,8 +117,8 @@ func follow(obs []Observation, m Model, decided func(o Observation, explained bo
 			if m.CountsRefused {
 				lastEarly = max(lastEarly, lo)
 			}
-			m.refuse(early, lo, o.N)
-			m.refuse(late, hi, o.N)
+			early.refuse(lo, o.N)
+			late.refuse(hi, o.N)
 		}
 	}
 }
@@ -150,7 +150,7 @@ func Replay(obs []Observation, m Model) Explained {
 			if ok {
 				st.admit(t, o.N)
 			} else {
-				m.refuse(st, t, o.N)
+				st.refuse(t, o.N)
 			}
 			if ok == o.Admitted {
 				e.Explained++

@@ -1,45 +1,100 @@
-// Package probe judges a rate limiter from the outside, by what it answers:
-// which of the six algorithms it behaves as, with what limit, and how far
-// it strays from it. This file holds the models a target is compared with;
-// fit.go replays what the target decided through them.
+// Package probe judges a rate limiter behind HTTP from the outside, by
+// what it answers: which of the six algorithms it behaves as, with what
+// limit and in which of the variants real implementations use, whether
+// its fields and waits tell the truth, and whether it holds under
+// concurrency. When none of the six explains what it did, it says so.
+//
+// The package keeps a fourth copy of the algorithms (after the in-memory
+// limiters, the Redis scripts and the tests' rational models), the
+// Models. It exists because a fit needs what a limiter does not offer: a
+// decision at any instant that leaves the key as it was, a history
+// recorded at instants the fit chooses, and the variants real
+// implementations use and ratelab's own do not: windows started at a
+// key's first request, refusals counted, a window started again by a
+// refusal, a weighted count rounded or truncated, and time kept in whole
+// seconds. TestModelsAgree checks the exact variants against the
+// in-memory limiters on random traces.
 package probe
 
 import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/ratelab/ratelab/limiters"
 )
 
 // Model is one way a limiter may decide: an algorithm and its limit, and
-// the two things that stores in the field differ in, which the fit tries
-// both ways. The token bucket, the leaky bucket and GCRA are one policy
-// (the same decisions for the same limit); a Model of any of the three
-// decides as GCRA.
+// the variants real implementations differ in. The token bucket, the
+// leaky bucket and GCRA are one policy (the same decisions for the same
+// limit); a Model of any of the three decides as GCRA.
 type Model struct {
 	Algorithm limiters.Algorithm
 	Limit     limiters.Limit
-	// Anchored: a window algorithm's windows start at each key's first
-	// request and last Per, as many middleware stores keep them (a key
-	// with a TTL); otherwise they are aligned on the Unix epoch.
+	// Anchored: a window algorithm's windows start at a key's first
+	// request (the first after the last window ended), as stores that
+	// keep a key with a time to live do; otherwise they are aligned on
+	// the Unix epoch.
 	Anchored bool
 	// CountsRefused: a refused request is counted too, as by a store that
-	// increments and then compares.
+	// adds and then compares (for a bucket, a refusal runs its debt on).
 	CountsRefused bool
+	// Restarts: a refused request starts an anchored fixed window again,
+	// so that a key that keeps sending stays refused until it has been
+	// quiet for a window (@fastify/rate-limit's continueExceeding).
+	Restarts bool
+	// Seconds: time is kept in whole seconds, rounded down, as by stores
+	// that read the clock in seconds.
+	Seconds bool
+	// Rounding is how a sliding counter compares its weighted count.
+	Rounding Rounding
 }
 
+// Rounding is how a sliding window counter rounds the previous window's
+// weighted count before it compares.
+type Rounding int8
+
+const (
+	// Exact compares the weighted count as a real number (as ratelab
+	// does; rounding it up is the same).
+	Exact Rounding = iota
+	// Rounded rounds it to the nearest whole request, halves up.
+	Rounded
+	// Truncated rounds it down.
+	Truncated
+)
+
 // String names the model as the probe's tables do: "gcra 10/s burst 6",
-// "fixed-window 20/2s, anchored, counting refused".
+// "fixed-window 20/2s, first request, refusals counted".
 func (m Model) String() string {
-	s := string(m.Algorithm) + " " + m.Limit.String()
+	s := []string{string(m.Algorithm) + " " + m.Limit.String()}
+	return strings.Join(append(s, m.variants()...), ", ")
+}
+
+// variants names what m does that the exact, epoch-aligned model of its
+// algorithm does not.
+func (m Model) variants() []string {
+	var out []string
 	if m.Anchored {
-		s += ", anchored"
+		out = append(out, "windows from a key's first request")
 	}
-	if m.CountsRefused {
-		s += ", counting refused"
+	if m.Restarts {
+		out = append(out, "a refusal restarts the window")
+	} else if m.CountsRefused {
+		out = append(out, "refusals counted")
 	}
-	return s
+	switch m.Rounding {
+	case Rounded:
+		out = append(out, "weighted count rounded")
+	case Truncated:
+		out = append(out, "weighted count truncated")
+	}
+	if m.Seconds {
+		out = append(out, "time in whole seconds")
+	}
+	return out
 }
 
 // Family is the policy the model's algorithm belongs to: the three
@@ -54,60 +109,105 @@ func family(a limiters.Algorithm) string {
 }
 
 // Validate reports whether the model can be replayed: a limit its
-// algorithm takes, and the window parameters only on a window algorithm.
+// algorithm takes, and each variant on an algorithm that has it.
 func (m Model) Validate() error {
 	if err := m.Limit.Validate(m.Algorithm); err != nil {
 		return fmt.Errorf("probe: %s: %w", m, err)
 	}
-	if m.Algorithm.IsBucket() && m.Anchored {
-		return fmt.Errorf("probe: %s: a bucket has no windows to anchor", m)
+	a := m.Algorithm
+	switch {
+	case m.Anchored && (a.IsBucket() || a == limiters.SlidingLog):
+		return fmt.Errorf("probe: %s: a %s has no windows to anchor", m, a)
+	case m.Restarts && (a != limiters.FixedWindow || !m.Anchored):
+		return fmt.Errorf("probe: %s: only an anchored fixed window restarts", m)
+	case m.Rounding != Exact && a != limiters.SlidingCounter:
+		return fmt.Errorf("probe: %s: only a sliding counter weighs a count", m)
 	}
 	return nil
 }
+
+// Variants returns every variant of algorithm a the fit tries, the exact
+// and simplest first, with no limit set.
+func Variants(a limiters.Algorithm) []Model {
+	var out []Model
+	for _, seconds := range []bool{false, true} {
+		switch a {
+		case limiters.FixedWindow:
+			out = append(out, Model{Algorithm: a, Seconds: seconds}, Model{Algorithm: a, Anchored: true, Seconds: seconds},
+				Model{Algorithm: a, Anchored: true, CountsRefused: true, Restarts: true, Seconds: seconds})
+		case limiters.SlidingLog:
+			out = append(out, Model{Algorithm: a, Seconds: seconds}, Model{Algorithm: a, CountsRefused: true, Seconds: seconds})
+		case limiters.SlidingCounter:
+			for _, r := range []Rounding{Exact, Rounded, Truncated} {
+				for _, anchored := range []bool{false, true} {
+					for _, counts := range []bool{false, true} {
+						out = append(out, Model{Algorithm: a, Anchored: anchored, CountsRefused: counts, Seconds: seconds, Rounding: r})
+					}
+				}
+			}
+		default:
+			out = append(out, Model{Algorithm: a, Seconds: seconds}, Model{Algorithm: a, CountsRefused: true, Seconds: seconds})
+		}
+	}
+	return out
+}
+
+// oddity is how far m is from its algorithm's plain form: the number of
+// variants it has. Among models that explain as much, the plainer wins.
+func (m Model) oddity() int { return len(m.variants()) }
 
 // state is one key's state under a model, at times in Unix nanoseconds
 // (the epoch is where the aligned windows start). admits reports whether
 // n units would be admitted at t; for every model it is monotone in t for
 // a given state (waiting never turns an admission into a refusal), which
 // is what lets the fit look for an instant in an interval by bisection.
-// admit records n admitted at t whatever the model would decide.
+// admit records n admitted at t whatever the model would decide, and
+// refuse a refusal.
 type state interface {
 	admits(t int64, n int) bool
 	admit(t int64, n int)
-}
-
-// refuse records in st a refusal of n at t: nothing, unless the model
-// counts refusals, as a store that increments and then compares does
-// (for a bucket, the refusal pushes its debt on).
-func (m Model) refuse(st state, t int64, n int) {
-	if m.CountsRefused {
-		st.admit(t, n)
-	}
+	refuse(t int64, n int)
 }
 
 // newState returns a fresh key's state under m.
 func (m Model) newState() state {
 	n, per := int64(m.Limit.N), int64(m.Limit.Per)
+	var st state
 	switch {
 	case m.Algorithm.IsBucket():
 		t := int64(m.Limit.Interval())
-		return &bucket{t: t, ct: int64(m.Limit.Quota()) * t, c: m.Limit.Quota(), tat: math.MinInt64}
+		st = &bucket{t: t, ct: int64(m.Limit.Quota()) * t, c: m.Limit.Quota(), tat: math.MinInt64, counts: m.CountsRefused}
 	case m.Algorithm == limiters.FixedWindow:
-		return &fixed{n: n, per: per, anchored: m.Anchored}
+		st = &fixed{n: n, per: per, anchored: m.Anchored, restarts: m.Restarts}
 	case m.Algorithm == limiters.SlidingLog:
-		return &slidingLog{n: int(n), per: per}
+		st = &slidingLog{n: int(n), per: per, counts: m.CountsRefused}
 	case m.Algorithm == limiters.SlidingCounter:
-		return &counter{n: n, per: per, anchored: m.Anchored}
+		st = &counter{n: n, per: per, anchored: m.Anchored, counts: m.CountsRefused, rounding: m.Rounding}
+	default:
+		panic("probe: no model of " + string(m.Algorithm))
 	}
-	panic("probe: no model of " + string(m.Algorithm))
+	if m.Seconds {
+		return inSeconds{st}
+	}
+	return st
 }
+
+// inSeconds is a state that reads the clock in whole seconds.
+type inSeconds struct{ state }
+
+func whole(t int64) int64 { return floorDiv(t, int64(time.Second)) * int64(time.Second) }
+
+func (s inSeconds) admits(t int64, n int) bool { return s.state.admits(whole(t), n) }
+func (s inSeconds) admit(t int64, n int)       { s.state.admit(whole(t), n) }
+func (s inSeconds) refuse(t int64, n int)      { s.state.refuse(whole(t), n) }
 
 // bucket is GCRA: a theoretical arrival time, admitting n at t while
 // max(tat, t) + n·T − t ≤ C·T.
 type bucket struct {
-	t, ct int64
-	c     int
-	tat   int64
+	t, ct  int64
+	c      int
+	tat    int64
+	counts bool
 }
 
 func (b *bucket) admits(t int64, n int) bool {
@@ -116,30 +216,36 @@ func (b *bucket) admits(t int64, n int) bool {
 
 func (b *bucket) admit(t int64, n int) { b.tat = max(b.tat, t) + int64(n)*b.t }
 
+func (b *bucket) refuse(t int64, n int) {
+	if b.counts {
+		b.admit(t, n)
+	}
+}
+
 // fixed is the fixed window: N per window, the windows aligned on the
 // epoch or starting at the key's first request after the last ended. It
 // keeps every window's count, not only the newest's: the fit records a
 // decision at an instant it chooses, and a later one may land in an
 // earlier window.
 type fixed struct {
-	n, per   int64
-	anchored bool
-	windows  []window // in order of start
+	n, per             int64
+	anchored, restarts bool
+	windows            []window // in order of start
 }
 
 // window is a window's start and count.
 type window struct{ start, count int64 }
 
+func byStart(w window, k int64) int { return cmpInt(w.start, k) }
+
 // find returns the index of the window t falls in, and whether there is
 // one; if not, the index a window starting at t would take.
 func (f *fixed) find(t int64) (int, bool) {
 	if !f.anchored {
-		k := floorDiv(t, f.per) * f.per
-		i, ok := slices.BinarySearchFunc(f.windows, k, func(w window, k int64) int { return cmpInt(w.start, k) })
-		return i, ok
+		return slices.BinarySearchFunc(f.windows, floorDiv(t, f.per)*f.per, byStart)
 	}
 	// The last window starting at or before t, if t is inside it.
-	i, _ := slices.BinarySearchFunc(f.windows, t+1, func(w window, k int64) int { return cmpInt(w.start, k) })
+	i, _ := slices.BinarySearchFunc(f.windows, t+1, byStart)
 	if i > 0 && t < f.windows[i-1].start+f.per {
 		return i - 1, true
 	}
@@ -165,6 +271,25 @@ func (f *fixed) admit(t int64, n int) {
 	f.windows[i].count += int64(n)
 }
 
+// refuse restarts the window t falls in, if the model restarts: from t,
+// with the refusal counted, so that the key stays refused until it has
+// been quiet for a window. (A refusal counted in a fixed window that does
+// not restart changes nothing the probe can see.)
+func (f *fixed) refuse(t int64, n int) {
+	if !f.restarts {
+		return
+	}
+	i, ok := f.find(t)
+	if !ok {
+		f.windows = slices.Insert(f.windows, i, window{start: t})
+	}
+	f.windows[i].count += int64(n)
+	f.windows[i].start = max(f.windows[i].start, t)
+	if i+1 < len(f.windows) && f.windows[i+1].start < t+f.per {
+		f.windows = slices.Delete(f.windows, i+1, i+2) // overlapped by the restarted one
+	}
+}
+
 func cmpInt(a, b int64) int {
 	switch {
 	case a < b:
@@ -176,16 +301,16 @@ func cmpInt(a, b int64) int {
 }
 
 // slidingLog admits n at t while fewer than N−n+1 of the units it
-// admitted are younger than Per.
+// recorded are younger than Per.
 type slidingLog struct {
-	n   int
-	per int64
-	at  []int64 // one entry a unit, in time order
+	n      int
+	per    int64
+	counts bool
+	at     []int64 // one entry a unit, in time order
 }
 
 func (l *slidingLog) live(t int64) int {
-	cut := t - l.per
-	i, _ := slices.BinarySearch(l.at, cut+1)
+	i, _ := slices.BinarySearch(l.at, t-l.per+1)
 	return len(l.at) - i
 }
 
@@ -198,21 +323,28 @@ func (l *slidingLog) admit(t int64, n int) {
 	}
 }
 
+func (l *slidingLog) refuse(t int64, n int) {
+	if l.counts {
+		l.admit(t, n)
+	}
+}
+
 // counter is the sliding window counter: the current window's count and
 // the previous one's, weighted by how much of it the sliding window still
-// covers, rounded up, as package slidingcounter does. Like fixed, it keeps
-// every window's count. Anchored, the windows are a grid starting at the
-// key's first request.
+// covers. Like fixed, it keeps every window's count. Anchored, the
+// windows are a grid starting at the key's first request.
 type counter struct {
 	n, per   int64
 	anchored bool
+	counts   bool
+	rounding Rounding
 	origin   int64 // the grid's origin: 0, or the key's first request
 	started  bool
 	windows  []window
 }
 
 func (c *counter) countOf(start int64) int64 {
-	if i, ok := slices.BinarySearchFunc(c.windows, start, func(w window, k int64) int { return cmpInt(w.start, k) }); ok {
+	if i, ok := slices.BinarySearchFunc(c.windows, start, byStart); ok {
 		return c.windows[i].count
 	}
 	return 0
@@ -220,10 +352,10 @@ func (c *counter) countOf(start int64) int64 {
 
 // grid returns the start of the window t falls in.
 func (c *counter) grid(t int64) int64 {
-	if c.anchored && c.started {
+	switch {
+	case c.anchored && c.started:
 		return c.origin + floorDiv(t-c.origin, c.per)*c.per
-	}
-	if c.anchored {
+	case c.anchored:
 		return t
 	}
 	return floorDiv(t, c.per) * c.per
@@ -232,12 +364,22 @@ func (c *counter) grid(t int64) int64 {
 func (c *counter) admits(t int64, n int) bool {
 	start := c.grid(t)
 	prev, count := c.countOf(start-c.per), c.countOf(start)
-	w := count
-	if prev > 0 {
-		e := t - start
-		w += (prev*(c.per-e) + c.per - 1) / c.per // no overflow for the limits a probe fits
+	if prev == 0 {
+		return count+int64(n) <= c.n
 	}
-	return w+int64(n) <= c.n
+	// The previous window weighs prev·(W−e)/W, e the time into this one.
+	left := c.per - (t - start)
+	if float64(prev)*float64(c.per) > 1<<62 {
+		return float64(prev)*float64(left)/float64(c.per)+float64(count+int64(n)) <= float64(c.n)
+	}
+	w := prev * left
+	switch c.rounding {
+	case Rounded:
+		return (2*w+c.per)/(2*c.per)+count+int64(n) <= c.n
+	case Truncated:
+		return w/c.per+count+int64(n) <= c.n
+	}
+	return w+(count+int64(n))*c.per <= c.n*c.per
 }
 
 func (c *counter) admit(t int64, n int) {
@@ -245,11 +387,17 @@ func (c *counter) admit(t int64, n int) {
 		c.origin, c.started = t, true
 	}
 	start := c.grid(t)
-	i, ok := slices.BinarySearchFunc(c.windows, start, func(w window, k int64) int { return cmpInt(w.start, k) })
+	i, ok := slices.BinarySearchFunc(c.windows, start, byStart)
 	if !ok {
 		c.windows = slices.Insert(c.windows, i, window{start: start})
 	}
 	c.windows[i].count += int64(n)
+}
+
+func (c *counter) refuse(t int64, n int) {
+	if c.counts {
+		c.admit(t, n)
+	}
 }
 
 func floorDiv(a, b int64) int64 {

@@ -228,7 +228,7 @@ func mostAdmitted(m Model, obs []Observation) int {
 			n++
 			st.admit(firstAdmitting(st, lo, hi, o.N), o.N)
 		} else {
-			m.refuse(st, lo, o.N)
+			st.refuse(lo, o.N)
 		}
 	}
 	return n
