@@ -3,6 +3,7 @@ module github.com/ratelab/ratelab
 go 1.26.0
 
 require (
+	github.com/dunglas/httpsfv v1.1.2
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/olekukonko/tablewriter v1.1.5

@@ -83,6 +83,7 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	expect := fs.String("expect", "", `what the target should do, for CI: "gcra 10/s burst 6", "fixed-window 100/1m", "10/s"; exit 1 when it strays`)
 	tolerance := fs.Float64("tolerance", 0.02, "how far from --expect the measured rate and quota may be, as a fraction")
 	maxRate := fs.Int("max-rate", 1000, "the most requests the probe may send in any one second")
+	maxTime := fs.Duration("max-time", 2*time.Minute, "the longest the probe may take; a window longer than it lets the probe settle is said, with what it would take")
 	seed := fs.Uint64("seed", 1, "the seed of the sustained run's jitter")
 	out := fs.String("out", "out/probe", "the folder probe.json goes to")
 	fs.Usage = func() {
@@ -106,10 +107,18 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 	}
 	t := probe.Target{URL: fs.Arg(0), Key: k}
-	if *source != "" {
+	switch {
+	case *source != "":
 		if t.Sources, err = probe.ParseSources(*source); err != nil {
 			return badUsage(fs, err)
 		}
+	case k.Kind == "source":
+		src, chose, err := probe.DefaultSources(t.URL)
+		if err != nil {
+			return badUsage(fs, err)
+		}
+		t.Sources = src
+		fmt.Fprintf(stderr, "probe: --key source: the users send from %s\n", chose)
 	}
 	if *deny != "" {
 		t.Deny = []int{429}
@@ -129,16 +138,14 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 		want = &e
 	}
-	c := probe.Config{Target: t, Policy: limit, Seed: *seed, Timeout: *timeout, MaxRequests: *maxRequests, MaxRate: *maxRate}
+	c := probe.Config{Target: t, Policy: limit, Seed: *seed, Timeout: *timeout, MaxRequests: *maxRequests, MaxRate: *maxRate, MaxTime: *maxTime}
 	if err := c.Validate(); err != nil {
 		return usageError{err}
 	}
 	if *policy == "" {
-		n, d := c.CalibrationBudget()
-		fmt.Fprintf(stderr, "probe: no --policy: calibrating %s first (at most %d requests, about %v), then judging what it finds, within --max-requests %d in all\n",
-			t.URL, n, d.Round(time.Second), c.MaxRequests)
+		fmt.Fprintf(stderr, "probe: no --policy: measuring %s's limit first, then asking what tells the algorithms apart, within %d requests and %v (--max-requests, --max-time)\n", t.URL, c.MaxRequests, c.MaxTime)
 	} else {
-		fmt.Fprintf(stderr, "probe: %d requests to %s, within about %v\n", c.Budget(), t.URL, c.Duration().Round(time.Second))
+		fmt.Fprintf(stderr, "probe: %s, said to keep %s, within %d requests and %v (--max-requests, --max-time)\n", t.URL, limit, c.MaxRequests, c.MaxTime)
 	}
 	r, err := probe.Run(ctx, c, func(s string) { fmt.Fprintln(stderr, "probe: "+s) })
 	if r != nil && len(r.Fit) > 0 {

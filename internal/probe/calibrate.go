@@ -4,190 +4,211 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"time"
-
-	"github.com/ratelab/ratelab/limiters"
 )
 
-// Calibration is how the probe came by the policy it judged against: given
-// (--policy), declared in the target's fields, or measured.
+// Calibration is what the probe measured before it planned anything: the
+// quota, and how a spent key comes back. A limit given with --policy is
+// not measured; its From says so.
 type Calibration struct {
-	From     string  `json:"from"` // "--policy", "RateLimit-Policy", "X-RateLimit-Limit" or "measured"
+	From     string  `json:"from"` // "--policy" or "measured"
 	Requests int     `json:"requests"`
 	Seconds  float64 `json:"seconds"`
-	// What was measured: the quota a fresh key got back to back, the
-	// rate it was admitted at once spent, and whether those admissions
-	// came in clumps (a window turning or expiring) or one by one (a
-	// bucket refilling).
-	Quota    int     `json:"quota,omitempty"`
-	Rate     float64 `json:"rate,omitempty"`
-	Windowed bool    `json:"windowed,omitempty"`
+	// Quota is what a fresh key got back to back.
+	Quota int `json:"quota,omitempty"`
+	// Pressed is a spent key sent requests all along, ever more sparsely:
+	// the seconds from its spending to its first admission again (0:
+	// none), and the admissions a second after that.
+	Recovered float64 `json:"recovered_s,omitempty"`
+	Rate      float64 `json:"rate,omitempty"`
+	// Windowed: the pressed key's admissions came back in runs (a window
+	// turning or expiring) rather than one by one (a bucket refilling).
+	Windowed bool `json:"windowed,omitempty"`
+	// Gap is the seconds between the starts of two runs, when two came.
+	Gap float64 `json:"gap_s,omitempty"`
+	// Quiet is a second spent key left alone, but for one request after
+	// each of growing silences: the seconds from its spending to the
+	// first of those admitted (0: none), and the one before it.
+	Quiet       float64 `json:"quiet_s,omitempty"`
+	QuietBefore float64 `json:"quiet_before_s,omitempty"`
+	// QuietSilence is the silence before that admitted request.
+	QuietSilence float64 `json:"quiet_silence_s,omitempty"`
+	// Counted: the quiet key came back and the pressed key did not, long
+	// after: the target counts refused requests.
+	Counted bool `json:"counted,omitempty"`
 }
 
 // The calibration's bounds: the most it sends back to back looking for
-// the quota (and a share of --max-requests), and how long it paces a
-// spent key looking for the rate.
-const (
-	calibrationBurst  = 1000
-	calibrationPaced  = 6 * time.Second
-	calibrationMaxPps = 200
-)
+// the quota, and the share of --max-requests and --max-time it may take.
+const calibrationBurst = 1000
 
-// CalibrationBudget is the most requests and about the longest time the
-// calibration takes, for a probe with no policy declared: a quarter of
-// --max-requests back to back, and a quarter in each of at most two paced
-// runs.
-func (c Config) CalibrationBudget() (int, time.Duration) {
-	return 1 + min(calibrationBurst, c.MaxRequests/4) + 2*c.MaxRequests/4, 2*calibrationPaced + time.Second
-}
-
-// pacedMost is the fastest the calibration paces a spent key: half of
-// --max-rate, and a quarter of --max-requests over the paced run.
-func (c Config) pacedMost() int {
-	return max(min(calibrationMaxPps, c.MaxRate/2, c.MaxRequests/4/int(calibrationPaced/time.Second)), 1)
-}
-
-// calibrate finds the policy of a target that declares none to the probe:
-// from its fields on a fresh key's first answer (RateLimit-Policy, else
-// X-RateLimit-Limit over the window X-RateLimit-Reset gives), else by
-// measuring: requests back to back on the key, in growing rounds, until
-// one is refused (the quota: all the rounds admitted), then a spent key paced above the rate for
-// six seconds (the rate, and whether it comes back in clumps). It returns
-// the answers it got, which count against the probe's budget.
-func calibrate(ctx context.Context, c Config, key string, say func(string, ...any)) (limiters.Limit, Calibration, []Answer, error) {
-	start := time.Now()
-	cal := Calibration{}
-	var all []Answer
-	send := func(plan []Request) ([]Answer, error) {
-		got, err := Send(ctx, c.Target, plan, time.Time{}, c.Timeout)
-		all = append(all, got...)
-		cal.Requests, cal.Seconds = len(all), time.Since(start).Seconds()
-		return got, err
-	}
-	first, err := send([]Request{{Key: key}})
+// calibrate measures what c.Policy does not give: the quota, sending
+// rounds of requests back to back on a fresh key until one has a
+// refusal; then how a spent key comes back, pressing that key on a
+// schedule whose gaps grow with the time since it was spent (a window or
+// a refill longer than t needs no request every t/20), while a second key,
+// spent at the same moment, gets one request after each of growing
+// silences. A target that counts refused requests lets the quiet key
+// back and never the pressed one. first is a fresh key's first answer.
+func (p *prober) calibrate(ctx context.Context, first Answer, claimed int) (cal Calibration, err error) {
+	cal = Calibration{From: "measured"}
+	start := p.x.now()
+	sent := p.requests
+	defer func() { cal.Requests, cal.Seconds = p.requests-sent+1, p.x.now().Sub(start).Seconds() }()
+	limitN := min(calibrationBurst, p.c.MaxRequests/4)
+	q, err := p.quota(ctx, first, claimed, limitN)
 	if err != nil {
-		return limiters.Limit{}, cal, all, err
+		return cal, err
 	}
-	if !first[0].Decided() {
-		return limiters.Limit{}, cal, all, fmt.Errorf("%w: the first request: %s", ErrNotDeciding, firstFailure(first))
+	cal.Quota = q
+	p.say("calibration: a fresh key got %d back to back; now how a spent key comes back", q)
+	deadline := p.x.now().Add(p.c.MaxTime / 2)
+	pressed, quiet := first.Key, p.prefix+"quiet"
+	spend := make([]Request, q+2)
+	for i := range spend {
+		spend[i] = Request{Key: quiet, At: time.Duration(i) * 100 * time.Microsecond}
 	}
-	if l, from, ok := declared(first[0].Header, first[0].Received); ok {
-		cal.From = from
-		say("calibration: the target declares %s in %s", l, from)
-		return l, cal, all, nil
-	}
-	cal.From = "measured"
-
-	admitted, err := quotaOf(first[0], send, min(calibrationBurst, c.MaxRequests/4))
+	got, err := p.send(ctx, spend, time.Time{}, nil)
 	if err != nil {
-		return limiters.Limit{}, cal, all, err
+		return cal, err
 	}
-	cal.Quota = admitted
-	say("calibration: a fresh key got %d back to back; now the rate, for %v", admitted, calibrationPaced)
-	paced, err := c.paceSpent(key, admitted, send)
-	if err != nil {
-		return limiters.Limit{}, cal, all, err
+	spent := p.x.now()
+	if n := admittedOf(got); n != q {
+		p.say("calibration: a second fresh key got %d back to back, not %d", n, q)
+		q = max(q, n)
 	}
-	l, cal, err := fromPaced(cal, paced, first[0].Sent)
-	return l, cal, all, err
-}
-
-// fromPaced reads the policy off the answers to a spent key paced above
-// its rate: in clumps, a window of the quota, the clumps a window apart
-// (or the first a window after the burst); one by one, a bucket of the
-// quota refilled at the rate the admissions came.
-func fromPaced(cal Calibration, paced []Answer, burstStart time.Time) (limiters.Limit, Calibration, error) {
-	var admits []time.Time
-	for _, a := range paced {
-		if a.Admitted {
-			admits = append(admits, a.Sent)
+	var admits []time.Time // the pressed key's admissions, in order sent
+	var runs [][2]int      // the pressed key's runs of admissions: first and last index into admits
+	prevAdmitted := false
+	quietAt, quietBefore := time.Duration(0), time.Duration(0)
+	lastQuiet := time.Duration(0)
+	done := func() bool {
+		switch {
+		case len(runs) >= 6 && !windowed(runs, q):
+			return true // one by one: enough for a rate
+		case len(runs) >= 2 && windowed(runs, q):
+			return true // two runs: a window's length apart
+		case len(admits) == 0 && quietAt > 0 && p.x.now().Sub(spent) > max(quietAt*6/5, quietAt+time.Second):
+			return true // the quiet key came back a while ago; the pressed one never
 		}
+		return false
 	}
-	if len(admits) < 2 {
-		return limiters.Limit{}, cal, fmt.Errorf("calibration: a quota of %d at once, then %d admitted in the next %v: the window or the refill is longer than the probe can settle within its budget; give the policy with --policy (as in %d/1h)",
-			cal.Quota, len(admits), calibrationPaced, cal.Quota)
-	}
-	cal.Rate = float64(len(admits)-1) / admits[len(admits)-1].Sub(admits[0]).Seconds()
-	if clumps := clumpsOf(paced, cal.Rate, max(3, cal.Quota/2)); len(clumps) > 0 {
-		cal.Windowed = true
-		w := clumps[0].Sub(burstStart)
-		if len(clumps) > 1 {
-			var gaps []time.Duration
-			for i := 1; i < len(clumps); i++ {
-				gaps = append(gaps, clumps[i].Sub(clumps[i-1]))
+	stop := func(a Answer) bool {
+		if !a.Decided() {
+			return true
+		}
+		switch a.Key {
+		case pressed:
+			if a.Admitted {
+				admits = append(admits, a.Sent)
+				if prevAdmitted {
+					runs[len(runs)-1][1] = len(admits) - 1
+				} else {
+					runs = append(runs, [2]int{len(admits) - 1, len(admits) - 1})
+				}
 			}
-			slices.Sort(gaps)
-			w = gaps[len(gaps)/2]
+			prevAdmitted = a.Admitted
+		case quiet:
+			at := a.Sent.Sub(spent)
+			if a.Admitted && quietAt == 0 {
+				quietAt, quietBefore = at, lastQuiet
+			}
+			lastQuiet = at
 		}
-		return limiters.Limit{N: cal.Quota, Per: roundWindow(w)}, cal, nil
+		return !done() && p.x.now().Before(deadline) && p.requests+1 < p.c.MaxRequests/2
 	}
-	unit := time.Second
-	if cal.Rate < 1 {
-		unit = time.Minute
+	plan := pressPlan(pressed, quiet, q, deadline.Sub(spent), p.c.pacedMost())
+	if _, err := p.send(ctx, plan, spent, stop); err != nil {
+		return cal, err
 	}
-	n := max(int(math.Round(cal.Rate*unit.Seconds())), 1)
-	return limiters.Limit{N: n, Per: unit, Burst: cal.Quota}, cal, nil
+	if len(admits) > 0 && !done() && p.x.now().Before(deadline) {
+		// Back, but not yet clear how: keep pressing it at the pace it
+		// came back at, for a rate or a second run.
+		gap := max(admits[0].Sub(spent)/time.Duration(2*q), time.Second/time.Duration(p.c.pacedMost()))
+		var more []Request
+		for t := time.Duration(0); t < deadline.Sub(p.x.now()); t += gap {
+			more = append(more, Request{Key: pressed, At: t})
+		}
+		if _, err := p.send(ctx, more, time.Time{}, stop); err != nil {
+			return cal, err
+		}
+	}
+	if len(admits) > 0 {
+		cal.Recovered = admits[0].Sub(spent).Seconds()
+	}
+	if len(admits) > 1 {
+		cal.Rate = float64(len(admits)-1) / admits[len(admits)-1].Sub(admits[0]).Seconds()
+	}
+	cal.Windowed = windowed(runs, q)
+	if len(runs) >= 2 {
+		cal.Gap = admits[runs[1][0]].Sub(admits[runs[0][0]]).Seconds()
+	}
+	cal.Quiet, cal.QuietBefore = quietAt.Seconds(), quietBefore.Seconds()
+	if quietAt > 0 {
+		cal.QuietSilence = (quietAt - quietBefore).Seconds()
+	}
+	cal.Counted = len(admits) == 0 && quietAt > 0
+	if len(admits) == 0 && quietAt == 0 {
+		waited := p.x.now().Sub(spent).Round(time.Second)
+		return cal, fmt.Errorf("calibration: a quota of %d at once, then nothing admitted again in %v, pressed or after %v of silence: the window or the refill is longer than the probe's --max-time %v lets it settle (probing a window of W takes about 6W: give --max-time, or the policy with --policy)",
+			q, waited, (lastQuiet - quietBefore).Round(time.Second), p.c.MaxTime)
+	}
+	return cal, nil
 }
 
-// clumpsOf returns when each clump of admissions in paced began: a run of
-// admissions more than a bucket refilled at rate could have admitted, by
-// at least excess, counting what it refilled over the run and over the
-// silence before it (a sender that stalls lets a bucket fill, and then
-// sends a run at once).
-func clumpsOf(paced []Answer, rate float64, excess int) []time.Time {
-	var out []time.Time
-	for i := 0; i < len(paced); {
-		if !paced[i].Admitted {
-			i++
-			continue
+// windowed reports whether a key's runs of admissions are a window's
+// (a run of at least 3, and of half the quota) rather than a bucket's,
+// one at a time.
+func windowed(runs [][2]int, quota int) bool {
+	for _, r := range runs {
+		if n := r[1] - r[0] + 1; n >= 3 && n >= quota/2 {
+			return true
 		}
-		j := i
-		for j+1 < len(paced) && paced[j+1].Admitted {
-			j++
-		}
-		span := paced[j].Sent.Sub(paced[i].Sent)
-		if i > 0 {
-			span += paced[i].Sent.Sub(paced[i-1].Sent)
-		}
-		if float64(j-i+1) > 1+rate*span.Seconds()+float64(excess) {
-			out = append(out, paced[i].Sent)
-		}
-		i = j + 1
 	}
-	return out
+	return false
 }
 
-// roundWindow rounds a measured window to what a configuration would
-// say: whole seconds from 10s, tenths of one from 1s, hundredths below.
-func roundWindow(w time.Duration) time.Duration {
-	step := 10 * time.Millisecond
-	switch {
-	case w >= 10*time.Second:
-		step = time.Second
-	case w >= time.Second:
-		step = 100 * time.Millisecond
+// pressPlan plans the two keys the calibration watches after spending
+// them: pressed, sent a request every e/(2q) at e after the spending (no
+// faster than most a second): enough to keep a target that counts
+// refusals of q per any window longer than e refusing, and to see a
+// bucket that refills slower than every e; and quiet, one request after
+// silences of a quarter of a second, then half, one, two, ... seconds.
+func pressPlan(pressed, quiet string, q int, within time.Duration, most int) []Request {
+	var plan []Request
+	least := time.Second / time.Duration(max(most, 1))
+	for e := 20 * time.Millisecond; e < within; e += max(e/time.Duration(2*q), least) {
+		plan = append(plan, Request{Key: pressed, At: e})
 	}
-	return max(w.Round(step), step)
+	for s, at := 250*time.Millisecond, 250*time.Millisecond; at < within; s, at = 2*s, at+2*s {
+		plan = append(plan, Request{Key: quiet, At: at})
+	}
+	slices.SortStableFunc(plan, func(a, b Request) int { return int(a.At - b.At) })
+	return plan
 }
 
-// quotaOf sends rounds of 8, 16, 32, ... requests back to back on the key
-// of first (a fresh key's first answer), at most most in all, until a
-// round has a refusal, and returns every admission: a round's requests are
-// in flight together and decided in any order.
-func quotaOf(first Answer, send func([]Request) ([]Answer, error), most int) (int, error) {
+// quota sends rounds of requests back to back on first's key (a fresh
+// key's first answer), growing from the quota the target claims (or 8)
+// and doubling, at most most in all, until a round has a refusal, and
+// returns every admission: a round's requests are in flight together and
+// decided in any order.
+func (p *prober) quota(ctx context.Context, first Answer, claimed, most int) (int, error) {
 	admitted, refused := 0, !first.Admitted
 	if first.Admitted {
 		admitted = 1
 	}
-	for round, sent := 8, 1; !refused && sent < most; round *= 2 {
+	round := 8
+	if claimed > 0 {
+		round = claimed + 4
+	}
+	for sent := 1; !refused && sent < most; round *= 2 {
 		n := min(round, most-sent)
 		plan := make([]Request, n)
 		for i := range plan {
 			plan[i] = Request{Key: first.Key, At: time.Duration(i) * 100 * time.Microsecond}
 		}
-		got, err := send(plan)
+		got, err := p.send(ctx, plan, time.Time{}, nil)
 		if err != nil {
 			return 0, err
 		}
@@ -211,45 +232,76 @@ func quotaOf(first Answer, send func([]Request) ([]Answer, error), most int) (in
 	return admitted, nil
 }
 
-// paceSpent paces key, just spent of its quota, above the rate for
-// calibrationPaced, with jitter; once more four times faster if nearly
-// all were admitted, as --max-rate and --max-requests allow.
-func (c Config) paceSpent(key string, quota int, send func([]Request) ([]Answer, error)) ([]Answer, error) {
-	pps := min(c.pacedMost(), max(3*quota, 20))
-	for try := 0; ; try++ {
-		rng := rand.New(rand.NewPCG(c.Seed, uint64(try)+1))
-		var plan []Request
-		gap := float64(time.Second) / float64(pps)
-		for t := time.Duration(0); t < calibrationPaced; t += time.Duration(gap * (0.5 + rng.Float64())) {
-			plan = append(plan, Request{Key: key, At: t})
-		}
-		got, err := send(plan)
-		if err != nil {
-			return nil, err
-		}
-		n := 0
-		for _, a := range got {
-			if a.Admitted {
-				n++
-			}
-		}
-		if n < len(got)*9/10 {
-			return got, nil
-		}
-		if try == 1 || pps == c.pacedMost() {
-			return nil, fmt.Errorf("calibration: a quota of %d at once, and %d of %d admitted paced at %d a second once spent: the rate is above what --max-rate and --max-requests let the probe send; give the policy with --policy", quota, n, len(got), pps)
-		}
-		pps = min(4*pps, c.pacedMost())
+// guess is where the fit looks, from what the calibration measured and
+// what the target claims: the quota seen, and the times that the way a
+// spent key came back points to, widely.
+func (cal Calibration) guess(claims Claims) guess {
+	g := guess{quotas: []int{cal.Quota}}
+	var w time.Duration
+	switch {
+	case cal.Windowed && cal.Gap > 0:
+		w = secs(cal.Gap)
+	case cal.Windowed:
+		w = secs(cal.Recovered)
+	case cal.Rate > 0:
+		w = secs(float64(cal.Quota) / cal.Rate)
+	case cal.Counted:
+		// The quiet key came back after a silence of QuietSilence, and
+		// QuietBefore after the spending of not: a window that a refusal
+		// restarts is longer than half the first and at most it; one that
+		// counts refusals at most the time since the spending.
+		lo, hi := secs(cal.QuietSilence)/2, secs(cal.Quiet)
+		w = time.Duration(math.Sqrt(float64(lo) * float64(hi)))
 	}
+	switch {
+	case cal.Counted:
+		g.windows = span{secs(cal.QuietSilence) * 2 / 5, secs(cal.Quiet) * 6 / 5}
+	case cal.Windowed && cal.Gap == 0:
+		g.windows = span{w * 2 / 3, w * 3} // the first run may come early: the epoch's windows
+	default:
+		g.windows = span{w / 2, w * 2}
+	}
+	g.window, g.interval = w, w/time.Duration(cal.Quota)
+	g.intervals = span{g.windows.lo / time.Duration(cal.Quota), g.windows.hi / time.Duration(cal.Quota)}
+	if cal.Rate > 0 && !cal.Windowed {
+		g.interval = secs(1 / cal.Rate)
+		g.intervals = span{min(g.intervals.lo, g.interval/2), max(g.intervals.hi, g.interval*2)}
+	}
+	return g.with(claims)
 }
 
-// window is, for a policy measured as a bucket, the same quota as a
-// window of its length (quota over rate), which the fit tries beside it:
-// a sliding counter, once spent, lets requests through one by one as a
-// bucket does.
-func (cal Calibration) window() []limiters.Limit {
-	if cal.From != "measured" || cal.Windowed || cal.Rate <= 0 || cal.Quota < 1 {
-		return nil
+// with returns g widened to take in what the target claims.
+func (g guess) with(claims Claims) guess {
+	if l := claims.Policy; l.N > 0 {
+		if !slices.Contains(g.quotas, l.Quota()) {
+			g.quotas = append(g.quotas, l.Quota())
+		}
+		if l.Per <= 0 {
+			return g // a quota, and no window
+		}
+		w := l.Window()
+		// A window read off a reset is whole seconds, rounded up.
+		lo, hi := w, w
+		if claims.PolicyFrom != "RateLimit-Policy" {
+			lo = max(w-time.Second, w/2)
+		}
+		g.windows = span{min(g.windows.lo, lo*9/10), max(g.windows.hi, hi*11/10)}
+		t := l.Interval()
+		if l.Burst > 0 {
+			g.intervals = span{min(g.intervals.lo, t*9/10), max(g.intervals.hi, t*11/10)}
+		}
 	}
-	return []limiters.Limit{{N: cal.Quota, Per: roundWindow(time.Duration(float64(cal.Quota) / cal.Rate * float64(time.Second)))}}
+	return g
+}
+
+func secs(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
+
+func admittedOf(answers []Answer) int {
+	n := 0
+	for _, a := range answers {
+		if a.Admitted {
+			n++
+		}
+	}
+	return n
 }

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
@@ -28,8 +29,7 @@ const (
 	explained = "explained"
 	share     = "share"
 	limit     = "limit"
-	windows   = "windows"
-	refusals  = "refusals"
+	variant   = "variant"
 	// A check's settings: what was sent, what came back, the verdict.
 	sentSetting    = "sent"
 	backSetting    = "back"
@@ -38,6 +38,9 @@ const (
 	// window after each of its requests; and its setting, the judged N.
 	inWindowName = "in_window"
 	judgedN      = "judged_n"
+	// An accuracy row's metric, for a bucket: the most admitted in any
+	// interval over the bucket's promise.
+	overPromiseName = "over_promise"
 )
 
 func isKind(k string) func(results.Row) bool {
@@ -57,29 +60,34 @@ var mode = results.Mode{
 		{
 			Name:   "probe-fit",
 			Title:  "What the target behaves as",
-			Note:   "Each algorithm's best fit, replaying the fingerprint's decisions: a decision is explained when the model decides alike at some instant between the request's send and its answer, the model following what the target decided. The token bucket, the leaky bucket and GCRA are one policy.",
-			Header: []string{"algorithm", "limit", "windows", "refusals", "explained", "of"},
-			Left:   4,
+			Note:   "Each family's best fit, replaying every decision the probe saw (calibration, fingerprint and the experiments asked): a decision is explained when the model decides alike at some instant between the request's send and its answer, the model following what the target decided. The token bucket, the leaky bucket and GCRA are one policy (bucket). A model is named only when it explains at least 99%.",
+			Header: []string{"algorithm", "limit", "variant", "explained", "of"},
+			Left:   3,
 			Keep:   isKind(kindFit),
 			Cells: func(r results.Row) []string {
-				return []string{r.Limiter, r.Setting(limit), r.Setting(windows), r.Setting(refusals),
+				return []string{r.Limiter, r.Setting(limit), r.Setting(variant),
 					fmt.Sprintf("%.1f%%", 100*r.Get(share)), results.Count(r.Count(results.Decisions))}
 			},
 		},
 		{
 			Name:  "probe-accuracy",
 			Title: "Accuracy against the policy",
-			Note: "The fingerprint's requests by workload, judged against the ideal (the sliding window log at the policy; a bucket of capacity C refilled at R judged as C per C/R) " +
-				"following what the target decided: a false allow is an admission when the key had N admitted in the window before it, however late in its interval it was decided; " +
-				"a false deny a refusal when it had fewer, however early. Ideal: what the log admits of the same requests on its own. " +
-				"Most in any W: the most admitted in any interval of the window's length, over N, counting a request only when its send and its answer both fell in it.",
-			Header: []string{"workload", "requests", "admitted", "ideal", "false allows", "false denies", "most in any W"},
+			Note: "The fingerprint's requests by workload, judged against the ideal of the policy, following what the target decided: for a window algorithm the sliding window log at N per W " +
+				"(a false allow is an admission when the key had N admitted in the window before it, however late in its interval it was decided; a false deny a refusal when it had fewer, however early); " +
+				"for a bucket the bucket itself, whose promise is at most C + R·t in any interval t. Ideal: what the ideal admits of the same requests on its own. " +
+				"Most in any W: the most admitted in any interval of the window's length, over N, counting a request only when its send and its answer both fell in it (for a bucket, the window view C per C/R, which a bucket keeping its promise exceeds). " +
+				"Over its promise: for a bucket, the most admitted in any interval over C + R·t.",
+			Header: []string{"workload", "requests", "admitted", "ideal", "false allows", "false denies", "most in any W", "over its promise"},
 			Left:   1,
 			Keep:   isKind(kindAccuracy),
 			Cells: func(r results.Row) []string {
 				a, _ := r.AccuracyOf()
+				promise := ""
+				if v, ok := r.Value(overPromiseName); ok {
+					promise = results.Fixed(v, 2)
+				}
 				return []string{r.Workload, results.Count(r.Count(results.Decisions)), results.Count(a.Admitted), results.Count(a.Ideal),
-					results.Count(a.FalseAllow), results.Count(a.FalseDeny), results.Fixed(a.MaxWindowRatio, 2)}
+					results.Count(a.FalseAllow), results.Count(a.FalseDeny), results.Fixed(a.MaxWindowRatio, 2), promise}
 			},
 		},
 		{
@@ -117,17 +125,23 @@ func (r *Report) File() *results.File {
 	f := &results.File{Schema: results.Schema, Meta: results.Meta{
 		GoVersion: runtime.Version(), CPU: results.CPUModel(), Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 		Start: r.Start, Elapsed: results.Seconds(r.Elapsed),
-		Target: fmt.Sprintf("%s (users by %s; policy %s, %s)", r.Target, r.Key, r.Policy, r.Calibration.From),
+		Target: fmt.Sprintf("%s (users by %s; %s)", r.Target, r.Key, r.Verdict.Text),
 	}}
 	add := func(row results.Row) { f.Rows = append(f.Rows, row) }
-	for _, ft := range r.Fit {
-		row := results.Row{Mode: modeName, Limiter: string(ft.Algorithm), Algorithm: string(ft.Algorithm)}
+	for i, ft := range r.Fit {
+		name := string(ft.Algorithm)
+		if ft.Algorithm.IsBucket() {
+			name = "bucket"
+		}
+		row := results.Row{Mode: modeName, Limiter: name, Algorithm: string(ft.Algorithm)}
 		row.Set(kind, kindFit)
 		row.Set(limit, ft.Limit)
-		row.Set(windows, fitWindows(ft))
-		row.Set(refusals, map[bool]string{true: "counted", false: "not counted"}[ft.CountsRefused])
+		row.Set(variant, or(strings.Join(ft.Variants, ", "), "exact"))
 		if ft.Algorithm == NoLimit {
-			row.Set(refusals, "none")
+			row.Set(variant, "")
+		}
+		if i == 0 {
+			row.Note = r.verdictNote()
 		}
 		row.Add(explained, results.UnitCount, float64(ft.Explained))
 		row.Add(results.Decisions, results.UnitCount, float64(ft.Decisions))
@@ -139,15 +153,18 @@ func (r *Report) File() *results.File {
 		row := results.Row{Mode: modeName, Workload: a.Workload, Limiter: "target"}
 		row.Set(kind, kindAccuracy)
 		if i == 0 {
-			row.Note = "Judged against " + r.Policy + "."
+			row.Note = "Judged against " + r.judgedText() + "."
 		}
 		row.Add(results.Decisions, results.UnitCount, float64(a.Requests))
 		n := float64(max(a.Requests, 1))
 		row.SetAccuracy(results.Accuracy{Admitted: int64(a.Admitted), Ideal: int64(a.Ideal), FalseAllow: int64(a.FalseAllows), FalseDeny: int64(a.FalseDenies),
 			FalseAllowRate: float64(a.FalseAllows) / n, FalseDenyRate: float64(a.FalseDenies) / n, MaxWindowRatio: a.MaxWindowRatio})
+		if r.judged.Algorithm.IsBucket() {
+			row.Add(overPromiseName, results.UnitRatio, a.MostOverPromise)
+		}
 		if s, ok := series[a.Workload]; ok {
 			row.AddSeries(s)
-			row.SetFloat(judgedN, float64(r.judged().N))
+			row.SetFloat(judgedN, float64(r.judged.quota()))
 		}
 		add(row)
 	}
@@ -178,24 +195,37 @@ func (r *Report) File() *results.File {
 	return f
 }
 
-func fitWindows(f Fit) string {
-	switch {
-	case f.Algorithm.IsBucket() || f.Algorithm == NoLimit:
-		return ""
-	case f.Anchored:
-		return "first request"
+// verdictNote is the fit table's note: the answer, what was declared
+// against it, what the probe could not tell apart, and what it asked.
+func (r *Report) verdictNote() string {
+	v := r.Verdict
+	parts := []string{"Verdict: " + v.Text + "."}
+	if v.Declared != "" {
+		parts = append(parts, "The target "+v.Declared+".")
 	}
-	return "epoch"
+	for _, u := range v.Unresolved {
+		parts = append(parts, "Not told apart: "+u+".")
+	}
+	if n := len(r.Asked); n > 0 {
+		asked := 0
+		for _, a := range r.Asked {
+			asked += len(a.Asked)
+		}
+		parts = append(parts, fmt.Sprintf("Asked to tell the models apart: %d experiments in %d rounds.", asked, n))
+	}
+	return strings.Join(parts, " ")
 }
 
-// judged is the limit the accuracy was judged against: N per W, a
-// bucket's C per C/R.
-func (r *Report) judged() limiters.Limit {
-	l, err := limiters.ParseLimit(r.Policy)
-	if err != nil {
-		return limiters.Limit{N: 1, Per: time.Second}
+// judgedText says what the accuracy was judged against.
+func (r *Report) judgedText() string {
+	m := r.judged
+	switch {
+	case m.Algorithm.IsBucket():
+		return fmt.Sprintf("the bucket %s, its promise at most %d + %s·t in any interval t", m.Limit, m.quota(), limiters.Limit{N: m.Limit.N, Per: m.Limit.Per})
+	case r.Verdict.Named:
+		return fmt.Sprintf("%d per %v, the sliding log's ideal", m.quota(), m.Limit.Window())
 	}
-	return limiters.Limit{N: l.Quota(), Per: l.Window()}
+	return fmt.Sprintf("%d per %v (the policy given or declared; no model explains the target)", m.quota(), m.Limit.Window())
 }
 
 // inWindowSeries is, for each workload of the fingerprint, what its key
@@ -204,10 +234,10 @@ func (r *Report) judged() limiters.Limit {
 // chart's line, against N.
 func (r *Report) inWindowSeries() map[string]results.Series {
 	out := map[string]results.Series{}
-	if len(r.fp) == 0 {
+	if len(r.fp) == 0 || r.judged.Algorithm == "" {
 		return out
 	}
-	w := r.judged().Per
+	w := r.judged.Limit.Window()
 	start := r.fp[0].Sent
 	for _, a := range r.fp {
 		if !a.Sent.IsZero() && a.Sent.Before(start) {
@@ -290,19 +320,106 @@ func charts(_ *results.File, rows []results.Row) []results.Figure {
 // checks are the check table's rows: check, what was sent, what came
 // back, verdict.
 func (r *Report) checks() [][]string {
-	c, ra := r.Concurrency, r.RetryAfter
+	c := r.Concurrency
 	concurrency := "ok"
 	if c.OverAdmits() {
 		concurrency = "OVER-ADMITS"
 	}
-	return [][]string{
-		{"concurrency", strconv.Itoa(c.Sent) + " at once on a fresh key", fmt.Sprintf("%d admitted; the policy allows %d", c.Admitted, max(c.Allowed, c.Quota)), concurrency},
-		{"Retry-After", "a quota and one more, then at 80% of the wait and at it", retryAfterSeen(ra), ra.Verdict},
-		{"key isolation", "a fresh key right after another was exhausted", isolation(r.Keys.Isolated), isolationVerdict(r.Keys.Isolated)},
-		{"no key", "twice the quota without the key", r.Keys.Keyless, ""},
-		{"fields on 200", "the first admitted answer", fieldList(r.Headers.OnAdmitted), ""},
-		{"fields on refusal", "the first refused answer", fieldList(r.Headers.OnRefused), ""},
-		{"declared policy", "a fresh key's first answer", or(r.Headers.Policy, "none"), declaredVerdict(r.Headers.Policy, r.Policy)},
-		{"remaining", "after each admission on a fresh key", or(r.Headers.Remaining, "not advertised"), remainingVerdict(r.Headers.Remaining)},
+	out := [][]string{
+		{"concurrency", strconv.Itoa(c.Sent) + " at once on a fresh key", fmt.Sprintf("%d admitted; %s allows %d", c.Admitted, or(r.Policy, "the policy"), max(c.Allowed, c.Quota)), concurrency},
 	}
+	for _, ra := range r.RetryAfter {
+		out = append(out, []string{"Retry-After", "keys spent " + ra.Spent + ", then at 80% of the wait and at it", retryAfterSeen(ra), ra.Verdict})
+	}
+	out = append(out,
+		[]string{"key isolation", "a fresh key right after another was exhausted", isolation(r.Keys.Isolated), isolationVerdict(r.Keys.Isolated)},
+		[]string{"no key", "twice the quota without the key", r.Keys.Keyless, ""},
+		[]string{"fields on 200", "the first admitted answer", fieldList(r.Headers.OnAdmitted), ""},
+		[]string{"fields on refusal", "the first refused answer", fieldList(r.Headers.OnRefused), ""},
+		[]string{"declared policy", "a fresh key's first answer", or(r.Claims.PolicyText, "none"), declaredVerdict(r)},
+		[]string{"remaining", "one at a time on a fresh key, each after the last answer", remainingSeen(r.Remaining), remainingVerdict(r.Remaining)},
+	)
+	for _, m := range r.Headers.Malformed {
+		out = append(out, []string{"malformed field", "any answer", m, "MALFORMED"})
+	}
+	return out
 }
+
+func retryAfterSeen(ra RetryAfter) string {
+	if ra.Header == "" {
+		return "no wait advertised"
+	}
+	s := fmt.Sprintf("%s %gs", ra.Header, ra.Advertised)
+	if ra.Needed > 0 {
+		s += fmt.Sprintf(" (needed %.2fs)", ra.Needed)
+	}
+	return s + fmt.Sprintf("; at 80%%: %s, at the wait: %s", or(ra.Early, "not asked"), or(ra.AtWait, "not asked"))
+}
+
+func isolation(admitted bool) string {
+	if admitted {
+		return "admitted"
+	}
+	return "refused"
+}
+
+func isolationVerdict(isolated bool) string {
+	if isolated {
+		return "ok"
+	}
+	return "NOT ISOLATED"
+}
+
+// fieldList names the rate-limit fields present, the three X-RateLimit
+// ones as one when all are.
+func fieldList(f []string) string {
+	if len(f) == 0 {
+		return "none"
+	}
+	s := strings.Join(f, ", ")
+	s = strings.Replace(s, "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset", "RateLimit-Limit/Remaining/Reset", 1)
+	return strings.Replace(s, "X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset", "X-RateLimit-Limit/Remaining/Reset", 1)
+}
+
+// declaredVerdict compares what the fields declare with the verdict.
+func declaredVerdict(r *Report) string {
+	switch {
+	case r.Claims.PolicyText == "" || !r.Verdict.Named:
+		return ""
+	case strings.HasPrefix(r.Verdict.Declared, "declares"):
+		return "DIFFERS"
+	}
+	return "agrees"
+}
+
+func remainingSeen(rem Remaining) string {
+	if rem.Checked == 0 {
+		return "not advertised"
+	}
+	seen := make([]string, len(rem.Seen))
+	for i, n := range rem.Seen {
+		seen[i] = strconv.Itoa(n)
+	}
+	return strings.Join(seen, ", ")
+}
+
+func remainingVerdict(rem Remaining) string {
+	switch {
+	case strings.HasPrefix(rem.Verdict, "off"):
+		return "OFF: " + strings.TrimPrefix(rem.Verdict, "off: ")
+	case rem.Verdict == "exact":
+		return "exact"
+	}
+	return ""
+}
+
+func paceVerdict(kept bool) string {
+	if kept {
+		return "The sender kept pace."
+	}
+	return "THE SENDER FELL BEHIND (under 95% of the rate asked, or a request over a tenth of a refill late): the bursts and edges that tell the algorithms apart went out otherwise than planned, and the fit says less. Probe from a quieter host."
+}
+
+// Tables are the report as the lab's tables, from its rows (File): the
+// fit, the accuracy of each workload, the checks, latency and pace.
+func (r *Report) Tables() []results.Table { return results.Tables(r.File()) }

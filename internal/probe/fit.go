@@ -57,19 +57,33 @@ func (e Explained) Share() float64 {
 // explained if the lenient one admits it, a refusal if the strict one
 // refuses it.
 func Explain(obs []Observation, m Model) Explained {
-	e := Explained{Model: m, Decisions: len(obs)}
-	follow(obs, m, func(_ Observation, explained bool) {
-		if explained {
-			e.Explained++
-		}
-	})
-	return e
+	n, _ := explain(byKey(obs), m, len(obs))
+	return Explained{Model: m, Explained: n, Decisions: len(obs)}
 }
 
-// follow replays obs through m as Explain says, telling decided of each
-// decision, in the order replayed, whether m explains it.
-func follow(obs []Observation, m Model, decided func(o Observation, explained bool)) {
-	for _, key := range byKey(obs) {
+// explain is Explain on obs grouped by key (byKey), giving up once more
+// than wrong decisions are not explained: it returns how many were
+// explained, and whether it went through them all.
+func explain(keys [][]Observation, m Model, wrong int) (int, bool) {
+	explained, missed := 0, 0
+	all := follow(keys, m, func(_ Observation, ok bool) bool {
+		if ok {
+			explained++
+			return true
+		}
+		missed++
+		return missed <= wrong
+	})
+	return explained, all
+}
+
+// follow replays keys (obs grouped by key, byKey) through m as Explain
+// says, telling decided of each decision, in the order replayed, whether
+// m explains it; it stops when decided returns false, and reports whether
+// it went through them all.
+func follow(keys [][]Observation, m Model, decided func(o Observation, explained bool) bool) bool {
+	for _, key := range keys {
+		key = slices.Clone(key) // reordered below
 		early, late := m.newState(), m.newState()
 		// lastEarly is the latest instant the early history recorded.
 		lastEarly := int64(math.MinInt64)
@@ -107,20 +121,26 @@ func follow(obs []Observation, m Model, decided func(o Observation, explained bo
 				if ok {
 					at = firstAdmitting(early, lo, hi, o.N)
 				}
-				decided(o, ok)
 				early.admit(at, o.N)
 				late.admit(hi, o.N)
 				lastEarly = max(lastEarly, at)
+				if !decided(o, ok) {
+					return false
+				}
 				continue
 			}
-			decided(o, refuses(lo, hi, o.N))
+			ok := refuses(lo, hi, o.N)
 			if m.CountsRefused {
 				lastEarly = max(lastEarly, lo)
 			}
 			early.refuse(lo, o.N)
 			late.refuse(hi, o.N)
+			if !decided(o, ok) {
+				return false
+			}
 		}
 	}
+	return true
 }
 
 // admittedDuring returns the index in rest of the first admitted request
@@ -207,10 +227,12 @@ func byKey(obs []Observation) [][]Observation {
 	return keys
 }
 
-// firstAdmitting returns the first instant of [lo, hi] at which st admits
-// n, given that it admits at hi.
+// firstAdmitting returns about the first instant of [lo, hi] at which st
+// admits n, given that it admits at hi: to within a 64th of the interval
+// (and a microsecond), which is finer than any limit a probe can tell.
 func firstAdmitting(st state, lo, hi int64, n int) int64 {
-	for lo < hi {
+	enough := max((hi-lo)/64, int64(time.Microsecond))
+	for hi-lo > enough {
 		mid := lo + (hi-lo)/2
 		if st.admits(mid, n) {
 			hi = mid

@@ -2,33 +2,22 @@ package probe
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/dunglas/httpsfv"
 	"github.com/ratelab/ratelab/limiters"
 )
 
-// Headers is what the target's rate-limit header fields say, and whether
-// it agrees with what it does.
-type Headers struct {
-	// OnAdmitted and OnRefused name the rate-limit fields present on the
-	// first admitted and the first refused answer.
-	OnAdmitted []string `json:"on_admitted"`
-	OnRefused  []string `json:"on_refused"`
-	// Policy is the limit the target declares in its fields: the IETF
-	// draft's RateLimit-Policy (q and w), else X-RateLimit-Limit over the
-	// window X-RateLimit-Reset gave a fresh key; "" when none.
-	Policy string `json:"policy,omitempty"`
-	// Remaining: how the remaining quota the fields advertised on the
-	// burst's fresh key compared with the admissions seen: "consistent",
-	// "off: ...", or "" when no field advertises one.
-	Remaining string `json:"remaining,omitempty"`
-}
-
-// The rate-limit fields the probe reads, in the order it reports them.
-var rateLimitFields = []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"}
+// The rate-limit fields the probe reads, in the order it reports them:
+// the IETF draft's structured fields (RateLimit-Policy and RateLimit, RFC
+// 9651; an older draft's RateLimit-Limit, -Remaining and -Reset), the
+// X-RateLimit-* fields most servers send, and Retry-After.
+var rateLimitFields = []string{"RateLimit-Policy", "RateLimit", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset",
+	"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"}
 
 // fieldsOf names the rate-limit fields h has.
 func fieldsOf(h http.Header) []string {
@@ -41,142 +30,236 @@ func fieldsOf(h http.Header) []string {
 	return out
 }
 
-// sfItem is one member of a structured-field List (RFC 9651): its bare
-// item and its parameters, as text.
-type sfItem struct {
-	value  string
-	params map[string]string
+// said is what one answer's rate-limit fields say, each a claim to check
+// against what the target does.
+type said struct {
+	// quota and window: the limit declared (RateLimit-Policy's q and w),
+	// or the quota alone (a limit field); window is zero when none is.
+	quota  int
+	window time.Duration
+	from   string
+	// remaining: the quota the answer says is left.
+	remaining    int
+	hasRemaining bool
+	// reset: when the field says the quota is back in full, or the next
+	// request is, from the answer (RateLimit's t, a reset field).
+	reset     time.Duration
+	resetFrom string
+	// wait: when a refusal says to come back: Retry-After, else the reset.
+	wait     time.Duration
+	waitFrom string
+	// malformed are fields present that do not parse: "RateLimit: text
+	// (why)".
+	malformed []string
 }
 
-// parseList reads a structured-field List, leniently: members split at
-// commas outside quoted strings, parameters at semicolons; strings
-// unquoted. It is enough for RateLimit and RateLimit-Policy.
-func parseList(v string) []sfItem {
-	var members []string
-	quoted, start := false, 0
-	for i := 0; i < len(v); i++ {
-		switch c := v[i]; {
-		case c == '\\' && quoted:
-			i++
-		case c == '"':
-			quoted = !quoted
-		case c == ',' && !quoted:
-			members = append(members, v[start:i])
-			start = i + 1
+// read reads h, an answer received at at.
+func read(h http.Header, at time.Time) said {
+	var s said
+	bad := func(name, why string) {
+		s.malformed = append(s.malformed, fmt.Sprintf("%s: %q (%s)", name, strings.Join(h.Values(name), ", "), why))
+	}
+	if v := h.Values("RateLimit-Policy"); len(v) > 0 {
+		if l, err := httpsfv.UnmarshalList(v); err != nil {
+			bad("RateLimit-Policy", err.Error())
+		} else {
+			s.readPolicy(l)
 		}
 	}
-	members = append(members, v[start:])
-	var out []sfItem
-	for _, m := range members {
-		parts := strings.Split(m, ";")
-		it := sfItem{value: unquote(strings.TrimSpace(parts[0])), params: map[string]string{}}
-		for _, p := range parts[1:] {
-			k, val, _ := strings.Cut(strings.TrimSpace(p), "=")
-			it.params[strings.ToLower(k)] = unquote(val)
-		}
-		if it.value != "" || len(it.params) > 0 {
-			out = append(out, it)
+	if v := h.Values("RateLimit"); len(v) > 0 {
+		if l, err := httpsfv.UnmarshalList(v); err == nil && s.readRateLimit(l) {
+		} else if d, derr := httpsfv.UnmarshalDictionary(v); derr == nil && s.readDraft7(d) {
+		} else if err != nil {
+			bad("RateLimit", err.Error())
+		} else {
+			bad("RateLimit", "no r or t parameter, and no limit, remaining or reset member")
 		}
 	}
-	return out
-}
-
-func unquote(s string) string {
-	if u, err := strconv.Unquote(s); err == nil {
-		return u
+	for _, prefix := range []string{"RateLimit-", "X-RateLimit-"} {
+		s.readPlain(h, prefix, at, bad)
+	}
+	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
+		if n, err := strconv.ParseFloat(v, 64); err == nil && n >= 0 && !math.IsInf(n, 0) {
+			s.wait, s.waitFrom = seconds(n), "Retry-After"
+		} else if t, err := http.ParseTime(v); err == nil {
+			s.wait, s.waitFrom = max(t.Sub(at), 0), "Retry-After"
+		} else {
+			bad("Retry-After", "neither seconds nor an HTTP date")
+		}
+	}
+	if s.waitFrom == "" && s.resetFrom != "" {
+		s.wait, s.waitFrom = s.reset, s.resetFrom
 	}
 	return s
 }
 
-// declared reads the limit h declares, and the field it came from:
-// RateLimit-Policy's first item with a quota (q, or an older draft's bare
-// integer) and a window (w, seconds); else X-RateLimit-Limit over
-// X-RateLimit-Reset, which on a fresh key's first answer is the window
-// (seconds, or a Unix time), at received.
-func declared(h http.Header, received time.Time) (limiters.Limit, string, bool) {
-	for _, it := range parseList(h.Get("RateLimit-Policy")) {
-		q, err := strconv.Atoi(it.params["q"])
-		if err != nil {
-			q, err = strconv.Atoi(it.value)
-		}
-		w, werr := strconv.Atoi(it.params["w"])
-		if err == nil && werr == nil && q > 0 && w > 0 {
-			return limiters.Limit{N: q, Per: time.Duration(w) * time.Second}, "RateLimit-Policy", true
-		}
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(h.Get("X-RateLimit-Limit")))
-	if err != nil || n < 1 {
-		return limiters.Limit{}, "", false
-	}
-	reset, err := strconv.ParseFloat(strings.TrimSpace(h.Get("X-RateLimit-Reset")), 64)
-	if err != nil || reset <= 0 {
-		return limiters.Limit{}, "", false
-	}
-	if reset > 365*24*3600 {
-		reset = time.Unix(int64(reset), 0).Sub(received).Seconds()
-	}
-	// A reset is whole seconds, rounded up: the window is about it.
-	if w := time.Duration(reset+0.5) * time.Second; w > 0 {
-		return limiters.Limit{N: n, Per: w}, "X-RateLimit-Limit", true
-	}
-	return limiters.Limit{}, "", false
-}
-
-// remainingOf reads the remaining quota h advertises: RateLimit's r, else
-// X-RateLimit-Remaining.
-func remainingOf(h http.Header) (int, bool) {
-	for _, it := range parseList(h.Get("RateLimit")) {
-		if r, err := strconv.Atoi(it.params["r"]); err == nil {
-			return r, true
-		}
-		if r, err := strconv.Atoi(it.params["remaining"]); err == nil {
-			return r, true
-		}
-	}
-	if r, err := strconv.Atoi(strings.TrimSpace(h.Get("X-RateLimit-Remaining"))); err == nil {
-		return r, true
-	}
-	return 0, false
-}
-
-// headersOf reads the fields of answers, the fingerprint's; burst are the
-// burst's fresh key's answers in the order sent, on which the remaining
-// quota after the k-th admission should be the quota less k (a bucket
-// refills a little while the burst is sent: one more is let pass).
-func headersOf(answers, burst []Answer, quota int) Headers {
-	var h Headers
-	for _, a := range answers {
-		switch {
-		case !a.Decided():
-		case a.Admitted && h.OnAdmitted == nil:
-			h.OnAdmitted = fieldsOf(a.Header)
-		case !a.Admitted && h.OnRefused == nil:
-			h.OnRefused = fieldsOf(a.Header)
-		}
-	}
-	if len(burst) > 0 {
-		if l, _, ok := declared(burst[0].Header, burst[0].Received); ok {
-			h.Policy = l.String()
-		}
-	}
-	admitted, seen := 0, 0
-	for _, a := range burst {
-		if !a.Admitted {
-			continue
-		}
-		admitted++
-		r, ok := remainingOf(a.Header)
+// readPolicy reads RateLimit-Policy: the first policy's quota (q, or an
+// older draft's bare integer) and window (w, seconds).
+func (s *said) readPolicy(l httpsfv.List) {
+	for _, m := range l {
+		it, ok := m.(httpsfv.Item)
 		if !ok {
 			continue
 		}
-		seen++
-		if want := quota - admitted; r < want-1 || r > want+1 {
-			h.Remaining = fmt.Sprintf("off: %d remaining after %d admitted on a fresh key, where the quota %d leaves %d", r, admitted, quota, want)
-			return h
+		q, okq := intParam(it.Params, "q")
+		if !okq {
+			if n, ok := it.Value.(int64); ok {
+				q, okq = int(n), true
+			}
+		}
+		w, okw := intParam(it.Params, "w")
+		if okq && q > 0 && s.quota == 0 {
+			s.quota, s.from = q, "RateLimit-Policy"
+			if okw && w > 0 {
+				s.window = time.Duration(w) * time.Second
+			}
 		}
 	}
-	if seen > 0 {
-		h.Remaining = fmt.Sprintf("consistent (%d admissions checked)", seen)
+}
+
+// readRateLimit reads the current draft's RateLimit, a List: the first
+// item's r (remaining) and t (seconds until the quota is back).
+func (s *said) readRateLimit(l httpsfv.List) bool {
+	for _, m := range l {
+		it, ok := m.(httpsfv.Item)
+		if !ok {
+			continue
+		}
+		r, okr := intParam(it.Params, "r")
+		t, okt := intParam(it.Params, "t")
+		if !okr && !okt {
+			continue
+		}
+		if okr {
+			s.remaining, s.hasRemaining = r, true
+		}
+		if okt {
+			s.reset, s.resetFrom = time.Duration(t)*time.Second, "RateLimit"
+		}
+		return true
 	}
-	return h
+	return false
+}
+
+// readDraft7 reads an older draft's RateLimit, a Dictionary: limit,
+// remaining and reset (seconds).
+func (s *said) readDraft7(d *httpsfv.Dictionary) bool {
+	get := func(k string) (int, bool) {
+		m, ok := d.Get(k)
+		if !ok {
+			return 0, false
+		}
+		it, ok := m.(httpsfv.Item)
+		if !ok {
+			return 0, false
+		}
+		n, ok := it.Value.(int64)
+		return int(n), ok
+	}
+	limit, okl := get("limit")
+	r, okr := get("remaining")
+	t, okt := get("reset")
+	if okl && s.quota == 0 && limit > 0 {
+		s.quota, s.from = limit, "RateLimit"
+	}
+	if okr {
+		s.remaining, s.hasRemaining = r, true
+	}
+	if okt {
+		s.reset, s.resetFrom = time.Duration(t)*time.Second, "RateLimit"
+	}
+	return okl || okr || okt
+}
+
+// readPlain reads prefix's Limit, Remaining and Reset fields: integers;
+// a reset in seconds from now, or as a Unix time in seconds or in
+// milliseconds (so large it cannot be a delay), received at at.
+func (s *said) readPlain(h http.Header, prefix string, at time.Time, bad func(name, why string)) {
+	num := func(name string) (float64, bool) {
+		v := strings.TrimSpace(h.Get(prefix + name))
+		if v == "" {
+			return 0, false
+		}
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil || n < 0 || math.IsInf(n, 0) || math.IsNaN(n) {
+			bad(prefix+name, "not a number")
+			return 0, false
+		}
+		return n, true
+	}
+	if n, ok := num("Limit"); ok && s.quota == 0 && n >= 1 {
+		s.quota, s.from = int(n), prefix+"Limit"
+	}
+	if n, ok := num("Remaining"); ok && !s.hasRemaining {
+		s.remaining, s.hasRemaining = int(n), true
+	}
+	if n, ok := num("Reset"); ok && s.resetFrom == "" {
+		s.reset, s.resetFrom = resetOf(n, at), prefix+"Reset"
+	}
+}
+
+// resetOf reads a reset field's number: a Unix time in milliseconds or in
+// seconds when it is too large to be a delay, else seconds from at.
+func resetOf(n float64, at time.Time) time.Duration {
+	switch {
+	case n > 1e12:
+		return max(time.UnixMilli(int64(n)).Sub(at), 0)
+	case n > 1e9:
+		return max(time.Unix(0, int64(n*1e9)).Sub(at), 0)
+	}
+	return seconds(n)
+}
+
+func intParam(p *httpsfv.Params, k string) (int, bool) {
+	if p == nil {
+		return 0, false
+	}
+	v, ok := p.Get(k)
+	if !ok {
+		return 0, false
+	}
+	n, ok := v.(int64)
+	return int(n), ok
+}
+
+func seconds(s float64) time.Duration {
+	return time.Duration(math.Round(s * float64(time.Second)))
+}
+
+// Claims is what the target's fields declare of its limit, read off a
+// fresh key's first answer: claims the probe checks, never the frame it
+// fits in.
+type Claims struct {
+	// Policy is the limit declared: RateLimit-Policy's q per w, or a
+	// limit field's quota over the reset a fresh key was given, whole
+	// seconds and rounded up by most servers (so "about").
+	Policy     limiters.Limit `json:"-"`
+	PolicyText string         `json:"policy,omitempty"`
+	PolicyFrom string         `json:"from,omitempty"`
+	// Fields names the rate-limit fields on that answer.
+	Fields []string `json:"fields"`
+	// Malformed are fields that did not parse, with their text.
+	Malformed []string `json:"malformed,omitempty"`
+}
+
+// claimsOf reads the claims of a fresh key's first answer.
+func claimsOf(a Answer) Claims {
+	s := read(a.Header, a.Received)
+	c := Claims{Fields: fieldsOf(a.Header), Malformed: s.malformed, PolicyFrom: s.from}
+	switch {
+	case s.quota < 1:
+	case s.window > 0:
+		c.Policy = limiters.Limit{N: s.quota, Per: s.window}
+		c.PolicyText = c.Policy.String()
+	case s.reset > 0:
+		// The reset a fresh key is given is its window, whole seconds,
+		// most often rounded up: about it.
+		w := max(s.reset.Round(time.Second), time.Second)
+		c.Policy = limiters.Limit{N: s.quota, Per: w}
+		c.PolicyText = fmt.Sprintf("%d per about %v (%s, and %s on a fresh key)", s.quota, w, s.from, s.resetFrom)
+	default:
+		c.PolicyText = fmt.Sprintf("a quota of %d, no window (%s)", s.quota, s.from)
+		c.Policy = limiters.Limit{N: s.quota}
+	}
+	return c
 }

@@ -7,12 +7,14 @@ import (
 	"github.com/ratelab/ratelab/limiters"
 )
 
-// Accuracy is one workload of the fingerprint judged against the policy,
-// as the lab judges a limiter: against the ideal, the sliding window log
-// at the policy (a bucket of capacity C refilled at R judged as C per
-// C/R), on the same requests, following what the target decided (judge
-// says how). Ideal is what the log admits of the same requests on its own,
-// each decided at the end of its interval.
+// Accuracy is one workload of the fingerprint judged as the lab judges a
+// limiter: against the ideal of the judged model's policy, on the same
+// requests, following what the target decided (judge says how). For a
+// window algorithm the ideal is the sliding window log at N per W; for a
+// bucket, the bucket itself, whose promise is at most C + R·t in any
+// interval t (a window of C per C/R, the lab's view, is shown beside it).
+// Ideal is what the ideal admits of the same requests on its own, each
+// decided at the end of its interval.
 type Accuracy struct {
 	Workload    string `json:"workload"`
 	Requests    int    `json:"requests"`
@@ -23,8 +25,14 @@ type Accuracy struct {
 	// MaxWindowRatio is the most admitted in any interval of the judged
 	// window's length, over the judged N (the lab's most_in_window): a
 	// request counts only if both its send and its answer fall in the
-	// interval, so a ratio over 1 is more than the policy allows, surely.
+	// interval, so a ratio over 1 is more than N per W, surely. For a
+	// bucket it is the window view, C per C/R, which a bucket keeping its
+	// promise exceeds.
 	MaxWindowRatio float64 `json:"max_window_ratio"`
+	// MostOverPromise is, for a bucket, the most admitted in any interval
+	// over what the bucket promises in it, C + R·t: over 1 is surely more
+	// than the bucket allows.
+	MostOverPromise float64 `json:"most_over_promise,omitempty"`
 }
 
 // The fingerprint's parts and the lab's workloads they stand for.
@@ -36,8 +44,8 @@ var workloadOf = []struct{ part, workload string }{
 }
 
 // judgeFingerprint judges each part of the fingerprint's answers (keys
-// prefix+part) against limit.
-func judgeFingerprint(answers []Answer, prefix string, limit limiters.Limit) []Accuracy {
+// prefix+part) against m.
+func judgeFingerprint(answers []Answer, prefix string, m Model) []Accuracy {
 	var out []Accuracy
 	for _, w := range workloadOf {
 		var obs []Observation
@@ -47,24 +55,32 @@ func judgeFingerprint(answers []Answer, prefix string, limit limiters.Limit) []A
 			}
 		}
 		if len(obs) > 0 {
-			out = append(out, judge(w.workload, obs, limit))
+			out = append(out, judge(w.workload, obs, m))
 		}
 	}
 	return out
 }
 
-// judge judges one key's decisions, obs, against limit: the ideal, the
-// sliding log at the judged limit, follows what the target decided, as
-// the fit's models do (fit.go), so that one tie, or two requests that
-// overtook each other, costs one decision, not every later one. A false
-// allow is an admission the log refuses at every instant of its interval
-// (the key had N admitted in the window before it, whenever it was
-// decided), a false deny a refusal it admits at every instant.
-func judge(workload string, obs []Observation, limit limiters.Limit) Accuracy {
-	judged := limiters.Limit{N: limit.Quota(), Per: limit.Window()}
-	ideal := Model{Algorithm: limiters.SlidingLog, Limit: judged}
+// ideal is the model m is judged against: the sliding log at N per W
+// for a window algorithm, the exact bucket for a bucket.
+func ideal(m Model) Model {
+	if m.Algorithm.IsBucket() {
+		return Model{Algorithm: limiters.GCRA, Limit: m.Limit}
+	}
+	return Model{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: m.quota(), Per: m.Limit.Window()}}
+}
+
+// judge judges one key's decisions, obs, against m's ideal, which
+// follows what the target decided, as the fit's models do (fit.go), so
+// that one tie, or two requests that overtook each other, costs one
+// decision, not every later one. A false allow is an admission the ideal
+// refuses at every instant of its interval (for the log, the key had N
+// admitted in the window before it, whenever it was decided), a false
+// deny a refusal it admits at every instant.
+func judge(workload string, obs []Observation, m Model) Accuracy {
+	id := ideal(m)
 	a := Accuracy{Workload: workload, Requests: len(obs)}
-	follow(obs, ideal, func(o Observation, explained bool) {
+	follow(byKey(obs), id, func(o Observation, explained bool) bool {
 		switch {
 		case o.Admitted && !explained:
 			a.FalseAllows++
@@ -74,10 +90,43 @@ func judge(workload string, obs []Observation, limit limiters.Limit) Accuracy {
 		if o.Admitted {
 			a.Admitted++
 		}
+		return true
 	})
-	a.Ideal = mostAdmitted(ideal, obs) // the log's own decisions, each at its interval's end
-	a.MaxWindowRatio = float64(mostInWindow(obs, judged.Per)) / float64(judged.N)
+	a.Ideal = mostAdmitted(id, obs)
+	w := m.Limit.Window()
+	a.MaxWindowRatio = float64(mostInWindow(obs, w)) / float64(m.quota())
+	if m.Algorithm.IsBucket() {
+		a.MostOverPromise = overPromise(obs, m.quota(), m.Limit.Interval())
+	}
 	return a
+}
+
+// overPromise is the most admitted of obs in any interval, over what a
+// bucket of capacity c refilled every t promises in it, c + (its length)/t:
+// counting the admissions sent at or after one's send and answered by
+// another's answer, against the length between the two.
+func overPromise(obs []Observation, c int, t time.Duration) float64 {
+	var ad []Observation
+	for _, o := range obs {
+		if o.Admitted {
+			ad = append(ad, o)
+		}
+	}
+	slices.SortStableFunc(ad, func(a, b Observation) int { return a.Sent.Compare(b.Sent) })
+	most := 0.0
+	for i, first := range ad {
+		for _, last := range ad[i:] {
+			n := 0
+			for _, o := range ad[i:] {
+				if !o.Sent.Before(first.Sent) && !o.Received.After(last.Received) {
+					n++
+				}
+			}
+			promised := float64(c) + float64(max(last.Received.Sub(first.Sent), 0))/float64(t)
+			most = max(most, float64(n)/promised)
+		}
+	}
+	return most
 }
 
 // mostInWindow is the most of obs admitted within any interval of length

@@ -1,7 +1,9 @@
 package probe
 
 import (
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +36,7 @@ func TestJudgeEdge(t *testing.T) {
 	for i := range all {
 		all[i] = true
 	}
-	fixed := judge("boundary-attack", observed(t0, time.Millisecond, at, all), limit)
+	fixed := judge("boundary-attack", observed(t0, time.Millisecond, at, all), logOf(limit))
 	if fixed.FalseAllows != 5 || fixed.FalseDenies != 0 || fixed.MaxWindowRatio != 2 || fixed.Ideal != 5 || fixed.Admitted != 10 {
 		t.Errorf("a fixed window's 2N across an edge: %+v, want 5 false allows and 2.00", fixed)
 	}
@@ -42,13 +44,13 @@ func TestJudgeEdge(t *testing.T) {
 	for i := range 5 {
 		log[i] = true
 	}
-	exact := judge("boundary-attack", observed(t0, time.Millisecond, at, log), limit)
+	exact := judge("boundary-attack", observed(t0, time.Millisecond, at, log), logOf(limit))
 	if exact.FalseAllows != 0 || exact.FalseDenies != 0 || exact.MaxWindowRatio != 1 {
 		t.Errorf("the sliding log's N: %+v, want exact", exact)
 	}
 	// Refusing what the ideal admits even at the start of its interval is
 	// a false deny.
-	none := judge("boundary-attack", observed(t0, time.Millisecond, at, make([]bool, 10)), limit)
+	none := judge("boundary-attack", observed(t0, time.Millisecond, at, make([]bool, 10)), logOf(limit))
 	if none.FalseDenies != 10 || none.Ideal != 5 || none.MaxWindowRatio != 0 {
 		t.Errorf("nothing admitted: %+v, want 10 false denies (each refused while the key had room), 5 ideal", none)
 	}
@@ -60,7 +62,7 @@ func TestJudgeTie(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	limit := limiters.Limit{N: 1, Per: time.Second}
 	obs := observed(t0, 4*time.Millisecond, []time.Duration{0, time.Second - 2*time.Millisecond}, []bool{true, true})
-	if a := judge("uniform", obs, limit); a.FalseAllows != 0 {
+	if a := judge("uniform", obs, logOf(limit)); a.FalseAllows != 0 {
 		t.Errorf("%+v: a tie counted as a false allow", a)
 	}
 }
@@ -71,13 +73,13 @@ func TestJudgeTie(t *testing.T) {
 func TestJudgeOvertaken(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	obs := observed(t0, 3*time.Millisecond, []time.Duration{0, time.Millisecond}, []bool{false, true})
-	if a := judge("bursty", obs, limiters.Limit{N: 1, Per: time.Second}); a.FalseAllows != 0 || a.FalseDenies != 0 || a.Admitted != 1 || a.Ideal != 1 {
+	if a := judge("bursty", obs, logOf(limiters.Limit{N: 1, Per: time.Second})); a.FalseAllows != 0 || a.FalseDenies != 0 || a.Admitted != 1 || a.Ideal != 1 {
 		t.Errorf("%+v: want no error", a)
 	}
 	// Sent after the first was answered, it could not have gone first:
 	// the first was refused with the key empty.
 	late := observed(t0, 3*time.Millisecond, []time.Duration{0, 5 * time.Millisecond}, []bool{false, true})
-	if a := judge("bursty", late, limiters.Limit{N: 1, Per: time.Second}); a.FalseAllows != 0 || a.FalseDenies != 1 {
+	if a := judge("bursty", late, logOf(limiters.Limit{N: 1, Per: time.Second})); a.FalseAllows != 0 || a.FalseDenies != 1 {
 		t.Errorf("%+v: want a false deny", a)
 	}
 }
@@ -86,10 +88,11 @@ func TestJudgeOvertaken(t *testing.T) {
 // report matches it.
 func TestStrays(t *testing.T) {
 	r := &Report{
+		Verdict:     Verdict{Named: true},
 		Fit:         []Fit{{Algorithm: limiters.GCRA, Limit: "10/s burst 6", Share: 1, Decisions: 500}},
 		Accuracy:    []Accuracy{{Workload: "boundary-attack", MaxWindowRatio: 1.6}},
 		Concurrency: Concurrency{Sent: 12, Admitted: 6, Quota: 6, Allowed: 6},
-		RetryAfter:  RetryAfter{Verdict: "honest"},
+		RetryAfter:  []RetryAfter{{Spent: "back to back", Verdict: "honest"}},
 		Keys:        Keys{Isolated: true},
 	}
 	expect := func(s string) Expect {
@@ -116,7 +119,7 @@ func TestStrays(t *testing.T) {
 		}
 	}
 	lying := *r
-	lying.RetryAfter.Verdict = "lies: refused at the advertised instant"
+	lying.RetryAfter = []RetryAfter{{Spent: "back to back", Verdict: "lies: refused at the advertised instant"}}
 	lying.Concurrency.Admitted = 9
 	lying.Keys.Isolated = false
 	s := strings.Join(lying.Strays(expect("gcra 10/s burst 6")), "\n")
@@ -149,48 +152,51 @@ func TestLatencyOf(t *testing.T) {
 	}
 }
 
-// The rate-limit fields, as ratelab serve and others write them.
+// The rate-limit fields, as ratelab serve, nginx, and the npm limiters
+// write them: what each says, and a field that does not parse reported
+// as malformed with its text, never guessed at.
 func TestHeaders(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
 	for _, tt := range []struct {
-		h          http.Header
-		want, from string
+		h         http.Header
+		policy    string // the claims' policy
+		from      string
+		remaining string // "" when none
+		wait      string // the wait and its field; "" when none
+		malformed string // a part of the malformed report; "" when none
 	}{
-		{http.Header{"Ratelimit-Policy": {`"default";q=100;w=60`}}, "100/min", "RateLimit-Policy"},
-		{http.Header{"Ratelimit-Policy": {`"burst";q=6, "daily";q=1000;w=86400`}}, "1000/day", "RateLimit-Policy"},
-		{http.Header{"Ratelimit-Policy": {`10;w=1`}}, "10/s", "RateLimit-Policy"},
-		{http.Header{"X-Ratelimit-Limit": {"20"}, "X-Ratelimit-Reset": {"2"}}, "20/2s", "X-RateLimit-Limit"},
-		{http.Header{"X-Ratelimit-Limit": {"20"}, "X-Ratelimit-Reset": {"1700000060"}}, "20/min", "X-RateLimit-Limit"},
-		{http.Header{"X-Ratelimit-Limit": {"20"}}, "", ""},
-		{http.Header{}, "", ""},
+		{http.Header{"Ratelimit-Policy": {`"default";q=100;w=60`}, "Ratelimit": {`"default";r=99;t=1`}}, "100/min", "RateLimit-Policy", "99", "1s RateLimit", ""},
+		{http.Header{"Ratelimit-Policy": {`"burst";q=6, "daily";q=1000;w=86400`}}, "a quota of 6, no window (RateLimit-Policy)", "RateLimit-Policy", "", "", ""},
+		{http.Header{"Ratelimit-Policy": {`10;w=1`}, "Ratelimit": {`limit=10, remaining=9, reset=1`}}, "10/s", "RateLimit-Policy", "9", "1s RateLimit", ""},
+		{http.Header{"Ratelimit-Policy": {`"20-in-10sec"; q=20; w=10; pk=:ZGVmYXVsdA==:`}, "Ratelimit": {`"20-in-10sec"; r=0; t=7`}, "Retry-After": {"7"}}, "20/10s", "RateLimit-Policy", "0", "7s Retry-After", ""},
+		{http.Header{"X-Ratelimit-Limit": {"20"}, "X-Ratelimit-Remaining": {"19"}, "X-Ratelimit-Reset": {"2"}}, "20 per about 2s (X-RateLimit-Limit, and X-RateLimit-Reset on a fresh key)", "X-RateLimit-Limit", "19", "2s X-RateLimit-Reset", ""},
+		{http.Header{"X-Ratelimit-Limit": {"20"}, "X-Ratelimit-Reset": {"1700000011"}, "Retry-After": {"9.834"}}, "20 per about 11s (X-RateLimit-Limit, and X-RateLimit-Reset on a fresh key)", "X-RateLimit-Limit", "", "9.834s Retry-After", ""},
+		{http.Header{"Ratelimit-Limit": {"20"}, "Ratelimit-Remaining": {"19"}, "Ratelimit-Reset": {"10"}}, "20 per about 10s (RateLimit-Limit, and RateLimit-Reset on a fresh key)", "RateLimit-Limit", "19", "10s RateLimit-Reset", ""},
+		{http.Header{"X-Ratelimit-Limit": {"20"}}, "a quota of 20, no window (X-RateLimit-Limit)", "X-RateLimit-Limit", "", "", ""},
+		{http.Header{"Ratelimit": {`r=5;;t=`}}, "", "", "", "", `RateLimit: "r=5;;t="`},
+		{http.Header{"Ratelimit-Policy": {`q=10, w=`}}, "", "", "", "", "RateLimit-Policy"},
+		{http.Header{"X-Ratelimit-Remaining": {"lots"}}, "", "", "", "", "X-RateLimit-Remaining"},
+		{http.Header{}, "", "", "", "", ""},
 	} {
-		got := ""
-		l, from, ok := declared(tt.h, at)
-		if ok {
-			got = l.String()
+		c := claimsOf(Answer{Observation: Observation{Received: at}, Status: 200, Header: tt.h})
+		s := read(tt.h, at)
+		remaining, wait := "", ""
+		if s.hasRemaining {
+			remaining = strconv.Itoa(s.remaining)
 		}
-		if got != tt.want || from != tt.from {
-			t.Errorf("%v: declares %q in %q, want %q in %q", tt.h, got, from, tt.want, tt.from)
+		if s.waitFrom != "" {
+			wait = fmt.Sprintf("%v %s", s.wait, s.waitFrom)
+		}
+		if c.PolicyText != tt.policy || (tt.policy != "" && c.PolicyFrom != tt.from) || remaining != tt.remaining || wait != tt.wait {
+			t.Errorf("%v: declares %q in %q, remaining %q, wait %q; want %q in %q, %q, %q", tt.h, c.PolicyText, c.PolicyFrom, remaining, wait, tt.policy, tt.from, tt.remaining, tt.wait)
+		}
+		bad := strings.Join(s.malformed, "; ")
+		if (tt.malformed == "") != (bad == "") || !strings.Contains(bad, tt.malformed) {
+			t.Errorf("%v: malformed %q, want %q", tt.h, bad, tt.malformed)
 		}
 	}
-	// Remaining after each of a fresh key's admissions: the quota less
-	// the admitted, or one more (a bucket refills while the burst is sent).
-	burst := func(remaining ...string) []Answer {
-		var out []Answer
-		for _, r := range remaining {
-			out = append(out, Answer{Observation: Observation{Admitted: true}, Status: 200, Header: http.Header{"Ratelimit": {`"default";r=` + r + `;t=1`}}})
-		}
-		return out
-	}
-	if h := headersOf(nil, burst("4", "3", "3", "1"), 5); !strings.HasPrefix(h.Remaining, "consistent") {
-		t.Errorf("remaining 4, 3, 3, 1 of 5: %q, want consistent", h.Remaining)
-	}
-	if h := headersOf(nil, burst("4", "4", "4", "4"), 5); !strings.HasPrefix(h.Remaining, "off") {
-		t.Errorf("remaining stuck at 4 of 5: %q, want off", h.Remaining)
-	}
-	a := burst("0")[0]
-	a.Header.Set("Retry-After", "1")
-	if h := headersOf([]Answer{a, {Status: 429, Header: http.Header{"X-Ratelimit-Remaining": {"0"}}}}, nil, 1); strings.Join(h.OnAdmitted, ",") != "RateLimit,Retry-After" || strings.Join(h.OnRefused, ",") != "X-RateLimit-Remaining" {
+	a := Answer{Observation: Observation{Admitted: true}, Status: 200, Header: http.Header{"Ratelimit": {`"default";r=0;t=1`}, "Retry-After": {"1"}}}
+	if h := headersOf([]Answer{a, {Status: 429, Header: http.Header{"X-Ratelimit-Remaining": {"0"}}}}); strings.Join(h.OnAdmitted, ",") != "RateLimit,Retry-After" || strings.Join(h.OnRefused, ",") != "X-RateLimit-Remaining" {
 		t.Errorf("fields on 200 %v, on 429 %v", h.OnAdmitted, h.OnRefused)
 	}
 }
@@ -222,9 +228,9 @@ func TestReportFile(t *testing.T) {
 		o.Key = "p-edge"
 		fp = append(fp, Answer{Observation: o, Status: []int{200, 200, 429}[i]})
 	}
-	r := &Report{Target: "http://x/", Key: "header:X", Policy: "2/s", Start: t0,
+	r := &Report{Target: "http://x/", Key: "header:X", Policy: "2/s", Start: t0, judged: logOf(limiters.Limit{N: 2, Per: time.Second}),
 		Fit:      []Fit{{Algorithm: limiters.SlidingLog, Limit: "2/s", Explained: 3, Decisions: 3, Share: 1}},
-		Accuracy: []Accuracy{judge("boundary-attack", observations(fp), limiters.Limit{N: 2, Per: time.Second})},
+		Accuracy: []Accuracy{judge("boundary-attack", observations(fp), logOf(limiters.Limit{N: 2, Per: time.Second}))},
 		fp:       fp, prefix: "p-"}
 	f := r.File()
 	var names []string
@@ -259,3 +265,6 @@ func TestNoLimit(t *testing.T) {
 		t.Errorf("strays %q", s)
 	}
 }
+
+// logOf is the sliding log at limit, the window algorithms' ideal.
+func logOf(limit limiters.Limit) Model { return Model{Algorithm: limiters.SlidingLog, Limit: limit} }

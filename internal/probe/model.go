@@ -236,16 +236,32 @@ type fixed struct {
 // window is a window's start and count.
 type window struct{ start, count int64 }
 
-func byStart(w window, k int64) int { return cmpInt(w.start, k) }
+// lookup returns the index of the window starting at start in ws (in
+// order of start), and whether there is one; if not, the index one would
+// take. It looks from the newest: a key's decisions come mostly in order.
+func lookup(ws []window, start int64) (int, bool) {
+	for i := len(ws) - 1; i >= 0; i-- {
+		switch {
+		case ws[i].start == start:
+			return i, true
+		case ws[i].start < start:
+			return i + 1, false
+		}
+	}
+	return 0, false
+}
 
 // find returns the index of the window t falls in, and whether there is
 // one; if not, the index a window starting at t would take.
 func (f *fixed) find(t int64) (int, bool) {
 	if !f.anchored {
-		return slices.BinarySearchFunc(f.windows, floorDiv(t, f.per)*f.per, byStart)
+		return lookup(f.windows, floorDiv(t, f.per)*f.per)
 	}
 	// The last window starting at or before t, if t is inside it.
-	i, _ := slices.BinarySearchFunc(f.windows, t+1, byStart)
+	i := len(f.windows)
+	for i > 0 && f.windows[i-1].start > t {
+		i--
+	}
 	if i > 0 && t < f.windows[i-1].start+f.per {
 		return i - 1, true
 	}
@@ -317,6 +333,12 @@ func (l *slidingLog) live(t int64) int {
 func (l *slidingLog) admits(t int64, n int) bool { return l.live(t)+n <= l.n }
 
 func (l *slidingLog) admit(t int64, n int) {
+	if len(l.at) == 0 || l.at[len(l.at)-1] <= t {
+		for range n {
+			l.at = append(l.at, t)
+		}
+		return
+	}
 	i, _ := slices.BinarySearch(l.at, t+1)
 	for range n {
 		l.at = slices.Insert(l.at, i, t)
@@ -344,7 +366,7 @@ type counter struct {
 }
 
 func (c *counter) countOf(start int64) int64 {
-	if i, ok := slices.BinarySearchFunc(c.windows, start, byStart); ok {
+	if i, ok := lookup(c.windows, start); ok {
 		return c.windows[i].count
 	}
 	return 0
@@ -387,7 +409,7 @@ func (c *counter) admit(t int64, n int) {
 		c.origin, c.started = t, true
 	}
 	start := c.grid(t)
-	i, ok := slices.BinarySearchFunc(c.windows, start, byStart)
+	i, ok := lookup(c.windows, start)
 	if !ok {
 		c.windows = slices.Insert(c.windows, i, window{start: start})
 	}

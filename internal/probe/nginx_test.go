@@ -156,7 +156,7 @@ func TestProbeNginx(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := Config{Target: tt.target, Policy: tt.policy, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000}
+			c := Config{Target: tt.target, Policy: tt.policy, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
 			r, err := Run(context.Background(), c, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -169,7 +169,7 @@ func TestProbeNginx(t *testing.T) {
 			if r.Concurrency.OverAdmits() || !r.Keys.Isolated || r.Keys.Keyless != tt.keyless {
 				t.Errorf("concurrency %+v, keys %+v: want no over-admission, isolated, keyless %q", r.Concurrency, r.Keys, tt.keyless)
 			}
-			if r.RetryAfter.Header != "" || len(r.Headers.OnRefused) != 0 {
+			if r.RetryAfter[0].Header != "" || len(r.Headers.OnRefused) != 0 {
 				t.Errorf("Retry-After %+v, fields on refusal %v: nginx sends none", r.RetryAfter, r.Headers.OnRefused)
 			}
 		})

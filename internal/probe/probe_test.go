@@ -106,6 +106,7 @@ func probeServe(t *testing.T, cfg server.Config) {
 		Timeout:     2 * time.Second,
 		MaxRequests: 2000,
 		MaxRate:     1000,
+		MaxTime:     2 * time.Minute,
 	}
 	name := string(a) + " in " + cfg.Backend
 	r, err := Run(context.Background(), c, nil)
@@ -121,8 +122,10 @@ func probeServe(t *testing.T, cfg server.Config) {
 	if r.Concurrency.OverAdmits() || r.Concurrency.Admitted == 0 || r.Concurrency.Undecided != 0 {
 		t.Errorf("%s: concurrency %+v: want at most what the policy allows admitted, and every request decided", name, r.Concurrency)
 	}
-	if r.RetryAfter.Verdict != "honest" && r.RetryAfter.Verdict != "longer than needed: admitted at 80% of it" {
-		t.Errorf("%s: Retry-After: %+v", name, r.RetryAfter)
+	for _, ra := range r.RetryAfter {
+		if ra.Verdict != "honest" && ra.Verdict != "longer than needed: admitted at 80% of it" {
+			t.Errorf("%s: Retry-After: %+v", name, ra)
+		}
 	}
 	if r.Undecided != 0 {
 		t.Errorf("%s: %d requests undecided", name, r.Undecided)
@@ -186,7 +189,7 @@ func TestProbeCatchesLostUpdates(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(&racy{counts: map[string]int{}, n: 10})
 	defer srv.Close()
-	c := Config{Target: Target{URL: srv.URL, Key: Key{Kind: "header", Name: "X-User"}}, Policy: limiters.PerSecond(10), Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000}
+	c := Config{Target: Target{URL: srv.URL, Key: Key{Kind: "header", Name: "X-User"}}, Policy: limiters.PerSecond(10), Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
 	r, err := Run(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +218,7 @@ func TestProbeFindsTheBurst(t *testing.T) {
 	if url == "" {
 		return
 	}
-	c := Config{Target: Target{URL: url, Key: Key{Kind: "header", Name: "X-User"}}, Policy: limiters.PerSecond(10), Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000}
+	c := Config{Target: Target{URL: url, Key: Key{Kind: "header", Name: "X-User"}}, Policy: limiters.PerSecond(10), Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
 	r, err := Run(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +255,7 @@ func TestProbeCalibrates(t *testing.T) {
 			if url == "" {
 				return
 			}
-			c := Config{Target: Target{URL: url, Key: Key{Kind: "header", Name: "X-User"}}, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000}
+			c := Config{Target: Target{URL: url, Key: Key{Kind: "header", Name: "X-User"}}, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
 			r, err := Run(context.Background(), c, nil)
 			if tt.from == "" {
 				if err == nil || !strings.Contains(err.Error(), "a quota of 5 at once") || !strings.Contains(err.Error(), "longer than the probe can settle") {
@@ -291,7 +294,7 @@ func TestProbeBySource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := Config{Target: Target{URL: url, Key: Key{Kind: "source"}, Sources: src}, Policy: limit, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000}
+	c := Config{Target: Target{URL: url, Key: Key{Kind: "source"}, Sources: src}, Policy: limit, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
 	r, err := Run(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -350,14 +353,14 @@ func TestProbeCatchesALyingRetryAfter(t *testing.T) {
 	srv := httptest.NewServer(&liar{counts: map[string]int{}, n: 10})
 	defer srv.Close()
 	policy := limiters.PerSecond(10)
-	c := Config{Target: Target{URL: srv.URL, Key: Key{Kind: "header", Name: "X-User"}}, Policy: policy, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000}
+	c := Config{Target: Target{URL: srv.URL, Key: Key{Kind: "header", Name: "X-User"}}, Policy: policy, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
 	r, err := Run(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("fit %+v; Retry-After %+v", r.Fit[0], r.RetryAfter)
-	if !strings.HasPrefix(r.RetryAfter.Verdict, "lies") || r.RetryAfter.Header != "Retry-After" || r.RetryAfter.Advertised != 0 {
-		t.Errorf("Retry-After %+v: the lie was not caught", r.RetryAfter)
+	if ra := r.RetryAfter[0]; !ra.Lies() || ra.Header != "Retry-After" || ra.Advertised != 0 {
+		t.Errorf("Retry-After %+v: the lie was not caught", ra)
 	}
 	if s := strings.Join(r.Strays(Expect{Algorithm: limiters.FixedWindow, Limit: policy, Tolerance: 0.02}), "\n"); !strings.Contains(s, "Retry-After: lies") {
 		t.Errorf("strays %q: want the Retry-After named", s)
@@ -378,7 +381,7 @@ func TestProbeStopped(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
-	c := Config{Target: Target{URL: url, Key: Key{Kind: "header", Name: "X-User"}}, Policy: limit, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000}
+	c := Config{Target: Target{URL: url, Key: Key{Kind: "header", Name: "X-User"}}, Policy: limit, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
 	r, err := Run(ctx, c, nil)
 	if !errors.Is(err, context.DeadlineExceeded) || r == nil || len(r.Fit) == 0 || r.Fit[0].Decisions == 0 || r.Fit[0].Decisions >= 418 {
 		t.Fatalf("stopped after 4s: %v, %+v: want the error, and a fit of part of the 418 decisions", err, r)

@@ -129,17 +129,46 @@ func firstFailure(answers []Answer) string {
 // keeps it: a target ignores a query parameter it does not know.
 const seqParam = "ratelab-probe"
 
+// exchange is how a probe talks to its target: the clock it plans by, and
+// a way to send a plan. The wire sends over HTTP; the tests' simulated
+// targets decide in simulated time.
+type exchange interface {
+	now() time.Time
+	// send sends plan, each request at its time after start (a zero start
+	// is now), and returns the answers in the plan's order, each request
+	// answered or not. stop, if not nil, is told each answer as it comes;
+	// when it returns false, what is not yet sent is not sent.
+	send(ctx context.Context, plan []Request, start time.Time, stop func(Answer) bool) ([]Answer, error)
+}
+
+// wire is the exchange over HTTP with a target.
+type wire struct {
+	target  Target
+	timeout time.Duration
+}
+
+func (w wire) now() time.Time { return time.Now() }
+
+func (w wire) send(ctx context.Context, plan []Request, start time.Time, stop func(Answer) bool) ([]Answer, error) {
+	return Send(ctx, w.target, plan, start, w.timeout, stop)
+}
+
 // Send sends plan to t, each request at its time after start (vegeta's
 // attacker, paced by the plan; a zero start is now), and returns the
-// answers in the plan's order. It
-// never retries a request. Cancelling ctx stops it; what was answered
-// by then is returned with ctx's error.
-func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeout time.Duration) ([]Answer, error) {
+// answers in the plan's order, those answered or failed (a request not
+// sent has none). It never retries a request. Cancelling ctx stops it;
+// what was answered by then is returned with ctx's error. stop, if not
+// nil, is told each answer as it comes, and stops the plan when it
+// returns false.
+func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeout time.Duration, stop func(Answer) bool) ([]Answer, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
 	if !slices.IsSortedFunc(plan, func(a, b Request) int { return int(a.At - b.At) }) {
 		return nil, errors.New("probe: a plan's requests go in the order they are sent")
+	}
+	if len(plan) == 0 {
+		return nil, nil
 	}
 	urls, sources, err := addresses(t, plan)
 	if err != nil {
@@ -166,10 +195,8 @@ func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeou
 	a, done := attacker(t, len(plan), timeout)
 	defer done()
 	answers := make([]Answer, len(plan))
-	got, received, decided := 0, 0, 0
-	if len(plan) == 0 {
-		return nil, nil
-	}
+	seen := make([]bool, len(plan))
+	received, decided := 0, 0
 	delay := max(time.Until(start), 0)
 	paced := make(schedule, len(plan))
 	for i, r := range plan {
@@ -177,24 +204,36 @@ func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeou
 	}
 	began := time.Now()
 	results := a.Attack(lockedTargeter(targeter), paced, paced[len(paced)-1].At+timeout+time.Second, "probe")
+	got := func() []Answer {
+		out := make([]Answer, 0, received)
+		for i, ok := range seen {
+			if ok {
+				out = append(out, answers[i])
+			}
+		}
+		return out
+	}
+	halt := func() {
+		a.Stop()
+		for range results { // drain: vegeta closes it once its workers end
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			a.Stop()
-			for range results { // drain: vegeta closes it once its workers end
-			}
-			return answers[:got], ctx.Err()
+			halt()
+			return got(), ctx.Err()
 		case res, ok := <-results:
 			if !ok {
-				return answers, nil
+				return got(), nil
 			}
 			i, err := seqOf(res.URL)
-			if err != nil {
+			if err != nil || i < 0 || i >= len(plan) {
 				continue
 			}
 			answers[i] = answerOf(t, plan[i], res)
 			answers[i].Intended = began.Add(paced[i].At)
-			got = max(got, i+1)
+			seen[i] = true
 			received++
 			if answers[i].Decided() {
 				decided++
@@ -202,10 +241,13 @@ func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeou
 			if received >= deadAfter && decided == 0 {
 				// Nothing behind the URL decides: stop, rather than send
 				// the rest of the plan to a target that only fails.
-				a.Stop()
-				for range results {
-				}
-				return answers[:got], fmt.Errorf("%w: the first %d answers were all errors or 5xx (%s)", ErrNotDeciding, received, firstFailure(answers[:got]))
+				halt()
+				out := got()
+				return out, fmt.Errorf("%w: the first %d answers were all errors or 5xx (%s)", ErrNotDeciding, received, firstFailure(out))
+			}
+			if stop != nil && !stop(answers[i]) {
+				halt()
+				return got(), nil
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"fmt"
+	"net/url"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -46,6 +47,24 @@ func ParseSources(s string) (*Sources, error) {
 	// the target the same addresses for their fresh keys first.
 	src.next = rand.IntN(len(src.addrs))
 	return src, nil
+}
+
+// DefaultSources returns the addresses a probe keyed by source sends from
+// when --source is not given: on a loopback target, 127.0.0.2 to
+// 127.0.0.254 (on Linux every 127/8 address is the loopback's, and
+// 127.0.0.1 is the one other clients use), and what it chose; elsewhere
+// none that could work is known.
+func DefaultSources(target string) (*Sources, string, error) {
+	u, err := url.Parse(target)
+	if err == nil {
+		host := u.Hostname()
+		if a, err := netip.ParseAddr(host); (err == nil && a.Is4() && a.IsLoopback()) || host == "localhost" {
+			const loopback = "127.0.0.2-127.0.0.254"
+			src, err := ParseSources(loopback)
+			return src, loopback + ", one address a user (the target is on loopback)", err
+		}
+	}
+	return nil, "", fmt.Errorf("probe: --key source needs --source, the addresses users send from, each its own: the target %q is not on loopback, and which addresses of this host reach it is for you to say", target)
 }
 
 // addr returns the address user key sends from, giving it the next free

@@ -52,8 +52,8 @@ func latencyOf(ds []time.Duration) Latency {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // timingOf summarises all, every answer of the probe, and the
-// fingerprint's own, sent to the plan fp.
-func timingOf(all, fingerprint []Answer, fp []Request) Timing {
+// fingerprint's own.
+func timingOf(all, fingerprint []Answer) Timing {
 	var admitted, refused, late []time.Duration
 	for _, a := range all {
 		if !a.Intended.IsZero() && !a.Sent.IsZero() {
@@ -68,10 +68,21 @@ func timingOf(all, fingerprint []Answer, fp []Request) Timing {
 		}
 	}
 	t := Timing{Admitted: latencyOf(admitted), Refused: latencyOf(refused), Late: latencyOf(late)}
-	if n := len(fp); n > 1 && fp[n-1].At > fp[0].At {
-		t.AskedRate = float64(n-1) / (fp[n-1].At - fp[0].At).Seconds()
+	var first, last, asked0, asked1 time.Time
+	for _, a := range fingerprint {
+		if a.Intended.IsZero() {
+			continue
+		}
+		if asked0.IsZero() || a.Intended.Before(asked0) {
+			asked0 = a.Intended
+		}
+		if a.Intended.After(asked1) {
+			asked1 = a.Intended
+		}
 	}
-	var first, last time.Time
+	if span := asked1.Sub(asked0); span > 0 {
+		t.AskedRate = float64(len(fingerprint)-1) / span.Seconds()
+	}
 	for _, a := range fingerprint {
 		if a.Sent.IsZero() {
 			continue

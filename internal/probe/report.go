@@ -1,0 +1,231 @@
+package probe
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+)
+
+// Report is what a probe found: probe.json, and the lab's rows of it
+// (File).
+type Report struct {
+	Schema   int       `json:"schema"`
+	Target   string    `json:"target"`
+	Key      string    `json:"key"`
+	Start    time.Time `json:"start"`
+	Elapsed  float64   `json:"elapsed_s"`
+	Requests int       `json:"requests"`
+	// Undecided are the requests answered with a 5xx or not at all.
+	Undecided int `json:"undecided"`
+	// Claims are what the target's fields declare.
+	Claims Claims `json:"claims"`
+	// Calibration is what was measured before planning.
+	Calibration Calibration `json:"calibration"`
+	// Verdict is the answer: the model that explains the target, or that
+	// none of the six does.
+	Verdict Verdict `json:"verdict"`
+	// Fit is the best explanation of each family, best first.
+	Fit []Fit `json:"fit"`
+	// Asked are the rounds of experiments sent to tell models apart.
+	Asked []Round `json:"asked,omitempty"`
+	// Policy is the limit the accuracy and checks were judged against:
+	// the verdict's, else --policy's, else the one declared.
+	Policy string `json:"policy"`
+	// Accuracy is each of the fingerprint's workloads judged against the
+	// policy, as the lab judges its limiters.
+	Accuracy    []Accuracy   `json:"accuracy"`
+	Concurrency Concurrency  `json:"concurrency"`
+	Remaining   Remaining    `json:"remaining"`
+	RetryAfter  []RetryAfter `json:"retry_after"`
+	Keys        Keys         `json:"keys"`
+	Headers     Headers      `json:"headers"`
+	Timing      Timing       `json:"timing"`
+
+	all      []Answer // every answer, for Timing
+	fp       []Answer // the fingerprint's answers, on keys prefix+part
+	prefix   string
+	interval time.Duration // the refill interval the plans were made for
+	judged   Model         // what the accuracy was judged against
+}
+
+// ReportSchema is the version of probe.json. Schema 3 added the verdict,
+// the claims, the rounds asked, the remaining check and a Retry-After
+// check per way of spending; 2 the accuracy, fields, timing and
+// calibration.
+const ReportSchema = 3
+
+// NoLimit is the fit's algorithm when the target refused none of the
+// probe's requests.
+const NoLimit limiters.Algorithm = "none"
+
+// Verdict is the probe's answer.
+type Verdict struct {
+	// Named: the best model explains at least 99% of the decisions, and
+	// is the answer; when not, none of the six explains the target and
+	// the best is shown as such.
+	Named     bool    `json:"named"`
+	Model     string  `json:"model,omitempty"`
+	Explained int     `json:"explained"`
+	Decisions int     `json:"decisions"`
+	Share     float64 `json:"share"`
+	// Text is the answer in a sentence.
+	Text string `json:"text"`
+	// Declared compares the claims (or --policy) with the behaviour:
+	// "declares 20/11s; behaves as sliding-log 20/10s", or "" when they
+	// agree or nothing was declared.
+	Declared string `json:"declared,omitempty"`
+	// Unresolved are models that explain as much and that the probe could
+	// not tell from the answer, each with why.
+	Unresolved []string `json:"unresolved,omitempty"`
+}
+
+// explainedEnough is the share of decisions a model must explain to be
+// named.
+const explainedEnough = 0.99
+
+// Fit is one family's best explanation of every decision the probe saw.
+type Fit struct {
+	Algorithm limiters.Algorithm `json:"algorithm"`
+	Limit     string             `json:"limit"`
+	// Variants names how the model differs from its algorithm's exact,
+	// epoch-aligned form.
+	Variants      []string `json:"variants,omitempty"`
+	Anchored      bool     `json:"anchored,omitempty"`
+	CountsRefused bool     `json:"counts_refused,omitempty"`
+	Explained     int      `json:"explained"`
+	Decisions     int      `json:"decisions"`
+	Share         float64  `json:"share"`
+	// Wrong are the first decisions it does not explain.
+	Wrong []string `json:"wrong,omitempty"`
+}
+
+// Round is one round of experiments: what each asked, and the requests.
+type Round struct {
+	Asked    []string `json:"asked"`
+	Requests int      `json:"requests"`
+}
+
+// conclude reads the verdict off s, the last fit, and returns the model
+// named (zero when none is).
+func (p *prober) conclude(s *search) Model {
+	r := p.r
+	best := s.best()
+	keys := byKey(p.obs)
+	r.Fit = nil
+	for _, e := range best {
+		f := Fit{Algorithm: e.Model.Algorithm, Limit: e.Model.Limit.String(), Variants: e.Model.variants(), Anchored: e.Model.Anchored,
+			CountsRefused: e.Model.CountsRefused, Explained: e.Explained, Decisions: e.Decisions, Share: e.Share()}
+		f.Wrong = wrongOf(keys, e.Model, r.Start, 5)
+		r.Fit = append(r.Fit, f)
+	}
+	top := best[0]
+	v := &r.Verdict
+	v.Model, v.Explained, v.Decisions, v.Share = top.Model.String(), top.Explained, top.Decisions, top.Share()
+	if top.Share() < explainedEnough {
+		v.Text = fmt.Sprintf("none of the six explains it: the best, %s, explains %.1f%% of %d decisions", top.Model, 100*top.Share(), top.Decisions)
+		p.say("%s", v.Text)
+		return Model{}
+	}
+	v.Named = true
+	v.Text = fmt.Sprintf("%s: %.1f%% of %d decisions", describe(top.Model), 100*top.Share(), top.Decisions)
+	v.Declared = declaredAgainst(p.c.Policy, r.Claims, top.Model)
+	v.Unresolved = p.unresolved(s, top.Model)
+	p.say("behaves as %s", v.Text)
+	return top.Model
+}
+
+// describe names a model for a person: the family (the three buckets as
+// one), the limit, the variants.
+func describe(m Model) string {
+	name := string(m.Algorithm)
+	if m.Algorithm.IsBucket() {
+		name = "bucket (token bucket, leaky bucket, GCRA)"
+	}
+	return strings.Join(append([]string{name + " " + m.Limit.String()}, m.variants()...), ", ")
+}
+
+// unresolved returns the models that explain as much as the best and
+// differ from it (another family, or a rate or quota off by more than
+// 2%), each with why the probe could not tell them apart.
+func (p *prober) unresolved(s *search, best Model) []string {
+	others := contenders(s, explainedEnough, 40)
+	d := designer{u: max(p.lat+p.late, time.Millisecond), start: p.x.now(), most: 4*best.Limit.Window() + 2*time.Second}
+	pool := d.pool(others)
+	var out []string
+	for _, m := range others {
+		if m == best || !differs(m, best) {
+			continue
+		}
+		why := "the requests the probe could plan within its budget would not tell them apart"
+		if d.separable(best, m, pool) {
+			why = "told apart by requests the budget did not leave room for"
+		}
+		out = append(out, fmt.Sprintf("%s: %s", m, why))
+		if len(out) == 5 {
+			break
+		}
+	}
+	return out
+}
+
+// differs reports whether a and b are different answers: another
+// family, another quota, or a rate more than 2% off.
+func differs(a, b Model) bool {
+	if a.Family() != b.Family() || a.quota() != b.quota() {
+		return true
+	}
+	ra, rb := float64(a.Limit.N)/a.Limit.Per.Seconds(), float64(b.Limit.N)/b.Limit.Per.Seconds()
+	return ra > rb*1.02 || rb > ra*1.02
+}
+
+// declaredAgainst compares what was declared (--policy, else the
+// target's fields) with m: "" when they agree.
+func declaredAgainst(given limiters.Limit, c Claims, m Model) string {
+	behaves := "behaves as " + describe(m)
+	switch {
+	case given != (limiters.Limit{}):
+		if given.Quota() != m.quota() || !near(given.Window(), m.Limit.Window(), 0.02) {
+			return fmt.Sprintf("given %s with --policy; %s", given, behaves)
+		}
+	case c.Policy.N > 0:
+		w, lo := c.Policy.Window(), c.Policy.Window()
+		if c.PolicyFrom != "RateLimit-Policy" {
+			lo = w - time.Second // a reset in whole seconds, rounded up
+		}
+		fw := m.Limit.Window()
+		if c.Policy.Quota() != m.quota() || (c.Policy.Per > 0 && (fw < lo*98/100 || fw > w*102/100)) {
+			return fmt.Sprintf("declares %s; %s", c.PolicyText, behaves)
+		}
+	}
+	return ""
+}
+
+// wrongOf describes the first most decisions m does not explain, at
+// seconds from start.
+func wrongOf(keys [][]Observation, m Model, start time.Time, most int) []string {
+	var out []string
+	follow(keys, m, func(o Observation, ok bool) bool {
+		if !ok {
+			what := "refused, where it admits"
+			if o.Admitted {
+				what = "admitted, where it refuses"
+			}
+			out = append(out, fmt.Sprintf("%s at +%.3fs on %s", what, o.Sent.Sub(start).Seconds(), shortKey(o.Key)))
+		}
+		return len(out) < most
+	})
+	return out
+}
+
+// shortKey is a probe's key without the probe's prefix: "burst",
+// "ask-12".
+func shortKey(k string) string {
+	if rest, ok := strings.CutPrefix(k, "ratelab-probe-"); ok {
+		if _, after, ok := strings.Cut(rest, "-"); ok {
+			return after
+		}
+	}
+	return k
+}

@@ -1,0 +1,312 @@
+package probe
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+)
+
+// families are the four policies a fit tells apart, each by the
+// algorithm its models decide as: the three buckets are one policy, and
+// decide as GCRA.
+var families = []limiters.Algorithm{limiters.FixedWindow, limiters.SlidingLog, limiters.SlidingCounter, limiters.GCRA}
+
+// span is a range of durations the fit searches: a window's length, or a
+// bucket's refill interval.
+type span struct{ lo, hi time.Duration }
+
+func (s span) ok() bool { return s.lo > 0 && s.hi >= s.lo }
+
+// widen returns s stretched by f either way.
+func (s span) widen(f float64) span {
+	return span{time.Duration(float64(s.lo) / f), time.Duration(float64(s.hi) * f)}
+}
+
+// guess is where a fit looks: the quotas (a window's N, a bucket's
+// capacity) and the times (a window's length, a bucket's refill
+// interval) that what the probe measured and what the target declared
+// point to.
+type guess struct {
+	quotas    []int
+	windows   span
+	intervals span
+	// window and interval are the likeliest of each.
+	window, interval time.Duration
+}
+
+// search is a fit's result: every model it explained the decisions with,
+// and how many it explained.
+type search struct {
+	decisions int
+	tried     []Explained
+}
+
+// best returns the best explanation of each family, best first.
+func (s *search) best() []Explained {
+	ranked := slices.Clone(s.tried)
+	slices.SortStableFunc(ranked, better)
+	return Best(ranked)
+}
+
+// within returns the models that explain at least share of the
+// decisions, best first.
+func (s *search) within(share float64) []Explained {
+	var out []Explained
+	for _, e := range s.tried {
+		if e.Decisions > 0 && e.Share() >= share-1e-9 {
+			out = append(out, e)
+		}
+	}
+	slices.SortStableFunc(out, better)
+	return out
+}
+
+// better orders explanations best first: the most decisions explained,
+// then the plainer model (fewer variants), then the rounder limit.
+func better(a, b Explained) int {
+	return cmp.Or(
+		cmp.Compare(b.Explained, a.Explained),
+		cmp.Compare(a.Model.oddity(), b.Model.oddity()),
+		cmp.Compare(roughness(a.Model), roughness(b.Model)),
+	)
+}
+
+// Fit explains obs with the models g points to, as the probe does: a
+// first pass over each family's quotas and times at its plainest, every
+// variant at the best of those, then a finer pass around the best of
+// each. When the best explains under 99% of the decisions, it searches
+// again, wider. It returns the best explanation of each family, best
+// first, and every model it tried.
+func fit(obs []Observation, g guess) *search {
+	keys := byKey(obs)
+	s := &search{decisions: len(obs)}
+	s.pass(keys, g)
+	if b := s.best(); len(b) == 0 || b[0].Share() < 0.99 {
+		wide := guess{windows: g.windows.widen(2.5), intervals: g.intervals.widen(2.5)}
+		for _, q := range g.quotas {
+			for d := -max(q/4, 3); d <= max(q/4, 3); d++ {
+				if q+d >= 1 && !slices.Contains(wide.quotas, q+d) {
+					wide.quotas = append(wide.quotas, q+d)
+				}
+			}
+		}
+		s.pass(keys, wide)
+	}
+	return s
+}
+
+// pass is one search of g: coarse, then the variants, then fine.
+func (s *search) pass(keys [][]Observation, g guess) {
+	n := s.decisions
+	seen := map[Model]bool{}
+	for _, e := range s.tried {
+		seen[e.Model] = true
+	}
+	try := func(m Model, wrong int) (Explained, bool) {
+		if seen[m] || !plausible(m) || m.Validate() != nil {
+			return Explained{}, false
+		}
+		seen[m] = true
+		got, all := explain(keys, m, wrong)
+		if !all {
+			return Explained{}, false
+		}
+		e := Explained{Model: m, Explained: got, Decisions: n}
+		s.tried = append(s.tried, e)
+		return e, true
+	}
+	quotas := spread(g.quotas)
+	for _, a := range families {
+		times := grid(g.windows, a, 0.02)
+		if a.IsBucket() {
+			times = grid(g.intervals, a, 0.02)
+		}
+		// Coarse: the plain variants at every quota and time, giving up
+		// on a model once it has missed a quarter of the decisions; if
+		// none explains that much, every variant; if still none, the
+		// plain ones all the way, for the best there is.
+		var coarse []Explained
+		for _, round := range []struct {
+			all   bool
+			wrong int
+		}{{true, n / 10}, {true, n / 4}, {false, n}} {
+			for _, v := range Variants(a) {
+				if !round.all && (v.oddity() > 1 || v.CountsRefused || v.Seconds) {
+					continue // the plain forms, and the anchored windows
+				}
+				for _, q := range quotas {
+					for _, t := range times {
+						if e, ok := try(v.with(q, t), round.wrong); ok {
+							coarse = append(coarse, e)
+						}
+					}
+				}
+			}
+			if len(coarse) > 0 {
+				break
+			}
+			clear(seen)
+			for _, e := range s.tried {
+				seen[e.Model] = true
+			}
+		}
+		slices.SortStableFunc(coarse, better)
+		// Every variant at the best few quotas and times.
+		var varied []Explained
+		for _, c := range coarse[:min(len(coarse), 4)] {
+			varied = append(varied, c)
+			q, t := c.Model.quota(), c.Model.time()
+			for _, v := range Variants(a) {
+				if e, ok := try(v.with(q, t), n-c.Explained+n/50); ok {
+					varied = append(varied, e)
+				}
+			}
+		}
+		slices.SortStableFunc(varied, better)
+		// Fine: the best three, each at quotas one off and times within
+		// 5% in steps of 0.2%.
+		for _, c := range varied[:min(len(varied), 3)] {
+			q, t := c.Model.quota(), c.Model.time()
+			fine := grid(span{t * 95 / 100, t * 105 / 100}, a, 0.002)
+			for _, dq := range []int{0, -1, 1} {
+				for _, ft := range fine {
+					try(c.Model.with(q+dq, ft), n-c.Explained+n/100)
+				}
+			}
+		}
+	}
+}
+
+// spread returns qs and the quotas one and two off each.
+func spread(qs []int) []int {
+	var out []int
+	for _, q := range qs {
+		for _, d := range []int{0, -1, 1, -2, 2} {
+			if q+d >= 1 && !slices.Contains(out, q+d) {
+				out = append(out, q+d)
+			}
+		}
+	}
+	return out
+}
+
+// with returns m at quota q and time t: a window's N and length, a
+// bucket's capacity and refill interval.
+func (m Model) with(q int, t time.Duration) Model {
+	if m.Algorithm.IsBucket() {
+		m.Limit = bucketLimit(q, t)
+	} else {
+		m.Limit = limiters.Limit{N: q, Per: t}
+	}
+	return m
+}
+
+// quota is m's N, or a bucket's capacity.
+func (m Model) quota() int { return m.Limit.Quota() }
+
+// time is m's window, or a bucket's refill interval.
+func (m Model) time() time.Duration {
+	if m.Algorithm.IsBucket() {
+		return m.Limit.Interval()
+	}
+	return m.Limit.Per
+}
+
+// bucketLimit is the limit of a bucket of capacity c refilled every t,
+// written as people write rates: 10/s rather than 1/100ms where a second,
+// a minute or an hour holds a whole number of refills.
+func bucketLimit(c int, t time.Duration) limiters.Limit {
+	for _, u := range []time.Duration{time.Second, time.Minute, time.Hour} {
+		if t <= u && u%t == 0 {
+			return limiters.Limit{N: int(u / t), Per: u, Burst: c}
+		}
+	}
+	return limiters.Limit{N: 1, Per: t, Burst: c}
+}
+
+// grid returns the times of s a fit tries for algorithm a: the round ones
+// first (whole minutes, seconds, tenths and hundredths of a second, or
+// for a bucket whole rates a second, a minute and an hour), then steps of
+// step, relatively, across s. Epoch-aligned windows only make sense at
+// round lengths: a fixed window or a counter tries only those (and its
+// anchored variants everything).
+func grid(s span, a limiters.Algorithm, step float64) []time.Duration {
+	if !s.ok() {
+		return nil
+	}
+	var out []time.Duration
+	add := func(d time.Duration) {
+		if d >= s.lo && d <= s.hi && d > 0 && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	if a.IsBucket() {
+		for _, u := range []time.Duration{time.Second, time.Minute, time.Hour} {
+			lo, hi := max(int64(u/s.hi), 1), int64(u/s.lo)
+			if hi-lo > 400 {
+				continue // a unit too fine for these rates: the steps cover it
+			}
+			for k := lo; k <= hi; k++ {
+				if u%time.Duration(k) == 0 {
+					add(u / time.Duration(k))
+				}
+			}
+		}
+	} else {
+		for _, u := range []time.Duration{time.Hour, time.Minute, time.Second, 100 * time.Millisecond, 10 * time.Millisecond} {
+			for k := s.lo / u; k*u <= s.hi && len(out) < 400; k++ {
+				add(k * u)
+			}
+		}
+	}
+	for d := float64(s.lo); d <= float64(s.hi); d *= 1 + step {
+		add(time.Duration(math.Round(d)))
+	}
+	return out
+}
+
+// roughness is how unround m's limit is: 0 for a whole number a second,
+// a minute or an hour (a bucket) or a window of whole minutes or seconds,
+// more for tenths, hundredths and the rest.
+func roughness(m Model) int {
+	t := m.time()
+	if m.Algorithm.IsBucket() {
+		for i, u := range []time.Duration{time.Second, time.Minute, time.Hour} {
+			if t <= u && u%t == 0 {
+				return i
+			}
+		}
+		return 4
+	}
+	for i, u := range []time.Duration{time.Minute, time.Second, 100 * time.Millisecond, 10 * time.Millisecond} {
+		if t%u == 0 {
+			return i
+		}
+	}
+	return 5
+}
+
+// plausible reports whether m is a model a limiter could be configured
+// as: windows aligned on the epoch are a whole number of tenths of a
+// second long (hundredths, under a second), and windows on a clock kept
+// in seconds a whole number of seconds. At other lengths the first fall
+// anywhere, and would fit noise; the second decide as the next whole
+// second does.
+func plausible(m Model) bool {
+	switch {
+	case m.Algorithm.IsBucket():
+		return true
+	case m.Seconds:
+		return m.Limit.Per%time.Second == 0 // a clock in seconds, a window in seconds
+	case m.Anchored:
+		return true
+	}
+	unit := 100 * time.Millisecond
+	if m.Limit.Per < time.Second {
+		unit = 10 * time.Millisecond
+	}
+	return m.Limit.Per%unit == 0
+}

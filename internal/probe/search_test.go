@@ -1,0 +1,88 @@
+package probe
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+)
+
+// observeModel has model m decide sends as a server behind a network
+// would: each request reaches it up to a millisecond after it was sent
+// (in that order, which need not be the order sent), and its answer takes
+// up to a millisecond more to come back. It is observe for the variants
+// no in-memory limiter has.
+func observeModel(rng *rand.Rand, m Model, sends []send) []Observation {
+	type arrival struct {
+		i  int
+		at time.Time
+	}
+	arrivals := make([]arrival, len(sends))
+	for i, s := range sends {
+		arrivals[i] = arrival{i, s.at.Add(time.Duration(rng.Int64N(int64(time.Millisecond))))}
+	}
+	slices.SortStableFunc(arrivals, func(a, b arrival) int { return a.at.Compare(b.at) })
+	states := map[string]state{}
+	obs := make([]Observation, len(sends))
+	for _, r := range arrivals {
+		s := sends[r.i]
+		st, ok := states[s.key]
+		if !ok {
+			st = m.newState()
+			states[s.key] = st
+		}
+		t := r.at.UnixNano()
+		admitted := st.admits(t, 1)
+		if admitted {
+			st.admit(t, 1)
+		} else {
+			st.refuse(t, 1)
+		}
+		obs[r.i] = Observation{Key: s.key, N: 1, Sent: s.at, Received: r.at.Add(time.Duration(rng.Int64N(int64(time.Millisecond)))), Admitted: admitted}
+	}
+	return obs
+}
+
+// fingerprintSends is the probe's fingerprint for limit, from t0.
+func fingerprintSends(rng *rand.Rand, limit limiters.Limit) []send {
+	var out []send
+	for _, r := range Fingerprint(rng, "", limit, t0) {
+		out = append(out, send{r.Key, t0.Add(r.At)})
+	}
+	return out
+}
+
+// The fit, given only rough quotas and times (as a calibration gives
+// them), finds each model among every family and variant: its family,
+// its variant and its limit, explaining every decision of the
+// fingerprint.
+func TestFitFindsEachVariant(t *testing.T) {
+	for _, a := range families {
+		for _, v := range Variants(a) {
+			limit := limiters.Limit{N: 20, Per: 2 * time.Second}
+			if a.IsBucket() {
+				limit = limiters.Limit{N: 10, Per: time.Second, Burst: 6}
+			}
+			m := v
+			m.Limit = limit
+			t.Run(m.String(), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(1, uint64(len(m.String()))))
+				obs := observeModel(rng, m, fingerprintSends(rng, limiters.Limit{N: limit.Quota(), Per: limit.Window()}))
+				g := guess{quotas: []int{limit.Quota() + 1}, windows: span{limit.Window() * 3 / 4, limit.Window() * 5 / 4}, intervals: span{limit.Interval() * 3 / 4, limit.Interval() * 5 / 4}}
+				s := fit(obs, g)
+				best := s.best()
+				var lines []string
+				for _, e := range best {
+					lines = append(lines, fmt.Sprintf("%s: %.1f%%", e.Model, 100*e.Share()))
+				}
+				t.Logf("%d models tried; %v", len(s.tried), lines)
+				if got := best[0]; got.Share() < 1 || got.Model.Family() != m.Family() || got.Model.Limit != m.Limit {
+					t.Errorf("best %s (%.1f%%), want %s explaining all", got.Model, 100*got.Share(), m)
+				}
+			})
+		}
+	}
+}

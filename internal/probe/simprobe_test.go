@@ -1,0 +1,102 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+)
+
+// simCase is a target the probe is run against in simulated time.
+type simCase struct {
+	m      Model
+	budget time.Duration // the most the probe may take
+}
+
+func simCases() []simCase {
+	w := func(a limiters.Algorithm, n int, per time.Duration) Model {
+		return Model{Algorithm: a, Limit: limiters.Limit{N: n, Per: per}}
+	}
+	b := func(n int, per time.Duration, burst int) Model {
+		return Model{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: n, Per: per, Burst: burst}}
+	}
+	with := func(m Model, f func(*Model)) Model { f(&m); return m }
+	return []simCase{
+		{w(limiters.FixedWindow, 20, 2*time.Second), 60 * time.Second},
+		{with(w(limiters.FixedWindow, 20, 10*time.Second), func(m *Model) { m.Anchored = true }), 120 * time.Second},
+		{with(w(limiters.FixedWindow, 20, 10*time.Second), func(m *Model) { m.Anchored, m.CountsRefused, m.Restarts = true, true, true }), 120 * time.Second},
+		{w(limiters.SlidingLog, 20, 2*time.Second), 60 * time.Second},
+		{with(w(limiters.SlidingLog, 20, 10*time.Second), func(m *Model) { m.CountsRefused = true }), 120 * time.Second},
+		{with(w(limiters.SlidingLog, 20, 10*time.Second), func(m *Model) { m.Seconds = true }), 120 * time.Second},
+		{w(limiters.SlidingCounter, 20, 2*time.Second), 60 * time.Second},
+		{with(w(limiters.SlidingCounter, 30, 10*time.Second), func(m *Model) { m.Rounding = Rounded }), 120 * time.Second},
+		{with(w(limiters.SlidingCounter, 30, 10*time.Second), func(m *Model) { m.Seconds = true }), 120 * time.Second},
+		{b(10, time.Second, 6), 60 * time.Second},
+		{b(1, time.Second, 1), 60 * time.Second},
+		{b(10, time.Second, 1), 60 * time.Second},
+		{b(10, time.Second, 20), 60 * time.Second},
+	}
+}
+
+// The probe, with no policy given, names each simulated target: its
+// family, its quota, its rate within 2%, and a model that decides as it
+// does; within the budget of requests and of time.
+func TestProbeSimulated(t *testing.T) {
+	for _, tt := range simCases() {
+		t.Run(tt.m.String(), func(t *testing.T) {
+			t.Parallel()
+			sim := simulate(tt.m, 1, time.Millisecond)
+			c := Config{Target: Target{URL: "http://sim/", Key: Key{Kind: "header", Name: "X-User"}}, Seed: 1, Timeout: time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
+			var log []string
+			r, err := run(context.Background(), c, sim, func(s string) { log = append(log, s) })
+			for _, l := range log {
+				t.Log(l)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := r.Verdict
+			t.Logf("%d requests in %.1fs: %s", r.Requests, r.Elapsed, v.Text)
+			for _, f := range r.Fit {
+				t.Logf("  %s %s %v: %.1f%% %v", f.Algorithm, f.Limit, f.Variants, 100*f.Share, f.Wrong)
+			}
+			for _, u := range v.Unresolved {
+				t.Logf("  unresolved: %s", u)
+			}
+			if !v.Named {
+				t.Fatalf("no model named: %s", v.Text)
+			}
+			got, err := parseModel(r.Fit[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Family() != tt.m.Family() || got.quota() != tt.m.quota() || differs(got, tt.m) {
+				t.Errorf("named %s, want %s", got, tt.m)
+			}
+			if a := agreement(got, tt.m, 1); a < 0.995 {
+				t.Errorf("named %s, which decides as %s on %.1f%% of random traffic", got, tt.m, 100*a)
+			}
+			if r.Requests > 2000 || r.Elapsed > tt.budget.Seconds() {
+				t.Errorf("%d requests in %.1fs, want within 2000 and %v", r.Requests, r.Elapsed, tt.budget)
+			}
+		})
+	}
+}
+
+// parseModel reads a fit back into a model.
+func parseModel(f Fit) (Model, error) {
+	l, err := limiters.ParseLimit(f.Limit)
+	if err != nil {
+		return Model{}, err
+	}
+	m := Model{Algorithm: f.Algorithm, Limit: l}
+	for _, v := range Variants(f.Algorithm) {
+		v.Limit = l
+		if fmt.Sprint(v.variants()) == fmt.Sprint(f.Variants) {
+			return v, nil
+		}
+	}
+	return m, fmt.Errorf("no variant of %s named %v", f.Algorithm, f.Variants)
+}
