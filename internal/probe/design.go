@@ -129,7 +129,7 @@ func (d designer) pool(models []Model) []experiment {
 	for _, w := range times {
 		if w/2 < d.most/3 && q > 1 {
 			at := append(burst(lead, q/2), burst(lead.Add(w/2), q-q/2+1)...)
-			open(fmt.Sprintf("%d at once, %d more %v later", q/2, q-q/2+1, (w / 2).Round(time.Millisecond)), at)
+			open(fmt.Sprintf("%d at once, %d more %v later", q/2, q-q/2+1, (w/2).Round(time.Millisecond)), at)
 		}
 		if w < d.most/3 {
 			// Spent, then pressed for a window at twice the rate.

@@ -2,11 +2,11 @@ package probe
 
 import (
 	"fmt"
-	"net/url"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
