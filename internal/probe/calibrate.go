@@ -64,25 +64,30 @@ func (p *prober) calibrate(ctx context.Context, first Answer, claimed int) (cal 
 	cal.Quota = q
 	p.say("calibration: a fresh key got %d back to back; now how a spent key comes back", q)
 	deadline := p.x.now().Add(p.c.MaxTime / 2)
-	pressed, quiet := first.Key, p.prefix+"quiet"
-	spend := make([]Request, q+2)
-	for i := range spend {
-		spend[i] = Request{Key: quiet, At: time.Duration(i) * 100 * time.Microsecond}
+	pressed, quiet := first.Key, [2]string{p.key("quiet"), p.key("quiet")}
+	var spend []Request
+	for i := range q + 2 {
+		for _, k := range quiet {
+			spend = append(spend, Request{Key: k, At: time.Duration(i) * 100 * time.Microsecond})
+		}
 	}
 	got, err := p.send(ctx, spend, time.Time{}, nil)
 	if err != nil {
 		return cal, err
 	}
 	spent := p.x.now()
-	if n := admittedOf(got); n != q {
-		p.say("calibration: a second fresh key got %d back to back, not %d", n, q)
-		q = max(q, n)
+	if n := admittedOf(got); n != 2*q {
+		p.say("calibration: two more fresh keys got %d back to back, not %d each", n, q)
+		q = max(q, (n+1)/2)
 	}
 	var admits []time.Time // the pressed key's admissions, in order sent
 	var runs [][2]int      // the pressed key's runs of admissions: first and last index into admits
 	prevAdmitted := false
+	// The quiet keys' requests after growing silences, the second's
+	// silences longer by √2 than the first's: the first admitted says
+	// when a silent key comes back, to within a factor of √2.
 	quietAt, quietBefore := time.Duration(0), time.Duration(0)
-	lastQuiet := time.Duration(0)
+	lastQuiet := map[string]time.Duration{}
 	done := func() bool {
 		switch {
 		case len(runs) >= 6 && !windowed(runs, q):
@@ -109,12 +114,12 @@ func (p *prober) calibrate(ctx context.Context, first Answer, claimed int) (cal 
 				}
 			}
 			prevAdmitted = a.Admitted
-		case quiet:
+		case quiet[0], quiet[1]:
 			at := a.Sent.Sub(spent)
 			if a.Admitted && quietAt == 0 {
-				quietAt, quietBefore = at, lastQuiet
+				quietAt, quietBefore = at, lastQuiet[a.Key]
 			}
-			lastQuiet = at
+			lastQuiet[a.Key] = at
 		}
 		return !done() && p.x.now().Before(deadline) && p.requests+1 < p.c.MaxRequests/2
 	}
@@ -152,7 +157,7 @@ func (p *prober) calibrate(ctx context.Context, first Answer, claimed int) (cal 
 	if len(admits) == 0 && quietAt == 0 {
 		waited := p.x.now().Sub(spent).Round(time.Second)
 		return cal, fmt.Errorf("calibration: a quota of %d at once, then nothing admitted again in %v, pressed or after %v of silence: the window or the refill is longer than the probe's --max-time %v lets it settle (probing a window of W takes about 6W: give --max-time, or the policy with --policy)",
-			q, waited, (lastQuiet - quietBefore).Round(time.Second), p.c.MaxTime)
+			q, waited, max(lastQuiet[quiet[0]]/2, lastQuiet[quiet[1]]-lastQuiet[quiet[1]]*100/241).Round(time.Second), p.c.MaxTime)
 	}
 	return cal, nil
 }
@@ -173,16 +178,19 @@ func windowed(runs [][2]int, quota int) bool {
 // them: pressed, sent a request every e/(2q) at e after the spending (no
 // faster than most a second): enough to keep a target that counts
 // refusals of q per any window longer than e refusing, and to see a
-// bucket that refills slower than every e; and quiet, one request after
-// silences of a quarter of a second, then half, one, two, ... seconds.
-func pressPlan(pressed, quiet string, q int, within time.Duration, most int) []Request {
+// bucket that refills slower than every e; and the quiet keys, one
+// request each after silences of a quarter of a second, then half, one,
+// two, ... seconds, the second's √2 times the first's.
+func pressPlan(pressed string, quiet [2]string, q int, within time.Duration, most int) []Request {
 	var plan []Request
 	least := time.Second / time.Duration(max(most, 1))
 	for e := 20 * time.Millisecond; e < within; e += max(e/time.Duration(2*q), least) {
 		plan = append(plan, Request{Key: pressed, At: e})
 	}
-	for s, at := 250*time.Millisecond, 250*time.Millisecond; at < within; s, at = 2*s, at+2*s {
-		plan = append(plan, Request{Key: quiet, At: at})
+	for i, first := range []time.Duration{250 * time.Millisecond, 354 * time.Millisecond} {
+		for s, at := first, first; at < within; s, at = 2*s, at+2*s {
+			plan = append(plan, Request{Key: quiet[i], At: at})
+		}
 	}
 	slices.SortStableFunc(plan, func(a, b Request) int { return int(a.At - b.At) })
 	return plan

@@ -399,7 +399,15 @@ func needed(m Model, answers []Answer, key string, refusal Answer) time.Duration
 			return 0
 		}
 	}
-	return time.Duration(firstAdmitting(st, lo, hi, 1) - lo)
+	for hi-lo > int64(time.Millisecond) {
+		mid := lo + (hi-lo)/2
+		if st.admits(mid, 1) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return time.Duration(hi - refusal.Received.UnixNano())
 }
 
 func outcome(a Answer) string {

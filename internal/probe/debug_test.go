@@ -16,11 +16,13 @@ func TestDebugSim(t *testing.T) {
 		if tt.m.String() != name {
 			continue
 		}
+		debugDesign = false
+		defer func() { debugDesign = false }()
 		sim := simulate(tt.m, 1, time.Millisecond)
 		c := Config{Target: Target{URL: "http://sim/", Key: Key{Kind: "header", Name: "X-User"}}, Seed: 1, Timeout: time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
 		p := &prober{c: c, x: sim, progress: func(s string) { t.Log(s) }, prefix: "ratelab-probe-00000000-"}
 		p.rng = nil
-		r, err := run(context.Background(), c, sim, func(s string) { t.Log(s) })
+		r, err := run(context.Background(), c, sim, func(s string) { t.Logf("%6.1fs %s", sim.clock.Sub(time.Unix(1_800_000_000, 123_456_789)).Seconds(), s) })
 		_ = p
 		if err != nil {
 			t.Fatal(err)

@@ -3,6 +3,7 @@ package probe
 import (
 	"cmp"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -36,8 +37,17 @@ type designer struct {
 // request may be decided, -1 refused at every one, 0 either way (and 0 for
 // every request after, whose state that one's outcome decides).
 func (d designer) predict(m Model, at []time.Time) []int8 {
+	out, _, _ := d.continued(m.newState(), m.newState(), at)
+	return out
+}
+
+// continued predicts at from two histories of a key: lenient, with each
+// decision recorded at the earliest instant it may have been made, and
+// strict, at the latest. It returns the predictions and the histories
+// after them, nil when a prediction was uncertain. It changes the
+// histories it is given.
+func (d designer) continued(lenient, strict state, at []time.Time) ([]int8, state, state) {
 	out := make([]int8, len(at))
-	lenient, strict := m.newState(), m.newState()
 	u := int64(d.u)
 	for i, t := range at {
 		lo := t.UnixNano()
@@ -52,10 +62,10 @@ func (d designer) predict(m Model, at []time.Time) []int8 {
 			lenient.refuse(lo, 1)
 			strict.refuse(hi, 1)
 		default:
-			return out
+			return out, nil, nil
 		}
 	}
-	return out
+	return out, lenient, strict
 }
 
 // parts returns whether a and b, two predictions of one experiment, are
@@ -69,45 +79,55 @@ func parts(a, b []int8) bool {
 	return false
 }
 
-// pool returns the experiments that may tell the models apart: after
-// each of a few openings on a fresh key (spent at once; half spent, then
-// the rest half a window later; spent and then pressed; one request), a
-// burst of one, half the quota or the quota at the instants around those
-// at which each model would let it back; and the openings themselves
-// placed to end just before an edge of each epoch-aligned model's
-// windows.
-func (d designer) pool(models []Model) []experiment {
+// pairs is a set of pairs of models, i < j, as bits.
+type pairs struct {
+	n    int
+	bits []uint64
+}
+
+func newPairs(n int) pairs { return pairs{n, make([]uint64, (n*n+63)/64)} }
+
+func (p pairs) add(i, j int)      { k := i*p.n + j; p.bits[k/64] |= 1 << (k % 64) }
+func (p pairs) has(i, j int) bool { k := i*p.n + j; return p.bits[k/64]&(1<<(k%64)) != 0 }
+
+func (p pairs) or(q pairs) {
+	for i := range p.bits {
+		p.bits[i] |= q.bits[i]
+	}
+}
+
+// opening is the first part of an experiment: a way to bring a fresh key
+// to a state the models disagree about what follows.
+type opening struct {
+	about string
+	at    []time.Time
+}
+
+// openings returns the openings of the designer's experiments, for
+// models of quotas up to q: spent at once; one request; half spent, then
+// the rest half a window later; spent and then pressed for a window; and
+// each of these placed to end just before an edge of each epoch-aligned
+// model's windows: the windows of the best eight models (best first).
+func (d designer) openings(models []Model) (out []opening, edges []time.Duration) {
 	q, qmin := 1, 1<<30
 	var times []time.Duration // the windows, and the buckets' times to refill
-	var edges []time.Duration // the epoch-aligned windows
-	for _, m := range models {
+	for i, m := range models {
 		q, qmin = max(q, m.quota()), min(qmin, m.quota())
+		if i >= 8 {
+			continue // the openings are the best few models'
+		}
 		w := m.Limit.Window()
 		if !slices.ContainsFunc(times, func(t time.Duration) bool { return near(t, w, 0.02) }) {
 			times = append(times, w)
 		}
-		if !m.Algorithm.IsBucket() && !m.Anchored && !slices.Contains(edges, m.Limit.Per) {
+		if (m.Algorithm == limiters.FixedWindow || m.Algorithm == limiters.SlidingCounter) && !m.Anchored && !slices.Contains(edges, m.Limit.Per) {
 			edges = append(edges, m.Limit.Per)
 		}
 	}
 	margin := max(d.u, 2*time.Millisecond)
-	burst := func(s time.Time, k int) []time.Time {
-		out := make([]time.Time, k)
-		for i := range out {
-			out[i] = s.Add(time.Duration(i) * 100 * time.Microsecond)
-		}
-		return out
-	}
-	type opening struct {
-		about string
-		at    []time.Time
-	}
-	var openings []opening
 	lead := d.start.Add(margin)
 	open := func(about string, at []time.Time) {
-		openings = append(openings, opening{about, at})
-		// The same, ending just before an edge of each epoch-aligned
-		// model's windows.
+		out = append(out, opening{about, at})
 		span := at[len(at)-1].Sub(at[0])
 		for _, w := range edges {
 			edge := lead.Add(span + 2*margin).Truncate(w).Add(w)
@@ -117,7 +137,7 @@ func (d designer) pool(models []Model) []experiment {
 				for i, t := range at {
 					moved[i] = t.Add(shift)
 				}
-				openings = append(openings, opening{about + fmt.Sprintf(", ending before an edge of %v windows", w), moved})
+				out = append(out, opening{about + fmt.Sprintf(", ending before an edge of %v windows", w), moved})
 			}
 		}
 	}
@@ -141,55 +161,111 @@ func (d designer) pool(models []Model) []experiment {
 			open(fmt.Sprintf("%d at once, then one every %v for %v", q+1, gap.Round(time.Millisecond), w.Round(time.Millisecond)), at)
 		}
 	}
-	var out []experiment
+	return out, edges
+}
+
+// burst is k requests back to back from s.
+func burst(s time.Time, k int) []time.Time {
+	out := make([]time.Time, k)
+	for i := range out {
+		out[i] = s.Add(time.Duration(i) * 100 * time.Microsecond)
+	}
+	return out
+}
+
+// candidate is an experiment the designer may choose, with the pairs of
+// models it is sure to tell apart.
+type candidate struct {
+	experiment
+	apart pairs
+}
+
+// candidates returns every experiment the designer considers for models:
+// after each opening, a burst of one, half the largest quota or all of it
+// at the instants around those at which each model would let the key
+// back, and just after the epoch-aligned models' next edges.
+func (d designer) candidates(models []Model) []candidate {
+	n := len(models)
+	q := 1
+	for _, m := range models {
+		q = max(q, m.quota())
+	}
+	sizes := []int{1}
+	if q >= 3 {
+		sizes = append(sizes, (q+1)/2)
+	}
+	if q > 1 {
+		sizes = append(sizes, q)
+	}
+	margin := max(d.u, 2*time.Millisecond)
+	openings, edges := d.openings(models)
+	var out []candidate
 	for _, o := range openings {
 		end := o.at[len(o.at)-1]
+		preds := make([][]int8, n)
+		lenient, strict := make([]state, n), make([]state, n)
+		for i, m := range models {
+			preds[i], lenient[i], strict[i] = d.continued(m.newState(), m.newState(), o.at)
+		}
+		opened := newPairs(n)
+		for i := range n {
+			for j := i + 1; j < n; j++ {
+				if parts(preds[i], preds[j]) {
+					opened.add(i, j)
+				}
+			}
+		}
+		out = append(out, candidate{experiment{o.about, o.at}, opened})
 		var instants []time.Time
-		for _, m := range models {
-			for _, k := range []int{1, (q + 1) / 2, q} {
-				if t, ok := d.whenBack(m, o.at, k); ok {
+		for i, m := range models {
+			if lenient[i] == nil {
+				continue
+			}
+			for _, k := range sizes {
+				if t, ok := d.whenBack(m, lenient[i].clone(), end, k); ok {
 					instants = append(instants, t.Add(-margin-d.u), t.Add(margin))
 				}
 			}
 		}
 		for _, w := range edges {
-			edge := end.Add(margin).Truncate(w).Add(w)
-			instants = append(instants, edge.Add(margin))
+			instants = append(instants, end.Add(margin).Truncate(w).Add(w).Add(margin))
 		}
+		slices.SortFunc(instants, time.Time.Compare)
+		instants = slices.CompactFunc(instants, func(a, b time.Time) bool { return a.Sub(b).Abs() < margin/2 })
 		for _, t := range instants {
 			if !t.After(end) || t.Sub(d.start) > d.most {
 				continue
 			}
-			for _, k := range []int{1, (q + 1) / 2, q} {
-				if k > 1 && k == (q+1)/2 && q < 3 {
-					continue
+			for _, k := range sizes {
+				at := burst(t, k)
+				probe := make([][]int8, n)
+				for i := range models {
+					if lenient[i] != nil {
+						probe[i], _, _ = d.continued(lenient[i].clone(), strict[i].clone(), at)
+					}
 				}
-				at := append(slices.Clone(o.at), burst(t, k)...)
-				out = append(out, experiment{about: fmt.Sprintf("%s; %d at +%v", o.about, k, t.Sub(o.at[0]).Round(time.Millisecond)), at: at})
+				apart := newPairs(n)
+				apart.or(opened)
+				for i := range n {
+					for j := i + 1; j < n; j++ {
+						if probe[i] != nil && probe[j] != nil && parts(probe[i], probe[j]) {
+							apart.add(i, j)
+						}
+					}
+				}
+				out = append(out, candidate{experiment{fmt.Sprintf("%s; %d at +%v", o.about, k, t.Sub(o.at[0]).Round(time.Millisecond)), append(slices.Clone(o.at), at...)}, apart})
 			}
 		}
 	}
 	return out
 }
 
-// whenBack is the first instant after the opening at, on a model that
-// decided it as it predicts, at which m admits k at once: found by
-// doubling and then bisection, within the designer's horizon.
-func (d designer) whenBack(m Model, at []time.Time, k int) (time.Time, bool) {
-	pred := d.predict(m, at)
-	st := m.newState()
-	for i, t := range at {
-		switch pred[i] {
-		case 1:
-			st.admit(t.UnixNano(), 1)
-		case -1:
-			st.refuse(t.UnixNano(), 1)
-		default:
-			return time.Time{}, false
-		}
-	}
-	lo := at[len(at)-1].UnixNano()
-	if st.admits(lo, k) {
+// whenBack is the first instant after end at which st, a model's key
+// after an opening, admits k at once: found by doubling and then
+// bisection, within the designer's horizon.
+func (d designer) whenBack(m Model, st state, end time.Time, k int) (time.Time, bool) {
+	lo := end.UnixNano()
+	if st.admits(lo, k) || k > m.quota() {
 		return time.Time{}, false
 	}
 	horizon := d.start.Add(d.most).UnixNano()
@@ -202,48 +278,43 @@ func (d designer) whenBack(m Model, at []time.Time, k int) (time.Time, bool) {
 		lo, step = hi, 2*step
 		hi = lo + step
 	}
-	return time.Unix(0, firstAdmitting(st, lo, hi, k)), true
+	for hi-lo > int64(20*time.Microsecond) {
+		mid := lo + (hi-lo)/2
+		if st.admits(mid, k) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return time.Unix(0, hi), true
 }
 
-// choose picks, from pool, the experiments that tell the most pairs of
+// choose picks, from cs, the experiments that tell the most pairs of
 // models apart for the requests they cost, until every pair that can be
-// told apart is or budget requests are spent. Pairs with the first model
+// told apart is, or budget requests are spent. Pairs with the first model
 // (the best so far) weigh most.
-func (d designer) choose(models []Model, pool []experiment, budget int) []experiment {
-	preds := make([][][]int8, len(pool))
-	for e, x := range pool {
-		preds[e] = make([][]int8, len(models))
-		for i, m := range models {
-			preds[e][i] = d.predict(m, x.at)
-		}
-	}
-	apart := map[[2]int]bool{}
-	weight := func(i, j int) int {
-		if i == 0 {
-			return 4
-		}
-		return 1
-	}
-	gain := func(e int) int {
+func (d designer) choose(n int, cs []candidate, budget int) []experiment {
+	apart := newPairs(n)
+	gain := func(c candidate) int {
 		g := 0
-		for i := range models {
-			for j := i + 1; j < len(models); j++ {
-				if !apart[[2]int{i, j}] && parts(preds[e][i], preds[e][j]) {
-					g += weight(i, j)
+		for i := range n {
+			for j := i + 1; j < n; j++ {
+				if c.apart.has(i, j) && !apart.has(i, j) {
+					g += map[bool]int{true: 4, false: 1}[i == 0]
 				}
 			}
 		}
 		return g
 	}
 	var out []experiment
-	used := map[int]bool{}
+	used := make([]bool, len(cs))
 	for budget > 0 {
 		best, bestScore := -1, 0.0
-		for e := range pool {
-			if used[e] || len(pool[e].at) > budget {
+		for e, c := range cs {
+			if used[e] || len(c.at) > budget {
 				continue
 			}
-			if score := float64(gain(e)) / float64(len(pool[e].at)); score > bestScore {
+			if score := float64(gain(c)) / float64(len(c.at)); score > bestScore {
 				best, bestScore = e, score
 			}
 		}
@@ -251,23 +322,17 @@ func (d designer) choose(models []Model, pool []experiment, budget int) []experi
 			break
 		}
 		used[best] = true
-		out = append(out, pool[best])
-		budget -= len(pool[best].at)
-		for i := range models {
-			for j := i + 1; j < len(models); j++ {
-				if parts(preds[best][i], preds[best][j]) {
-					apart[[2]int{i, j}] = true
-				}
-			}
-		}
+		out = append(out, cs[best].experiment)
+		budget -= len(cs[best].at)
+		apart.or(cs[best].apart)
 	}
 	return out
 }
 
-// separable reports whether any experiment of pool tells a from b.
-func (d designer) separable(a, b Model, pool []experiment) bool {
-	for _, x := range pool {
-		if parts(d.predict(a, x.at), d.predict(b, x.at)) {
+// separable reports whether some candidate tells models i and j apart.
+func separable(cs []candidate, i, j int) bool {
+	for _, c := range cs {
+		if c.apart.has(min(i, j), max(i, j)) {
 			return true
 		}
 	}
@@ -319,4 +384,42 @@ func contenders(s *search, floor float64, most int) []Model {
 // near reports whether a and b are within share of each other.
 func near(a, b time.Duration, share float64) bool {
 	return float64(max(a, b)) <= float64(min(a, b))*(1+share)
+}
+
+// agreement is the share of decisions a and b make alike on random
+// traffic around their limits: bursts, quiet spells and paced runs, on
+// many keys, at instants drawn anywhere (not on a grid).
+func agreement(a, b Model, seed uint64) float64 {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	w := max(a.Limit.Window(), b.Limit.Window())
+	same, all := 0, 0
+	for range 200 {
+		sa, sb := a.newState(), b.newState()
+		t := time.Unix(1_800_000_000, 0).Add(time.Duration(rng.Int64N(int64(w)))).UnixNano()
+		for range 60 {
+			switch r := rng.IntN(10); {
+			case r == 0:
+				t += rng.Int64N(2 * int64(w))
+			case r < 4:
+			default:
+				t += rng.Int64N(int64(w) / int64(max(a.quota(), 1)))
+			}
+			da, db := sa.admits(t, 1), sb.admits(t, 1)
+			if da {
+				sa.admit(t, 1)
+			} else {
+				sa.refuse(t, 1)
+			}
+			if db {
+				sb.admit(t, 1)
+			} else {
+				sb.refuse(t, 1)
+			}
+			all++
+			if da == db {
+				same++
+			}
+		}
+	}
+	return float64(same) / float64(all)
 }

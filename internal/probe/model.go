@@ -167,6 +167,7 @@ type state interface {
 	admits(t int64, n int) bool
 	admit(t int64, n int)
 	refuse(t int64, n int)
+	clone() state
 }
 
 // newState returns a fresh key's state under m.
@@ -200,6 +201,7 @@ func whole(t int64) int64 { return floorDiv(t, int64(time.Second)) * int64(time.
 func (s inSeconds) admits(t int64, n int) bool { return s.state.admits(whole(t), n) }
 func (s inSeconds) admit(t int64, n int)       { s.state.admit(whole(t), n) }
 func (s inSeconds) refuse(t int64, n int)      { s.state.refuse(whole(t), n) }
+func (s inSeconds) clone() state               { return inSeconds{s.state.clone()} }
 
 // bucket is GCRA: a theoretical arrival time, admitting n at t while
 // max(tat, t) + n·T − t ≤ C·T.
@@ -215,6 +217,8 @@ func (b *bucket) admits(t int64, n int) bool {
 }
 
 func (b *bucket) admit(t int64, n int) { b.tat = max(b.tat, t) + int64(n)*b.t }
+
+func (b *bucket) clone() state { c := *b; return &c }
 
 func (b *bucket) refuse(t int64, n int) {
 	if b.counts {
@@ -287,6 +291,8 @@ func (f *fixed) admit(t int64, n int) {
 	f.windows[i].count += int64(n)
 }
 
+func (f *fixed) clone() state { c := *f; c.windows = slices.Clone(f.windows); return &c }
+
 // refuse restarts the window t falls in, if the model restarts: from t,
 // with the refusal counted, so that the key stays refused until it has
 // been quiet for a window. (A refusal counted in a fixed window that does
@@ -344,6 +350,8 @@ func (l *slidingLog) admit(t int64, n int) {
 		l.at = slices.Insert(l.at, i, t)
 	}
 }
+
+func (l *slidingLog) clone() state { c := *l; c.at = slices.Clone(l.at); return &c }
 
 func (l *slidingLog) refuse(t int64, n int) {
 	if l.counts {
@@ -415,6 +423,8 @@ func (c *counter) admit(t int64, n int) {
 	}
 	c.windows[i].count += int64(n)
 }
+
+func (c *counter) clone() state { d := *c; d.windows = slices.Clone(c.windows); return &d }
 
 func (c *counter) refuse(t int64, n int) {
 	if c.counts {

@@ -224,7 +224,12 @@ func guessAround(l limiters.Limit) guess {
 func (g guess) shape(cal Calibration) limiters.Limit {
 	q := g.quotas[0]
 	w := time.Duration(q) * g.interval
-	if cal.Windowed || cal.Counted || g.interval == 0 {
+	switch {
+	case cal.Counted:
+		// A spent key stays refused while pressed: the fingerprint tells
+		// little, and a window as short as the calibration allows does.
+		w = g.windows.lo * 3 / 2
+	case cal.Windowed || g.interval == 0:
 		w = g.window
 	}
 	return limiters.Limit{N: q, Per: max(w, time.Millisecond)}
@@ -261,6 +266,8 @@ func busiest(plan []Request) int {
 	return most
 }
 
+var debugDesign = false
+
 // rounds is how many rounds of experiments a probe asks at most.
 const rounds = 4
 
@@ -268,6 +275,10 @@ const rounds = 4
 // explain as much as the best and would decide differently somewhere,
 // each round on fresh keys, and fits again after each.
 func (p *prober) ask(ctx context.Context, s *search, g guess) (*search, error) {
+	// lead is how long before its first request a round is designed: the
+	// design must be done by then. It doubles when it was not.
+	lead := 300 * time.Millisecond
+	var last []Model
 	for round := 1; round <= rounds; round++ {
 		best := s.best()
 		floor := 0.99
@@ -275,16 +286,27 @@ func (p *prober) ask(ctx context.Context, s *search, g guess) (*search, error) {
 			floor = best[0].Share() - 0.01
 		}
 		models := contenders(s, floor, 40)
-		if len(models) < 2 {
-			return s, nil
+		if len(models) < 2 || (last != nil && len(models) >= len(last)) {
+			return s, nil // nothing to tell apart, or the last round told nothing
 		}
+		last = models
 		left := p.c.MaxTime - p.x.now().Sub(p.r.Start)
 		d := designer{u: max(p.lat+p.late, time.Millisecond), most: min(left/2, models[0].Limit.Window()*5/2+time.Second)}
-		d.start = p.x.now().Add(300 * time.Millisecond)
+		d.start = p.x.now().Add(lead)
 		budget := min((p.c.MaxRequests-p.requests)/2, 40*models[0].quota()+40)
-		chosen := d.choose(models, d.pool(models), budget)
+		began := time.Now()
+		chosen := d.choose(len(models), d.candidates(models), budget)
+		designed := time.Since(began)
 		if len(chosen) == 0 {
 			return s, nil
+		}
+		if debugDesign {
+			for i, m := range models {
+				p.say("  contender %d: %s", i, m)
+			}
+			for _, e := range chosen {
+				p.say("  asks: %s", e.about)
+			}
 		}
 		var plan []Request
 		var asked Round
@@ -298,11 +320,12 @@ func (p *prober) ask(ctx context.Context, s *search, g guess) (*search, error) {
 		slices.SortStableFunc(plan, func(a, b Request) int { return int(a.At - b.At) })
 		if late := p.x.now().Sub(d.start); late > 0 {
 			// Designing took longer than planned for: the instants that
-			// straddle a window's edge have passed. Ask again.
+			// straddle a window's edge have passed. Again, with more time.
 			p.say("round %d: designing took %v longer than planned; again", round, late.Round(time.Millisecond))
+			lead, last = 2*lead+late, nil
 			continue
 		}
-		p.say("round %d: %d models explain as much; %d experiments to tell them apart, %d requests over %v", round, len(models), len(chosen), len(plan), plan[len(plan)-1].At.Round(time.Millisecond))
+		p.say("round %d: %d models explain as much; %d experiments to tell them apart (designed in %v), %d requests over %v", round, len(models), len(chosen), designed.Round(time.Millisecond), len(plan), plan[len(plan)-1].At.Round(time.Millisecond))
 		if _, err := p.send(ctx, plan, d.start, nil); err != nil {
 			return s, err
 		}

@@ -150,17 +150,22 @@ func describe(m Model) string {
 // differ from it (another family, or a rate or quota off by more than
 // 2%), each with why the probe could not tell them apart.
 func (p *prober) unresolved(s *search, best Model) []string {
-	others := contenders(s, explainedEnough, 40)
-	d := designer{u: max(p.lat+p.late, time.Millisecond), start: p.x.now(), most: 4*best.Limit.Window() + 2*time.Second}
-	pool := d.pool(others)
-	var out []string
-	for _, m := range others {
-		if m == best || !differs(m, best) {
-			continue
+	models := []Model{best}
+	for _, m := range contenders(s, explainedEnough, 40) {
+		if m != best && differs(m, best) {
+			models = append(models, m)
 		}
-		why := "the requests the probe could plan within its budget would not tell them apart"
-		if d.separable(best, m, pool) {
-			why = "told apart by requests the budget did not leave room for"
+	}
+	d := designer{u: max(p.lat+p.late, time.Millisecond), start: p.x.now(), most: best.Limit.Window()*5/2 + time.Second}
+	cs := d.candidates(models)
+	var out []string
+	for j, m := range models[1:] {
+		why := "told apart by requests the budget did not leave room for"
+		switch {
+		case agreement(best, m, 1) == 1:
+			why = "they decide alike on any traffic: at these limits they are one policy"
+		case !separable(cs, 0, j+1):
+			why = "no request the probe can time within its clock's uncertainty tells them apart"
 		}
 		out = append(out, fmt.Sprintf("%s: %s", m, why))
 		if len(out) == 5 {
