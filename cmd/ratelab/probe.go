@@ -200,5 +200,16 @@ func writeProbe(dir string, r *probe.Report) error {
 	if err != nil {
 		return fmt.Errorf("probe: %w", err)
 	}
-	return os.WriteFile(filepath.Join(dir, "probe.json"), append(b, '\n'), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "probe.json"), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	f, err := os.Create(filepath.Join(dir, "exchange.csv"))
+	if err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	if err := r.WriteExchange(f); err != nil {
+		f.Close()
+		return fmt.Errorf("probe: %w", err)
+	}
+	return f.Close()
 }

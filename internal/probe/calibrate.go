@@ -294,6 +294,7 @@ func (g guess) with(claims Claims) guess {
 			lo = max(w-time.Second, w/2)
 		}
 		g.windows = span{min(g.windows.lo, lo*9/10), max(g.windows.hi, hi*11/10)}
+		g.claim = claim{quota: l.Quota(), lo: lo, hi: hi}
 		t := l.Interval()
 		if l.Burst > 0 {
 			g.intervals = span{min(g.intervals.lo, t*9/10), max(g.intervals.hi, t*11/10)}

@@ -182,6 +182,8 @@ func (p *prober) probe(ctx context.Context) error {
 	if c.Policy != (limiters.Limit{}) {
 		r.Calibration = Calibration{From: "--policy"}
 		g = guessAround(c.Policy).with(r.Claims)
+		w := c.Policy.Window()
+		g.claim = claim{quota: c.Policy.Quota(), lo: w, hi: w}
 	} else {
 		r.Calibration, err = p.calibrate(ctx, first[0], r.Claims.Policy.Quota())
 		if err != nil {
@@ -278,21 +280,24 @@ func (p *prober) ask(ctx context.Context, s *search, g guess) (*search, error) {
 	// lead is how long before its first request a round is designed: the
 	// design must be done by then. It doubles when it was not.
 	lead := 300 * time.Millisecond
-	var last []Model
+	last := 0 // how many models were left to tell apart
 	for round := 1; round <= rounds; round++ {
 		best := s.best()
 		floor := 0.99
 		if best[0].Share() < floor {
 			floor = best[0].Share() - 0.01
 		}
-		models := contenders(s, floor, 40)
-		if len(models) < 2 || (last != nil && len(models) >= len(last)) {
+		all := contenders(s, floor, 1000)
+		if len(all) < 2 || (last > 0 && len(all) >= last) {
 			return s, nil // nothing to tell apart, or the last round told nothing
 		}
-		last = models
+		last = len(all)
+		models := all[:min(len(all), 24)]
 		left := p.c.MaxTime - p.x.now().Sub(p.r.Start)
 		d := designer{u: max(p.lat+p.late, time.Millisecond), most: min(left/2, models[0].Limit.Window()*5/2+time.Second)}
-		d.start = p.x.now().Add(lead)
+		// About 40ms of designing per model on this machine's kind, with
+		// three probes at once: ask for the time it takes.
+		d.start = p.x.now().Add(max(lead, time.Duration(len(models))*40*time.Millisecond))
 		budget := min((p.c.MaxRequests-p.requests)/2, 40*models[0].quota()+40)
 		began := time.Now()
 		chosen := d.choose(len(models), d.candidates(models), budget)
@@ -322,7 +327,7 @@ func (p *prober) ask(ctx context.Context, s *search, g guess) (*search, error) {
 			// Designing took longer than planned for: the instants that
 			// straddle a window's edge have passed. Again, with more time.
 			p.say("round %d: designing took %v longer than planned; again", round, late.Round(time.Millisecond))
-			lead, last = 2*lead+late, nil
+			lead, last = 2*lead+late, 0
 			continue
 		}
 		p.say("round %d: %d models explain as much; %d experiments to tell them apart (designed in %v), %d requests over %v", round, len(models), len(chosen), designed.Round(time.Millisecond), len(plan), plan[len(plan)-1].At.Round(time.Millisecond))

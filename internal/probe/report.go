@@ -1,7 +1,10 @@
 package probe
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -233,4 +236,20 @@ func shortKey(k string) string {
 		}
 	}
 	return k
+}
+
+// WriteExchange writes every request the probe sent and what came back,
+// one CSV line each, in the order sent: its key (without the probe's
+// prefix), when it was sent and answered in seconds from the probe's
+// start, and the status (0: no answer). With it a probe's fit can be read
+// again, or checked by other means.
+func (r *Report) WriteExchange(w io.Writer) error {
+	all := slices.Clone(r.all)
+	slices.SortStableFunc(all, func(a, b Answer) int { return a.Sent.Compare(b.Sent) })
+	b := bufio.NewWriter(w)
+	fmt.Fprintln(b, "key,sent_s,received_s,status")
+	for _, a := range all {
+		fmt.Fprintf(b, "%s,%.6f,%.6f,%d\n", shortKey(a.Key), a.Sent.Sub(r.Start).Seconds(), a.Received.Sub(r.Start).Seconds(), a.Status)
+	}
+	return b.Flush()
 }

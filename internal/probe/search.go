@@ -35,6 +35,8 @@ type guess struct {
 	intervals span
 	// window and interval are the likeliest of each.
 	window, interval time.Duration
+	// claim is what the target or the user says.
+	claim claim
 }
 
 // search is a fit's result: every model it explained the decisions with,
@@ -42,12 +44,28 @@ type guess struct {
 type search struct {
 	decisions int
 	tried     []Explained
+	claim     claim
+}
+
+// claim is what the target (or --policy) says its limit is, as a range:
+// a quota, and a window between lo and hi (a reset in whole seconds,
+// rounded up, says a window to within a second). Among models that
+// explain as much, the one that agrees with it is named.
+type claim struct {
+	quota  int
+	lo, hi time.Duration
+}
+
+// agrees reports whether m keeps to c.
+func (c claim) agrees(m Model) bool {
+	w := m.Limit.Window()
+	return c.quota > 0 && m.quota() == c.quota && w >= c.lo && w <= c.hi
 }
 
 // best returns the best explanation of each family, best first.
 func (s *search) best() []Explained {
 	ranked := slices.Clone(s.tried)
-	slices.SortStableFunc(ranked, better)
+	slices.SortStableFunc(ranked, s.better)
 	return Best(ranked)
 }
 
@@ -60,15 +78,23 @@ func (s *search) within(share float64) []Explained {
 			out = append(out, e)
 		}
 	}
-	slices.SortStableFunc(out, better)
+	slices.SortStableFunc(out, s.better)
 	return out
 }
 
 // better orders explanations best first: the most decisions explained,
-// then the plainer model (fewer variants), then the rounder limit.
-func better(a, b Explained) int {
+// then the one that agrees with what the target claims, then the plainer
+// model (fewer variants), then the rounder limit.
+func (s *search) better(a, b Explained) int {
+	agree := func(e Explained) int {
+		if s.claim.agrees(e.Model) {
+			return 0
+		}
+		return 1
+	}
 	return cmp.Or(
 		cmp.Compare(b.Explained, a.Explained),
+		cmp.Compare(agree(a), agree(b)),
 		cmp.Compare(a.Model.oddity(), b.Model.oddity()),
 		cmp.Compare(roughness(a.Model), roughness(b.Model)),
 	)
@@ -82,10 +108,10 @@ func better(a, b Explained) int {
 // first, and every model it tried.
 func fit(obs []Observation, g guess) *search {
 	keys := byKey(obs)
-	s := &search{decisions: len(obs)}
+	s := &search{decisions: len(obs), claim: g.claim}
 	s.pass(keys, g)
 	if b := s.best(); len(b) == 0 || b[0].Share() < 0.99 {
-		wide := guess{windows: g.windows.widen(2.5), intervals: g.intervals.widen(2.5)}
+		wide := guess{windows: g.windows.widen(2.5), intervals: g.intervals.widen(2.5), claim: g.claim}
 		for _, q := range g.quotas {
 			for d := -max(q/4, 3); d <= max(q/4, 3); d++ {
 				if q+d >= 1 && !slices.Contains(wide.quotas, q+d) {
@@ -153,7 +179,7 @@ func (s *search) pass(keys [][]Observation, g guess) {
 				seen[e.Model] = true
 			}
 		}
-		slices.SortStableFunc(coarse, better)
+		slices.SortStableFunc(coarse, s.better)
 		// Every variant at the best few quotas and times.
 		var varied []Explained
 		for _, c := range coarse[:min(len(coarse), 4)] {
@@ -165,7 +191,7 @@ func (s *search) pass(keys [][]Observation, g guess) {
 				}
 			}
 		}
-		slices.SortStableFunc(varied, better)
+		slices.SortStableFunc(varied, s.better)
 		// Fine: the best three, each at quotas one off and times within
 		// 5% in steps of 0.2%.
 		for _, c := range varied[:min(len(varied), 3)] {
