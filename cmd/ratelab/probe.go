@@ -147,7 +147,8 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	} else {
 		fmt.Fprintf(stderr, "probe: %s, said to keep %s, within %d requests and %v (--max-requests, --max-time)\n", t.URL, limit, c.MaxRequests, c.MaxTime)
 	}
-	r, err := probe.Run(ctx, c, func(s string) { fmt.Fprintln(stderr, "probe: "+s) })
+	began := time.Now()
+	r, err := probe.Run(ctx, c, func(s string) { fmt.Fprintf(stderr, "probe: %5.1fs %s\n", time.Since(began).Seconds(), s) })
 	if r != nil && len(r.Fit) > 0 {
 		for _, tb := range r.Tables() {
 			if err := tb.Text(stdout); err != nil {

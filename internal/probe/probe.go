@@ -230,7 +230,7 @@ func (g guess) shape(cal Calibration) limiters.Limit {
 	case cal.Counted:
 		// A spent key stays refused while pressed: the fingerprint tells
 		// little, and a window as short as the calibration allows does.
-		w = g.windows.lo * 3 / 2
+		w = g.windows.lo
 	case cal.Windowed || g.interval == 0:
 		w = g.window
 	}
@@ -293,7 +293,12 @@ func (p *prober) ask(ctx context.Context, s *search, g guess) (*search, error) {
 		}
 		last = len(all)
 		models := all[:min(len(all), 24)]
-		left := p.c.MaxTime - p.x.now().Sub(p.r.Start)
+		// What is left of --max-time, less what the checks will take (a
+		// key spent over half a window, then asked after its wait).
+		left := p.c.MaxTime - p.x.now().Sub(p.r.Start) - checksTake(models[0])
+		if left < models[0].Limit.Window() {
+			return s, nil
+		}
 		d := designer{u: max(p.lat+p.late, time.Millisecond), most: min(left/2, models[0].Limit.Window()*5/2+time.Second)}
 		// About 40ms of designing per model on this machine's kind, with
 		// three probes at once: ask for the time it takes.
@@ -340,6 +345,9 @@ func (p *prober) ask(ctx context.Context, s *search, g guess) (*search, error) {
 	}
 	return s, nil
 }
+
+// checksTake is about how long the checks take after the fit names m.
+func checksTake(m Model) time.Duration { return m.Limit.Window()*3/2 + 2*time.Second }
 
 // around returns g widened to take in models.
 func (g guess) around(models []Model) guess {
