@@ -51,7 +51,7 @@ const calibrationBurst = 1000
 // spent at the same moment, gets one request after each of growing
 // silences. A target that counts refused requests lets the quiet key
 // back and never the pressed one. first is a fresh key's first answer.
-func (p *prober) calibrate(ctx context.Context, first Answer, claimed int) (cal Calibration, err error) {
+func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal Calibration, err error) {
 	cal = Calibration{From: "measured"}
 	start := p.x.now()
 	sent := p.requests
@@ -65,10 +65,10 @@ func (p *prober) calibrate(ctx context.Context, first Answer, claimed int) (cal 
 	p.say("calibration: a fresh key got %d back to back; now how a spent key comes back", q)
 	deadline := p.x.now().Add(p.c.MaxTime / 2)
 	pressed, quiet := first.Key, [2]string{p.key("quiet"), p.key("quiet")}
-	var spend []Request
+	var spend []request
 	for i := range q + 2 {
 		for _, k := range quiet {
-			spend = append(spend, Request{Key: k, At: time.Duration(i) * 100 * time.Microsecond})
+			spend = append(spend, request{Key: k, At: time.Duration(i) * 100 * time.Microsecond})
 		}
 	}
 	got, err := p.send(ctx, spend, time.Time{}, nil)
@@ -99,7 +99,7 @@ func (p *prober) calibrate(ctx context.Context, first Answer, claimed int) (cal 
 		}
 		return false
 	}
-	stop := func(a Answer) bool {
+	stop := func(a answer) bool {
 		if !a.Decided() {
 			return true
 		}
@@ -131,9 +131,9 @@ func (p *prober) calibrate(ctx context.Context, first Answer, claimed int) (cal 
 		// Back, but not yet clear how: keep pressing it at the pace it
 		// came back at, for a rate or a second run.
 		gap := max(admits[0].Sub(spent)/time.Duration(2*q), time.Second/time.Duration(p.c.pacedMost()))
-		var more []Request
+		var more []request
 		for t := time.Duration(0); t < deadline.Sub(p.x.now()); t += gap {
-			more = append(more, Request{Key: pressed, At: t})
+			more = append(more, request{Key: pressed, At: t})
 		}
 		if _, err := p.send(ctx, more, time.Time{}, stop); err != nil {
 			return cal, err
@@ -181,18 +181,18 @@ func windowed(runs [][2]int, quota int) bool {
 // bucket that refills slower than every e; and the quiet keys, one
 // request each after silences of a quarter of a second, then half, one,
 // two, ... seconds, the second's √2 times the first's.
-func pressPlan(pressed string, quiet [2]string, q int, within time.Duration, most int) []Request {
-	var plan []Request
+func pressPlan(pressed string, quiet [2]string, q int, within time.Duration, most int) []request {
+	var plan []request
 	least := time.Second / time.Duration(max(most, 1))
 	for e := 20 * time.Millisecond; e < within; e += max(e/time.Duration(2*q), least) {
-		plan = append(plan, Request{Key: pressed, At: e})
+		plan = append(plan, request{Key: pressed, At: e})
 	}
 	for i, first := range []time.Duration{250 * time.Millisecond, 354 * time.Millisecond} {
 		for s, at := first, first; at < within; s, at = 2*s, at+2*s {
-			plan = append(plan, Request{Key: quiet[i], At: at})
+			plan = append(plan, request{Key: quiet[i], At: at})
 		}
 	}
-	slices.SortStableFunc(plan, func(a, b Request) int { return int(a.At - b.At) })
+	slices.SortStableFunc(plan, func(a, b request) int { return int(a.At - b.At) })
 	return plan
 }
 
@@ -201,7 +201,7 @@ func pressPlan(pressed string, quiet [2]string, q int, within time.Duration, mos
 // and doubling, at most most in all, until a round has a refusal, and
 // returns every admission: a round's requests are in flight together and
 // decided in any order.
-func (p *prober) quota(ctx context.Context, first Answer, claimed, most int) (int, error) {
+func (p *prober) quota(ctx context.Context, first answer, claimed, most int) (int, error) {
 	admitted, refused := 0, !first.Admitted
 	if first.Admitted {
 		admitted = 1
@@ -212,9 +212,9 @@ func (p *prober) quota(ctx context.Context, first Answer, claimed, most int) (in
 	}
 	for sent := 1; !refused && sent < most; round *= 2 {
 		n := min(round, most-sent)
-		plan := make([]Request, n)
+		plan := make([]request, n)
 		for i := range plan {
-			plan[i] = Request{Key: first.Key, At: time.Duration(i) * 100 * time.Microsecond}
+			plan[i] = request{Key: first.Key, At: time.Duration(i) * 100 * time.Microsecond}
 		}
 		got, err := p.send(ctx, plan, time.Time{}, nil)
 		if err != nil {
@@ -305,7 +305,7 @@ func (g guess) with(claims Claims) guess {
 
 func secs(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
 
-func admittedOf(answers []Answer) int {
+func admittedOf(answers []answer) int {
 	n := 0
 	for _, a := range answers {
 		if a.Admitted {

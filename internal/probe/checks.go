@@ -82,7 +82,7 @@ type Headers struct {
 // checks judges the fingerprint against the model the verdict named (or,
 // with none named, the policy given or declared), then runs the checks,
 // each on keys of its own.
-func (p *prober) checks(ctx context.Context, named Model) error {
+func (p *prober) checks(ctx context.Context, named model) error {
 	r := p.r
 	m := named
 	if m.Algorithm == "" {
@@ -99,7 +99,7 @@ func (p *prober) checks(ctx context.Context, named Model) error {
 	q := max(m.quota(), r.Calibration.Quota, 1)
 	steps := []struct {
 		about string
-		run   func(context.Context, int, Model) error
+		run   func(context.Context, int, model) error
 	}{
 		{fmt.Sprintf("concurrency: %d requests at once on a fresh key", 2*q), p.concurrency},
 		{"remaining: one request at a time on a fresh key", p.remaining},
@@ -122,27 +122,27 @@ func (p *prober) checks(ctx context.Context, named Model) error {
 // fallback is the model the checks judge against when the verdict names
 // none: the policy given, else the one declared, as a sliding log (the
 // ideal); none when neither.
-func (p *prober) fallback() Model {
+func (p *prober) fallback() model {
 	l := p.c.Policy
 	if l == (limiters.Limit{}) && p.r.Claims.Policy.Per > 0 {
 		l = p.r.Claims.Policy
 	}
 	if l == (limiters.Limit{}) {
-		return Model{}
+		return model{}
 	}
-	return Model{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: l.Quota(), Per: l.Window()}}
+	return model{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: l.Quota(), Per: l.Window()}}
 }
 
 // concurrency sends 2q requests at once on a fresh key, and counts what
 // they met against what m allows of them.
-func (p *prober) concurrency(ctx context.Context, q int, m Model) error {
-	answers, err := p.send(ctx, Concurrent(p.key("concurrent"), 2*q), time.Time{}, nil)
+func (p *prober) concurrency(ctx context.Context, q int, m model) error {
+	answers, err := p.send(ctx, concurrent(p.key("concurrent"), 2*q), time.Time{}, nil)
 	if err != nil {
 		return err
 	}
 	c := &p.r.Concurrency
 	*c = Concurrency{Sent: len(answers), Quota: q}
-	var sent []Observation
+	var sent []observation
 	for _, a := range answers {
 		switch {
 		case !a.Decided():
@@ -150,7 +150,7 @@ func (p *prober) concurrency(ctx context.Context, q int, m Model) error {
 		case a.Admitted:
 			c.Admitted++
 		}
-		sent = append(sent, a.Observation)
+		sent = append(sent, a.observation)
 	}
 	// "At once" is as at once as the sender and the network make it: the
 	// requests go out over some milliseconds, in which a bucket refills
@@ -167,9 +167,9 @@ func (p *prober) concurrency(ctx context.Context, q int, m Model) error {
 // of its interval that favours admitting it most: tested at the interval's
 // end, and recorded, when admitted, at the earliest instant it would
 // have been (so that a bucket's refills start as soon as they could).
-func mostAdmitted(m Model, obs []Observation) int {
+func mostAdmitted(m model, obs []observation) int {
 	obs = slices.Clone(obs)
-	slices.SortStableFunc(obs, func(a, b Observation) int { return a.Sent.Compare(b.Sent) })
+	slices.SortStableFunc(obs, func(a, b observation) int { return a.Sent.Compare(b.Sent) })
 	st, n := m.newState(), 0
 	for _, o := range obs {
 		lo, hi := o.Sent.UnixNano(), max(o.Received.UnixNano(), o.Sent.UnixNano())
@@ -188,12 +188,12 @@ func mostAdmitted(m Model, obs []Observation) int {
 // each answer advertises with what m leaves after it: with requests in
 // flight together the order they were decided in is unknown, and a check
 // that assumed it would raise false alarms.
-func (p *prober) remaining(ctx context.Context, q int, m Model) error {
+func (p *prober) remaining(ctx context.Context, q int, m model) error {
 	key := p.key("remaining")
 	rem := &p.r.Remaining
-	var answers []Answer
+	var answers []answer
 	for range min(q+1, 12) {
-		got, err := p.send(ctx, []Request{{Key: key}}, time.Time{}, nil)
+		got, err := p.send(ctx, []request{{Key: key}}, time.Time{}, nil)
 		if err != nil {
 			return err
 		}
@@ -202,7 +202,7 @@ func (p *prober) remaining(ctx context.Context, q int, m Model) error {
 			break
 		}
 	}
-	st, admitted := Model{}.stateOr(m), 0
+	st, admitted := model{}.stateOr(m), 0
 	for _, a := range answers {
 		if !a.Decided() {
 			continue
@@ -245,7 +245,7 @@ func (p *prober) remaining(ctx context.Context, q int, m Model) error {
 }
 
 // stateOr returns a fresh state of m, or nil when m is no model.
-func (Model) stateOr(m Model) state {
+func (model) stateOr(m model) state {
 	if m.Algorithm == "" {
 		return nil
 	}
@@ -266,7 +266,7 @@ func left(st state, t int64, q int) int {
 // wait each first refusal advertises, and asks one key of each pair at
 // 80% of it and the other at it. A fresh key asked right after the first
 // was spent is the keys' isolation.
-func (p *prober) retryAfter(ctx context.Context, q int, m Model) error {
+func (p *prober) retryAfter(ctx context.Context, q int, m model) error {
 	w := time.Second
 	if m.Algorithm != "" {
 		w = m.Limit.Window()
@@ -283,15 +283,15 @@ func (p *prober) retryAfter(ctx context.Context, q int, m Model) error {
 		spread.at = append(spread.at, time.Duration(i)*(w/2)/time.Duration(q))
 	}
 	other := p.key("other")
-	plan := []Request{{Key: other, At: burst.at[len(burst.at)-1] + time.Millisecond}}
+	plan := []request{{Key: other, At: burst.at[len(burst.at)-1] + time.Millisecond}}
 	for _, pr := range []pair{burst, spread} {
 		for _, k := range pr.keys {
 			for _, t := range pr.at {
-				plan = append(plan, Request{Key: k, At: t})
+				plan = append(plan, request{Key: k, At: t})
 			}
 		}
 	}
-	slices.SortStableFunc(plan, func(a, b Request) int { return int(a.At - b.At) })
+	slices.SortStableFunc(plan, func(a, b request) int { return int(a.At - b.At) })
 	start := p.x.now().Add(50 * time.Millisecond)
 	answers, err := p.send(ctx, plan, start, nil)
 	if err != nil {
@@ -304,7 +304,7 @@ func (p *prober) retryAfter(ctx context.Context, q int, m Model) error {
 	}
 	// The follow-ups, each at its share of the wait its key's first
 	// refusal advertised, after that refusal.
-	var follow []Request
+	var follow []request
 	checks := make([]RetryAfter, 2)
 	var at []time.Time
 	for i, pr := range []pair{burst, spread} {
@@ -327,7 +327,7 @@ func (p *prober) retryAfter(ctx context.Context, q int, m Model) error {
 			}
 			share := []float64{0.8, 1}[j]
 			t := refusal.Received.Add(time.Duration(share * float64(s.wait)))
-			follow = append(follow, Request{Key: k})
+			follow = append(follow, request{Key: k})
 			at = append(at, t)
 		}
 	}
@@ -341,7 +341,7 @@ func (p *prober) retryAfter(ctx context.Context, q int, m Model) error {
 			idx[i] = i
 		}
 		slices.SortStableFunc(idx, func(a, b int) int { return int(follow[a].At - follow[b].At) })
-		sorted := make([]Request, len(follow))
+		sorted := make([]request, len(follow))
 		for i, j := range idx {
 			sorted[i] = follow[j]
 		}
@@ -368,18 +368,18 @@ func (p *prober) retryAfter(ctx context.Context, q int, m Model) error {
 
 // firstRefusal returns the first refused answer for key, in the order
 // sent.
-func firstRefusal(answers []Answer, key string) (Answer, bool) {
+func firstRefusal(answers []answer, key string) (answer, bool) {
 	for _, a := range answers {
 		if a.Key == key && a.Decided() && !a.Admitted {
 			return a, true
 		}
 	}
-	return Answer{}, false
+	return answer{}, false
 }
 
 // needed is the wait m needs after refusal: m following what the target
 // decided of key up to it, the first instant after which it admits one.
-func needed(m Model, answers []Answer, key string, refusal Answer) time.Duration {
+func needed(m model, answers []answer, key string, refusal answer) time.Duration {
 	st := m.newState()
 	for _, a := range answers {
 		if a.Key != key || !a.Decided() || a.Sent.After(refusal.Sent) {
@@ -410,7 +410,7 @@ func needed(m Model, answers []Answer, key string, refusal Answer) time.Duration
 	return time.Duration(hi - refusal.Received.UnixNano())
 }
 
-func outcome(a Answer) string {
+func outcome(a answer) string {
 	switch {
 	case !a.Decided():
 		return "undecided"
@@ -436,13 +436,13 @@ func waitVerdict(ra RetryAfter) string {
 }
 
 // keyless sends twice the quota without a key, judged by status.
-func (p *prober) keyless(ctx context.Context, q int, _ Model) error {
-	plan := make([]Request, 2*q)
+func (p *prober) keyless(ctx context.Context, q int, _ model) error {
+	plan := make([]request, 2*q)
 	for i := range plan {
 		plan[i].At = time.Duration(i) * 100 * time.Microsecond
 	}
 	answers, err := p.send(ctx, plan, time.Time{}, nil)
-	if err != nil && !errors.Is(err, ErrNotDeciding) {
+	if err != nil && !errors.Is(err, errNotDeciding) {
 		return err
 	}
 	// By status, not by Admitted: a 400 for a missing key is no
@@ -475,7 +475,7 @@ func (p *prober) keyless(ctx context.Context, q int, _ Model) error {
 
 // headersOf names the rate-limit fields on the first admitted and the
 // first refused answer, and collects the fields that did not parse.
-func headersOf(answers []Answer) Headers {
+func headersOf(answers []answer) Headers {
 	var h Headers
 	for _, a := range answers {
 		switch {
@@ -495,11 +495,11 @@ func headersOf(answers []Answer) Headers {
 	return h
 }
 
-// Concurrent plans k requests on one fresh key, all at once.
-func Concurrent(key string, k int) []Request {
-	out := make([]Request, k)
+// concurrent plans k requests on one fresh key, all at once.
+func concurrent(key string, k int) []request {
+	out := make([]request, k)
 	for i := range out {
-		out[i] = Request{Key: key}
+		out[i] = request{Key: key}
 	}
 	return out
 }

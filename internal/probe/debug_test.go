@@ -29,13 +29,13 @@ func TestDebugSim(t *testing.T) {
 		}
 		t.Logf("calibration %+v", r.Calibration)
 		t.Logf("guess %+v", r.Calibration.guess(r.Claims))
-		var obs []Observation
+		var obs []observation
 		for _, a := range r.all {
 			if a.Decided() {
-				obs = append(obs, a.Observation)
+				obs = append(obs, a.observation)
 			}
 		}
-		e := Explain(obs, tt.m)
+		e := explainAll(obs, tt.m)
 		t.Logf("truth %s explains %d of %d", tt.m, e.Explained, e.Decisions)
 		for _, w := range wrongOf(byKey(obs), tt.m, r.Start, 10) {
 			t.Log("  ", w)

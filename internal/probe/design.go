@@ -36,7 +36,7 @@ type designer struct {
 // predict returns what m decides of at: 1 admitted at every instant each
 // request may be decided, -1 refused at every one, 0 either way (and 0 for
 // every request after, whose state that one's outcome decides).
-func (d designer) predict(m Model, at []time.Time) []int8 {
+func (d designer) predict(m model, at []time.Time) []int8 {
 	out, _, _ := d.continued(m.newState(), m.newState(), at)
 	return out
 }
@@ -108,7 +108,7 @@ type opening struct {
 // the rest half a window later; spent and then pressed for a window; and
 // each of these placed to end just before an edge of each epoch-aligned
 // model's windows: the windows of the best eight models (best first).
-func (d designer) openings(models []Model) (out []opening, edges []time.Duration) {
+func (d designer) openings(models []model) (out []opening, edges []time.Duration) {
 	q, qmin := 1, 1<<30
 	var times []time.Duration // the windows, and the buckets' times to refill
 	for i, m := range models {
@@ -184,7 +184,7 @@ type candidate struct {
 // after each opening, a burst of one, half the largest quota or all of it
 // at the instants around those at which each model would let the key
 // back, and just after the epoch-aligned models' next edges.
-func (d designer) candidates(models []Model) []candidate {
+func (d designer) candidates(models []model) []candidate {
 	n := len(models)
 	q := 1
 	for _, m := range models {
@@ -263,7 +263,7 @@ func (d designer) candidates(models []Model) []candidate {
 // whenBack is the first instant after end at which st, a model's key
 // after an opening, admits k at once: found by doubling and then
 // bisection, within the designer's horizon.
-func (d designer) whenBack(m Model, st state, end time.Time, k int) (time.Time, bool) {
+func (d designer) whenBack(m model, st state, end time.Time, k int) (time.Time, bool) {
 	lo := end.UnixNano()
 	if st.admits(lo, k) || k > m.quota() {
 		return time.Time{}, false
@@ -343,13 +343,13 @@ func separable(cs []candidate, i, j int) bool {
 // apart: those that explain at least floor of the decisions, the best
 // first, one of each family, variant and quota at the shortest, the
 // longest and the roundest time that explains as much, at most most.
-func contenders(s *search, floor float64, most int) []Model {
+func contenders(s *search, floor float64, most int) []model {
 	type kind struct {
-		m     Model // with no limit
+		m     model // with no limit
 		quota int
 	}
-	var out []Model
-	groups := map[kind][]Explained{}
+	var out []model
+	groups := map[kind][]explanation{}
 	var order []kind
 	for _, e := range s.within(floor) {
 		k := kind{e.Model, e.Model.quota()}
@@ -362,14 +362,14 @@ func contenders(s *search, floor float64, most int) []Model {
 	for _, k := range order {
 		g := groups[k]
 		top := g[0].Explained
-		var same []Model
+		var same []model
 		for _, e := range g {
 			if e.Explained == top {
 				same = append(same, e.Model)
 			}
 		}
-		byTime := func(a, b Model) int { return cmp.Compare(a.time(), b.time()) }
-		for _, m := range []Model{same[0], slices.MinFunc(same, byTime), slices.MaxFunc(same, byTime)} {
+		byTime := func(a, b model) int { return cmp.Compare(a.time(), b.time()) }
+		for _, m := range []model{same[0], slices.MinFunc(same, byTime), slices.MaxFunc(same, byTime)} {
 			if !slices.Contains(out, m) {
 				out = append(out, m)
 			}
@@ -389,7 +389,7 @@ func near(a, b time.Duration, share float64) bool {
 // agreement is the share of decisions a and b make alike on random
 // traffic around their limits: bursts, quiet spells and paced runs, on
 // many keys, at instants drawn anywhere (not on a grid).
-func agreement(a, b Model, seed uint64) float64 {
+func agreement(a, b model, seed uint64) float64 {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	w := max(a.Limit.Window(), b.Limit.Window())
 	same, all := 0, 0

@@ -97,7 +97,7 @@ func (r *Report) Strays(e Expect) []string {
 	// read back from probe.json).
 	accuracy := r.Accuracy
 	if r.fp != nil {
-		accuracy = judgeFingerprint(r.fp, r.prefix, Model{Algorithm: a, Limit: e.Limit})
+		accuracy = judgeFingerprint(r.fp, r.prefix, model{Algorithm: a, Limit: e.Limit})
 	}
 	for _, acc := range accuracy {
 		switch most := mostAllowed(a); {

@@ -245,7 +245,7 @@ func (r *Report) inWindowSeries() map[string]results.Series {
 		}
 	}
 	for _, wl := range workloadOf {
-		var mine []Answer
+		var mine []answer
 		for _, a := range r.fp {
 			if a.Key == r.prefix+wl.part && a.Decided() {
 				mine = append(mine, a)
@@ -254,7 +254,7 @@ func (r *Report) inWindowSeries() map[string]results.Series {
 		if len(mine) == 0 {
 			continue
 		}
-		slices.SortStableFunc(mine, func(a, b Answer) int { return a.Sent.Compare(b.Sent) })
+		slices.SortStableFunc(mine, func(a, b answer) int { return a.Sent.Compare(b.Sent) })
 		s := results.Series{Name: inWindowName, Unit: results.UnitCount, XUnit: results.UnitSeconds}
 		var admitted []time.Time
 		for _, a := range mine {

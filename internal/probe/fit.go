@@ -7,33 +7,33 @@ import (
 	"time"
 )
 
-// Observation is one request as the probe saw it: the key it was sent
+// observation is one request as the probe saw it: the key it was sent
 // for, its cost, when it went out and when its answer came back, and
 // whether the target admitted it. The target decided at an instant
 // between Sent and Received that nobody outside it knows.
-type Observation struct {
+type observation struct {
 	Key            string
 	N              int
 	Sent, Received time.Time
 	Admitted       bool
 }
 
-// Explained is how many of a run's decisions a model explains.
-type Explained struct {
-	Model     Model
+// explanation is how many of a run's decisions a model explains.
+type explanation struct {
+	Model     model
 	Explained int // decisions the model makes alike at some instant of their interval
 	Decisions int
 }
 
 // Share is the share of the decisions explained, 0 to 1.
-func (e Explained) Share() float64 {
+func (e explanation) Share() float64 {
 	if e.Decisions == 0 {
 		return 0
 	}
 	return float64(e.Explained) / float64(e.Decisions)
 }
 
-// Explain replays obs through m, key by key in the order they were sent,
+// explainAll replays obs through m, key by key in the order they were sent,
 // and counts the decisions m explains: an admission is explained when m
 // admits at some instant between Sent and Received, a refusal when m
 // refuses at some instant there. The target decided at an unknown
@@ -56,17 +56,17 @@ func (e Explained) Share() float64 {
 // decisions allow, and the second the strictest: an admission is
 // explained if the lenient one admits it, a refusal if the strict one
 // refuses it.
-func Explain(obs []Observation, m Model) Explained {
+func explainAll(obs []observation, m model) explanation {
 	n, _ := explain(byKey(obs), m, len(obs))
-	return Explained{Model: m, Explained: n, Decisions: len(obs)}
+	return explanation{Model: m, Explained: n, Decisions: len(obs)}
 }
 
 // explain is Explain on obs grouped by key (byKey), giving up once more
 // than wrong decisions are not explained: it returns how many were
 // explained, and whether it went through them all.
-func explain(keys [][]Observation, m Model, wrong int) (int, bool) {
+func explain(keys [][]observation, m model, wrong int) (int, bool) {
 	explained, missed := 0, 0
-	all := follow(keys, m, func(_ Observation, ok bool) bool {
+	all := follow(keys, m, func(_ observation, ok bool) bool {
 		if ok {
 			explained++
 			return true
@@ -81,7 +81,7 @@ func explain(keys [][]Observation, m Model, wrong int) (int, bool) {
 // says, telling decided of each decision, in the order replayed, whether
 // m explains it; it stops when decided returns false, and reports whether
 // it went through them all.
-func follow(keys [][]Observation, m Model, decided func(o Observation, explained bool) bool) bool {
+func follow(keys [][]observation, m model, decided func(o observation, explained bool) bool) bool {
 	for _, key := range keys {
 		key = slices.Clone(key) // reordered below
 		early, late := m.newState(), m.newState()
@@ -145,7 +145,7 @@ func follow(keys [][]Observation, m Model, decided func(o Observation, explained
 
 // admittedDuring returns the index in rest of the first admitted request
 // sent no later than until, or -1.
-func admittedDuring(rest []Observation, until int64) int {
+func admittedDuring(rest []observation, until int64) int {
 	for j, o := range rest {
 		if o.Sent.UnixNano() > until {
 			break
@@ -157,11 +157,11 @@ func admittedDuring(rest []Observation, until int64) int {
 	return -1
 }
 
-// Replay is the plain replay Explain improves on, kept to show by how
+// replay is the plain replay Explain improves on, kept to show by how
 // much: each request decided by m at the instant it was sent, m's state
 // following its own decisions. It counts the decisions alike.
-func Replay(obs []Observation, m Model) Explained {
-	e := Explained{Model: m, Decisions: len(obs)}
+func replay(obs []observation, m model) explanation {
+	e := explanation{Model: m, Decisions: len(obs)}
 	for _, key := range byKey(obs) {
 		st := m.newState()
 		for _, o := range key {
@@ -180,24 +180,24 @@ func Replay(obs []Observation, m Model) Explained {
 	return e
 }
 
-// Rank explains obs with every model and returns them best first: the
+// rank explains obs with every model and returns them best first: the
 // most decisions explained, then the order given (put the simpler or the
 // declared model first, and it wins a tie).
-func Rank(obs []Observation, models []Model) []Explained {
-	out := make([]Explained, len(models))
+func rank(obs []observation, models []model) []explanation {
+	out := make([]explanation, len(models))
 	for i, m := range models {
-		out[i] = Explain(obs, m)
+		out[i] = explainAll(obs, m)
 	}
-	slices.SortStableFunc(out, func(a, b Explained) int { return cmp.Compare(b.Explained, a.Explained) })
+	slices.SortStableFunc(out, func(a, b explanation) int { return cmp.Compare(b.Explained, a.Explained) })
 	return out
 }
 
-// Best returns the best explanation of each family, best first: what a
+// bestOfEach returns the best explanation of each family, best first: what a
 // report says ("behaves as GCRA 10/s burst 6: 99.7%; sliding counter
 // 20/2s: 91.2%; ...").
-func Best(ranked []Explained) []Explained {
+func bestOfEach(ranked []explanation) []explanation {
 	seen := map[string]bool{}
-	var out []Explained
+	var out []explanation
 	for _, e := range ranked {
 		if f := e.Model.Family(); !seen[f] {
 			seen[f] = true
@@ -209,9 +209,9 @@ func Best(ranked []Explained) []Explained {
 
 // byKey returns obs grouped by key, each group in the order sent (the
 // order obs came in, among requests sent at the same instant).
-func byKey(obs []Observation) [][]Observation {
+func byKey(obs []observation) [][]observation {
 	index := map[string]int{}
-	var keys [][]Observation
+	var keys [][]observation
 	for _, o := range obs {
 		i, ok := index[o.Key]
 		if !ok {
@@ -222,7 +222,7 @@ func byKey(obs []Observation) [][]Observation {
 		keys[i] = append(keys[i], o)
 	}
 	for _, k := range keys {
-		slices.SortStableFunc(k, func(a, b Observation) int { return a.Sent.Compare(b.Sent) })
+		slices.SortStableFunc(k, func(a, b observation) int { return a.Sent.Compare(b.Sent) })
 	}
 	return keys
 }

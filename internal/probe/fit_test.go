@@ -63,7 +63,7 @@ func traffic(rng *rand.Rand, n int, per time.Duration) []send {
 // each request reaches it up to a millisecond after it was sent (in that
 // order, which need not be the order sent), and its answer takes up to a
 // millisecond more to come back.
-func observe(t *testing.T, rng *rand.Rand, a limiters.Algorithm, limit limiters.Limit, sends []send) []Observation {
+func observe(t *testing.T, rng *rand.Rand, a limiters.Algorithm, limit limiters.Limit, sends []send) []observation {
 	t.Helper()
 	l, err := composite.New(a, []limiters.Limit{limit}, limiters.WithSweepInterval(-1))
 	if err != nil {
@@ -75,7 +75,7 @@ func observe(t *testing.T, rng *rand.Rand, a limiters.Algorithm, limit limiters.
 		at time.Time
 	}
 	arrivals := make([]arrival, len(sends))
-	obs := make([]Observation, len(sends))
+	obs := make([]observation, len(sends))
 	for i, s := range sends {
 		arrivals[i] = arrival{i, s.at.Add(time.Duration(rng.Int64N(int64(time.Millisecond))))}
 	}
@@ -86,7 +86,7 @@ func observe(t *testing.T, rng *rand.Rand, a limiters.Algorithm, limit limiters.
 		if err != nil {
 			t.Fatal(err)
 		}
-		obs[r.i] = Observation{Key: s.key, N: 1, Sent: s.at, Received: r.at.Add(time.Duration(rng.Int64N(int64(time.Millisecond)))), Admitted: d.Allowed}
+		obs[r.i] = observation{Key: s.key, N: 1, Sent: s.at, Received: r.at.Add(time.Duration(rng.Int64N(int64(time.Millisecond)))), Admitted: d.Allowed}
 	}
 	return obs
 }
@@ -119,13 +119,13 @@ func explainsItsOwn(t *testing.T, a limiters.Algorithm, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, uint64(len(a))))
 	limit := limitOf(a)
 	obs := observe(t, rng, a, limit, traffic(rng, 10, time.Second))
-	own := Explain(obs, Model{Algorithm: a, Limit: limit})
+	own := explainAll(obs, model{Algorithm: a, Limit: limit})
 	if own.Explained != own.Decisions {
 		t.Errorf("%s explains %d of its own %d decisions, want all", own.Model, own.Explained, own.Decisions)
 	}
 	for _, b := range limiters.Algorithms() {
-		m := Model{Algorithm: b, Limit: limitOf(b)}
-		e := Explain(obs, m)
+		m := model{Algorithm: b, Limit: limitOf(b)}
+		e := explainAll(obs, m)
 		t.Logf("%-40s %5.1f%% of %d", m, 100*e.Share(), e.Decisions)
 		if family(b) != family(a) && e.Explained == e.Decisions {
 			t.Errorf("%s explains every decision of %s: the traffic does not tell them apart", m, a)
@@ -151,8 +151,8 @@ func TestTiesCostOneDecision(t *testing.T) {
 		sends = append(sends, send{"k", t0.Add(time.Duration(i+1) * limit.Interval())})
 	}
 	obs := observe(t, rng, limiters.GCRA, limit, sends)
-	m := Model{Algorithm: limiters.GCRA, Limit: limit}
-	plain, explained := Replay(obs, m), Explain(obs, m)
+	m := model{Algorithm: limiters.GCRA, Limit: limit}
+	plain, explained := replay(obs, m), explainAll(obs, m)
 	t.Logf("plain replay %.1f%%, over the intervals following the target %.1f%%, of %d", 100*plain.Share(), 100*explained.Share(), plain.Decisions)
 	if explained.Explained != explained.Decisions {
 		t.Errorf("explained %d of %d, want all", explained.Explained, explained.Decisions)
@@ -165,23 +165,23 @@ func TestTiesCostOneDecision(t *testing.T) {
 // candidates returns the models the fit tries around a limit: every
 // algorithm, N (and a bucket's burst) one or two off, and for the
 // windows both alignments and both ways of counting refusals.
-func candidates(limit limiters.Limit) []Model {
-	var out []Model
+func candidates(limit limiters.Limit) []model {
+	var out []model
 	for _, a := range limiters.Algorithms() {
 		for dn := -2; dn <= 2; dn++ {
 			l := limiters.Limit{N: limit.N + dn, Per: limit.Per}
 			if !a.IsBucket() {
 				for _, anchored := range []bool{false, true} {
 					for _, counts := range []bool{false, true} {
-						out = append(out, Model{Algorithm: a, Limit: l, Anchored: anchored, CountsRefused: counts})
+						out = append(out, model{Algorithm: a, Limit: l, Anchored: anchored, CountsRefused: counts})
 					}
 				}
 				continue
 			}
 			for db := -2; db <= 2; db++ {
 				l.Burst = max(limit.Quota()+db, 1)
-				out = append(out, Model{Algorithm: a, Limit: l})
-				out = append(out, Model{Algorithm: a, Limit: l, CountsRefused: true})
+				out = append(out, model{Algorithm: a, Limit: l})
+				out = append(out, model{Algorithm: a, Limit: l, CountsRefused: true})
 			}
 		}
 	}
@@ -205,7 +205,7 @@ func ranksTheTarget(t *testing.T, a limiters.Algorithm, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 3+uint64(len(a))))
 	limit := limitOf(a)
 	obs := observe(t, rng, a, limit, traffic(rng, 10, time.Second))
-	best := Best(Rank(obs, candidates(limit)))
+	best := bestOfEach(rank(obs, candidates(limit)))
 	var lines []string
 	for _, e := range best {
 		lines = append(lines, fmt.Sprintf("%s: %.1f%%", e.Model, 100*e.Share()))

@@ -243,7 +243,7 @@ type Claims struct {
 }
 
 // claimsOf reads the claims of a fresh key's first answer.
-func claimsOf(a Answer) Claims {
+func claimsOf(a answer) Claims {
 	s := read(a.Header, a.Received)
 	c := Claims{Fields: fieldsOf(a.Header), Malformed: s.malformed, PolicyFrom: s.from}
 	switch {

@@ -45,13 +45,13 @@ var workloadOf = []struct{ part, workload string }{
 
 // judgeFingerprint judges each part of the fingerprint's answers (keys
 // prefix+part) against m.
-func judgeFingerprint(answers []Answer, prefix string, m Model) []Accuracy {
+func judgeFingerprint(answers []answer, prefix string, m model) []Accuracy {
 	var out []Accuracy
 	for _, w := range workloadOf {
-		var obs []Observation
+		var obs []observation
 		for _, a := range answers {
 			if a.Key == prefix+w.part && a.Decided() {
-				obs = append(obs, a.Observation)
+				obs = append(obs, a.observation)
 			}
 		}
 		if len(obs) > 0 {
@@ -63,11 +63,11 @@ func judgeFingerprint(answers []Answer, prefix string, m Model) []Accuracy {
 
 // ideal is the model m is judged against: the sliding log at N per W
 // for a window algorithm, the exact bucket for a bucket.
-func ideal(m Model) Model {
+func ideal(m model) model {
 	if m.Algorithm.IsBucket() {
-		return Model{Algorithm: limiters.GCRA, Limit: m.Limit}
+		return model{Algorithm: limiters.GCRA, Limit: m.Limit}
 	}
-	return Model{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: m.quota(), Per: m.Limit.Window()}}
+	return model{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: m.quota(), Per: m.Limit.Window()}}
 }
 
 // judge judges one key's decisions, obs, against m's ideal, which
@@ -77,10 +77,10 @@ func ideal(m Model) Model {
 // refuses at every instant of its interval (for the log, the key had N
 // admitted in the window before it, whenever it was decided), a false
 // deny a refusal it admits at every instant.
-func judge(workload string, obs []Observation, m Model) Accuracy {
+func judge(workload string, obs []observation, m model) Accuracy {
 	id := ideal(m)
 	a := Accuracy{Workload: workload, Requests: len(obs)}
-	follow(byKey(obs), id, func(o Observation, explained bool) bool {
+	follow(byKey(obs), id, func(o observation, explained bool) bool {
 		switch {
 		case o.Admitted && !explained:
 			a.FalseAllows++
@@ -105,14 +105,14 @@ func judge(workload string, obs []Observation, m Model) Accuracy {
 // bucket of capacity c refilled every t promises in it, c + (its length)/t:
 // counting the admissions sent at or after one's send and answered by
 // another's answer, against the length between the two.
-func overPromise(obs []Observation, c int, t time.Duration) float64 {
-	var ad []Observation
+func overPromise(obs []observation, c int, t time.Duration) float64 {
+	var ad []observation
 	for _, o := range obs {
 		if o.Admitted {
 			ad = append(ad, o)
 		}
 	}
-	slices.SortStableFunc(ad, func(a, b Observation) int { return a.Sent.Compare(b.Sent) })
+	slices.SortStableFunc(ad, func(a, b observation) int { return a.Sent.Compare(b.Sent) })
 	most := 0.0
 	for i, first := range ad {
 		for _, last := range ad[i:] {
@@ -131,9 +131,9 @@ func overPromise(obs []Observation, c int, t time.Duration) float64 {
 
 // mostInWindow is the most of obs admitted within any interval of length
 // per, counting a request only when it was both sent and answered in it.
-func mostInWindow(obs []Observation, per time.Duration) int {
+func mostInWindow(obs []observation, per time.Duration) int {
 	obs = slices.Clone(obs)
-	slices.SortStableFunc(obs, func(a, b Observation) int { return a.Sent.Compare(b.Sent) })
+	slices.SortStableFunc(obs, func(a, b observation) int { return a.Sent.Compare(b.Sent) })
 	best := 0
 	for i, o := range obs {
 		if !o.Admitted {

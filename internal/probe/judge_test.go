@@ -14,11 +14,11 @@ import (
 
 // observed makes one key's observations: admitted (or not) at each offset
 // from t0, answered lat later.
-func observed(t0 time.Time, lat time.Duration, at []time.Duration, admitted []bool) []Observation {
-	out := make([]Observation, len(at))
+func observed(t0 time.Time, lat time.Duration, at []time.Duration, admitted []bool) []observation {
+	out := make([]observation, len(at))
 	for i := range at {
 		s := t0.Add(at[i])
-		out[i] = Observation{Key: "k", N: 1, Sent: s, Received: s.Add(lat), Admitted: admitted[i]}
+		out[i] = observation{Key: "k", N: 1, Sent: s, Received: s.Add(lat), Admitted: admitted[i]}
 	}
 	return out
 }
@@ -178,7 +178,7 @@ func TestHeaders(t *testing.T) {
 		{http.Header{"X-Ratelimit-Remaining": {"lots"}}, "", "", "", "", "X-RateLimit-Remaining"},
 		{http.Header{}, "", "", "", "", ""},
 	} {
-		c := claimsOf(Answer{Observation: Observation{Received: at}, Status: 200, Header: tt.h})
+		c := claimsOf(answer{observation: observation{Received: at}, Status: 200, Header: tt.h})
 		s := read(tt.h, at)
 		remaining, wait := "", ""
 		if s.hasRemaining {
@@ -195,8 +195,8 @@ func TestHeaders(t *testing.T) {
 			t.Errorf("%v: malformed %q, want %q", tt.h, bad, tt.malformed)
 		}
 	}
-	a := Answer{Observation: Observation{Admitted: true}, Status: 200, Header: http.Header{"Ratelimit": {`"default";r=0;t=1`}, "Retry-After": {"1"}}}
-	if h := headersOf([]Answer{a, {Status: 429, Header: http.Header{"X-Ratelimit-Remaining": {"0"}}}}); strings.Join(h.OnAdmitted, ",") != "RateLimit,Retry-After" || strings.Join(h.OnRefused, ",") != "X-RateLimit-Remaining" {
+	a := answer{observation: observation{Admitted: true}, Status: 200, Header: http.Header{"Ratelimit": {`"default";r=0;t=1`}, "Retry-After": {"1"}}}
+	if h := headersOf([]answer{a, {Status: 429, Header: http.Header{"X-Ratelimit-Remaining": {"0"}}}}); strings.Join(h.OnAdmitted, ",") != "RateLimit,Retry-After" || strings.Join(h.OnRefused, ",") != "X-RateLimit-Remaining" {
 		t.Errorf("fields on 200 %v, on 429 %v", h.OnAdmitted, h.OnRefused)
 	}
 }
@@ -223,10 +223,10 @@ func TestKeptPace(t *testing.T) {
 // tables and the two charts drawn from them, the judged N on the chart.
 func TestReportFile(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	var fp []Answer
+	var fp []answer
 	for i, o := range observed(t0, time.Millisecond, []time.Duration{0, 10 * time.Millisecond, 20 * time.Millisecond}, []bool{true, true, false}) {
 		o.Key = "p-edge"
-		fp = append(fp, Answer{Observation: o, Status: []int{200, 200, 429}[i]})
+		fp = append(fp, answer{observation: o, Status: []int{200, 200, 429}[i]})
 	}
 	r := &Report{Target: "http://x/", Key: "header:X", Policy: "2/s", Start: t0, judged: logOf(limiters.Limit{N: 2, Per: time.Second}),
 		Fit:      []Fit{{Algorithm: limiters.SlidingLog, Limit: "2/s", Explained: 3, Decisions: 3, Share: 1}},
@@ -249,10 +249,10 @@ func TestReportFile(t *testing.T) {
 	}
 }
 
-func observations(as []Answer) []Observation {
-	var out []Observation
+func observations(as []answer) []observation {
+	var out []observation
 	for _, a := range as {
-		out = append(out, a.Observation)
+		out = append(out, a.observation)
 	}
 	return out
 }
@@ -267,4 +267,4 @@ func TestNoLimit(t *testing.T) {
 }
 
 // logOf is the sliding log at limit, the window algorithms' ideal.
-func logOf(limit limiters.Limit) Model { return Model{Algorithm: limiters.SlidingLog, Limit: limit} }
+func logOf(limit limiters.Limit) model { return model{Algorithm: limiters.SlidingLog, Limit: limit} }

@@ -26,11 +26,11 @@ import (
 	"github.com/ratelab/ratelab/limiters"
 )
 
-// Model is one way a limiter may decide: an algorithm and its limit, and
+// model is one way a limiter may decide: an algorithm and its limit, and
 // the variants real implementations differ in. The token bucket, the
 // leaky bucket and GCRA are one policy (the same decisions for the same
-// limit); a Model of any of the three decides as GCRA.
-type Model struct {
+// limit); a model of any of the three decides as GCRA.
+type model struct {
 	Algorithm limiters.Algorithm
 	Limit     limiters.Limit
 	// Anchored: a window algorithm's windows start at a key's first
@@ -49,33 +49,33 @@ type Model struct {
 	// that read the clock in seconds.
 	Seconds bool
 	// Rounding is how a sliding counter compares its weighted count.
-	Rounding Rounding
+	Rounding rounding
 }
 
-// Rounding is how a sliding window counter rounds the previous window's
+// rounding is how a sliding window counter rounds the previous window's
 // weighted count before it compares.
-type Rounding int8
+type rounding int8
 
 const (
-	// Exact compares the weighted count as a real number (as ratelab
+	// exact compares the weighted count as a real number (as ratelab
 	// does; rounding it up is the same).
-	Exact Rounding = iota
-	// Rounded rounds it to the nearest whole request, halves up.
-	Rounded
-	// Truncated rounds it down.
-	Truncated
+	exact rounding = iota
+	// rounded rounds it to the nearest whole request, halves up.
+	rounded
+	// truncated rounds it down.
+	truncated
 )
 
 // String names the model as the probe's tables do: "gcra 10/s burst 6",
 // "fixed-window 20/2s, first request, refusals counted".
-func (m Model) String() string {
+func (m model) String() string {
 	s := []string{string(m.Algorithm) + " " + m.Limit.String()}
 	return strings.Join(append(s, m.variants()...), ", ")
 }
 
 // variants names what m does that the exact, epoch-aligned model of its
 // algorithm does not.
-func (m Model) variants() []string {
+func (m model) variants() []string {
 	var out []string
 	if m.Anchored {
 		out = append(out, "windows from a key's first request")
@@ -86,9 +86,9 @@ func (m Model) variants() []string {
 		out = append(out, "refusals counted")
 	}
 	switch m.Rounding {
-	case Rounded:
+	case rounded:
 		out = append(out, "weighted count rounded")
-	case Truncated:
+	case truncated:
 		out = append(out, "weighted count truncated")
 	}
 	if m.Seconds {
@@ -99,7 +99,7 @@ func (m Model) variants() []string {
 
 // Family is the policy the model's algorithm belongs to: the three
 // buckets are one ("bucket"); each window algorithm is its own.
-func (m Model) Family() string { return family(m.Algorithm) }
+func (m model) Family() string { return family(m.Algorithm) }
 
 func family(a limiters.Algorithm) string {
 	if a.IsBucket() {
@@ -110,7 +110,7 @@ func family(a limiters.Algorithm) string {
 
 // Validate reports whether the model can be replayed: a limit its
 // algorithm takes, and each variant on an algorithm that has it.
-func (m Model) Validate() error {
+func (m model) Validate() error {
 	if err := m.Limit.Validate(m.Algorithm); err != nil {
 		return fmt.Errorf("probe: %s: %w", m, err)
 	}
@@ -120,33 +120,33 @@ func (m Model) Validate() error {
 		return fmt.Errorf("probe: %s: a %s has no windows to anchor", m, a)
 	case m.Restarts && (a != limiters.FixedWindow || !m.Anchored):
 		return fmt.Errorf("probe: %s: only an anchored fixed window restarts", m)
-	case m.Rounding != Exact && a != limiters.SlidingCounter:
+	case m.Rounding != exact && a != limiters.SlidingCounter:
 		return fmt.Errorf("probe: %s: only a sliding counter weighs a count", m)
 	}
 	return nil
 }
 
-// Variants returns every variant of algorithm a the fit tries, the exact
+// allVariants returns every variant of algorithm a the fit tries, the exact
 // and simplest first, with no limit set.
-func Variants(a limiters.Algorithm) []Model {
-	var out []Model
+func allVariants(a limiters.Algorithm) []model {
+	var out []model
 	for _, seconds := range []bool{false, true} {
 		switch a {
 		case limiters.FixedWindow:
-			out = append(out, Model{Algorithm: a, Seconds: seconds}, Model{Algorithm: a, Anchored: true, Seconds: seconds},
-				Model{Algorithm: a, Anchored: true, CountsRefused: true, Restarts: true, Seconds: seconds})
+			out = append(out, model{Algorithm: a, Seconds: seconds}, model{Algorithm: a, Anchored: true, Seconds: seconds},
+				model{Algorithm: a, Anchored: true, CountsRefused: true, Restarts: true, Seconds: seconds})
 		case limiters.SlidingLog:
-			out = append(out, Model{Algorithm: a, Seconds: seconds}, Model{Algorithm: a, CountsRefused: true, Seconds: seconds})
+			out = append(out, model{Algorithm: a, Seconds: seconds}, model{Algorithm: a, CountsRefused: true, Seconds: seconds})
 		case limiters.SlidingCounter:
-			for _, r := range []Rounding{Exact, Rounded, Truncated} {
+			for _, r := range []rounding{exact, rounded, truncated} {
 				for _, anchored := range []bool{false, true} {
 					for _, counts := range []bool{false, true} {
-						out = append(out, Model{Algorithm: a, Anchored: anchored, CountsRefused: counts, Seconds: seconds, Rounding: r})
+						out = append(out, model{Algorithm: a, Anchored: anchored, CountsRefused: counts, Seconds: seconds, Rounding: r})
 					}
 				}
 			}
 		default:
-			out = append(out, Model{Algorithm: a, Seconds: seconds}, Model{Algorithm: a, CountsRefused: true, Seconds: seconds})
+			out = append(out, model{Algorithm: a, Seconds: seconds}, model{Algorithm: a, CountsRefused: true, Seconds: seconds})
 		}
 	}
 	return out
@@ -154,7 +154,7 @@ func Variants(a limiters.Algorithm) []Model {
 
 // oddity is how far m is from its algorithm's plain form: the number of
 // variants it has. Among models that explain as much, the plainer wins.
-func (m Model) oddity() int { return len(m.variants()) }
+func (m model) oddity() int { return len(m.variants()) }
 
 // state is one key's state under a model, at times in Unix nanoseconds
 // (the epoch is where the aligned windows start). admits reports whether
@@ -171,7 +171,7 @@ type state interface {
 }
 
 // newState returns a fresh key's state under m.
-func (m Model) newState() state {
+func (m model) newState() state {
 	n, per := int64(m.Limit.N), int64(m.Limit.Per)
 	var st state
 	switch {
@@ -367,7 +367,7 @@ type counter struct {
 	n, per   int64
 	anchored bool
 	counts   bool
-	rounding Rounding
+	rounding rounding
 	origin   int64 // the grid's origin: 0, or the key's first request
 	started  bool
 	windows  []window
@@ -404,9 +404,9 @@ func (c *counter) admits(t int64, n int) bool {
 	}
 	w := prev * left
 	switch c.rounding {
-	case Rounded:
+	case rounded:
 		return (2*w+c.per)/(2*c.per)+count+int64(n) <= c.n
-	case Truncated:
+	case truncated:
 		return w/c.per+count+int64(n) <= c.n
 	}
 	return w+(count+int64(n))*c.per <= c.n*c.per

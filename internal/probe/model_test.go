@@ -27,13 +27,13 @@ func TestModelsAgree(t *testing.T) {
 				continue
 			}
 			t.Run(fmt.Sprintf("%s/%s", a, limit), func(t *testing.T) {
-				modelAgrees(t, rng, Model{Algorithm: a, Limit: limit})
+				modelAgrees(t, rng, model{Algorithm: a, Limit: limit})
 			})
 		}
 	}
 }
 
-func modelAgrees(t *testing.T, rng *rand.Rand, m Model) {
+func modelAgrees(t *testing.T, rng *rand.Rand, m model) {
 	l, err := composite.New(m.Algorithm, []limiters.Limit{m.Limit}, limiters.WithSweepInterval(-1))
 	if err != nil {
 		t.Fatal(err)
@@ -79,46 +79,46 @@ func TestVariants(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name  string
-		m     Model
+		m     model
 		steps []step
 	}{
-		{"anchored fixed window: the window starts at the first request", Model{Algorithm: limiters.FixedWindow, Limit: limiters.Limit{N: 2, Per: time.Second}, Anchored: true}, []step{
+		{"anchored fixed window: the window starts at the first request", model{Algorithm: limiters.FixedWindow, Limit: limiters.Limit{N: 2, Per: time.Second}, Anchored: true}, []step{
 			{ms(600), 1, true}, {ms(1100), 1, true}, {ms(1200), 1, false}, // epoch's edge at 1000 does not free it
 			{ms(1599), 1, false}, {ms(1600), 1, true}, // 600+1000: the next window
 		}},
-		{"a refusal restarts the window", Model{Algorithm: limiters.FixedWindow, Limit: limiters.Limit{N: 2, Per: time.Second}, Anchored: true, CountsRefused: true, Restarts: true}, []step{
+		{"a refusal restarts the window", model{Algorithm: limiters.FixedWindow, Limit: limiters.Limit{N: 2, Per: time.Second}, Anchored: true, CountsRefused: true, Restarts: true}, []step{
 			{ms(0), 1, true}, {ms(10), 1, true}, {ms(500), 1, false}, // restarts at 500
 			{ms(1200), 1, false}, // would be free from 1000; restarts at 1200
 			{ms(2199), 1, false}, // restarts again
 			{ms(3199), 1, true},  // quiet for a window
 		}},
-		{"sliding log, refusals counted", Model{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: 2, Per: time.Second}, CountsRefused: true}, []step{
+		{"sliding log, refusals counted", model{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: 2, Per: time.Second}, CountsRefused: true}, []step{
 			{ms(0), 1, true}, {ms(100), 1, true}, {ms(500), 1, false},
 			{ms(1050), 1, false}, // 0 expired, but 100 and the refusal at 500 are live
 			{ms(1600), 1, true},  // only the refusal at 1050 is live
 		}},
-		{"sliding log, whole seconds", Model{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: 1, Per: time.Second}, Seconds: true}, []step{
+		{"sliding log, whole seconds", model{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: 1, Per: time.Second}, Seconds: true}, []step{
 			{ms(900), 1, true}, {ms(1000), 1, true}, // 900 is second 0, expired at second 1
 			{ms(1999), 1, false}, {ms(2000), 1, true},
 		}},
-		{"sliding counter, weighted count rounded", Model{Algorithm: limiters.SlidingCounter, Limit: limiters.Limit{N: 10, Per: time.Second}, Rounding: Rounded}, []step{
+		{"sliding counter, weighted count rounded", model{Algorithm: limiters.SlidingCounter, Limit: limiters.Limit{N: 10, Per: time.Second}, Rounding: rounded}, []step{
 			{ms(500), 10, true}, // the first window full
 			// at 1040: 10·0.96 = 9.6 rounds to 10: refused; exact 9.6 + 1 > 10 refused too
 			{ms(1040), 1, false},
 			// at 1060: 9.4 rounds to 9: admitted (exact: 10.4 > 10, refused)
 			{ms(1060), 1, true},
 		}},
-		{"sliding counter, weighted count truncated", Model{Algorithm: limiters.SlidingCounter, Limit: limiters.Limit{N: 10, Per: time.Second}, Rounding: Truncated}, []step{
+		{"sliding counter, weighted count truncated", model{Algorithm: limiters.SlidingCounter, Limit: limiters.Limit{N: 10, Per: time.Second}, Rounding: truncated}, []step{
 			{ms(500), 10, true},
 			{ms(1001), 1, true}, // 9.99 truncates to 9
 			{ms(1002), 1, false},
 		}},
-		{"sliding counter, exact", Model{Algorithm: limiters.SlidingCounter, Limit: limiters.Limit{N: 10, Per: time.Second}}, []step{
+		{"sliding counter, exact", model{Algorithm: limiters.SlidingCounter, Limit: limiters.Limit{N: 10, Per: time.Second}}, []step{
 			{ms(500), 10, true},
 			{ms(1060), 1, false}, // 9.4 + 1 > 10
 			{ms(1100), 1, true},  // 9.0 + 1
 		}},
-		{"bucket, refusals counted: the debt runs on", Model{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: 10, Per: time.Second, Burst: 1}, CountsRefused: true}, []step{
+		{"bucket, refusals counted: the debt runs on", model{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: 10, Per: time.Second, Burst: 1}, CountsRefused: true}, []step{
 			{ms(0), 1, true}, {ms(50), 1, false}, // tat 100, then 200
 			{ms(150), 1, false}, // tat 300
 			{ms(300), 1, true},

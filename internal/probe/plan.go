@@ -8,7 +8,7 @@ import (
 	"github.com/ratelab/ratelab/limiters"
 )
 
-// Fingerprint plans the requests that tell the six algorithms apart for a
+// fingerprintPlan plans the requests that tell the six algorithms apart for a
 // limit of about n per per (a bucket's quota over the time it takes to
 // refill it), each part on a key of its own (prefix, then the part's
 // name), from start: the burst, 2n back to back on a fresh key; the
@@ -21,12 +21,12 @@ import (
 // aligned on the epoch from windows anchored at a key's first request;
 // and the anchored attack, one request and then n-1 just before and n
 // just after a window's length from it. The times are offsets from start.
-func Fingerprint(rng *rand.Rand, prefix string, limit limiters.Limit, start time.Time) []Request {
+func fingerprintPlan(rng *rand.Rand, prefix string, limit limiters.Limit, start time.Time) []request {
 	n, per := max(limit.Quota(), limit.N), limit.Per
-	var out []Request
+	var out []request
 	at := func(key string, t time.Duration) {
 		if t >= 0 {
-			out = append(out, Request{Key: prefix + key, At: t})
+			out = append(out, request{Key: prefix + key, At: t})
 		}
 	}
 	gap := min(per/time.Duration(40*n), time.Millisecond)
@@ -61,6 +61,6 @@ func Fingerprint(rng *rand.Rand, prefix string, limit limiters.Limit, start time
 	for i := range n {
 		at("anchored", one+per+per/50+time.Duration(i)*gap/2)
 	}
-	slices.SortStableFunc(out, func(a, b Request) int { return int(a.At - b.At) })
+	slices.SortStableFunc(out, func(a, b request) int { return int(a.At - b.At) })
 	return out
 }

@@ -69,7 +69,7 @@ type prober struct {
 	keys     int // fresh keys used, for their names
 	// obs are the decided requests the fit explains: the calibration's,
 	// the fingerprint's and the experiments'.
-	obs []Observation
+	obs []observation
 	// lat is how long answers take, at the 99th percentile, and late how
 	// late the sender sends.
 	lat, late time.Duration
@@ -89,11 +89,11 @@ func (p *prober) key(what string) string {
 
 // send sends plan and counts its answers against the budget, keeping the
 // decided ones for the fit.
-func (p *prober) send(ctx context.Context, plan []Request, start time.Time, stop func(Answer) bool) ([]Answer, error) {
+func (p *prober) send(ctx context.Context, plan []request, start time.Time, stop func(answer) bool) ([]answer, error) {
 	if n := p.c.MaxRequests - p.requests; len(plan) > n {
 		return nil, fmt.Errorf("probe: %d requests more would go past --max-requests %d (%d sent)", len(plan), p.c.MaxRequests, p.requests)
 	}
-	counted := func(a Answer) bool {
+	counted := func(a answer) bool {
 		p.requests++
 		return stop == nil || stop(a)
 	}
@@ -101,7 +101,7 @@ func (p *prober) send(ctx context.Context, plan []Request, start time.Time, stop
 	p.r.all = append(p.r.all, got...)
 	for _, a := range got {
 		if a.Decided() {
-			p.obs = append(p.obs, a.Observation)
+			p.obs = append(p.obs, a.observation)
 		} else {
 			p.r.Undecided++
 		}
@@ -113,7 +113,7 @@ func (p *prober) send(ctx context.Context, plan []Request, start time.Time, stop
 
 // spreadOf returns the 99th percentile of the answers' latency and of
 // the sender's lateness.
-func spreadOf(all []Answer) (lat, late time.Duration) {
+func spreadOf(all []answer) (lat, late time.Duration) {
 	var ls, ds []time.Duration
 	for _, a := range all {
 		if a.Decided() {
@@ -167,12 +167,12 @@ func run(ctx context.Context, c Config, x exchange, progress func(string)) (*Rep
 // probe runs the probe's steps in turn.
 func (p *prober) probe(ctx context.Context) error {
 	r, c := p.r, p.c
-	first, err := p.send(ctx, []Request{{Key: p.key("first")}}, time.Time{}, nil)
+	first, err := p.send(ctx, []request{{Key: p.key("first")}}, time.Time{}, nil)
 	if err != nil {
 		return err
 	}
 	if len(first) == 0 || !first[0].Decided() {
-		return fmt.Errorf("%w: the first request: %s", ErrNotDeciding, firstFailure(first))
+		return fmt.Errorf("%w: the first request: %s", errNotDeciding, firstFailure(first))
 	}
 	r.Claims = claimsOf(first[0])
 	if r.Claims.PolicyText != "" {
@@ -200,10 +200,10 @@ func (p *prober) probe(ctx context.Context) error {
 		return err
 	}
 	s := fit(p.obs, g)
-	if !slices.ContainsFunc(p.obs, func(o Observation) bool { return !o.Admitted }) {
+	if !slices.ContainsFunc(p.obs, func(o observation) bool { return !o.Admitted }) {
 		r.Verdict = Verdict{Text: fmt.Sprintf("no limit: all %d decided requests were admitted", len(p.obs)), Decisions: len(p.obs)}
 		r.Fit = []Fit{{Algorithm: NoLimit, Limit: "none seen", Explained: len(p.obs), Decisions: len(p.obs), Share: 1}}
-		return p.checks(ctx, Model{})
+		return p.checks(ctx, model{})
 	}
 	s, err = p.ask(ctx, s, g)
 	if err != nil && ctx.Err() != nil {
@@ -240,7 +240,7 @@ func (g guess) shape(cal Calibration) limiters.Limit {
 // fingerprint sends the fingerprint for limit and keeps its answers.
 func (p *prober) fingerprint(ctx context.Context, limit limiters.Limit) error {
 	start := p.x.now().Add(200 * time.Millisecond)
-	plan := Fingerprint(p.rng, p.prefix, limit, start)
+	plan := fingerprintPlan(p.rng, p.prefix, limit, start)
 	if n := len(plan); p.requests+n > p.c.MaxRequests {
 		return fmt.Errorf("probe: the fingerprint of %s takes %d requests, more than the %d --max-requests leaves", limit, n, p.c.MaxRequests-p.requests)
 	}
@@ -257,7 +257,7 @@ func (p *prober) fingerprint(ctx context.Context, limit limiters.Limit) error {
 }
 
 // busiest is the most requests plan sends in any one second.
-func busiest(plan []Request) int {
+func busiest(plan []request) int {
 	most, lo := 0, 0
 	for hi := range plan {
 		for plan[hi].At-plan[lo].At >= time.Second {
@@ -318,16 +318,16 @@ func (p *prober) ask(ctx context.Context, s *search, g guess) (*search, error) {
 				p.say("  asks: %s", e.about)
 			}
 		}
-		var plan []Request
+		var plan []request
 		var asked Round
 		for _, e := range chosen {
 			k := p.key("ask")
 			for _, t := range e.at {
-				plan = append(plan, Request{Key: k, At: t.Sub(d.start)})
+				plan = append(plan, request{Key: k, At: t.Sub(d.start)})
 			}
 			asked.Asked = append(asked.Asked, e.about)
 		}
-		slices.SortStableFunc(plan, func(a, b Request) int { return int(a.At - b.At) })
+		slices.SortStableFunc(plan, func(a, b request) int { return int(a.At - b.At) })
 		if late := p.x.now().Sub(d.start); late > 0 {
 			// Designing took longer than planned for: the instants that
 			// straddle a window's edge have passed. Again, with more time.
@@ -347,10 +347,10 @@ func (p *prober) ask(ctx context.Context, s *search, g guess) (*search, error) {
 }
 
 // checksTake is about how long the checks take after the fit names m.
-func checksTake(m Model) time.Duration { return m.Limit.Window()*3/2 + 2*time.Second }
+func checksTake(m model) time.Duration { return m.Limit.Window()*3/2 + 2*time.Second }
 
 // around returns g widened to take in models.
-func (g guess) around(models []Model) guess {
+func (g guess) around(models []model) guess {
 	for _, m := range models {
 		if !slices.Contains(g.quotas, m.quota()) {
 			g.quotas = append(g.quotas, m.quota())

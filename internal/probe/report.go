@@ -46,11 +46,11 @@ type Report struct {
 	Headers     Headers      `json:"headers"`
 	Timing      Timing       `json:"timing"`
 
-	all      []Answer // every answer, for Timing
-	fp       []Answer // the fingerprint's answers, on keys prefix+part
+	all      []answer // every answer, for Timing
+	fp       []answer // the fingerprint's answers, on keys prefix+part
 	prefix   string
 	interval time.Duration // the refill interval the plans were made for
-	judged   Model         // what the accuracy was judged against
+	judged   model         // what the accuracy was judged against
 }
 
 // ReportSchema is the version of probe.json. Schema 3 added the verdict,
@@ -112,7 +112,7 @@ type Round struct {
 
 // conclude reads the verdict off s, the last fit, and returns the model
 // named (zero when none is).
-func (p *prober) conclude(s *search) Model {
+func (p *prober) conclude(s *search) model {
 	r := p.r
 	best := s.best()
 	keys := byKey(p.obs)
@@ -129,7 +129,7 @@ func (p *prober) conclude(s *search) Model {
 	if top.Share() < explainedEnough {
 		v.Text = fmt.Sprintf("none of the six explains it: the best, %s, explains %.1f%% of %d decisions", top.Model, 100*top.Share(), top.Decisions)
 		p.say("%s", v.Text)
-		return Model{}
+		return model{}
 	}
 	v.Named = true
 	v.Text = fmt.Sprintf("%s: %.1f%% of %d decisions", describe(top.Model), 100*top.Share(), top.Decisions)
@@ -141,7 +141,7 @@ func (p *prober) conclude(s *search) Model {
 
 // describe names a model for a person: the family (the three buckets as
 // one), the limit, the variants.
-func describe(m Model) string {
+func describe(m model) string {
 	name := string(m.Algorithm)
 	if m.Algorithm.IsBucket() {
 		name = "bucket (token bucket, leaky bucket, GCRA)"
@@ -152,8 +152,8 @@ func describe(m Model) string {
 // unresolved returns the models that explain as much as the best and
 // differ from it (another family, or a rate or quota off by more than
 // 2%), each with why the probe could not tell them apart.
-func (p *prober) unresolved(s *search, best Model) []string {
-	models := []Model{best}
+func (p *prober) unresolved(s *search, best model) []string {
+	models := []model{best}
 	for _, m := range contenders(s, explainedEnough, 40) {
 		if m != best && differs(m, best) {
 			models = append(models, m)
@@ -180,7 +180,7 @@ func (p *prober) unresolved(s *search, best Model) []string {
 
 // differs reports whether a and b are different answers: another
 // family, another quota, or a rate more than 2% off.
-func differs(a, b Model) bool {
+func differs(a, b model) bool {
 	if a.Family() != b.Family() || a.quota() != b.quota() {
 		return true
 	}
@@ -190,7 +190,7 @@ func differs(a, b Model) bool {
 
 // declaredAgainst compares what was declared (--policy, else the
 // target's fields) with m: "" when they agree.
-func declaredAgainst(given limiters.Limit, c Claims, m Model) string {
+func declaredAgainst(given limiters.Limit, c Claims, m model) string {
 	behaves := "behaves as " + describe(m)
 	switch {
 	case given != (limiters.Limit{}):
@@ -212,9 +212,9 @@ func declaredAgainst(given limiters.Limit, c Claims, m Model) string {
 
 // wrongOf describes the first most decisions m does not explain, at
 // seconds from start.
-func wrongOf(keys [][]Observation, m Model, start time.Time, most int) []string {
+func wrongOf(keys [][]observation, m model, start time.Time, most int) []string {
 	var out []string
-	follow(keys, m, func(o Observation, ok bool) bool {
+	follow(keys, m, func(o observation, ok bool) bool {
 		if !ok {
 			what := "refused, where it admits"
 			if o.Admitted {
@@ -245,7 +245,7 @@ func shortKey(k string) string {
 // again, or checked by other means.
 func (r *Report) WriteExchange(w io.Writer) error {
 	all := slices.Clone(r.all)
-	slices.SortStableFunc(all, func(a, b Answer) int { return a.Sent.Compare(b.Sent) })
+	slices.SortStableFunc(all, func(a, b answer) int { return a.Sent.Compare(b.Sent) })
 	b := bufio.NewWriter(w)
 	fmt.Fprintln(b, "key,sent_s,received_s,status")
 	for _, a := range all {

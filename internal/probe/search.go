@@ -43,7 +43,7 @@ type guess struct {
 // and how many it explained.
 type search struct {
 	decisions int
-	tried     []Explained
+	tried     []explanation
 	claim     claim
 }
 
@@ -57,22 +57,22 @@ type claim struct {
 }
 
 // agrees reports whether m keeps to c.
-func (c claim) agrees(m Model) bool {
+func (c claim) agrees(m model) bool {
 	w := m.Limit.Window()
 	return c.quota > 0 && m.quota() == c.quota && w >= c.lo && w <= c.hi
 }
 
 // best returns the best explanation of each family, best first.
-func (s *search) best() []Explained {
+func (s *search) best() []explanation {
 	ranked := slices.Clone(s.tried)
 	slices.SortStableFunc(ranked, s.better)
-	return Best(ranked)
+	return bestOfEach(ranked)
 }
 
 // within returns the models that explain at least share of the
 // decisions, best first.
-func (s *search) within(share float64) []Explained {
-	var out []Explained
+func (s *search) within(share float64) []explanation {
+	var out []explanation
 	for _, e := range s.tried {
 		if e.Decisions > 0 && e.Share() >= share-1e-9 {
 			out = append(out, e)
@@ -85,8 +85,8 @@ func (s *search) within(share float64) []Explained {
 // better orders explanations best first: the most decisions explained,
 // then the one that agrees with what the target claims, then the plainer
 // model (fewer variants), then the rounder limit.
-func (s *search) better(a, b Explained) int {
-	agree := func(e Explained) int {
+func (s *search) better(a, b explanation) int {
+	agree := func(e explanation) int {
 		if s.claim.agrees(e.Model) {
 			return 0
 		}
@@ -106,7 +106,7 @@ func (s *search) better(a, b Explained) int {
 // each. When the best explains under 99% of the decisions, it searches
 // again, wider. It returns the best explanation of each family, best
 // first, and every model it tried.
-func fit(obs []Observation, g guess) *search {
+func fit(obs []observation, g guess) *search {
 	keys := byKey(obs)
 	s := &search{decisions: len(obs), claim: g.claim}
 	s.pass(keys, g)
@@ -125,22 +125,22 @@ func fit(obs []Observation, g guess) *search {
 }
 
 // pass is one search of g: coarse, then the variants, then fine.
-func (s *search) pass(keys [][]Observation, g guess) {
+func (s *search) pass(keys [][]observation, g guess) {
 	n := s.decisions
-	seen := map[Model]bool{}
+	seen := map[model]bool{}
 	for _, e := range s.tried {
 		seen[e.Model] = true
 	}
-	try := func(m Model, wrong int) (Explained, bool) {
+	try := func(m model, wrong int) (explanation, bool) {
 		if seen[m] || !plausible(m) || m.Validate() != nil {
-			return Explained{}, false
+			return explanation{}, false
 		}
 		seen[m] = true
 		got, all := explain(keys, m, wrong)
 		if !all {
-			return Explained{}, false
+			return explanation{}, false
 		}
-		e := Explained{Model: m, Explained: got, Decisions: n}
+		e := explanation{Model: m, Explained: got, Decisions: n}
 		s.tried = append(s.tried, e)
 		return e, true
 	}
@@ -154,12 +154,12 @@ func (s *search) pass(keys [][]Observation, g guess) {
 		// on a model once it has missed a quarter of the decisions; if
 		// none explains that much, every variant; if still none, the
 		// plain ones all the way, for the best there is.
-		var coarse []Explained
+		var coarse []explanation
 		for _, round := range []struct {
 			all   bool
 			wrong int
 		}{{true, n / 10}, {true, n / 4}, {false, n}} {
-			for _, v := range Variants(a) {
+			for _, v := range allVariants(a) {
 				if !round.all && (v.oddity() > 1 || v.CountsRefused || v.Seconds) {
 					continue // the plain forms, and the anchored windows
 				}
@@ -181,11 +181,11 @@ func (s *search) pass(keys [][]Observation, g guess) {
 		}
 		slices.SortStableFunc(coarse, s.better)
 		// Every variant at the best few quotas and times.
-		var varied []Explained
+		var varied []explanation
 		for _, c := range coarse[:min(len(coarse), 4)] {
 			varied = append(varied, c)
 			q, t := c.Model.quota(), c.Model.time()
-			for _, v := range Variants(a) {
+			for _, v := range allVariants(a) {
 				if e, ok := try(v.with(q, t), n-c.Explained+n/50); ok {
 					varied = append(varied, e)
 				}
@@ -221,7 +221,7 @@ func spread(qs []int) []int {
 
 // with returns m at quota q and time t: a window's N and length, a
 // bucket's capacity and refill interval.
-func (m Model) with(q int, t time.Duration) Model {
+func (m model) with(q int, t time.Duration) model {
 	if m.Algorithm.IsBucket() {
 		m.Limit = bucketLimit(q, t)
 	} else {
@@ -231,10 +231,10 @@ func (m Model) with(q int, t time.Duration) Model {
 }
 
 // quota is m's N, or a bucket's capacity.
-func (m Model) quota() int { return m.Limit.Quota() }
+func (m model) quota() int { return m.Limit.Quota() }
 
 // time is m's window, or a bucket's refill interval.
-func (m Model) time() time.Duration {
+func (m model) time() time.Duration {
 	if m.Algorithm.IsBucket() {
 		return m.Limit.Interval()
 	}
@@ -297,7 +297,7 @@ func grid(s span, a limiters.Algorithm, step float64) []time.Duration {
 // roughness is how unround m's limit is: 0 for a whole number a second,
 // a minute or an hour (a bucket) or a window of whole minutes or seconds,
 // more for tenths, hundredths and the rest.
-func roughness(m Model) int {
+func roughness(m model) int {
 	t := m.time()
 	if m.Algorithm.IsBucket() {
 		for i, u := range []time.Duration{time.Second, time.Minute, time.Hour} {
@@ -321,7 +321,7 @@ func roughness(m Model) int {
 // in seconds a whole number of seconds. At other lengths the first fall
 // anywhere, and would fit noise; the second decide as the next whole
 // second does.
-func plausible(m Model) bool {
+func plausible(m model) bool {
 	switch {
 	case m.Algorithm.IsBucket():
 		return true

@@ -15,7 +15,7 @@ import (
 // (in that order, which need not be the order sent), and its answer takes
 // up to a millisecond more to come back. It is observe for the variants
 // no in-memory limiter has.
-func observeModel(rng *rand.Rand, m Model, sends []send) []Observation {
+func observeModel(rng *rand.Rand, m model, sends []send) []observation {
 	type arrival struct {
 		i  int
 		at time.Time
@@ -26,7 +26,7 @@ func observeModel(rng *rand.Rand, m Model, sends []send) []Observation {
 	}
 	slices.SortStableFunc(arrivals, func(a, b arrival) int { return a.at.Compare(b.at) })
 	states := map[string]state{}
-	obs := make([]Observation, len(sends))
+	obs := make([]observation, len(sends))
 	for _, r := range arrivals {
 		s := sends[r.i]
 		st, ok := states[s.key]
@@ -41,7 +41,7 @@ func observeModel(rng *rand.Rand, m Model, sends []send) []Observation {
 		} else {
 			st.refuse(t, 1)
 		}
-		obs[r.i] = Observation{Key: s.key, N: 1, Sent: s.at, Received: r.at.Add(time.Duration(rng.Int64N(int64(time.Millisecond)))), Admitted: admitted}
+		obs[r.i] = observation{Key: s.key, N: 1, Sent: s.at, Received: r.at.Add(time.Duration(rng.Int64N(int64(time.Millisecond)))), Admitted: admitted}
 	}
 	return obs
 }
@@ -49,7 +49,7 @@ func observeModel(rng *rand.Rand, m Model, sends []send) []Observation {
 // fingerprintSends is the probe's fingerprint for limit, from t0.
 func fingerprintSends(rng *rand.Rand, limit limiters.Limit) []send {
 	var out []send
-	for _, r := range Fingerprint(rng, "", limit, t0) {
+	for _, r := range fingerprintPlan(rng, "", limit, t0) {
 		out = append(out, send{r.Key, t0.Add(r.At)})
 	}
 	return out
@@ -61,7 +61,7 @@ func fingerprintSends(rng *rand.Rand, limit limiters.Limit) []send {
 // fingerprint.
 func TestFitFindsEachVariant(t *testing.T) {
 	for _, a := range families {
-		for _, v := range Variants(a) {
+		for _, v := range allVariants(a) {
 			limit := limiters.Limit{N: 20, Per: 2 * time.Second}
 			if a.IsBucket() {
 				limit = limiters.Limit{N: 10, Per: time.Second, Burst: 6}

@@ -83,16 +83,16 @@ func (t Target) denies(status int) bool {
 	return slices.Contains(t.Deny, status)
 }
 
-// Request is one request of a probe's plan: for a user's key (none, when
+// request is one request of a probe's plan: for a user's key (none, when
 // empty), At after the plan starts.
-type Request struct {
+type request struct {
 	Key string
 	At  time.Duration
 }
 
-// Answer is what came back for one request.
-type Answer struct {
-	Observation
+// answer is what came back for one request.
+type answer struct {
+	observation
 	// Intended is when the plan meant to send it: Sent minus Intended is
 	// how late the sender was.
 	Intended time.Time
@@ -103,17 +103,17 @@ type Answer struct {
 
 // Decided reports whether the target decided the request: it answered,
 // and not with a 5xx.
-func (a Answer) Decided() bool { return a.Status != 0 && a.Status < 500 }
+func (a answer) Decided() bool { return a.Status != 0 && a.Status < 500 }
 
-// ErrNotDeciding is returned by Send when the target decides none of the
+// errNotDeciding is returned by Send when the target decides none of the
 // first requests: it fails them all.
-var ErrNotDeciding = errors.New("probe: the target decides nothing")
+var errNotDeciding = errors.New("probe: the target decides nothing")
 
 // deadAfter is how many answers, none of them a decision, stop a plan.
 const deadAfter = 20
 
 // firstFailure describes the first answer that was not a decision.
-func firstFailure(answers []Answer) string {
+func firstFailure(answers []answer) string {
 	for _, a := range answers {
 		switch {
 		case a.Status >= 500:
@@ -138,7 +138,7 @@ type exchange interface {
 	// is now), and returns the answers in the plan's order, each request
 	// answered or not. stop, if not nil, is told each answer as it comes;
 	// when it returns false, what is not yet sent is not sent.
-	send(ctx context.Context, plan []Request, start time.Time, stop func(Answer) bool) ([]Answer, error)
+	send(ctx context.Context, plan []request, start time.Time, stop func(answer) bool) ([]answer, error)
 }
 
 // wire is the exchange over HTTP with a target.
@@ -149,22 +149,22 @@ type wire struct {
 
 func (w wire) now() time.Time { return time.Now() }
 
-func (w wire) send(ctx context.Context, plan []Request, start time.Time, stop func(Answer) bool) ([]Answer, error) {
-	return Send(ctx, w.target, plan, start, w.timeout, stop)
+func (w wire) send(ctx context.Context, plan []request, start time.Time, stop func(answer) bool) ([]answer, error) {
+	return sendPlan(ctx, w.target, plan, start, w.timeout, stop)
 }
 
-// Send sends plan to t, each request at its time after start (vegeta's
+// sendPlan sends plan to t, each request at its time after start (vegeta's
 // attacker, paced by the plan; a zero start is now), and returns the
 // answers in the plan's order, those answered or failed (a request not
 // sent has none). It never retries a request. Cancelling ctx stops it;
 // what was answered by then is returned with ctx's error. stop, if not
 // nil, is told each answer as it comes, and stops the plan when it
 // returns false.
-func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeout time.Duration, stop func(Answer) bool) ([]Answer, error) {
+func sendPlan(ctx context.Context, t Target, plan []request, start time.Time, timeout time.Duration, stop func(answer) bool) ([]answer, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	if !slices.IsSortedFunc(plan, func(a, b Request) int { return int(a.At - b.At) }) {
+	if !slices.IsSortedFunc(plan, func(a, b request) int { return int(a.At - b.At) }) {
 		return nil, errors.New("probe: a plan's requests go in the order they are sent")
 	}
 	if len(plan) == 0 {
@@ -194,18 +194,18 @@ func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeou
 	}
 	a, done := attacker(t, len(plan), timeout)
 	defer done()
-	answers := make([]Answer, len(plan))
+	answers := make([]answer, len(plan))
 	seen := make([]bool, len(plan))
 	received, decided := 0, 0
 	delay := max(time.Until(start), 0)
 	paced := make(schedule, len(plan))
 	for i, r := range plan {
-		paced[i] = Request{Key: r.Key, At: r.At + delay}
+		paced[i] = request{Key: r.Key, At: r.At + delay}
 	}
 	began := time.Now()
 	results := a.Attack(lockedTargeter(targeter), paced, paced[len(paced)-1].At+timeout+time.Second, "probe")
-	got := func() []Answer {
-		out := make([]Answer, 0, received)
+	got := func() []answer {
+		out := make([]answer, 0, received)
 		for i, ok := range seen {
 			if ok {
 				out = append(out, answers[i])
@@ -243,7 +243,7 @@ func Send(ctx context.Context, t Target, plan []Request, start time.Time, timeou
 				// the rest of the plan to a target that only fails.
 				halt()
 				out := got()
-				return out, fmt.Errorf("%w: the first %d answers were all errors or 5xx (%s)", ErrNotDeciding, received, firstFailure(out))
+				return out, fmt.Errorf("%w: the first %d answers were all errors or 5xx (%s)", errNotDeciding, received, firstFailure(out))
 			}
 			if stop != nil && !stop(answers[i]) {
 				halt()
@@ -269,7 +269,7 @@ func attacker(t Target, n int, timeout time.Duration) (*vegeta.Attacker, func())
 
 // addresses returns each request's URL, with its number (and its key,
 // for a query key), and the address it goes from, for a source key.
-func addresses(t Target, plan []Request) (urls, sources []string, err error) {
+func addresses(t Target, plan []request) (urls, sources []string, err error) {
 	base, err := url.Parse(t.URL)
 	if err != nil {
 		return nil, nil, err
@@ -314,8 +314,8 @@ func seqOf(raw string) (int, error) {
 	return strconv.Atoi(u.Query().Get(seqParam))
 }
 
-func answerOf(t Target, r Request, res *vegeta.Result) Answer {
-	a := Answer{Observation: Observation{Key: r.Key, N: 1, Sent: res.Timestamp, Received: res.End()}, Status: int(res.Code), Header: res.Headers, Err: res.Error}
+func answerOf(t Target, r request, res *vegeta.Result) answer {
+	a := answer{observation: observation{Key: r.Key, N: 1, Sent: res.Timestamp, Received: res.End()}, Status: int(res.Code), Header: res.Headers, Err: res.Error}
 	if a.Status != 0 {
 		a.Err = ""
 	}
@@ -324,7 +324,7 @@ func answerOf(t Target, r Request, res *vegeta.Result) Answer {
 }
 
 // schedule paces vegeta by the plan: request i at plan[i].At.
-type schedule []Request
+type schedule []request
 
 func (s schedule) Pace(elapsed time.Duration, hits uint64) (time.Duration, bool) {
 	if hits >= uint64(len(s)) {
@@ -334,7 +334,7 @@ func (s schedule) Pace(elapsed time.Duration, hits uint64) (time.Duration, bool)
 }
 
 func (s schedule) Rate(elapsed time.Duration) float64 {
-	i, _ := slices.BinarySearchFunc(s, elapsed, func(r Request, t time.Duration) int { return int(r.At - t) })
+	i, _ := slices.BinarySearchFunc(s, elapsed, func(r request, t time.Duration) int { return int(r.At - t) })
 	if i+1 >= len(s) || s[i+1].At == s[i].At {
 		return 0
 	}

@@ -22,7 +22,7 @@ type simulated struct {
 
 // simulate returns a simulated target that decides as m, per key, and
 // says nothing in its fields.
-func simulate(m Model, seed uint64, lat time.Duration) *simulated {
+func simulate(m model, seed uint64, lat time.Duration) *simulated {
 	states := map[string]state{}
 	return &simulated{
 		clock: time.Unix(1_800_000_000, 123_456_789),
@@ -47,7 +47,7 @@ func simulate(m Model, seed uint64, lat time.Duration) *simulated {
 
 func (s *simulated) now() time.Time { return s.clock }
 
-func (s *simulated) send(_ context.Context, plan []Request, start time.Time, stop func(Answer) bool) ([]Answer, error) {
+func (s *simulated) send(_ context.Context, plan []request, start time.Time, stop func(answer) bool) ([]answer, error) {
 	if start.IsZero() || start.Before(s.clock) {
 		start = s.clock
 	}
@@ -56,11 +56,11 @@ func (s *simulated) send(_ context.Context, plan []Request, start time.Time, sto
 		at     time.Time
 		answer bool // the answer coming back, not the request arriving
 	}
-	answers := make([]Answer, len(plan))
+	answers := make([]answer, len(plan))
 	var events []event
 	for i, r := range plan {
 		sent := start.Add(r.At).Add(time.Duration(s.rng.Int64N(int64(50 * time.Microsecond))))
-		answers[i] = Answer{Observation: Observation{Key: r.Key, N: 1, Sent: sent}, Intended: start.Add(r.At)}
+		answers[i] = answer{observation: observation{Key: r.Key, N: 1, Sent: sent}, Intended: start.Add(r.At)}
 		arrive := sent.Add(time.Duration(s.rng.Int64N(int64(s.lat) + 1)))
 		back := arrive.Add(time.Duration(s.rng.Int64N(int64(s.lat) + 1)))
 		answers[i].Received = back
@@ -98,7 +98,7 @@ func (s *simulated) send(_ context.Context, plan []Request, start time.Time, sto
 		s.clock = events[len(events)-1].at
 	}
 	slices.Sort(got)
-	out := make([]Answer, len(got))
+	out := make([]answer, len(got))
 	for j, i := range got {
 		out[j] = answers[i]
 	}
@@ -109,7 +109,7 @@ func (s *simulated) send(_ context.Context, plan []Request, start time.Time, sto
 // X-RateLimit fields a careful server would: the limit, what is left,
 // and when the next request is admitted (Retry-After on a refusal,
 // rounded up to whole seconds as delta-seconds are).
-func honestFields(s *simulated, m Model) *simulated {
+func honestFields(s *simulated, m model) *simulated {
 	states := map[string]state{}
 	s.decide = func(key string, t time.Time) (bool, http.Header) {
 		st, ok := states[key]

@@ -11,28 +11,28 @@ import (
 
 // simCase is a target the probe is run against in simulated time.
 type simCase struct {
-	m      Model
+	m      model
 	budget time.Duration // the most the probe may take
 }
 
 func simCases() []simCase {
-	w := func(a limiters.Algorithm, n int, per time.Duration) Model {
-		return Model{Algorithm: a, Limit: limiters.Limit{N: n, Per: per}}
+	w := func(a limiters.Algorithm, n int, per time.Duration) model {
+		return model{Algorithm: a, Limit: limiters.Limit{N: n, Per: per}}
 	}
-	b := func(n int, per time.Duration, burst int) Model {
-		return Model{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: n, Per: per, Burst: burst}}
+	b := func(n int, per time.Duration, burst int) model {
+		return model{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: n, Per: per, Burst: burst}}
 	}
-	with := func(m Model, f func(*Model)) Model { f(&m); return m }
+	with := func(m model, f func(*model)) model { f(&m); return m }
 	return []simCase{
 		{w(limiters.FixedWindow, 20, 2*time.Second), 60 * time.Second},
-		{with(w(limiters.FixedWindow, 20, 10*time.Second), func(m *Model) { m.Anchored = true }), 120 * time.Second},
-		{with(w(limiters.FixedWindow, 20, 10*time.Second), func(m *Model) { m.Anchored, m.CountsRefused, m.Restarts = true, true, true }), 120 * time.Second},
+		{with(w(limiters.FixedWindow, 20, 10*time.Second), func(m *model) { m.Anchored = true }), 120 * time.Second},
+		{with(w(limiters.FixedWindow, 20, 10*time.Second), func(m *model) { m.Anchored, m.CountsRefused, m.Restarts = true, true, true }), 120 * time.Second},
 		{w(limiters.SlidingLog, 20, 2*time.Second), 60 * time.Second},
-		{with(w(limiters.SlidingLog, 20, 10*time.Second), func(m *Model) { m.CountsRefused = true }), 120 * time.Second},
-		{with(w(limiters.SlidingLog, 20, 10*time.Second), func(m *Model) { m.Seconds = true }), 120 * time.Second},
+		{with(w(limiters.SlidingLog, 20, 10*time.Second), func(m *model) { m.CountsRefused = true }), 120 * time.Second},
+		{with(w(limiters.SlidingLog, 20, 10*time.Second), func(m *model) { m.Seconds = true }), 120 * time.Second},
 		{w(limiters.SlidingCounter, 20, 2*time.Second), 60 * time.Second},
-		{with(w(limiters.SlidingCounter, 30, 10*time.Second), func(m *Model) { m.Rounding = Rounded }), 120 * time.Second},
-		{with(w(limiters.SlidingCounter, 30, 10*time.Second), func(m *Model) { m.Seconds = true }), 120 * time.Second},
+		{with(w(limiters.SlidingCounter, 30, 10*time.Second), func(m *model) { m.Rounding = rounded }), 120 * time.Second},
+		{with(w(limiters.SlidingCounter, 30, 10*time.Second), func(m *model) { m.Seconds = true }), 120 * time.Second},
 		{b(10, time.Second, 6), 60 * time.Second},
 		{b(1, time.Second, 1), 60 * time.Second},
 		{b(10, time.Second, 1), 60 * time.Second},
@@ -86,13 +86,13 @@ func TestProbeSimulated(t *testing.T) {
 }
 
 // parseModel reads a fit back into a model.
-func parseModel(f Fit) (Model, error) {
+func parseModel(f Fit) (model, error) {
 	l, err := limiters.ParseLimit(f.Limit)
 	if err != nil {
-		return Model{}, err
+		return model{}, err
 	}
-	m := Model{Algorithm: f.Algorithm, Limit: l}
-	for _, v := range Variants(f.Algorithm) {
+	m := model{Algorithm: f.Algorithm, Limit: l}
+	for _, v := range allVariants(f.Algorithm) {
 		v.Limit = l
 		if fmt.Sprint(v.variants()) == fmt.Sprint(f.Variants) {
 			return v, nil

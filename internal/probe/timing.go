@@ -53,7 +53,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // timingOf summarises all, every answer of the probe, and the
 // fingerprint's own.
-func timingOf(all, fingerprint []Answer) Timing {
+func timingOf(all, fingerprint []answer) Timing {
 	var admitted, refused, late []time.Duration
 	for _, a := range all {
 		if !a.Intended.IsZero() && !a.Sent.IsZero() {
