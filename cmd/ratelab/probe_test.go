@@ -24,7 +24,7 @@ func TestProbeBadFlags(t *testing.T) {
 	}{
 		{"no URL", []string{"probe", "--key", "header:X", "--policy", "10/s"}, "probe: want one URL, got 0 arguments"},
 		{"no key", []string{"probe", "--policy", "10/s", "http://127.0.0.1:1/"}, `the key "": want header:NAME, query:NAME or source`},
-		{"source without addresses", []string{"probe", "--key", "source", "--policy", "10/s", "http://127.0.0.1:1/"}, "--key source and --source go together"},
+		{"source off loopback without addresses", []string{"probe", "--key", "source", "--policy", "10/s", "http://192.0.2.1:1/"}, "--key source needs --source"},
 		{"bad source", []string{"probe", "--key", "source", "--source", "10.0.0.9-10.0.0.1", "--policy", "10/s", "http://127.0.0.1:1/"}, `--source "10.0.0.9-10.0.0.1"`},
 		{"bad key", []string{"probe", "--key", "cookie:x", "--policy", "10/s", "http://127.0.0.1:1/"}, `the key "cookie:x"`},
 		{"bad policy", []string{"probe", "--key", "header:X", "--policy", "ten a second", "http://127.0.0.1:1/"}, "probe: --policy:"},
@@ -55,7 +55,7 @@ func TestProbeNothingDecided(t *testing.T) {
 	}))
 	defer srv.Close()
 	_, stderr, code := ratelab(t, "", "probe", "--key", "header:X", "--policy", "20/s", "--out", t.TempDir(), srv.URL)
-	if code != 1 || !strings.Contains(stderr, "\nratelab probe: the target decides nothing: the first 20 answers were all errors or 5xx (the first answered 503)") {
+	if code != 1 || !strings.Contains(stderr, "\nratelab probe: the target decides nothing: the first request: the first answered 503") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 }
@@ -83,7 +83,7 @@ func TestProbeExpect(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, `strays from "sliding-log 20/s"`) || !strings.Contains(stderr, "algorithm: behaves as") || !strings.Contains(stderr, "not sliding-log") {
 		t.Errorf("exit %d, stderr %q: want 1, naming the algorithm", code, stderr)
 	}
-	for _, want := range []string{"What the target behaves as", "Accuracy against the policy", "Judged against 20/s burst 10", "boundary-attack", "Latency and pace"} {
+	for _, want := range []string{"What the target behaves as", "Accuracy against the policy", "Judged against the bucket 20/s burst 10", "boundary-attack", "Latency and pace"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -293,6 +294,13 @@ func (p *prober) retryAfter(ctx context.Context, q int, m model) error {
 	}
 	slices.SortStableFunc(plan, func(a, b request) int { return int(a.At - b.At) })
 	start := p.x.now().Add(50 * time.Millisecond)
+	if (m.Algorithm == limiters.FixedWindow || m.Algorithm == limiters.SlidingCounter) && !m.Anchored && w <= 10*time.Second {
+		// A tenth into the next of the epoch's windows, so that a window
+		// does not turn in the middle of a spending and give the quota
+		// again: the refusal's wait would then be the rest of a window
+		// that has turned.
+		start = start.Truncate(w).Add(w + w/10)
+	}
 	answers, err := p.send(ctx, plan, start, nil)
 	if err != nil {
 		return err
@@ -360,7 +368,7 @@ func (p *prober) retryAfter(ctx context.Context, q int, m model) error {
 		}
 	}
 	for i := range checks {
-		checks[i].Verdict = waitVerdict(checks[i])
+		checks[i].Verdict = waitVerdict(checks[i], 20*time.Millisecond+p.lat+p.late)
 	}
 	p.r.RetryAfter = checks
 	return nil
@@ -420,13 +428,19 @@ func outcome(a answer) string {
 	return "refused"
 }
 
-// waitVerdict judges one Retry-After check.
-func waitVerdict(ra RetryAfter) string {
+// waitVerdict judges one Retry-After check. A wait admitted at 80% of it
+// was longer than needed, unless it was what was needed rounded up to
+// whole seconds (as delta-seconds must be: a bucket that refills in 100ms
+// says 1), to within slack of how long answers take.
+func waitVerdict(ra RetryAfter, slack time.Duration) string {
 	switch {
 	case ra.Header == "":
 		return "no refusal advertised a wait"
 	case ra.AtWait == "refused":
 		return "lies: refused at the advertised instant"
+	case ra.Early == "admitted" && ra.Needed > 0 && ra.Advertised == math.Trunc(ra.Advertised) &&
+		ra.Advertised <= math.Ceil(ra.Needed+slack.Seconds()):
+		return "honest, rounded up to whole seconds"
 	case ra.Early == "admitted":
 		return "longer than needed: admitted at 80% of it"
 	case ra.AtWait == "admitted":

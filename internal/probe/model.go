@@ -281,12 +281,16 @@ func (f *fixed) admits(t int64, n int) bool {
 
 func (f *fixed) admit(t int64, n int) {
 	i, ok := f.find(t)
-	if !ok {
-		start := t
-		if !f.anchored {
-			start = floorDiv(t, f.per) * f.per
-		}
-		f.windows = slices.Insert(f.windows, i, window{start: start})
+	switch {
+	case ok:
+	case f.anchored && i < len(f.windows) && f.windows[i].start < t+f.per:
+		// Recorded before the window that follows began, and within a
+		// window of it: that window began here.
+		f.windows[i].start = t
+	case f.anchored:
+		f.windows = slices.Insert(f.windows, i, window{start: t})
+	default:
+		f.windows = slices.Insert(f.windows, i, window{start: floorDiv(t, f.per) * f.per})
 	}
 	f.windows[i].count += int64(n)
 }

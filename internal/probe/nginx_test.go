@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelab/ratelab/limiters"
 )
 
 // nginxConf is the test's own nginx: three limits, each behind a location
@@ -34,6 +32,7 @@ http {
 	limit_req_zone $http_x_user zone=burst:1m rate=10r/s;
 	limit_req_zone $http_x_user zone=noburst:1m rate=10r/s;
 	limit_req_zone $binary_remote_addr zone=byip:1m rate=10r/s;
+	limit_req_zone $http_x_user zone=slow:1m rate=60r/m;
 	limit_req_status 429;
 	server {
 		listen 127.0.0.1:%[2]d;
@@ -41,6 +40,7 @@ http {
 		location /burst/ { limit_req zone=burst burst=5 nodelay; }
 		location /noburst/ { limit_req zone=noburst; }
 		location /ip/ { limit_req zone=byip burst=5 nodelay; }
+		location /slow/ { limit_req zone=slow; }
 	}
 }
 `
@@ -67,7 +67,7 @@ func startNginx(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	for _, d := range []string{"www/burst", "www/noburst", "www/ip"} {
+	for _, d := range []string{"www/burst", "www/noburst", "www/ip", "www/slow"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -127,50 +127,54 @@ func startNginx(t *testing.T) string {
 	}
 }
 
-// nginx's limit_req, probed: with burst=5 nodelay it is GCRA at its rate
-// with a capacity of six (declared to the probe), without burst a capacity
-// of one (found with no policy declared), and keyed by the client's
-// address through --key source. nginx advertises no wait, and does not
-// limit requests whose key is empty.
+// nginx's limit_req, probed with no policy: with burst=5 nodelay it is
+// GCRA at its rate with a capacity of six, without burst a capacity of
+// one, and so at 60r/m (a request a second: probed as such, not as a
+// minute), and keyed by the client's address through --key source. nginx
+// advertises no wait, and does not limit requests whose key is empty.
 func TestProbeNginx(t *testing.T) {
 	if testing.Short() {
-		t.Skip("probes nginx for about 20 seconds")
+		t.Skip("probes nginx for about 30 seconds")
 	}
 	t.Parallel()
 	base := startNginx(t)
-	hdr := Key{Kind: "header", Name: "X-User"}
-	src, err := ParseSources("127.0.0.2-127.0.0.60")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, tt := range []struct {
 		name    string
-		target  Target
-		policy  limiters.Limit
+		path    string
+		key     Key
 		want    string
 		keyless string
 	}{
-		{"burst=5 nodelay", Target{URL: base + "/burst/", Key: hdr}, limiters.Limit{N: 10, Per: time.Second, Burst: 6}, "10/s burst 6", "not limited"},
-		{"no burst", Target{URL: base + "/noburst/", Key: hdr}, limiters.Limit{}, "10/s burst 1", "not limited"},
-		{"by address", Target{URL: base + "/ip/", Key: Key{Kind: "source"}, Sources: src}, limiters.Limit{N: 10, Per: time.Second, Burst: 6}, "10/s burst 6", "not asked: every request has an address"},
+		{"burst=5 nodelay", "/burst/", byUser, "gcra 10/s burst 6", "not limited"},
+		{"no burst", "/noburst/", byUser, "gcra 10/s burst 1", "not limited"},
+		{"60r/m", "/slow/", byUser, "gcra 1/s burst 1", "not limited"},
+		{"by address", "/ip/", Key{Kind: "source"}, "gcra 10/s burst 6", "not asked: every request has an address"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := Config{Target: tt.target, Policy: tt.policy, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
-			r, err := Run(context.Background(), c, nil)
+			target := Target{URL: base + tt.path, Key: tt.key}
+			if tt.key.Kind == "source" {
+				src, _, err := DefaultSources(target.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				target.Sources = src
+			}
+			r, err := probeOf(t, target)
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s: %d requests in %.1fs; calibration %+v; fit %+v; concurrency %+v; Retry-After %+v; keys %+v",
-				tt.name, r.Requests, r.Elapsed, r.Calibration, r.Fit, r.Concurrency, r.RetryAfter, r.Keys)
-			if best := r.Fit[0]; !best.Algorithm.IsBucket() || best.Limit != tt.want || best.Share < 0.99 {
-				t.Errorf("fitted %s %s (%.1f%%), want the bucket policy at %s", best.Algorithm, best.Limit, 100*best.Share, tt.want)
-			}
+			named(t, r, tt.want, time.Minute)
 			if r.Concurrency.OverAdmits() || !r.Keys.Isolated || r.Keys.Keyless != tt.keyless {
 				t.Errorf("concurrency %+v, keys %+v: want no over-admission, isolated, keyless %q", r.Concurrency, r.Keys, tt.keyless)
 			}
-			if r.RetryAfter[0].Header != "" || len(r.Headers.OnRefused) != 0 {
-				t.Errorf("Retry-After %+v, fields on refusal %v: nginx sends none", r.RetryAfter, r.Headers.OnRefused)
+			if r.RetryAfter[0].Header != "" || len(r.Headers.OnRefused) != 0 || r.Remaining.Verdict != "not advertised" {
+				t.Errorf("Retry-After %+v, fields on refusal %v, remaining %+v: nginx sends none", r.RetryAfter, r.Headers.OnRefused, r.Remaining)
+			}
+			for _, acc := range r.Accuracy {
+				if acc.FalseAllows != 0 || acc.MostOverPromise > 1 {
+					t.Errorf("%+v: a bucket judged against its own promise keeps it", acc)
+				}
 			}
 		})
 	}

@@ -42,11 +42,25 @@ func (c Config) Validate() error {
 	if src := c.Target.Sources; src != nil && len(src.addrs) < sourcesNeeded {
 		return fmt.Errorf("probe: --source has %d addresses; the probe's users need %d", len(src.addrs), sourcesNeeded)
 	}
-	if c.Policy != (limiters.Limit{}) && (c.Policy.N < 1 || c.Policy.Per <= 0) {
+	if c.Policy == (limiters.Limit{}) {
+		return nil // measured; each plan is checked against what is left
+	}
+	if c.Policy.N < 1 || c.Policy.Per <= 0 {
 		return fmt.Errorf("probe: the policy %s: want a count and a period, as in 10/s burst 6 or 100/1m", c.Policy)
+	}
+	plan := fingerprintPlan(rand.New(rand.NewPCG(c.Seed, 0)), "", shapeOf(c.Policy), time.Now())
+	if n := len(plan); n > c.MaxRequests {
+		return fmt.Errorf("probe: the fingerprint of %s takes %d requests, more than --max-requests %d", c.Policy, n, c.MaxRequests)
+	}
+	if n := busiest(plan); n > c.MaxRate {
+		return fmt.Errorf("probe: the fingerprint of %s sends %d requests in its busiest second, more than --max-rate %d", c.Policy, n, c.MaxRate)
 	}
 	return nil
 }
+
+// shapeOf is the limit a fingerprint is planned for when l is given: its
+// quota over the time a spent quota takes to come back.
+func shapeOf(l limiters.Limit) limiters.Limit { return limiters.Limit{N: l.Quota(), Per: l.Window()} }
 
 // pacedMost is the fastest the probe paces one key: half of --max-rate,
 // and no more than 200 a second.
@@ -192,11 +206,15 @@ func (p *prober) probe(ctx context.Context) error {
 		g = r.Calibration.guess(r.Claims)
 	}
 	shape := g.shape(r.Calibration)
+	shape.Per = roundish(shape.Per)
 	if c.Policy != (limiters.Limit{}) {
-		shape = limiters.Limit{N: c.Policy.Quota(), Per: c.Policy.Window()}
+		shape = shapeOf(c.Policy)
 	}
 	r.interval = shape.Interval()
 	if err := p.fingerprint(ctx, shape); err != nil {
+		if ctx.Err() != nil && len(p.obs) > 0 {
+			p.conclude(fit(p.obs, g)) // stopped: what was answered is judged all the same
+		}
 		return err
 	}
 	s := fit(p.obs, g)
@@ -235,6 +253,21 @@ func (g guess) shape(cal Calibration) limiters.Limit {
 		w = g.window
 	}
 	return limiters.Limit{N: q, Per: max(w, time.Millisecond)}
+}
+
+// roundish rounds a measured window to what a configuration would say,
+// so that the fingerprint's edge attacks meet the edges of the epoch's
+// windows of that length: whole seconds from 2s, tenths from 200ms,
+// hundredths below.
+func roundish(d time.Duration) time.Duration {
+	step := 10 * time.Millisecond
+	switch {
+	case d >= 2*time.Second:
+		step = time.Second
+	case d >= 200*time.Millisecond:
+		step = 100 * time.Millisecond
+	}
+	return max(d.Round(step), step)
 }
 
 // fingerprint sends the fingerprint for limit and keeps its answers.

@@ -19,6 +19,68 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// probeSlots is how many probes the tests run at once: three, each beside
+// two others, as a busy CI host runs them; every fit must hold so.
+var probeSlots = make(chan struct{}, 3)
+
+// probeOf probes target with no policy, as a user who does not know it
+// would, three probes at once at most; it logs what the probe said and
+// what it found.
+func probeOf(t *testing.T, target Target) (*Report, error) {
+	t.Helper()
+	probeSlots <- struct{}{}
+	defer func() { <-probeSlots }()
+	c := Config{Target: target, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
+	began := time.Now()
+	r, err := Run(context.Background(), c, func(s string) { t.Logf("%5.1fs %s", time.Since(began).Seconds(), s) })
+	if r != nil {
+		t.Logf("%d requests in %.1fs: %s", r.Requests, r.Elapsed, r.Verdict.Text)
+		for _, f := range r.Fit {
+			t.Logf("  %s %s %v: %.1f%% of %d", f.Algorithm, f.Limit, f.Variants, 100*f.Share, f.Decisions)
+		}
+		for _, u := range r.Verdict.Unresolved {
+			t.Logf("  not told apart: %s", u)
+		}
+	}
+	return r, err
+}
+
+// named checks that r names want (a model as its String writes it, the
+// bucket as gcra): its family, its quota, its rate within 2% and its
+// variants; and that the probe kept within budget, requests and seconds.
+func named(t *testing.T, r *Report, want string, budget time.Duration) {
+	t.Helper()
+	m, err := parseModelString(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Verdict.Named {
+		t.Errorf("named nothing (%s), want %s", r.Verdict.Text, want)
+		return
+	}
+	got, err := parseModel(r.Fit[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Family() != m.Family() || got.quota() != m.quota() || differs(got, m) || strings.Join(got.variants(), ", ") != strings.Join(m.variants(), ", ") {
+		t.Errorf("named %s, want %s", got, m)
+	}
+	if r.Requests > 2000 || r.Elapsed > budget.Seconds() {
+		t.Errorf("%d requests in %.1fs: want at most 2,000 within %v", r.Requests, r.Elapsed, budget)
+	}
+}
+
+// parseModelString reads a model as its String writes it.
+func parseModelString(s string) (model, error) {
+	alg, rest, _ := strings.Cut(s, " ")
+	lim, vars, _ := strings.Cut(rest, ", ")
+	var variants []string
+	if vars != "" {
+		variants = strings.Split(vars, ", ")
+	}
+	return parseModel(Fit{Algorithm: limiters.Algorithm(alg), Limit: lim, Variants: variants})
+}
+
 // serve starts ratelab serve's server on a free loopback port, deciding
 // limit with algorithm a, keyed by the header X-User, and returns its URL,
 // or "" with an error reported (it runs on goroutines of its own).
@@ -50,10 +112,14 @@ func serveWith(t *testing.T, cfg server.Config) string {
 	return "http://" + ln.Addr().String() + "/"
 }
 
-// The probe of ratelab serve, for each algorithm at its declared policy:
-// the fit names the algorithm's family, at the declared limit, explaining
-// at least 99% of the decisions; no more than the quota is admitted of
-// 2N requests at once; and the wait a refusal advertises is honest.
+var byUser = Key{Kind: "header", Name: "X-User"}
+
+// The probe of ratelab serve, each algorithm in memory and on Redis, with
+// no policy given: the fit names the algorithm's family at its limit; no
+// more than the quota is admitted of 2N requests at once; the wait a
+// refusal advertises is honest or longer than needed (whole seconds); the
+// remaining quota it advertises is exact; its fields declare what it
+// does.
 func TestProbeServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("probes twelve servers, a few seconds each")
@@ -65,13 +131,7 @@ func TestProbeServe(t *testing.T) {
 	// the test's own goroutine may do).
 	opts := &redis.Options{Addr: redistest.Require(t)}
 	client := redistest.Client(t, nil)
-	// Two at a time, each on a server of its own: a probe mostly waits
-	// for its schedule (six seconds of it). Six at once, under the race
-	// detector on a busy host, widened the requests' intervals until the
-	// windows' fits fell to 92-98% (a host that busy is a poor place to
-	// probe from, and the probe's numbers say so).
 	var wg sync.WaitGroup
-	slots := make(chan struct{}, 2)
 	for _, backend := range []string{"memory", "redis"} {
 		for _, a := range limiters.Algorithms() {
 			cfg := server.Config{Algorithm: a, Limit: limiters.Limit{N: 20, Per: time.Second}, KeyHeader: "X-User", Headers: httplimit.AllHeaders, Backend: backend}
@@ -81,11 +141,7 @@ func TestProbeServe(t *testing.T) {
 			if backend == "redis" {
 				cfg.Redis, cfg.RedisPrefix = opts, redistest.Prefix(t, client)
 			}
-			wg.Go(func() {
-				slots <- struct{}{}
-				defer func() { <-slots }()
-				probeServe(t, cfg)
-			})
+			wg.Go(func() { probeServe(t, cfg) })
 		}
 	}
 	wg.Wait()
@@ -99,40 +155,39 @@ func probeServe(t *testing.T, cfg server.Config) {
 	if url == "" {
 		return
 	}
-	c := Config{
-		Target:      Target{URL: url, Key: Key{Kind: "header", Name: "X-User"}},
-		Policy:      limit,
-		Seed:        1,
-		Timeout:     2 * time.Second,
-		MaxRequests: 2000,
-		MaxRate:     1000,
-		MaxTime:     2 * time.Minute,
-	}
 	name := string(a) + " in " + cfg.Backend
-	r, err := Run(context.Background(), c, nil)
+	r, err := probeOf(t, Target{URL: url, Key: byUser})
 	if err != nil {
 		t.Errorf("%s: %v", name, err)
 		return
 	}
-	t.Logf("%s: %d requests in %.1fs; fit %+v; concurrency %+v; Retry-After %+v", name, r.Requests, r.Elapsed, r.Fit, r.Concurrency, r.RetryAfter)
-	best := r.Fit[0]
-	if family(best.Algorithm) != family(a) || best.Share < 0.99 || best.Limit != limit.String() {
-		t.Errorf("%s: fitted %s %s (%.1f%%), want %s %s explaining 99%%", name, best.Algorithm, best.Limit, 100*best.Share, a, limit)
+	want := model{Algorithm: a, Limit: limit}
+	if a.IsBucket() {
+		want.Algorithm = limiters.GCRA
+	}
+	if got, err := parseModel(r.Fit[0]); err != nil || !r.Verdict.Named || got.Family() != want.Family() || got.Limit != limit || len(got.variants()) != 0 {
+		t.Errorf("%s: named %v (%s), want %s", name, got, r.Verdict.Text, want)
+	}
+	if r.Requests > 2000 || r.Elapsed > 60 {
+		t.Errorf("%s: %d requests in %.1fs, want at most 2,000 within 60s", name, r.Requests, r.Elapsed)
 	}
 	if r.Concurrency.OverAdmits() || r.Concurrency.Admitted == 0 || r.Concurrency.Undecided != 0 {
 		t.Errorf("%s: concurrency %+v: want at most what the policy allows admitted, and every request decided", name, r.Concurrency)
 	}
 	for _, ra := range r.RetryAfter {
-		if ra.Verdict != "honest" && ra.Verdict != "longer than needed: admitted at 80% of it" {
+		if !strings.HasPrefix(ra.Verdict, "honest") {
 			t.Errorf("%s: Retry-After: %+v", name, ra)
 		}
+	}
+	if r.Remaining.Verdict != "exact" || r.Verdict.Declared != "" || declaredVerdict(r) != "agrees" || len(r.Headers.Malformed) != 0 {
+		t.Errorf("%s: remaining %+v, declared %q (%s), malformed %q: want exact, agreeing, none", name, r.Remaining, r.Claims.PolicyText, r.Verdict.Declared, r.Headers.Malformed)
 	}
 	if r.Undecided != 0 {
 		t.Errorf("%s: %d requests undecided", name, r.Undecided)
 	}
 	// The accuracy of each workload, as the lab judges: the sliding log is
-	// exact, the fixed window gives about 2N to the edge attack, and no
-	// algorithm strays from what it is expected to do.
+	// exact, the fixed window gives about 2N to the edge attack, a bucket
+	// keeps its promise.
 	if len(r.Accuracy) != len(workloadOf) {
 		t.Errorf("%s: accuracy of %d workloads, want %d: %+v", name, len(r.Accuracy), len(workloadOf), r.Accuracy)
 	}
@@ -144,6 +199,8 @@ func probeServe(t *testing.T, cfg server.Config) {
 			t.Errorf("%s: %+v: want exact", name, acc)
 		case a == limiters.FixedWindow && acc.Workload == "boundary-attack" && acc.MaxWindowRatio < 1.8:
 			t.Errorf("%s: %+v: want about 2N across the edge", name, acc)
+		case a.IsBucket() && (acc.FalseAllows != 0 || acc.MostOverPromise > 1):
+			t.Errorf("%s: %+v: a bucket keeps its promise", name, acc)
 		}
 	}
 	if s := r.Strays(Expect{Algorithm: a, Limit: limit, Tolerance: 0.02}); len(s) != 0 {
@@ -181,7 +238,8 @@ func (h *racy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // The concurrency check catches a limiter that reads and writes its store
-// in two steps: of 2N requests at once, it admits more than N.
+// in two steps: of 2N requests at once, it admits more than N. (Every
+// other target of these tests is its counterpart: ok.)
 func TestProbeCatchesLostUpdates(t *testing.T) {
 	if testing.Short() {
 		t.Skip("probes a server for a few seconds")
@@ -189,97 +247,26 @@ func TestProbeCatchesLostUpdates(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(&racy{counts: map[string]int{}, n: 10})
 	defer srv.Close()
-	c := Config{Target: Target{URL: srv.URL, Key: Key{Kind: "header", Name: "X-User"}}, Policy: limiters.PerSecond(10), Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
+	probeSlots <- struct{}{}
+	defer func() { <-probeSlots }()
+	c := Config{Target: Target{URL: srv.URL, Key: byUser}, Policy: limiters.PerSecond(10), Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
 	r, err := Run(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("fit %+v; concurrency %+v", r.Fit[0], r.Concurrency)
+	t.Logf("%s; concurrency %+v", r.Verdict.Text, r.Concurrency)
 	if !r.Concurrency.OverAdmits() {
 		t.Errorf("concurrency %+v: the lost updates were not caught", r.Concurrency)
 	}
-	// Its keys are its users' (the keyless share the empty key, whose
-	// burst at once the same lost updates let through).
 	if !r.Keys.Isolated {
 		t.Errorf("keys %+v: want isolated", r.Keys)
 	}
 }
 
-// A target whose declaration is off: GCRA at 10 a second with a burst of
-// one (nginx's limit_req with no burst), declared as 10/s. The fit finds
-// the burst of one from what the fingerprint saw.
-func TestProbeFindsTheBurst(t *testing.T) {
-	if testing.Short() {
-		t.Skip("probes a server for a few seconds")
-	}
-	t.Parallel()
-	limit := limiters.Limit{N: 10, Per: time.Second, Burst: 1}
-	url := serve(t, limiters.GCRA, limit)
-	if url == "" {
-		return
-	}
-	c := Config{Target: Target{URL: url, Key: Key{Kind: "header", Name: "X-User"}}, Policy: limiters.PerSecond(10), Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
-	r, err := Run(context.Background(), c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("fit %+v", r.Fit)
-	if best := r.Fit[0]; !best.Algorithm.IsBucket() || best.Limit != limit.String() || best.Share < 0.99 {
-		t.Errorf("fitted %s %s (%.1f%%), want the bucket policy at %s", best.Algorithm, best.Limit, 100*best.Share, limit)
-	}
-}
-
-// With no policy declared, the probe calibrates: from the target's fields
-// when it sends them, else by measuring, and then fits the right family
-// at the right limit, within 60 seconds and 2,000 requests (the budget
-// it says first). A window too long to settle says what it found.
-func TestProbeCalibrates(t *testing.T) {
-	if testing.Short() {
-		t.Skip("probes servers for up to 25 seconds")
-	}
-	t.Parallel()
-	for _, tt := range []struct {
-		a       limiters.Algorithm
-		limit   limiters.Limit
-		headers httplimit.Headers
-		from    string
-	}{
-		{limiters.GCRA, limiters.Limit{N: 10, Per: time.Second, Burst: 6}, httplimit.NoHeaders, "measured"},
-		{limiters.FixedWindow, limiters.Limit{N: 20, Per: 2 * time.Second}, httplimit.NoHeaders, "measured"},
-		{limiters.SlidingLog, limiters.Limit{N: 20, Per: time.Second}, httplimit.AllHeaders, "RateLimit-Policy"},
-		{limiters.SlidingLog, limiters.Limit{N: 5, Per: time.Hour}, httplimit.NoHeaders, ""},
-	} {
-		t.Run(string(tt.a)+"/"+tt.from, func(t *testing.T) {
-			t.Parallel()
-			url := serveWith(t, server.Config{Algorithm: tt.a, Limit: tt.limit, KeyHeader: "X-User", Headers: tt.headers})
-			if url == "" {
-				return
-			}
-			c := Config{Target: Target{URL: url, Key: Key{Kind: "header", Name: "X-User"}}, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
-			r, err := Run(context.Background(), c, nil)
-			if tt.from == "" {
-				if err == nil || !strings.Contains(err.Error(), "a quota of 5 at once") || !strings.Contains(err.Error(), "longer than the probe can settle") {
-					t.Errorf("a window of an hour: %v, want it said unsettled with the quota found", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%d requests in %.1fs; calibration %+v; fit %+v", r.Requests, r.Elapsed, r.Calibration, r.Fit[0])
-			if r.Calibration.From != tt.from || r.Requests > 2000 || r.Elapsed > 60 {
-				t.Errorf("calibrated from %q in %d requests and %.1fs: want from %q within 2,000 and 60s", r.Calibration.From, r.Requests, r.Elapsed, tt.from)
-			}
-			if best := r.Fit[0]; family(best.Algorithm) != family(tt.a) || best.Limit != tt.limit.String() || best.Share < 0.99 {
-				t.Errorf("fitted %s %s (%.1f%%), want %s %s", best.Algorithm, best.Limit, 100*best.Share, tt.a, tt.limit)
-			}
-		})
-	}
-}
-
-// A limiter keyed by the client's address, probed with --key source: each
-// user sends from its own loopback address, and the probe fits the policy
-// and finds the users kept apart.
+// A limiter keyed by the client's address, probed with --key source and
+// no --source: each user sends from its own loopback address, of those
+// the probe picks itself, and the probe finds the policy and the users
+// kept apart.
 func TestProbeBySource(t *testing.T) {
 	if testing.Short() {
 		t.Skip("probes a server for a few seconds")
@@ -290,20 +277,16 @@ func TestProbeBySource(t *testing.T) {
 	if url == "" {
 		return
 	}
-	src, err := ParseSources("127.0.0.2-127.0.0.40")
+	src, chose, err := DefaultSources(url)
+	if err != nil || !strings.HasPrefix(chose, "127.0.0.2-127.0.0.254") {
+		t.Fatalf("the sources for %s: %q, %v", url, chose, err)
+	}
+	r, err := probeOf(t, Target{URL: url, Key: Key{Kind: "source"}, Sources: src})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := Config{Target: Target{URL: url, Key: Key{Kind: "source"}, Sources: src}, Policy: limit, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
-	r, err := Run(context.Background(), c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("fit %+v; keys %+v", r.Fit[0], r.Keys)
-	if best := r.Fit[0]; !best.Algorithm.IsBucket() || best.Limit != limit.String() || best.Share < 0.99 {
-		t.Errorf("fitted %s %s (%.1f%%), want the bucket policy at %s", best.Algorithm, best.Limit, 100*best.Share, limit)
-	}
-	if !r.Keys.Isolated || len(src.of) != sourcesNeeded-1 {
+	named(t, r, "gcra 10/s burst 6", time.Minute)
+	if !r.Keys.Isolated || len(src.of) < sourcesNeeded/2 {
 		t.Errorf("keys %+v, %d addresses used: want isolated, one address a user", r.Keys, len(src.of))
 	}
 	// One address, and too few for the probe's users: refused before a
@@ -312,9 +295,12 @@ func TestProbeBySource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Target.Sources = one
+	c := Config{Target: Target{URL: url, Key: Key{Kind: "source"}, Sources: one}, Timeout: time.Second, MaxRequests: 10, MaxRate: 10, MaxTime: time.Minute}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--source has 1 addresses") {
 		t.Errorf("one source address: %v", err)
+	}
+	if _, _, err := DefaultSources("http://192.0.2.1/"); err == nil || !strings.Contains(err.Error(), "not on loopback") {
+		t.Errorf("a target off loopback: %v, want --source asked for", err)
 	}
 	for _, bad := range []string{"", "127.0.0.9-127.0.0.2", "localhost", "127.0.0.1-::1"} {
 		if _, err := ParseSources(bad); err == nil {
@@ -323,52 +309,8 @@ func TestProbeBySource(t *testing.T) {
 	}
 }
 
-// liar is a planted bug: a fixed window of n a second whose refusals say
-// Retry-After: 0, less than the wait they need.
-type liar struct {
-	mu     sync.Mutex
-	counts map[string]int
-	n      int
-}
-
-func (h *liar) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	key := r.Header.Get("X-User") + "/" + strconv.FormatInt(time.Now().Unix(), 10)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.counts[key] >= h.n {
-		w.Header().Set("Retry-After", "0")
-		w.WriteHeader(http.StatusTooManyRequests)
-		return
-	}
-	h.counts[key]++
-}
-
-// The Retry-After check catches a refusal that advertises less than the
-// wait it needs, and --expect names it.
-func TestProbeCatchesALyingRetryAfter(t *testing.T) {
-	if testing.Short() {
-		t.Skip("probes a server for about 9 seconds")
-	}
-	t.Parallel()
-	srv := httptest.NewServer(&liar{counts: map[string]int{}, n: 10})
-	defer srv.Close()
-	policy := limiters.PerSecond(10)
-	c := Config{Target: Target{URL: srv.URL, Key: Key{Kind: "header", Name: "X-User"}}, Policy: policy, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
-	r, err := Run(context.Background(), c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("fit %+v; Retry-After %+v", r.Fit[0], r.RetryAfter)
-	if ra := r.RetryAfter[0]; !ra.Lies() || ra.Header != "Retry-After" || ra.Advertised != 0 {
-		t.Errorf("Retry-After %+v: the lie was not caught", ra)
-	}
-	if s := strings.Join(r.Strays(Expect{Algorithm: limiters.FixedWindow, Limit: policy, Tolerance: 0.02}), "\n"); !strings.Contains(s, "Retry-After: lies") {
-		t.Errorf("strays %q: want the Retry-After named", s)
-	}
-}
-
-// Stopped part-way through the fingerprint (Ctrl-C), the probe judges what
-// was answered and returns that with the error.
+// Stopped part-way (Ctrl-C), the probe returns what it found with the
+// error.
 func TestProbeStopped(t *testing.T) {
 	if testing.Short() {
 		t.Skip("probes a server for a few seconds")
@@ -379,15 +321,12 @@ func TestProbeStopped(t *testing.T) {
 	if url == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	c := Config{Target: Target{URL: url, Key: Key{Kind: "header", Name: "X-User"}}, Policy: limit, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
+	c := Config{Target: Target{URL: url, Key: byUser}, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
 	r, err := Run(ctx, c, nil)
-	if !errors.Is(err, context.DeadlineExceeded) || r == nil || len(r.Fit) == 0 || r.Fit[0].Decisions == 0 || r.Fit[0].Decisions >= 418 {
-		t.Fatalf("stopped after 4s: %v, %+v: want the error, and a fit of part of the 418 decisions", err, r)
+	if !errors.Is(err, context.DeadlineExceeded) || r == nil || r.Requests == 0 {
+		t.Fatalf("stopped after 3s: %v, %+v: want the error, and what was sent before", err, r)
 	}
-	t.Logf("stopped: fit %+v", r.Fit[0])
-	if r.Fit[0].Algorithm != limiters.SlidingLog || r.Fit[0].Share < 0.99 {
-		t.Errorf("fit %+v of what was answered: want the sliding log", r.Fit[0])
-	}
+	t.Logf("stopped after %d requests: calibration %+v", r.Requests, r.Calibration)
 }

@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -57,8 +56,11 @@ func fingerprintSends(rng *rand.Rand, limit limiters.Limit) []send {
 
 // The fit, given only rough quotas and times (as a calibration gives
 // them), finds each model among every family and variant: its family,
-// its variant and its limit, explaining every decision of the
-// fingerprint.
+// its variant and its limit among those that explain every decision of
+// the fingerprint. (Which of those it names is for the rounds of
+// experiments to settle: the fingerprint alone does not tell a target that
+// counts refusals from one that does not when both keep refusing;
+// TestProbeSimulated runs the whole probe.)
 func TestFitFindsEachVariant(t *testing.T) {
 	for _, a := range families {
 		for _, v := range allVariants(a) {
@@ -73,14 +75,12 @@ func TestFitFindsEachVariant(t *testing.T) {
 				obs := observeModel(rng, m, fingerprintSends(rng, limiters.Limit{N: limit.Quota(), Per: limit.Window()}))
 				g := guess{quotas: []int{limit.Quota() + 1}, windows: span{limit.Window() * 3 / 4, limit.Window() * 5 / 4}, intervals: span{limit.Interval() * 3 / 4, limit.Interval() * 5 / 4}}
 				s := fit(obs, g)
-				best := s.best()
-				var lines []string
-				for _, e := range best {
-					lines = append(lines, fmt.Sprintf("%s: %.1f%%", e.Model, 100*e.Share()))
-				}
-				t.Logf("%d models tried; %v", len(s.tried), lines)
-				if got := best[0]; got.Share() < 1 || got.Model.Family() != m.Family() || got.Model.Limit != m.Limit {
-					t.Errorf("best %s (%.1f%%), want %s explaining all", got.Model, 100*got.Share(), m)
+				all := s.within(1)
+				found := slices.ContainsFunc(all, func(e explanation) bool {
+					return e.Model.Family() == m.Family() && !differs(e.Model, m) && slices.Equal(e.Model.variants(), m.variants())
+				})
+				if !found {
+					t.Errorf("%s is not among the %d models that explain every decision (of %d tried); the best: %s", m, len(all), len(s.tried), s.best()[0].Model)
 				}
 			})
 		}

@@ -2,7 +2,11 @@
 
 // Real npm rate limiters behind HTTP, for ratelab's probe tests.
 //
-//   node server.js --port N      (0 = any free port)
+//   node server.js --port N [--window S]
+//
+// --port 0 takes any free port; --window is the windows' length in whole
+// seconds (10 by default) of every route limited "per window" (20 per
+// window), so that a test can probe them in less time.
 //
 // One process, one port, on 127.0.0.1. Prints exactly one line on stdout,
 // `listening http://127.0.0.1:PORT`, once it listens. Exits on SIGTERM or
@@ -24,11 +28,13 @@ const { InMemoryRateLimiter } = require('rolling-rate-limiter')
 const { RateLimiter: PacerRateLimiter } = require('@tanstack/pacer')
 
 function parseArgs (argv) {
-  const args = { port: 0 }
+  const args = { port: 0, window: 10 }
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
     if (a === '--port') args.port = Number(argv[++i])
     else if (a.startsWith('--port=')) args.port = Number(a.slice('--port='.length))
+    else if (a === '--window') args.window = Number(argv[++i])
+    else if (a.startsWith('--window=')) args.window = Number(a.slice('--window='.length))
     else {
       process.stderr.write(`server.js: unknown argument ${a}\n`)
       process.exit(2)
@@ -38,8 +44,16 @@ function parseArgs (argv) {
     process.stderr.write('server.js: --port wants an integer 0..65535\n')
     process.exit(2)
   }
+  if (!Number.isInteger(args.window) || args.window < 1) {
+    process.stderr.write('server.js: --window wants a whole number of seconds, 1 or more\n')
+    process.exit(2)
+  }
   return args
 }
+
+const ARGS = parseArgs(process.argv.slice(2))
+// W is the window, in seconds, of every route limited 20 per window.
+const W = ARGS.window
 
 // userKey is the limiter key of a request: its X-User header, or, without
 // one, its peer address.
@@ -103,12 +117,12 @@ function rlfRoute (limiter, points) {
   }
 }
 
-const rlfMemory = new RateLimiterMemory({ points: 20, duration: 10 })
+const rlfMemory = new RateLimiterMemory({ points: 20, duration: W })
 const rlfBursty = new BurstyRateLimiter(
   new RateLimiterMemory({ points: 10, duration: 1 }),
-  new RateLimiterMemory({ keyPrefix: 'burst', points: 10, duration: 10 })
+  new RateLimiterMemory({ keyPrefix: 'burst', points: 10, duration: W })
 )
-const rlfEvenly = new RateLimiterMemory({ points: 20, duration: 10, execEvenly: true })
+const rlfEvenly = new RateLimiterMemory({ points: 20, duration: W, execEvenly: true })
 
 // ---------------------------------------------------------------------------
 // limiter: its README's "Reject instead of waiting" HTTP example, per key:
@@ -141,7 +155,7 @@ const limiterInterval = perKey(() => new IntervalRateLimiter({ tokensPerInterval
 // rolling-rate-limiter: its README's Express example, in memory: limit(id)
 // resolves true when blocked; 429 without headers (it suggests none).
 
-const rolling = new InMemoryRateLimiter({ interval: 10000, maxInInterval: 20 })
+const rolling = new InMemoryRateLimiter({ interval: W * 1000, maxInInterval: 20 })
 
 function rollingRoute (req, res) {
   rolling.limit(userKey(req)).then(
@@ -157,7 +171,7 @@ function rollingRoute (req, res) {
 // maybeExecute() returns false when rejected. No headers (it is a function
 // rate limiter and documents none).
 
-const pacerSliding = perKey(() => new PacerRateLimiter(() => {}, { limit: 20, window: 10000, windowType: 'sliding' }))
+const pacerSliding = perKey(() => new PacerRateLimiter(() => {}, { limit: 20, window: W * 1000, windowType: 'sliding' }))
 
 function pacerRoute (req, res) {
   if (pacerSliding(userKey(req)).maybeExecute()) admit(res, {})
@@ -183,7 +197,7 @@ app.disable('etag')
 function erlRouter (opts) {
   const r = express.Router()
   r.use(rateLimit({
-    windowMs: 10000,
+    windowMs: W * 1000,
     limit: 20,
     keyGenerator: (req) => userKey(req),
     ...opts
@@ -225,7 +239,7 @@ function fastifyRoutes (prefix, opts) {
   fastify.register(async (child) => {
     await child.register(fastifyRateLimit, {
       max: 20,
-      timeWindow: 10000,
+      timeWindow: W * 1000,
       keyGenerator: (req) => userKey(req.raw),
       ...opts
     })
@@ -256,7 +270,7 @@ function watchParent () {
 }
 
 async function main () {
-  const { port } = parseArgs(process.argv.slice(2))
+  const { port } = ARGS
   watchParent()
   await fastify.listen({ port, host: '127.0.0.1' })
   const addr = fastify.server.address()

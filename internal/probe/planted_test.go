@@ -1,0 +1,292 @@
+package probe
+
+import (
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+)
+
+// Planted limiters: what no target at hand does, each written here
+// plainly (not with the probe's models), behind HTTP, keyed by X-User.
+
+// planted serves decide for each request, under a lock, with the key's
+// state made by fresh; decide may set header fields.
+type planted[S any] struct {
+	mu     sync.Mutex
+	keys   map[string]*S
+	decide func(st *S, now time.Time, h http.Header) bool
+}
+
+func plant[S any](decide func(st *S, now time.Time, h http.Header) bool) http.Handler {
+	return &planted[S]{keys: map[string]*S{}, decide: decide}
+}
+
+func (p *planted[S]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	st, ok := p.keys[r.Header.Get("X-User")]
+	if !ok {
+		st = new(S)
+		p.keys[r.Header.Get("X-User")] = st
+	}
+	admitted := p.decide(st, time.Now(), w.Header())
+	p.mu.Unlock()
+	if !admitted {
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+}
+
+// logOf is a sliding log's timestamps.
+type logOfTimes struct{ at []time.Time }
+
+// live drops what is older than w at now, and returns how many are left.
+func (l *logOfTimes) live(now time.Time, w time.Duration) int {
+	i := 0
+	for i < len(l.at) && !l.at[i].After(now.Add(-w)) {
+		i++
+	}
+	l.at = l.at[i:]
+	return len(l.at)
+}
+
+// countingLog admits n per any w, counting every request it is sent, as
+// a store that adds a timestamp and then counts does.
+func countingLog(n int, w time.Duration) http.Handler {
+	return plant(func(l *logOfTimes, now time.Time, _ http.Header) bool {
+		ok := l.live(now, w) < n
+		l.at = append(l.at, now)
+		return ok
+	})
+}
+
+// counterState is a sliding window counter's: the current window and the
+// counts of it and of the one before.
+type counterState struct {
+	window     int64
+	curr, prev float64
+}
+
+// turn moves st to window k.
+func (st *counterState) turn(k int64) {
+	switch {
+	case k == st.window+1:
+		st.prev, st.curr = st.curr, 0
+	case k != st.window:
+		st.prev, st.curr = 0, 0
+	}
+	st.window = k
+}
+
+// roundedCounter is a sliding window counter of n per w on the epoch's
+// windows that rounds its weighted count to the nearest whole request
+// before it compares, as many do (Math.round).
+func roundedCounter(n int, w time.Duration) http.Handler {
+	return plant(func(st *counterState, now time.Time, _ http.Header) bool {
+		k := now.UnixNano() / int64(w)
+		st.turn(k)
+		into := float64(now.UnixNano()-k*int64(w)) / float64(w)
+		weighted := math.Round(st.prev * (1 - into))
+		if weighted+st.curr+1 > float64(n) {
+			return false
+		}
+		st.curr++
+		return true
+	})
+}
+
+// secondsCounter is a sliding window counter of n per w (whole seconds)
+// that reads the clock in whole seconds, as stores keyed by a Unix time
+// do.
+func secondsCounter(n int, w time.Duration) http.Handler {
+	ws := int64(w / time.Second)
+	return plant(func(st *counterState, now time.Time, _ http.Header) bool {
+		s := now.Unix()
+		k := s / ws
+		st.turn(k)
+		weighted := st.prev * float64(ws-(s-k*ws)) / float64(ws)
+		if weighted+st.curr+1 > float64(n) {
+			return false
+		}
+		st.curr++
+		return true
+	})
+}
+
+// newestReset is a sliding log of n per w that says, in X-RateLimit-Reset,
+// when its newest entry expires, as an epoch second rounded up, and in
+// Retry-After the seconds to it: honest after a burst, longer than needed
+// after requests spread over the window.
+func newestReset(n int, w time.Duration) http.Handler {
+	return plant(func(l *logOfTimes, now time.Time, h http.Header) bool {
+		ok := l.live(now, w) < n
+		if ok {
+			l.at = append(l.at, now)
+		}
+		newest := l.at[len(l.at)-1].Add(w)
+		h.Set("X-RateLimit-Limit", strconv.Itoa(n))
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(n-len(l.at)))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(int64(math.Ceil(float64(newest.UnixNano())/1e9)), 10))
+		if !ok {
+			h.Set("Retry-After", strconv.Itoa(int(math.Ceil(newest.Sub(now).Seconds()))))
+		}
+		return ok
+	})
+}
+
+// windowCount is a fixed window's: its index and count.
+type windowCount struct{ window, count int64 }
+
+// fixedWindow admits n per epoch window of w; fields sets what its
+// answer's fields say, given the count after it and the window's end.
+func fixedWindow(n int, w time.Duration, fields func(h http.Header, count int, end time.Time, ok bool)) http.Handler {
+	return plant(func(st *windowCount, now time.Time, h http.Header) bool {
+		k := now.UnixNano() / int64(w)
+		if k != st.window {
+			st.window, st.count = k, 0
+		}
+		ok := st.count < int64(n)
+		if ok {
+			st.count++
+		}
+		if fields != nil {
+			fields(h, int(st.count), time.Unix(0, (k+1)*int64(w)), ok)
+		}
+		return ok
+	})
+}
+
+// A wait to the window's end, whole seconds rounded up.
+func waitTo(end, now time.Time) string {
+	return strconv.Itoa(int(math.Ceil(end.Sub(now).Seconds())))
+}
+
+// The planted limiters, each probed with no policy: named right, and
+// each check's verdict where it is the one to show it.
+func TestProbePlanted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("probes planted limiters for up to 90 seconds each")
+	}
+	t.Parallel()
+	var shared sync.Mutex
+	sharedCount := map[int64]int{}
+	for _, tt := range []struct {
+		name   string
+		h      http.Handler
+		want   string // the model named; "" for none
+		budget time.Duration
+		check  func(t *testing.T, r *Report)
+	}{
+		{"counts refusals, 20 per 10s", countingLog(20, 10*time.Second), "sliding-log 20/10s, refusals counted", 90 * time.Second, nil},
+		{"weighted count rounded", roundedCounter(30, 3*time.Second), "sliding-counter 30/3s, weighted count rounded", time.Minute, nil},
+		{"time in whole seconds", secondsCounter(30, 3*time.Second), "sliding-counter 30/3s, time in whole seconds", time.Minute, nil},
+		{"admits 70% at random", plant(func(_ *struct{}, _ time.Time, _ http.Header) bool { return rand.Float64() < 0.7 }), "", 2 * time.Minute, func(t *testing.T, r *Report) {
+			if s := r.Strays(Expect{Limit: r.Claims.Policy, Tolerance: 0.02}); len(s) == 0 || !strings.HasPrefix(s[0], "none of the six explains it") {
+				t.Errorf("--expect: strays %q, want it failed: none of the six explains it", s)
+			}
+		}},
+		{"a reset of the newest entry, rounded up", newestReset(20, 3*time.Second), "sliding-log 20/3s", time.Minute, func(t *testing.T, r *Report) {
+			// It declares 20 per about 4s (a reset 3s and a fraction
+			// away, rounded up): within the rounding of what it does.
+			if r.Verdict.Declared != "" || declaredVerdict(r) != "agrees" || r.Remaining.Verdict != "exact" {
+				t.Errorf("declared %q (%q), remaining %+v: want agreeing and exact", r.Claims.PolicyText, r.Verdict.Declared, r.Remaining)
+			}
+			if len(r.RetryAfter) != 2 || r.RetryAfter[0].Verdict != "honest" || !strings.HasPrefix(r.RetryAfter[1].Verdict, "longer than needed") {
+				t.Errorf("Retry-After %+v: want honest after a burst, longer than needed after requests spread over half a window", r.RetryAfter)
+			}
+		}},
+		{"a Remaining that lies", fixedWindow(10, time.Second, func(h http.Header, count int, end time.Time, ok bool) {
+			h.Set("X-RateLimit-Remaining", strconv.Itoa(10-count+3))
+		}), "fixed-window 10/s", time.Minute, func(t *testing.T, r *Report) {
+			if !strings.HasPrefix(remainingVerdict(r.Remaining), "OFF") {
+				t.Errorf("remaining %+v: the lie was not caught", r.Remaining)
+			}
+		}},
+		{"a Retry-After that lies", fixedWindow(10, time.Second, func(h http.Header, _ int, _ time.Time, ok bool) {
+			if !ok {
+				h.Set("Retry-After", "0")
+			}
+		}), "fixed-window 10/s", time.Minute, func(t *testing.T, r *Report) {
+			if !r.RetryAfter[0].Lies() || r.RetryAfter[0].Header != "Retry-After" {
+				t.Errorf("Retry-After %+v: the lie was not caught", r.RetryAfter)
+			}
+			if s := strings.Join(r.Strays(Expect{Limit: mustLimit("10/s"), Tolerance: 0.02}), "\n"); !strings.Contains(s, "Retry-After (keys spent back to back): lies") {
+				t.Errorf("strays %q: want the Retry-After named", s)
+			}
+		}},
+		{"an honest Retry-After, to the window's end", fixedWindow(10, time.Second, func(h http.Header, _ int, end time.Time, ok bool) {
+			if !ok {
+				h.Set("Retry-After", waitTo(end, time.Now()))
+			}
+		}), "fixed-window 10/s", time.Minute, func(t *testing.T, r *Report) {
+			for _, ra := range r.RetryAfter {
+				if ra.Lies() {
+					t.Errorf("Retry-After %+v: an honest wait called a lie", ra)
+				}
+			}
+		}},
+		{"one count for every key", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			shared.Lock()
+			defer shared.Unlock()
+			k := time.Now().Unix()
+			if sharedCount[k] >= 10 {
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			}
+			sharedCount[k]++
+		}), "", 2 * time.Minute, func(t *testing.T, r *Report) {
+			if r.Keys.Isolated {
+				t.Errorf("keys %+v: one count for all, called isolated", r.Keys)
+			}
+		}},
+		{"a malformed RateLimit field", fixedWindow(20, 2*time.Second, func(h http.Header, count int, _ time.Time, _ bool) {
+			h.Set("RateLimit", `"default";r=`+strconv.Itoa(20-count)+`;t=`)
+		}), "fixed-window 20/2s", time.Minute, func(t *testing.T, r *Report) {
+			if len(r.Headers.Malformed) == 0 || !strings.Contains(r.Headers.Malformed[0], `RateLimit: "\"default\";r=`) {
+				t.Errorf("malformed %q: want the RateLimit field named, with its text", r.Headers.Malformed)
+			}
+		}},
+		{"declares 30 and keeps 20", fixedWindow(20, 2*time.Second, func(h http.Header, _ int, _ time.Time, _ bool) {
+			h.Set("RateLimit-Policy", `"default";q=30;w=2`)
+		}), "fixed-window 20/2s", time.Minute, func(t *testing.T, r *Report) {
+			if declaredVerdict(r) != "DIFFERS" || !strings.HasPrefix(r.Verdict.Declared, "declares 30/2s; behaves as fixed-window 20/2s") {
+				t.Errorf("declared %q: %q, want both said", r.Claims.PolicyText, r.Verdict.Declared)
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(tt.h)
+			defer srv.Close()
+			r, err := probeOf(t, Target{URL: srv.URL, Key: byUser})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.want == "" {
+				if tt.name == "admits 70% at random" && r.Verdict.Named {
+					t.Errorf("named %s for a target that admits at random", r.Verdict.Text)
+				}
+			} else {
+				named(t, r, tt.want, tt.budget)
+			}
+			if tt.check != nil {
+				tt.check(t, r)
+			}
+		})
+	}
+}
+
+// mustLimit is a limit as the lab writes it, for the tests.
+func mustLimit(s string) limiters.Limit {
+	l, err := limiters.ParseLimit(s)
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
