@@ -72,27 +72,28 @@ $(BENCHSTAT): tools/go.mod tools/go.sum
 # it: the packages that start none (plots, results, workloads: no go
 # statement, in the code or its tests) and the tests in NORACE, each of
 # one goroutine (a limiter with no sweeper, decided in turn: the model
-# checks, the many-keys memory check, the key table against a map); and
+# checks, the many-keys memory check, the key table against a map, the
+# probe's models against the limiters, its fit and its whole run against
+# targets in simulated time, whose parallel subtests share nothing); and
 # TestDecisionAllocations, which the detector's sync.Pool would fail.
 # Without the detector the model checks run their full 300 seeds, not 40.
 NORACE_PKGS := ./plots ./results ./workloads
-NORACE := ^(TestManyKeys|TestAgainstModel|FuzzAgainstModel|TestSettleAgainstModel|FuzzSettleAgainstModel|TestDenialsAgreeWithPeek|TestAgainstMap|TestDecisionAllocations)$$
+NORACE := ^(TestManyKeys|TestAgainstModel|FuzzAgainstModel|TestSettleAgainstModel|FuzzSettleAgainstModel|TestDenialsAgreeWithPeek|TestAgainstMap|TestDecisionAllocations|TestProbeSimulated|TestProbeSimulatedNone|TestFitFindsEachVariant|TestModelsAgree)$$
 # Every other package, the slowest first (go test runs them in this order).
 RACE_PKGS = ./limiters/redislimit ./cmd/ratelab ./limiters/composite ./harness ./limiters \
 	$(filter-out $(shell $(GO) list $(NORACE_PKGS)),$(shell $(GO) list $(PKGS)))
 
 # The tests that judge a limiter by the clock over loopback (the probes,
-# the outage run) are make test-clocked's: beside three other test
-# binaries on two cores their requests were in flight for 50ms, their
-# intervals spanned windows' edges, and fits that explain 100% alone fell
-# to 97% (TestProbeServe, measured on this host); by themselves they take
-# 100 s, most of it paced waiting, which make test's four minutes do not
-# hold. TestProbeNginx needs Debian's nginx, which tools/with-nginx
-# installs if it is missing. Two tests at a time (TestProbeServe runs two
-# probes at a time itself): with the twelve serve probes, three at a time
-# failed one run in two (fits of 96.7-97.8%); two at a time passed twice,
-# in 98 s instead of 62-70 s.
-TIMED := ^(TestProbeServe|TestProbeCalibrates|TestProbeBySource|TestProbeNginx|TestProbeFindsTheBurst|TestProbeCatchesLostUpdates|TestProbeCatchesALyingRetryAfter|TestProbeStopped|TestProbeExpect|TestLabOutage)$$
+# the outage run) are make test-clocked's: beside other test binaries on
+# two cores their requests were in flight for 50ms and fits fell. The
+# probe's own tests run three probes at once (probeSlots), each target a
+# real limiter with no policy given: ratelab serve's twelve, nginx's four,
+# npm's nine (Node.js, which tools/with-node installs if it is missing,
+# like nginx with tools/with-nginx) and eleven planted; every fit must
+# hold so. The probe package runs alone; then the lab's outage run and
+# the command's probe, two at a time.
+TIMED_PROBE := ^(TestProbeServe|TestProbeBySource|TestProbeNginx|TestProbeNode|TestProbePlanted|TestProbeCatchesLostUpdates|TestProbeStopped)$$
+TIMED := ^(TestProbeServe|TestProbeBySource|TestProbeNginx|TestProbeNode|TestProbePlanted|TestProbeCatchesLostUpdates|TestProbeStopped|TestProbeExpect|TestLabOutage)$$
 
 # A binary built with -race sleeps a second before it exits, by default,
 # for a goroutine still running to report a race: a second for each of
@@ -110,11 +111,12 @@ norace:
 	@if grep -n -E '(^|[^a-zA-Z_.])go (func|[a-zA-Z_][a-zA-Z0-9_.]*\()' $(addsuffix /*.go,$(NORACE_PKGS)); then \
 	  echo "make norace: the lines above start goroutines: move their package from NORACE_PKGS to the race-detected run"; exit 1; fi
 	REDIS_REQUIRED=1 tools/with-redis $(GO) test -vet=off -shuffle=on -count=1 $(NORACE_PKGS)
-	REDIS_REQUIRED=1 tools/with-redis $(GO) test -vet=off -shuffle=on -count=1 -run '$(NORACE)' ./limiters ./limiters/composite ./limiters/internal/keytable ./limiters/redislimit
+	REDIS_REQUIRED=1 tools/with-redis $(GO) test -vet=off -shuffle=on -count=1 -run '$(NORACE)' ./limiters ./limiters/composite ./limiters/internal/keytable ./limiters/redislimit ./internal/probe
 
-## test-clocked: the tests that judge a limiter by the clock (the probes, nginx's too, and the outage run), by themselves (under two minutes; CI runs it after make test)
+## test-clocked: the tests that judge a limiter by the clock (the probes of ratelab serve, nginx, npm's limiters and planted ones, and the outage run), by themselves (about five minutes; CI runs it after make test)
 test-clocked:
-	GORACE='$(GORACE)' REDIS_REQUIRED=1 tools/with-redis tools/with-nginx $(GO) test -race -vet=off -shuffle=on -count=1 -p 3 -parallel 2 -run '$(TIMED)' ./harness ./internal/probe ./cmd/ratelab
+	GORACE='$(GORACE)' REDIS_REQUIRED=1 tools/with-redis tools/with-nginx tools/with-node $(GO) test -race -vet=off -count=1 -parallel 50 -timeout 20m -run '$(TIMED_PROBE)' ./internal/probe
+	GORACE='$(GORACE)' REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -vet=off -shuffle=on -count=1 -p 2 -parallel 2 -run '$(TIMED)' ./harness ./cmd/ratelab
 
 ## soak: the linearizability checks on 300 histories a case, not make test's 3 (a few minutes; Redis as for make test)
 soak:

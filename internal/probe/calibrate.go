@@ -210,7 +210,9 @@ func (p *prober) quota(ctx context.Context, first answer, claimed, most int) (in
 	if claimed > 0 {
 		round = claimed + 4
 	}
-	for sent := 1; !refused && sent < most; round *= 2 {
+	// Until a round has a refusal, and one admission at least: a first
+	// request refused may be a target that refuses at random.
+	for sent := 1; sent < most && (!refused || (admitted == 0 && sent <= 32)); round *= 2 {
 		n := min(round, most-sent)
 		plan := make([]request, n)
 		for i := range plan {
@@ -235,7 +237,7 @@ func (p *prober) quota(ctx context.Context, first answer, claimed, most int) (in
 	case !refused:
 		return 0, fmt.Errorf("calibration: %d requests back to back on one key were all admitted: no limit found within a quarter of --max-requests; give the policy with --policy", admitted)
 	case admitted == 0:
-		return 0, fmt.Errorf("calibration: a fresh key's first request was refused: the target refuses everything, or keys users otherwise than --key says")
+		return 0, fmt.Errorf("calibration: a fresh key's first requests were all refused: the target refuses everything, or keys users otherwise than --key says")
 	}
 	return admitted, nil
 }
@@ -290,7 +292,7 @@ func (g guess) with(claims Claims) guess {
 		w := l.Window()
 		// A window read off a reset is whole seconds, rounded up.
 		lo, hi := w, w
-		if claims.PolicyFrom != "RateLimit-Policy" {
+		if !claims.Exact {
 			lo = max(w-time.Second, w/2)
 		}
 		g.windows = span{min(g.windows.lo, lo*9/10), max(g.windows.hi, hi*11/10)}

@@ -263,7 +263,8 @@ func left(st state, t int64, q int) int {
 }
 
 // retryAfter spends four fresh keys, two back to back (q+1 at once) and
-// two over half of m's window (q spread evenly, then one more), reads the
+// two over half of m's window (2q spread evenly: a bucket refills while
+// they go, and a log's entries spread), reads the
 // wait each first refusal advertises, and asks one key of each pair at
 // 80% of it and the other at it. A fresh key asked right after the first
 // was spent is the keys' isolation.
@@ -281,7 +282,9 @@ func (p *prober) retryAfter(ctx context.Context, q int, m model) error {
 	spread := pair{spent: "over half a window", keys: [2]string{p.key("wait"), p.key("wait")}}
 	for i := range q + 1 {
 		burst.at = append(burst.at, time.Duration(i)*100*time.Microsecond)
-		spread.at = append(spread.at, time.Duration(i)*(w/2)/time.Duration(q))
+	}
+	for i := range 2 * q {
+		spread.at = append(spread.at, time.Duration(i)*(w/2)/time.Duration(2*q))
 	}
 	other := p.key("other")
 	plan := []request{{Key: other, At: burst.at[len(burst.at)-1] + time.Millisecond}}

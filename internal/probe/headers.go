@@ -236,6 +236,9 @@ type Claims struct {
 	Policy     limiters.Limit `json:"-"`
 	PolicyText string         `json:"policy,omitempty"`
 	PolicyFrom string         `json:"from,omitempty"`
+	// Exact: the window was declared (RateLimit-Policy's w), not read off
+	// a reset.
+	Exact bool `json:"exact,omitempty"`
 	// Fields names the rate-limit fields on that answer.
 	Fields []string `json:"fields"`
 	// Malformed are fields that did not parse, with their text.
@@ -250,7 +253,7 @@ func claimsOf(a answer) Claims {
 	case s.quota < 1:
 	case s.window > 0:
 		c.Policy = limiters.Limit{N: s.quota, Per: s.window}
-		c.PolicyText = c.Policy.String()
+		c.PolicyText, c.Exact = c.Policy.String(), true
 	case s.reset > 0:
 		// The reset a fresh key is given is its window, whole seconds,
 		// most often rounded up: about it.

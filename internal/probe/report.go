@@ -199,7 +199,7 @@ func declaredAgainst(given limiters.Limit, c Claims, m model) string {
 		}
 	case c.Policy.N > 0:
 		w, lo := c.Policy.Window(), c.Policy.Window()
-		if c.PolicyFrom != "RateLimit-Policy" {
+		if !c.Exact {
 			lo = w - time.Second // a reset in whole seconds, rounded up
 		}
 		fw := m.Limit.Window()

@@ -3,6 +3,9 @@ package probe
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,4 +102,57 @@ func parseModel(f Fit) (model, error) {
 		}
 	}
 	return m, fmt.Errorf("no variant of %s named %v", f.Algorithm, f.Variants)
+}
+
+// Targets none of the six explains, in simulated time: one that admits
+// at random, seven in ten; and two windows at once, 10 a second and 30 in
+// 10 seconds. The probe names none, shows the best it found as such, and
+// --expect fails on it.
+func TestProbeSimulatedNone(t *testing.T) {
+	two := []model{
+		{Algorithm: limiters.FixedWindow, Limit: limiters.Limit{N: 10, Per: time.Second}},
+		{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: 30, Per: 10 * time.Second}},
+	}
+	for name, decide := range map[string]func() func(string, time.Time) bool{
+		"at random": func() func(string, time.Time) bool {
+			rng := rand.New(rand.NewPCG(3, 3))
+			return func(string, time.Time) bool { return rng.Float64() < 0.7 }
+		},
+		"two limits at once": func() func(string, time.Time) bool {
+			states := map[string][]state{}
+			return func(key string, at time.Time) bool {
+				st, ok := states[key]
+				if !ok {
+					st = []state{two[0].newState(), two[1].newState()}
+					states[key] = st
+				}
+				t := at.UnixNano()
+				if !st[0].admits(t, 1) || !st[1].admits(t, 1) {
+					return false
+				}
+				st[0].admit(t, 1)
+				st[1].admit(t, 1)
+				return true
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			sim := simulate(model{}, 1, time.Millisecond)
+			d := decide()
+			sim.decide = func(key string, at time.Time) (bool, http.Header) { return d(key, at), nil }
+			c := Config{Target: Target{URL: "http://sim/", Key: byUser}, Seed: 1, Timeout: time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
+			r, err := run(context.Background(), c, sim, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d requests in %.1fs: %s", r.Requests, r.Elapsed, r.Verdict.Text)
+			if r.Verdict.Named || !strings.HasPrefix(r.Verdict.Text, "none of the six explains it: the best, ") {
+				t.Errorf("verdict %+v: want none named, the best shown as such", r.Verdict)
+			}
+			if s := r.Strays(Expect{Limit: limiters.PerSecond(10), Tolerance: 0.02}); len(s) != 1 || !strings.HasPrefix(s[0], "none of the six explains it") {
+				t.Errorf("strays %q: want --expect failed, saying none explains it", s)
+			}
+		})
+	}
 }
