@@ -263,11 +263,12 @@ func left(st state, t int64, q int) int {
 }
 
 // retryAfter spends four fresh keys, two back to back (q+1 at once) and
-// two over half of m's window (2q spread evenly: a bucket refills while
-// they go, and a log's entries spread), reads the
-// wait each first refusal advertises, and asks one key of each pair at
-// 80% of it and the other at it. A fresh key asked right after the first
-// was spent is the keys' isolation.
+// two over half of m's window (spread evenly, so that a log's entries are
+// of different ages), reads the wait each last refusal advertises (a
+// target that counts refusals, or restarts a window on each, moves it on
+// with every one), and asks one key of each pair at 80% of it and the
+// other at it. A fresh key asked right after the first was spent is the
+// keys' isolation.
 func (p *prober) retryAfter(ctx context.Context, q int, m model) error {
 	w := time.Second
 	if m.Algorithm != "" {
@@ -283,8 +284,15 @@ func (p *prober) retryAfter(ctx context.Context, q int, m model) error {
 	for i := range q + 1 {
 		burst.at = append(burst.at, time.Duration(i)*100*time.Microsecond)
 	}
-	for i := range 2 * q {
-		spread.at = append(spread.at, time.Duration(i)*(w/2)/time.Duration(2*q))
+	// Spread evenly over half a window, the last at its end: the quota
+	// and one more, or for a bucket, which refills meanwhile, half as much
+	// again.
+	n := q + 1
+	if m.Algorithm.IsBucket() {
+		n = q + q/2 + 2
+	}
+	for i := range n {
+		spread.at = append(spread.at, time.Duration(i)*(w/2)/time.Duration(n-1))
 	}
 	other := p.key("other")
 	plan := []request{{Key: other, At: burst.at[len(burst.at)-1] + time.Millisecond}}
@@ -322,7 +330,7 @@ func (p *prober) retryAfter(ctx context.Context, q int, m model) error {
 		ra := &checks[i]
 		ra.Spent = pr.spent
 		for j, k := range pr.keys {
-			refusal, ok := firstRefusal(answers, k)
+			refusal, ok := lastRefusal(answers, k)
 			if !ok {
 				continue
 			}
@@ -377,11 +385,11 @@ func (p *prober) retryAfter(ctx context.Context, q int, m model) error {
 	return nil
 }
 
-// firstRefusal returns the first refused answer for key, in the order
+// lastRefusal returns the last refused answer for key, in the order
 // sent.
-func firstRefusal(answers []answer, key string) (answer, bool) {
-	for _, a := range answers {
-		if a.Key == key && a.Decided() && !a.Admitted {
+func lastRefusal(answers []answer, key string) (answer, bool) {
+	for i := len(answers) - 1; i >= 0; i-- {
+		if a := answers[i]; a.Key == key && a.Decided() && !a.Admitted {
 			return a, true
 		}
 	}

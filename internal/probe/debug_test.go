@@ -16,7 +16,7 @@ func TestDebugSim(t *testing.T) {
 		if tt.m.String() != name {
 			continue
 		}
-		debugDesign = false
+		debugDesign = true
 		defer func() { debugDesign = false }()
 		sim := simulate(tt.m, 1, time.Millisecond)
 		c := Config{Target: Target{URL: "http://sim/", Key: Key{Kind: "header", Name: "X-User"}}, Seed: 1, Timeout: time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}

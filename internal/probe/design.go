@@ -342,7 +342,8 @@ func separable(cs []candidate, i, j int) bool {
 // contenders returns the models a round of experiments should tell
 // apart: those that explain at least floor of the decisions, the best
 // first, one of each family, variant and quota at the shortest, the
-// longest and the roundest time that explains as much, at most most.
+// longest and the roundest time that explains as much (and, for the best
+// three, five between), at most most.
 func contenders(s *search, floor float64, most int) []model {
 	type kind struct {
 		m     model // with no limit
@@ -359,7 +360,7 @@ func contenders(s *search, floor float64, most int) []model {
 		}
 		groups[k] = append(groups[k], e)
 	}
-	for _, k := range order {
+	for n, k := range order {
 		g := groups[k]
 		top := g[0].Explained
 		var same []model
@@ -368,8 +369,20 @@ func contenders(s *search, floor float64, most int) []model {
 				same = append(same, e.Model)
 			}
 		}
+		pick := []model{same[0]}
 		byTime := func(a, b model) int { return cmp.Compare(a.time(), b.time()) }
-		for _, m := range []model{same[0], slices.MinFunc(same, byTime), slices.MaxFunc(same, byTime)} {
+		slices.SortStableFunc(same, byTime)
+		// The shortest and the longest time; for the best three groups
+		// some between, so that a round cuts their range in pieces, not
+		// in two.
+		inner := 0
+		if n < 3 {
+			inner = 5
+		}
+		for i := range inner + 2 {
+			pick = append(pick, same[i*(len(same)-1)/(inner+1)])
+		}
+		for _, m := range pick {
 			if !slices.Contains(out, m) {
 				out = append(out, m)
 			}

@@ -26,10 +26,11 @@ const (
 	kindTiming   = "timing"
 
 	// A fit's metrics and settings.
-	explained = "explained"
-	share     = "share"
-	limit     = "limit"
-	variant   = "variant"
+	wrongSetting = "wrong"
+	explained    = "explained"
+	share        = "share"
+	limit        = "limit"
+	variant      = "variant"
 	// A check's settings: what was sent, what came back, the verdict.
 	sentSetting    = "sent"
 	backSetting    = "back"
@@ -67,6 +68,19 @@ var mode = results.Mode{
 			Cells: func(r results.Row) []string {
 				return []string{r.Limiter, r.Setting(limit), r.Setting(variant),
 					fmt.Sprintf("%.1f%%", 100*r.Get(share)), results.Count(r.Count(results.Decisions))}
+			},
+		},
+		{
+			Name:   "probe-wrong",
+			Title:  "What each fit gets wrong",
+			Note:   "The first decisions each family's best fit does not explain, in the order replayed: what the target did, where the model decides otherwise, seconds from the probe's start, and the key (the fingerprint's parts, the calibration's, the experiments').",
+			Header: []string{"algorithm", "limit", "wrong", "the first of them"},
+			Left:   4,
+			Keep: func(r results.Row) bool {
+				return r.Setting(kind) == kindFit && r.Setting(wrongSetting) != ""
+			},
+			Cells: func(r results.Row) []string {
+				return []string{r.Limiter, r.Setting(limit), results.Count(r.Count(results.Decisions) - r.Count(explained)), r.Setting(wrongSetting)}
 			},
 		},
 		{
@@ -143,6 +157,7 @@ func (r *Report) File() *results.File {
 		if i == 0 {
 			row.Note = r.verdictNote()
 		}
+		row.Set(wrongSetting, strings.Join(ft.Wrong[:min(len(ft.Wrong), 3)], "; "))
 		row.Add(explained, results.UnitCount, float64(ft.Explained))
 		row.Add(results.Decisions, results.UnitCount, float64(ft.Decisions))
 		row.Add(share, results.UnitFraction, ft.Share)
