@@ -22,68 +22,84 @@ const probeUsage = `Usage:
 
 	ratelab probe --key header:NAME|query:NAME|source [--policy LIMIT] [flags] URL
 
-Probe judges the rate limiter behind URL from the outside. It sends the
-lab's fingerprint (a burst on a fresh key, a sustained rate with jitter,
-and attacks around the edges of the policy's windows), replays every
-decision it got through each of the six algorithms near the declared
-policy, and names what the target behaves as and how much of it each
-explains. Then it sends twice the quota at once on a fresh key (a limiter
-that reads and writes its store in two steps admits more) and checks the
-wait a refusal advertises (Retry-After, RateLimit's t, X-RateLimit-Reset):
-a request at 80% of it, and one at it. Last, whether a fresh key is
-admitted right after another was exhausted, and what twice the quota
-without a key meets (refused, limited as one key, or not limited).
+Probe judges the rate limiter behind URL from the outside, and needs no
+hint of what it is. It measures the quota (rounds of requests back to
+back on a fresh key until one is refused) and how a spent key comes back
+(one pressed all along, ever more sparsely, and two left quiet but for a
+request after growing silences: a target that counts refused requests
+lets only the quiet ones back). It sends the lab's fingerprint, planned
+for the time a spent quota takes to come back (60/min with a burst of
+one is probed as 1/s): a burst, a sustained rate with jitter, and attacks
+around the edges of windows, on the epoch's and from a key's first
+request. Then it fits every decision through each of the six algorithms
+and the variants real implementations use (windows from a key's first
+request, refused requests counted, a window a refusal starts again, a
+weighted count rounded or truncated, time kept in whole seconds), over
+the quotas, windows and refill intervals what it measured and what the
+target declares point to. Where models that explain as much would decide
+differently, it plans the requests on which they disagree, sends them,
+and fits again. It names a model only when one explains at least 99% of
+the decisions; else it says that none of the six explains the target.
 
-With no --policy, the probe calibrates first: a fresh key's first answer
-may declare the policy (RateLimit-Policy, else X-RateLimit-Limit over the
-window X-RateLimit-Reset gives); else it measures, sending requests back
-to back on a key in growing rounds until one is refused (the quota), then
-pacing the spent key for six seconds (the rate, and whether it comes back
-in clumps, a window, or one by one, a bucket). A window too long to settle
-in that time is said, with what was found.
+What the target declares (RateLimit-Policy, RateLimit, X-RateLimit-*,
+Retry-After; the IETF fields read with an RFC 9651 parser, a field that
+does not parse reported as malformed) is a claim it checks, not the frame
+of its fit: when the two differ it says both. Then it sends twice the
+quota at once on a fresh key (a limiter that reads and writes its store
+in two steps admits more), checks the remaining quota the fields
+advertise one request at a time, and the wait a refusal advertises
+(Retry-After, RateLimit's t, a reset field) after a quota spent back to
+back and one spent over half a window: a request at 80% of it, and one
+at it. Last, whether a fresh key is admitted right after another was
+exhausted, and what twice the quota without a key meets.
 
 Each simulated user sends its own key, in the header or query parameter
---key names, or with --key source from its own address of those --source
-gives (a limiter keyed by the client's address, as nginx's
-$binary_remote_addr; on loopback, 127.0.0.2-127.0.0.254). 429 is a refusal (--deny-status adds others); a 5xx or no
-answer is counted apart. Each request carries its number in a query
-parameter, ratelab-probe. The probe never retries a request, is bounded by
---max-requests and --max-rate, and says what it will send before it
-starts. It writes probe.json (schema 2) into --out, the same as the lab's
-results (results.json, which ratelab report draws again), and the lab's
-report of it: report.html, report.md and the charts.
+--key names, or with --key source from its own address (a limiter keyed
+by the client's address, as nginx's $binary_remote_addr): --source, or
+127.0.0.2-127.0.0.254 for a target on loopback. 429 is a refusal
+(--deny-status adds others); a 5xx or no answer is counted apart. Each
+request carries its number in a query parameter, ratelab-probe. The probe
+never retries a request, is bounded by --max-requests, --max-rate and
+--max-time (a window too long for it is said, with what it would take),
+and says what it does as it goes. It writes probe.json (schema 3) into
+--out, every request and its answer (exchange.csv), the same as the
+lab's results (results.json, which ratelab report draws again), and the
+lab's report of it: report.html, report.md and the charts.
 
-For CI, --expect names what the target should do, as an algorithm and a
-limit in the lab's syntax or a limit alone. The probe exits 1, naming
-what strayed, when the fit names another algorithm (the three buckets
-are one), the fitted rate or quota is off by more than --tolerance, the
-fit explains less than 1 - tolerance of the decisions, a workload had
-more admitted in a window than the algorithm allows (N for the sliding
-log, 2N for the others), 2N at once admitted more than the policy
-allows, a Retry-After lied, or a key's exhaustion spilled on another.
+--policy says what the target is meant to keep: the fit starts there
+(and still says when the target behaves otherwise), and the accuracy is
+judged against it when no model is named. For CI, --expect names what
+the target should do, as an algorithm and a limit in the lab's syntax or
+a limit alone. The probe exits 1, naming what strayed, when none of the
+six explains the target, the model named is of another family (the three
+buckets are one), its rate or quota is off by more than --tolerance, a
+workload had more admitted in a window than the algorithm allows (N for
+the sliding log, 2N for the others; for a bucket, more than C + R·t in
+any interval t), 2N at once admitted more than the policy allows, a wait
+advertised lied, or a key's exhaustion spilled on another.
 
 Examples:
 
-	ratelab probe --key header:X-API-Key --policy "10/s burst 6" http://127.0.0.1:8080/
-	ratelab probe --key query:user --policy 100/1m --deny-status 403 https://staging.example/api
-	ratelab probe --key header:X-API-Key --policy 10/s --expect "gcra 10/s burst 6" http://127.0.0.1:8080/
-	ratelab probe --key source --source 127.0.0.2-127.0.0.254 http://127.0.0.1:8080/
+	ratelab probe --key header:X-API-Key http://127.0.0.1:8080/
+	ratelab probe --key query:user --deny-status 403 https://staging.example/api
+	ratelab probe --key header:X-API-Key --expect "gcra 10/s burst 6" http://127.0.0.1:8080/
+	ratelab probe --key source --max-time 10m http://127.0.0.1:8080/
 
 Flags:
 `
 
 func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
-	key := fs.String("key", "", "how the target tells users apart: header:NAME, query:NAME, or source (the client's address, from --source)")
-	source := fs.String("source", "", "with --key source, the addresses users send from, each its own: 127.0.0.2-127.0.0.254")
-	policy := fs.String("policy", "", `the policy the target declares, in the lab's syntax: "10/s burst 6", "100/1m"; none: read it off the target's fields, else measure it`)
+	key := fs.String("key", "", "how the target tells users apart: header:NAME, query:NAME, or source (the client's address)")
+	source := fs.String("source", "", "with --key source, the addresses users send from (default on loopback: 127.0.0.2-127.0.0.254)")
+	policy := fs.String("policy", "", `what the target is meant to keep: "10/s burst 6", "100/1m"; none: measured`)
 	deny := fs.String("deny-status", "", "comma-separated statuses that also mean refused (429 always does)")
 	maxRequests := fs.Int("max-requests", 2000, "the most requests the probe may send")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long a request may take")
-	expect := fs.String("expect", "", `what the target should do, for CI: "gcra 10/s burst 6", "fixed-window 100/1m", "10/s"; exit 1 when it strays`)
+	expect := fs.String("expect", "", `what the target should do, for CI: "gcra 10/s burst 6", "10/s"; exit 1 when it strays`)
 	tolerance := fs.Float64("tolerance", 0.02, "how far from --expect the measured rate and quota may be, as a fraction")
 	maxRate := fs.Int("max-rate", 1000, "the most requests the probe may send in any one second")
-	maxTime := fs.Duration("max-time", 2*time.Minute, "the longest the probe may take; a window longer than it lets the probe settle is said, with what it would take")
+	maxTime := fs.Duration("max-time", 2*time.Minute, "the longest the probe may take; a window too long for it is said")
 	seed := fs.Uint64("seed", 1, "the seed of the sustained run's jitter")
 	out := fs.String("out", "out/probe", "the folder probe.json goes to")
 	fs.Usage = func() {

@@ -16,9 +16,13 @@ func TestDebugSim(t *testing.T) {
 		if tt.m.String() != name {
 			continue
 		}
-		debugDesign = true
+		debugDesign = false
 		defer func() { debugDesign = false }()
-		sim := simulate(tt.m, 1, time.Millisecond)
+		lat := time.Millisecond
+		if v := os.Getenv("SIMLAT"); v != "" {
+			lat, _ = time.ParseDuration(v)
+		}
+		sim := simulate(tt.m, 1, lat)
 		c := Config{Target: Target{URL: "http://sim/", Key: Key{Kind: "header", Name: "X-User"}}, Seed: 1, Timeout: time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
 		p := &prober{c: c, x: sim, progress: func(s string) { t.Log(s) }, prefix: "ratelab-probe-00000000-"}
 		p.rng = nil
