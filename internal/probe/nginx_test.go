@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
 )
 
 // nginxConf is the test's own nginx: three limits, each behind a location
