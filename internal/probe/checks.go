@@ -45,9 +45,13 @@ type Remaining struct {
 // another spent alike (admitted, or the field lied). Two keys, so that a
 // target that counts refusals is not kept refusing by the first.
 type RetryAfter struct {
-	Spent      string  `json:"spent"`            // how the keys were spent
-	Header     string  `json:"header,omitempty"` // which field advertised the wait
-	Advertised float64 `json:"advertised_s"`     // 0: no refusal advertised a wait
+	Spent  string `json:"spent"`            // how the keys were spent
+	Header string `json:"header,omitempty"` // which field advertised the wait
+	// Advertised is the wait the key asked at it was told, and
+	// AdvertisedEarly the one the key asked at 80% of its own was: each
+	// key spent alike, each told its own (0: no refusal advertised one).
+	Advertised      float64 `json:"advertised_s"`
+	AdvertisedEarly float64 `json:"advertised_early_s,omitempty"`
 	// Needed is the wait the judged model needs, seconds.
 	Needed  float64 `json:"needed_s,omitempty"`
 	Early   string  `json:"at_80_percent,omitempty"`
@@ -338,6 +342,9 @@ func (p *prober) retryAfter(ctx context.Context, q int, m model) error {
 			if s.waitFrom == "" {
 				continue
 			}
+			if j == 0 {
+				ra.AdvertisedEarly = s.wait.Seconds()
+			}
 			if j == 1 || ra.Header == "" {
 				ra.Header, ra.Advertised = s.waitFrom, s.wait.Seconds()
 				if m.Algorithm != "" {
@@ -397,11 +404,13 @@ func lastRefusal(answers []answer, key string) (answer, bool) {
 }
 
 // needed is the wait m needs after refusal: m following what the target
-// decided of key up to it, the first instant after which it admits one.
+// decided of key up to it (every request sent before its answer came
+// back: requests in flight together are decided in any order), the first
+// instant after which it admits one.
 func needed(m model, answers []answer, key string, refusal answer) time.Duration {
 	st := m.newState()
 	for _, a := range answers {
-		if a.Key != key || !a.Decided() || a.Sent.After(refusal.Sent) {
+		if a.Key != key || !a.Decided() || a.Sent.After(refusal.Received) {
 			continue
 		}
 		if a.Admitted {

@@ -33,14 +33,6 @@ type designer struct {
 	most time.Duration
 }
 
-// predict returns what m decides of at: 1 admitted at every instant each
-// request may be decided, -1 refused at every one, 0 either way (and 0 for
-// every request after, whose state that one's outcome decides).
-func (d designer) predict(m model, at []time.Time) []int8 {
-	out, _, _ := d.continued(m.newState(), m.newState(), at)
-	return out
-}
-
 // continued predicts at from two histories of a key: lenient, with each
 // decision recorded at the earliest instant it may have been made, and
 // strict, at the latest. It returns the predictions and the histories
@@ -215,7 +207,7 @@ func (d designer) candidates(models []model) []candidate {
 				}
 			}
 		}
-		out = append(out, candidate{experiment{o.about, o.at}, opened})
+		out = append(out, candidate{experiment(o), opened})
 		var instants []time.Time
 		for i, m := range models {
 			if lenient[i] == nil {

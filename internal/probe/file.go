@@ -365,6 +365,9 @@ func retryAfterSeen(ra RetryAfter) string {
 		return "no wait advertised"
 	}
 	s := fmt.Sprintf("%s %gs", ra.Header, ra.Advertised)
+	if ra.AdvertisedEarly != 0 && ra.AdvertisedEarly != ra.Advertised {
+		s = fmt.Sprintf("%s %gs and %gs (the two keys)", ra.Header, ra.AdvertisedEarly, ra.Advertised)
+	}
 	if ra.Needed > 0 {
 		s += fmt.Sprintf(" (needed %.2fs)", ra.Needed)
 	}

@@ -316,16 +316,6 @@ func (f *fixed) refuse(t int64, n int) {
 	}
 }
 
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // slidingLog admits n at t while fewer than N−n+1 of the units it
 // recorded are younger than Per.
 type slidingLog struct {

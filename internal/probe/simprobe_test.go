@@ -156,3 +156,34 @@ func TestProbeSimulatedNone(t *testing.T) {
 		})
 	}
 }
+
+// A simulated target whose fields tell the truth: the probe finds them
+// so. Its claim (a limit field and a wait, rounded up to whole seconds)
+// agrees, the remaining quota is exact one request at a time, and each
+// wait is honest, or honest but for the rounding.
+func TestProbeSimulatedFields(t *testing.T) {
+	for _, m := range []model{
+		{Algorithm: limiters.FixedWindow, Limit: limiters.Limit{N: 20, Per: 2 * time.Second}, Anchored: true},
+		{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: 20, Per: 2 * time.Second}},
+		{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: 10, Per: time.Second, Burst: 6}},
+	} {
+		t.Run(m.String(), func(t *testing.T) {
+			t.Parallel()
+			sim := honestFields(simulate(m, 2, time.Millisecond), m)
+			c := Config{Target: Target{URL: "http://sim/", Key: byUser}, Seed: 1, Timeout: time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
+			r, err := run(context.Background(), c, sim, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s; claims %+v; remaining %+v; waits %+v", r.Verdict.Text, r.Claims, r.Remaining, r.RetryAfter)
+			if r.Remaining.Verdict != "exact" || r.Remaining.Checked == 0 {
+				t.Errorf("remaining %+v: want exact", r.Remaining)
+			}
+			for _, ra := range r.RetryAfter {
+				if !strings.HasPrefix(ra.Verdict, "honest") {
+					t.Errorf("Retry-After %+v: want honest", ra)
+				}
+			}
+		})
+	}
+}
