@@ -154,28 +154,33 @@ func describe(m model) string {
 // 2%), each with why the probe could not tell them apart.
 func (p *prober) unresolved(s *search, best model) []string {
 	models := []model{best}
+	seen := map[string]bool{}
 	for _, m := range contenders(s, explainedEnough, 40) {
-		if m != best && differs(m, best) {
+		// One of each family and variant: the roundest, which contenders
+		// lists first.
+		k := m.Family() + fmt.Sprint(m.variants())
+		if m != best && differs(m, best) && !seen[k] {
+			seen[k] = true
 			models = append(models, m)
 		}
 	}
 	d := designer{u: max(p.lat+p.late, time.Millisecond), start: p.x.now(), most: best.Limit.Window()*5/2 + time.Second}
 	cs := d.candidates(models)
-	var out []string
+	var alike, out []string
 	for j, m := range models[1:] {
-		why := "told apart by requests the budget did not leave room for"
 		switch {
 		case agreement(best, m, 1) == 1:
-			why = "they decide alike on any traffic: at these limits they are one policy"
+			alike = append(alike, m.String())
 		case !separable(cs, 0, j+1):
-			why = "no request the probe can time within its clock's uncertainty tells them apart"
-		}
-		out = append(out, fmt.Sprintf("%s: %s", m, why))
-		if len(out) == 5 {
-			break
+			out = append(out, fmt.Sprintf("%s: no request the probe can time within its clock's uncertainty tells them apart", m))
+		default:
+			out = append(out, fmt.Sprintf("%s: told apart by requests the budget did not leave room for", m))
 		}
 	}
-	return out
+	if len(alike) > 0 {
+		out = append([]string{fmt.Sprintf("%s: decide alike on any traffic; at these limits they are one policy", strings.Join(alike, "; "))}, out...)
+	}
+	return out[:min(len(out), 4)]
 }
 
 // differs reports whether a and b are different answers: another

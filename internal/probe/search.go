@@ -318,11 +318,13 @@ func roughness(m model) int {
 // plausible reports whether m is a model a limiter could be configured
 // as: windows aligned on the epoch are a whole number of tenths of a
 // second long (hundredths, under a second), and windows on a clock kept
-// in seconds a whole number of seconds. At other lengths the first fall
-// anywhere, and would fit noise; the second decide as the next whole
-// second does.
+// in seconds a whole number of seconds (a bucket on such a clock, a whole
+// rate a second or a minute). At other lengths the first fall anywhere,
+// and would fit noise; the second decide as the next whole second does.
 func plausible(m model) bool {
 	switch {
+	case m.Algorithm.IsBucket() && m.Seconds:
+		return roughness(m) <= 1 // a whole rate a second, or a minute
 	case m.Algorithm.IsBucket():
 		return true
 	case m.Seconds:

@@ -68,34 +68,13 @@ func timingOf(all, fingerprint []answer) Timing {
 		}
 	}
 	t := Timing{Admitted: latencyOf(admitted), Refused: latencyOf(refused), Late: latencyOf(late)}
-	var first, last, asked0, asked1 time.Time
-	for _, a := range fingerprint {
-		if a.Intended.IsZero() {
-			continue
+	if n := len(fingerprint); n > 1 {
+		if span := spanOf(fingerprint, func(a answer) time.Time { return a.Intended }); span > 0 {
+			t.AskedRate = float64(n-1) / span.Seconds()
 		}
-		if asked0.IsZero() || a.Intended.Before(asked0) {
-			asked0 = a.Intended
+		if span := spanOf(fingerprint, func(a answer) time.Time { return a.Sent }); span > 0 {
+			t.AchievedRate = float64(n-1) / span.Seconds()
 		}
-		if a.Intended.After(asked1) {
-			asked1 = a.Intended
-		}
-	}
-	if span := asked1.Sub(asked0); span > 0 {
-		t.AskedRate = float64(len(fingerprint)-1) / span.Seconds()
-	}
-	for _, a := range fingerprint {
-		if a.Sent.IsZero() {
-			continue
-		}
-		if first.IsZero() || a.Sent.Before(first) {
-			first = a.Sent
-		}
-		if a.Sent.After(last) {
-			last = a.Sent
-		}
-	}
-	if span := last.Sub(first); span > 0 {
-		t.AchievedRate = float64(len(fingerprint)-1) / span.Seconds()
 	}
 	return t
 }
@@ -104,4 +83,23 @@ func timingOf(all, fingerprint []answer) Timing {
 // limit: the rate asked, and each request near its time.
 func (t Timing) keptPace(interval time.Duration) bool {
 	return t.AchievedRate >= 0.95*t.AskedRate && t.Late.P99 <= ms(interval/10)
+}
+
+// spanOf is the time between the earliest and the latest of the instants
+// at gives of answers, those that have one.
+func spanOf(answers []answer, at func(answer) time.Time) time.Duration {
+	var first, last time.Time
+	for _, a := range answers {
+		t := at(a)
+		if t.IsZero() {
+			continue
+		}
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	return last.Sub(first)
 }
