@@ -156,8 +156,12 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 	cal.Counted = len(admits) == 0 && quietAt > 0
 	if len(admits) == 0 && quietAt == 0 {
 		waited := p.x.now().Sub(spent).Round(time.Second)
-		return cal, fmt.Errorf("calibration: a quota of %d at once, then nothing admitted again in %v, pressed or after %v of silence: the window or the refill is longer than the probe's --max-time %v lets it settle (probing a window of W takes about 6W: give --max-time, or the policy with --policy)",
-			q, waited, max(lastQuiet[quiet[0]]/2, lastQuiet[quiet[1]]-lastQuiet[quiet[1]]*100/241).Round(time.Second), p.c.MaxTime)
+		silence := max(lastQuiet[quiet[0]]/2, lastQuiet[quiet[1]]-lastQuiet[quiet[1]]*100/241).Round(time.Second)
+		// Settling a window takes about six of them: the calibration's
+		// two, the fingerprint's three, and a round.
+		pay := (6 * waited).Round(time.Minute) + time.Minute
+		return cal, fmt.Errorf("calibration: a quota of %d at once, then nothing admitted again in %v, pressed or after %v of silence: the window or the refill is longer than half of --max-time %v; settling it takes about six of them, --max-time %v or more (or give the policy with --policy)",
+			q, waited, silence, p.c.MaxTime, pay)
 	}
 	return cal, nil
 }

@@ -187,3 +187,18 @@ func TestProbeSimulatedFields(t *testing.T) {
 		})
 	}
 }
+
+// A window too long for --max-time: the probe says what it found and
+// that it could not settle it, and names no model.
+func TestProbeSimulatedLongWindow(t *testing.T) {
+	m := model{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: 5, Per: time.Hour}}
+	sim := simulate(m, 1, time.Millisecond)
+	c := Config{Target: Target{URL: "http://sim/", Key: byUser}, Seed: 1, Timeout: time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
+	r, err := run(context.Background(), c, sim, nil)
+	if err == nil || !strings.Contains(err.Error(), "a quota of 5 at once, then nothing admitted again in 5") || !strings.Contains(err.Error(), "half of --max-time 2m0s") || !strings.Contains(err.Error(), "--max-time 7m0s or more") {
+		t.Fatalf("a window of an hour: %v, want it said unsettled within --max-time, with the quota found", err)
+	}
+	if r.Verdict.Named || r.Requests > 200 || r.Elapsed > 70 {
+		t.Errorf("%d requests in %.0fs, verdict %+v: want none named, in at most half of --max-time and 200 requests", r.Requests, r.Elapsed, r.Verdict)
+	}
+}
