@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -171,11 +170,7 @@ func run(ctx context.Context, c Config, x exchange, progress func(string)) (*Rep
 		r.Timing = timingOf(r.all, r.fp)
 		r.Timing.KeptPace = r.Timing.keptPace(r.interval)
 	}()
-	err := p.probe(ctx)
-	if err != nil && errors.Is(err, context.Canceled) && len(r.Fit) > 0 {
-		return r, err
-	}
-	return r, err
+	return r, p.probe(ctx)
 }
 
 // probe runs the probe's steps in turn.
@@ -205,10 +200,10 @@ func (p *prober) probe(ctx context.Context) error {
 		}
 		g = r.Calibration.guess(r.Claims)
 	}
-	shape := g.shape(r.Calibration)
-	shape.Per = roundish(shape.Per)
-	if c.Policy != (limiters.Limit{}) {
-		shape = shapeOf(c.Policy)
+	shape := shapeOf(c.Policy)
+	if c.Policy == (limiters.Limit{}) {
+		shape = g.shape(r.Calibration)
+		shape.Per = roundish(shape.Per)
 	}
 	r.interval = shape.Interval()
 	if err := p.fingerprint(ctx, shape); err != nil {
@@ -301,8 +296,6 @@ func busiest(plan []request) int {
 	return most
 }
 
-var debugDesign = false
-
 // rounds is how many rounds of experiments a probe asks at most.
 const rounds = 4
 
@@ -342,14 +335,6 @@ func (p *prober) ask(ctx context.Context, s *search, g guess) (*search, error) {
 		designed := time.Since(began)
 		if len(chosen) == 0 {
 			return s, nil
-		}
-		if debugDesign {
-			for i, m := range models {
-				p.say("  contender %d: %s", i, m)
-			}
-			for _, e := range chosen {
-				p.say("  asks: %s", e.about)
-			}
 		}
 		var plan []request
 		var asked Round
