@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -118,7 +119,7 @@ func (p *prober) conclude(s *search) model {
 	keys := byKey(p.obs)
 	r.Fit = nil
 	for _, e := range best {
-		f := Fit{Algorithm: e.Model.Algorithm, Limit: e.Model.Limit.String(), Variants: e.Model.variants(), Anchored: e.Model.Anchored,
+		f := Fit{Algorithm: e.Model.Algorithm, Limit: shown(e.Model.Limit).String(), Variants: e.Model.variants(), Anchored: e.Model.Anchored,
 			CountsRefused: e.Model.CountsRefused, Explained: e.Explained, Decisions: e.Decisions, Share: e.Share()}
 		f.Wrong = wrongOf(keys, e.Model, r.Start, 5)
 		r.Fit = append(r.Fit, f)
@@ -127,7 +128,7 @@ func (p *prober) conclude(s *search) model {
 	v := &r.Verdict
 	v.Model, v.Explained, v.Decisions, v.Share = top.Model.String(), top.Explained, top.Decisions, top.Share()
 	if top.Share() < explainedEnough {
-		v.Text = fmt.Sprintf("none of the six explains it: the best, %s, explains %.1f%% of %d decisions", top.Model, 100*top.Share(), top.Decisions)
+		v.Text = fmt.Sprintf("none of the six explains it: the best, %s, explains %.1f%% of %d decisions", describe(top.Model), 100*top.Share(), top.Decisions)
 		p.say("%s", v.Text)
 		return model{}
 	}
@@ -139,6 +140,20 @@ func (p *prober) conclude(s *search) model {
 	return top.Model
 }
 
+// shown is l as a report shows it: its period to three significant
+// digits (a fit's limit is a point of a range the decisions allow, and
+// 20/6038639547ns says more than is known).
+func shown(l limiters.Limit) limiters.Limit {
+	if l.Per <= 0 {
+		return l
+	}
+	step := time.Duration(math.Pow(10, math.Floor(math.Log10(float64(l.Per)))-2))
+	if step > 1 {
+		l.Per = max(l.Per.Round(step), step)
+	}
+	return l
+}
+
 // describe names a model for a person: the family (the three buckets as
 // one), the limit, the variants.
 func describe(m model) string {
@@ -146,7 +161,7 @@ func describe(m model) string {
 	if m.Algorithm.IsBucket() {
 		name = "bucket (token bucket, leaky bucket, GCRA)"
 	}
-	return strings.Join(append([]string{name + " " + m.Limit.String()}, m.variants()...), ", ")
+	return strings.Join(append([]string{name + " " + shown(m.Limit).String()}, m.variants()...), ", ")
 }
 
 // unresolved returns the models that explain as much as the best and
