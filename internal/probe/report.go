@@ -183,8 +183,10 @@ func (p *prober) unresolved(s *search, best model) []string {
 	cs := d.candidates(models)
 	var alike, out []string
 	for j, m := range models[1:] {
+		j, m := j, m
+		m.Limit = shown(m.Limit) // as the report shows it; told apart above at its own
 		switch {
-		case agreement(best, m, 1) == 1:
+		case agreement(best, models[j+1], 1) == 1:
 			alike = append(alike, m.String())
 		case !separable(cs, 0, j+1):
 			out = append(out, fmt.Sprintf("%s: no request the probe can time within its clock's uncertainty tells them apart", m))
