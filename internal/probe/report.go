@@ -183,7 +183,6 @@ func (p *prober) unresolved(s *search, best model) []string {
 	cs := d.candidates(models)
 	var alike, out []string
 	for j, m := range models[1:] {
-		j, m := j, m
 		m.Limit = shown(m.Limit) // as the report shows it; told apart above at its own
 		switch {
 		case agreement(best, models[j+1], 1) == 1:
