@@ -198,6 +198,7 @@ func TestProbeSimulatedLongWindow(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "a quota of 5 at once, then nothing admitted again in 5") || !strings.Contains(err.Error(), "half of --max-time 2m0s") || !strings.Contains(err.Error(), "--max-time 7m0s or more") {
 		t.Fatalf("a window of an hour: %v, want it said unsettled within --max-time, with the quota found", err)
 	}
+	t.Logf("%d requests in %.0fs: %v", r.Requests, r.Elapsed, err)
 	if r.Verdict.Named || r.Requests > 200 || r.Elapsed > 70 {
 		t.Errorf("%d requests in %.0fs, verdict %+v: want none named, in at most half of --max-time and 200 requests", r.Requests, r.Elapsed, r.Verdict)
 	}
