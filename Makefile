@@ -117,7 +117,7 @@ norace:
 	REDIS_REQUIRED=1 tools/with-redis $(GO) test -vet=off -shuffle=on -count=1 $(NORACE_PKGS)
 	REDIS_REQUIRED=1 tools/with-redis $(GO) test -vet=off -shuffle=on -count=1 -run '$(NORACE)' ./limiters ./limiters/composite ./limiters/internal/keytable ./limiters/redislimit ./internal/probe
 
-## test-clocked: the tests that judge a limiter by the clock (the probes of ratelab serve, nginx, npm's limiters and planted ones, and the outage run), by themselves (about five minutes; CI runs it after make test)
+## test-clocked: the tests that judge a limiter by the clock (the probes of ratelab serve, nginx, npm's limiters and planted ones, and the outage run), by themselves (about four minutes; CI runs it after make test)
 test-clocked:
 	REDIS_REQUIRED=1 tools/with-redis tools/with-nginx tools/with-node $(GO) test -vet=off -count=1 -parallel 50 -timeout 20m -run '$(TIMED_PROBE)' ./internal/probe
 	GORACE='$(GORACE)' REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -vet=off -shuffle=on -count=1 -p 2 -parallel 2 -run '$(TIMED_RACE)' ./internal/probe ./harness ./cmd/ratelab
