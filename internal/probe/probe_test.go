@@ -165,7 +165,7 @@ func probeServe(t *testing.T, cfg server.Config) {
 	if a.IsBucket() {
 		want.Algorithm = limiters.GCRA
 	}
-	if got, err := parseModel(r.Fit[0]); err != nil || !r.Verdict.Named || got.Family() != want.Family() || got.Limit != limit || len(got.variants()) != 0 {
+	if got, err := parseModel(r.Fit[0]); err != nil || !r.Verdict.Named || got.Family() != want.Family() || got.quota() != want.quota() || differs(got, want) || len(got.variants()) != 0 {
 		t.Errorf("%s: named %v (%s), want %s", name, got, r.Verdict.Text, want)
 	}
 	if r.Requests > 2000 || r.Elapsed > 60 {
