@@ -252,12 +252,12 @@ func (g guess) shape(cal Calibration) limiters.Limit {
 
 // roundish rounds a measured window to what a configuration would say,
 // so that the fingerprint's edge attacks meet the edges of the epoch's
-// windows of that length: whole seconds from 2s, tenths from 200ms,
-// hundredths below.
+// windows of that length: whole seconds from 2s, or from 850ms within
+// 15% of one; tenths from 200ms; hundredths below.
 func roundish(d time.Duration) time.Duration {
 	step := 10 * time.Millisecond
-	switch {
-	case d >= 2*time.Second:
+	switch s := d.Round(time.Second); {
+	case d >= 2*time.Second, s > 0 && (d-s).Abs() <= s*15/100:
 		step = time.Second
 	case d >= 200*time.Millisecond:
 		step = 100 * time.Millisecond
@@ -308,10 +308,10 @@ func (p *prober) ask(ctx context.Context, s *search, g guess) (*search, error) {
 	lead := 300 * time.Millisecond
 	last := 0 // how many models were left to tell apart
 	for round := 1; round <= rounds; round++ {
-		best := s.best()
+		s.tier()
 		floor := 0.99
-		if best[0].Share() < floor {
-			floor = best[0].Share() - 0.01
+		if most := float64(s.top) / float64(max(s.decisions, 1)); most < floor {
+			floor = most - 0.01
 		}
 		all := contenders(s, floor, 1000)
 		if len(all) < 2 || (last > 0 && len(all) >= last) {

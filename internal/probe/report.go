@@ -127,7 +127,10 @@ func (p *prober) conclude(s *search) model {
 	top := best[0]
 	v := &r.Verdict
 	v.Model, v.Explained, v.Decisions, v.Share = top.Model.String(), top.Explained, top.Decisions, top.Share()
-	if top.Share() < explainedEnough {
+	// Named when some model explains 99% of the decisions; the one named
+	// may explain a decision or so fewer and be plainer or rounder (the
+	// search ranks those as one).
+	if float64(s.top) < explainedEnough*float64(top.Decisions)-1e-9 {
 		v.Text = fmt.Sprintf("none of the six explains it: the best, %s, explains %.1f%% of %d decisions", describe(top.Model), 100*top.Share(), top.Decisions)
 		p.say("%s", v.Text)
 		return model{}
