@@ -61,7 +61,7 @@ var mode = results.Mode{
 		{
 			Name:   "probe-fit",
 			Title:  "What the target behaves as",
-			Note:   "Each family's best fit, replaying every decision the probe saw (calibration, fingerprint and the experiments asked): a decision is explained when the model decides alike at some instant between the request's send and its answer, the model following what the target decided. The token bucket, the leaky bucket and GCRA are one policy (bucket). A model is named only when it explains at least 99%.",
+			Note:   "Each family's best fit, replaying every decision the probe saw (calibration, fingerprint and the experiments asked): a decision is explained when the model decides alike at some instant between the request's send and its answer, the model following what the target decided. The token bucket, the leaky bucket and GCRA are one policy (bucket). A model is named only when one explains at least 99%.",
 			Header: []string{"algorithm", "limit", "variant", "explained", "of"},
 			Left:   3,
 			Keep:   isKind(kindFit),
@@ -326,7 +326,7 @@ func charts(_ *results.File, rows []results.Row) []results.Figure {
 			b.Values = append(b.Values, []float64{100 * r.Get(share)})
 		}
 		out = append(out, results.Figure{Name: "probe-fit", Title: "What the target behaves as",
-			Caption: "The share of the fingerprint's decisions each family's best fit explains, in percent: the best names the algorithm the target runs (the three buckets are one policy).",
+			Caption: "The share of every decision the probe saw that each family's best fit explains, in percent: the best names the algorithm the target runs when one explains 99% or more (the three buckets are one policy).",
 			Panels:  []results.Panel{{X: results.Axis{Label: "% of decisions explained", Min: 0, Max: 100}, Bars: b}}, Width: 7, NoLegend: true})
 	}
 	return out
