@@ -3,23 +3,37 @@ package redislimit_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log"
+	"os"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/redislimit"
+	"github.com/ratelab/ratelab/limiters/redistest"
 	"github.com/ratelab/ratelab/limiters/tiers"
 )
+
+// exampleAddr is the Redis server the Examples dial: yours. They need
+// one, so they compile but do not run; TestExamples runs them on the
+// tests' server and checks what they print.
+var exampleAddr = "127.0.0.1:6379"
 
 // A limit of 2 a second for each user, kept in Redis, shared by every
 // process that uses the same prefix. The decisions here are made at an
 // explicit time, which makes them exact; leave Request.At zero to decide
-// at the server's clock.
+// at the server's clock. It prints:
+//
+//	+0s: allowed true, remaining 1, retry after 0s
+//	+0s: allowed true, remaining 0, retry after 0s
+//	+0s: allowed false, remaining 0, retry after 500ms
+//	+500ms: allowed true, remaining 0, retry after 0s
 func Example() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379",
+	client := redis.NewClient(&redis.Options{Addr: exampleAddr,
 		ContextTimeoutEnabled: true, PoolTimeout: 250 * time.Millisecond, MaxRetries: -1})
 	defer client.Close()
 	l, err := redislimit.New(client, limiters.GCRA, []limiters.Limit{limiters.PerSecond(2)},
@@ -40,18 +54,18 @@ func Example() {
 		}
 		fmt.Printf("+%v: allowed %v, remaining %d, retry after %v\n", at.Sub(t0), d.Allowed, d.Remaining, d.RetryAfter)
 	}
-	// Output:
-	// +0s: allowed true, remaining 1, retry after 0s
-	// +0s: allowed true, remaining 0, retry after 0s
-	// +0s: allowed false, remaining 0, retry after 500ms
-	// +500ms: allowed true, remaining 0, retry after 0s
 }
 
 // Tiers in Redis: tiers.NewWith builds each tier and each override with
 // redislimit.New, under a prefix of its own, so that two tiers with the
-// same limits never share a user's quota.
+// same limits never share a user's quota. It prints:
+//
+//	alice (free): allowed true, 1 of 2 left
+//	alice (free): allowed true, 0 of 2 left
+//	alice (free): allowed false, 0 of 2 left
+//	bob (premium): allowed true, 99 of 100 left
 func Example_tiers() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379",
+	client := redis.NewClient(&redis.Options{Addr: exampleAddr,
 		ContextTimeoutEnabled: true, PoolTimeout: 250 * time.Millisecond, MaxRetries: -1})
 	defer client.Close()
 	braces := strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D") // a prefix holds no braces
@@ -90,9 +104,43 @@ func Example_tiers() {
 		}
 		fmt.Printf("%s (%s): allowed %v, %d of %d left\n", user, d.Tier(), d.Allowed, d.Remaining, d.Limit)
 	}
-	// Output:
-	// alice (free): allowed true, 1 of 2 left
-	// alice (free): allowed true, 0 of 2 left
-	// alice (free): allowed false, 0 of 2 left
-	// bob (premium): allowed true, 99 of 100 left
+}
+
+// The Examples, run on the tests' Redis server (skipped without one, as
+// the package's other tests are), print what their documentation says.
+func TestExamples(t *testing.T) {
+	exampleAddr = redistest.Require(t)
+	for _, tt := range []struct {
+		name string
+		run  func()
+		want string
+	}{
+		{"Example", Example, "+0s: allowed true, remaining 1, retry after 0s\n+0s: allowed true, remaining 0, retry after 0s\n+0s: allowed false, remaining 0, retry after 500ms\n+500ms: allowed true, remaining 0, retry after 0s\n"},
+		{"Example_tiers", Example_tiers, "alice (free): allowed true, 1 of 2 left\nalice (free): allowed true, 0 of 2 left\nalice (free): allowed false, 0 of 2 left\nbob (premium): allowed true, 99 of 100 left\n"},
+	} {
+		if got := printed(t, tt.run); got != tt.want {
+			t.Errorf("%s printed\n%s\nwant\n%s", tt.name, got, tt.want)
+		}
+	}
+}
+
+// printed is what f writes to standard output.
+func printed(t *testing.T, f func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	defer func() { os.Stdout = stdout }()
+	done := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- string(b)
+	}()
+	f()
+	w.Close()
+	os.Stdout = stdout
+	return <-done
 }
