@@ -72,7 +72,15 @@ func Own(t testing.TB) string {
 // Start starts a redis-server on a free loopback port with the settings of
 // lines (redis.conf lines; "sentinel" among them makes it a Sentinel),
 // waits until it answers, and returns its address.
-func (s *Servers) Start(lines ...string) (string, error) { return s.StartOn(0, lines...) }
+func (s *Servers) Start(lines ...string) (string, error) {
+	for try := 0; ; try++ {
+		addr, err := s.StartOn(0, lines...)
+		// A port free a moment ago may be taken meanwhile: try another.
+		if err == nil || try == 2 || !strings.Contains(err.Error(), "Address already in use") {
+			return addr, err
+		}
+	}
+}
 
 // StartOn is Start on port, or on a free one for port 0: a server that
 // comes back on the address of one that stopped, with nothing of its.
@@ -391,14 +399,22 @@ func NewCluster(dir string, masters, replicas int) (_ *Cluster, err error) {
 	}()
 	c := &Cluster{Servers: s, replicas: replicas}
 	for range masters * (1 + replicas) {
-		bus, err := freePort() // not port+10000, which may be past 65535
-		if err != nil {
-			return nil, err
-		}
-		addr, err := s.Start("cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-port "+strconv.Itoa(bus),
-			fmt.Sprint("cluster-node-timeout ", ClusterNodeTimeout.Milliseconds()))
-		if err != nil {
-			return nil, err
+		var addr string
+		// A port free a moment ago may be taken meanwhile (by another
+		// test's connection, from the same range): try another.
+		for try := 0; ; try++ {
+			bus, err := freePort() // not port+10000, which may be past 65535
+			if err != nil {
+				return nil, err
+			}
+			addr, err = s.Start("cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-port "+strconv.Itoa(bus),
+				fmt.Sprint("cluster-node-timeout ", ClusterNodeTimeout.Milliseconds()))
+			if err == nil {
+				break
+			}
+			if try == 2 || !strings.Contains(err.Error(), "Address already in use") {
+				return nil, err
+			}
 		}
 		c.Addrs = append(c.Addrs, addr)
 	}
