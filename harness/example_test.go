@@ -55,6 +55,9 @@ func (l *firstHit) AllowN(ctx context.Context, key string, n int) (limiters.Deci
 	return l.Decide(ctx, limiters.Request{Key: key, N: n})
 }
 
+// Close has nothing to stop: firstHit runs no goroutine.
+func (l *firstHit) Close() error { return nil }
+
 // Your own limiter in the lab, beside ratelab's GCRA: on the boundary
 // attack, aimed at the epoch's window edges, it looks exact, since its
 // windows start elsewhere; the anchored attack, aimed at each key's own

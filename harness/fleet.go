@@ -44,7 +44,6 @@ func (f fleetConfig) validate() error {
 type process interface {
 	limiters.Limiter
 	RoundTrips() int64
-	Close()
 }
 
 // A fleetMaker makes the processes of a fleet sharing one server, and reads

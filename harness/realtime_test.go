@@ -25,6 +25,8 @@ func (s *stall) Decide(ctx context.Context, r limiters.Request) (limiters.Decisi
 	return s.AllowN(ctx, r.Key, r.N)
 }
 
+func (s *stall) Close() error { return nil }
+
 func smallWorkload(t *testing.T, users int) *workloads.Workload {
 	t.Helper()
 	w, err := workloads.Uniform(workloads.Params{Seed: 1, Users: users, Limit: limiters.Limit{N: 10, Per: time.Second}, Duration: 10 * time.Second})
@@ -90,6 +92,8 @@ func (c *counter) AllowN(_ context.Context, key string, _ int) (limiters.Decisio
 func (c *counter) Decide(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
 	return c.AllowN(ctx, r.Key, r.N)
 }
+
+func (c *counter) Close() error { return nil }
 
 func TestRealTimeRefused(t *testing.T) {
 	w := smallWorkload(t, 2)

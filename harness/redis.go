@@ -372,7 +372,7 @@ func (r *redisLab) outage(a limiters.Algorithm) func(w limiters.Limit) (server.C
 
 // redisRate is go-redis/redis_rate, a GCRA on Redis.
 func (r *redisLab) redisRate() Subject {
-	newRedisRate := func(c peers.RedisClient, w limiters.Limit) (peers.Limiter, string, error) {
+	newRedisRate := func(c peers.RedisClient, w limiters.Limit) (limiters.Limiter, string, error) {
 		prefix := r.newPrefix()
 		l, err := peers.NewRedisRate(c, prefix, w)
 		return l, peers.RedisRatePrefix + prefix + "*", err
@@ -415,6 +415,9 @@ func (x recorded) Decide(ctx context.Context, req limiters.Request) (limiters.De
 	}
 	return d, err
 }
+
+// Close closes the limiter recorded.
+func (x recorded) Close() error { return x.l.Close() }
 
 func (x recorded) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
 	return x.Decide(ctx, limiters.Request{Key: key, N: n})

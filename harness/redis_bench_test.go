@@ -80,14 +80,14 @@ return 0`).Result()
 		b.Fatal(err)
 	}
 	batchedLeast := newNoopBatcher(&redisLab{c: c}, leastBatch)
-	defer batchedLeast.close()
+	defer batchedLeast.Close()
 	defer func() {
 		for _, k := range keys {
 			c.Del(context.Background(), "ratelab-bench-least:"+k)
 		}
 	}()
 	batchedFloor := newNoopBatcher(&redisLab{c: c}, floor)
-	defer batchedFloor.close()
+	defer batchedFloor.Close()
 	peer := redis_rate.NewLimiter(c)
 	limit := redis_rate.Limit{Rate: 100, Burst: 100, Period: time.Second}
 	for _, tc := range []struct {

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -102,9 +103,9 @@ type redisProcess struct {
 
 func (p redisProcess) RoundTrips() int64 { return p.l.Counts().RoundTrips }
 
-func (p redisProcess) Close() {
-	p.l.Close()
-	p.c.Close()
+// Close closes the process's limiter and its client.
+func (p redisProcess) Close() error {
+	return errors.Join(p.l.Close(), p.c.Close())
 }
 
 // serverCPU returns the CPU time the server has used, user and system

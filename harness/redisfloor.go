@@ -41,7 +41,7 @@ func (r *redisLab) floors() []Subject {
 				return noop{r, sha}, func() {}, nil
 			}
 			b := newNoopBatcher(r, sha)
-			return b, b.close, nil
+			return b, func() { b.Close() }, nil
 		}
 	}
 	return []Subject{
@@ -68,6 +68,9 @@ func (n noop) AllowN(ctx context.Context, key string, _ int) (limiters.Decision,
 func (n noop) Decide(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
 	return n.AllowN(ctx, r.Key, r.N)
 }
+
+// Close has nothing to release.
+func (noop) Close() error { return nil }
 
 // noopBatcher is the batched Redis floor: decisions queue, and one sender
 // takes as many as are queued (up to floorBatch) into one EVALSHA of a
@@ -143,7 +146,9 @@ func (b *noopBatcher) send() {
 	}
 }
 
-func (b *noopBatcher) close() {
+// Close stops the sender once what is queued is sent.
+func (b *noopBatcher) Close() error {
 	b.once.Do(func() { close(b.q) })
 	b.done.Wait()
+	return nil
 }

@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"time"
@@ -115,8 +114,7 @@ func (s Subject) inProcess() bool { return s.Remote == nil && s.New != nil }
 // times of its requests (limiters.Request.At), its accuracy is measured in
 // simulated time, exactly; when it refuses them with an error, by a
 // replay in real time, time compressed. (NewSubject asks one at 100 per
-// second to find out.) A limiter that is an io.Closer is closed when the
-// lab is done with it.
+// second to find out.) The lab closes each limiter when done with it.
 func NewSubject(name string, newLimiter func(limiters.Limit) (limiters.Limiter, error)) (Subject, error) {
 	if strings.TrimSpace(name) == "" {
 		return Subject{}, fmt.Errorf("harness: a subject needs a name")
@@ -127,28 +125,20 @@ func NewSubject(name string, newLimiter func(limiters.Limit) (limiters.Limiter, 
 	}
 	_, err = probe.Decide(context.Background(), limiters.Request{Key: "probe", N: 1, At: time.Unix(1, 0)})
 	at := err == nil
-	closer(probe)()
+	probe.Close()
 	s := Subject{Name: name, Library: name, Backend: results.BackendMemory,
 		New: func(w limiters.Limit) (limiters.Limiter, func(), error) {
 			l, err := newLimiter(w)
 			if err != nil {
 				return nil, nil, err
 			}
-			return l, closer(l), nil
+			return l, func() { l.Close() }, nil
 		},
 	}
 	if at {
 		s.NewAt = s.New
 	}
 	return s, nil
-}
-
-// closer returns what closes l, if it is an io.Closer.
-func closer(l any) func() {
-	if c, ok := l.(io.Closer); ok {
-		return func() { c.Close() }
-	}
-	return func() {}
 }
 
 // TiersSubject is the limiter a configuration describes (package
@@ -175,7 +165,6 @@ type inMemory interface {
 	limiters.Settler
 	limiters.Peeker
 	Stats() limiters.Stats
-	Close() error
 }
 
 // newInMemory returns algorithm a's own limiter for l, as a user who
@@ -270,6 +259,8 @@ func (nop) AllowN(context.Context, string, int) (limiters.Decision, error) {
 func (nop) Decide(context.Context, limiters.Request) (limiters.Decision, error) {
 	return limiters.Decision{Allowed: true}, nil
 }
+
+func (nop) Close() error { return nil }
 
 // nonNil returns a nil Limiter, not a typed nil, on error.
 func nonNil[L limiters.Limiter](l L, stop func(), err error) (limiters.Limiter, func(), error) {

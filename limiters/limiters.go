@@ -48,6 +48,10 @@ type Limiter interface {
 	// AllowN is shorthand for Decide of n events for key at the limiter's
 	// clock.
 	AllowN(ctx context.Context, key string, n int) (Decision, error)
+	// Close releases what the limiter runs (a sweeper, a batcher's
+	// goroutines); every limiter is closed once done with. Decisions after
+	// it are the limiter's to refuse.
+	Close() error
 }
 
 // Request is one request to decide.

@@ -48,14 +48,14 @@ var (
 // must be stopped after.
 type subject struct {
 	name, clock string
-	new         func(tb testing.TB, w limiters.Limit) Limiter
+	new         func(tb testing.TB, w limiters.Limit) limiters.Limiter
 }
 
 func subjects() []subject {
 	var out []subject
 	for _, a := range limiters.Algorithms() {
 		for _, clock := range []string{"mono", "coarse"} {
-			out = append(out, subject{name: string(a), clock: clock, new: func(tb testing.TB, w limiters.Limit) Limiter {
+			out = append(out, subject{name: string(a), clock: clock, new: func(tb testing.TB, w limiters.Limit) limiters.Limiter {
 				if a == limiters.SlidingLog && w.N > 1<<26 {
 					// Unlimited for a log: keep a millisecond of
 					// timestamps, not an hour of them.
@@ -82,7 +82,7 @@ func subjects() []subject {
 		if s, ok := short[name]; ok {
 			name = s
 		}
-		out = append(out, subject{name: name, clock: "own", new: func(tb testing.TB, w limiters.Limit) Limiter {
+		out = append(out, subject{name: name, clock: "own", new: func(tb testing.TB, w limiters.Limit) limiters.Limiter {
 			l, err := p.New(w)
 			if err != nil {
 				tb.Fatal(err)
@@ -116,7 +116,7 @@ var fix = func() *fixture {
 }()
 
 // count reports how many keys l holds, if it can tell.
-func count(l Limiter) (int, bool) {
+func count(l limiters.Limiter) (int, bool) {
 	switch l := l.(type) {
 	case interface{ Stats() limiters.Stats }:
 		return l.Stats().Keys, true
@@ -256,7 +256,7 @@ func liveHeap() uint64 {
 
 // newAlgorithm returns algorithm a's own limiter of l, as a user who
 // imports its package has it.
-func newAlgorithm(a limiters.Algorithm, l limiters.Limit, opts ...limiters.Option) (Limiter, error) {
+func newAlgorithm(a limiters.Algorithm, l limiters.Limit, opts ...limiters.Option) (limiters.Limiter, error) {
 	switch a {
 	case limiters.FixedWindow:
 		return fixedwindow.New(l, opts...)

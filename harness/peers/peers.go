@@ -37,19 +37,13 @@ type Peer struct {
 	// window of N per W, or as a bucket of capacity N refilled over W. It
 	// decides at its own clock: a request with an explicit time is an
 	// error.
-	New func(l limiters.Limit) (Limiter, error)
+	New func(l limiters.Limit) (limiters.Limiter, error)
 	// NewAt returns the same deciding at the explicit times of its
 	// requests, for simulated time; nil when the library reads its own
 	// clock and takes none (go-limiter). Requests must not go back in time
 	// by much (the peers do not all handle it) and must come from one
 	// goroutine (throttled's time is set per call).
-	NewAt func(l limiters.Limit) (Limiter, error)
-}
-
-// Limiter is a peer's limiter; Close releases what it runs.
-type Limiter interface {
-	limiters.Limiter
-	Close() error
+	NewAt func(l limiters.Limit) (limiters.Limiter, error)
 }
 
 // errOwnClock is what a peer that reads its own clock says of a request at
@@ -62,10 +56,10 @@ func errOwnClock(name string) error {
 func All() []Peer {
 	return []Peer{
 		{Name: "x/time/rate", Module: "golang.org/x/time v0.16.0", Algorithm: limiters.TokenBucket, New: newXRate,
-			NewAt: func(l limiters.Limit) (Limiter, error) { return nonNil(newXRateAt(l, true)) }},
+			NewAt: func(l limiters.Limit) (limiters.Limiter, error) { return nonNil(newXRateAt(l, true)) }},
 		{Name: "go-limiter", Module: "github.com/sethvargo/go-limiter v0.7.1", Algorithm: limiters.FixedWindow, New: newGoLimiter},
 		{Name: "throttled", Module: "github.com/throttled/throttled/v2 v2.15.0", Algorithm: limiters.GCRA, New: newThrottled,
-			NewAt: func(l limiters.Limit) (Limiter, error) { return nonNil(newThrottledAt(l)) }},
+			NewAt: func(l limiters.Limit) (limiters.Limiter, error) { return nonNil(newThrottledAt(l)) }},
 	}
 }
 
@@ -78,7 +72,7 @@ type xrate struct {
 	at    bool // decides at the requests' explicit times
 }
 
-func newXRate(l limiters.Limit) (Limiter, error) {
+func newXRate(l limiters.Limit) (limiters.Limiter, error) {
 	x, err := newXRateAt(l, false)
 	if err != nil {
 		return nil, err
@@ -132,7 +126,7 @@ type goLimiter struct {
 	limit int
 }
 
-func newGoLimiter(l limiters.Limit) (Limiter, error) {
+func newGoLimiter(l limiters.Limit) (limiters.Limiter, error) {
 	if err := l.Validate(limiters.FixedWindow); err != nil {
 		return nil, err
 	}
@@ -165,7 +159,7 @@ type throttledGCRA struct {
 	now   time.Time // then: the store's clock reads it
 }
 
-func newThrottled(l limiters.Limit) (Limiter, error) {
+func newThrottled(l limiters.Limit) (limiters.Limiter, error) {
 	t, err := newThrottledStore(l, nil)
 	if err != nil {
 		return nil, err
@@ -226,8 +220,8 @@ func (t *throttledGCRA) Decide(ctx context.Context, r limiters.Request) (limiter
 
 func (t *throttledGCRA) Close() error { return nil }
 
-// nonNil returns a nil Limiter, not a typed nil, on error.
-func nonNil[L Limiter](l L, err error) (Limiter, error) {
+// nonNil returns a nil limiters.Limiter, not a typed nil, on error.
+func nonNil[L limiters.Limiter](l L, err error) (limiters.Limiter, error) {
 	if err != nil {
 		return nil, err
 	}

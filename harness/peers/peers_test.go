@@ -84,7 +84,7 @@ func TestPeersAtExplicitTimes(t *testing.T) {
 	}
 }
 
-func allowAt(l Limiter, key string, at time.Time) bool {
+func allowAt(l limiters.Limiter, key string, at time.Time) bool {
 	d, err := l.Decide(context.Background(), limiters.Request{Key: key, N: 1, At: at})
 	return err == nil && d.Allowed
 }

@@ -40,7 +40,7 @@ type redisRate struct {
 // prefix (after redis_rate's own "rate:"). It decides on the server's
 // clock and takes no explicit time. A decision Redis did not make is a
 // denial, with the error.
-func NewRedisRate(c RedisClient, prefix string, l limiters.Limit) (Limiter, error) {
+func NewRedisRate(c RedisClient, prefix string, l limiters.Limit) (limiters.Limiter, error) {
 	if err := l.Validate(limiters.GCRA); err != nil {
 		return nil, fmt.Errorf("redis_rate: %w", err)
 	}

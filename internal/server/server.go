@@ -164,7 +164,6 @@ type Server struct {
 	backend string
 	lim     limiters.Limiter // what decides
 	tiers   *tiers.Limiter   // lim, under a configuration file; nil for one limit
-	closer  io.Closer        // lim's Close
 	rdb     *redis.Client    // the Redis backend's client, nil in memory
 	mw      *httplimit.Middleware
 	metrics *metrics     // fed by the middleware's hooks (Metrics)
@@ -271,14 +270,14 @@ func (s *Server) inMemory(file *config.Config) error {
 		if err != nil {
 			return &config.Error{Path: s.cfg.File, Err: err}
 		}
-		s.lim, s.tiers, s.closer = l, l, l
+		s.lim, s.tiers = l, l
 		return nil
 	}
 	l, err := composite.New(s.cfg.Algorithm, []limiters.Limit{s.cfg.Limit}, opts...)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	s.lim, s.closer = l, l
+	s.lim = l
 	return nil
 }
 
@@ -314,7 +313,7 @@ func (s *Server) inRedis(file *config.Config) error {
 	if file != nil {
 		var l *tiers.Limiter
 		if l, err = tiers.NewWith(file.Tiers, s.redisGroups(opts)); err == nil {
-			s.lim, s.tiers, s.closer = l, l, l
+			s.lim, s.tiers = l, l
 		} else {
 			err = &config.Error{Path: s.cfg.File, Err: err}
 		}
@@ -322,7 +321,7 @@ func (s *Server) inRedis(file *config.Config) error {
 		var l *redislimit.Limiter
 		opts = append(opts, redislimit.WithPrefix(s.cfg.RedisPrefix))
 		if l, err = redislimit.New(s.rdb, s.cfg.Algorithm, []limiters.Limit{s.cfg.Limit}, opts...); err == nil {
-			s.lim, s.closer = l, l
+			s.lim = l
 		} else {
 			err = fmt.Errorf("server: %w", err)
 		}
@@ -601,8 +600,8 @@ func (s *Server) Close() error {
 		s.srv.Close()
 	}
 	s.closeOnce.Do(func() {
-		if s.closer != nil {
-			s.closer.Close()
+		if s.lim != nil {
+			s.lim.Close()
 		}
 		if s.rdb != nil {
 			s.rdb.Close()

@@ -76,7 +76,6 @@ type algorithm interface {
 	limiters.Walker
 	Stats() limiters.Stats
 	Sweep(t time.Time)
-	Close() error
 }
 
 var (

@@ -22,6 +22,8 @@ func (f decideFunc) Decide(ctx context.Context, r limiters.Request) (limiters.De
 	return f(ctx, r)
 }
 
+func (f decideFunc) Close() error { return nil }
+
 func (f decideFunc) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
 	return f(ctx, limiters.Request{Key: key, N: n})
 }

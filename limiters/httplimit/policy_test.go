@@ -210,6 +210,8 @@ func (g *logged) Decide(ctx context.Context, r limiters.Request) (limiters.Decis
 	return d, err
 }
 
+func (g *logged) Close() error { return g.l.Close() }
+
 func (g *logged) AllowN(ctx context.Context, key string, n int) (limiters.Decision, error) {
 	return g.Decide(ctx, limiters.Request{Key: key, N: n})
 }

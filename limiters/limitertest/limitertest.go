@@ -108,13 +108,11 @@ func (s suite) limiter(t *testing.T) limiter {
 	if !ok {
 		t.Fatalf("%T is not a limiters.Peeker", l)
 	}
-	if c, ok := l.(interface{ Close() error }); ok {
-		t.Cleanup(func() {
-			if err := c.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		})
-	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
 	return limiter{l, p}
 }
 

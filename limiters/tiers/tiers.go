@@ -92,7 +92,6 @@ func (c Config) clone() Config {
 type Group interface {
 	limiters.Settler
 	limiters.Peeker
-	Close() error
 }
 
 // A Builder builds the Group enforcing limits with algorithm a, for the
