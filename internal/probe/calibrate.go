@@ -254,22 +254,22 @@ func (cal Calibration) guess(claims Claims) guess {
 	var w time.Duration
 	switch {
 	case cal.Windowed && cal.Gap > 0:
-		w = secs(cal.Gap)
+		w = seconds(cal.Gap)
 	case cal.Windowed:
-		w = secs(cal.Recovered)
+		w = seconds(cal.Recovered)
 	case cal.Rate > 0:
-		w = secs(float64(cal.Quota) / cal.Rate)
+		w = seconds(float64(cal.Quota) / cal.Rate)
 	case cal.Counted:
 		// The quiet key came back after a silence of QuietSilence, and
 		// QuietBefore after the spending of not: a window that a refusal
 		// restarts is longer than half the first and at most it; one that
 		// counts refusals at most the time since the spending.
-		lo, hi := secs(cal.QuietSilence)/2, secs(cal.Quiet)
+		lo, hi := seconds(cal.QuietSilence)/2, seconds(cal.Quiet)
 		w = time.Duration(math.Sqrt(float64(lo) * float64(hi)))
 	}
 	switch {
 	case cal.Counted:
-		g.windows = span{secs(cal.QuietSilence) * 2 / 5, secs(cal.Quiet) * 6 / 5}
+		g.windows = span{seconds(cal.QuietSilence) * 2 / 5, seconds(cal.Quiet) * 6 / 5}
 	case cal.Windowed && cal.Gap == 0:
 		g.windows = span{w * 2 / 3, w * 3} // the first run may come early: the epoch's windows
 	default:
@@ -278,7 +278,7 @@ func (cal Calibration) guess(claims Claims) guess {
 	g.window, g.interval = w, w/time.Duration(cal.Quota)
 	g.intervals = span{g.windows.lo / time.Duration(cal.Quota), g.windows.hi / time.Duration(cal.Quota)}
 	if cal.Rate > 0 && !cal.Windowed {
-		g.interval = secs(1 / cal.Rate)
+		g.interval = seconds(1 / cal.Rate)
 		g.intervals = span{min(g.intervals.lo, g.interval/2), max(g.intervals.hi, g.interval*2)}
 	}
 	return g.with(claims)
@@ -309,7 +309,6 @@ func (g guess) with(claims Claims) guess {
 	return g
 }
 
-func secs(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
 
 func admittedOf(answers []answer) int {
 	n := 0

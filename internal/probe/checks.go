@@ -111,11 +111,11 @@ func (p *prober) checks(ctx context.Context, named model) error {
 		{"Retry-After and key isolation: keys spent back to back and over half a window, then asked at 80% of the wait and at it", p.retryAfter},
 		{"no key: twice the quota without one", p.keyless},
 	}
+	if p.c.Target.Key.Kind == "source" {
+		r.Keys.Keyless = "not asked: every request has an address"
+		steps = steps[:len(steps)-1] // the keyless step
+	}
 	for _, s := range steps {
-		if p.c.Target.Key.Kind == "source" && strings.HasPrefix(s.about, "no key") {
-			r.Keys.Keyless = "not asked: every request has an address"
-			continue
-		}
 		p.say("%s", s.about)
 		if err := s.run(ctx, q, m); err != nil {
 			return err
@@ -325,11 +325,12 @@ func (p *prober) retryAfter(ctx context.Context, q int, m model) error {
 			p.r.Keys.Isolated = a.Admitted
 		}
 	}
-	// The follow-ups, each at its share of the wait its key's first
-	// refusal advertised, after that refusal.
+	// The follow-ups, each at its share of the wait its key's last refusal
+	// advertised, after that refusal; into records what each met.
+	base := p.x.now()
 	var follow []request
+	into := map[string]*string{}
 	checks := make([]RetryAfter, 2)
-	var at []time.Time
 	for i, pr := range []pair{burst, spread} {
 		ra := &checks[i]
 		ra.Spent = pr.spent
@@ -342,8 +343,12 @@ func (p *prober) retryAfter(ctx context.Context, q int, m model) error {
 			if s.waitFrom == "" {
 				continue
 			}
+			after := s.wait
 			if j == 0 {
-				ra.AdvertisedEarly = s.wait.Seconds()
+				ra.AdvertisedEarly, into[k] = s.wait.Seconds(), &ra.Early
+				after = s.wait * 4 / 5 // asked at 80% of it
+			} else {
+				into[k] = &ra.AtWait
 			}
 			if j == 1 || ra.Header == "" {
 				ra.Header, ra.Advertised = s.waitFrom, s.wait.Seconds()
@@ -351,39 +356,16 @@ func (p *prober) retryAfter(ctx context.Context, q int, m model) error {
 					ra.Needed = needed(m, answers, k, refusal).Seconds()
 				}
 			}
-			share := []float64{0.8, 1}[j]
-			t := refusal.Received.Add(time.Duration(share * float64(s.wait)))
-			follow = append(follow, request{Key: k})
-			at = append(at, t)
+			follow = append(follow, request{Key: k, At: max(refusal.Received.Add(after).Sub(base), 0)})
 		}
 	}
-	if len(follow) > 0 {
-		base := p.x.now()
-		for i := range follow {
-			follow[i].At = max(at[i].Sub(base), 0)
-		}
-		idx := make([]int, len(follow))
-		for i := range idx {
-			idx[i] = i
-		}
-		slices.SortStableFunc(idx, func(a, b int) int { return int(follow[a].At - follow[b].At) })
-		sorted := make([]request, len(follow))
-		for i, j := range idx {
-			sorted[i] = follow[j]
-		}
-		got, err := p.send(ctx, sorted, base, nil)
-		if err != nil {
-			return err
-		}
-		for _, a := range got {
-			for i, pr := range []pair{burst, spread} {
-				for j, k := range pr.keys {
-					if a.Key == k {
-						*[]*string{&checks[i].Early, &checks[i].AtWait}[j] = outcome(a)
-					}
-				}
-			}
-		}
+	slices.SortStableFunc(follow, func(a, b request) int { return int(a.At - b.At) })
+	got, err := p.send(ctx, follow, base, nil)
+	if err != nil {
+		return err
+	}
+	for _, a := range got {
+		*into[a.Key] = outcome(a)
 	}
 	for i := range checks {
 		checks[i].Verdict = waitVerdict(checks[i], 20*time.Millisecond+p.lat+p.late)
@@ -427,15 +409,7 @@ func needed(m model, answers []answer, key string, refusal answer) time.Duration
 			return 0
 		}
 	}
-	for hi-lo > int64(time.Millisecond) {
-		mid := lo + (hi-lo)/2
-		if st.admits(mid, 1) {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return time.Duration(hi - refusal.Received.UnixNano())
+	return time.Duration(firstAt(st, lo, hi, 1, int64(time.Millisecond)) - lo)
 }
 
 func outcome(a answer) string {

@@ -270,15 +270,7 @@ func (d designer) whenBack(m model, st state, end time.Time, k int) (time.Time, 
 		lo, step = hi, 2*step
 		hi = lo + step
 	}
-	for hi-lo > int64(20*time.Microsecond) {
-		mid := lo + (hi-lo)/2
-		if st.admits(mid, k) {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return time.Unix(0, hi), true
+	return time.Unix(0, firstAt(st, lo, hi, k, int64(20*time.Microsecond))), true
 }
 
 // choose picks, from cs, the experiments that tell the most pairs of

@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -33,7 +32,8 @@ func (e explanation) Share() float64 {
 	return float64(e.Explained) / float64(e.Decisions)
 }
 
-// explainAll replays obs through m, key by key in the order they were sent,
+// explain replays keys (obs grouped by key, byKey) through m, each key's
+// in the order they were sent,
 // and counts the decisions m explains: an admission is explained when m
 // admits at some instant between Sent and Received, a refusal when m
 // refuses at some instant there. The target decided at an unknown
@@ -43,7 +43,7 @@ func (e explanation) Share() float64 {
 //
 // The model's state then follows what the target decided, not what the
 // model would have: each admission is recorded, and each refusal when
-// the model counts refusals. A plain replay (Replay), where the model's
+// the model counts refusals. A plain replay (the tests' replay), where the model's
 // own decisions feed it, lets one tie shift every later decision of the
 // key; following the target, one tie costs at most one decision.
 //
@@ -56,14 +56,9 @@ func (e explanation) Share() float64 {
 // decisions allow, and the second the strictest: an admission is
 // explained if the lenient one admits it, a refusal if the strict one
 // refuses it.
-func explainAll(obs []observation, m model) explanation {
-	n, _ := explain(byKey(obs), m, len(obs))
-	return explanation{Model: m, Explained: n, Decisions: len(obs)}
-}
-
-// explain is Explain on obs grouped by key (byKey), giving up once more
-// than wrong decisions are not explained: it returns how many were
-// explained, and whether it went through them all.
+//
+// It gives up once more than wrong decisions are not explained, and
+// returns how many were explained and whether it went through them all.
 func explain(keys [][]observation, m model, wrong int) (int, bool) {
 	explained, missed := 0, 0
 	all := follow(keys, m, func(_ observation, ok bool) bool {
@@ -77,13 +72,12 @@ func explain(keys [][]observation, m model, wrong int) (int, bool) {
 	return explained, all
 }
 
-// follow replays keys (obs grouped by key, byKey) through m as Explain
-// says, telling decided of each decision, in the order replayed, whether
+// follow replays keys through m as explain says, telling decided of each decision, in the order replayed, whether
 // m explains it; it stops when decided returns false, and reports whether
 // it went through them all.
 func follow(keys [][]observation, m model, decided func(o observation, explained bool) bool) bool {
 	for _, key := range keys {
-		key = slices.Clone(key) // reordered below
+		cloned := false // key is the caller's until reordered
 		early, late := m.newState(), m.newState()
 		// lastEarly is the latest instant the early history recorded.
 		lastEarly := int64(math.MinInt64)
@@ -106,6 +100,9 @@ func follow(keys [][]observation, m model, decided func(o observation, explained
 				// request sent during this one's interval was admitted,
 				// the target may have decided it first, and it goes first.
 				if j := admittedDuring(key[i+1:], hi); j >= 0 {
+					if !cloned {
+						key, cloned = slices.Clone(key), true
+					}
 					j += i + 1
 					first := key[j]
 					copy(key[i+1:j+1], key[i:j])
@@ -157,41 +154,6 @@ func admittedDuring(rest []observation, until int64) int {
 	return -1
 }
 
-// replay is the plain replay Explain improves on, kept to show by how
-// much: each request decided by m at the instant it was sent, m's state
-// following its own decisions. It counts the decisions alike.
-func replay(obs []observation, m model) explanation {
-	e := explanation{Model: m, Decisions: len(obs)}
-	for _, key := range byKey(obs) {
-		st := m.newState()
-		for _, o := range key {
-			t := o.Sent.UnixNano()
-			ok := st.admits(t, o.N)
-			if ok {
-				st.admit(t, o.N)
-			} else {
-				st.refuse(t, o.N)
-			}
-			if ok == o.Admitted {
-				e.Explained++
-			}
-		}
-	}
-	return e
-}
-
-// rank explains obs with every model and returns them best first: the
-// most decisions explained, then the order given (put the simpler or the
-// declared model first, and it wins a tie).
-func rank(obs []observation, models []model) []explanation {
-	out := make([]explanation, len(models))
-	for i, m := range models {
-		out[i] = explainAll(obs, m)
-	}
-	slices.SortStableFunc(out, func(a, b explanation) int { return cmp.Compare(b.Explained, a.Explained) })
-	return out
-}
-
 // bestOfEach returns the best explanation of each family, best first: what a
 // report says ("behaves as GCRA 10/s burst 6: 99.7%; sliding counter
 // 20/2s: 91.2%; ...").
@@ -229,10 +191,15 @@ func byKey(obs []observation) [][]observation {
 
 // firstAdmitting returns about the first instant of [lo, hi] at which st
 // admits n, given that it admits at hi: to within a 64th of the interval
-// (and a microsecond), which is finer than any limit a probe can tell.
+// (and a microsecond), finer than any limit a request's interval tells.
 func firstAdmitting(st state, lo, hi int64, n int) int64 {
-	enough := max((hi-lo)/64, int64(time.Microsecond))
-	for hi-lo > enough {
+	return firstAt(st, lo, hi, n, max((hi-lo)/64, int64(time.Microsecond)))
+}
+
+// firstAt returns the first instant of [lo, hi] at which st admits n, to
+// within step, given that it admits at hi.
+func firstAt(st state, lo, hi int64, n int, step int64) int64 {
+	for hi-lo > step {
 		mid := lo + (hi-lo)/2
 		if st.admits(mid, n) {
 			hi = mid

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -221,4 +222,45 @@ func ranksTheTarget(t *testing.T, a limiters.Algorithm, seed uint64) {
 	if len(best) < 2 || best[1].Explained == best[1].Decisions {
 		t.Errorf("another family explains as much: %v", lines)
 	}
+}
+
+// explainAll is explain on obs, to the end.
+func explainAll(obs []observation, m model) explanation {
+	n, _ := explain(byKey(obs), m, len(obs))
+	return explanation{Model: m, Explained: n, Decisions: len(obs)}
+}
+
+// replay is the plain replay explain improves on, kept to show by how
+// much: each request decided by m at the instant it was sent, m's state
+// following its own decisions. It counts the decisions alike.
+func replay(obs []observation, m model) explanation {
+	e := explanation{Model: m, Decisions: len(obs)}
+	for _, key := range byKey(obs) {
+		st := m.newState()
+		for _, o := range key {
+			t := o.Sent.UnixNano()
+			ok := st.admits(t, o.N)
+			if ok {
+				st.admit(t, o.N)
+			} else {
+				st.refuse(t, o.N)
+			}
+			if ok == o.Admitted {
+				e.Explained++
+			}
+		}
+	}
+	return e
+}
+
+// rank explains obs with every model and returns them best first: the
+// most decisions explained, then the order given (put the simpler or the
+// declared model first, and it wins a tie).
+func rank(obs []observation, models []model) []explanation {
+	out := make([]explanation, len(models))
+	for i, m := range models {
+		out[i] = explainAll(obs, m)
+	}
+	slices.SortStableFunc(out, func(a, b explanation) int { return cmp.Compare(b.Explained, a.Explained) })
+	return out
 }

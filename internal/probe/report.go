@@ -95,12 +95,10 @@ type Fit struct {
 	Limit     string             `json:"limit"`
 	// Variants names how the model differs from its algorithm's exact,
 	// epoch-aligned form.
-	Variants      []string `json:"variants,omitempty"`
-	Anchored      bool     `json:"anchored,omitempty"`
-	CountsRefused bool     `json:"counts_refused,omitempty"`
-	Explained     int      `json:"explained"`
-	Decisions     int      `json:"decisions"`
-	Share         float64  `json:"share"`
+	Variants  []string `json:"variants,omitempty"`
+	Explained int      `json:"explained"`
+	Decisions int      `json:"decisions"`
+	Share     float64  `json:"share"`
 	// Wrong are the first decisions it does not explain.
 	Wrong []string `json:"wrong,omitempty"`
 }
@@ -119,8 +117,8 @@ func (p *prober) conclude(s *search) model {
 	keys := byKey(p.obs)
 	r.Fit = nil
 	for _, e := range best {
-		f := Fit{Algorithm: e.Model.Algorithm, Limit: shown(e.Model.Limit).String(), Variants: e.Model.variants(), Anchored: e.Model.Anchored,
-			CountsRefused: e.Model.CountsRefused, Explained: e.Explained, Decisions: e.Decisions, Share: e.Share()}
+		f := Fit{Algorithm: e.Model.Algorithm, Limit: shown(e.Model.Limit).String(), Variants: e.Model.variants(),
+			Explained: e.Explained, Decisions: e.Decisions, Share: e.Share()}
 		f.Wrong = wrongOf(keys, e.Model, r.Start, 5)
 		r.Fit = append(r.Fit, f)
 	}

@@ -129,15 +129,7 @@ func honestFields(s *simulated, m model) *simulated {
 			for !st.admits(hi, 1) {
 				hi += int64(time.Second)
 			}
-			lo := ns
-			for hi-lo > int64(time.Microsecond) {
-				if mid := lo + (hi-lo)/2; st.admits(mid, 1) {
-					hi = mid
-				} else {
-					lo = mid
-				}
-			}
-			wait := time.Duration(hi - ns)
+			wait := time.Duration(firstAt(st, ns, hi, 1, int64(time.Microsecond)) - ns)
 			h.Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
 		}
 		h.Set("X-RateLimit-Remaining", strconv.Itoa(left(st, ns, m.quota())))

@@ -401,13 +401,14 @@ func NewCluster(dir string, masters, replicas int) (_ *Cluster, err error) {
 	for range masters * (1 + replicas) {
 		var addr string
 		// A port free a moment ago may be taken meanwhile (by another
-		// test's connection, from the same range): try another.
+		// test's connection, from the same range): try other ones, for
+		// the server and its cluster bus both.
 		for try := 0; ; try++ {
 			bus, err := freePort() // not port+10000, which may be past 65535
 			if err != nil {
 				return nil, err
 			}
-			addr, err = s.Start("cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-port "+strconv.Itoa(bus),
+			addr, err = s.StartOn(0, "cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-port "+strconv.Itoa(bus),
 				fmt.Sprint("cluster-node-timeout ", ClusterNodeTimeout.Milliseconds()))
 			if err == nil {
 				break
