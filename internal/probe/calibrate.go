@@ -309,7 +309,6 @@ func (g guess) with(claims Claims) guess {
 	return g
 }
 
-
 func admittedOf(answers []answer) int {
 	n := 0
 	for _, a := range answers {
