@@ -55,7 +55,7 @@ func TestProbeNothingDecided(t *testing.T) {
 	}))
 	defer srv.Close()
 	_, stderr, code := ratelab(t, "", "probe", "--key", "header:X", "--policy", "20/s", "--out", t.TempDir(), srv.URL)
-	if code != 1 || !strings.Contains(stderr, "\nratelab probe: the target decides nothing: the first request: the first answered 503") {
+	if code != 1 || !strings.Contains(stderr, "\nratelab probe: the target decides nothing: the first request answered 503") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 }

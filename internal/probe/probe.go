@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
@@ -181,7 +182,7 @@ func (p *prober) probe(ctx context.Context) error {
 		return err
 	}
 	if len(first) == 0 || !first[0].Decided() {
-		return fmt.Errorf("%w: the first request: %s", errNotDeciding, firstFailure(first))
+		return fmt.Errorf("%w: %s", errNotDeciding, strings.Replace(firstFailure(first), "the first", "the first request", 1))
 	}
 	r.Claims = claimsOf(first[0])
 	if r.Claims.PolicyText != "" {
