@@ -24,7 +24,7 @@ BASELINE  ?= results/baseline.json
 COUNT     ?= 6
 BENCHTIME ?= 200ms
 
-.PHONY: all test fmt-check vet staticcheck race norace test-clocked soak soak-serve flood memcheck gate baseline bench bench-quick bench-go bench-go-run bench-go-report clean
+.PHONY: all test fmt-check vet staticcheck race norace test-clocked install-check soak soak-serve flood memcheck gate baseline bench bench-quick bench-go bench-go-run bench-go-report clean
 
 all: test
 
@@ -121,6 +121,25 @@ norace:
 test-clocked:
 	REDIS_REQUIRED=1 tools/with-redis tools/with-nginx tools/with-node $(GO) test -vet=off -count=1 -parallel 50 -timeout 20m -run '$(TIMED_PROBE)' ./internal/probe
 	GORACE='$(GORACE)' REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -vet=off -shuffle=on -count=1 -p 2 -parallel 2 -run '$(TIMED_RACE)' ./internal/probe ./harness ./cmd/ratelab
+
+## install-check: go install the command as a user does, from a module proxy on disk built from this tree's releases (tools/releases) and HEAD, then its quick lab in simulated time; and GOWORK=off go build and go vet (about a minute; CI runs it)
+# The project's modules come from the proxy on disk, the rest from the
+# usual one; GONOSUMDB, since the checksum database has never seen them
+# (go.sum holds the library's hashes; the command installed at HEAD has
+# none to check).
+# HEAD is served as its own pseudo-version, so that the module cache, which
+# keeps what it downloads, never holds another commit under the same name.
+HEAD_VERSION = v0.0.0-$$(TZ=UTC git show -s --format=%cd --date=format-local:%Y%m%d%H%M%S HEAD)-$$(git rev-parse --short=12 HEAD)
+PROXY_ENV = GOWORK=off GOPROXY=file://$(CURDIR)/$(OUT)/proxy,$$($(GO) env GOPROXY) GONOSUMDB=github.com/ratelab/ratelab
+install-check:
+	cd tools && GOWORK=off $(GO) build -o ../$(BIN)/modproxy ./modproxy
+	rm -rf $(OUT)/proxy $(OUT)/install
+	$(BIN)/modproxy -out $(OUT)/proxy $$(awk '!/^#/ && NF { print $$1 "@" $$2 "=" $$3 ":" $$4 }' tools/releases) github.com/ratelab/ratelab@$(HEAD_VERSION)=HEAD
+	$(PROXY_ENV) $(GO) build ./...
+	$(PROXY_ENV) $(GO) vet ./...
+	$(PROXY_ENV) GOBIN=$(CURDIR)/$(OUT)/install $(GO) install github.com/ratelab/ratelab/cmd/ratelab@$(HEAD_VERSION)
+	$(OUT)/install/ratelab bench --quick --modes simulated --out $(OUT)/install/lab > $(OUT)/install/bench.txt
+	@echo "make install-check: installed $(OUT)/install/ratelab from the proxy; its quick simulated lab: $(OUT)/install/bench.txt"
 
 ## soak: the linearizability checks on 300 histories a case, not make test's 3 (a few minutes; Redis as for make test)
 soak:

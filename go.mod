@@ -3,12 +3,12 @@ module github.com/ratelab/ratelab
 go 1.26.0
 
 require (
-	github.com/dunglas/httpsfv v1.1.2
 	github.com/anishathalye/porcupine v1.3.1
+	github.com/dunglas/httpsfv v1.1.2
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/olekukonko/tablewriter v1.1.5
 	github.com/prometheus/client_golang v1.25.0
-	github.com/ratelab/ratelab/limiters v0.0.0-00010101000000-000000000000
+	github.com/ratelab/ratelab/limiters v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/throttled/throttled/v2 v2.15.0
