@@ -19,7 +19,7 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/httplimit"
-	"github.com/ratelab/ratelab/limiters/redistest"
+	"github.com/ratelab/ratelab/limiters/redisfault"
 	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/workloads"
 )
@@ -66,12 +66,12 @@ func (o outageConfig) limit() limiters.Limit {
 }
 
 // The ways the outage mode takes a server away: through a proxy (see
-// redistest.Proxy), refusing connections or answering nothing; or by
+// redisfault.Proxy), refusing connections or answering nothing; or by
 // killing the master of a Sentinel set-up of the lab's own, whose replica
 // the Sentinels promote (a failover).
 var (
-	outageRefused    = redistest.Refused.String()
-	outageUnanswered = redistest.Unanswered.String()
+	outageRefused    = redisfault.Refused.String()
+	outageUnanswered = redisfault.Unanswered.String()
 	outageFailover   = "failover"
 	outageKinds      = []string{outageRefused, outageUnanswered, outageFailover}
 )
@@ -432,11 +432,11 @@ func outageFrom(r results.Row) outage {
 }
 
 // fault is the proxy's fault of an outage of kind.
-func fault(kind string) redistest.Fault {
+func fault(kind string) redisfault.Fault {
 	if kind == outageRefused {
-		return redistest.Refused
+		return redisfault.Refused
 	}
-	return redistest.Unanswered
+	return redisfault.Unanswered
 }
 
 // outage runs s with its server taken away as kind says, failing as fail
@@ -461,7 +461,7 @@ func (l *lab) outage(ctx context.Context, s Subject, kind, fail string) (results
 		defer f.close()
 		cfg.Redis, cfg.Sentinel, away = nil, f.st.Options(), f
 	} else {
-		cut, err := redistest.NewProxy(cfg.Redis.Addr)
+		cut, err := redisfault.NewProxy(cfg.Redis.Addr)
 		if err != nil {
 			return results.Row{}, err
 		}
@@ -505,12 +505,12 @@ const failoverAway = 3 * time.Second
 
 // proxyTaker takes Redis away with a fault of its proxy.
 type proxyTaker struct {
-	cut   *redistest.Proxy
-	fault redistest.Fault
+	cut   *redisfault.Proxy
+	fault redisfault.Fault
 }
 
 func (p proxyTaker) away()                         { p.cut.Set(p.fault) }
-func (p proxyTaker) back()                         { p.cut.Set(redistest.Pass) }
+func (p proxyTaker) back()                         { p.cut.Set(redisfault.Pass) }
 func (p proxyTaker) times() (time.Time, time.Time) { return p.cut.Times() }
 func (p proxyTaker) err() error                    { return nil }
 func (p proxyTaker) least() time.Duration          { return 0 }
@@ -518,7 +518,7 @@ func (p proxyTaker) least() time.Duration          { return 0 }
 // failover is a Sentinel set-up of the lab's own, in a folder of its own,
 // whose master it kills: Redis is back when the Sentinels name another.
 type failover struct {
-	st  *redistest.Sentinel
+	st  *redisfault.Sentinel
 	dir string
 
 	mu            sync.Mutex
@@ -533,7 +533,7 @@ func newFailover() (*failover, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := redistest.NewSentinel(dir, 0)
+	st, err := redisfault.NewSentinel(dir, 0)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("a Sentinel set-up for the failover: %w", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/ratelab/ratelab/internal/server"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/httplimit"
+	"github.com/ratelab/ratelab/limiters/redisfault"
 	"github.com/ratelab/ratelab/limiters/redistest"
 )
 
@@ -97,10 +98,10 @@ func TestRedisTiersReload(t *testing.T) {
 
 // redisBehind returns the options of a Redis reached through a proxy the
 // test can take away, and a key prefix of the test's own.
-func redisBehind(t *testing.T) (*redis.Options, string, *redistest.Proxy) {
+func redisBehind(t *testing.T) (*redis.Options, string, *redisfault.Proxy) {
 	t.Helper()
 	opt, prefix := redisFor(t)
-	p, err := redistest.NewProxy(opt.Addr)
+	p, err := redisfault.NewProxy(opt.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestRedisFailOpenEcho(t *testing.T) {
 	if got := s.get(t, "alice"); got.status != 200 || got.echo.Unmetered {
 		t.Fatalf("with Redis: status %d, echo %s; want 200, metered", got.status, got.body)
 	}
-	away.Set(redistest.Refused)
+	away.Set(redisfault.Refused)
 	got := s.get(t, "alice")
 	if got.status != 200 || got.echo.Key != "alice" || !got.echo.Unmetered || got.echo.Limit != 0 {
 		t.Errorf("Redis away, failing open: status %d, echo %s; want 200 for alice, unmetered", got.status, got.body)
@@ -148,7 +149,7 @@ func TestRedisFallbackHeaders(t *testing.T) {
 	if got := s.get(t, "alice"); got.status != 200 || policy(got) != `"100/h";q=100;w=3600` || got.echo.Limit != 100 {
 		t.Fatalf("with Redis: status %d, RateLimit-Policy %q, echo %s; want q=100", got.status, policy(got), got.body)
 	}
-	away.Set(redistest.Refused)
+	away.Set(redisfault.Refused)
 	got := s.get(t, "alice")
 	if got.status != 200 || policy(got) != `"100/h";q=50;w=3600` || got.echo.Limit != 50 || got.header.Get(httplimit.HeaderLimit) != "50" {
 		t.Errorf("Redis away, falling back: status %d, RateLimit-Policy %q, %s %q, echo %s; want the half in force, q=50",

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/redisfault"
 	"github.com/ratelab/ratelab/limiters/redislimit"
 	"github.com/ratelab/ratelab/limiters/redistest"
 )
@@ -30,7 +31,7 @@ func TestBreaker(t *testing.T) {
 	if d, err := l.AllowN(ctx, "k", 1); err != nil || !d.Allowed {
 		t.Fatalf("Redis up: %+v, %v", d, err)
 	}
-	p.Set(redistest.Silent)
+	p.Set(redisfault.Silent)
 	for i := range 3 {
 		d, err := l.AllowN(ctx, "k", 1)
 		if !errors.Is(err, redislimit.ErrUnavailable) || errors.Is(err, redislimit.ErrBreakerOpen) || d.Allowed {
@@ -53,7 +54,7 @@ func TestBreaker(t *testing.T) {
 	if _, err := l.AllowN(ctx, "k", 1); !errors.Is(err, redislimit.ErrBreakerOpen) {
 		t.Fatalf("after a failed probe: %v; want the breaker open again", err)
 	}
-	p.Set(redistest.Pass)
+	p.Set(redisfault.Pass)
 	time.Sleep(350 * time.Millisecond)
 	for i := range 3 {
 		if d, err := l.AllowN(ctx, "k", 1); err != nil || !d.Allowed {
@@ -96,7 +97,7 @@ func TestSettleBounded(t *testing.T) {
 			}
 			rs = append(rs, r)
 		}
-		p.Set(redistest.Silent)
+		p.Set(redisfault.Silent)
 		calls := []struct {
 			name string
 			call func() error
@@ -133,6 +134,6 @@ func TestSettleBounded(t *testing.T) {
 		if took := time.Since(start); took > timeout/2 || l.Counts().RoundTrips != trips {
 			t.Errorf("honours deadlines %v: the refusals took %v and %d round trips, want at once and none", honours, took, l.Counts().RoundTrips-trips)
 		}
-		p.Set(redistest.Pass)
+		p.Set(redisfault.Pass)
 	}
 }

@@ -11,15 +11,15 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
+	"github.com/ratelab/ratelab/limiters/redisfault"
 	"github.com/ratelab/ratelab/limiters/redislimit"
-	"github.com/ratelab/ratelab/limiters/redistest"
 )
 
 // ownCluster starts a Redis Cluster of three masters of the test's own on
 // loopback and returns their addresses. The servers stop with the test.
 func ownCluster(t *testing.T) []string {
 	t.Helper()
-	c, err := redistest.NewCluster(t.TempDir(), 3, 0)
+	c, err := redisfault.NewCluster(t.TempDir(), 3, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

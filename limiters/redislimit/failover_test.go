@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/redisfault"
 	"github.com/ratelab/ratelab/limiters/redislimit"
 	"github.com/ratelab/ratelab/limiters/redistest"
 )
@@ -102,7 +103,7 @@ func TestFailover(t *testing.T) {
 }
 
 func sentinelSetup(t *testing.T, lag time.Duration) failoverSetup {
-	st, err := redistest.NewSentinel(t.TempDir(), lag)
+	st, err := redisfault.NewSentinel(t.TempDir(), lag)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func sentinelSetup(t *testing.T, lag time.Duration) failoverSetup {
 }
 
 func clusterSetup(t *testing.T) failoverSetup {
-	cl, err := redistest.NewCluster(t.TempDir(), 3, 1)
+	cl, err := redisfault.NewCluster(t.TempDir(), 3, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
+	"github.com/ratelab/ratelab/limiters/redisfault"
 	"github.com/ratelab/ratelab/limiters/redislimit"
 	"github.com/ratelab/ratelab/limiters/redistest"
 )
@@ -54,7 +55,7 @@ func TestFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	p.Set(redistest.Silent)
+	p.Set(redisfault.Silent)
 	t0 := time.Unix(1_800_000_000, 0)
 	share := []limiters.Limit{{Name: "10/s", N: 3, Per: time.Second}}
 	for w := range 2 {
@@ -114,7 +115,7 @@ func TestFallbackSeveralLimits(t *testing.T) {
 	if err != nil || !held.Allowed() {
 		t.Fatalf("Reserve with Redis up: %+v, %v", held.Decision(), err)
 	}
-	p.Set(redistest.Silent)
+	p.Set(redisfault.Silent)
 	for i := range 12 {
 		req := at("k", t0.Add(time.Duration(i)*10*time.Millisecond), 1+i%2)
 		want, _ := mem.Decide(ctx, req)
@@ -158,7 +159,7 @@ func TestFallbackSeveralLimits(t *testing.T) {
 func TestFailureModes(t *testing.T) {
 	p := proxy(t, redistest.Require(t))
 	c := through(t, p, 50*time.Millisecond)
-	p.Set(redistest.Silent)
+	p.Set(redisfault.Silent)
 	limits := []limiters.Limit{{N: 100, Per: time.Minute}, {Name: "second", N: 7, Per: time.Second}}
 	for _, mode := range []redislimit.FailureMode{redislimit.FailOpen, redislimit.FailClosed} {
 		var h hook

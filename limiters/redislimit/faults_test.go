@@ -13,15 +13,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/redisfault"
 	"github.com/ratelab/ratelab/limiters/redislimit"
 	"github.com/ratelab/ratelab/limiters/redistest"
 )
 
-// proxy is a redistest.Proxy to the Redis server at to, closed when the
+// proxy is a redisfault.Proxy to the Redis server at to, closed when the
 // test ends.
-func proxy(t *testing.T, to string) *redistest.Proxy {
+func proxy(t *testing.T, to string) *redisfault.Proxy {
 	t.Helper()
-	p, err := redistest.NewProxy(to)
+	p, err := redisfault.NewProxy(to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +32,7 @@ func proxy(t *testing.T, to string) *redistest.Proxy {
 
 // through returns a client through p that neither retries nor redials,
 // and waits for a connection at most timeout, closed when the test ends.
-func through(t *testing.T, p *redistest.Proxy, timeout time.Duration) *redis.Client {
+func through(t *testing.T, p *redisfault.Proxy, timeout time.Duration) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, DialerRetries: 1,
 		ContextTimeoutEnabled: true, PoolTimeout: timeout, DialTimeout: timeout})
 	t.Cleanup(func() { c.Close() })
@@ -49,7 +50,7 @@ func TestFaults(t *testing.T) {
 	admin := redis.NewClient(&redis.Options{Addr: fmt.Sprint("127.0.0.1:", port)})
 	defer admin.Close()
 	const timeout = 100 * time.Millisecond
-	for _, fault := range []redistest.Fault{redistest.Slow, redistest.Reset, redistest.Silent, redistest.Trickle} {
+	for _, fault := range []redisfault.Fault{redisfault.Slow, redisfault.Reset, redisfault.Silent, redisfault.Trickle} {
 		t.Run(fault.String(), func(t *testing.T) {
 			before := runtime.NumGoroutine()
 			p := proxy(t, fmt.Sprint("127.0.0.1:", port))
@@ -91,7 +92,7 @@ func TestFaults(t *testing.T) {
 			if worst := took[len(took)-1]; worst > 10*timeout {
 				t.Errorf("a decision took %v during the fault, with a timeout of %v: it hangs", worst, timeout)
 			}
-			p.Set(redistest.Pass)
+			p.Set(redisfault.Pass)
 			cleared := time.Now()
 			recovered := time.Duration(-1)
 			for time.Since(cleared) < 5*time.Second {

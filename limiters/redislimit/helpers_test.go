@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/redisfault"
 	"github.com/ratelab/ratelab/limiters/redistest"
 )
 
@@ -71,12 +72,12 @@ func at(key string, t time.Time, n int) limiters.Request {
 }
 
 // ownServer starts a redis-server of the test's own on loopback, on port
-// or a free one for 0 (redistest.Servers: nothing kept on disk), and
+// or a free one for 0 (redisfault.Servers: nothing kept on disk), and
 // returns its port and a function that stops it (SIGKILL). The test fails
 // if redis-server is not installed.
 func ownServer(t *testing.T, port int) (int, func()) {
 	t.Helper()
-	s, err := redistest.NewServers(t.TempDir())
+	s, err := redisfault.NewServers(t.TempDir())
 	if err != nil {
 		t.Fatalf("this test starts and stops a Redis server of its own: %v", err)
 	}

@@ -1,8 +1,10 @@
 // Package redistest is what a test of a limiter kept in Redis needs: the
 // real Redis server it runs against (REDIS_ADDR, else one on
 // 127.0.0.1:6379), a key prefix of each test's own, removed when the test
-// ends (tests never flush a database), and a TCP proxy in front of the
-// server that takes it away in the ways a network does (Proxy).
+// ends (tests never flush a database), or a server of the test's own
+// (Own). The servers one starts and breaks, and the proxy that takes one
+// away as a network does, are package redisfault's: the lab uses them
+// too, and a test helper is not linked into a command.
 //
 // Without a server a test that asks for one is skipped, with one line
 // saying why, unless REDIS_REQUIRED is set (make test sets it: there a
@@ -21,6 +23,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelab/ratelab/limiters/redisfault"
 )
 
 // Addr is the test server's address: REDIS_ADDR, else 127.0.0.1:6379.
@@ -139,4 +143,24 @@ func CommandCalls(t testing.TB, c *redis.Client) map[string]int64 {
 		}
 	}
 	return out
+}
+
+// Own starts a redis-server of the test's own on a free loopback port,
+// stopped when the test ends, and returns its address: for a test that
+// reads what the whole server holds or spends, which other tests' keys
+// would move. Without Redis (redis-server among it) the test is skipped
+// or fails, as Require says.
+func Own(t testing.TB) string {
+	t.Helper()
+	Require(t)
+	s, err := redisfault.NewServers(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	addr, err := s.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }

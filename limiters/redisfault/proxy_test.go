@@ -1,4 +1,4 @@
-package redistest_test
+package redisfault_test
 
 import (
 	"bufio"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelab/ratelab/limiters/redistest"
+	"github.com/ratelab/ratelab/limiters/redisfault"
 )
 
 // The proxy relays; refused, it closes what it relays and refuses new
@@ -28,7 +28,7 @@ func TestProxyCuts(t *testing.T) {
 			go func() { io.Copy(conn, conn); conn.Close() }()
 		}
 	}()
-	c, err := redistest.NewProxy(echo.Addr().String())
+	c, err := redisfault.NewProxy(echo.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestProxyCuts(t *testing.T) {
 	if got, err := ask(conn, "one"); got != "one\n" || err != nil {
 		t.Fatalf("relayed %q, %v", got, err)
 	}
-	c.Set(redistest.Refused)
+	c.Set(redisfault.Refused)
 	if _, err := ask(conn, "two"); err == nil {
 		t.Error("a connection kept its server while refused")
 	}
@@ -60,13 +60,13 @@ func TestProxyCuts(t *testing.T) {
 		late.Close()
 		t.Error("a connection accepted while refused")
 	}
-	c.Set(redistest.Pass)
+	c.Set(redisfault.Pass)
 	conn = dial()
 	if got, err := ask(conn, "three"); got != "three\n" || err != nil {
 		t.Fatalf("given back: %q, %v", got, err)
 	}
 
-	c.Set(redistest.Unanswered)
+	c.Set(redisfault.Unanswered)
 	held := dial()
 	for _, cn := range []net.Conn{conn, held} {
 		io.WriteString(cn, "four\n")
@@ -75,7 +75,7 @@ func TestProxyCuts(t *testing.T) {
 			t.Errorf("answered while unanswered: %d bytes, %v", n, err)
 		}
 	}
-	c.Set(redistest.Pass)
+	c.Set(redisfault.Pass)
 	for _, cn := range []net.Conn{conn, held} {
 		cn.SetReadDeadline(time.Now().Add(2 * time.Second))
 		if got, err := bufio.NewReader(cn).ReadString('\n'); got != "four\n" || err != nil {
@@ -106,7 +106,7 @@ func TestProxyReplyFaults(t *testing.T) {
 			go func() { io.Copy(conn, conn); conn.Close() }()
 		}
 	}()
-	p, err := redistest.NewProxy(echo.Addr().String())
+	p, err := redisfault.NewProxy(echo.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,27 +129,27 @@ func TestProxyReplyFaults(t *testing.T) {
 	if got, _, err := ask("pass\n", time.Second); got != "pass\n" || err != nil {
 		t.Fatalf("relayed %q, %v", got, err)
 	}
-	p.Set(redistest.Slow)
+	p.Set(redisfault.Slow)
 	if got, took, err := ask("slow\n", time.Second); got != "slow\n" || err != nil || took < 50*time.Millisecond {
 		t.Errorf("slow: %q after %v, %v; want it all, after 50ms", got, took, err)
 	}
-	p.Set(redistest.Reset)
+	p.Set(redisfault.Reset)
 	if got, _, err := ask("reset!\n", time.Second); got != "res" || err == nil {
 		t.Errorf("reset: %q, %v; want half, then an error", got, err)
 	}
-	p.Set(redistest.Silent)
+	p.Set(redisfault.Silent)
 	if got, _, err := ask("silent\n", 100*time.Millisecond); got != "" || err == nil {
 		t.Errorf("silent: %q, %v; want nothing, and a timeout", got, err)
 	}
-	p.Set(redistest.Trickle)
+	p.Set(redisfault.Trickle)
 	if got, took, err := ask("abc\n", time.Second); got != "abc\n" || err != nil || took < 60*time.Millisecond {
 		t.Errorf("trickle: %q after %v, %v; want it all, a byte every 20ms", got, took, err)
 	}
-	p.Set(redistest.Pass)
+	p.Set(redisfault.Pass)
 	if got, took, err := ask("again\n", time.Second); got != "again\n" || err != nil || took > 500*time.Millisecond {
 		t.Errorf("cleared: %q after %v, %v", got, took, err)
 	}
-	if names := fmt.Sprint(redistest.Pass, redistest.Unanswered); names != "pass unanswered" {
+	if names := fmt.Sprint(redisfault.Pass, redisfault.Unanswered); names != "pass unanswered" {
 		t.Errorf("names %q", names)
 	}
 }

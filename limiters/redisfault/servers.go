@@ -1,4 +1,4 @@
-package redistest
+package redisfault
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -47,26 +46,6 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// Own starts a redis-server of the test's own on a free loopback port,
-// stopped when the test ends, and returns its address: for a test that
-// reads what the whole server holds or spends, which other tests' keys
-// would move. Without Redis (redis-server among it) the test is skipped
-// or fails, as Require says.
-func Own(t testing.TB) string {
-	t.Helper()
-	Require(t)
-	s, err := NewServers(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	addr, err := s.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addr
 }
 
 // Start starts a redis-server on a free loopback port with the settings of

@@ -1,4 +1,4 @@
-package redistest
+package redisfault
 
 import (
 	"net"
