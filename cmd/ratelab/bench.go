@@ -58,8 +58,9 @@ five times the limit then silence), boundary-attack (a full quota just
 before and just after every window edge), anchored-attack (the same, at
 the edges of windows that start at each key's first request, every other
 one; measured for accuracy only), many-users (a million users,
-Zipf-skewed). Every limiter is given the same limit: N per W for the
-window algorithms, a capacity of N refilled over W for the buckets.
+Zipf-skewed). Every limiter is given the same limit, --limit N/PERIOD
+(100/s): N per window for the window algorithms, a burst of N refilled
+over the period for the buckets.
 
 It writes results.json (the public format), tables.md and tables.txt, the
 charts (charts/*.png and *.svg) and the report that ties them together
@@ -78,23 +79,8 @@ Flags:
 
 func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	var c harness.Config
-	var limitersFlag, modesFlag, goroutinesFlag string
-	fs.StringVar(&limitersFlag, "limiters", "", "comma-separated limiters to run (default all): fixed-window, sliding-log, sliding-counter, token-bucket, leaky-bucket, gcra, x/time/rate, go-limiter, throttled, and on Redis \"gcra (redis)\" and so on, and redis_rate")
-	fs.StringVar(&modesFlag, "modes", "", "comma-separated modes (default all; quick leaves out outage): "+strings.Join(modeNames(), ", "))
-	fs.Float64Var(&c.HTTP.Rate, "http-rate", 0, "the rate vegeta attacks the server at in the http runs, per second (default 10000)")
-	fs.DurationVar(&c.HTTP.Time, "http-time", 0, "how long each http run lasts (default 1s, quick 150ms)")
-	fs.DurationVar(&c.Outage.Away, "outage-away", 0, "how long the outage runs take Redis away (default 2.5s, quick 1.5s)")
-	workloadsFlags := workloadFlags(fs, &c)
-	fs.StringVar(&goroutinesFlag, "goroutines", "", "comma-separated goroutine counts the unpaced real-time runs sweep (default 1,2,8,64, quick 1,2,8)")
-	fs.DurationVar(&c.RealTime, "realtime", 0, "how long each unpaced real-time run lasts (default 250ms, quick 25ms)")
-	fs.IntVar(&c.TimingRounds, "timing-rounds", 0, "rounds of the timing runs (default 20, quick 5)")
-	fs.Float64Var(&c.OfferedRate, "rate", 0, "the total offered rate of the paced runs, per second (default 200000)")
-	trace := fs.String("trace", "", "also run this trace (a t,key[,n] CSV, as for replay) as workload \"trace\"")
-	configFile := fs.String("config", "", "also run the limiter this configuration file describes (its tiers; users not listed are in its default tier), as limiter \"config\"")
-	redisURL := fs.String("redis-url", "redis://127.0.0.1:6379/0", "the Redis server of the Redis rows, as redis://[user:password@]host:port/db (default: $REDIS_ADDR, host:port, when it is set)")
-	useRedis := fs.Bool("redis", true, "run the Redis rows (ratelab's algorithms on Redis, and go-redis/redis_rate); --redis=false leaves them out")
-	out := fs.String("out", "out", "the folder results go to")
+	var f benchFlags
+	f.define(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), benchUsage, modeList())
 		fs.PrintDefaults()
@@ -102,67 +88,126 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return badUsage(fs, fmt.Errorf("bench: no arguments, got %q", fs.Arg(0)))
+	c, err := f.labConfig(fs)
+	if err != nil {
+		return err
 	}
-	set := given(fs)
-	switch addr := os.Getenv("REDIS_ADDR"); {
-	case !*useRedis && set["redis-url"]:
-		return usagef("bench: --redis-url is for the Redis rows, which --redis=false leaves out")
-	case !*useRedis:
-	case set["redis-url"] || addr == "":
-		c.Redis.URL = *redisURL
-	default:
-		c.Redis.URL = "redis://" + addr + "/0"
-	}
-	workloadsFlags()
-	c.Limiters, c.Modes = list(limitersFlag), list(modesFlag)
-	for _, g := range list(goroutinesFlag) {
-		n, err := strconv.Atoi(g)
-		if err != nil {
-			return usagef("bench: --goroutines: %q is not a number", g)
-		}
-		c.Goroutines = append(c.Goroutines, n)
-	}
-	if err := c.Defaults().Validate(); err != nil {
-		return usageError{fmt.Errorf("bench: %w", err)}
-	}
-	if *trace != "" {
-		in, err := os.Open(*trace)
-		if err != nil {
-			return usageError{fmt.Errorf("bench: %w", err)}
-		}
-		w, err := workloads.FromTrace(workloads.NewTraceReader(in))
-		in.Close()
-		if err != nil {
-			return usageError{fmt.Errorf("bench: %s: %w", *trace, err)}
-		}
-		if len(w.Arrivals) == 0 {
-			return usagef("bench: %s has no requests", *trace)
-		}
-		c.Trace = w
-	}
-	if *configFile != "" {
-		cfg, err := config.Load(*configFile)
-		if err != nil {
-			return usageError{fmt.Errorf("bench: %w", err)}
-		}
-		c.Extra = append(c.Extra, harness.TiersSubject("config", cfg.Tiers))
-	}
-
 	if c.Redis.URL != "" {
 		redis.SetLogger(quietRedis{}) // a server that does not answer is said once, in the results
 	}
 	progress, stop := labProgress(stderr)
-	f, err := harness.Lab(ctx, c, progress)
+	res, err := harness.Lab(ctx, c, progress)
 	stop()
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	paths, err := results.WriteDir(*out, f)
+	paths, err := results.WriteDir(f.out, res)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
+	if err := printLab(stdout, res, paths); err != nil {
+		return err
+	}
+	// Last, so that a report that cannot be drawn loses nothing else.
+	if _, err := plots.WriteReport(f.out, res, paths[0]); err != nil {
+		return fmt.Errorf("bench: the results are saved, but not the report: %w", err)
+	}
+	fmt.Fprintln(stdout, reportLine(f.out))
+	return nil
+}
+
+// benchFlags are bench's flags: the lab's configuration, and where its
+// results go.
+type benchFlags struct {
+	c                                                         harness.Config
+	workloads                                                 func()
+	limiters, modes, goroutines, trace, config, redisURL, out string
+	redis                                                     bool
+}
+
+func (f *benchFlags) define(fs *flag.FlagSet) {
+	c := &f.c
+	fs.StringVar(&f.limiters, "limiters", "", "comma-separated limiters to run (default all): fixed-window, sliding-log, sliding-counter, token-bucket, leaky-bucket, gcra, x/time/rate, go-limiter, throttled, and on Redis \"gcra (redis)\" and so on, and redis_rate")
+	fs.StringVar(&f.modes, "modes", "", "comma-separated modes (default all; quick leaves out outage): "+strings.Join(modeNames(), ", "))
+	fs.Float64Var(&c.HTTP.Rate, "http-rate", 0, "the rate vegeta attacks the server at in the http runs, per second (default 10000)")
+	fs.DurationVar(&c.HTTP.Time, "http-time", 0, "how long each http run lasts (default 1s, quick 150ms)")
+	fs.DurationVar(&c.Outage.Away, "outage-away", 0, "how long the outage runs take Redis away (default 2.5s, quick 1.5s)")
+	f.workloads = workloadFlags(fs, c)
+	fs.StringVar(&f.goroutines, "goroutines", "", "comma-separated goroutine counts the unpaced real-time runs sweep (default 1,2,8,64, quick 1,2,8)")
+	fs.DurationVar(&c.RealTime, "realtime", 0, "how long each unpaced real-time run lasts (default 250ms, quick 25ms)")
+	fs.IntVar(&c.TimingRounds, "timing-rounds", 0, "rounds of the timing runs (default 20, quick 5)")
+	fs.Float64Var(&c.OfferedRate, "rate", 0, "the total offered rate of the paced runs, per second (default 200000)")
+	fs.StringVar(&f.trace, "trace", "", "also run this trace (a t,key[,n] CSV, as for replay) as workload \"trace\"")
+	fs.StringVar(&f.config, "config", "", "also run the limiter this configuration file describes (its tiers; users not listed are in its default tier), as limiter \"config\"")
+	fs.StringVar(&f.redisURL, "redis-url", "redis://127.0.0.1:6379/0", "the Redis server of the Redis rows, as redis://[user:password@]host:port/db (default: $REDIS_ADDR, host:port, when it is set)")
+	fs.BoolVar(&f.redis, "redis", true, "run the Redis rows (ratelab's algorithms on Redis, and go-redis/redis_rate); --redis=false leaves them out")
+	fs.StringVar(&f.out, "out", "out", "the folder results go to")
+}
+
+// labConfig is the lab's configuration the flags of fs give, checked, with
+// the trace and the configuration file they name read.
+func (f *benchFlags) labConfig(fs *flag.FlagSet) (harness.Config, error) {
+	f.workloads()
+	c, set := f.c, given(fs)
+	if fs.NArg() > 0 {
+		return c, badUsage(fs, fmt.Errorf("bench: no arguments, got %q", fs.Arg(0)))
+	}
+	switch addr := os.Getenv("REDIS_ADDR"); {
+	case !f.redis && set["redis-url"]:
+		return c, usagef("bench: --redis-url is for the Redis rows, which --redis=false leaves out")
+	case !f.redis:
+	case set["redis-url"] || addr == "":
+		c.Redis.URL = f.redisURL
+	default:
+		c.Redis.URL = "redis://" + addr + "/0"
+	}
+	c.Limiters, c.Modes = list(f.limiters), list(f.modes)
+	for _, g := range list(f.goroutines) {
+		n, err := strconv.Atoi(g)
+		if err != nil {
+			return c, usagef("bench: --goroutines: %q is not a number", g)
+		}
+		c.Goroutines = append(c.Goroutines, n)
+	}
+	if err := c.Defaults().Validate(); err != nil {
+		return c, usageError{fmt.Errorf("bench: %w", err)}
+	}
+	var err error
+	if f.trace != "" {
+		if c.Trace, err = readTrace(f.trace); err != nil {
+			return c, usageError{fmt.Errorf("bench: %w", err)}
+		}
+	}
+	if f.config != "" {
+		cfg, err := config.Load(f.config)
+		if err != nil {
+			return c, usageError{fmt.Errorf("bench: %w", err)}
+		}
+		c.Extra = append(c.Extra, harness.TiersSubject("config", cfg.Tiers))
+	}
+	return c, nil
+}
+
+// readTrace reads the trace at path as a workload.
+func readTrace(path string) (*workloads.Workload, error) {
+	in, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	w, err := workloads.FromTrace(workloads.NewTraceReader(in))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", path, err)
+	case len(w.Arrivals) == 0:
+		return nil, fmt.Errorf("%s has no requests", path)
+	}
+	return w, nil
+}
+
+// printLab prints what the lab found: its tables, what it skipped, which
+// limiter to pick for which need, and where it saved the results (paths).
+func printLab(stdout io.Writer, f *results.File, paths []string) error {
 	fmt.Fprintf(stdout, "%s\n\n", results.MetaLine(f))
 	for _, t := range results.Tables(f) {
 		if err := t.Text(stdout); err != nil {
@@ -180,11 +225,6 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 	fmt.Fprintf(stdout, "\nThe lab took %v. Results: %s\n", f.Meta.Elapsed.Duration().Round(time.Second), strings.Join(paths, ", "))
-	// Last, so that a report that cannot be drawn loses nothing else.
-	if _, err := plots.WriteReport(*out, f, paths[0]); err != nil {
-		return fmt.Errorf("bench: the results are saved, but not the report: %w", err)
-	}
-	fmt.Fprintln(stdout, reportLine(*out))
 	return nil
 }
 
@@ -215,8 +255,8 @@ func isTerminal(w io.Writer) bool {
 // them into c once fs is parsed.
 func workloadFlags(fs *flag.FlagSet, c *harness.Config) func() {
 	workloadsFlag := fs.String("workloads", "", "comma-separated workloads (default all): uniform, bursty, boundary-attack, anchored-attack, many-users")
-	limit := fs.Int("limit", 100, "N, the limit every limiter is given, per --window")
-	window := fs.Duration("window", time.Second, "W, the limit's window")
+	limit := limitFlag{limiters.Limit{N: 100, Per: time.Second}}
+	fs.Var(&limit, "limit", "the limit every limiter is given, N/PERIOD: N per window for the window algorithms, a burst of N refilled over the period for the buckets")
 	fs.IntVar(&c.Users, "users", 0, "users of the uniform and bursty workloads (default 500, quick 100)")
 	fs.IntVar(&c.Attackers, "attackers", 0, "users of the boundary and anchored attacks (default 50, quick 20)")
 	fs.IntVar(&c.ManyUsers, "many-users", 0, "users of many-users and of the memory runs (default 1,000,000, quick 100,000)")
@@ -224,7 +264,7 @@ func workloadFlags(fs *flag.FlagSet, c *harness.Config) func() {
 	fs.Uint64Var(&c.Seed, "seed", 1, "the seed of every workload")
 	fs.BoolVar(&c.Quick, "quick", false, "a short run, for CI and a first look")
 	return func() {
-		c.Limit = limiters.Limit{N: *limit, Per: *window}
+		c.Limit = limit.Limit
 		c.Workloads = list(*workloadsFlag)
 	}
 }

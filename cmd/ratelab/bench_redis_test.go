@@ -18,7 +18,7 @@ func TestBenchRedis(t *testing.T) {
 	addr := redistest.Require(t)
 	out := t.TempDir()
 	stdout, stderr, code := ratelab(t, "", "bench", "--quick", "--limiters", "gcra,gcra (redis),redis_rate", "--workloads", "boundary-attack",
-		"--modes", "simulated", "--attackers", "3", "--simulated", "3s", "--limit", "10",
+		"--modes", "simulated", "--attackers", "3", "--simulated", "3s", "--limit", "10/s",
 		"--redis-url", "redis://"+addr+"/0", "--out", out)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -74,7 +74,7 @@ func TestBenchNoRedis(t *testing.T) {
 		{[]string{"--redis-url", "redis://" + flag + "/0"}, flag},
 	} {
 		args := append([]string{"bench", "--limiters", "gcra,gcra (redis),redis_rate", "--workloads", "uniform", "--modes", "simulated",
-			"--users", "3", "--simulated", "3s", "--limit", "10", "--out", t.TempDir()}, tt.args...)
+			"--users", "3", "--simulated", "3s", "--limit", "10/s", "--out", t.TempDir()}, tt.args...)
 		stdout, stderr, code := ratelab(t, "", args...)
 		want := "Skipped: gcra (redis), redis_rate on uniform: no Redis at " + tt.addr + ": connect: connection refused; point the lab at a server"
 		if code != 0 || !strings.Contains(strings.Join(strings.Fields(stdout), " "), want) || !strings.Contains(stdout, "│ uniform  │ gcra    │") {
@@ -85,7 +85,7 @@ func TestBenchNoRedis(t *testing.T) {
 		}
 	}
 	stdout, _, code := ratelab(t, "", "bench", "--redis=false", "--limiters", "gcra,sliding-log", "--workloads", "uniform", "--modes", "simulated",
-		"--users", "3", "--simulated", "3s", "--limit", "10", "--out", t.TempDir())
+		"--users", "3", "--simulated", "3s", "--limit", "10/s", "--out", t.TempDir())
 	if code != 0 || strings.Contains(stdout, "redis") {
 		t.Errorf("--redis=false: exit %d, and Redis is mentioned:\n%s", code, stdout)
 	}

@@ -106,7 +106,7 @@ func TestFlagsAfterArguments(t *testing.T) {
 	dir := t.TempDir()
 	run := filepath.Join(dir, "run")
 	if _, stderr, code := ratelab(t, "", "bench", "--limiters", "fixed-window,gcra", "--workloads", "boundary-attack",
-		"--modes", "simulated", "--attackers", "2", "--simulated", "3s", "--limit", "10", "--out", run); code != 0 {
+		"--modes", "simulated", "--attackers", "2", "--simulated", "3s", "--limit", "10/s", "--out", run); code != 0 {
 		t.Fatalf("bench: exit %d: %s", code, stderr)
 	}
 	results := filepath.Join(run, "results.json")
@@ -126,7 +126,7 @@ func TestFlagsAfterArguments(t *testing.T) {
 		{[]string{"compare", old, cur, "--all"}, 0, "within noise", ""}, // said with --all only
 		{[]string{"compare", old, "--all", cur}, 0, "within noise", ""},
 		{[]string{"merge", old, cur, "--out", merged}, 0, merged + ": 2 runs of the lab pooled", ""},
-		{[]string{"replay", "testdata/example1.csv", "--algo", "token-bucket", "--capacity", "5", "--rate", "1"}, 0, string(golden), ""},
+		{[]string{"replay", "testdata/example1.csv", "--algo", "token-bucket", "--limit", "1/s burst 5"}, 0, string(golden), ""},
 		// After "--", a flag is an argument.
 		{[]string{"compare", "--", old, cur, "--all"}, 2, "", "want two files, OLD.json and NEW.json, got 3"},
 		{[]string{"report", "--out", report, "--", "-results.json"}, 2, "", "open -results.json: no such file"},

@@ -59,19 +59,13 @@ func runCompare(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if !(tol.Memory >= 0 && tol.Memory <= 10) {
 		return badUsage(fs, fmt.Errorf("compare: --memory-tolerance must be a fraction from 0 to 10 (0.02 is 2%%), got %v", tol.Memory))
 	}
-	base, err := results.ReadFile(fs.Arg(0))
-	if err != nil {
-		return usageError{fmt.Errorf("compare: OLD: %w", err)}
-	}
-	cur, err := results.ReadFile(fs.Arg(1))
-	if err != nil {
-		return usageError{fmt.Errorf("compare: NEW: %w", err)}
-	}
-	c, err := results.Compare(base, cur, tol)
+	c, err := compareFiles(fs.Arg(0), fs.Arg(1), tol)
 	var mis *results.MismatchError
 	switch {
 	case errors.As(err, &mis):
 		return usageError{fmt.Errorf("compare: %s and %s: %w", fs.Arg(0), fs.Arg(1), err)}
+	case errors.As(err, new(usageError)):
+		return err
 	case err != nil:
 		return fmt.Errorf("compare: %w", err)
 	}
@@ -82,6 +76,19 @@ func runCompare(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return regressionError{"compare", n}
 	}
 	return nil
+}
+
+// compareFiles compares the results files at old and cur.
+func compareFiles(old, cur string, tol results.Tolerance) (*results.Comparison, error) {
+	base, err := results.ReadFile(old)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("compare: OLD: %w", err)}
+	}
+	now, err := results.ReadFile(cur)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("compare: NEW: %w", err)}
+	}
+	return results.Compare(base, now, tol)
 }
 
 // regressionError is a gate that failed: exit status 1, the table having

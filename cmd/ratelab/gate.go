@@ -66,26 +66,8 @@ Flags:
 
 func runGate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
-	base := fs.String("base", "", "the git commit, branch or tag to time the working tree against")
-	baseBin := fs.String("base-bin", "", "a built ratelab to use as the base, in place of building --base")
-	newBin := fs.String("new-bin", "", "a built ratelab to use as the new build, in place of building the working tree")
-	pkg := fs.String("pkg", "./cmd/ratelab", "the package of the ratelab command, built in each tree")
-	baseline := fs.String("baseline", "", "also compare the new build's quick lab with this committed baseline (accuracy, allocations, memory)")
-	noBaseOK := fs.Bool("no-base-ok", false, "when the base cannot be built, gate only the committed figures, saying so, instead of failing (CI must not set this)")
-	judge := fs.String("judge", "", "judge the samples of an earlier gate's ab.json again, with this run's --threshold and --confidence, instead of timing")
-	out := fs.String("out", "out/gate", "the folder results go to")
-	plan := gate.Plan{Seed: 1}
-	fs.IntVar(&plan.Rounds, "rounds", 30, "rounds each limiter is timed in on each workload")
-	fs.DurationVar(&plan.Sample, "sample", 10*time.Millisecond, "how long each kept sample lasts")
-	fs.DurationVar(&plan.Warm, "warm", 10*time.Millisecond, "how long the sample of the same build before each kept one lasts, not kept")
-	fs.Uint64Var(&plan.Seed, "order-seed", 1, "the seed of the order of each round's samples")
-	rule := results.DefaultRule
-	fs.Float64Var(&rule.Threshold, "threshold", rule.Threshold, "how much slower a metric may be, as a fraction, before the whole of its interval above it is a regression")
-	fs.Float64Var(&rule.Confidence, "confidence", rule.Confidence, "the confidence of each metric's interval")
-	limitersFlag := fs.String("limiters", "", "comma-separated limiters to time (default ratelab's six)")
-	workloadsFlag := fs.String("workloads", "", "comma-separated workloads (default all four)")
-	quick := fs.Bool("quick", true, "the quick lab's workloads (100,000 users on many-users); --quick=false for the full lab's (1,000,000)")
-	all := fs.Bool("all", false, "list every metric, not only those beyond the threshold")
+	f := gateFlags{plan: gate.Plan{Seed: 1}, rule: results.DefaultRule}
+	f.define(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), gateUsage)
 		fs.PrintDefaults()
@@ -93,34 +75,13 @@ func runGate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return badUsage(fs, fmt.Errorf("gate: no arguments, got %q", fs.Arg(0)))
+	if err := f.check(fs); err != nil {
+		return err
 	}
-	if err := rule.Validate(); err != nil {
-		return badUsage(fs, fmt.Errorf("gate: %w", err))
+	if f.judge != "" {
+		return judgeAgain(f.judge, f.rule, f.all, stdout)
 	}
-	if *judge != "" {
-		return judgeAgain(*judge, rule, *all, stdout)
-	}
-	switch {
-	case given(fs)["base"] && *base == "":
-		return badUsage(fs, errors.New("gate: --base is empty (make gate reads it from results/gate-base: is the file there?)"))
-	case *base == "" && *baseBin == "":
-		return badUsage(fs, errors.New("gate: want --base REF or --base-bin FILE"))
-	case *base != "" && *baseBin != "":
-		return badUsage(fs, errors.New("gate: --base and --base-bin each name the base: give one"))
-	}
-	if err := plan.Validate(); err != nil {
-		return badUsage(fs, err)
-	}
-	plan.Limiters, plan.Workloads = list(*limitersFlag), list(*workloadsFlag)
-	plan.WorkerArgs = []string{"--quick=" + strconv.FormatBool(*quick)}
-	if *baseline != "" {
-		if _, err := results.ReadFile(*baseline); err != nil {
-			return usageError{fmt.Errorf("gate: the baseline: %w", err)}
-		}
-	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
 		return err
 	}
 	var log strings.Builder
@@ -130,55 +91,131 @@ func runGate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		if err != nil {
 			fmt.Fprintf(&log, "ratelab: %v\n", err)
 		}
-		results.WriteAtomic(filepath.Join(*out, "gate.txt"), []byte(log.String()))
+		results.WriteAtomic(filepath.Join(f.out, "gate.txt"), []byte(log.String()))
 	}()
 	step := func(string) {}
 	if isTerminal(stderr) {
 		step = func(what string) { fmt.Fprint(stderr, "\r\033[Kgate: ", what, "…") }
 		defer fmt.Fprint(stderr, "\r\033[K")
 	}
+	return f.run(ctx, w, step)
+}
 
-	builds, err := gate.Pair{BaseRef: *base, BaseBin: *baseBin, NewBin: *newBin, Pkg: *pkg}.Make(ctx, filepath.Join(*out, "bin"), step)
+// gateFlags are gate's flags.
+type gateFlags struct {
+	base, baseBin, newBin, pkg, baseline, judge, out string
+	limiters, workloads                              string
+	noBaseOK, quick, all                             bool
+	plan                                             gate.Plan
+	rule                                             results.Rule
+}
+
+func (f *gateFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&f.base, "base", "", "the git commit, branch or tag to time the working tree against")
+	fs.StringVar(&f.baseBin, "base-bin", "", "a built ratelab to use as the base, in place of building --base")
+	fs.StringVar(&f.newBin, "new-bin", "", "a built ratelab to use as the new build, in place of building the working tree")
+	fs.StringVar(&f.pkg, "pkg", "./cmd/ratelab", "the package of the ratelab command, built in each tree")
+	fs.StringVar(&f.baseline, "baseline", "", "also compare the new build's quick lab with this committed baseline (accuracy, allocations, memory)")
+	fs.BoolVar(&f.noBaseOK, "no-base-ok", false, "when the base cannot be built, gate only the committed figures, saying so, instead of failing (CI must not set this)")
+	fs.StringVar(&f.judge, "judge", "", "judge the samples of an earlier gate's ab.json again, with this run's --threshold and --confidence, instead of timing")
+	fs.StringVar(&f.out, "out", "out/gate", "the folder results go to")
+	fs.IntVar(&f.plan.Rounds, "rounds", 30, "rounds each limiter is timed in on each workload")
+	fs.DurationVar(&f.plan.Sample, "sample", 10*time.Millisecond, "how long each kept sample lasts")
+	fs.DurationVar(&f.plan.Warm, "warm", 10*time.Millisecond, "how long the sample of the same build before each kept one lasts, not kept")
+	fs.Uint64Var(&f.plan.Seed, "order-seed", 1, "the seed of the order of each round's samples")
+	fs.Float64Var(&f.rule.Threshold, "threshold", f.rule.Threshold, "how much slower a metric may be, as a fraction, before the whole of its interval above it is a regression")
+	fs.Float64Var(&f.rule.Confidence, "confidence", f.rule.Confidence, "the confidence of each metric's interval")
+	fs.StringVar(&f.limiters, "limiters", "", "comma-separated limiters to time (default ratelab's six)")
+	fs.StringVar(&f.workloads, "workloads", "", "comma-separated workloads (default all four)")
+	fs.BoolVar(&f.quick, "quick", true, "the quick lab's workloads (100,000 users on many-users); --quick=false for the full lab's (1,000,000)")
+	fs.BoolVar(&f.all, "all", false, "list every metric, not only those beyond the threshold")
+}
+
+// check checks the flags of fs together and completes the plan.
+func (f *gateFlags) check(fs *flag.FlagSet) error {
+	bad := func(err error) error { return badUsage(fs, err) }
+	if fs.NArg() > 0 {
+		return bad(fmt.Errorf("gate: no arguments, got %q", fs.Arg(0)))
+	}
+	if err := f.rule.Validate(); err != nil {
+		return bad(fmt.Errorf("gate: %w", err))
+	}
+	if f.judge != "" {
+		return nil
+	}
+	switch {
+	case given(fs)["base"] && f.base == "":
+		return bad(errors.New("gate: --base is empty (make gate reads it from results/gate-base: is the file there?)"))
+	case f.base == "" && f.baseBin == "":
+		return bad(errors.New("gate: want --base REF or --base-bin FILE"))
+	case f.base != "" && f.baseBin != "":
+		return bad(errors.New("gate: --base and --base-bin each name the base: give one"))
+	}
+	if err := f.plan.Validate(); err != nil {
+		return bad(err)
+	}
+	f.plan.Limiters, f.plan.Workloads = list(f.limiters), list(f.workloads)
+	f.plan.WorkerArgs = []string{"--quick=" + strconv.FormatBool(f.quick)}
+	if f.baseline != "" {
+		if _, err := results.ReadFile(f.baseline); err != nil {
+			return usageError{fmt.Errorf("gate: the baseline: %w", err)}
+		}
+	}
+	return nil
+}
+
+// run builds the two builds, compares the new one's quick lab with the
+// baseline if any, times both A/B, and judges the timings, writing to w
+// and saying each step.
+func (f *gateFlags) run(ctx context.Context, w io.Writer, step func(string)) error {
+	builds, err := gate.Pair{BaseRef: f.base, BaseBin: f.baseBin, NewBin: f.newBin, Pkg: f.pkg}.Make(ctx, filepath.Join(f.out, "bin"), step)
 	if err != nil {
 		return err
 	}
 	failed := 0
-	if *baseline != "" { // the committed figures, which do not depend on the machine
+	if f.baseline != "" { // the committed figures, which do not depend on the machine
 		step("the new build's quick lab, in simulated time and for memory")
-		n, err := committed(ctx, builds.NewBin, *baseline, filepath.Join(*out, "lab"), *all, w)
+		n, err := committed(ctx, builds.NewBin, f.baseline, filepath.Join(f.out, "lab"), f.all, w)
 		if err != nil {
 			return err
 		}
 		failed += n
 		fmt.Fprintln(w)
 	}
-	ab, err := builds.Time(ctx, plan, step)
+	ab, err := builds.Time(ctx, f.plan, step)
 	switch {
 	case errors.Is(err, gate.ErrNoBase):
-		fmt.Fprintln(w, results.Wrap(fmt.Sprintf("Timings NOT COMPARED: %v.", err), 100))
-		switch {
-		case !*noBaseOK:
-			return usageError{fmt.Errorf("gate: no base to time against, so no timing was gated (--no-base-ok gates the committed figures alone)")}
-		case *baseline == "":
-			return usageError{fmt.Errorf("gate: no base to time against and no --baseline: nothing to gate")}
-		}
-		fmt.Fprintln(w, "--no-base-ok: the gate passes on the committed figures alone; no timing was gated.")
-		return verdict(w, failed, "")
+		return f.noBase(w, err, failed)
 	case err != nil:
 		return err
 	}
-	if err := writeAB(filepath.Join(*out, "ab.json"), ab); err != nil {
+	if err := writeAB(filepath.Join(f.out, "ab.json"), ab); err != nil {
 		return err
 	}
-	changes, err := results.Judge(ab, rule)
+	changes, err := results.Judge(ab, f.rule)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "== Timings: both builds in this one run, A/B ==")
-	if err := results.WriteJudged(w, ab, rule, changes, *all); err != nil {
+	if err := results.WriteJudged(w, ab, f.rule, changes, f.all); err != nil {
 		return err
 	}
-	return verdict(w, failed+results.ABRegressions(changes), filepath.Join(*out, "ab.json"))
+	return verdict(w, failed+results.ABRegressions(changes), filepath.Join(f.out, "ab.json"))
+}
+
+// noBase says that the base could not be built (err), and passes the gate
+// on the committed figures alone (failed of them regressed) if
+// --no-base-ok allows it.
+func (f *gateFlags) noBase(w io.Writer, err error, failed int) error {
+	fmt.Fprintln(w, results.Wrap(fmt.Sprintf("Timings NOT COMPARED: %v.", err), 100))
+	switch {
+	case !f.noBaseOK:
+		return usageError{fmt.Errorf("gate: no base to time against, so no timing was gated (--no-base-ok gates the committed figures alone)")}
+	case f.baseline == "":
+		return usageError{fmt.Errorf("gate: no base to time against and no --baseline: nothing to gate")}
+	}
+	fmt.Fprintln(w, "--no-base-ok: the gate passes on the committed figures alone; no timing was gated.")
+	return verdict(w, failed, "")
 }
 
 // verdict says whether the gate passed, and fails it when failed metrics

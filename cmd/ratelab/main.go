@@ -123,9 +123,10 @@ Commands:
 %s
 Run "ratelab COMMAND --help" for a command's flags and examples.
 
-The six algorithms: fixed-window, sliding-log, sliding-counter (limit N per
-window W) and token-bucket, leaky-bucket, gcra (capacity C, rate R per
-second). Each is a package documented with its formula, its memory and its
+The six algorithms: fixed-window, sliding-log, sliding-counter (N per
+window: --limit 100/min) and token-bucket, leaky-bucket, gcra (a rate and
+a burst: --limit "5/s burst 10"); every command writes a limit the same
+way. Each is a package documented with its formula, its memory and its
 worst case: go doc github.com/ratelab/ratelab/limiters/gcra, for one.
 `
 
@@ -203,7 +204,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 			usage()
 			return err
 		case err != nil:
-			return badUsage(fs, fmt.Errorf("%s: %w", fs.Name(), err))
+			return badUsage(fs, fmt.Errorf("%s: %w", fs.Name(), goneFlag(err)))
 		}
 		// Parse stops before the first argument, or just after a "--".
 		rest := fs.Args()

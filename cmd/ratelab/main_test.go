@@ -45,14 +45,14 @@ func golden(t *testing.T, name, got string) {
 }
 
 func TestReplayExample1(t *testing.T) {
-	out, errOut, code := ratelab(t, "", "replay", "--algo", "token-bucket", "--capacity", "5", "--rate", "1", "testdata/example1.csv")
+	out, errOut, code := ratelab(t, "", "replay", "--algo", "token-bucket", "--limit", "1/s burst 5", "testdata/example1.csv")
 	if code != 0 || errOut != "" {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 	golden(t, "example1.golden", out)
 	// The three bucket algorithms give the same answers.
 	for _, a := range []string{"leaky-bucket", "gcra"} {
-		again, _, _ := ratelab(t, "", "replay", "--algo", a, "--capacity", "5", "--rate", "1", "testdata/example1.csv")
+		again, _, _ := ratelab(t, "", "replay", "--algo", a, "--limit", "1/s burst 5", "testdata/example1.csv")
 		if again != out {
 			t.Errorf("%s replays example 1 differently from token-bucket:\n%s", a, again)
 		}
@@ -62,7 +62,7 @@ func TestReplayExample1(t *testing.T) {
 func TestReplayStdin(t *testing.T) {
 	trace := "0,a\n0,a\n0,a,3\n"
 	for _, args := range [][]string{{}, {"-"}} {
-		out, _, code := ratelab(t, trace, append([]string{"replay", "--algo", "sliding-log", "--limit", "2", "--window", "1m"}, args...)...)
+		out, _, code := ratelab(t, trace, append([]string{"replay", "--algo", "sliding-log", "--limit", "2/min"}, args...)...)
 		want := `{"t":0,"key":"a","n":1,"allowed":true,"limit":2,"remaining":1,"retry_after":0,"reset_after":60}
 {"t":0,"key":"a","n":1,"allowed":true,"limit":2,"remaining":0,"retry_after":0,"reset_after":60}
 {"t":0,"key":"a","n":3,"allowed":false,"limit":2,"remaining":0,"retry_after":null,"reset_after":60}
@@ -74,7 +74,7 @@ func TestReplayStdin(t *testing.T) {
 }
 
 func TestExitStatus(t *testing.T) {
-	replay := []string{"replay", "--algo", "fixed-window", "--limit", "2", "--window", "1s"}
+	replay := []string{"replay", "--algo", "fixed-window", "--limit", "2/s"}
 	for _, tt := range []struct {
 		name   string
 		stdin  string
@@ -92,12 +92,15 @@ func TestExitStatus(t *testing.T) {
 		{"bad flag", "", []string{"replay", "--colour"}, 2, "", "flag provided but not defined: -colour"},
 		{"no algo", "", []string{"replay"}, 2, "", "--algo or --config is required"},
 		{"unknown algo", "", []string{"replay", "--algo", "magic"}, 2, "", `unknown algorithm "magic"`},
-		{"missing window", "", []string{"replay", "--algo", "sliding-log", "--limit", "3"}, 2, "", "sliding-log needs --window"},
-		{"bucket flags on a window", "", []string{"replay", "--algo", "fixed-window", "--limit", "3", "--window", "1s", "--rate", "2"}, 2, "", "takes --limit and --window, not --rate"},
-		{"zero limit", "", []string{"replay", "--algo", "fixed-window", "--limit", "0", "--window", "1s"}, 2, "", "limit must be between 1 and"},
-		{"negative window", "", []string{"replay", "--algo", "fixed-window", "--limit", "1", "--window", "-1s"}, 2, "", "window must be between"},
-		{"NaN rate", "", []string{"replay", "--algo", "gcra", "--capacity", "1", "--rate", "NaN"}, 2, "", "rate must be a positive finite number"},
-		{"huge capacity", "", []string{"replay", "--algo", "gcra", "--capacity", "2000000000", "--rate", "0.001"}, 2, "", "years to refill"},
+		{"no limit", "", []string{"replay", "--algo", "sliding-log"}, 2, "", "sliding-log needs --limit, as in --limit 100/min"},
+		{"a limit without a period", "", []string{"replay", "--algo", "sliding-log", "--limit", "3"}, 2, "", `invalid value "3" for flag -limit: limiters: not a rate: "3": no / between the count and the period`},
+		{"a burst on a window", "", []string{"replay", "--algo", "fixed-window", "--limit", "3/s burst 2"}, 2, "", "fixed-window has no burst"},
+		{"zero limit", "", []string{"replay", "--algo", "fixed-window", "--limit", "0/s"}, 2, "", "the count is zero"},
+		{"negative window", "", []string{"replay", "--algo", "fixed-window", "--limit", "1/-1s"}, 2, "", `the period "-1s" is not a unit`},
+		{"huge burst", "", []string{"replay", "--algo", "gcra", "--limit", "1/1000s burst 2000000000"}, 2, "", "years to refill"},
+		{"--window is gone", "", []string{"replay", "--algo", "sliding-log", "--window", "1m"}, 2, "", "replay: --window is gone: the limit is one flag, --limit N/PERIOD (--limit 100 --window 1m is --limit 100/min)"},
+		{"--capacity is gone", "", []string{"replay", "--algo", "gcra", "--capacity", "1", "--rate", "NaN"}, 2, "", `replay: --capacity is gone: the limit is one flag, --limit "R/s burst C"`},
+		{"--rate is gone", "", []string{"replay", "--algo", "gcra", "--rate", "5"}, 2, "", `replay: --rate is gone`},
 		{"unknown backend", "", append(replay, "--backend", "etcd"), 2, "", `--backend "etcd": want memory or redis`},
 		{"redis url without redis", "", append(replay, "--redis-url", "redis://x"), 2, "", "--redis-url is for --backend redis"},
 		{"bad redis url", "", append(replay, "--backend", "redis", "--redis-url", "http://x"), 2, "", "--redis-url"},
@@ -128,7 +131,7 @@ func TestExitStatus(t *testing.T) {
 func TestBench(t *testing.T) {
 	out := t.TempDir()
 	stdout, stderr, code := ratelab(t, "", "bench", "--limiters", "fixed-window,sliding-log,gcra", "--workloads", "boundary-attack",
-		"--modes", "simulated", "--attackers", "3", "--simulated", "5s", "--limit", "10", "--out", out)
+		"--modes", "simulated", "--attackers", "3", "--simulated", "5s", "--limit", "10/s", "--out", out)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -155,7 +158,7 @@ func TestBench(t *testing.T) {
 func TestReport(t *testing.T) {
 	run := t.TempDir()
 	if _, stderr, code := ratelab(t, "", "bench", "--limiters", "fixed-window,gcra", "--workloads", "boundary-attack",
-		"--modes", "simulated,memory", "--attackers", "2", "--many-users", "1000", "--simulated", "3s", "--limit", "10", "--out", run); code != 0 {
+		"--modes", "simulated,memory", "--attackers", "2", "--many-users", "1000", "--simulated", "3s", "--limit", "10/s", "--out", run); code != 0 {
 		t.Fatalf("bench: exit %d: %s", code, stderr)
 	}
 	results := filepath.Join(run, "results.json")
@@ -240,7 +243,7 @@ func TestBenchTrace(t *testing.T) {
 	}
 	os.WriteFile(trace, []byte(b.String()), 0o644)
 	stdout, stderr, code := ratelab(t, "", "bench", "--limiters", "fixed-window,sliding-log", "--workloads", "uniform", "--users", "2",
-		"--modes", "simulated", "--simulated", "4s", "--limit", "10", "--trace", trace, "--out", dir)
+		"--modes", "simulated", "--simulated", "4s", "--limit", "10/s", "--trace", trace, "--out", dir)
 	if code != 0 || !strings.Contains(stdout, "trace ") {
 		t.Fatalf("exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
 	}
@@ -259,13 +262,15 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--modes", "fast"}, `unknown mode "fast"`},
 		{[]string{"--workloads", "spiky"}, `unknown workload "spiky"`},
 		{[]string{"--goroutines", "1,two"}, `"two" is not a number`},
-		{[]string{"--limit", "0"}, "limit must be between 1 and"},
+		{[]string{"--limit", "0/s"}, "the count is zero"},
+		{[]string{"--limit", "100/s burst 10"}, "has no burst"},
 		{[]string{"--seed", "-1"}, "invalid value"},
 		{[]string{"extra"}, `no arguments, got "extra"`},
 		{[]string{"--rate", "NaN"}, "offered rate"},
 		{[]string{"--rate", "3e9"}, "offered rate"},
-		{[]string{"--window", "1ms"}, "would have about"},
-		{[]string{"--window", "1m"}, "at least two windows"},
+		{[]string{"--limit", "100/1ms"}, "would have about"},
+		{[]string{"--limit", "100/min"}, "at least two windows"},
+		{[]string{"--window", "1s"}, "bench: --window is gone: the limit is one flag, --limit N/PERIOD"},
 		{[]string{"--trace", "/nonexistent.csv"}, "no such file"},
 		{[]string{"--redis=false", "--redis-url", "redis://127.0.0.1:6379/0"}, "--redis-url is for the Redis rows"},
 		{[]string{"--redis=false", "--limiters", "gcra (redis)"}, "gcra (redis) is kept in Redis"},
@@ -466,7 +471,7 @@ func TestDemo(t *testing.T) {
 func TestBenchConfig(t *testing.T) {
 	out := t.TempDir()
 	stdout, stderr, code := ratelab(t, "", "bench", "--limiters", "gcra", "--workloads", "uniform", "--modes", "simulated,memory,timing",
-		"--users", "5", "--many-users", "2000", "--simulated", "3s", "--timing-rounds", "2", "--limit", "10",
+		"--users", "5", "--many-users", "2000", "--simulated", "3s", "--timing-rounds", "2", "--limit", "10/s",
 		"--config", filepath.Join("..", "..", "internal", "config", "testdata", "tiers.yaml"), "--out", out)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)

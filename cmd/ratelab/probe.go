@@ -13,14 +13,13 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/internal/probe"
-	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/plots"
 	"github.com/ratelab/ratelab/results"
 )
 
 const probeUsage = `Usage:
 
-	ratelab probe --key header:NAME|query:NAME|source [--policy LIMIT] [flags] URL
+	ratelab probe --key header:NAME|query:NAME|source [--limit LIMIT] [flags] URL
 
 Probe judges the rate limiter behind URL from the outside, and needs no
 hint of what it is. It measures the quota (rounds of requests back to
@@ -66,7 +65,7 @@ and says what it does as it goes. It writes probe.json (schema 3) into
 lab's results (results.json, which ratelab report draws again), and the
 lab's report of it: report.html, report.md and the charts.
 
---policy says what the target is meant to keep: the fit starts there
+--limit says what the target is meant to keep: the fit starts there
 (and still says when the target behaves otherwise), and the accuracy is
 judged against it when no model is named. For CI, --expect names what
 the target should do, as an algorithm and a limit in the lab's syntax or
@@ -90,18 +89,8 @@ Flags:
 
 func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
-	key := fs.String("key", "", "how the target tells users apart: header:NAME, query:NAME, or source (the client's address)")
-	source := fs.String("source", "", "with --key source, the addresses users send from (default on loopback: 127.0.0.2-127.0.0.254)")
-	policy := fs.String("policy", "", `what the target is meant to keep: "10/s burst 6", "100/1m"; none: measured`)
-	deny := fs.String("deny-status", "", "comma-separated statuses that also mean refused (429 always does)")
-	maxRequests := fs.Int("max-requests", 2000, "the most requests the probe may send")
-	timeout := fs.Duration("timeout", 5*time.Second, "how long a request may take")
-	expect := fs.String("expect", "", `what the target should do, for CI: "gcra 10/s burst 6", "10/s"; exit 1 when it strays`)
-	tolerance := fs.Float64("tolerance", 0.02, "how far from --expect the measured rate and quota may be, as a fraction")
-	maxRate := fs.Int("max-rate", 1000, "the most requests the probe may send in any one second")
-	maxTime := fs.Duration("max-time", 2*time.Minute, "the longest the probe may take; a window too long for it is said")
-	seed := fs.Uint64("seed", 1, "the seed of the sustained run's jitter")
-	out := fs.String("out", "out/probe", "the folder probe.json goes to")
+	var f probeFlags
+	f.define(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), probeUsage)
 		fs.PrintDefaults()
@@ -109,82 +98,16 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return badUsage(fs, fmt.Errorf("probe: want one URL, got %d arguments", fs.NArg()))
-	}
-	k, err := probe.ParseKey(*key)
+	c, want, err := f.probeConfig(fs, stderr)
 	if err != nil {
-		return badUsage(fs, err)
-	}
-	var limit limiters.Limit
-	if *policy != "" {
-		if limit, err = limiters.ParseLimit(*policy); err != nil {
-			return badUsage(fs, fmt.Errorf("probe: --policy: %w", err))
-		}
-	}
-	t := probe.Target{URL: fs.Arg(0), Key: k}
-	switch {
-	case *source != "":
-		if t.Sources, err = probe.ParseSources(*source); err != nil {
-			return badUsage(fs, err)
-		}
-	case k.Kind == "source":
-		src, chose, err := probe.DefaultSources(t.URL)
-		if err != nil {
-			return badUsage(fs, err)
-		}
-		t.Sources = src
-		fmt.Fprintf(stderr, "probe: --key source: the users send from %s\n", chose)
-	}
-	if *deny != "" {
-		t.Deny = []int{429}
-		for _, s := range strings.Split(*deny, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(s))
-			if err != nil {
-				return badUsage(fs, fmt.Errorf("probe: --deny-status: %q is not a status", s))
-			}
-			t.Deny = append(t.Deny, n)
-		}
-	}
-	var want *probe.Expect
-	if *expect != "" {
-		e, err := probe.ParseExpect(*expect, *tolerance)
-		if err != nil {
-			return badUsage(fs, err)
-		}
-		want = &e
-	}
-	c := probe.Config{Target: t, Policy: limit, Seed: *seed, Timeout: *timeout, MaxRequests: *maxRequests, MaxRate: *maxRate, MaxTime: *maxTime}
-	if err := c.Validate(); err != nil {
-		return usageError{err}
-	}
-	if *policy == "" {
-		fmt.Fprintf(stderr, "probe: no --policy: measuring %s's limit first, then asking what tells the algorithms apart, within %d requests and %v (--max-requests, --max-time)\n", t.URL, c.MaxRequests, c.MaxTime)
-	} else {
-		fmt.Fprintf(stderr, "probe: %s, said to keep %s, within %d requests and %v (--max-requests, --max-time)\n", t.URL, limit, c.MaxRequests, c.MaxTime)
+		return err
 	}
 	began := time.Now()
 	r, err := probe.Run(ctx, c, func(s string) { fmt.Fprintf(stderr, "probe: %5.1fs %s\n", time.Since(began).Seconds(), s) })
 	if r != nil && len(r.Fit) > 0 {
-		for _, tb := range r.Tables() {
-			if err := tb.Text(stdout); err != nil {
-				return err
-			}
-			fmt.Fprintln(stdout)
-		}
-		if werr := writeProbe(*out, r); werr != nil {
+		if werr := printProbe(stdout, f.out, r); werr != nil {
 			return werr
 		}
-		// The lab's results file too, so that ratelab report draws the
-		// page again from it, as from the lab's.
-		f, saved := r.File(), filepath.Join(*out, "results.json")
-		if werr := results.WriteFile(saved, f); werr != nil {
-			return fmt.Errorf("probe: %w", werr)
-		}
-		if _, werr := plots.WriteReport(*out, f, saved); werr != nil {
-			return fmt.Errorf("probe: the report: %w", werr)
-		}
-		fmt.Fprintf(stdout, "Results: %s (as the lab's: %s); the report: %s\n", filepath.Join(*out, "probe.json"), saved, filepath.Join(*out, "report.html"))
 	}
 	if err == nil && want != nil {
 		if strays := r.Strays(*want); len(strays) > 0 {
@@ -198,6 +121,119 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	case err != nil:
 		return probeError(err, "")
 	}
+	return nil
+}
+
+// probeFlags are probe's flags.
+type probeFlags struct {
+	key, source, deny, expect, out string
+	limit                          limitFlag
+	c                              probe.Config
+	tolerance                      float64
+}
+
+func (f *probeFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&f.key, "key", "", "how the target tells users apart: header:NAME, query:NAME, or source (the client's address)")
+	fs.StringVar(&f.source, "source", "", "with --key source, the addresses users send from (default on loopback: 127.0.0.2-127.0.0.254)")
+	fs.Var(&f.limit, "limit", `what the target is meant to keep: "10/s burst 6", "100/1m"; none: measured`)
+	fs.StringVar(&f.deny, "deny-status", "", "comma-separated statuses that also mean refused (429 always does)")
+	fs.IntVar(&f.c.MaxRequests, "max-requests", 2000, "the most requests the probe may send")
+	fs.DurationVar(&f.c.Timeout, "timeout", 5*time.Second, "how long a request may take")
+	fs.StringVar(&f.expect, "expect", "", `what the target should do, for CI: "gcra 10/s burst 6", "10/s"; exit 1 when it strays`)
+	fs.Float64Var(&f.tolerance, "tolerance", 0.02, "how far from --expect the measured rate and quota may be, as a fraction")
+	fs.IntVar(&f.c.MaxRate, "max-rate", 1000, "the most requests the probe may send in any one second")
+	fs.DurationVar(&f.c.MaxTime, "max-time", 2*time.Minute, "the longest the probe may take; a window too long for it is said")
+	fs.Uint64Var(&f.c.Seed, "seed", 1, "the seed of the sustained run's jitter")
+	fs.StringVar(&f.out, "out", "out/probe", "the folder probe.json goes to")
+}
+
+// probeConfig is the probe the flags and the argument of fs ask for,
+// checked, and what the target is expected to do (nil: nothing). It says
+// on stderr what it will do.
+func (f *probeFlags) probeConfig(fs *flag.FlagSet, stderr io.Writer) (probe.Config, *probe.Expect, error) {
+	c := f.c
+	if fs.NArg() != 1 {
+		return c, nil, badUsage(fs, fmt.Errorf("probe: want one URL, got %d arguments", fs.NArg()))
+	}
+	t, err := f.target(fs.Arg(0), stderr)
+	if err != nil {
+		return c, nil, badUsage(fs, err)
+	}
+	c.Target, c.Policy = t, f.limit.Limit
+	var want *probe.Expect
+	if f.expect != "" {
+		e, err := probe.ParseExpect(f.expect, f.tolerance)
+		if err != nil {
+			return c, nil, badUsage(fs, err)
+		}
+		want = &e
+	}
+	if err := c.Validate(); err != nil {
+		return c, nil, usageError{err}
+	}
+	if f.limit.N == 0 {
+		fmt.Fprintf(stderr, "probe: no --limit: measuring %s's limit first, then asking what tells the algorithms apart, within %d requests and %v (--max-requests, --max-time)\n", t.URL, c.MaxRequests, c.MaxTime)
+	} else {
+		fmt.Fprintf(stderr, "probe: %s, said to keep %s, within %d requests and %v (--max-requests, --max-time)\n", t.URL, f.limit.Limit, c.MaxRequests, c.MaxTime)
+	}
+	return c, want, nil
+}
+
+// target is the target at url as --key, --source and --deny-status say;
+// for --key source without --source, the addresses chosen, said on stderr.
+func (f *probeFlags) target(url string, stderr io.Writer) (probe.Target, error) {
+	k, err := probe.ParseKey(f.key)
+	if err != nil {
+		return probe.Target{}, err
+	}
+	t := probe.Target{URL: url, Key: k}
+	switch {
+	case f.source != "":
+		if t.Sources, err = probe.ParseSources(f.source); err != nil {
+			return t, err
+		}
+	case k.Kind == "source":
+		src, chose, err := probe.DefaultSources(t.URL)
+		if err != nil {
+			return t, err
+		}
+		t.Sources = src
+		fmt.Fprintf(stderr, "probe: --key source: the users send from %s\n", chose)
+	}
+	if f.deny != "" {
+		t.Deny = []int{429}
+		for _, s := range strings.Split(f.deny, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil {
+				return t, fmt.Errorf("probe: --deny-status: %q is not a status", s)
+			}
+			t.Deny = append(t.Deny, n)
+		}
+	}
+	return t, nil
+}
+
+// printProbe prints the tables of r and saves it in dir: probe.json, the
+// exchange, the lab's results file (which ratelab report draws again, as
+// the lab's) and the report.
+func printProbe(stdout io.Writer, dir string, r *probe.Report) error {
+	for _, tb := range r.Tables() {
+		if err := tb.Text(stdout); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout)
+	}
+	if err := writeProbe(dir, r); err != nil {
+		return err
+	}
+	f, saved := r.File(), filepath.Join(dir, "results.json")
+	if err := results.WriteFile(saved, f); err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	if _, err := plots.WriteReport(dir, f, saved); err != nil {
+		return fmt.Errorf("probe: the report: %w", err)
+	}
+	fmt.Fprintf(stdout, "Results: %s (as the lab's: %s); the report: %s\n", filepath.Join(dir, "probe.json"), saved, filepath.Join(dir, "report.html"))
 	return nil
 }
 

@@ -22,18 +22,18 @@ func TestProbeBadFlags(t *testing.T) {
 		args   []string
 		stderr string // a part of it
 	}{
-		{"no URL", []string{"probe", "--key", "header:X", "--policy", "10/s"}, "probe: want one URL, got 0 arguments"},
-		{"no key", []string{"probe", "--policy", "10/s", "http://127.0.0.1:1/"}, `the key "": want header:NAME, query:NAME or source`},
-		{"source off loopback without addresses", []string{"probe", "--key", "source", "--policy", "10/s", "http://192.0.2.1:1/"}, "--key source needs --source"},
-		{"bad source", []string{"probe", "--key", "source", "--source", "10.0.0.9-10.0.0.1", "--policy", "10/s", "http://127.0.0.1:1/"}, `--source "10.0.0.9-10.0.0.1"`},
-		{"bad key", []string{"probe", "--key", "cookie:x", "--policy", "10/s", "http://127.0.0.1:1/"}, `the key "cookie:x"`},
-		{"bad policy", []string{"probe", "--key", "header:X", "--policy", "ten a second", "http://127.0.0.1:1/"}, "probe: --policy:"},
-		{"not a URL", []string{"probe", "--key", "header:X", "--policy", "10/s", "ftp://x"}, "want an http:// or https:// URL"},
-		{"bad deny status", []string{"probe", "--key", "header:X", "--policy", "10/s", "--deny-status", "503", "http://127.0.0.1:1/"}, "a refusal is a 4xx"},
-		{"bad expect", []string{"probe", "--key", "header:X", "--policy", "10/s", "--expect", "bogus 10/s", "http://127.0.0.1:1/"}, `probe: --expect "bogus 10/s"`},
-		{"bad tolerance", []string{"probe", "--key", "header:X", "--policy", "10/s", "--expect", "10/s", "--tolerance", "2", "http://127.0.0.1:1/"}, "--tolerance 2: want a fraction"},
-		{"over the rate", []string{"probe", "--key", "header:X", "--policy", "50/s", "--max-rate", "100", "http://127.0.0.1:1/"}, "more than --max-rate 100"},
-		{"over budget", []string{"probe", "--key", "header:X", "--policy", "10/s", "--max-requests", "50", "http://127.0.0.1:1/"}, "more than --max-requests 50"},
+		{"no URL", []string{"probe", "--key", "header:X", "--limit", "10/s"}, "probe: want one URL, got 0 arguments"},
+		{"no key", []string{"probe", "--limit", "10/s", "http://127.0.0.1:1/"}, `the key "": want header:NAME, query:NAME or source`},
+		{"source off loopback without addresses", []string{"probe", "--key", "source", "--limit", "10/s", "http://192.0.2.1:1/"}, "--key source needs --source"},
+		{"bad source", []string{"probe", "--key", "source", "--source", "10.0.0.9-10.0.0.1", "--limit", "10/s", "http://127.0.0.1:1/"}, `--source "10.0.0.9-10.0.0.1"`},
+		{"bad key", []string{"probe", "--key", "cookie:x", "--limit", "10/s", "http://127.0.0.1:1/"}, `the key "cookie:x"`},
+		{"bad limit", []string{"probe", "--key", "header:X", "--limit", "ten a second", "http://127.0.0.1:1/"}, `probe: invalid value "ten a second" for flag -limit: limiters: not a rate`},
+		{"not a URL", []string{"probe", "--key", "header:X", "--limit", "10/s", "ftp://x"}, "want an http:// or https:// URL"},
+		{"bad deny status", []string{"probe", "--key", "header:X", "--limit", "10/s", "--deny-status", "503", "http://127.0.0.1:1/"}, "a refusal is a 4xx"},
+		{"bad expect", []string{"probe", "--key", "header:X", "--limit", "10/s", "--expect", "bogus 10/s", "http://127.0.0.1:1/"}, `probe: --expect "bogus 10/s"`},
+		{"bad tolerance", []string{"probe", "--key", "header:X", "--limit", "10/s", "--expect", "10/s", "--tolerance", "2", "http://127.0.0.1:1/"}, "--tolerance 2: want a fraction"},
+		{"over the rate", []string{"probe", "--key", "header:X", "--limit", "50/s", "--max-rate", "100", "http://127.0.0.1:1/"}, "more than --max-rate 100"},
+		{"over budget", []string{"probe", "--key", "header:X", "--limit", "10/s", "--max-requests", "50", "http://127.0.0.1:1/"}, "more than --max-requests 50"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, stderr, code := ratelab(t, "", tt.args...)
@@ -54,7 +54,7 @@ func TestProbeNothingDecided(t *testing.T) {
 		http.Error(w, "down", http.StatusServiceUnavailable)
 	}))
 	defer srv.Close()
-	_, stderr, code := ratelab(t, "", "probe", "--key", "header:X", "--policy", "20/s", "--out", t.TempDir(), srv.URL)
+	_, stderr, code := ratelab(t, "", "probe", "--key", "header:X", "--limit", "20/s", "--out", t.TempDir(), srv.URL)
 	if code != 1 || !strings.Contains(stderr, "\nratelab probe: the target decides nothing: the first request answered 503") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
@@ -78,7 +78,7 @@ func TestProbeExpect(t *testing.T) {
 	go srv.Serve(ln)
 	defer srv.Close()
 	out := t.TempDir()
-	stdout, stderr, code := ratelab(t, "", "probe", "--key", "header:X-User", "--policy", "20/s burst 10", "--expect", "sliding-log 20/s",
+	stdout, stderr, code := ratelab(t, "", "probe", "--key", "header:X-User", "--limit", "20/s burst 10", "--expect", "sliding-log 20/s",
 		"--out", out, "http://"+ln.Addr().String()+"/")
 	if code != 1 || !strings.Contains(stderr, `strays from "sliding-log 20/s"`) || !strings.Contains(stderr, "algorithm: behaves as") || !strings.Contains(stderr, "not sliding-log") {
 		t.Errorf("exit %d, stderr %q: want 1, naming the algorithm", code, stderr)

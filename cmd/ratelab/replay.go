@@ -26,8 +26,7 @@ import (
 
 const replayUsage = `Usage:
 
-	ratelab replay --algo ALGO --limit N --window W [--backend B] [TRACE]
-	ratelab replay --algo ALGO --capacity C --rate R [--backend B] [TRACE]
+	ratelab replay --algo ALGO --limit LIMIT [--backend B] [TRACE]
 	ratelab replay --config FILE [--backend B] [TRACE]
 
 Replay decides each request of a trace with one limiter and prints one JSON
@@ -54,8 +53,11 @@ refund, or a charge past the limit) took seconds later (the fifth column;
 at once if absent), in time order with the lines after it; its line says
 "actual".
 
-Algorithms: fixed-window, sliding-log and sliding-counter take --limit and
---window; token-bucket, leaky-bucket and gcra take --capacity and --rate.
+The limit is written as a configuration file writes it: N/PERIOD, as in
+--limit 100/min or --limit 5/60s, for the window algorithms
+(fixed-window, sliding-log and sliding-counter: N per window); and for
+the buckets (token-bucket, leaky-bucket and gcra) the rate with the burst
+after it, --limit "5/s burst 10" (a burst of N when none is given).
 
 --backend redis keeps the limits in the Redis server at --redis-url, as a
 fleet would, and gives the same decisions as --backend memory. The trace's
@@ -74,9 +76,9 @@ the replay's; --backend, if given, must agree with it.
 Examples:
 
 	printf '0,alice\n0,alice\n0,alice\n0.5,alice\n' |
-		ratelab replay --algo token-bucket --capacity 2 --rate 1
+		ratelab replay --algo token-bucket --limit "1/s burst 2"
 	printf 't,key,n,actual,took\n0,alice,500,120,2\n1,alice,500,900,3\n5,alice,500,400\n' |
-		ratelab replay --algo gcra --capacity 1000 --rate 10
+		ratelab replay --algo gcra --limit "10/s burst 1000"
 	ratelab replay --config ratelab.yaml requests.csv
 
 Flags:
@@ -84,14 +86,8 @@ Flags:
 
 func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	algo := fs.String("algo", "", "the algorithm: fixed-window, sliding-log, sliding-counter, token-bucket, leaky-bucket or gcra")
-	limit := fs.Int("limit", 0, "N, requests per window (window algorithms)")
-	window := fs.Duration("window", 0, "W, the window: 500ms, 60s, 1m, 1h (window algorithms)")
-	capacity := fs.Int("capacity", 0, "C, the largest burst (bucket algorithms)")
-	rate := fs.Float64("rate", 0, "R, tokens per second, fractions allowed (bucket algorithms)")
-	backend := fs.String("backend", "memory", "where limits are kept: memory or redis")
-	redisURL := fs.String("redis-url", "redis://127.0.0.1:6379/0", "the Redis server for --backend redis, as redis://[user:password@]host:port/db")
-	configFile := fs.String("config", "", "a configuration file of tiers and users, in place of --algo and its limit")
+	var f replayFlags
+	f.define(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), replayUsage)
 		fs.PrintDefaults()
@@ -99,87 +95,110 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
-	set := given(fs)
-	bad := func(err error) error { return badUsage(fs, err) }
-	if fs.NArg() > 1 {
-		return bad(fmt.Errorf("replay: one trace at most, got %d", fs.NArg()))
-	}
-	if *configFile != "" {
-		for _, f := range []string{"algo", "limit", "window", "capacity", "rate"} {
-			if set[f] {
-				return bad(fmt.Errorf("replay: --config gives the algorithm and the limits; --%s is not for it", f))
-			}
-		}
-		c, err := config.Load(*configFile)
-		if err != nil {
-			return usageError{fmt.Errorf("replay: %w", err)}
-		}
-		if set["backend"] && *backend != c.Backend {
-			return bad(fmt.Errorf("replay: --backend %s, but %s says %s", *backend, *configFile, c.Backend))
-		}
-		if c.Backend == "redis" {
-			return replayRedis(ctx, fs.Arg(0), stdin, stdout, *redisURL, true, func(cl *redis.Client, opts []redislimit.Option) (limiters.Limiter, func(context.Context) error, error) {
-				var groups []*redislimit.Limiter
-				l, err := tiers.NewWith(c.Tiers, func(name string, a limiters.Algorithm, limits []limiters.Limit) (tiers.Group, error) {
-					// Each tier and override under a prefix of its own, as
-					// ratelab serve keeps them.
-					kind, who, _ := strings.Cut(name, " ")
-					prefix := redislimit.WithPrefix(replayPrefix(opts) + kind + ":" + braces.Replace(who) + ":")
-					g, err := redislimit.New(cl, a, limits, append(slices.Clip(opts), prefix)...)
-					if err != nil {
-						return nil, err
-					}
-					groups = append(groups, g)
-					return g, nil
-				})
-				if err != nil {
-					return nil, nil, fmt.Errorf("%s: %w", *configFile, err)
-				}
-				return l, func(ctx context.Context) error {
-					l.Close()
-					for _, g := range groups {
-						if err := g.ResetAll(ctx); err != nil {
-							return err
-						}
-					}
-					return nil
-				}, nil
-			})
-		}
-		l, err := tiers.New(c.Tiers, limiters.WithSweepInterval(-1))
-		if err != nil {
-			return usageError{fmt.Errorf("replay: %s: %w", *configFile, err)}
-		}
-		defer l.Close()
-		return replay(ctx, fs.Arg(0), stdin, stdout, l, true)
-	}
-	a, lim, err := limitFlags("replay", *algo, set, *limit, *window, *capacity, *rate)
+	a, lim, err := f.check(fs)
 	if err != nil {
-		return bad(err)
+		return badUsage(fs, fmt.Errorf("replay: %w", err))
 	}
-	switch *backend {
-	case "memory":
-		if set["redis-url"] {
-			return bad(errors.New("replay: --redis-url is for --backend redis"))
-		}
-	case "redis":
-		return replayRedis(ctx, fs.Arg(0), stdin, stdout, *redisURL, false, func(c *redis.Client, opts []redislimit.Option) (limiters.Limiter, func(context.Context) error, error) {
+	trace := fs.Arg(0)
+	if f.config != "" {
+		return f.replayConfig(ctx, trace, stdin, stdout)
+	}
+	if f.backend == "redis" {
+		return replayRedis(ctx, trace, stdin, stdout, f.redisURL, false, func(c *redis.Client, opts []redislimit.Option) (limiters.Limiter, func(context.Context) error, error) {
 			l, err := redislimit.New(c, a, []limiters.Limit{lim}, opts...)
 			if err != nil {
 				return nil, nil, err
 			}
 			return l, l.ResetAll, nil
 		})
-	default:
-		return bad(fmt.Errorf("replay: --backend %q: want memory or redis", *backend))
 	}
-
 	l, err := composite.New(a, []limiters.Limit{lim}, limiters.WithSweepInterval(-1))
 	if err != nil {
 		return usageError{fmt.Errorf("replay: %w", err)}
 	}
 	defer l.Close()
-	return replay(ctx, fs.Arg(0), stdin, stdout, l, false)
+	return replay(ctx, trace, stdin, stdout, l, false)
+}
+
+// replayFlags are replay's flags.
+type replayFlags struct {
+	algoLimit
+	backend, redisURL string
+	backendGiven      bool // --backend was given
+}
+
+func (f *replayFlags) define(fs *flag.FlagSet) {
+	f.algoLimit.define(fs, "a configuration file of tiers and users, in place of --algo and --limit")
+	fs.StringVar(&f.backend, "backend", "memory", "where limits are kept: memory or redis")
+	fs.StringVar(&f.redisURL, "redis-url", "redis://127.0.0.1:6379/0", "the Redis server for --backend redis, as redis://[user:password@]host:port/db")
+}
+
+// check checks the flags and arguments of fs together, and returns the
+// algorithm and the limit they give (none with --config).
+func (f *replayFlags) check(fs *flag.FlagSet) (limiters.Algorithm, limiters.Limit, error) {
+	set := given(fs)
+	f.backendGiven = set["backend"]
+	switch {
+	case fs.NArg() > 1:
+		return "", limiters.Limit{}, fmt.Errorf("one trace at most, got %d", fs.NArg())
+	case f.backend != "memory" && f.backend != "redis":
+		return "", limiters.Limit{}, fmt.Errorf("--backend %q: want memory or redis", f.backend)
+	case f.backend == "memory" && set["redis-url"] && f.config == "":
+		return "", limiters.Limit{}, errors.New("--redis-url is for --backend redis")
+	}
+	return f.algoLimit.check(set)
+}
+
+// replayConfig replays the trace at path with the tiers of the
+// configuration file, in memory or on Redis as the file says.
+func (f *replayFlags) replayConfig(ctx context.Context, path string, stdin io.Reader, stdout io.Writer) error {
+	c, err := config.Load(f.config)
+	if err != nil {
+		return usageError{fmt.Errorf("replay: %w", err)}
+	}
+	if f.backendGiven && f.backend != c.Backend {
+		return usagef("replay: --backend %s, but %s says %s", f.backend, f.config, c.Backend)
+	}
+	if c.Backend == "redis" {
+		return replayRedis(ctx, path, stdin, stdout, f.redisURL, true, func(cl *redis.Client, opts []redislimit.Option) (limiters.Limiter, func(context.Context) error, error) {
+			return redisTiers(cl, c, f.config, opts)
+		})
+	}
+	l, err := tiers.New(c.Tiers, limiters.WithSweepInterval(-1))
+	if err != nil {
+		return usageError{fmt.Errorf("replay: %s: %w", f.config, err)}
+	}
+	defer l.Close()
+	return replay(ctx, path, stdin, stdout, l, true)
+}
+
+// redisTiers is the limiter of the tiers of c (read from file) on Redis
+// through cl, each tier and override under a prefix of its own, as
+// ratelab serve keeps them, and what removes their keys.
+func redisTiers(cl *redis.Client, c *config.Config, file string, opts []redislimit.Option) (limiters.Limiter, func(context.Context) error, error) {
+	var groups []*redislimit.Limiter
+	l, err := tiers.NewWith(c.Tiers, func(name string, a limiters.Algorithm, limits []limiters.Limit) (tiers.Group, error) {
+		kind, who, _ := strings.Cut(name, " ")
+		prefix := redislimit.WithPrefix(replayPrefix(opts) + kind + ":" + braces.Replace(who) + ":")
+		g, err := redislimit.New(cl, a, limits, append(slices.Clip(opts), prefix)...)
+		if err != nil {
+			return nil, err
+		}
+		groups = append(groups, g)
+		return g, nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return l, func(ctx context.Context) error {
+		l.Close()
+		for _, g := range groups {
+			if err := g.ResetAll(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil
 }
 
 // replayRedis replays the trace at path with the limiter newLimiter builds
@@ -256,41 +275,3 @@ func replay(ctx context.Context, path string, stdin io.Reader, stdout io.Writer,
 type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
-
-// limitFlags is the algorithm and the limit of the flags --algo, --limit
-// and --window or --capacity and --rate (set says which were given) of the
-// command cmd, checked: a window algorithm takes the first two, a bucket
-// the others.
-func limitFlags(cmd, algo string, set map[string]bool, n int, w time.Duration, c int, r float64) (limiters.Algorithm, limiters.Limit, error) {
-	if algo == "" {
-		return "", limiters.Limit{}, fmt.Errorf("%s: --algo or --config is required", cmd)
-	}
-	a, err := limiters.ParseAlgorithm(algo)
-	if err != nil {
-		return "", limiters.Limit{}, fmt.Errorf("%s: --algo: %w", cmd, err)
-	}
-	need, wrong := []string{"limit", "window"}, []string{"capacity", "rate"}
-	if a.IsBucket() {
-		need, wrong = wrong, need
-	}
-	for _, f := range wrong {
-		if set[f] {
-			return "", limiters.Limit{}, fmt.Errorf("%s: %s takes --%s and --%s, not --%s", cmd, a, need[0], need[1], f)
-		}
-	}
-	for _, f := range need {
-		if !set[f] {
-			return "", limiters.Limit{}, fmt.Errorf("%s: %s needs --%s", cmd, a, f)
-		}
-	}
-	lim := limiters.Limit{N: n, Per: w}
-	if a.IsBucket() {
-		if lim, err = limiters.Bucket(c, r); err != nil {
-			return "", limiters.Limit{}, fmt.Errorf("%s: %w", cmd, err)
-		}
-	}
-	if err := lim.Validate(a); err != nil {
-		return "", limiters.Limit{}, fmt.Errorf("%s: %w", cmd, err)
-	}
-	return a, lim, nil
-}

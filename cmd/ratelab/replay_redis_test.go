@@ -31,9 +31,10 @@ func TestReplayRedisSameAsMemory(t *testing.T) {
 				}
 				args := []string{"replay", "--algo", algo}
 				if strings.HasSuffix(algo, "window") || strings.HasPrefix(algo, "sliding") {
-					args = append(args, "--limit", fmt.Sprint(1+r.IntN(6)), "--window", fmt.Sprint(time.Duration(1+r.Int64N(int64(time.Second)))))
+					args = append(args, "--limit", fmt.Sprintf("%d/%v", 1+r.IntN(6), time.Duration(1+r.Int64N(int64(time.Second)))))
 				} else {
-					args = append(args, "--capacity", fmt.Sprint(1+r.IntN(6)), "--rate", fmt.Sprint(1+r.IntN(20)))
+					capacity := 1 + r.IntN(6)
+					args = append(args, "--limit", fmt.Sprintf("%d/s burst %d", 1+r.IntN(20), capacity))
 				}
 				mem, errOut, code := ratelab(t, trace.String(), args...)
 				if code != 0 {

@@ -24,8 +24,7 @@ import (
 
 const serveUsage = `Usage:
 
-	ratelab serve --algo ALGO --limit N --window W [flags]
-	ratelab serve --algo ALGO --capacity C --rate R [flags]
+	ratelab serve --algo ALGO --limit LIMIT [flags]
 	ratelab serve --config FILE [flags]
 
 Serve runs an HTTP server that rate-limits every request (any method, any
@@ -68,7 +67,7 @@ not one a request.
 
 Examples:
 
-	ratelab serve --algo gcra --capacity 10 --rate 5
+	ratelab serve --algo gcra --limit "5/s burst 10"
 	curl -i -H 'X-API-Key: alice' http://127.0.0.1:8080/
 	ratelab serve --config ratelab.yaml --key ip --trusted-proxies 10.0.0.0/8
 
@@ -77,28 +76,8 @@ Flags:
 
 func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:8080", "the address to listen on, host:port (port 0: a free one)")
-	algo := fs.String("algo", "", "the algorithm: fixed-window, sliding-log, sliding-counter, token-bucket, leaky-bucket or gcra")
-	limit := fs.Int("limit", 0, "N, requests per window (window algorithms)")
-	window := fs.Duration("window", 0, "W, the window: 500ms, 60s, 1m, 1h (window algorithms)")
-	capacity := fs.Int("capacity", 0, "C, the largest burst (bucket algorithms)")
-	rate := fs.Float64("rate", 0, "R, tokens per second, fractions allowed (bucket algorithms)")
-	configFile := fs.String("config", "", "a configuration file of tiers and users, in place of --algo and its limit; reloaded on SIGHUP")
-	backend := fs.String("backend", "memory", "where limits are kept: memory or redis (with --config: the file's)")
-	redisURL := fs.String("redis-url", "redis://127.0.0.1:6379/0", "the Redis server for --backend redis, as redis://[user:password@]host:port/db")
-	redisPrefix := fs.String("redis-prefix", "ratelab:serve:", "the prefix of every Redis key")
-	fail := fs.String("fail", "open", "when Redis does not decide: open (serve unmetered), closed (refuse, 503) or fallback (decide in memory at the limit / --fleet)")
-	fleet := fs.Int("fleet", 1, "the number of servers sharing the limits, for --fail fallback")
-	key := fs.String("key", "header", "what requests are limited by: header (--key-header) or ip (the client's address)")
-	keyHeader := fs.String("key-header", "X-API-Key", "the header holding the key, for --key header")
-	proxies := fs.String("trusted-proxies", "", "comma-separated CIDRs or addresses of proxies whose X-Forwarded-For is believed, for --key ip")
-	costHeader := fs.String("cost-header", "", "a header holding a request's cost, a positive integer (absent: 1)")
-	settleHeader := fs.String("settle-header", "", "settle each served request at the actual cost its response reports in this header (or trailer): the cost it was decided at (--cost-header, else 1) is an estimate")
-	echoCost := fs.String("echo-cost", "", "the actual cost the echo reports in --settle-header: a number, or random (0 to twice the estimate); a request's ?actual=N reports N")
-	headers := fs.String("headers", "all", "the rate-limit header fields sent: all, legacy (X-RateLimit-*), draft (RateLimit-Policy, RateLimit) or none")
-	shadow := fs.Bool("shadow", false, "shadow mode: decide and send the headers, but deny nothing")
-	maxKeys := fs.Int("max-keys", 1_000_000, "the most keys the limits keep in memory (0: no cap); past it, a new key makes the limiter forget the key closest to a full quota, whose next request starts fresh")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at /metrics on this address, host:port, apart from the limited one (empty: none)")
+	var f serveFlags
+	f.define(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), serveUsage)
 		fs.PrintDefaults()
@@ -106,94 +85,17 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
-	set := given(fs)
-	bad := func(err error) error { return badUsage(fs, err) }
-	if fs.NArg() > 0 {
-		return bad(fmt.Errorf("serve: no arguments, got %q", fs.Arg(0)))
+	cfg, err := f.serverConfig(fs)
+	if err != nil {
+		return badUsage(fs, fmt.Errorf("serve: %w", err))
 	}
-
-	if *echoCost != "" && *settleHeader == "" {
-		return bad(errors.New("serve: --echo-cost is the cost the echo reports in --settle-header: give both"))
-	}
-	if *maxKeys < 0 {
-		return bad(fmt.Errorf("serve: --max-keys %d: want 0 (no cap) or more", *maxKeys))
-	}
-	cfg := server.Config{
-		File: *configFile, RedisPrefix: *redisPrefix, CostHeader: *costHeader, SettleHeader: *settleHeader, EchoCost: *echoCost, Shadow: *shadow,
-		MaxKeys: *maxKeys, Log: log.New(stderr, "ratelab serve: ", 0),
-	}
-	if *configFile != "" {
-		for _, f := range []string{"algo", "limit", "window", "capacity", "rate"} {
-			if set[f] {
-				return bad(fmt.Errorf("serve: --config gives the algorithm and the limits; --%s is not for it", f))
-			}
-		}
-		if set["backend"] {
-			cfg.Backend = *backend
-		}
-	} else {
-		a, lim, err := limitFlags("serve", *algo, set, *limit, *window, *capacity, *rate)
-		if err != nil {
-			return bad(err)
-		}
-		cfg.Algorithm, cfg.Limit, cfg.Backend = a, lim, *backend
-		if *backend == "memory" {
-			for _, f := range []string{"redis-url", "redis-prefix", "fail", "fleet"} {
-				if set[f] {
-					return bad(fmt.Errorf("serve: --%s is for --backend redis", f))
-				}
-			}
-		}
-	}
-	switch *backend {
-	case "memory", "redis":
-	default:
-		return bad(fmt.Errorf("serve: --backend %q: want memory or redis", *backend))
-	}
-	switch *fail {
-	case "open":
-	case "closed":
-		cfg.FailClosed = true
-	case "fallback":
-		if *fleet < 1 {
-			return bad(fmt.Errorf("serve: --fleet %d: want at least 1", *fleet))
-		}
-		cfg.Fallback = *fleet
-	default:
-		return bad(fmt.Errorf("serve: --fail %q: want open, closed or fallback", *fail))
-	}
-	if *backend == "redis" || *configFile != "" {
+	cfg.Log = log.New(stderr, "ratelab serve: ", 0)
+	if cfg.Backend == "redis" || cfg.File != "" {
 		// go-redis writes its own lines for each failed dial; the limiter
 		// reports Redis's failures through its errors (and the breaker),
 		// so they are dropped.
 		redis.SetLogger(quietRedis{})
 	}
-	switch *key {
-	case "header":
-		cfg.KeyHeader = *keyHeader
-		if set["trusted-proxies"] {
-			return bad(errors.New("serve: --trusted-proxies is for --key ip"))
-		}
-	case "ip":
-		cfg.ClientIP = true
-		if set["key-header"] {
-			return bad(errors.New("serve: --key-header is for --key header"))
-		}
-		if *proxies != "" {
-			cfg.TrustedProxies = strings.Split(*proxies, ",")
-		}
-	default:
-		return bad(fmt.Errorf("serve: --key %q: want header or ip", *key))
-	}
-	h, ok := map[string]httplimit.Headers{"all": httplimit.AllHeaders, "legacy": httplimit.LegacyHeaders, "draft": httplimit.DraftHeaders, "none": httplimit.NoHeaders}[*headers]
-	if !ok {
-		return bad(fmt.Errorf("serve: --headers %q: want all, legacy, draft or none", *headers))
-	}
-	cfg.Headers = h
-	if err := redisURLs(&cfg, *redisURL); err != nil {
-		return bad(err)
-	}
-
 	s, err := server.New(cfg)
 	switch {
 	case errors.Is(err, server.ErrNoRedis):
@@ -201,16 +103,140 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	case errors.As(err, new(*config.Error)): // the file's mistake, not the flags'
 		return usageError{fmt.Errorf("serve: %w", err)}
 	case err != nil: // a flag's value the server refused
-		return bad(fmt.Errorf("serve: %w", err))
+		return badUsage(fs, fmt.Errorf("serve: %w", err))
 	}
-	ln, err := net.Listen("tcp", *addr)
+	return serve(ctx, s, f.addr, f.metricsAddr, stdout)
+}
+
+// serveFlags are serve's flags.
+type serveFlags struct {
+	algoLimit
+	addr, backend, redisURL, redisPrefix, fail, key, keyHeader, proxies string
+	costHeader, settleHeader, echoCost, headers, metricsAddr            string
+	fleet, maxKeys                                                      int
+	shadow                                                              bool
+}
+
+func (f *serveFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "the address to listen on, host:port (port 0: a free one)")
+	f.algoLimit.define(fs, "a configuration file of tiers and users, in place of --algo and --limit; reloaded on SIGHUP")
+	fs.StringVar(&f.backend, "backend", "memory", "where limits are kept: memory or redis (with --config: the file's)")
+	fs.StringVar(&f.redisURL, "redis-url", "redis://127.0.0.1:6379/0", "the Redis server for --backend redis, as redis://[user:password@]host:port/db")
+	fs.StringVar(&f.redisPrefix, "redis-prefix", "ratelab:serve:", "the prefix of every Redis key")
+	fs.StringVar(&f.fail, "fail", "open", "when Redis does not decide: open (serve unmetered), closed (refuse, 503) or fallback (decide in memory at the limit / --fleet)")
+	fs.IntVar(&f.fleet, "fleet", 1, "the number of servers sharing the limits, for --fail fallback")
+	fs.StringVar(&f.key, "key", "header", "what requests are limited by: header (--key-header) or ip (the client's address)")
+	fs.StringVar(&f.keyHeader, "key-header", "X-API-Key", "the header holding the key, for --key header")
+	fs.StringVar(&f.proxies, "trusted-proxies", "", "comma-separated CIDRs or addresses of proxies whose X-Forwarded-For is believed, for --key ip")
+	fs.StringVar(&f.costHeader, "cost-header", "", "a header holding a request's cost, a positive integer (absent: 1)")
+	fs.StringVar(&f.settleHeader, "settle-header", "", "settle each served request at the actual cost its response reports in this header (or trailer): the cost it was decided at (--cost-header, else 1) is an estimate")
+	fs.StringVar(&f.echoCost, "echo-cost", "", "the actual cost the echo reports in --settle-header: a number, or random (0 to twice the estimate); a request's ?actual=N reports N")
+	fs.StringVar(&f.headers, "headers", "all", "the rate-limit header fields sent: all, legacy (X-RateLimit-*), draft (RateLimit-Policy, RateLimit) or none")
+	fs.BoolVar(&f.shadow, "shadow", false, "shadow mode: decide and send the headers, but deny nothing")
+	fs.IntVar(&f.maxKeys, "max-keys", 1_000_000, "the most keys the limits keep in memory (0: no cap); past it, a new key makes the limiter forget the key closest to a full quota, whose next request starts fresh")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at /metrics on this address, host:port, apart from the limited one (empty: none)")
+}
+
+// serverConfig is the server configuration the flags of fs give, checked
+// together.
+func (f *serveFlags) serverConfig(fs *flag.FlagSet) (server.Config, error) {
+	set := given(fs)
+	cfg := server.Config{File: f.config, RedisPrefix: f.redisPrefix, CostHeader: f.costHeader, SettleHeader: f.settleHeader,
+		EchoCost: f.echoCost, Shadow: f.shadow, MaxKeys: f.maxKeys}
+	var err error
+	switch {
+	case fs.NArg() > 0:
+		return cfg, fmt.Errorf("no arguments, got %q", fs.Arg(0))
+	case f.echoCost != "" && f.settleHeader == "":
+		return cfg, errors.New("--echo-cost is the cost the echo reports in --settle-header: give both")
+	case f.maxKeys < 0:
+		return cfg, fmt.Errorf("--max-keys %d: want 0 (no cap) or more", f.maxKeys)
+	case f.backend != "memory" && f.backend != "redis":
+		return cfg, fmt.Errorf("--backend %q: want memory or redis", f.backend)
+	}
+	if cfg.Algorithm, cfg.Limit, err = f.check(set); err != nil {
+		return cfg, err
+	}
+	if f.config == "" || set["backend"] {
+		cfg.Backend = f.backend
+	}
+	if f.config == "" && f.backend == "memory" {
+		for _, name := range []string{"redis-url", "redis-prefix", "fail", "fleet"} {
+			if set[name] {
+				return cfg, fmt.Errorf("--%s is for --backend redis", name)
+			}
+		}
+	}
+	for _, check := range []func(*server.Config, map[string]bool) error{f.failure, f.keys, f.fields} {
+		if err := check(&cfg, set); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, redisURLs(&cfg, f.redisURL)
+}
+
+// failure sets what cfg does when Redis does not decide, from --fail and
+// --fleet.
+func (f *serveFlags) failure(cfg *server.Config, _ map[string]bool) error {
+	switch f.fail {
+	case "open":
+	case "closed":
+		cfg.FailClosed = true
+	case "fallback":
+		if f.fleet < 1 {
+			return fmt.Errorf("--fleet %d: want at least 1", f.fleet)
+		}
+		cfg.Fallback = f.fleet
+	default:
+		return fmt.Errorf("--fail %q: want open, closed or fallback", f.fail)
+	}
+	return nil
+}
+
+// keys sets what cfg limits requests by, from --key, --key-header and
+// --trusted-proxies.
+func (f *serveFlags) keys(cfg *server.Config, set map[string]bool) error {
+	switch f.key {
+	case "header":
+		cfg.KeyHeader = f.keyHeader
+		if set["trusted-proxies"] {
+			return errors.New("--trusted-proxies is for --key ip")
+		}
+	case "ip":
+		cfg.ClientIP = true
+		if set["key-header"] {
+			return errors.New("--key-header is for --key header")
+		}
+		if f.proxies != "" {
+			cfg.TrustedProxies = strings.Split(f.proxies, ",")
+		}
+	default:
+		return fmt.Errorf("--key %q: want header or ip", f.key)
+	}
+	return nil
+}
+
+// fields sets the header fields cfg sends, from --headers.
+func (f *serveFlags) fields(cfg *server.Config, _ map[string]bool) error {
+	h, ok := map[string]httplimit.Headers{"all": httplimit.AllHeaders, "legacy": httplimit.LegacyHeaders, "draft": httplimit.DraftHeaders, "none": httplimit.NoHeaders}[f.headers]
+	if !ok {
+		return fmt.Errorf("--headers %q: want all, legacy, draft or none", f.headers)
+	}
+	cfg.Headers = h
+	return nil
+}
+
+// serve runs s on addr, and its metrics on metricsAddr if any, until ctx
+// is done or SIGINT or SIGTERM comes; SIGHUP reloads its configuration.
+func serve(ctx context.Context, s *server.Server, addr, metricsAddr string, stdout io.Writer) error {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		s.Close()
 		return fmt.Errorf("serve: %w", err)
 	}
 	fmt.Fprintf(stdout, "ratelab serve: listening on http://%s\n", ln.Addr())
-	if *metricsAddr != "" {
-		mln, err := net.Listen("tcp", *metricsAddr)
+	if metricsAddr != "" {
+		mln, err := net.Listen("tcp", metricsAddr)
 		if err != nil {
 			ln.Close()
 			s.Close()
@@ -223,7 +249,6 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		defer ms.Close()
 		fmt.Fprintf(stdout, "ratelab serve: metrics on http://%s/metrics\n", mln.Addr())
 	}
-
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	hup := make(chan os.Signal, 1)
@@ -241,14 +266,14 @@ func redisURLs(cfg *server.Config, url string) error {
 	if strings.Contains(url, "master_name=") {
 		opt, err := redis.ParseFailoverURL(url)
 		if err != nil {
-			return fmt.Errorf("serve: --redis-url (Sentinels): %w", err)
+			return fmt.Errorf("--redis-url (Sentinels): %w", err)
 		}
 		cfg.Sentinel = opt
 		return nil
 	}
 	opt, err := redis.ParseURL(url)
 	if err != nil {
-		return fmt.Errorf("serve: --redis-url: %w", err)
+		return fmt.Errorf("--redis-url: %w", err)
 	}
 	cfg.Redis = opt
 	return nil

@@ -11,7 +11,7 @@ import (
 )
 
 func TestServeBadFlags(t *testing.T) {
-	gcra := []string{"serve", "--algo", "gcra", "--capacity", "5", "--rate", "1"}
+	gcra := []string{"serve", "--algo", "gcra", "--limit", "1/s burst 5"}
 	for _, tt := range []struct {
 		name   string
 		args   []string
@@ -21,9 +21,10 @@ func TestServeBadFlags(t *testing.T) {
 		{"unknown flag", []string{"serve", "--colour"}, 2, "flag provided but not defined: -colour"},
 		{"no algo", []string{"serve"}, 2, "serve: --algo or --config is required"},
 		{"unknown algo", []string{"serve", "--algo", "magic"}, 2, `unknown algorithm "magic"`},
-		{"missing rate", []string{"serve", "--algo", "gcra", "--capacity", "5"}, 2, "gcra needs --rate"},
-		{"window flags on a bucket", append(gcra, "--window", "1s"), 2, "takes --capacity and --rate, not --window"},
-		{"zero limit", []string{"serve", "--algo", "fixed-window", "--limit", "0", "--window", "1s"}, 2, "limit must be between 1 and"},
+		{"missing limit", []string{"serve", "--algo", "gcra"}, 2, "gcra needs --limit"},
+		{"window flags on a bucket", append(gcra, "--window", "1s"), 2, "serve: --window is gone: the limit is one flag, --limit N/PERIOD"},
+		{"capacity flags", []string{"serve", "--algo", "gcra", "--capacity", "5", "--rate", "1"}, 2, "serve: --capacity is gone"},
+		{"zero limit", []string{"serve", "--algo", "fixed-window", "--limit", "0/s"}, 2, "the count is zero"},
 		{"an argument", append(gcra, "extra"), 2, `no arguments, got "extra"`},
 		{"config and algo", []string{"serve", "--config", "x.yaml", "--algo", "gcra"}, 2, "--config gives the algorithm and the limits; --algo is not for it"},
 		{"config with a typo", []string{"serve", "--config", "testdata/typo.yaml"}, 2, "testdata/typo.yaml:7: tiers.pro[1].nmae: unknown field"},
@@ -77,7 +78,7 @@ func TestServe(t *testing.T) {
 	var errOut strings.Builder
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--algo", "fixed-window", "--limit", "3", "--window", "1h", "--key-header", "X-User"},
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--algo", "fixed-window", "--limit", "3/h", "--key-header", "X-User"},
 			strings.NewReader(""), pw, &errOut)
 		pw.Close()
 	}()

@@ -43,7 +43,7 @@ func TestServeSoak(t *testing.T) {
 	}
 	for _, backend := range []string{"memory", "redis"} {
 		t.Run(backend, func(t *testing.T) {
-			args := []string{"serve", "--algo", "gcra", "--capacity", "100", "--rate", "100", "--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0"}
+			args := []string{"serve", "--algo", "gcra", "--limit", "100/s burst 100", "--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0"}
 			if backend == "redis" {
 				c := redistest.Client(t, nil)
 				args = append(args, "--backend", "redis", "--redis-url", redistest.URL(), "--redis-prefix", redistest.Prefix(t, c))
@@ -356,7 +356,7 @@ func TestServeFlood(t *testing.T) {
 	}
 	for _, c := range strings.Split(*floodCaps, ",") {
 		t.Run("max-keys="+c, func(t *testing.T) {
-			srv := startServe(t, "serve", "--algo", "sliding-log", "--limit", "100", "--window", "1h", "--max-keys", c,
+			srv := startServe(t, "serve", "--algo", "sliding-log", "--limit", "100/h", "--max-keys", c,
 				"--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0")
 			before := readSample(t, srv)
 			var next atomic.Int64

@@ -9,10 +9,10 @@ import (
 )
 
 // Calibration is what the probe measured before it planned anything: the
-// quota, and how a spent key comes back. A limit given with --policy is
+// quota, and how a spent key comes back. A limit given with --limit is
 // not measured; its From says so.
 type Calibration struct {
-	From     string  `json:"from"` // "--policy" or "measured"
+	From     string  `json:"from"` // "--limit" or "measured"
 	Requests int     `json:"requests"`
 	Seconds  float64 `json:"seconds"`
 	// Quota is what a fresh key got back to back.
@@ -160,7 +160,7 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 		// Settling a window takes about six of them: the calibration's
 		// two, the fingerprint's three, and a round.
 		pay := (6 * waited).Round(time.Minute) + time.Minute
-		return cal, fmt.Errorf("calibration: a quota of %d at once, then nothing admitted again in %v, pressed or after %v of silence: the window or the refill is longer than half of --max-time %v; settling it takes about six of them, --max-time %v or more (or give the policy with --policy)",
+		return cal, fmt.Errorf("calibration: a quota of %d at once, then nothing admitted again in %v, pressed or after %v of silence: the window or the refill is longer than half of --max-time %v; settling it takes about six of them, --max-time %v or more (or give the limit with --limit)",
 			q, waited, silence, p.c.MaxTime, pay)
 	}
 	return cal, nil
@@ -239,7 +239,7 @@ func (p *prober) quota(ctx context.Context, first answer, claimed, most int) (in
 	}
 	switch {
 	case !refused:
-		return 0, fmt.Errorf("calibration: %d requests back to back on one key were all admitted: no limit found within a quarter of --max-requests; give the policy with --policy", admitted)
+		return 0, fmt.Errorf("calibration: %d requests back to back on one key were all admitted: no limit found within a quarter of --max-requests; give the limit with --limit", admitted)
 	case admitted == 0:
 		return 0, fmt.Errorf("calibration: a fresh key's first requests were all refused: the target refuses everything, or keys users otherwise than --key says")
 	}

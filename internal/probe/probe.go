@@ -15,7 +15,7 @@ import (
 // keep (none: the probe measures it), and its bounds.
 type Config struct {
 	Target Target
-	// Policy is what the user says the target keeps (--policy): where the
+	// Policy is what the user says the target keeps (--limit): where the
 	// fit starts looking, and what the accuracy is judged against. The
 	// fit still searches around it, and says so when the target behaves
 	// otherwise.
@@ -190,7 +190,7 @@ func (p *prober) probe(ctx context.Context) error {
 	}
 	var g guess
 	if c.Policy != (limiters.Limit{}) {
-		r.Calibration = Calibration{From: "--policy"}
+		r.Calibration = Calibration{From: "--limit"}
 		g = guessAround(c.Policy).with(r.Claims)
 		w := c.Policy.Window()
 		g.claim = claim{quota: c.Policy.Quota(), lo: w, hi: w}

@@ -35,7 +35,7 @@ type Report struct {
 	// Asked are the rounds of experiments sent to tell models apart.
 	Asked []Round `json:"asked,omitempty"`
 	// Policy is the limit the accuracy and checks were judged against:
-	// the verdict's, else --policy's, else the one declared.
+	// the verdict's, else --limit's, else the one declared.
 	Policy string `json:"policy"`
 	// Accuracy is each of the fingerprint's workloads judged against the
 	// policy, as the lab judges its limiters.
@@ -76,7 +76,7 @@ type Verdict struct {
 	Share     float64 `json:"share"`
 	// Text is the answer in a sentence.
 	Text string `json:"text"`
-	// Declared compares the claims (or --policy) with the behaviour:
+	// Declared compares the claims (or --limit) with the behaviour:
 	// "declares 20/11s; behaves as sliding-log 20/10s", or "" when they
 	// agree or nothing was declared.
 	Declared string `json:"declared,omitempty"`
@@ -210,14 +210,14 @@ func differs(a, b model) bool {
 	return ra > rb*1.02 || rb > ra*1.02
 }
 
-// declaredAgainst compares what was declared (--policy, else the
+// declaredAgainst compares what was declared (--limit, else the
 // target's fields) with m: "" when they agree.
 func declaredAgainst(given limiters.Limit, c Claims, m model) string {
 	behaves := "behaves as " + describe(m)
 	switch {
 	case given != (limiters.Limit{}):
 		if given.Quota() != m.quota() || !near(given.Window(), m.Limit.Window(), 0.02) {
-			return fmt.Sprintf("given %s with --policy; %s", given, behaves)
+			return fmt.Sprintf("given %s with --limit; %s", given, behaves)
 		}
 	case c.Policy.N > 0:
 		w, lo := c.Policy.Window(), c.Policy.Window()

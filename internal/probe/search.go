@@ -48,7 +48,7 @@ type search struct {
 	top       int // the most decisions a model explains; 0 while searching
 }
 
-// claim is what the target (or --policy) says its limit is, as a range:
+// claim is what the target (or --limit) says its limit is, as a range:
 // a quota, and a window between lo and hi (a reset in whole seconds,
 // rounded up, says a window to within a second). Among models that
 // explain as much, the one that agrees with it is named.
