@@ -10,13 +10,8 @@ import (
 	"github.com/ratelab/ratelab/harness/peers"
 	"github.com/ratelab/ratelab/internal/server"
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/fixedwindow"
-	"github.com/ratelab/ratelab/limiters/gcra"
-	"github.com/ratelab/ratelab/limiters/leakybucket"
-	"github.com/ratelab/ratelab/limiters/slidingcounter"
-	"github.com/ratelab/ratelab/limiters/slidinglog"
+	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/limiters/tiers"
-	"github.com/ratelab/ratelab/limiters/tokenbucket"
 	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/workloads"
 )
@@ -171,25 +166,7 @@ type inMemory interface {
 // imports its package has it: what the lab measures is the algorithm, not
 // a wrapper that picks it.
 func newInMemory(a limiters.Algorithm, l limiters.Limit) (inMemory, func(), error) {
-	var m inMemory
-	var err error
-	opt := limiters.WithSweepInterval(-1)
-	switch a {
-	case limiters.FixedWindow:
-		m, err = fixedwindow.New(l, opt)
-	case limiters.SlidingLog:
-		m, err = slidinglog.New(l, opt)
-	case limiters.SlidingCounter:
-		m, err = slidingcounter.New(l, opt)
-	case limiters.TokenBucket:
-		m, err = tokenbucket.New(l, opt)
-	case limiters.LeakyBucket:
-		m, err = leakybucket.New(l, opt)
-	case limiters.GCRA:
-		m, err = gcra.New(l, opt)
-	default:
-		_, err = limiters.ParseAlgorithm(string(a))
-	}
+	m, err := composite.NewAlgorithm(a, l, limiters.WithSweepInterval(-1))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -10,12 +10,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/fixedwindow"
-	"github.com/ratelab/ratelab/limiters/gcra"
-	"github.com/ratelab/ratelab/limiters/leakybucket"
-	"github.com/ratelab/ratelab/limiters/slidingcounter"
-	"github.com/ratelab/ratelab/limiters/slidinglog"
-	"github.com/ratelab/ratelab/limiters/tokenbucket"
+	"github.com/ratelab/ratelab/limiters/composite"
 )
 
 // The benchmarks measure ratelab's six limiters and the peers in one run,
@@ -67,7 +62,7 @@ func subjects() []subject {
 					tb.Cleanup(c.Stop)
 					opts = append(opts, limiters.WithClock(c))
 				}
-				l, err := newAlgorithm(a, w, opts...)
+				l, err := composite.NewAlgorithm(a, w, opts...)
 				if err != nil {
 					tb.Fatal(err)
 				}
@@ -254,20 +249,3 @@ func liveHeap() uint64 {
 	return m.HeapAlloc
 }
 
-// newAlgorithm returns algorithm a's own limiter of l, as a user who
-// imports its package has it.
-func newAlgorithm(a limiters.Algorithm, l limiters.Limit, opts ...limiters.Option) (limiters.Limiter, error) {
-	switch a {
-	case limiters.FixedWindow:
-		return fixedwindow.New(l, opts...)
-	case limiters.SlidingLog:
-		return slidinglog.New(l, opts...)
-	case limiters.SlidingCounter:
-		return slidingcounter.New(l, opts...)
-	case limiters.TokenBucket:
-		return tokenbucket.New(l, opts...)
-	case limiters.LeakyBucket:
-		return leakybucket.New(l, opts...)
-	}
-	return gcra.New(l, opts...)
-}

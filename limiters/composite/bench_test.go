@@ -8,8 +8,6 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
-	"github.com/ratelab/ratelab/limiters/gcra"
-	"github.com/ratelab/ratelab/limiters/slidingcounter"
 )
 
 // BenchmarkDecide: what each limit adds to a decision on one key that is
@@ -26,7 +24,7 @@ func BenchmarkDecide(b *testing.B) {
 			}
 			var lim limiters.Limiter
 			if k == 0 { // the plain limiter, for comparison
-				l, err := newAlgorithm(a, limits[0])
+				l, err := composite.NewAlgorithm(a, limits[0])
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -60,15 +58,4 @@ func BenchmarkDecide(b *testing.B) {
 			})
 		}
 	}
-}
-
-// newAlgorithm returns algorithm a's own limiter of l.
-func newAlgorithm(a limiters.Algorithm, l limiters.Limit) (interface {
-	limiters.Limiter
-	Close() error
-}, error) {
-	if a == limiters.GCRA {
-		return gcra.New(l)
-	}
-	return slidingcounter.New(l)
 }

@@ -57,7 +57,7 @@ const MaxLimits = 8
 // Limiter enforces one or several limits on each key, all or nothing.
 type Limiter struct {
 	policy *limiters.Policy
-	inner  []algorithm
+	inner  []Algorithm
 	clock  limiters.Clock
 	// keyNames is whether the limits keep their keys, which Walk needs.
 	keyNames bool
@@ -68,8 +68,9 @@ type Limiter struct {
 	}
 }
 
-// algorithm is what every in-memory algorithm's Limiter is.
-type algorithm interface {
+// Algorithm is what every in-memory algorithm's Limiter is (gcra.Limiter,
+// tokenbucket.Limiter and the others).
+type Algorithm interface {
 	limiters.Settler
 	limiters.Peeker
 	limiters.Resetter
@@ -99,7 +100,7 @@ func New(a limiters.Algorithm, limits []limiters.Limit, opts ...limiters.Option)
 	}
 	l := &Limiter{policy: limiters.NewPolicy(limits...), clock: o.Clock, keyNames: o.KeepKeyNames, seed: maphash.MakeSeed()}
 	for i, lim := range l.policy.Limits {
-		in, err := newAlgorithm(a, lim, opts)
+		in, err := NewAlgorithm(a, lim, opts...)
 		if err != nil {
 			l.Close()
 			return nil, fmt.Errorf("composite: limit %d (%s): %w", i+1, lim.Name, err)
@@ -109,8 +110,10 @@ func New(a limiters.Algorithm, limits []limiters.Limit, opts ...limiters.Option)
 	return l, nil
 }
 
-// newAlgorithm returns the in-memory limiter of algorithm a for limit.
-func newAlgorithm(a limiters.Algorithm, limit limiters.Limit, opts []limiters.Option) (algorithm, error) {
+// NewAlgorithm returns algorithm a's own in-memory limiter of limit
+// (gcra.New for GCRA, and so on), unwrapped: what New combines, for one
+// who picks the algorithm at run time but wants no composite around it.
+func NewAlgorithm(a limiters.Algorithm, limit limiters.Limit, opts ...limiters.Option) (Algorithm, error) {
 	switch a {
 	case limiters.FixedWindow:
 		return checked(fixedwindow.New(limit, opts...))
@@ -122,12 +125,15 @@ func newAlgorithm(a limiters.Algorithm, limit limiters.Limit, opts []limiters.Op
 		return checked(tokenbucket.New(limit, opts...))
 	case limiters.LeakyBucket:
 		return checked(leakybucket.New(limit, opts...))
+	case limiters.GCRA:
+		return checked(gcra.New(limit, opts...))
 	}
-	return checked(gcra.New(limit, opts...))
+	_, err := limiters.ParseAlgorithm(string(a))
+	return nil, err
 }
 
 // checked returns a nil algorithm, not a typed nil, on error.
-func checked[L algorithm](l L, err error) (algorithm, error) {
+func checked[L Algorithm](l L, err error) (Algorithm, error) {
 	if err != nil {
 		return nil, err
 	}
