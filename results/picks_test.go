@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ratelab/ratelab/internal/golden"
 	"github.com/ratelab/ratelab/results"
 )
 
@@ -14,7 +15,7 @@ func TestPicksGolden(t *testing.T) {
 	if err := results.WritePicks(&b, fixture()); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "picks.txt", b.Bytes())
+	golden.Check(t, "picks.txt", b.Bytes())
 }
 
 // pick returns the pick for need, failing if there is none.

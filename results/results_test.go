@@ -3,9 +3,7 @@ package results_test
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,10 +11,10 @@ import (
 	"time"
 
 	_ "github.com/ratelab/ratelab/harness" // the modes: their tables, picks and gates
+	"github.com/ratelab/ratelab/internal/golden"
 	"github.com/ratelab/ratelab/results"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // The libraries of the fixture's limiters.
 const (
@@ -211,23 +209,6 @@ func fixture() *results.File {
 	}
 }
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test -update writes it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
-
 func TestTablesGolden(t *testing.T) {
 	var txt, md bytes.Buffer
 	tables := results.Tables(fixture())
@@ -244,8 +225,8 @@ func TestTablesGolden(t *testing.T) {
 	if want := "accuracy accuracy-realtime latency throughput contention memory timing"; strings.Join(names, " ") != want {
 		t.Fatalf("tables %v, want %s", names, want)
 	}
-	golden(t, "tables.txt", txt.Bytes())
-	golden(t, "tables.md", md.Bytes())
+	golden.Check(t, "tables.txt", txt.Bytes())
+	golden.Check(t, "tables.md", md.Bytes())
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -253,7 +234,7 @@ func TestRoundTrip(t *testing.T) {
 	if err := results.Write(&b, fixture()); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "results.json", b.Bytes())
+	golden.Check(t, "results.json", b.Bytes())
 	f, err := results.Read(bytes.NewReader(b.Bytes()))
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,10 +12,10 @@ import (
 	"testing"
 
 	"github.com/ratelab/ratelab/harness"
+	"github.com/ratelab/ratelab/internal/golden"
 	"github.com/ratelab/ratelab/results"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // ratelab runs the command line and returns its output and exit status.
 func ratelab(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
@@ -27,29 +26,12 @@ func ratelab(t *testing.T, stdin string, args ...string) (stdout, stderr string,
 	return out.String(), errOut.String(), code
 }
 
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s:\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
-}
-
 func TestReplayExample1(t *testing.T) {
 	out, errOut, code := ratelab(t, "", "replay", "--algo", "token-bucket", "--limit", "1/s burst 5", "testdata/example1.csv")
 	if code != 0 || errOut != "" {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	golden(t, "example1.golden", out)
+	golden.Check(t, "example1.golden", []byte(out))
 	// The three bucket algorithms give the same answers.
 	for _, a := range []string{"leaky-bucket", "gcra"} {
 		again, _, _ := ratelab(t, "", "replay", "--algo", a, "--limit", "1/s burst 5", "testdata/example1.csv")
@@ -443,7 +425,7 @@ func TestDemo(t *testing.T) {
 	if code != 0 || errOut != "" {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	golden(t, "demo.golden", out) // piped: plain text
+	golden.Check(t, "demo.golden", []byte(out)) // piped: plain text
 	out, _, code = ratelab(t, "", "demo", "--json")
 	var doc struct {
 		Scenes []struct {
