@@ -315,6 +315,20 @@ func period(d time.Duration) string {
 	return d.String()
 }
 
+// Set reads s as ParseLimit does into l, keeping its Name: with String, it
+// makes *Limit a flag.Value, so that a command takes a limit as
+// flag.Var(&l, "limit", usage) and its users write it as a configuration
+// file does.
+func (l *Limit) Set(s string) error {
+	v, err := ParseLimit(s)
+	if err != nil {
+		return err
+	}
+	v.Name = l.Name
+	*l = v
+	return nil
+}
+
 // Named returns l with its Name set: l's own, else its rate (String).
 func (l Limit) Named() Limit {
 	if l.Name == "" {

@@ -255,7 +255,7 @@ func isTerminal(w io.Writer) bool {
 // them into c once fs is parsed.
 func workloadFlags(fs *flag.FlagSet, c *harness.Config) func() {
 	workloadsFlag := fs.String("workloads", "", "comma-separated workloads (default all): uniform, bursty, boundary-attack, anchored-attack, many-users")
-	limit := limitFlag{limiters.Limit{N: 100, Per: time.Second}}
+	limit := limiters.PerSecond(100)
 	fs.Var(&limit, "limit", "the limit every limiter is given, N/PERIOD: N per window for the window algorithms, a burst of N refilled over the period for the buckets")
 	fs.IntVar(&c.Users, "users", 0, "users of the uniform and bursty workloads (default 500, quick 100)")
 	fs.IntVar(&c.Attackers, "attackers", 0, "users of the boundary and anchored attacks (default 50, quick 20)")
@@ -264,7 +264,7 @@ func workloadFlags(fs *flag.FlagSet, c *harness.Config) func() {
 	fs.Uint64Var(&c.Seed, "seed", 1, "the seed of every workload")
 	fs.BoolVar(&c.Quick, "quick", false, "a short run, for CI and a first look")
 	return func() {
-		c.Limit = limit.Limit
+		c.Limit = limit
 		c.Workloads = list(*workloadsFlag)
 	}
 }

@@ -9,27 +9,6 @@ import (
 	"github.com/ratelab/ratelab/limiters"
 )
 
-// limitFlag is the --limit of every command: a limit as a configuration
-// file writes it and limiters.ParseLimit reads it ("10/s", "100/min",
-// "5/s burst 10").
-type limitFlag struct{ limiters.Limit }
-
-func (f *limitFlag) String() string {
-	if f == nil || f.N == 0 {
-		return ""
-	}
-	return f.Limit.String()
-}
-
-func (f *limitFlag) Set(s string) error {
-	l, err := limiters.ParseLimit(s)
-	if err != nil {
-		return err
-	}
-	f.Limit = l
-	return nil
-}
-
 // limitUsage is what --limit's help says, for the commands that take an
 // algorithm beside it.
 const limitUsage = `the limit, N/PERIOD: "100/min", "5/60s"; a bucket's burst after it: "10/s burst 50"`
@@ -60,7 +39,7 @@ func goneFlag(err error) error {
 // and --limit, or a configuration file of tiers (--config).
 type algoLimit struct {
 	algo   string
-	limit  limitFlag
+	limit  limiters.Limit // a flag.Value: --limit "5/s burst 10"
 	config string
 }
 
@@ -94,5 +73,5 @@ func (a *algoLimit) check(set map[string]bool) (limiters.Algorithm, limiters.Lim
 	if err := a.limit.Validate(algo); err != nil {
 		return "", limiters.Limit{}, fmt.Errorf("--limit: %w", err)
 	}
-	return algo, a.limit.Limit, nil
+	return algo, a.limit, nil
 }

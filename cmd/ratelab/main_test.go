@@ -16,7 +16,6 @@ import (
 	"github.com/ratelab/ratelab/results"
 )
 
-
 // ratelab runs the command line and returns its output and exit status.
 func ratelab(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()

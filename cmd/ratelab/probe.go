@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/internal/probe"
+	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/plots"
 	"github.com/ratelab/ratelab/results"
 )
@@ -127,7 +128,7 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 // probeFlags are probe's flags.
 type probeFlags struct {
 	key, source, deny, expect, out string
-	limit                          limitFlag
+	limit                          limiters.Limit
 	c                              probe.Config
 	tolerance                      float64
 }
@@ -159,7 +160,7 @@ func (f *probeFlags) probeConfig(fs *flag.FlagSet, stderr io.Writer) (probe.Conf
 	if err != nil {
 		return c, nil, badUsage(fs, err)
 	}
-	c.Target, c.Policy = t, f.limit.Limit
+	c.Target, c.Policy = t, f.limit
 	var want *probe.Expect
 	if f.expect != "" {
 		e, err := probe.ParseExpect(f.expect, f.tolerance)
@@ -174,7 +175,7 @@ func (f *probeFlags) probeConfig(fs *flag.FlagSet, stderr io.Writer) (probe.Conf
 	if f.limit.N == 0 {
 		fmt.Fprintf(stderr, "probe: no --limit: measuring %s's limit first, then asking what tells the algorithms apart, within %d requests and %v (--max-requests, --max-time)\n", t.URL, c.MaxRequests, c.MaxTime)
 	} else {
-		fmt.Fprintf(stderr, "probe: %s, said to keep %s, within %d requests and %v (--max-requests, --max-time)\n", t.URL, f.limit.Limit, c.MaxRequests, c.MaxTime)
+		fmt.Fprintf(stderr, "probe: %s, said to keep %s, within %d requests and %v (--max-requests, --max-time)\n", t.URL, f.limit, c.MaxRequests, c.MaxTime)
 	}
 	return c, want, nil
 }
