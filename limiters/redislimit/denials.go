@@ -196,12 +196,7 @@ func (ds *denials) put(h uint64, now, clock int64, d limiters.Decision, gen uint
 	until, reset := now+int64(d.RetryAfter), now+int64(d.ResetAfter)
 	e1, e2 := ds.ways(h)
 	e := e1
-	switch {
-	case e1.h.Load() == h:
-	case e2.h.Load() == h:
-		e = e2
-	case e1.h.Load() == 0 || e1.until.Load() <= now:
-	case e2.h.Load() == 0 || e2.until.Load() <= now || e2.until.Load() < e1.until.Load():
+	if keytable.TakesSecond(h, now, e1.way(), e2.way()) {
 		e = e2
 	}
 	s := e.seq.Load()
@@ -274,6 +269,8 @@ func (ds *denials) clear() {
 		}
 	}
 }
+
+func (e *denial) way() keytable.Way { return keytable.Way{Hash: e.h.Load(), Until: e.until.Load()} }
 
 // clear empties e if it holds h (any hash, for 0).
 func (e *denial) clear(h uint64) {

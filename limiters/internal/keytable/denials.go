@@ -97,12 +97,7 @@ func (sh *Shard[S]) CacheDenial(h uint64, now int64, d *limiters.Decision) {
 	}
 	e1, e2 := ds.ways(h)
 	e := e1
-	switch {
-	case e1.h.Load() == h:
-	case e2.h.Load() == h:
-		e = e2
-	case e1.h.Load() == 0 || e1.until.Load() <= now:
-	case e2.h.Load() == 0 || e2.until.Load() <= now || e2.until.Load() < e1.until.Load():
+	if TakesSecond(h, now, e1.way(), e2.way()) {
 		e = e2
 	}
 	if e.h.Load() == h && e.until.Load() == until && e.reset.Load() == reset {
@@ -110,6 +105,32 @@ func (sh *Shard[S]) CacheDenial(h uint64, now int64, d *limiters.Decision) {
 	}
 	e.set(h, until, reset)
 }
+
+// A Way is what a two-way denial cache's eviction reads of one of the two
+// entries a key may sit in: the hash of the key it holds (0 when empty),
+// and when its denial ends.
+type Way struct {
+	Hash  uint64
+	Until int64
+}
+
+// TakesSecond reports whether a denial of h at now goes in the second of
+// the two entries h may sit in, w2, rather than w1: the one that holds h,
+// else one empty or expired, else the one that expires first. (The denial
+// caches of keytable and redislimit both evict so.)
+func TakesSecond(h uint64, now int64, w1, w2 Way) bool {
+	switch {
+	case w1.Hash == h:
+		return false
+	case w2.Hash == h:
+		return true
+	case w1.Hash == 0 || w1.Until <= now:
+		return false
+	}
+	return w2.Hash == 0 || w2.Until <= now || w2.Until < w1.Until
+}
+
+func (e *denial) way() Way { return Way{e.h.Load(), e.until.Load()} }
 
 func (e *denial) set(h uint64, until, reset int64) {
 	e.seq.Add(1)
