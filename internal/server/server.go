@@ -495,7 +495,7 @@ func (s *Server) echo(w http.ResponseWriter, r *http.Request) {
 	case sl.decided:
 		d := sl.d
 		e.Allowed, e.Limit, e.Remaining, e.ResetAfter = d.Allowed, d.Limit, d.Remaining, d.ResetAfter.Seconds()
-		if d.RetryAfter >= 0 {
+		if d.RetryAfter != limiters.Never {
 			ra := d.RetryAfter.Seconds()
 			e.RetryAfter = &ra
 		}

@@ -132,6 +132,19 @@ func TestShadow(t *testing.T) {
 	}
 }
 
+// A request no wait admits (its cost above the limit), served in shadow
+// mode, echoes retry_after null, not a time.
+func TestShadowNever(t *testing.T) {
+	s := start(t, server.Config{
+		Algorithm: limiters.FixedWindow, Limit: limiters.Limit{N: 1, Per: time.Hour},
+		Shadow: true, Clock: newClock(), CostHeader: "X-Cost",
+	})
+	got := s.get(t, "alice", "X-Cost", "5")
+	if got.status != 200 || got.echo.Allowed || got.echo.RetryAfter != nil || !strings.Contains(string(got.body), `"retry_after":null`) {
+		t.Errorf("shadow, cost 5 of a limit of 1: status %d, echo %s: want 200, allowed false, retry_after null", got.status, got.body)
+	}
+}
+
 const tiered = `algorithm: sliding-log
 default_tier: free
 tiers:
