@@ -7,11 +7,9 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -218,7 +216,7 @@ var outageLayers = []string{"200 served", "429 limited", "503 refused", "other, 
 // outageFigure is a panel per outage run, in run order (by how Redis was
 // taken away, then by failure mode): the shares of its answers in each
 // bin, stacked, and of the decisions the server made without Redis (by
-// when its metrics counted them), with when Redis went and came back.
+// when it counted them), with when Redis went and came back.
 func outageFigure(rows []results.Row) results.Figure {
 	fig := results.Figure{Name: "outage", Title: "Redis taken away mid-run: what ratelab serve answers over time",
 		Caption: "Each panel is a run of ratelab serve deciding on Redis, attacked at a steady rate by users each asking for twice their limit, " +
@@ -288,7 +286,7 @@ type outage struct {
 	Away, Back    time.Duration
 	// Bins count the answers to the requests sent in each Bin of the run,
 	// from its start; Failed the decisions the server made without Redis
-	// (it failed, or the breaker was open), from its metrics.
+	// (it failed, or the breaker was open), from its count of them.
 	Bin    time.Duration
 	Bins   []answers
 	Failed []int64
@@ -297,7 +295,7 @@ type outage struct {
 	Before, During, After span
 	// Recovery is how long after Redis was given back the server's last
 	// failed decision came: from then on Redis decided every request.
-	// (The metrics are read every 10ms, which bounds its precision.) Nil
+	// (The count is read every 10ms, which bounds its precision.) Nil
 	// when decisions were still failing at the end of the run.
 	Recovery *time.Duration
 }
@@ -483,7 +481,7 @@ func (l *lab) outage(ctx context.Context, s Subject, kind, fail string) (results
 		return results.Row{}, err
 	}
 	defer stop()
-	return l.attackOutage(ctx, s, kind, fail, "http://"+addr+"/", srv.Metrics(), away)
+	return l.attackOutage(ctx, s, kind, fail, "http://"+addr+"/", srv.RedisFailures, away)
 }
 
 // A taker takes a server's Redis away and gives it back, and says when.
@@ -598,10 +596,10 @@ func (f *failover) close() {
 	os.RemoveAll(f.dir)
 }
 
-// attackOutage attacks the server at base, whose metrics are metrics,
-// taking its Redis away through cut and giving it back as the outage
-// config says.
-func (l *lab) attackOutage(ctx context.Context, s Subject, kind, fail, base string, metrics http.Handler, cut taker) (results.Row, error) {
+// attackOutage attacks the server at base, whose count of decisions made
+// without Redis is count, taking its Redis away through cut and
+// giving it back as the outage config says.
+func (l *lab) attackOutage(ctx context.Context, s Subject, kind, fail, base string, count func() int64, cut taker) (results.Row, error) {
 	oc := l.c.Outage
 	keys := make([]string, oc.Users)
 	for i := range keys {
@@ -626,17 +624,14 @@ func (l *lab) attackOutage(ctx context.Context, s Subject, kind, fail, base stri
 	total := oc.Before + awayFor + oc.After
 	var sent []vegeta.Result
 	begin := time.Now()
-	failures := scrapeFailures(metrics, begin)
+	sample := sampleFailures(count, begin)
 	away := time.AfterFunc(oc.Before, cut.away)
 	back := time.AfterFunc(oc.Before+awayFor, cut.back)
 	defer away.Stop()
 	defer back.Stop()
 	a.run(ctx, vegeta.Targeter(targeter), total, "outage", func(res *vegeta.Result) { sent = append(sent, *res) })
+	failed := sample()
 	if err := ctx.Err(); err != nil {
-		return results.Row{}, err
-	}
-	failed, err := failures()
-	if err != nil {
 		return results.Row{}, err
 	}
 	cutAt, backAt := cut.times()
@@ -725,62 +720,37 @@ type failure struct {
 	n  int64
 }
 
-// failureScrape is how often the outage runs read the server's metrics.
-const failureScrape = 10 * time.Millisecond
+// failureSample is how often the outage runs read the server's count of
+// failed decisions.
+const failureSample = 10 * time.Millisecond
 
-// scrapeFailures reads the failed decisions off the server's metrics (the
-// Prometheus exposition of ratelab serve, read in the process) every
-// failureScrape from now until the function it returns is called, which
-// returns them.
-func scrapeFailures(metrics http.Handler, begin time.Time) func() ([]failure, error) {
+// sampleFailures reads the server's count of failed decisions, count,
+// every failureSample from now until the function it returns is called,
+// once more then, and returns the counts, timed from begin.
+func sampleFailures(count func() int64, begin time.Time) func() []failure {
 	stop := make(chan struct{})
-	done := make(chan error, 1)
+	done := make(chan struct{})
 	var out []failure
-	read := func() error {
-		rec := httptest.NewRecorder()
-		metrics.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-		n, err := failedDecisions(rec.Body.String())
-		out = append(out, failure{time.Since(begin), n})
-		return err
-	}
+	read := func() { out = append(out, failure{time.Since(begin), count()}) }
 	go func() {
-		t := time.NewTicker(failureScrape)
+		defer close(done)
+		t := time.NewTicker(failureSample)
 		defer t.Stop()
 		for {
 			select {
 			case <-stop:
-				done <- read()
+				read()
 				return
 			case <-t.C:
-				if err := read(); err != nil {
-					done <- err
-					return
-				}
+				read()
 			}
 		}
 	}()
-	return func() ([]failure, error) {
+	return func() []failure {
 		close(stop)
-		err := <-done
-		return out, err
+		<-done
+		return out
 	}
-}
-
-// failedDecisions reads ratelab_decision_errors_total{kind="limiter"}
-// from a Prometheus text exposition: 0 if it is not there (no decision
-// has failed yet).
-func failedDecisions(exposition string) (int64, error) {
-	const name = `ratelab_decision_errors_total{kind="limiter"} `
-	for line := range strings.Lines(exposition) {
-		if v, ok := strings.CutPrefix(line, name); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				return 0, fmt.Errorf("the server's metrics: %q: %w", line, err)
-			}
-			return int64(f), nil
-		}
-	}
-	return 0, nil
 }
 
 // loopbackAttack sends vegeta attacks at a rate over one transport, kept

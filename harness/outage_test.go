@@ -5,8 +5,9 @@ import (
 	"math"
 	"reflect"
 	"slices"
-	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
@@ -123,22 +124,22 @@ func TestQuickLeavesOutOutage(t *testing.T) {
 	}
 }
 
-func TestFailedDecisions(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want int64
-		err  bool
-	}{
-		{"# HELP x\nratelab_decisions_total{result=\"allowed\",tier=\"\"} 5\n", 0, false},
-		{"ratelab_decision_errors_total{kind=\"key\"} 3\nratelab_decision_errors_total{kind=\"limiter\"} 1234\n", 1234, false},
-		{"ratelab_decision_errors_total{kind=\"limiter\"} 1.5e+06\n", 1_500_000, false},
-		{"ratelab_decision_errors_total{kind=\"limiter\"} lots\n", 0, true},
-	} {
-		got, err := failedDecisions(tc.in)
-		if got != tc.want || (err != nil) != tc.err {
-			t.Errorf("%q: %d, %v; want %d, error %v", strings.TrimSpace(tc.in), got, err, tc.want, tc.err)
+// The server's count of failed decisions is read every 10ms, and once
+// more when the run ends, each read timed from the run's start.
+func TestSampleFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms := time.Millisecond
+		var n atomic.Int64
+		stop := sampleFailures(n.Load, time.Now())
+		time.Sleep(25 * ms) // read at 10ms and 20ms
+		n.Store(3)
+		time.Sleep(10 * ms) // read at 30ms
+		got := stop()       // read at 35ms
+		want := []failure{{10 * ms, 0}, {20 * ms, 0}, {30 * ms, 3}, {35 * ms, 3}}
+		if !slices.Equal(got, want) {
+			t.Errorf("sampleFailures: %v, want %v", got, want)
 		}
-	}
+	})
 }
 
 // Recovery is the last failure before the first quiet stretch after Redis

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,9 @@ type metrics struct {
 	errors    *prometheus.CounterVec
 	fallback  prometheus.Counter
 	latency   prometheus.Histogram
+	// redisFailures is what errors counts of kind limiter, for a reader
+	// in the process (RedisFailures).
+	redisFailures atomic.Int64
 }
 
 func newMetrics(s *Server) *metrics {
@@ -89,6 +93,7 @@ func (m *metrics) failed(err error) {
 // failed open or closed, or that the fallback made in memory.
 func (m *metrics) unavailable(s *Server, err error) {
 	m.errors.WithLabelValues("limiter").Inc()
+	m.redisFailures.Add(1)
 	if s.cfg.Fallback > 0 {
 		m.fallback.Inc()
 	}
@@ -101,3 +106,9 @@ func (m *metrics) took(d time.Duration) { m.latency.Observe(d.Seconds()) }
 func (s *Server) Metrics() http.Handler {
 	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
 }
+
+// RedisFailures is how many calls Redis did not answer (down, too slow, or
+// the breaker open): the decisions made without it, whatever the failure
+// policy made of them. The metric ratelab_decision_errors_total{kind="limiter"}
+// counts the same; in memory it stays 0.
+func (s *Server) RedisFailures() int64 { return s.metrics.redisFailures.Load() }

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -160,5 +161,33 @@ func TestRedisFallbackHeaders(t *testing.T) {
 	}
 	if got := s.get(t, "alice"); got.status != http.StatusTooManyRequests {
 		t.Errorf("the 51st request on the fallback's half: status %d, want 429", got.status)
+	}
+}
+
+// RedisFailures counts the decisions made without Redis, one a request
+// while it is away, as the metric ratelab_decision_errors_total{kind="limiter"}
+// does; none while it answers.
+func TestRedisFailures(t *testing.T) {
+	opt, prefix, away := redisBehind(t)
+	s := start(t, server.Config{
+		Algorithm: limiters.GCRA, Limit: limiters.PerMinute(100),
+		Backend: "redis", Redis: opt, RedisPrefix: prefix, RedisTimeout: 100 * time.Millisecond,
+	})
+	s.get(t, "alice")
+	if n := s.RedisFailures(); n != 0 {
+		t.Fatalf("with Redis: RedisFailures() = %d, want 0", n)
+	}
+	away.Set(redisfault.Refused)
+	for range 7 { // past the breaker's 5: it fails fast, and counts
+		s.get(t, "alice")
+	}
+	if n := s.RedisFailures(); n != 7 {
+		t.Errorf("7 requests with Redis away: RedisFailures() = %d, want 7", n)
+	}
+	const metric = `ratelab_decision_errors_total{kind="limiter"} 7`
+	w := httptest.NewRecorder()
+	s.Metrics().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	if !strings.Contains(w.Body.String(), "\n"+metric+"\n") {
+		t.Errorf("the metrics lack %q:\n%s", metric, w.Body)
 	}
 }

@@ -407,6 +407,9 @@ func TestMetrics(t *testing.T) {
 	if strings.Contains(body, "alice") {
 		t.Error("a metric names a key")
 	}
+	if n := r.RedisFailures(); n != 0 {
+		t.Errorf("in memory: RedisFailures() = %d, want 0", n)
+	}
 }
 
 // A served request is settled at the cost the echo reports: the next
