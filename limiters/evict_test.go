@@ -13,25 +13,24 @@ import (
 func TestEvictedKeyStartsFresh(t *testing.T) {
 	for _, a := range limiters.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
-			s := spec{
-				Algorithm: a,
-				Window:    window{Limit: 3, Length: 10 * time.Second},
-				Bucket:    bucket{Capacity: 3, Rate: 0.3},
-			}
+			s := spec{Algorithm: a, Limit: limiters.Limit{N: 3, Per: 10 * time.Second}}
 			l, err := newMemory(s, limiters.WithMaxKeys(64), limiters.WithSweepInterval(-1), limiters.WithKeyNames())
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer l.Close()
+			ctx := t.Context()
 			t0 := time.Unix(1000, 0)
 			// "victim" is spent and denied first, so it is the key
 			// nearest to full quota when the cap needs room.
 			for range 3 {
-				l.AllowAt("victim", t0, 1)
+				if _, err := l.Decide(ctx, limiters.Request{Key: "victim", N: 1, At: t0}); err != nil {
+					t.Fatal(err)
+				}
 			}
 			for range 3 {
-				if l.AllowAt("victim", t0, 1).Allowed {
-					t.Fatal("fixture: victim admitted past its limit")
+				if d, err := l.Decide(ctx, limiters.Request{Key: "victim", N: 1, At: t0}); err != nil || d.Allowed {
+					t.Fatalf("fixture: victim admitted past its limit: %+v, %v", d, err)
 				}
 			}
 			// Busy keys arrive until the cap has had to forget victim.
@@ -44,20 +43,25 @@ func TestEvictedKeyStartsFresh(t *testing.T) {
 				if i == 50000 {
 					t.Fatalf("fixture: victim still held after %d keys passed through a cap of 64", i)
 				}
-				l.AllowAt(fmt.Sprint("busy-", i), later, 3)
+				if _, err := l.Decide(ctx, limiters.Request{Key: fmt.Sprint("busy-", i), N: 3, At: later}); err != nil {
+					t.Fatal(err)
+				}
 				if i%100 == 99 {
 					held = false
-					l.Walk(bg, func(key string, d limiters.Decision) bool {
+					err := l.Walk(ctx, func(key string, d limiters.Decision) bool {
 						held = held || key == "victim"
 						return true
 					})
+					if err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			if st := l.Stats(); st.Keys > 64 || st.Evicted == 0 {
 				t.Fatalf("fixture: %+v, want at most 64 keys and some evicted", st)
 			}
-			if d := l.AllowAt("victim", later, 1); !d.Allowed || d.Remaining != 2 {
-				t.Fatalf("victim forgotten under the cap: AllowAt = %+v, want a fresh key's (allowed, Remaining 2)", d)
+			if d, err := l.Decide(ctx, limiters.Request{Key: "victim", N: 1, At: later}); err != nil || !d.Allowed || d.Remaining != 2 {
+				t.Fatalf("victim forgotten under the cap: Decide = %+v, %v, want a fresh key's (allowed, Remaining 2)", d, err)
 			}
 		})
 	}

@@ -12,8 +12,8 @@ import (
 
 // The models below are DESIGN.md's table written as directly as possible,
 // in exact rational arithmetic, sharing no code with the limiters. Times are
-// nanoseconds; a bucket's rate is one token per T nanoseconds, T being the
-// emission interval the limiters round R to.
+// nanoseconds; a bucket of N per Per refills one token per T nanoseconds, T
+// being Per/N rounded to the nanosecond, as the limiters round it.
 
 type model interface {
 	// allow decides n at t and returns whether it was admitted and the
@@ -168,8 +168,12 @@ func (m *counterModel) allow(key string, t int64, n int) (bool, *big.Rat) {
 }
 
 func newModel(s spec) model {
-	c, t := int64(s.Bucket.Capacity), int64(s.Bucket.Interval())
-	n, w := int64(s.Window.Limit), int64(s.Window.Length)
+	// A bucket holds C, its burst or else N, and refills every T.
+	n, w := int64(s.Limit.N), int64(s.Limit.Per)
+	c, t := int64(s.Limit.Burst), (w+n/2)/n
+	if c == 0 {
+		c = n
+	}
 	switch s.Algorithm {
 	case limiters.TokenBucket:
 		return &tokenModel{c: c, t: t, tokens: map[string]*big.Rat{}, last: map[string]int64{}}
@@ -216,8 +220,12 @@ func trace(rng *rand.Rand, steps, n int, w int64) []step {
 	return out
 }
 
-// specs returns the six algorithms at a limit drawn from rng.
-func specs(rng *rand.Rand) []spec {
+// specs returns the six algorithms at a limit drawn from rng: N per W for
+// the windows (first, so specs(rng)[0].Limit is the N per W drawn), and
+// for the buckets a capacity of N refilled at a rate of N/W, or now and
+// then faster.
+func specs(t testing.TB, rng *rand.Rand) []spec {
+	t.Helper()
 	quota := []int{1, 2, 3, 5, 10, 64}[rng.IntN(6)]
 	length := []time.Duration{7 * time.Millisecond, time.Second, 3 * time.Second, time.Minute, time.Hour}[rng.IntN(5)]
 	// A rate that does not divide a second evenly now and then.
@@ -225,13 +233,17 @@ func specs(rng *rand.Rand) []spec {
 	if rng.IntN(3) == 0 {
 		rate *= 1 + rng.Float64()
 	}
+	bucket, err := limiters.Bucket(quota, rate)
+	if err != nil {
+		t.Fatalf("a bucket of %d at %v a second: %v", quota, rate, err)
+	}
 	var out []spec
 	for _, a := range limiters.Algorithms() {
-		out = append(out, spec{
-			Algorithm: a,
-			Window:    window{Limit: quota, Length: length},
-			Bucket:    bucket{Capacity: quota, Rate: rate},
-		})
+		lim := limiters.Limit{N: quota, Per: length}
+		if a.IsBucket() {
+			lim = bucket
+		}
+		out = append(out, spec{Algorithm: a, Limit: lim})
 	}
 	return out
 }
@@ -241,9 +253,10 @@ func specs(rng *rand.Rand) []spec {
 // every decision.
 func checkAgainstModel(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	all := specs(rng)
-	steps := trace(rng, 300, all[0].Window.Limit, int64(all[0].Window.Length))
+	all := specs(t, rng)
+	steps := trace(rng, 300, all[0].Limit.N, int64(all[0].Limit.Per))
 	bucketDecisions := map[limiters.Algorithm][]limiters.Decision{}
+	ctx := t.Context()
 	for _, s := range all {
 		l, err := newMemory(s, limiters.WithSweepInterval(-1))
 		if err != nil {
@@ -257,10 +270,14 @@ func checkAgainstModel(t *testing.T, seed uint64) {
 		for i, st := range steps {
 			at := time.Unix(0, st.t)
 			swept.Sweep(at)
-			d := l.AllowAt(st.key, at, st.n)
-			call := fmt.Sprintf("seed %d, %v, step %d: AllowAt(%q, %dns, %d)", seed, s, i, st.key, st.t, st.n)
-			if d2 := swept.AllowAt(st.key, at, st.n); !same(d2, d) {
-				t.Fatalf("%s = %+v, but %+v when swept before every step", call, d, d2)
+			r := limiters.Request{Key: st.key, N: st.n, At: at}
+			call := fmt.Sprintf("seed %d, %v, step %d: Decide(%q, %dns, %d)", seed, s, i, st.key, st.t, st.n)
+			d, err := l.Decide(ctx, r)
+			if err != nil {
+				t.Fatalf("%s: %v", call, err)
+			}
+			if d2, err := swept.Decide(ctx, r); err != nil || !same(d2, d) {
+				t.Fatalf("%s = %+v, but %+v, %v when swept before every step", call, d, d2, err)
 			}
 			admit, remaining := m.allow(st.key, st.t, st.n)
 			if d.Allowed != admit {
@@ -277,7 +294,7 @@ func checkAgainstModel(t *testing.T, seed uint64) {
 			}
 		}
 		if s.Algorithm == limiters.SlidingLog {
-			checkNeverOverN(t, s, steps, l)
+			checkNeverOverN(t, s, steps)
 		}
 		l.Close()
 		swept.Close()
@@ -296,47 +313,60 @@ func checkAgainstModel(t *testing.T, seed uint64) {
 
 // checkTimes checks that RetryAfter and ResetAfter are exact: waiting them
 // out is enough, and a nanosecond less is not.
-func checkTimes(t *testing.T, call string, l *mem, st step, d limiters.Decision) {
+func checkTimes(t *testing.T, call string, l limiters.Peeker, st step, d limiters.Decision) {
 	t.Helper()
-	at := time.Unix(0, st.t)
-	if !d.Allowed && st.n == 1 {
-		if p := l.PeekAt(st.key, at.Add(d.RetryAfter)); !p.Allowed {
-			t.Fatalf("%s: RetryAfter %v, but PeekAt then = %+v", call, d.RetryAfter, p)
+	peek := func(after time.Duration) limiters.Decision {
+		p, err := l.Peek(t.Context(), limiters.Request{Key: st.key, N: 1, At: time.Unix(0, st.t).Add(after)})
+		if err != nil {
+			t.Fatalf("%s: Peek %v later: %v", call, after, err)
 		}
-		if p := l.PeekAt(st.key, at.Add(d.RetryAfter-1)); p.Allowed {
-			t.Fatalf("%s: RetryAfter %v, but PeekAt a nanosecond before = %+v", call, d.RetryAfter, p)
+		return p
+	}
+	if !d.Allowed && st.n == 1 {
+		if p := peek(d.RetryAfter); !p.Allowed {
+			t.Fatalf("%s: RetryAfter %v, but Peek then = %+v", call, d.RetryAfter, p)
+		}
+		if p := peek(d.RetryAfter - 1); p.Allowed {
+			t.Fatalf("%s: RetryAfter %v, but Peek a nanosecond before = %+v", call, d.RetryAfter, p)
 		}
 	}
-	if p := l.PeekAt(st.key, at.Add(d.ResetAfter)); p.Remaining != p.Limit || p.ResetAfter != 0 {
-		t.Fatalf("%s: ResetAfter %v, but PeekAt then = %+v", call, d.ResetAfter, p)
+	if p := peek(d.ResetAfter); p.Remaining != p.Limit || p.ResetAfter != 0 {
+		t.Fatalf("%s: ResetAfter %v, but Peek then = %+v", call, d.ResetAfter, p)
 	}
 	if d.ResetAfter > 0 {
-		if p := l.PeekAt(st.key, at.Add(d.ResetAfter-1)); p.Remaining == p.Limit && p.ResetAfter == 0 {
-			t.Fatalf("%s: ResetAfter %v, but PeekAt a nanosecond before = %+v", call, d.ResetAfter, p)
+		if p := peek(d.ResetAfter - 1); p.Remaining == p.Limit && p.ResetAfter == 0 {
+			t.Fatalf("%s: ResetAfter %v, but Peek a nanosecond before = %+v", call, d.ResetAfter, p)
 		}
 	}
 }
 
 // checkNeverOverN replays steps and checks that no interval of length W
 // saw more than N admitted.
-func checkNeverOverN(t *testing.T, s spec, steps []step, l *mem) {
+func checkNeverOverN(t *testing.T, s spec, steps []step) {
 	t.Helper()
-	again, _ := newMemory(s)
+	again, err := newMemory(s)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer again.Close()
 	admitted := map[string][]step{}
 	for _, st := range steps {
-		if again.AllowAt(st.key, time.Unix(0, st.t), st.n).Allowed {
+		d, err := again.Decide(t.Context(), limiters.Request{Key: st.key, N: st.n, At: time.Unix(0, st.t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
 			admitted[st.key] = append(admitted[st.key], st)
 		}
 	}
-	w := int64(s.Window.Length)
+	w := int64(s.Limit.Per)
 	for key, a := range admitted {
 		for i := range a {
 			sum := 0
 			for j := i; j < len(a) && a[j].t < a[i].t+w; j++ {
 				sum += a[j].n
 			}
-			if sum > s.Window.Limit {
+			if sum > s.Limit.N {
 				t.Fatalf("%v admitted %d for %q in [%d, %d+W)", s, sum, key, a[i].t, a[i].t)
 			}
 		}

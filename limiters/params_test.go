@@ -86,13 +86,13 @@ func TestConstructorsValidate(t *testing.T) {
 			t.Errorf("Bucket(1, %v).Interval() = %v, want %v", r, l.Interval(), want)
 		}
 	}
-	if _, err := newMemory(spec{Algorithm: "magic", Window: window{10, sec}}); !errors.Is(err, limiters.ErrInvalidParameter) {
+	if _, err := newMemory(spec{Algorithm: "magic", Limit: limiters.Limit{N: 10, Per: sec}}); !errors.Is(err, limiters.ErrInvalidParameter) {
 		t.Errorf("unknown algorithm: error %v, want ErrInvalidParameter", err)
 	}
-	if _, err := newMemory(spec{Algorithm: limiters.GCRA, Bucket: bucket{10, 1}}, limiters.WithMaxKeys(-1)); !errors.Is(err, limiters.ErrInvalidParameter) {
+	if _, err := newMemory(spec{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: 1, Per: sec, Burst: 10}}, limiters.WithMaxKeys(-1)); !errors.Is(err, limiters.ErrInvalidParameter) {
 		t.Errorf("negative MaxKeys: error %v, want ErrInvalidParameter", err)
 	}
-	if _, err := newMemory(spec{Algorithm: limiters.SlidingLog, Window: window{Limit: 1 << 27, Length: time.Second}}); !errors.Is(err, limiters.ErrInvalidParameter) {
+	if _, err := newMemory(spec{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: 1 << 27, Per: sec}}); !errors.Is(err, limiters.ErrInvalidParameter) {
 		t.Errorf("a sliding log of 2^27 per window: error %v, want ErrInvalidParameter", err)
 	}
 }
@@ -103,7 +103,7 @@ func TestCloseLeavesNothingRunning(t *testing.T) {
 	for _, a := range limiters.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := spec{Algorithm: a, Window: window{Limit: 5, Length: time.Second}, Bucket: bucket{Capacity: 5, Rate: 5}}
+				s := spec{Algorithm: a, Limit: limiters.PerSecond(5)}
 				c := limiters.NewCoarseClock(time.Millisecond)
 				l, err := newMemory(s, limiters.WithSweepInterval(time.Second), limiters.WithClock(c))
 				if err != nil {

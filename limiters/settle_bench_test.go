@@ -21,13 +21,12 @@ func BenchmarkSettle(b *testing.B) {
 	for _, a := range limiters.Algorithms() {
 		for _, op := range []string{"allow", "refund", "charge"} {
 			b.Run(fmt.Sprintf("alg=%s/op=%s", a, op), func(b *testing.B) {
-				s := spec{Algorithm: a, Window: window{Limit: 1000, Length: time.Second},
-					Bucket: bucket{Capacity: 1000, Rate: 1000}}
-				l, err := newMemory(s, limiters.WithSweepInterval(-1))
+				l, err := newMemory(spec{Algorithm: a, Limit: limiters.PerSecond(1000)}, limiters.WithSweepInterval(-1))
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer l.Close()
+				ctx := b.Context()
 				b.ReportAllocs()
 				now := time.Unix(1e9, 0)
 				actual := map[string]int{"refund": 2, "charge": 6}[op]
@@ -39,15 +38,16 @@ func BenchmarkSettle(b *testing.B) {
 					if i%len(keys) == 0 {
 						now = now.Add(4 * time.Millisecond) // 4 per key a second: the limit
 					}
+					r := limiters.Request{Key: k, N: 4, At: now}
 					if op == "allow" {
-						if l.AllowAt(k, now, 4).Allowed {
+						if d, _ := l.Decide(ctx, r); d.Allowed {
 							admitted++
 						}
 						continue
 					}
-					if r := l.ReserveAt(k, now, 4); r.Allowed() {
+					if res, _ := l.Reserve(ctx, r); res.Allowed() {
 						admitted++
-						l.SettleAt(r, now, actual)
+						l.Settle(ctx, limiters.Settlement{Reservation: res, Actual: actual, At: now})
 					}
 				}
 				b.ReportMetric(float64(admitted)/float64(max(i, 1)), "admitted/op")

@@ -143,8 +143,8 @@ type pending struct {
 // the three buckets still decide alike.
 func checkSettleAgainstModel(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
-	all := specs(rng)
-	steps := trace(rng, 300, all[0].Window.Limit, int64(all[0].Window.Length))
+	all := specs(t, rng)
+	steps := trace(rng, 300, all[0].Limit.N, int64(all[0].Limit.Per))
 	type op struct {
 		settle bool
 		which  int // which pending reservation
@@ -155,6 +155,7 @@ func checkSettleAgainstModel(t *testing.T, seed uint64) {
 		ops[i] = op{settle: rng.IntN(5) < 2, which: rng.IntN(8), actual: rng.IntN(2*st.n + 3)}
 	}
 	bucket := map[limiters.Algorithm][]limiters.Decision{}
+	ctx := t.Context()
 	for _, s := range all {
 		l, err := newMemory(s, limiters.WithSweepInterval(-1))
 		if err != nil {
@@ -170,8 +171,8 @@ func checkSettleAgainstModel(t *testing.T, seed uint64) {
 			var remaining *big.Rat
 			if o := ops[i]; o.settle && len(open) > 0 {
 				p := &open[o.which%len(open)]
-				call = fmt.Sprintf("seed %d, %v, step %d: SettleAt(%q reserved %d at %dns, %dns, %d)", seed, s, i, p.r.Key(), p.r.Cost(), p.r.At().UnixNano(), st.t, o.actual)
-				if d, err = l.SettleAt(p.r, at, o.actual); err != nil {
+				call = fmt.Sprintf("seed %d, %v, step %d: Settle(%q reserved %d at %dns, %dns, %d)", seed, s, i, p.r.Key(), p.r.Cost(), p.r.At().UnixNano(), st.t, o.actual)
+				if d, err = l.Settle(ctx, limiters.Settlement{Reservation: p.r, Actual: o.actual, At: at}); err != nil {
 					t.Fatalf("%s: %v", call, err)
 				}
 				refund, charge := max(p.r.Cost()-o.actual, 0), max(o.actual-p.r.Cost(), 0)
@@ -183,8 +184,11 @@ func checkSettleAgainstModel(t *testing.T, seed uint64) {
 				st = step{key: p.r.Key(), t: st.t, n: 1}
 				open = append(open[:o.which%len(open)], open[o.which%len(open)+1:]...)
 			} else {
-				call = fmt.Sprintf("seed %d, %v, step %d: ReserveAt(%q, %dns, %d)", seed, s, i, st.key, st.t, st.n)
-				r := l.ReserveAt(st.key, at, st.n)
+				call = fmt.Sprintf("seed %d, %v, step %d: Reserve(%q, %dns, %d)", seed, s, i, st.key, st.t, st.n)
+				r, err := l.Reserve(ctx, limiters.Request{Key: st.key, N: st.n, At: at})
+				if err != nil {
+					t.Fatalf("%s: %v", call, err)
+				}
 				d = r.Decision()
 				admit, remaining = m.allow(st.key, st.t, st.n)
 				if admit {
@@ -238,22 +242,26 @@ func FuzzSettleAgainstModel(f *testing.F) {
 // A denied reservation settles nothing, and an actual cost below zero is
 // refused: neither changes the key.
 func TestSettleRefused(t *testing.T) {
+	ctx := t.Context()
 	for _, a := range limiters.Algorithms() {
-		s := spec{Algorithm: a, Window: window{Limit: 3, Length: time.Second}, Bucket: bucket{Capacity: 3, Rate: 3}}
+		s := spec{Algorithm: a, Limit: limiters.PerSecond(3)}
 		l, err := newMemory(s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		at := time.Unix(100, 0)
-		r := l.ReserveAt("k", at, 2)
-		if !r.Allowed() || r.Key() != "k" || r.Cost() != 2 || !r.At().Equal(at) || r.Decision().Remaining != 1 {
-			t.Fatalf("%s: reserved %+v", a, r)
+		r, err := l.Reserve(ctx, limiters.Request{Key: "k", N: 2, At: at})
+		if err != nil || !r.Allowed() || r.Key() != "k" || r.Cost() != 2 || !r.At().Equal(at) || r.Decision().Remaining != 1 {
+			t.Fatalf("%s: reserved %+v, %v", a, r, err)
 		}
-		denied := l.ReserveAt("k", at, 2)
-		if _, err := l.SettleAt(denied, at, 0); !errors.Is(err, limiters.ErrNotReserved) {
+		denied, err := l.Reserve(ctx, limiters.Request{Key: "k", N: 2, At: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Settle(ctx, limiters.Settlement{Reservation: denied, Actual: 0, At: at}); !errors.Is(err, limiters.ErrNotReserved) {
 			t.Errorf("%s: settling a denied reservation: %v", a, err)
 		}
-		if _, err := l.SettleAt(r, at, -1); !errors.Is(err, limiters.ErrInvalidParameter) {
+		if _, err := l.Settle(ctx, limiters.Settlement{Reservation: r, Actual: -1, At: at}); !errors.Is(err, limiters.ErrInvalidParameter) {
 			t.Errorf("%s: an actual cost of -1: %v", a, err)
 		}
 		// Only the limiter that made a reservation settles it.
@@ -261,14 +269,14 @@ func TestSettleRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := other.SettleAt(r, at, 0); !errors.Is(err, limiters.ErrNotReserved) {
+		if _, err := other.Settle(ctx, limiters.Settlement{Reservation: r, Actual: 0, At: at}); !errors.Is(err, limiters.ErrNotReserved) {
 			t.Errorf("%s: another limiter settling the reservation: %v, want ErrNotReserved", a, err)
 		}
 		other.Close()
-		if p := l.PeekAt("k", at); p.Remaining != 1 {
-			t.Errorf("%s: after the refused settles, %+v", a, p)
+		if p, err := l.Peek(ctx, limiters.Request{Key: "k", N: 1, At: at}); err != nil || p.Remaining != 1 {
+			t.Errorf("%s: after the refused settles, %+v, %v", a, p, err)
 		}
-		if d, err := l.SettleAt(r, at, 0); err != nil || d.Remaining != 3 { // cancelled: all of it back
+		if d, err := l.Settle(ctx, limiters.Settlement{Reservation: r, Actual: 0, At: at}); err != nil || d.Remaining != 3 { // cancelled: all of it back
 			t.Errorf("%s: cancelled: %+v, %v", a, d, err)
 		}
 		l.Close()
@@ -282,9 +290,10 @@ func TestSettleRefused(t *testing.T) {
 func TestSettleConcurrent(t *testing.T) {
 	const goroutines, each = 8, 100
 	at := time.Unix(1e9, 0)
+	ctx := t.Context()
 	for _, a := range limiters.Algorithms() {
 		for _, cancel := range []bool{false, true} {
-			s := spec{Algorithm: a, Window: window{Limit: 50, Length: time.Hour}, Bucket: bucket{Capacity: 50, Rate: 50.0 / 3600}}
+			s := spec{Algorithm: a, Limit: limiters.PerHour(50)}
 			l, err := newMemory(s)
 			if err != nil {
 				t.Fatal(err)
@@ -294,7 +303,11 @@ func TestSettleConcurrent(t *testing.T) {
 			for range goroutines {
 				wg.Go(func() {
 					for range each {
-						r := l.ReserveAt("hot", at, 1)
+						r, err := l.Reserve(ctx, limiters.Request{Key: "hot", N: 1, At: at})
+						if err != nil {
+							t.Error(err)
+							return
+						}
 						if !r.Allowed() {
 							continue
 						}
@@ -303,14 +316,17 @@ func TestSettleConcurrent(t *testing.T) {
 						if cancel {
 							actual = 0
 						}
-						if _, err := l.SettleAt(r, at, actual); err != nil {
+						if _, err := l.Settle(ctx, limiters.Settlement{Reservation: r, Actual: actual, At: at}); err != nil {
 							t.Error(err)
 						}
 					}
 				})
 			}
 			wg.Wait()
-			p := l.PeekAt("hot", at)
+			p, err := l.Peek(ctx, limiters.Request{Key: "hot", N: 1, At: at})
+			if err != nil {
+				t.Fatal(err)
+			}
 			switch {
 			case !cancel && (admitted.Load() != 50 || p.Remaining != 0):
 				t.Errorf("%s, settled at the estimate: %d admitted, %d remaining; want 50 and 0", a, admitted.Load(), p.Remaining)

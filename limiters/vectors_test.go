@@ -29,25 +29,28 @@ func runRows(t *testing.T, s spec, rows []row) {
 	}
 	defer l.Close()
 	for i, r := range rows {
-		d := l.AllowAt(r.key, at(r.t), 1)
+		d, err := l.Decide(t.Context(), limiters.Request{Key: r.key, N: 1, At: at(r.t)})
+		if err != nil {
+			t.Fatalf("%v row %d (%s): Decide(%q, %vs, 1): %v", s, i, r.note, r.key, r.t, err)
+		}
 		if d.Allowed != r.allowed {
-			t.Errorf("%v row %d (%s): AllowAt(%q, %vs, 1).Allowed = %v, want %v", s, i, r.note, r.key, r.t, d.Allowed, r.allowed)
+			t.Errorf("%v row %d (%s): Decide(%q, %vs, 1).Allowed = %v, want %v", s, i, r.note, r.key, r.t, d.Allowed, r.allowed)
 		}
 		if d.Remaining != r.remaining {
-			t.Errorf("%v row %d (%s): AllowAt(%q, %vs, 1).Remaining = %d, want %d", s, i, r.note, r.key, r.t, d.Remaining, r.remaining)
+			t.Errorf("%v row %d (%s): Decide(%q, %vs, 1).Remaining = %d, want %d", s, i, r.note, r.key, r.t, d.Remaining, r.remaining)
 		}
 		if !r.allowed && r.retry != 0 && d.RetryAfter != r.retry {
-			t.Errorf("%v row %d (%s): AllowAt(%q, %vs, 1).RetryAfter = %v, want %v", s, i, r.note, r.key, r.t, d.RetryAfter, r.retry)
+			t.Errorf("%v row %d (%s): Decide(%q, %vs, 1).RetryAfter = %v, want %v", s, i, r.note, r.key, r.t, d.RetryAfter, r.retry)
 		}
 	}
 }
 
 // buckets runs rows through the three bucket algorithms: one policy, so
 // one table.
-func buckets(t *testing.T, b bucket, rows []row) {
+func buckets(t *testing.T, lim limiters.Limit, rows []row) {
 	for _, a := range []limiters.Algorithm{limiters.TokenBucket, limiters.LeakyBucket, limiters.GCRA} {
 		t.Run(string(a), func(t *testing.T) {
-			runRows(t, spec{Algorithm: a, Bucket: b}, rows)
+			runRows(t, spec{Algorithm: a, Limit: lim}, rows)
 		})
 	}
 }
@@ -55,7 +58,7 @@ func buckets(t *testing.T, b bucket, rows []row) {
 // Seed 004, Example 1: capacity 5, 1 token per second, a request every
 // half second.
 func TestSeedExample1BasicRefill(t *testing.T) {
-	buckets(t, bucket{Capacity: 5, Rate: 1}, []row{
+	buckets(t, limiters.Limit{N: 1, Per: time.Second, Burst: 5}, []row{
 		{0.0, "alice", true, 4, 0, "5.0 tokens, take 1"},
 		{0.5, "alice", true, 3, 0, "4.0 + 0.5 = 4.5, take 1: 3.5"},
 		{1.0, "alice", true, 3, 0, "3.5 + 0.5 = 4.0, take 1: 3.0"},
@@ -73,7 +76,7 @@ func TestSeedExample1BasicRefill(t *testing.T) {
 // Seed 004, Example 2: two users, capacity 3, 1 per second; Alice's
 // exhaustion leaves Bob untouched.
 func TestSeedExample2Independence(t *testing.T) {
-	buckets(t, bucket{Capacity: 3, Rate: 1}, []row{
+	buckets(t, limiters.Limit{N: 1, Per: time.Second, Burst: 3}, []row{
 		{0.0, "alice", true, 2, 0, ""},
 		{0.0, "alice", true, 1, 0, ""},
 		{0.0, "alice", true, 0, 0, "Alice's bucket is empty"},
@@ -99,32 +102,33 @@ func TestSeedExample3BurstThenSteady(t *testing.T) {
 		row{2.0 + 1.0/3, "charlie", false, 0, time.Second/6 + 1, "2/3 token: denied"},
 		row{2.5, "charlie", true, 0, 0, "one token"},
 	)
-	buckets(t, bucket{Capacity: 10, Rate: 2}, rows)
+	buckets(t, limiters.Limit{N: 2, Per: time.Second, Burst: 10}, rows)
 }
 
 // Seed 002's window edge: 2 per minute, one request at 00:00:50 and two at
 // 00:01:05. The sliding algorithms (and the buckets) deny the third; the
 // fixed window, whose count started over at 00:01:00, lets it through.
+// (For a bucket, 2 per minute is a burst of 2 refilled one every 30s.)
 func TestSeedWindowEdge(t *testing.T) {
-	w := window{Limit: 2, Length: time.Minute}
-	b := bucket{Capacity: 2, Rate: 2.0 / 60}
+	lim := limiters.Limit{N: 2, Per: time.Minute}
 	thirdAllowed := map[limiters.Algorithm]bool{limiters.FixedWindow: true}
 	for _, a := range limiters.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
-			l, err := newMemory(spec{Algorithm: a, Window: w, Bucket: b})
+			l, err := newMemory(spec{Algorithm: a, Limit: lim})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer l.Close()
+			ctx := t.Context()
 			t1, t2 := at(50), at(65)
-			if d := l.AllowAt("1", t1, 1); !d.Allowed {
-				t.Fatalf("AllowAt(1, 00:00:50, 1).Allowed = false, want true")
+			if d, err := l.Decide(ctx, limiters.Request{Key: "1", N: 1, At: t1}); err != nil || !d.Allowed {
+				t.Fatalf("Decide(1, 00:00:50, 1).Allowed = false (%v), want true", err)
 			}
-			if d := l.AllowAt("1", t2, 1); !d.Allowed {
-				t.Fatalf("AllowAt(1, 00:01:05, 1).Allowed = false, want true")
+			if d, err := l.Decide(ctx, limiters.Request{Key: "1", N: 1, At: t2}); err != nil || !d.Allowed {
+				t.Fatalf("Decide(1, 00:01:05, 1).Allowed = false (%v), want true", err)
 			}
-			if d := l.AllowAt("1", t2, 1); d.Allowed != thirdAllowed[a] {
-				t.Fatalf("third request, AllowAt(1, 00:01:05, 1).Allowed = %v, want %v", d.Allowed, thirdAllowed[a])
+			if d, err := l.Decide(ctx, limiters.Request{Key: "1", N: 1, At: t2}); err != nil || d.Allowed != thirdAllowed[a] {
+				t.Fatalf("third request, Decide(1, 00:01:05, 1).Allowed = %v (%v), want %v", d.Allowed, err, thirdAllowed[a])
 			}
 		})
 	}
@@ -134,16 +138,20 @@ func TestSeedWindowEdge(t *testing.T) {
 // at 0:59 and 5 at 1:01 make 10 in two seconds. The sliding log lets none
 // of the second five through.
 func TestFixedWindowTwoNInTwoSeconds(t *testing.T) {
-	w := window{Limit: 5, Length: time.Minute}
+	lim := limiters.Limit{N: 5, Per: time.Minute}
 	for a, want := range map[limiters.Algorithm]int{limiters.FixedWindow: 10, limiters.SlidingLog: 5} {
-		l, err := newMemory(spec{Algorithm: a, Window: w})
+		l, err := newMemory(spec{Algorithm: a, Limit: lim})
 		if err != nil {
 			t.Fatal(err)
 		}
 		admitted := 0
 		for _, sec := range []float64{59, 61} {
 			for range 5 {
-				if l.AllowAt("user", at(sec), 1).Allowed {
+				d, err := l.Decide(t.Context(), limiters.Request{Key: "user", N: 1, At: at(sec)})
+				if err != nil {
+					t.Fatalf("%s: Decide(user, %vs, 1): %v", a, sec, err)
+				}
+				if d.Allowed {
 					admitted++
 				}
 			}

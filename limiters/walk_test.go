@@ -23,12 +23,12 @@ func TestWalkAtTheClock(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := 1; i <= 3; i++ {
-			if d, _ := l.Decide(bg, limiters.Request{Key: fmt.Sprint("walker-", i), N: i, At: t0}); !d.Allowed {
+			if d, _ := l.Decide(t.Context(), limiters.Request{Key: fmt.Sprint("walker-", i), N: i, At: t0}); !d.Allowed {
 				t.Fatalf("%s: fixture: walker-%d denied", a, i)
 			}
 		}
 		got := map[string]int{}
-		err = l.(limiters.Walker).Walk(bg, func(key string, d limiters.Decision) bool {
+		err = l.(limiters.Walker).Walk(t.Context(), func(key string, d limiters.Decision) bool {
 			got[key] = d.Remaining
 			return true
 		})

@@ -1,7 +1,6 @@
 package composite_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -87,13 +86,14 @@ func TestSteps(t *testing.T) {
 				step.at, d, denied, per[0].Remaining, per[1].Remaining, step.allowed, step.denied, step.retry, step.combined, step.second, step.minute)
 		}
 	}
+	ctx := t.Context()
 	// The combined quota is the most restrictive limit's: the minute's.
-	if d := peekAt(l, "alice", t0.Add(3*time.Second)); d.Limit != 3 || d.Remaining != 0 || d.Allowed {
-		t.Errorf("PeekAt(alice, t0+3s) = %+v, want denied, the minute's limit 3 with 0 remaining", d)
+	if d, err := l.Peek(ctx, limiters.Request{Key: "alice", N: 1, At: t0.Add(3 * time.Second)}); err != nil || d.Limit != 3 || d.Remaining != 0 || d.Allowed {
+		t.Errorf("Peek(alice, t0+3s) = %+v, %v, want denied, the minute's limit 3 with 0 remaining", d, err)
 	}
 	// At t0+60s the first two have left the minute: one more.
-	if d := allowAt(l, "alice", t0.Add(60*time.Second), 1); !d.Allowed || d.Remaining != 1 {
-		t.Errorf("AllowAt(alice, t0+60s, 1) = %+v, want allowed with 1 remaining", d)
+	if d, err := l.Decide(ctx, limiters.Request{Key: "alice", N: 1, At: t0.Add(60 * time.Second)}); err != nil || !d.Allowed || d.Remaining != 1 {
+		t.Errorf("Decide(alice, t0+60s, 1) = %+v, %v, want allowed with 1 remaining", d, err)
 	}
 }
 
@@ -106,18 +106,14 @@ func TestModel(t *testing.T) {
 	for _, a := range limiters.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(len(a)), 42))
+			ctx := t.Context()
 			for trace := range 20 {
 				l := newComposite(t, a, rates...)
-				type req struct {
-					at  time.Time
-					key string
-					n   int
-				}
-				var admitted []req
+				var admitted []limiters.Request
 				at := t0
 				for i := range 120 {
 					at = at.Add(time.Duration(rng.ExpFloat64() * float64(400*time.Millisecond)))
-					r := req{at, fmt.Sprint("k", rng.IntN(3)), 1 + rng.IntN(3)}
+					r := limiters.Request{Key: fmt.Sprint("k", rng.IntN(3)), N: 1 + rng.IntN(3), At: at}
 					want, retry := true, time.Duration(0)
 					for _, s := range rates {
 						ref, err := composite.New(a, []limiters.Limit{rate(t, s)})
@@ -125,19 +121,25 @@ func TestModel(t *testing.T) {
 							t.Fatal(err)
 						}
 						for _, p := range admitted {
-							if p.key == r.key {
-								allowAt(ref, p.key, p.at, p.n)
+							if p.Key == r.Key {
+								if _, err := ref.Decide(ctx, p); err != nil {
+									t.Fatal(err)
+								}
 							}
 						}
-						if d := allowAt(ref, r.key, r.at, r.n); !d.Allowed {
+						d, err := ref.Decide(ctx, r)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if !d.Allowed {
 							want, retry = false, max(retry, d.RetryAfter)
 						}
 						ref.Close()
 					}
-					got := allowAt(l, r.key, r.at, r.n)
-					if got.Allowed != want || got.RetryAfter != retry {
-						t.Fatalf("trace %d, request %d: AllowAt(%s, t0+%v, %d) = allowed %v retry %v, want %v and %v",
-							trace, i, r.key, r.at.Sub(t0), r.n, got.Allowed, got.RetryAfter, want, retry)
+					got, err := l.Decide(ctx, r)
+					if err != nil || got.Allowed != want || got.RetryAfter != retry {
+						t.Fatalf("trace %d, request %d: Decide(%s, t0+%v, %d) = allowed %v retry %v (%v), want %v and %v",
+							trace, i, r.Key, r.At.Sub(t0), r.N, got.Allowed, got.RetryAfter, err, want, retry)
 					}
 					if want {
 						admitted = append(admitted, r)
@@ -151,6 +153,8 @@ func TestModel(t *testing.T) {
 // Many goroutines on one key: exactly the tightest limit's quota is
 // admitted, and every limit consumed exactly that much.
 func TestConcurrentAllOrNothing(t *testing.T) {
+	ctx := t.Context()
+	hot := limiters.Request{Key: "hot", N: 1, At: t0}
 	for _, a := range []limiters.Algorithm{limiters.FixedWindow, limiters.SlidingCounter, limiters.GCRA} {
 		l := newComposite(t, a, "100/h", "250/day", "150/h")
 		var wg sync.WaitGroup
@@ -160,7 +164,11 @@ func TestConcurrentAllOrNothing(t *testing.T) {
 			wg.Go(func() {
 				n := 0
 				for range 20 {
-					if allowAt(l, "hot", t0, 1).Allowed {
+					d, err := l.Decide(ctx, hot)
+					if err != nil {
+						t.Error(err)
+					}
+					if d.Allowed {
 						n++
 					}
 				}
@@ -174,8 +182,8 @@ func TestConcurrentAllOrNothing(t *testing.T) {
 			t.Errorf("%s: %d admitted, want 100", a, admitted)
 		}
 		for i, want := range []int{0, 150, 50} {
-			if got := peekAt(composite.Inner(l, i), "hot", t0).Remaining; got != want {
-				t.Errorf("%s: limit %s has %d remaining, want %d: each limit consumed %d", a, l.Limits()[i].Name, got, want, 100)
+			if p, err := composite.Inner(l, i).Peek(ctx, hot); err != nil || p.Remaining != want {
+				t.Errorf("%s: limit %s has %d remaining (%v), want %d: each limit consumed %d", a, l.Limits()[i].Name, p.Remaining, err, want, 100)
 			}
 		}
 	}
@@ -185,8 +193,9 @@ func TestConcurrentAllOrNothing(t *testing.T) {
 // that would have admitted it.
 func TestDenialConsumesFromNone(t *testing.T) {
 	l := newComposite(t, limiters.TokenBucket, "10/s burst 20", "30/min")
-	if d := allowAt(l, "bob", t0, 15); !d.Allowed || d.Remaining != 5 {
-		t.Fatalf("AllowAt(bob, t0, 15) = %+v, want allowed, 5 remaining (of the burst of 20)", d)
+	ctx := t.Context()
+	if d, err := l.Decide(ctx, limiters.Request{Key: "bob", N: 15, At: t0}); err != nil || !d.Allowed || d.Remaining != 5 {
+		t.Fatalf("Decide(bob, t0, 15) = %+v, %v, want allowed, 5 remaining (of the burst of 20)", d, err)
 	}
 	per := make([]limiters.Decision, 2)
 	d, denied := decideAt(l, "bob", t0, 10, per) // the burst has 5, the minute 15
@@ -196,8 +205,8 @@ func TestDenialConsumesFromNone(t *testing.T) {
 	if per[1].Remaining != 15 || !per[1].Allowed {
 		t.Errorf("the minute limit after the denial: %+v, want 15 remaining, untouched", per[1])
 	}
-	if got := peekAt(composite.Inner(l, 1), "bob", t0).Remaining; got != 15 {
-		t.Errorf("the minute limit holds %d, want 15", got)
+	if p, err := composite.Inner(l, 1).Peek(ctx, limiters.Request{Key: "bob", N: 1, At: t0}); err != nil || p.Remaining != 15 {
+		t.Errorf("the minute limit holds %d (%v), want 15", p.Remaining, err)
 	}
 }
 
@@ -253,12 +262,20 @@ func TestPeekAgreesWithDecide(t *testing.T) {
 			t.Fatal(err)
 		}
 		rng := rand.New(rand.NewPCG(7, uint64(len(a))))
+		ctx := t.Context()
 		at := t0
 		for i := range 3000 {
 			at = at.Add(time.Duration(rng.IntN(700)-100) * time.Millisecond)
 			key, n := fmt.Sprint("k", rng.IntN(3)), 1+rng.IntN(7)
-			peek := peekAtN(l, key, at, n)
-			got := allowAt(l, key, at, n)
+			r := limiters.Request{Key: key, N: n, At: at}
+			peek, err := l.Peek(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := l.Decide(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if peek.Allowed != got.Allowed || peek.RetryAfter != got.RetryAfter || peek.Denied != got.Denied {
 				t.Fatalf("%s, request %d: Peek(%s, t0+%v, %d) = %+v, Decide then = %+v", a, i, key, at.Sub(t0), n, peek, got)
 			}
@@ -304,7 +321,9 @@ func TestWalkNeedsKeyNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	allowAt(l, "k", t0, 1)
+	if _, err := l.Decide(t.Context(), limiters.Request{Key: "k", N: 1, At: t0}); err != nil {
+		t.Fatal(err)
+	}
 	if err := l.Walk(t.Context(), func(string, limiters.Decision) bool { return true }); err == nil || !strings.Contains(err.Error(), "WithKeyNames") {
 		t.Errorf("Walk without key names = %v", err)
 	}
@@ -319,6 +338,7 @@ func TestSettleIsEachLimits(t *testing.T) {
 	for _, a := range limiters.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(len(a)), 7))
+			ctx := t.Context()
 			l := newComposite(t, a, rates...)
 			var each []*composite.Limiter
 			for _, s := range rates {
@@ -344,40 +364,51 @@ func TestSettleIsEachLimits(t *testing.T) {
 					h := open[j]
 					open = append(open[:j], open[j+1:]...)
 					actual := rng.IntN(3 * h.r.Cost())
-					got, err := settleAt(l, h.r, at, actual)
+					got, err := l.Settle(ctx, limiters.Settlement{Reservation: h.r, Actual: actual, At: at})
 					if err != nil {
 						t.Fatal(err)
 					}
 					want, admit := limiters.Decision{Remaining: 1 << 30}, true
 					for k, m := range each {
-						d, err := settleAt(m, h.each[k], at, actual)
+						d, err := m.Settle(ctx, limiters.Settlement{Reservation: h.each[k], Actual: actual, At: at})
 						if err != nil {
 							t.Fatal(err)
 						}
 						want.Remaining, admit = min(want.Remaining, d.Remaining), admit && d.Allowed
 					}
 					if got.Allowed != admit || got.Remaining != want.Remaining {
-						t.Fatalf("step %d: SettleAt(%s reserved %d, t0+%v, %d) = %+v, each limit says allowed %v, remaining %d",
+						t.Fatalf("step %d: Settle(%s reserved %d, t0+%v, %d) = %+v, each limit says allowed %v, remaining %d",
 							i, h.r.Key(), h.r.Cost(), at.Sub(t0), actual, got, admit, want.Remaining)
 					}
 					settled++
 					continue
 				}
-				n := 1 + rng.IntN(3)
-				r := reserveAt(l, key, at, n)
+				req := limiters.Request{Key: key, N: 1 + rng.IntN(3), At: at}
+				r, err := l.Reserve(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
 				admit := true
 				for _, m := range each {
-					admit = admit && peekAtN(m, key, at, n).Allowed
+					p, err := m.Peek(ctx, req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					admit = admit && p.Allowed
 				}
 				if r.Allowed() != admit {
-					t.Fatalf("step %d: Reserve(%s, t0+%v, %d).Allowed() = %v, each limit says %v", i, key, at.Sub(t0), n, r.Allowed(), admit)
+					t.Fatalf("step %d: Reserve(%s, t0+%v, %d).Allowed() = %v, each limit says %v", i, key, at.Sub(t0), req.N, r.Allowed(), admit)
 				}
 				if !admit {
 					continue
 				}
 				h := held{r: r}
 				for _, m := range each {
-					h.each = append(h.each, reserveAt(m, key, at, n))
+					mr, err := m.Reserve(ctx, req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					h.each = append(h.each, mr)
 				}
 				open = append(open, h)
 			}
@@ -386,46 +417,22 @@ func TestSettleIsEachLimits(t *testing.T) {
 			}
 			// A reservation of another limiter, even of one of the same
 			// limits, is refused.
-			r := reserveAt(each[0], "fresh", at, 1)
-			if _, err := settleAt(l, r, at, 0); !errors.Is(err, limiters.ErrNotReserved) {
+			fresh := limiters.Request{Key: "fresh", N: 1, At: at}
+			r, err := each[0].Reserve(ctx, fresh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Settle(ctx, limiters.Settlement{Reservation: r, Actual: 0, At: at}); !errors.Is(err, limiters.ErrNotReserved) {
 				t.Errorf("another limiter's reservation: %v, want ErrNotReserved", err)
 			}
-			r = reserveAt(newComposite(t, a, rates...), "fresh", at, 1)
-			if _, err := settleAt(l, r, at, 0); !errors.Is(err, limiters.ErrNotReserved) {
+			if r, err = newComposite(t, a, rates...).Reserve(ctx, fresh); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Settle(ctx, limiters.Settlement{Reservation: r, Actual: 0, At: at}); !errors.Is(err, limiters.ErrNotReserved) {
 				t.Errorf("another composite's reservation: %v, want ErrNotReserved", err)
 			}
 		})
 	}
-}
-
-// The tests' calls at explicit times.
-
-type limiter interface {
-	limiters.Settler
-	limiters.Peeker
-}
-
-func allowAt(l limiter, key string, at time.Time, n int) limiters.Decision {
-	d, _ := l.Decide(context.Background(), limiters.Request{Key: key, N: n, At: at})
-	return d
-}
-
-func peekAt(l limiters.Peeker, key string, at time.Time) limiters.Decision {
-	return peekAtN(l, key, at, 1)
-}
-
-func peekAtN(l limiters.Peeker, key string, at time.Time, n int) limiters.Decision {
-	d, _ := l.Peek(context.Background(), limiters.Request{Key: key, N: n, At: at})
-	return d
-}
-
-func reserveAt(l limiter, key string, at time.Time, n int) limiters.Reservation {
-	r, _ := l.Reserve(context.Background(), limiters.Request{Key: key, N: n, At: at})
-	return r
-}
-
-func settleAt(l limiter, r limiters.Reservation, at time.Time, actual int) (limiters.Decision, error) {
-	return l.Settle(context.Background(), limiters.Settlement{Reservation: r, Actual: actual, At: at})
 }
 
 // decideAt decides with each limit's decision in per (when it has room)

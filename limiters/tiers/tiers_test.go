@@ -1,7 +1,6 @@
 package tiers_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -51,14 +50,19 @@ func newTiers(t *testing.T, c tiers.Config) *tiers.Limiter {
 	return l
 }
 
-// spend admits requests for user at t until one is denied, and returns
-// how many were admitted.
-func spend(l *tiers.Limiter, user string, at time.Time) int {
-	n := 0
-	for allowAt(l, user, at, 1).Allowed {
-		n++
+// spend admits requests for user, all at the time at, until one is denied,
+// and returns how many were admitted.
+func spend(t *testing.T, l *tiers.Limiter, user string, at time.Time) int {
+	t.Helper()
+	for n := 0; ; n++ {
+		d, err := l.Decide(t.Context(), limiters.Request{Key: user, N: 1, At: at})
+		if err != nil {
+			t.Fatalf("Decide(%s, t0+%v, 1): %v", user, at.Sub(t0), err)
+		}
+		if !d.Allowed {
+			return n
+		}
 	}
-	return n
 }
 
 func TestTiers(t *testing.T) {
@@ -75,18 +79,21 @@ func TestTiers(t *testing.T) {
 		if got := l.TierOf(tt.user); got != tt.tier {
 			t.Errorf("TierOf(%s) = %q, want %q", tt.user, got, tt.tier)
 		}
-		if got := spend(l, tt.user, t0); got != tt.admitted {
+		if got := spend(t, l, tt.user, t0); got != tt.admitted {
 			t.Errorf("%s: %d admitted at t0, want %d", tt.user, got, tt.admitted)
 		}
 	}
 	// The free tier is two limits at once: 2 a second, and 5 a minute,
 	// spent by t0+2s.
 	for i, want := range []int{2, 1} {
-		if got := spend(l, "frank", t0.Add(time.Duration(i+1)*time.Second)); got != want {
+		if got := spend(t, l, "frank", t0.Add(time.Duration(i+1)*time.Second)); got != want {
 			t.Errorf("frank: %d admitted at t0+%ds, want %d", got, i+1, want)
 		}
 	}
-	d := allowAt(l, "frank", t0.Add(3*time.Second), 1)
+	d, err := l.Decide(t.Context(), limiters.Request{Key: "frank", N: 1, At: t0.Add(3 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if by, _ := d.DeniedBy(); d.Allowed || by.Name != "5/min" || !d.Denied.Has(1) || d.Denied.Has(0) || d.RetryAfter != 57*time.Second || d.Tier() != "free" {
 		t.Errorf("frank at t0+3s: %+v, denied by %q; want denied by the minute (5/min) in tier free, retry 57s", d, by.Name)
 	}
@@ -97,18 +104,18 @@ func TestTiers(t *testing.T) {
 
 func TestSetTier(t *testing.T) {
 	l := newTiers(t, config(t))
-	spend(l, "frank", t0)
+	spend(t, l, "frank", t0)
 	if err := l.SetTier("frank", "premium"); err != nil {
 		t.Fatal(err)
 	}
 	// A fresh premium quota; what he spent as free stays with free.
-	if got := spend(l, "frank", t0); got != 10 {
+	if got := spend(t, l, "frank", t0); got != 10 {
 		t.Errorf("frank upgraded: %d admitted, want 10", got)
 	}
 	if err := l.SetTier("frank", "free"); err != nil {
 		t.Fatal(err)
 	}
-	if got := spend(l, "frank", t0); got != 0 {
+	if got := spend(t, l, "frank", t0); got != 0 {
 		t.Errorf("frank back to free at the same instant: %d admitted, want 0 (his free quota is spent)", got)
 	}
 	err := l.SetTier("frank", "gold")
@@ -120,9 +127,9 @@ func TestSetTier(t *testing.T) {
 func TestReloadKeepsState(t *testing.T) {
 	c := config(t)
 	l := newTiers(t, c)
-	spend(l, "frank", t0)
-	spend(l, "paula", t0)
-	spend(l, "olga", t0)
+	spend(t, l, "frank", t0)
+	spend(t, l, "paula", t0)
+	spend(t, l, "olga", t0)
 
 	// Premium gets more; free and olga's override are unchanged.
 	c2 := config(t)
@@ -138,7 +145,7 @@ func TestReloadKeepsState(t *testing.T) {
 		{"olga", 0},   // so did her override
 		{"paula", 20}, // premium changed: a new limiter, a new quota
 	} {
-		if got := spend(l, tt.user, t0); got != tt.want {
+		if got := spend(t, l, tt.user, t0); got != tt.want {
 			t.Errorf("%s after the reload: %d admitted, want %d", tt.user, got, tt.want)
 		}
 	}
@@ -186,7 +193,10 @@ func TestConcurrentReload(t *testing.T) {
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range 2000 {
-				allowAt(l, fmt.Sprint("user", i%50), t0.Add(time.Duration(i)*time.Millisecond), 1+g%2)
+				r := limiters.Request{Key: fmt.Sprint("user", i%50), N: 1 + g%2, At: t0.Add(time.Duration(i) * time.Millisecond)}
+				if _, err := l.Decide(t.Context(), r); err != nil {
+					t.Error(err)
+				}
 			}
 		})
 	}
@@ -218,7 +228,7 @@ func TestConfigIsCopied(t *testing.T) {
 	if err := l.Reload(c); err != nil {
 		t.Fatal(err)
 	}
-	if got := spend(l, "paula", t0); got != 1 {
+	if got := spend(t, l, "paula", t0); got != 1 {
 		t.Errorf("paula after premium was edited in place to 1/s and reloaded: %d admitted, want 1", got)
 	}
 	got := l.Config()
@@ -284,9 +294,4 @@ func TestSettle(t *testing.T) {
 	if d, err := l.Settle(ctx, limiters.Settlement{Reservation: r, Actual: 0, At: t0.Add(time.Second)}); err != nil || d.Remaining != 1 {
 		t.Errorf("cancelled a second later: %+v, %v", d, err)
 	}
-}
-
-func allowAt(l *tiers.Limiter, user string, at time.Time, n int) limiters.Decision {
-	d, _ := l.Decide(context.Background(), limiters.Request{Key: user, N: n, At: at})
-	return d
 }
