@@ -131,15 +131,17 @@ type Config struct {
 	Log *log.Logger
 }
 
-// Echo is the body of a served request: the key and cost it was decided
-// for and the decision, times in seconds. RetryAfter is null when the
-// request could never be admitted (shadow mode: its cost is above the
-// limit). Tier is the key's tier under a configuration file, absent for a
-// user with an override or when the limits are one for every key. When
-// the limiter did not decide and its failure policy served the request
-// unmetered (fail open), Unmetered is true and the decision's fields are
-// zero; why is the server's log's business, not the client's.
+// Echo is a decision as ratelab writes it in JSON: the body of a served
+// request, and a line of ratelab replay (harness.Replay). It holds the key
+// and cost the request was decided for and the decision, times in
+// seconds. RetryAfter is null when the request could never be admitted
+// (its cost is above the limit: shadow mode serves it). Tier is the key's
+// tier under a configuration file, absent for a user with an override or
+// when the limits are one for every key.
 type Echo struct {
+	// T is the request's time in a replay, from the trace's start; the
+	// server's echo has none.
+	T          *float64 `json:"t,omitempty"`
 	Key        string   `json:"key"`
 	N          int      `json:"n"`
 	Allowed    bool     `json:"allowed"`
@@ -148,10 +150,28 @@ type Echo struct {
 	RetryAfter *float64 `json:"retry_after"`
 	ResetAfter float64  `json:"reset_after"`
 	Tier       string   `json:"tier,omitempty"`
-	Unmetered  bool     `json:"unmetered,omitempty"`
-	// Actual is the actual cost the echo reported, for a settle (see
-	// Config.EchoCost); absent when it reported none.
+	// DeniedBy is, in a replay that explains, the name of the limit that
+	// denied the request.
+	DeniedBy string `json:"denied_by,omitempty"`
+	// Unmetered is true when the limiter did not decide and its failure
+	// policy served the request unmetered (fail open); the decision's
+	// fields are then zero (why is the server's log's business, not the
+	// client's).
+	Unmetered bool `json:"unmetered,omitempty"`
+	// Actual is the request's actual cost, for a settle: the one the echo
+	// reported (see Config.EchoCost), or the one a replayed trace's line
+	// gave; absent when there is none.
 	Actual *int `json:"actual,omitempty"`
+}
+
+// EchoOf is the echo of d, the decision of a request for key at cost n.
+func EchoOf(key string, n int, d limiters.Decision) Echo {
+	e := Echo{Key: key, N: n, Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining, ResetAfter: d.ResetAfter.Seconds()}
+	if d.RetryAfter != limiters.Never {
+		ra := d.RetryAfter.Seconds()
+		e.RetryAfter = &ra
+	}
+	return e
 }
 
 // ErrNoRedis reports that the Redis server of a Redis backend did not
@@ -493,12 +513,7 @@ func (s *Server) echo(w http.ResponseWriter, r *http.Request) {
 	e := Echo{Key: sl.key, N: sl.n}
 	switch {
 	case sl.decided:
-		d := sl.d
-		e.Allowed, e.Limit, e.Remaining, e.ResetAfter = d.Allowed, d.Limit, d.Remaining, d.ResetAfter.Seconds()
-		if d.RetryAfter != limiters.Never {
-			ra := d.RetryAfter.Seconds()
-			e.RetryAfter = &ra
-		}
+		e = EchoOf(sl.key, sl.n, sl.d)
 		if s.tiers != nil {
 			// The tier now: a reload between the decision and this
 			// line may have moved the user.

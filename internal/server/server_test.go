@@ -145,6 +145,30 @@ func TestShadowNever(t *testing.T) {
 	}
 }
 
+// An echo in JSON: the server's (no time), and a replay's line (a time,
+// the limit that denied, an actual cost), each field in its place; a
+// request no wait admits has retry_after null.
+func TestEchoJSON(t *testing.T) {
+	d := limiters.Decision{Limit: 10, RetryAfter: 1500 * time.Millisecond, ResetAfter: 3 * time.Second}
+	at, actual := 2.5, 4
+	replay := server.EchoOf("alice", 2, d)
+	replay.T, replay.Tier, replay.DeniedBy, replay.Actual = &at, "free", "per-minute", &actual
+	never := server.EchoOf("bob", 11, limiters.Decision{Limit: 10, RetryAfter: limiters.Never})
+	never.Unmetered = true
+	for _, c := range []struct {
+		e    server.Echo
+		want string
+	}{
+		{server.EchoOf("alice", 2, d), `{"key":"alice","n":2,"allowed":false,"limit":10,"remaining":0,"retry_after":1.5,"reset_after":3}`},
+		{replay, `{"t":2.5,"key":"alice","n":2,"allowed":false,"limit":10,"remaining":0,"retry_after":1.5,"reset_after":3,"tier":"free","denied_by":"per-minute","actual":4}`},
+		{never, `{"key":"bob","n":11,"allowed":false,"limit":10,"remaining":0,"retry_after":null,"reset_after":0,"unmetered":true}`},
+	} {
+		if got, err := json.Marshal(c.e); err != nil || string(got) != c.want {
+			t.Errorf("json.Marshal(%+v) = %s, %v; want %s", c.e, got, err, c.want)
+		}
+	}
+}
+
 const tiered = `algorithm: sliding-log
 default_tier: free
 tiers:
