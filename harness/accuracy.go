@@ -23,7 +23,7 @@ import (
 // against the same algorithm in memory.
 const simulatedModeName = "simulated"
 
-var _ = register(mode{
+var simulatedMode = mode{
 	Mode: results.Mode{
 		Name:   simulatedModeName,
 		About:  "accuracy against the ideal (the sliding window log) on the same requests, in simulated time: exact and reproducible",
@@ -43,7 +43,7 @@ var _ = register(mode{
 	attacks: true,
 	steps:   func(c Config, subjects []Subject) int { return 1 + len(subjects) },
 	measure: measureAccuracy,
-})
+}
 
 // The accuracy tables' note and columns, in simulated time and in real.
 const accuracyNote = "False allows: admitted where the ideal denied; false denies: the other way; as counts and per request. " +

@@ -71,7 +71,7 @@ var routings = []string{"random", "sticky"}
 // server's CPU.
 const fleetModeName = "fleet"
 
-var _ = register(mode{
+var fleetMode = mode{
 	Mode: results.Mode{
 		Name:  fleetModeName,
 		About: "processes sharing one Redis, requests routed as a load balancer would: round trips, accuracy and the server's CPU",
@@ -112,7 +112,7 @@ var _ = register(mode{
 		return n
 	},
 	measure: measureFleet,
-})
+}
 
 // The settings and metrics of a fleet's rows, beyond results' own.
 const (

@@ -48,7 +48,7 @@ func (h httpConfig) validate() error {
 // against what the limit admits, and the latency end to end.
 const httpModeName = "http"
 
-var _ = register(mode{
+var httpMode = mode{
 	Mode: results.Mode{
 		Name:  httpModeName,
 		About: "over HTTP: ratelab serve on loopback attacked by vegeta, its 200s and 429s against the ideal's, and latency end to end",
@@ -97,7 +97,7 @@ var _ = register(mode{
 		return n
 	},
 	measure: measureHTTP,
-})
+}
 
 // The metrics of an http row: its answers (200, 429, another status, and
 // none at all), and how many the limit admits.

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -32,15 +31,19 @@ type mode struct {
 	measure func(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Row, error)
 }
 
-// modes are the lab's modes, in their Order: in the run and the report.
-var modes []mode
+// modes are the lab's modes, each declared in a file of its own, in
+// their Order: in the run and the report.
+var modes = []mode{simulatedMode, realtimeMode, memoryMode, timingMode, httpMode, fleetMode, llmMode, outageMode}
 
-// register adds m to the lab's modes and to those results reports on.
-func register(m mode) mode {
-	results.Register(m.Mode)
-	i, _ := slices.BinarySearchFunc(modes, m, func(a, b mode) int { return cmp.Compare(a.Order, b.Order) })
-	modes = slices.Insert(modes, i, m)
-	return m
+// Modes returns the lab's modes, in their Order, as everything that
+// reports on the lab's results files is given them: the tables, the
+// charts and the report, the picks, compare, merge and the gate.
+func Modes() results.Modes {
+	out := make(results.Modes, len(modes))
+	for i, m := range modes {
+		out[i] = m.Mode
+	}
+	return out
 }
 
 // modeNames names the lab's modes, in the order it runs them.

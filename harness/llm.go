@@ -92,7 +92,7 @@ var charges = []string{chargeEstimate, chargeSettle, chargeMax, chargeKnown}
 // each request at its actual cost, known when it is sent.
 const llmModeName = "llm"
 
-var _ = register(mode{
+var llmMode = mode{
 	Mode: results.Mode{
 		Name:  llmModeName,
 		About: "costs known only after the response (LLM tokens): each way of charging judged on the actual tokens, in simulated time",
@@ -126,7 +126,7 @@ var _ = register(mode{
 		return len(settlers(subjects)) * len(llmRuns(c.LLM))
 	},
 	measure: measureLLM,
-})
+}
 
 // The settings and metrics of an llm row: how it charged and with what
 // estimate, the workload's parameters, and the actual tokens of every

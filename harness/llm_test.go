@@ -63,10 +63,10 @@ func TestLabLLM(t *testing.T) {
 			t.Errorf("gcra settled from an estimate of %d: %v tokens, knowing the costs %v", e, got, known)
 		}
 	}
-	if tabs := results.Tables(f); len(tabs) != 1 || tabs[0].Name != "llm" || len(tabs[0].Rows) != 24 {
+	if tabs := results.Tables(f, Modes()); len(tabs) != 1 || tabs[0].Name != "llm" || len(tabs[0].Rows) != 24 {
 		t.Errorf("tables: %d", len(tabs))
 	}
-	picks, _ := results.Picks(f)
+	picks, _ := results.Picks(f, Modes())
 	if len(picks) == 0 || picks[0].Need != "Costs known only after the response (LLM tokens), as if known up front" {
 		t.Errorf("picks: %+v", picks)
 	}
@@ -113,7 +113,7 @@ func TestLLMFigure(t *testing.T) {
 		simulated,
 	}}
 	var llm, accuracy results.Figure
-	for _, fig := range results.Figures(f) {
+	for _, fig := range results.Figures(f, Modes()) {
 		switch fig.Name {
 		case "llm":
 			llm = fig

@@ -16,7 +16,7 @@ import (
 // users' keys, or what a subject kept in a server weighs itself.
 const memoryModeName = "memory"
 
-var _ = register(mode{
+var memoryMode = mode{
 	Mode: results.Mode{
 		Name:   memoryModeName,
 		About:  "the live heap per user, after one request from each of many users",
@@ -41,7 +41,7 @@ var _ = register(mode{
 	once:    true,
 	steps:   func(c Config, subjects []Subject) int { return 4 * len(subjects) },
 	measure: measureMemory,
-})
+}
 
 // users is how many keys a memory row gave the limiter.
 const users = "users"

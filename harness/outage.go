@@ -89,7 +89,7 @@ const outageBin = 100 * time.Millisecond
 // seconds of real time a run.
 const outageModeName = "outage"
 
-var _ = register(mode{
+var outageMode = mode{
 	Mode: results.Mode{
 		Name:  outageModeName,
 		About: "Redis taken away mid-run under ratelab serve: its answers per failure mode, and how soon it recovers (not in --quick)",
@@ -122,7 +122,7 @@ var _ = register(mode{
 	slow:    true,
 	steps:   outageSteps,
 	measure: measureOutage,
-})
+}
 
 func outageSteps(c Config, subjects []Subject) int {
 	n := 0

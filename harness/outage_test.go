@@ -101,7 +101,7 @@ func TestLabOutage(t *testing.T) {
 	if err != nil || len(keys) != 0 {
 		t.Errorf("keys left: %v, %v", keys, err)
 	}
-	if table := results.Tables(f); len(table) != 1 || table[0].Name != "outage" || len(table[0].Rows) != 9 {
+	if table := results.Tables(f, Modes()); len(table) != 1 || table[0].Name != "outage" || len(table[0].Rows) != 9 {
 		t.Errorf("tables: %+v", table)
 	}
 }
@@ -225,7 +225,7 @@ func TestOutageFigure(t *testing.T) {
 	r := results.Row{Limiter: "gcra (redis)", Mode: outageModeName}
 	o.row(&r)
 	f := &results.File{Rows: []results.Row{r, {Limiter: "gcra (redis)", Mode: outageModeName, Skipped: "no Redis"}}}
-	figs := results.Figures(f)
+	figs := results.Figures(f, Modes())
 	if len(figs) != 1 || figs[0].Name != "outage" || len(figs[0].Panels) != 1 {
 		t.Fatalf("figures %+v, want the outage chart of one panel", figs)
 	}

@@ -25,7 +25,7 @@ import (
 // show too the accuracy the simulated mode measured on the real clock.
 const realTimeModeName = "realtime"
 
-var _ = register(mode{
+var realtimeMode = mode{
 	Mode: results.Mode{
 		Name:   realTimeModeName,
 		About:  "on the real clock: decisions a second and lock contention as goroutines grow, and latency at a steady rate",
@@ -93,7 +93,7 @@ var _ = register(mode{
 		return 2 * (len(subjects) + 1) * len(c.realTimeRuns())
 	},
 	measure: measureRealTime,
-})
+}
 
 // The metrics and series of the real-time rows, beyond results' own.
 const (

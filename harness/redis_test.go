@@ -155,7 +155,7 @@ func TestLabRedis(t *testing.T) {
 	if floors != 2*3*3 {
 		t.Errorf("%d runs of the Redis floors, want 18", floors)
 	}
-	picks, _ := results.Picks(f)
+	picks, _ := results.Picks(f, Modes())
 	for _, p := range picks {
 		if strings.Contains(p.Limiter, "floor") || strings.Contains(p.Why, "(redis") && strings.Contains(p.Why, "floor)") {
 			t.Errorf("a pick names a floor: %+v", p)

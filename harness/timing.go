@@ -28,7 +28,7 @@ const timingBatch = 256
 // timed: its decision is a round trip, which the real-time runs measure.
 const timingModeName = "timing"
 
-var _ = register(mode{
+var timingMode = mode{
 	Mode: results.Mode{
 		Name:  timingModeName,
 		About: "what one decision costs, one goroutine flat out, against the harness floor sampled just before and after it",
@@ -62,7 +62,7 @@ var _ = register(mode{
 	},
 	steps:   func(Config, []Subject) int { return 3 },
 	measure: measureTiming,
-})
+}
 
 // timingGate shows in compare how a cost of a limiter against the harness
 // floor sampled around it moved, not gated: the two runs were made at

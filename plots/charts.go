@@ -58,9 +58,9 @@ func (l *legend) add(name string, thumb plot.Thumbnailer) {
 
 // charts are the charts of f, as its modes declare them, in the modes'
 // order.
-func charts(f *results.File) []chart {
+func charts(f *results.File, ms results.Modes) []chart {
 	var out []chart
-	for _, fig := range results.Figures(f) {
+	for _, fig := range results.Figures(f, ms) {
 		out = append(out, newChart(fig))
 	}
 	return out

@@ -2,9 +2,7 @@ package plots
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,11 +11,10 @@ import (
 
 	"gonum.org/v1/plot/vg"
 
-	_ "github.com/ratelab/ratelab/harness" // registers the modes, whose tables and picks a report holds
+	"github.com/ratelab/ratelab/harness"
+	"github.com/ratelab/ratelab/internal/golden"
 	"github.com/ratelab/ratelab/results"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // fixture is a real run, small: ratelab bench --quick with five limiters,
 // two workloads, 1 and 2 goroutines, on a machine otherwise idle (its
@@ -33,23 +30,6 @@ func fixture(t *testing.T) *results.File {
 		t.Fatal(err)
 	}
 	return f
-}
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test -update writes it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from what the code makes now; if the change is meant, go test -update rewrites it:\n%s", path, firstDiff(got, want))
-	}
 }
 
 // firstDiff shows the first line where got and want differ.
@@ -74,7 +54,7 @@ func firstDiff(got, want []byte) string {
 // their data and how they read, so that a change in what a chart shows is
 // a change someone saw.
 func TestFiguresGolden(t *testing.T) {
-	golden(t, "charts.golden", describe(results.Figures(fixture(t))))
+	golden.Check(t, "charts.golden", describe(results.Figures(fixture(t), harness.Modes())))
 }
 
 // describe writes figs as text: each figure's layout, each panel's axes
@@ -132,7 +112,7 @@ func axis(a results.Axis) string {
 // figure returns the figure of f named name, failing if there is none.
 func figure(t *testing.T, f *results.File, name string) results.Figure {
 	t.Helper()
-	figs := results.Figures(f)
+	figs := results.Figures(f, harness.Modes())
 	i := slices.IndexFunc(figs, func(c results.Figure) bool { return c.Name == name })
 	if i < 0 {
 		t.Fatalf("no %s chart", name)

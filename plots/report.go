@@ -38,8 +38,8 @@ type rendered struct {
 // inlined) that opens from disk, and report.md, its Markdown twin, which
 // links to the charts' files. source, if not "", is where f is saved, for
 // the report to say how to draw it again. It returns the paths written.
-func WriteReport(dir string, f *results.File, source string) ([]string, error) {
-	charts := charts(f)
+func WriteReport(dir string, f *results.File, ms results.Modes, source string) ([]string, error) {
+	charts := charts(f, ms)
 	cdir := filepath.Join(dir, ChartDir)
 	if err := os.MkdirAll(cdir, 0o755); err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func WriteReport(dir string, f *results.File, source string) ([]string, error) {
 		return nil, err
 	}
 	var html, md bytes.Buffer
-	pg := newPage(f, out, source)
+	pg := newPage(f, ms, out, source)
 	if err := htmlPage.Execute(&html, pg); err != nil {
 		return nil, err
 	}
@@ -128,10 +128,10 @@ type page struct {
 	Tables    []results.Table
 }
 
-func newPage(f *results.File, charts []rendered, source string) page {
-	picks, versus := results.Picks(f)
+func newPage(f *results.File, ms results.Modes, charts []rendered, source string) page {
+	picks, versus := results.Picks(f, ms)
 	if f.Meta.Target != "" {
-		return outsidePage(f, charts, source)
+		return outsidePage(f, ms, charts, source)
 	}
 	p := page{
 		Title:     "ratelab: which rate limiter, measured",
@@ -140,9 +140,9 @@ func newPage(f *results.File, charts []rendered, source string) page {
 		Meta:      metaRows(f),
 		Picks:     picks,
 		Versus:    versus,
-		Scorecard: results.Scorecard(f),
+		Scorecard: results.Scorecard(f, ms),
 		Charts:    charts,
-		Tables:    results.Tables(f),
+		Tables:    results.Tables(f, ms),
 	}
 	if s := results.SimulationSpeed(f); s != "" {
 		p.Notes = append(p.Notes, s)
@@ -155,7 +155,7 @@ func newPage(f *results.File, charts []rendered, source string) page {
 
 // outsidePage is the page of a limiter judged from outside: its target,
 // charts and tables; no picks, for there was one subject.
-func outsidePage(f *results.File, charts []rendered, source string) page {
+func outsidePage(f *results.File, ms results.Modes, charts []rendered, source string) page {
 	m := f.Meta
 	return page{
 		Title:    "ratelab probe: a limiter behind HTTP, judged from outside",
@@ -170,7 +170,7 @@ func outsidePage(f *results.File, charts []rendered, source string) page {
 			{"Took", m.Elapsed.Duration().Round(100 * time.Millisecond).String()},
 		},
 		Charts: charts,
-		Tables: results.Tables(f),
+		Tables: results.Tables(f, ms),
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelab/ratelab/harness"
+	"github.com/ratelab/ratelab/internal/golden"
 	"github.com/ratelab/ratelab/results"
 )
 
@@ -89,7 +91,7 @@ func parseHTML(t *testing.T, b []byte) htmlDoc {
 func writeReport(t *testing.T, f *results.File) (dir string, html htmlDoc, md string) {
 	t.Helper()
 	dir = t.TempDir()
-	paths, err := WriteReport(dir, f, "saved/results.json")
+	paths, err := WriteReport(dir, f, harness.Modes(), "saved/results.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,12 +129,12 @@ func TestReportStructure(t *testing.T) {
 			outline.WriteString(line + "\n")
 		}
 	}
-	golden(t, "report-outline.golden", outline.Bytes())
+	golden.Check(t, "report-outline.golden", outline.Bytes())
 
-	if len(results.Tables(f)) == 0 {
+	if len(results.Tables(f, harness.Modes())) == 0 {
 		t.Fatal("the fixture makes no tables: are the modes registered (the harness, imported for its side effect)?")
 	}
-	picks, versus := results.Picks(f)
+	picks, versus := results.Picks(f, harness.Modes())
 	if len(picks) < 4 || len(versus) == 0 {
 		t.Fatalf("the fixture gives %d picks and %d comparisons with peers; want a fuller report", len(picks), len(versus))
 	}
@@ -142,13 +144,13 @@ func TestReportStructure(t *testing.T) {
 			want = append(want, p.Need, p.Why)
 		}
 		want = append(want, versus...)
-		for _, tb := range append(results.Tables(f), results.Scorecard(f)) {
+		for _, tb := range append(results.Tables(f, harness.Modes()), results.Scorecard(f, harness.Modes())) {
 			want = append(want, tb.Title, tb.Note)
 			for _, row := range tb.Rows {
 				want = append(want, strings.Join(row, ""))
 			}
 		}
-		for _, c := range charts(f) {
+		for _, c := range charts(f, harness.Modes()) {
 			want = append(want, c.Caption)
 		}
 		flat := strings.Join(strings.Fields(strings.NewReplacer("|", "", "`", "", "**", "").Replace(text)), "")
@@ -158,7 +160,7 @@ func TestReportStructure(t *testing.T) {
 			}
 		}
 	}
-	if n, want := len(html.images), len(charts(f)); n != want {
+	if n, want := len(html.images), len(charts(f, harness.Modes())); n != want {
 		t.Errorf("report.html has %d images, want one per chart: %d", n, want)
 	}
 }
@@ -245,12 +247,12 @@ func checkSVG(t *testing.T, name string, b []byte) {
 func TestStaleCharts(t *testing.T) {
 	dir := t.TempDir()
 	f := fixture(t)
-	if _, err := WriteReport(dir, f, ""); err != nil {
+	if _, err := WriteReport(dir, f, harness.Modes(), ""); err != nil {
 		t.Fatal(err)
 	}
 	memoryOnly := *f
 	memoryOnly.Rows = slices.DeleteFunc(slices.Clone(f.Rows), func(r results.Row) bool { return !r.Has(results.BytesPerUser) })
-	if _, err := WriteReport(dir, &memoryOnly, ""); err != nil {
+	if _, err := WriteReport(dir, &memoryOnly, harness.Modes(), ""); err != nil {
 		t.Fatal(err)
 	}
 	left, err := filepath.Glob(filepath.Join(dir, ChartDir, "*"))
@@ -287,7 +289,7 @@ func TestDegenerateRuns(t *testing.T) {
 		f.Rows = append(f.Rows, unpaced, paced, memory)
 	}
 	var names []string
-	for _, c := range charts(f) {
+	for _, c := range charts(f, harness.Modes()) {
 		names = append(names, c.Name)
 		for _, format := range []string{"png", "svg"} {
 			if _, err := c.render(format); err != nil {
@@ -298,13 +300,13 @@ func TestDegenerateRuns(t *testing.T) {
 	if want := "latency scaling contention memory"; strings.Join(names, " ") != want {
 		t.Errorf("charts %v, want %s", names, want)
 	}
-	if _, err := WriteReport(t.TempDir(), f, ""); err != nil {
+	if _, err := WriteReport(t.TempDir(), f, harness.Modes(), ""); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestRenderRefusesUnknownFormat(t *testing.T) {
-	c := charts(fixture(t))[0]
+	c := charts(fixture(t), harness.Modes())[0]
 	if _, err := c.render("gif"); err == nil {
 		t.Error(`render("gif") did not fail`)
 	}
@@ -370,7 +372,7 @@ func TestOddRuns(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range charts(f) {
+	for _, c := range charts(f, harness.Modes()) {
 		if c.Name != "scaling" {
 			continue
 		}
@@ -387,7 +389,7 @@ func TestOddRuns(t *testing.T) {
 		}
 	}
 
-	if _, err := WriteReport(t.TempDir(), f, ""); err != nil {
+	if _, err := WriteReport(t.TempDir(), f, harness.Modes(), ""); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -228,13 +228,6 @@ func shared(keys []key) map[key]bool {
 	return out
 }
 
-// gates returns the gates of mode m, nil for a mode this ratelab does not
-// know.
-func gates(m string) []Gate {
-	mode, _ := ModeNamed(m)
-	return mode.Gates
-}
-
 // gated returns the rows the gate compares, by key (those of a mode with
 // gates that have a gated metric), the keys in the file's order, the keys
 // it has more than once, and why it skipped what it skipped, by limiter
@@ -246,7 +239,7 @@ func gates(m string) []Gate {
 // Decisions, which every row counts, does not make a row gated alone: it
 // is compared in the rows another gated metric makes gated (the accuracy
 // rows of the real-time mode, not its throughput and latency rows).
-func gated(f *File) (rows map[key]Row, order, twice []key, skipped map[[2]string]string) {
+func gated(f *File, ms Modes) (rows map[key]Row, order, twice []key, skipped map[[2]string]string) {
 	rows, skipped = map[key]Row{}, map[[2]string]string{}
 	for _, r := range f.Rows {
 		if r.Outside() {
@@ -256,7 +249,7 @@ func gated(f *File) (rows map[key]Row, order, twice []key, skipped map[[2]string
 			skipped[[2]string{r.Limiter, r.Workload}] = r.Skipped
 			continue
 		}
-		if !slices.ContainsFunc(gates(r.Mode), func(g Gate) bool { return g.Metric != Decisions && r.Has(g.Metric) }) {
+		if !slices.ContainsFunc(ms.gates(r.Mode), func(g Gate) bool { return g.Metric != Decisions && r.Has(g.Metric) }) {
 			continue
 		}
 		k := keyOf(r)
@@ -272,12 +265,12 @@ func gated(f *File) (rows map[key]Row, order, twice []key, skipped map[[2]string
 
 // Compare compares cur, a new run, with base, the baseline, under tol. It
 // returns a *MismatchError when the two are not runs of the same lab.
-func Compare(base, cur *File, tol Tolerance) (*Comparison, error) {
+func Compare(base, cur *File, tol Tolerance, ms Modes) (*Comparison, error) {
 	if err := sameLab(base, cur); err != nil {
 		return nil, err
 	}
-	om, order, otwice, oskip := gated(base)
-	nm, newOrder, ntwice, nskip := gated(cur)
+	om, order, otwice, oskip := gated(base, ms)
+	nm, newOrder, ntwice, nskip := gated(cur, ms)
 	mis := &MismatchError{}
 	only := func(k key, other map[[2]string]string, which string, list *[]string) {
 		if why, ok := other[[2]string{k.limiter, k.workload}]; ok {
@@ -319,7 +312,7 @@ func Compare(base, cur *File, tol Tolerance) (*Comparison, error) {
 				c.Floor[k.workload] = is / was
 			}
 		}
-		for _, g := range gates(k.mode) {
+		for _, g := range ms.gates(k.mode) {
 			c.gate(k, g, o, n)
 		}
 	}

@@ -101,7 +101,7 @@ func TestGate(t *testing.T) {
 			if n := tt.change(new); tt.want != nil && n != 1 {
 				t.Fatalf("%d rows changed, want 1", n)
 			}
-			c, err := results.Compare(old, new, results.DefaultTolerance)
+			c, err := results.Compare(old, new, results.DefaultTolerance, modes)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -128,7 +128,7 @@ func TestGate(t *testing.T) {
 func TestGateFailsARowNotMeasured(t *testing.T) {
 	old, new := gateFiles(t)
 	edit(new, gcra("memory"), func(r *results.Row) { drop(r, results.BytesPerUser) })
-	_, err := results.Compare(old, new, results.DefaultTolerance)
+	_, err := results.Compare(old, new, results.DefaultTolerance, modes)
 	if err == nil || !strings.Contains(err.Error(), "only OLD has gcra on many-users (memory)") {
 		t.Errorf("a memory row without its bytes: %v, want OLD's row named as missing from NEW", err)
 	}
@@ -138,7 +138,7 @@ func TestCompareMismatch(t *testing.T) {
 	old, new := gateFiles(t)
 	new.Meta.Seed++
 	new.Meta.Params.Limit = 50
-	_, err := results.Compare(old, new, results.DefaultTolerance)
+	_, err := results.Compare(old, new, results.DefaultTolerance, modes)
 	var mis *results.MismatchError
 	if !errors.As(err, &mis) || !strings.Contains(err.Error(), "seed 1 in OLD, 2 in NEW") || !strings.Contains(err.Error(), "limit 100 in OLD, 50 in NEW") {
 		t.Errorf("other parameters: %v", err)
@@ -147,7 +147,7 @@ func TestCompareMismatch(t *testing.T) {
 	old, new = gateFiles(t)
 	new.Rows = slices.DeleteFunc(new.Rows, func(r results.Row) bool { return r.Limiter == "throttled" })
 	new.Rows = append(new.Rows, with(results.Row{Limiter: "gcra2", Workload: "uniform", Mode: "memory"}, results.BytesPerUser, results.UnitBytes, 1))
-	_, err = results.Compare(old, new, results.DefaultTolerance)
+	_, err = results.Compare(old, new, results.DefaultTolerance, modes)
 	for _, want := range []string{"only OLD has throttled on uniform (simulated, judged_n=100, judged_per=1s)", "and ", "more", "only NEW has gcra2 on uniform (memory)", "refresh the baseline"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("rows that do not match: %v, want it to say %q", err, want)
@@ -189,7 +189,7 @@ func TestGateLetsPass(t *testing.T) {
 	t.Run("a peer twice as slow", func(t *testing.T) {
 		old, new := gateFiles(t)
 		edit(new, func(r results.Row) bool { return r.Limiter == "go-limiter" && r.Mode == "timing" }, func(r *results.Row) { slowBy(r, 2, false) })
-		c, err := results.Compare(old, new, results.DefaultTolerance)
+		c, err := results.Compare(old, new, results.DefaultTolerance, modes)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,12 +214,12 @@ func TestGateLetsPass(t *testing.T) {
 			slowBy(r, 1.6, false)
 			slowBy(r, 1.6, true)
 		})
-		slowed, err := results.Compare(old, new, results.DefaultTolerance)
+		slowed, err := results.Compare(old, new, results.DefaultTolerance, modes)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, same := gateFiles(t)
-		asIs, err := results.Compare(old, same, results.DefaultTolerance)
+		asIs, err := results.Compare(old, same, results.DefaultTolerance, modes)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,7 +249,7 @@ func TestGateLetsPass(t *testing.T) {
 			if edit(new, gcra("timing"), tt.change) != 4 {
 				t.Fatal("want gcra's four timing rows")
 			}
-			c, err := results.Compare(old, new, results.DefaultTolerance)
+			c, err := results.Compare(old, new, results.DefaultTolerance, modes)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -296,7 +296,7 @@ func TestCompareRefusesDuplicatesAndSkips(t *testing.T) {
 			break
 		}
 	}
-	_, err := results.Compare(old, new, results.DefaultTolerance)
+	_, err := results.Compare(old, new, results.DefaultTolerance, modes)
 	if !strings.Contains(fmt.Sprint(err), "twice: NEW has gcra on uniform (simulated, judged_n=100, judged_per=1s)") {
 		t.Errorf("a row twice: %v", err)
 	}
@@ -305,7 +305,7 @@ func TestCompareRefusesDuplicatesAndSkips(t *testing.T) {
 	old, new = gateFiles(t)
 	new.Rows = slices.DeleteFunc(new.Rows, func(r results.Row) bool { return r.Limiter == "gcra" && r.Workload == "bursty" })
 	new.Rows = append(new.Rows, results.Row{Limiter: "gcra", Workload: "bursty", Skipped: "the workload has no requests with these parameters"})
-	_, err = results.Compare(old, new, results.DefaultTolerance)
+	_, err = results.Compare(old, new, results.DefaultTolerance, modes)
 	if !strings.Contains(fmt.Sprint(err), "skipped: NEW skipped gcra on bursty (simulated, judged_n=100, judged_per=1s): the workload has no requests with these parameters") {
 		t.Errorf("a row skipped: %v", err)
 	}
@@ -314,7 +314,7 @@ func TestCompareRefusesDuplicatesAndSkips(t *testing.T) {
 func TestCompareWarnsOfAnotherMachine(t *testing.T) {
 	old, new := gateFiles(t)
 	new.Meta.CPU, new.Meta.GoVersion = "Some Other CPU", "go1.27"
-	c, err := results.Compare(old, new, results.DefaultTolerance)
+	c, err := results.Compare(old, new, results.DefaultTolerance, modes)
 	if err != nil {
 		t.Fatal(err)
 	}

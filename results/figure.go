@@ -125,9 +125,9 @@ const (
 // Figures returns the charts of f's modes that have a panel, in the
 // modes' Order. Each mode's Charts is given its measured rows, however
 // few: a chart may draw on other modes' rows of f.
-func Figures(f *File) []Figure {
+func Figures(f *File, ms Modes) []Figure {
 	var out []Figure
-	for _, m := range Modes() {
+	for _, m := range ms {
 		if m.Charts == nil {
 			continue
 		}

@@ -15,12 +15,12 @@ import (
 // curves (a picture of a window edge), which it leaves out: nine tenths of
 // a quick lab's file, and nothing a baseline compares. What it pools is
 // what the modes' gates say.
-func Merge(files ...*File) (*File, error) {
+func Merge(ms Modes, files ...*File) (*File, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("results: nothing to merge")
 	}
 	first := files[0]
-	byKey, order, twice, _ := gated(first)
+	byKey, order, twice, _ := gated(first, ms)
 	if len(twice) > 0 {
 		return nil, &MismatchError{Twice: []string{"the first file has " + twice[0].String()}}
 	}
@@ -29,7 +29,7 @@ func Merge(files ...*File) (*File, error) {
 		if err := sameLab(first, f); err != nil {
 			return nil, fmt.Errorf("file %d of %d: %w", i+1, len(files), err)
 		}
-		rows, fOrder, twice, _ := gated(f)
+		rows, fOrder, twice, _ := gated(f, ms)
 		if len(twice) > 0 || len(fOrder) != len(order) {
 			return nil, fmt.Errorf("file %d of %d: %w", i+1, len(files), &MismatchError{OnlyNew: []string{fmt.Sprintf("%d gated rows, where the first has %d", len(fOrder), len(order))}})
 		}
@@ -38,7 +38,7 @@ func Merge(files ...*File) (*File, error) {
 			if !ok {
 				return nil, fmt.Errorf("file %d of %d: %w", i+1, len(files), &MismatchError{OnlyOld: []string{k.String()}})
 			}
-			for _, g := range gates(k.mode) {
+			for _, g := range ms.gates(k.mode) {
 				if g.Check == CheckExact && byKey[k].Get(g.Metric) != r.Get(g.Metric) {
 					return nil, fmt.Errorf("results: file %d of %d decided %s otherwise than the first: merge runs of one tree and seed", i+1, len(files), k)
 				}
@@ -51,7 +51,7 @@ func Merge(files ...*File) (*File, error) {
 	for _, r := range first.Rows {
 		r.Series = slices.DeleteFunc(slices.Clone(r.Series), func(s Series) bool { return len(s.X) > 0 })
 		if _, ok := byKey[keyOf(r)]; ok {
-			r = pool(r, pools)
+			r = pool(r, pools, ms)
 		}
 		out.Rows = append(out.Rows, r)
 	}
@@ -62,10 +62,10 @@ func Merge(files ...*File) (*File, error) {
 // pool is r, a gated row, pooled with its twins in pools: the median of
 // each metric with a tolerance, and the samples of every file, each metric
 // they sample their median, the decisions those of every file.
-func pool(r Row, pools []map[key]Row) Row {
+func pool(r Row, pools []map[key]Row, ms Modes) Row {
 	k := keyOf(r)
 	r.Metrics = slices.Clone(r.Metrics)
-	for _, g := range gates(r.Mode) {
+	for _, g := range ms.gates(r.Mode) {
 		if g.Check != CheckAllocs && g.Check != CheckMemory || !r.Has(g.Metric) {
 			continue
 		}

@@ -1,11 +1,6 @@
 package results
 
-import (
-	"cmp"
-	"fmt"
-	"slices"
-	"sync"
-)
+import "slices"
 
 // Mode is one way the lab measures, declared once, in one file (the
 // harness's, beside the code that measures): its name, what it measures,
@@ -41,39 +36,33 @@ type Mode struct {
 	Outside bool
 }
 
-var registry struct {
-	sync.Mutex
-	modes []Mode
-}
+// Modes are the modes a report knows, in their Order: the lab's
+// (harness.Modes) or the probe's. Everything that reports on a file (the
+// tables, the report, the picks, compare, merge, the gate) is given them,
+// and reads each mode's rows through its Mode.
+type Modes []Mode
 
-// Register adds m to the modes, which every report of a file reads. It
-// panics if a mode of that name is registered already: two files
-// declaring one mode are a bug.
-func Register(m Mode) {
-	registry.Lock()
-	defer registry.Unlock()
-	if slices.ContainsFunc(registry.modes, func(o Mode) bool { return o.Name == m.Name }) {
-		panic(fmt.Sprintf("results: mode %q registered twice", m.Name))
-	}
-	registry.modes = append(registry.modes, m)
-	slices.SortStableFunc(registry.modes, func(a, b Mode) int { return cmp.Compare(a.Order, b.Order) })
-}
-
-// Modes returns the registered modes, in their Order.
-func Modes() []Mode {
-	registry.Lock()
-	defer registry.Unlock()
-	return slices.Clone(registry.modes)
-}
-
-// ModeNamed returns the mode of that name, and whether there is one.
-func ModeNamed(name string) (Mode, bool) {
-	for _, m := range Modes() {
+// Named returns the mode of that name, and whether ms has it.
+func (ms Modes) Named(name string) (Mode, bool) {
+	for _, m := range ms {
 		if m.Name == name {
 			return m, true
 		}
 	}
 	return Mode{}, false
+}
+
+// gates returns the gates of mode m, nil for a mode ms does not have.
+func (ms Modes) gates(m string) []Gate {
+	mode, _ := ms.Named(m)
+	return mode.Gates
+}
+
+// scored reports whether rows of mode m count in the scorecard; a mode ms
+// does not have does not.
+func (ms Modes) scored(m string) bool {
+	mode, ok := ms.Named(m)
+	return ok && mode.Scored
 }
 
 // RowsOf returns f's rows of mode m, measured or skipped, in order.
@@ -90,11 +79,4 @@ func (f *File) RowsOf(m string) []Row {
 // measuredRows returns the rows of rows that were measured.
 func measuredRows(rows []Row) []Row {
 	return slices.DeleteFunc(slices.Clone(rows), func(r Row) bool { return !r.Measured() })
-}
-
-// scored reports whether rows of mode m count in the scorecard; a mode
-// this ratelab does not know does not.
-func scored(m string) bool {
-	mode, ok := ModeNamed(m)
-	return ok && mode.Scored
 }

@@ -2,57 +2,44 @@ package results_test
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/ratelab/ratelab/results"
 )
 
-// The modes are those the harness registers, and the tests' own, in
-// their Order.
+// The modes the tests are given are the lab's (harness.Modes), in their
+// Order, then the tests' own; Named finds each, and only those.
 func TestModes(t *testing.T) {
 	var names []string
-	for _, m := range results.Modes() {
+	for _, m := range modes {
 		names = append(names, m.Name)
 	}
 	want := []string{"simulated", "realtime", "memory", "timing", "http", "fleet", "llm", "outage", checksMode, tablesMode}
 	if !slices.Equal(names, want) {
-		t.Errorf("Modes = %q, want %q", names, want)
+		t.Errorf("modes = %q, want %q", names, want)
 	}
-	if !slices.IsSortedFunc(results.Modes(), func(a, b results.Mode) int { return cmp.Compare(a.Order, b.Order) }) {
-		t.Error("Modes are not in their Order")
+	if !slices.IsSortedFunc(modes, func(a, b results.Mode) int { return cmp.Compare(a.Order, b.Order) }) {
+		t.Error("modes are not in their Order")
 	}
 	scored := map[string]bool{"simulated": true, "realtime": true, "memory": true}
 	for _, name := range want {
-		m, ok := results.ModeNamed(name)
+		m, ok := modes.Named(name)
 		if !ok || m.Name != name || m.Scored != scored[name] {
-			t.Errorf("ModeNamed(%q) = %q (scored %v), %v; want it, scored %v", name, m.Name, m.Scored, ok, scored[name])
+			t.Errorf("Named(%q) = %q (scored %v), %v; want it, scored %v", name, m.Name, m.Scored, ok, scored[name])
 		}
 	}
-	if m, ok := results.ModeNamed("nope"); ok {
-		t.Errorf("ModeNamed(nope) = %+v, true; want none", m)
+	if m, ok := modes.Named("nope"); ok {
+		t.Errorf("Named(nope) = %+v, true; want none", m)
 	}
-	// What Modes returns is a copy: changing it changes no mode.
-	ms := results.Modes()
-	ms[0].Name = "changed"
-	if results.Modes()[0].Name != "simulated" {
-		t.Error("Modes returned the registry itself")
+	// Each name once: two files declaring one mode are a bug.
+	seen := map[string]bool{}
+	for _, m := range modes {
+		if seen[m.Name] {
+			t.Errorf("mode %q is declared twice", m.Name)
+		}
+		seen[m.Name] = true
 	}
-}
-
-func TestRegisterRefusesTwice(t *testing.T) {
-	before := len(results.Modes())
-	defer func() {
-		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), `mode "simulated" registered twice`) {
-			t.Errorf("registering simulated again: panic %v, want one naming it", p)
-		}
-		if n := len(results.Modes()); n != before {
-			t.Errorf("%d modes after a refused Register, want %d", n, before)
-		}
-	}()
-	results.Register(results.Mode{Name: "simulated"})
 }
 
 func TestRowsOf(t *testing.T) {

@@ -46,10 +46,10 @@ type score struct {
 
 // fullSpeed is the goroutine count whose unpaced throughput scores compare:
 // GOMAXPROCS if the run swept it, else the most below it, else the fewest.
-func fullSpeed(f *File) int {
+func fullSpeed(f *File, ms Modes) int {
 	var gs []int
 	for _, r := range f.Rows {
-		if scored(r.Mode) && unpaced(r) && !slices.Contains(gs, r.SettingInt(Goroutines)) {
+		if ms.scored(r.Mode) && unpaced(r) && !slices.Contains(gs, r.SettingInt(Goroutines)) {
 			gs = append(gs, r.SettingInt(Goroutines))
 		}
 	}
@@ -65,8 +65,8 @@ func fullSpeed(f *File) int {
 
 // scores returns each limiter's score, in the order limiters first appear,
 // and the harness floor's apart.
-func scores(f *File) (out []*score, floor *score) {
-	g := fullSpeed(f)
+func scores(f *File, ms Modes) (out []*score, floor *score) {
+	g := fullSpeed(f, ms)
 	find := func(r Row) *score {
 		if r.IsFloor() {
 			if floor == nil {
@@ -83,7 +83,7 @@ func scores(f *File) (out []*score, floor *score) {
 	}
 	logs := map[*score][]float64{}
 	for _, r := range f.Rows {
-		if r.Skipped != "" || r.Limiter == "" || r.IsFloor() && r.Outside() || !scored(r.Mode) {
+		if r.Skipped != "" || r.Limiter == "" || r.IsFloor() && r.Outside() || !ms.scored(r.Mode) {
 			// A Redis floor decides nothing: it is read beside the rows,
 			// not scored. The modes not scored (a fleet, the same limiter
 			// as its Redis row, shared; ways of charging; a server's
@@ -131,8 +131,8 @@ func scores(f *File) (out []*score, floor *score) {
 
 // Scorecard is a row per limiter of its headline numbers, each the
 // summary of a table the run printed in full.
-func Scorecard(f *File) Table {
-	g := fullSpeed(f)
+func Scorecard(f *File, ms Modes) Table {
+	g := fullSpeed(f, ms)
 	t := Table{
 		Name:  "scorecard",
 		Title: "Scorecard: each limiter's headline numbers",
@@ -143,7 +143,7 @@ func Scorecard(f *File) Table {
 		Header: []string{"limiter", "most in any W", "differs from ideal", fmt.Sprintf("decisions/s (%d goroutines)", g), "p50 paced", "p99 paced", "bytes per user"},
 		Left:   1,
 	}
-	all, floor := scores(f)
+	all, floor := scores(f, ms)
 	if slices.ContainsFunc(all, func(s *score) bool { return s.outside }) {
 		t.Note += " Limiters kept in Redis: each decision a round trip to the server, measured on a sample of each workload; " +
 			"their bytes per user are the server's memory per key, not the process's."
@@ -206,10 +206,10 @@ type Pick struct {
 // The needs of one process are answered from the limiters in memory; the
 // limiters kept in Redis, a round trip a decision, answer the need of a
 // limit many processes share; each mode adds its own (Mode.Picks).
-func Picks(f *File) (picks []Pick, versus []string) {
-	everyone, floor := scores(f)
+func Picks(f *File, ms Modes) (picks []Pick, versus []string) {
+	everyone, floor := scores(f, ms)
 	everyone = slices.DeleteFunc(everyone, func(s *score) bool { return s.own }) // not held to the same limit
-	c := card{f: f, everyone: everyone, floor: floor, g: fullSpeed(f),
+	c := card{f: f, everyone: everyone, floor: floor, g: fullSpeed(f, ms),
 		all: slices.DeleteFunc(slices.Clone(everyone), func(s *score) bool { return s.outside })}
 	for _, need := range []func() (Pick, bool){c.exact, c.closest, c.fastest, c.steady, c.leanest} {
 		if p, ok := need(); ok {
@@ -219,7 +219,7 @@ func Picks(f *File) (picks []Pick, versus []string) {
 	if p, ok := fleetPick(everyone, c.all, c.g); ok {
 		picks = append(picks, p)
 	}
-	for _, m := range Modes() {
+	for _, m := range ms {
 		if rows := measuredRows(f.RowsOf(m.Name)); m.Picks != nil && len(rows) > 0 {
 			picks = append(picks, m.Picks(f, rows)...)
 		}
@@ -518,14 +518,14 @@ func (s *score) costs() string {
 
 // WritePicks writes, for a terminal, the scorecard and which limiter to
 // pick for which need.
-func WritePicks(w io.Writer, f *File) error {
-	if t := Scorecard(f); len(t.Rows) > 0 {
+func WritePicks(w io.Writer, f *File, ms Modes) error {
+	if t := Scorecard(f, ms); len(t.Rows) > 0 {
 		if err := t.Text(w); err != nil {
 			return err
 		}
 		fmt.Fprintln(w)
 	}
-	picks, versus := Picks(f)
+	picks, versus := Picks(f, ms)
 	if len(picks) > 0 {
 		fmt.Fprintln(w, "Which limiter should I pick? This run's answers, from the numbers above:")
 	}

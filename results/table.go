@@ -48,9 +48,9 @@ type Pivot struct {
 
 // Tables returns the tables of f, mode by mode, leaving out those f has no
 // rows for.
-func Tables(f *File) []Table {
+func Tables(f *File, ms Modes) []Table {
 	var out []Table
-	for _, m := range Modes() {
+	for _, m := range ms {
 		rows := measuredRows(f.RowsOf(m.Name))
 		for _, spec := range m.Tables {
 			if t := spec.build(rows); len(t.Rows) > 0 {

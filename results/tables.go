@@ -159,7 +159,7 @@ func Rate(r float64) string {
 
 // WriteDir writes f into dir (created if need be): results.json, and its
 // tables as tables.md and tables.txt. It returns the paths written.
-func WriteDir(dir string, f *File) ([]string, error) {
+func WriteDir(dir string, f *File, ms Modes) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -169,7 +169,7 @@ func WriteDir(dir string, f *File) ([]string, error) {
 	}
 	var md, txt bytes.Buffer
 	fmt.Fprintf(&md, "# ratelab: %s\n\n%s\n\n", f.Meta.Start.Format(time.RFC3339), MetaLine(f))
-	for i, t := range Tables(f) {
+	for i, t := range Tables(f, ms) {
 		if i > 0 {
 			md.WriteString("\n")
 			txt.WriteString("\n")

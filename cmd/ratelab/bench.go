@@ -101,7 +101,7 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	paths, err := results.WriteDir(f.out, res)
+	paths, err := results.WriteDir(f.out, res, modes())
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
@@ -109,7 +109,7 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 	// Last, so that a report that cannot be drawn loses nothing else.
-	if _, err := plots.WriteReport(f.out, res, paths[0]); err != nil {
+	if _, err := plots.WriteReport(f.out, res, modes(), paths[0]); err != nil {
 		return fmt.Errorf("bench: the results are saved, but not the report: %w", err)
 	}
 	fmt.Fprintln(stdout, reportLine(f.out))
@@ -209,7 +209,7 @@ func readTrace(path string) (*workloads.Workload, error) {
 // limiter to pick for which need, and where it saved the results (paths).
 func printLab(stdout io.Writer, f *results.File, paths []string) error {
 	fmt.Fprintf(stdout, "%s\n\n", results.MetaLine(f))
-	for _, t := range results.Tables(f) {
+	for _, t := range results.Tables(f, modes()) {
 		if err := t.Text(stdout); err != nil {
 			return err
 		}
@@ -221,7 +221,7 @@ func printLab(stdout io.Writer, f *results.File, paths []string) error {
 	for _, s := range results.Skipped(f) {
 		fmt.Fprintln(stdout, strings.ReplaceAll(results.Wrap("Skipped: "+s, 100), "\n", "\n  "))
 	}
-	if err := results.WritePicks(stdout, f); err != nil {
+	if err := results.WritePicks(stdout, f, modes()); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "\nThe lab took %v. Results: %s\n", f.Meta.Elapsed.Duration().Round(time.Second), strings.Join(paths, ", "))
@@ -272,10 +272,8 @@ func workloadFlags(fs *flag.FlagSet, c *harness.Config) func() {
 // modeNames are the lab's modes, in the order it runs them.
 func modeNames() []string {
 	var out []string
-	for _, m := range results.Modes() {
-		if !m.Outside {
-			out = append(out, m.Name)
-		}
+	for _, m := range harness.Modes() {
+		out = append(out, m.Name)
 	}
 	return out
 }
@@ -284,10 +282,7 @@ func modeNames() []string {
 // bench's help.
 func modeList() string {
 	var b strings.Builder
-	for _, m := range results.Modes() {
-		if m.Outside {
-			continue
-		}
+	for _, m := range harness.Modes() {
 		about := strings.ReplaceAll(results.Wrap(m.About, 58), "\n", "\n\t            ")
 		fmt.Fprintf(&b, "\t%-11s %s\n", m.Name, about)
 	}

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratelab/ratelab/results"
 )
 
 // bench --help names every mode the lab has, with what it measures, and
@@ -15,9 +14,9 @@ func TestBenchHelpListsModes(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("bench --help: exit %d", code)
 	}
-	modes := results.Modes()
+	modes := modes()
 	if len(modes) < 8 {
-		t.Fatalf("%d modes registered, want the lab's eight or more", len(modes))
+		t.Fatalf("%d modes, want the lab's eight or more", len(modes))
 	}
 	flat := strings.Join(strings.Fields(stdout), " ")
 	for _, m := range modes {

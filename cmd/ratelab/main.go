@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/harness"
+	"github.com/ratelab/ratelab/internal/probe"
+	"github.com/ratelab/ratelab/results"
 )
 
 func main() {
@@ -161,6 +163,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	usage(stderr)
 	return usagef("unknown command %q", name)
 }
+
+// modes are the modes the command reports on a results file with: the
+// lab's, and the probe's.
+func modes() results.Modes { return append(harness.Modes(), probe.Modes()...) }
 
 // progressInterval is how often the lab's progress is said in a log: often
 // enough to show it is not stuck, seldom enough to keep the log short.

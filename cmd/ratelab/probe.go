@@ -231,7 +231,7 @@ func printProbe(stdout io.Writer, dir string, r *probe.Report) error {
 	if err := results.WriteFile(saved, f); err != nil {
 		return fmt.Errorf("probe: %w", err)
 	}
-	if _, err := plots.WriteReport(dir, f, saved); err != nil {
+	if _, err := plots.WriteReport(dir, f, probe.Modes(), saved); err != nil {
 		return fmt.Errorf("probe: the report: %w", err)
 	}
 	fmt.Fprintf(stdout, "Results: %s (as the lab's: %s); the report: %s\n", filepath.Join(dir, "probe.json"), saved, filepath.Join(dir, "report.html"))

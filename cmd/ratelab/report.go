@@ -52,7 +52,7 @@ func runReport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if dir == "" {
 		dir = filepath.Dir(in)
 	}
-	if _, err := plots.WriteReport(dir, f, in); err != nil {
+	if _, err := plots.WriteReport(dir, f, modes(), in); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	fmt.Fprintln(stdout, reportLine(dir))

@@ -48,10 +48,12 @@ func isKind(k string) func(results.Row) bool {
 	return func(r results.Row) bool { return r.Setting(kind) == k }
 }
 
-func init() { results.Register(mode) }
+// Modes returns the probe's mode, which a report of its results file is
+// given as a lab's is given the lab's: not run by bench, but tabled,
+// charted and reported as the lab's modes are.
+func Modes() results.Modes { return results.Modes{mode} }
 
-// mode is the probe's, in the lab's registry: not run by bench, but
-// tabled, charted and reported as the lab's modes are.
+// mode is the probe's.
 var mode = results.Mode{
 	Name:    modeName,
 	About:   "a limiter behind HTTP, judged from outside (ratelab probe)",
@@ -440,4 +442,4 @@ func paceVerdict(kept bool) string {
 
 // Tables are the report as the lab's tables, from its rows (File): the
 // fit, the accuracy of each workload, the checks, latency and pace.
-func (r *Report) Tables() []results.Table { return results.Tables(r.File()) }
+func (r *Report) Tables() []results.Table { return results.Tables(r.File(), Modes()) }

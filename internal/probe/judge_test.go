@@ -234,7 +234,7 @@ func TestReportFile(t *testing.T) {
 		fp:       fp, prefix: "p-"}
 	f := r.File()
 	var names []string
-	for _, tb := range results.Tables(f) {
+	for _, tb := range results.Tables(f, Modes()) {
 		names = append(names, tb.Name)
 	}
 	if strings.Join(names, ",") != "probe-fit,probe-accuracy,probe-checks,probe-timing" {
