@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -18,7 +17,6 @@ import (
 	"github.com/ratelab/ratelab/internal/server"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
-	"github.com/ratelab/ratelab/limiters/httplimit"
 	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/workloads"
 )
@@ -246,11 +244,8 @@ type httpOutcome struct {
 // KeptPace reports whether vegeta sent at least 95% of the offered rate.
 func (r httpOutcome) KeptPace() bool { return r.Achieved >= 0.95*r.Offered }
 
-// keyHeader carries the user's key to the server.
-const keyHeader = "X-User"
-
-// Run attacks a fresh server with a fresh attacker (vegeta's cannot be
-// reused) and stops both. Loads stay on loopback.
+// Run attacks a fresh server on loopback (serveLoopback), warmed up, and
+// stops it.
 func (h httpAttack) Run(ctx context.Context) (httpOutcome, error) {
 	switch {
 	case h.Rate <= 0 || h.Duration <= 0:
@@ -258,15 +253,15 @@ func (h httpAttack) Run(ctx context.Context) (httpOutcome, error) {
 	case h.Workload == nil || len(h.Workload.Arrivals) == 0:
 		return httpOutcome{}, errors.New("harness: an HTTP attack needs a workload with requests")
 	}
-	addr, _, stop, err := serveLoopback(server.Config{Algorithm: h.Algorithm, Limit: h.Limit, KeyHeader: keyHeader, Headers: httplimit.AllHeaders})
+	lb, err := serveLoopback(ctx, server.Config{Algorithm: h.Algorithm, Limit: h.Limit}, h.Rate, h.Duration)
 	if err != nil {
 		return httpOutcome{}, err
 	}
-	defer stop()
+	defer lb.close()
 
 	// Each request's key is in its URL too, where vegeta's Result keeps
 	// it, so that the ideal can replay the requests as sent.
-	base := "http://" + addr + "/?u="
+	base := lb.url + "?u="
 	// The keys, made before the attack: Workload.Key is not for
 	// concurrent use, and vegeta's workers call the targeter at once.
 	keys := make([]string, int(h.Rate*h.Duration.Seconds())+1)
@@ -281,17 +276,9 @@ func (h httpAttack) Run(ctx context.Context) (httpOutcome, error) {
 		t.Header = http.Header{keyHeader: []string{key}}
 		return nil
 	}
-	// One transport for the run, closed with it: a warm-up attack on a
-	// key of its own, which no measured request shares, opens the
-	// connections the attack then uses (otherwise the first run's tail is
-	// their set-up).
-	a := newLoopbackAttack(h.Rate)
-	defer a.close()
-	warm := vegeta.Target{Method: http.MethodGet, URL: base + "warm-up", Header: http.Header{keyHeader: []string{"warm-up"}}}
-	a.run(ctx, vegeta.NewStaticTargeter(warm), warmUp(h.Duration), "warm-up", func(*vegeta.Result) {})
 	var results []vegeta.Result
 	var m vegeta.Metrics
-	a.run(ctx, targeter, h.Duration, "ratelab", func(res *vegeta.Result) {
+	lb.run(ctx, targeter, h.Duration, "ratelab", func(res *vegeta.Result) {
 		m.Add(res)
 		results = append(results, *res)
 	})
@@ -331,34 +318,6 @@ func tally(results []vegeta.Result) httpOutcome {
 	}
 	r.LatencyNS = latencyOf(lat)
 	return r
-}
-
-// serveLoopback serves cfg's server, ratelab serve's, on a free loopback
-// port, and returns its address, the server, and what closes it (at once,
-// rather than wait for the attackers' idle connections: every answer is
-// in by then).
-func serveLoopback(cfg server.Config) (string, *server.Server, func(), error) {
-	srv, err := server.New(cfg)
-	if err != nil {
-		return "", nil, nil, fmt.Errorf("harness: %w", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		srv.Close()
-		return "", nil, nil, fmt.Errorf("harness: %w", err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	return ln.Addr().String(), srv, func() {
-		srv.Close()
-		<-served
-	}, nil
-}
-
-// warmUp is how long an attack of d warms up: a tenth of it, at least
-// 50ms and at most 200ms.
-func warmUp(d time.Duration) time.Duration {
-	return min(max(d/10, 50*time.Millisecond), 200*time.Millisecond)
 }
 
 // ideal decides the requests of results, in the order they were sent, at
