@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,7 +85,7 @@ var realtimeMode = mode{
 		},
 		Gates: accuracyGates(results.CheckShown),
 		Charts: func(f *results.File, rows []results.Row) []results.Figure {
-			return []results.Figure{latencyFigure(rows), scalingFigure(rows, f.Meta.GOMAXPROCS), contentionFigure(rows)}
+			return []results.Figure{latencyFigure(rows), scalingFigure(rows, f.Meta.GOMAXPROCS), contentionFigure(rows, f.Meta.GOMAXPROCS)}
 		},
 	},
 	steps: func(c Config, subjects []Subject) int {
@@ -103,8 +102,6 @@ const (
 	admitted = "admitted_fraction"
 	achieved = "achieved_fraction"
 	late     = "late_fraction"
-	// lockWaitNS is the time goroutines were blocked on locks, a decision.
-	lockWaitNS = "lock_wait"
 	// sendLagP99 is how late a replay in real time sent its requests
 	// against their compressed schedule, at p99.
 	sendLagP99 = "send_lag.p99"
@@ -133,21 +130,6 @@ func perGoroutines(name, title, note string, cell func(results.Row) string, with
 	return t
 }
 
-func lockWaitCell(r results.Row) string {
-	switch w, ok := r.Value(lockWaitNS); {
-	case !ok:
-		return ""
-	case w == 0:
-		return "0"
-	case w < 0.1:
-		return "<0.1ns"
-	case w < 10:
-		return strconv.FormatFloat(w, 'f', 1, 64) + "ns"
-	default:
-		return results.Nanos(w)
-	}
-}
-
 // spread is the lowest and the highest of a paced run's p99s, "" for
 // fewer than two.
 func spread(p99s *results.Series) string {
@@ -155,105 +137,6 @@ func spread(p99s *results.Series) string {
 		return ""
 	}
 	return results.Nanos(slices.Min(p99s.Y)) + "–" + results.Nanos(slices.Max(p99s.Y))
-}
-
-// drawnFloor is the least nanoseconds a chart's log axis spans: a
-// latency or a lock wait of zero is drawn there.
-const drawnFloor = 0.1
-
-// latencyFigure is a panel per workload of the paced runs' latency: X is
-// 1/(1-q) (2 for the median, 100 for p99, 10,000 for p99.99), Y the
-// latency in nanoseconds.
-func latencyFigure(rows []results.Row) results.Figure {
-	fig := results.Figure{Name: "latency", Title: "Latency of one decision, from its intended send time (paced, open loop)",
-		Caption: "Each line is one limiter's latency distribution, from the median at the left to four nines at the right, both axes logarithmic. " +
-			"Lower is better; lines that rise steeply at the right have a tail, and where every line rises together (the harness floor too) the machine, not the limiter, is the cause.",
-		Cols: 2, Width: 9, RowHeight: 3, YLabel: "latency from intended send time (log scale)"}
-	paced := where(rows, func(r results.Row) bool { return r.SettingFloat(results.Offered) > 0 && r.Curve(latencyCurve) != nil })
-	fig.Panels = panelsByWorkload(paced, func(r results.Row) []results.XY {
-		var pts []results.XY
-		c := r.Curve(latencyCurve)
-		for i, q := range c.X {
-			// The chart spans p50 to p99.99; the maximum (q = 1) has no
-			// place on it.
-			if v := c.Y[i]; q >= 0.5 && q <= 0.99991 && finite(v) {
-				pts = append(pts, results.XY{X: 1 / (1 - q), Y: max(v, drawnFloor)})
-			}
-		}
-		return pts
-	})
-	x := results.Axis{Label: "percentile", Log: true, Min: 2, Max: 10000,
-		Labels: []results.Tick{{At: 2, Label: "p50"}, {At: 10, Label: "p90"}, {At: 100, Label: "p99"}, {At: 1000, Label: "p99.9"}, {At: 10000, Label: "p99.99"}}}
-	for i := range fig.Panels {
-		fig.Panels[i].X, fig.Panels[i].Y = x, results.Axis{Log: true, Least: drawnFloor, Ticks: results.TicksNanos}
-	}
-	return fig
-}
-
-// unpacedRows are the rows of runs with no offered rate, each goroutine
-// sending as fast as it could, at a number of goroutines.
-func unpacedRows(rows []results.Row) []results.Row {
-	return where(rows, func(r results.Row) bool {
-		return r.Setting(results.Offered) == "" && !r.Has(results.MostInWindow) && r.SettingInt(results.Goroutines) > 0
-	})
-}
-
-// scalingFigure is a panel per workload of unpaced throughput, in
-// millions of decisions a second, against goroutines, with procs of them
-// running at once.
-func scalingFigure(rows []results.Row, procs int) results.Figure {
-	procs = max(procs, 1)
-	fig := results.Figure{Name: "scaling", Title: "Throughput under overload against goroutines (unpaced)",
-		Caption: fmt.Sprintf("Each line is a limiter's decisions per second as more goroutines send as fast as they can, both axes logarithmic, with GOMAXPROCS %d. "+
-			"Higher is better; a line that falls past %d goroutines is losing to contention, and the harness floor is a limiter that decides nothing.", procs, procs),
-		Cols: 2, Width: 9, RowHeight: 3, YLabel: "decisions per second (log scale)"}
-	fig.Panels = panelsByWorkload(unpacedRows(rows), func(r results.Row) []results.XY {
-		if t := r.Get(results.Throughput); t > 0 && finite(t) {
-			return []results.XY{{X: float64(r.SettingInt(results.Goroutines)), Y: t / 1e6}}
-		}
-		return nil
-	})
-	againstGoroutines(fig.Panels, results.Axis{Log: true, Least: 1e-6, Ticks: results.TicksMillions}) // one decision a second
-	return fig
-}
-
-// contentionFigure is a panel per workload of lock wait per decision, in
-// nanoseconds (a zero drawn at drawnFloor), against goroutines. A run
-// whose wait was not measured has no point.
-func contentionFigure(rows []results.Row) results.Figure {
-	fig := results.Figure{Name: "contention", Title: "Lock wait per decision against goroutines (unpaced)",
-		Caption: fmt.Sprintf("Each line is the time goroutines spent parked on locks per decision, as the runtime counts it, as more goroutines send at once; both axes logarithmic, with %gns or less (a zero, too) drawn at the bottom. "+
-			"Lower is better; a limiter whose denials take no lock stays at the bottom.", drawnFloor),
-		Cols: 2, Width: 9, RowHeight: 3, YLabel: "lock wait per decision (log scale)"}
-	fig.Panels = panelsByWorkload(unpacedRows(rows), func(r results.Row) []results.XY {
-		if w, ok := r.Value(lockWaitNS); ok && w >= 0 && finite(w) {
-			return []results.XY{{X: float64(r.SettingInt(results.Goroutines)), Y: max(w, drawnFloor)}}
-		}
-		return nil
-	})
-	// Two powers of ten at least, so that a wait of a fraction of a
-	// nanosecond, which is nothing, does not fill the panel.
-	againstGoroutines(fig.Panels, results.Axis{Log: true, Least: drawnFloor, Ticks: results.TicksNanos, Min: drawnFloor, Max: 100 * drawnFloor})
-	return fig
-}
-
-// againstGoroutines gives panels of a value against goroutines their
-// axes: y, and a log X axis marked at each number of goroutines run.
-func againstGoroutines(panels []results.Panel, y results.Axis) {
-	var ticks []results.Tick
-	for _, pn := range panels {
-		for _, l := range pn.Lines {
-			for _, pt := range l.Points {
-				if !slices.ContainsFunc(ticks, func(t results.Tick) bool { return t.At == pt.X }) {
-					ticks = append(ticks, results.Tick{At: pt.X, Label: fmt.Sprint(pt.X)})
-				}
-			}
-		}
-	}
-	for i := range panels {
-		panels[i].X = results.Axis{Label: "goroutines", Log: true, Least: 0.5, Labels: ticks}
-		panels[i].Y = y
-	}
 }
 
 func measureRealTime(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Row, error) {
@@ -290,15 +173,21 @@ func measureRealTime(ctx context.Context, l *lab, w *workloads.Workload, subject
 	return out, nil
 }
 
-// realTime runs s on w as rt says, a paced run l.c.LatencyRuns times over,
-// each on a limiter of its own.
+// realTime runs s on w as rt says, a paced run l.c.LatencyRuns times over
+// and an unpaced one in the process in rounds (contentionRounds), each on a
+// limiter of its own.
 func (l *lab) realTime(ctx context.Context, s Subject, w *workloads.Workload, limit limiters.Limit, rt realTimeRun) (results.Row, error) {
-	repeat := 1
-	if rt.Rate > 0 && (s.Remote == nil || !l.c.Quick) {
+	repeat, round := 1, rt
+	switch {
+	case rt.Rate > 0 && (s.Remote == nil || !l.c.Quick):
 		// The quick lab paces a limiter kept in a server once: its
 		// latency is a round trip's, which a repeat does not steady, and
 		// the repeats were a tenth of the quick lab's time.
 		repeat = l.c.LatencyRuns
+	case rt.Rate == 0 && s.Remote == nil:
+		// A limiter kept in a server is run once: its wait is its
+		// client's, which the contention chart leaves out.
+		repeat, round = contentionRounds(rt)
 	}
 	var each []realTimeOutcome
 	for range repeat {
@@ -306,7 +195,7 @@ func (l *lab) realTime(ctx context.Context, s Subject, w *workloads.Workload, li
 		if err != nil {
 			return results.Row{}, err
 		}
-		res, err := runRealTime(ctx, w, lim, rt)
+		res, err := runRealTime(ctx, w, lim, round)
 		stop()
 		if err != nil {
 			return results.Row{}, err
@@ -317,9 +206,10 @@ func (l *lab) realTime(ctx context.Context, s Subject, w *workloads.Workload, li
 }
 
 // realTimeResult is base with what the runs of rt measured, pooled: their
-// decisions, time, admissions and lock wait summed; the latency the median
-// over the runs of each of their percentiles, each run's kept beside it
-// (the spread), and the curve that of all their requests together.
+// decisions, time and admissions summed; the latency the median over the
+// runs of each of their percentiles, each run's kept beside it (the
+// spread), and the curve that of all their requests together; the lock
+// wait as setLockWait records it.
 func realTimeResult(base results.Row, rt realTimeRun, each []realTimeOutcome) results.Row {
 	var all realTimeOutcome
 	var lateSum float64
@@ -327,7 +217,6 @@ func realTimeResult(base results.Row, rt realTimeRun, each []realTimeOutcome) re
 		all.Decisions += each[i].Decisions
 		all.Admitted += each[i].Admitted
 		all.Elapsed += each[i].Elapsed
-		all.LockWait += each[i].LockWait
 		all.Latency.merge(&each[i].Latency)
 		lateSum += each[i].Late * float64(each[i].Decisions)
 	}
@@ -352,7 +241,7 @@ func realTimeResult(base results.Row, rt realTimeRun, each []realTimeOutcome) re
 	r.SetLatency(results.Latency, q)
 	r.AddSeries(all.Latency.curve())
 	r.Add(results.Throughput, results.UnitPerS, all.Throughput())
-	r.Add(lockWaitNS, results.UnitNS, float64(all.LockWait)/n)
+	setLockWait(&r, rt, each)
 	r.Add(admitted, results.UnitFraction, float64(all.Admitted)/n)
 	if rt.Rate > 0 {
 		r.Add(achieved, results.UnitFraction, all.Throughput()/rt.Rate)
@@ -430,17 +319,6 @@ type realTimeOutcome struct {
 // Throughput is decisions per second.
 func (r realTimeOutcome) Throughput() float64 {
 	return float64(r.Decisions) / r.Elapsed.Seconds()
-}
-
-const lockWaitMetric = "/sync/mutex/wait/total:seconds"
-
-func lockWait() time.Duration {
-	s := []metrics.Sample{{Name: lockWaitMetric}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindFloat64 {
-		return 0
-	}
-	return time.Duration(s[0].Value.Float64() * 1e9)
 }
 
 // runRealTime sends w to l as cfg says and measures it. ctx ending stops

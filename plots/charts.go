@@ -60,19 +60,35 @@ func (l *legend) add(name string, thumb plot.Thumbnailer) {
 // order.
 func charts(f *results.File, ms results.Modes) []chart {
 	var out []chart
+	peers := peersOf(f)
 	for _, fig := range results.Figures(f, ms) {
-		out = append(out, newChart(fig))
+		out = append(out, newChart(fig, peers))
 	}
 	return out
 }
 
-func newChart(fig results.Figure) chart {
+// peersOf are the limiters of f's rows that are not ratelab's: whose
+// Library is not results.LibraryRatelab, as the picks tell them apart.
+// Their lines are dashed.
+func peersOf(f *results.File) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range f.Rows {
+		if r.Library != results.LibraryRatelab {
+			out[r.Limiter] = true
+		}
+	}
+	return out
+}
+
+// newChart makes fig ready to draw, the lines named in peers dashed as a
+// peer's.
+func newChart(fig results.Figure, peers map[string]bool) chart {
 	c := chart{Figure: fig, w: vg.Length(fig.Width) * vg.Inch, legend: newLegend()}
 	c.Cols = max(c.Cols, 1)
 	c.legend.off = fig.NoLegend
 	perRow := vg.Length(fig.RowHeight) * vg.Inch
 	for _, pn := range fig.Panels {
-		c.panels = append(c.panels, newPanel(pn, c.legend))
+		c.panels = append(c.panels, newPanel(pn, c.legend, peers))
 		if fig.RowHeight == 0 && pn.Bars != nil {
 			perRow = max(perRow, barRowHeight(*pn.Bars))
 		}
@@ -172,10 +188,10 @@ func (c chart) draw(dc draw.Canvas) {
 	c.legend.Draw(side)
 }
 
-// newPanel makes pn a plot: its bars or layers, then its lines, its
-// marks beneath the lines or over the bars and layers, each named one in
-// leg.
-func newPanel(pn results.Panel, leg *legend) *plot.Plot {
+// newPanel makes pn a plot: its bars or layers, then its lines (a peer's,
+// as peers says, dashed), its marks beneath the lines or over the bars
+// and layers, each named one in leg.
+func newPanel(pn results.Panel, leg *legend, peers map[string]bool) *plot.Plot {
 	p := newPlot(pn.Title, pn.X.Label, pn.Y.Label)
 	setAxis(&p.X, pn.X)
 	setAxis(&p.Y, pn.Y)
@@ -184,7 +200,7 @@ func newPanel(pn results.Panel, leg *legend) *plot.Plot {
 		fills = barPlotters(p, *pn.Bars, leg)
 	}
 	fills = append(fills, layerPlotters(pn, leg)...)
-	lines := linePlotters(pn, leg)
+	lines := linePlotters(pn, leg, peers)
 	x, y := spans(append(slices.Clone(fills), lines...))
 	for _, m := range pn.Marks {
 		if m.OnX {
@@ -248,17 +264,18 @@ func setAxis(a *plot.Axis, ax results.Axis) {
 	}
 }
 
-// linePlotters are pn's lines: each limiter's in its style, steps thinner,
-// and in black over layers; a line of few points has a dot on each.
-func linePlotters(pn results.Panel, leg *legend) []plot.Plotter {
+// linePlotters are pn's lines: each limiter's in its style (a peer's, as
+// peers says, dashed), steps thinner, and in black over layers; a line of
+// few points has a dot on each, and a point with a range an error bar.
+func linePlotters(pn results.Panel, leg *legend, peers map[string]bool) []plot.Plotter {
 	var out []plot.Plotter
-	for _, l := range pn.Lines {
+	for _, l := range dodged(pn) {
 		xys := points(l, pn.X.Log, pn.Y.Log)
 		ln, err := plotter.NewLine(xys)
 		if err != nil {
 			continue // no point left to draw
 		}
-		ln.LineStyle = lineStyle(l.Name)
+		ln.LineStyle = lineStyle(l.Name, peers[l.Name])
 		switch {
 		case len(pn.Layers) > 0:
 			ln.LineStyle = draw.LineStyle{Color: color.Black, Width: vg.Points(1.2)}
@@ -268,9 +285,18 @@ func linePlotters(pn results.Panel, leg *legend) []plot.Plotter {
 		}
 		out = append(out, ln)
 		if len(xys) <= 6 && !pn.Steps && len(pn.Layers) == 0 {
-			dots, _ := plotter.NewScatter(xys)
-			dots.GlyphStyle = draw.GlyphStyle{Color: ln.LineStyle.Color, Radius: vg.Points(2), Shape: draw.CircleGlyph{}}
-			out = append(out, dots)
+			// No dot on a log axis's least value: the lines that lie
+			// there, at or under what the axis shows, read as one.
+			above := slices.DeleteFunc(slices.Clone(xys), func(pt plotter.XY) bool { return pn.Y.Log && pt.Y <= pn.Y.Least })
+			if dots, err := plotter.NewScatter(above); err == nil && len(above) > 0 {
+				dots.GlyphStyle = draw.GlyphStyle{Color: ln.LineStyle.Color, Radius: vg.Points(2), Shape: draw.CircleGlyph{}}
+				out = append(out, dots)
+			}
+		}
+		if bars := errorBars(l, pn.X.Log, pn.Y.Log); bars != nil {
+			bars.LineStyle = draw.LineStyle{Color: ln.LineStyle.Color, Width: vg.Points(1)}
+			bars.CapWidth = vg.Points(5)
+			out = append(out, bars)
 		}
 		leg.add(l.Name, ln)
 	}
@@ -287,6 +313,69 @@ func points(l results.Line, xlog, ylog bool) plotter.XYs {
 		}
 	}
 	return xys
+}
+
+// dodged are pn's lines, drawn a little apart on X if any point has a
+// range, so that lines at one X do not hide each other's error bars: the
+// n lines across a twelfth of the axis (of its powers of ten, if log).
+func dodged(pn results.Panel) []results.Line {
+	ranged := slices.ContainsFunc(pn.Lines, func(l results.Line) bool {
+		return slices.ContainsFunc(l.Points, func(pt results.XY) bool { return pt.Hi > pt.Lo })
+	})
+	if !ranged || len(pn.Lines) < 2 {
+		return pn.Lines
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, l := range pn.Lines {
+		for _, pt := range l.Points {
+			if finite(pt.X, pt.X) && (!pn.X.Log || pt.X > 0) {
+				lo, hi = min(lo, pt.X), max(hi, pt.X)
+			}
+		}
+	}
+	if !(hi > lo) {
+		return pn.Lines
+	}
+	width := (hi - lo) / 12
+	if pn.X.Log {
+		width = math.Log10(hi/lo) / 12
+	}
+	out := make([]results.Line, len(pn.Lines))
+	for i, l := range pn.Lines {
+		by := width * (float64(i)/float64(len(pn.Lines)-1) - 0.5)
+		out[i] = results.Line{Name: l.Name, Points: slices.Clone(l.Points)}
+		for j := range out[i].Points {
+			if pn.X.Log {
+				out[i].Points[j].X *= math.Pow(10, by)
+			} else {
+				out[i].Points[j].X += by
+			}
+		}
+	}
+	return out
+}
+
+// errorBars are the ranges of l's points that have one (Hi > Lo) and can
+// be drawn (above zero on a log axis), nil if none.
+func errorBars(l results.Line, xlog, ylog bool) *plotter.YErrorBars {
+	var bars struct {
+		plotter.XYs
+		plotter.YErrors
+	}
+	for _, pt := range l.Points {
+		if pt.Hi > pt.Lo && pt.Lo <= pt.Y && pt.Y <= pt.Hi && finite(pt.X, pt.X) && finite(pt.Lo, pt.Hi) && (!xlog || pt.X > 0) && (!ylog || pt.Lo > 0) {
+			bars.XYs = append(bars.XYs, plotter.XY{X: pt.X, Y: pt.Y})
+			bars.YErrors = append(bars.YErrors, struct{ Low, High float64 }{pt.Y - pt.Lo, pt.Hi - pt.Y})
+		}
+	}
+	if len(bars.XYs) == 0 {
+		return nil
+	}
+	b, err := plotter.NewYErrorBars(bars)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // layerColors are the colours of stacked layers, in turn (an outage's
@@ -488,7 +577,10 @@ var workloadColors = []color.Color{rgb(0x0072B2), rgb(0xE69F00), rgb(0xD55E00), 
 func rgb(v uint32) color.Color {
 	return color.RGBA{R: uint8(v >> 16), G: uint8(v >> 8), B: uint8(v), A: 255}
 }
-func lineStyle(name string) draw.LineStyle {
+
+// lineStyle is how the line of the limiter name is drawn; peer says it is
+// not ratelab's.
+func lineStyle(name string, peer bool) draw.LineStyle {
 	if algorithm, variant, ok := strings.Cut(name, " fleet ("); ok { // a fleet: its algorithm's colour, dashed by variant
 		s := draw.LineStyle{Color: palette[algorithm], Width: vg.Points(1.6)}
 		switch variant {
@@ -510,7 +602,7 @@ func lineStyle(name string) draw.LineStyle {
 	}
 	s := draw.LineStyle{Color: c, Width: vg.Points(1.6)}
 	switch {
-	case isPeer(name):
+	case peer:
 		s.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 	case batched:
 		s.Width = vg.Points(2.4)
@@ -559,9 +651,6 @@ func logRange(a *plot.Axis, least float64) {
 	if !(a.Max > a.Min*1.01) || math.IsInf(a.Max, 0) {
 		a.Min, a.Max = a.Min/2, a.Min*2
 	}
-}
-func isPeer(name string) bool {
-	return name == "x/time/rate" || name == "go-limiter" || name == "throttled" || name == "redis_rate"
 }
 
 // finite reports whether min and max are numbers, in order: a range

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -30,24 +29,6 @@ func fixture(t *testing.T) *results.File {
 		t.Fatal(err)
 	}
 	return f
-}
-
-// firstDiff shows the first line where got and want differ.
-func firstDiff(got, want []byte) string {
-	g, w := bytes.Split(got, []byte("\n")), bytes.Split(want, []byte("\n"))
-	for i := 0; i < max(len(g), len(w)); i++ {
-		var gl, wl []byte
-		if i < len(g) {
-			gl = g[i]
-		}
-		if i < len(w) {
-			wl = w[i]
-		}
-		if !bytes.Equal(gl, wl) {
-			return "line " + strconv.Itoa(i+1) + ":\n  got:  " + string(gl) + "\n  want: " + string(wl)
-		}
-	}
-	return ""
 }
 
 // TestFiguresGolden pins the charts the modes declare for the fixture,
@@ -261,7 +242,7 @@ func TestRenderKinds(t *testing.T) {
 		Marks: []results.Mark{{OnX: true, At: 1}}, X: results.Axis{Ticks: results.TicksPercent}}
 	lines := results.Panel{Title: "lines", Lines: []results.Line{{Name: "gcra", Points: []results.XY{{X: 1, Y: 0}, {X: 2, Y: 5e6}}}, {Name: "served", Points: []results.XY{{X: 1, Y: 1}}}},
 		X: results.Axis{Log: true, Least: 0.5, Labels: []results.Tick{{At: 1, Label: "1"}, {At: 2, Label: "2"}}}, Y: results.Axis{Log: true, Least: 0.1, Ticks: results.TicksNanos}}
-	c := newChart(results.Figure{Name: "kinds", Title: "Kinds", Panels: []results.Panel{layers, bars, lines, layers}, Cols: 2, Width: 9, RowHeight: 2})
+	c := newChart(results.Figure{Name: "kinds", Title: "Kinds", Panels: []results.Panel{layers, bars, lines, layers}, Cols: 2, Width: 9, RowHeight: 2}, nil)
 	// served, limited, failed, away and back; x and peers; gcra.
 	if c.legend.n != 7 || c.h != gridHeight(4, 2, 2*vg.Inch) {
 		t.Errorf("%d legend entries, want 7; %v high", c.legend.n, c.h)

@@ -52,8 +52,9 @@ type Line struct {
 	Points []XY
 }
 
-// XY is a point.
-type XY struct{ X, Y float64 }
+// XY is a point. Lo and Hi, if Hi > Lo, are a range about Y (how far the
+// rounds Y is the median of spread), drawn as an error bar.
+type XY struct{ X, Y, Lo, Hi float64 }
 
 // Bars are values by group (rows) and series (a bar each, coloured by
 // series): Values[g][s]. Group g sits at g on the Y axis.

@@ -1,0 +1,151 @@
+package harness
+
+import (
+	"context"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/results"
+)
+
+// An unpaced run is split into rounds of 25ms or more, three to five.
+func TestContentionRounds(t *testing.T) {
+	for _, tt := range []struct {
+		run, round time.Duration
+		rounds     int
+	}{
+		{250 * time.Millisecond, 50 * time.Millisecond, 5}, // the full lab
+		{25 * time.Millisecond, 25 * time.Millisecond, 3},  // the quick lab: each round as long as the run
+		{60 * time.Millisecond, 25 * time.Millisecond, 3},
+		{time.Second, 200 * time.Millisecond, 5},
+	} {
+		n, rt := contentionRounds(realTimeRun{Goroutines: 8, Duration: tt.run})
+		if n != tt.rounds || rt.Duration != tt.round || rt.Goroutines != 8 {
+			t.Errorf("contentionRounds(%v) = %d of %v, want %d of %v", tt.run, n, rt.Duration, tt.rounds, tt.round)
+		}
+	}
+}
+
+// The lock wait of an unpaced run is the median of its rounds', each kept;
+// a paced run's is its repeats' wait over their decisions.
+func TestSetLockWait(t *testing.T) {
+	each := []realTimeOutcome{
+		{Decisions: 1000, LockWait: 0},
+		{Decisions: 1000, LockWait: 5 * time.Millisecond}, // one park behind a preempted holder: 5µs a decision
+		{Decisions: 2000, LockWait: 2 * time.Microsecond},
+		{Decisions: 1000, LockWait: 0},
+		{Decisions: 500, LockWait: 10 * time.Microsecond},
+	}
+	var r results.Row
+	setLockWait(&r, realTimeRun{Goroutines: 8, Duration: time.Second}, each)
+	rounds := r.Curve(lockWaitRounds)
+	if w := r.Get(lockWaitNS); w != 1 || rounds == nil || !slices.Equal(rounds.Y, []float64{0, 5000, 1, 0, 20}) {
+		t.Errorf("unpaced: lock wait %v, rounds %v; want the median 1ns of 0, 5000, 1, 0, 20", w, rounds)
+	}
+	var paced results.Row
+	setLockWait(&paced, realTimeRun{Goroutines: 1, Rate: 1000, Duration: time.Second}, each)
+	if w := paced.Get(lockWaitNS); paced.Curve(lockWaitRounds) != nil || w != float64(5012*time.Microsecond)/5500 {
+		t.Errorf("paced: lock wait %v, rounds %v; want the wait over the decisions", w, paced.Curve(lockWaitRounds))
+	}
+}
+
+// hog is a limiter that holds one lock for a while each decision.
+type hog struct{ mu sync.Mutex }
+
+func (h *hog) AllowN(context.Context, string, int) (limiters.Decision, error) {
+	h.mu.Lock()
+	for t0 := time.Now(); time.Since(t0) < 20*time.Microsecond; {
+	}
+	h.mu.Unlock()
+	return limiters.Decision{Allowed: true}, nil
+}
+
+func (h *hog) Decide(ctx context.Context, r limiters.Request) (limiters.Decision, error) {
+	return h.AllowN(ctx, r.Key, r.N)
+}
+
+func (h *hog) Close() error { return nil }
+
+// A limiter in the process is run in rounds, each on a limiter of its
+// own, and a lock that goroutines queue on shows; one kept in a server is
+// run once.
+func TestRealTimeRounds(t *testing.T) {
+	w := smallWorkload(t, 10)
+	made := 0
+	s := Subject{Name: "hog", Library: results.LibraryRatelab, Backend: results.BackendMemory,
+		New: func(limiters.Limit) (limiters.Limiter, func(), error) { made++; return &hog{}, func() {}, nil }}
+	l := &lab{c: Config{LatencyRuns: 3}}
+	r, err := l.realTime(context.Background(), s, w, limiters.PerSecond(10), realTimeRun{Goroutines: 4, Duration: 25 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rounds := r.Curve(lockWaitRounds)
+	if made != 3 || rounds == nil || len(rounds.Y) != 3 {
+		t.Fatalf("%d limiters made, rounds %v; want 3 rounds, a limiter each", made, rounds)
+	}
+	// Four goroutines on one lock held 20µs a decision, two running at
+	// once: each waits for the others' turns, microseconds a decision,
+	// however busy the machine.
+	t.Logf("lock wait a decision, by round: %v ns", rounds.Y)
+	if w := r.Get(lockWaitNS); w != median(rounds.Y) || w < 1000 && runtime.GOMAXPROCS(0) > 1 {
+		t.Errorf("lock wait %vns a decision, rounds %v; want the median, over 1µs", w, rounds.Y)
+	}
+	made = 0
+	s.Remote = &remote{Server: "Redis"}
+	r, err = l.realTime(context.Background(), s, w, limiters.PerSecond(10), realTimeRun{Goroutines: 4, Duration: 25 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if made != 1 || r.Curve(lockWaitRounds) != nil || !r.Has(lockWaitNS) {
+		t.Errorf("kept in a server: %d limiters made, rounds %v; want one run", made, r.Curve(lockWaitRounds))
+	}
+}
+
+// The contention chart draws the limiters in the process, each point the
+// median of its rounds with the rounds but the lowest and highest about
+// it, on a floor of 1ns; a Redis row, and a wait not measured, have no
+// point.
+func TestContentionFigure(t *testing.T) {
+	row := func(limiter, library, backend string, g int, rounds ...float64) results.Row {
+		r := results.Row{Mode: realTimeModeName, Workload: "uniform", Limiter: limiter, Library: library, Backend: backend}
+		r.SetInt(results.Goroutines, g)
+		if len(rounds) > 0 {
+			r.Add(lockWaitNS, results.UnitNS, median(rounds))
+			r.AddSeries(results.Series{Name: lockWaitRounds, Unit: results.UnitNS, Y: rounds})
+		}
+		return r
+	}
+	rows := []results.Row{
+		row("gcra", results.LibraryRatelab, results.BackendMemory, 1, 0, 0, 0, 0, 0),
+		row("gcra", results.LibraryRatelab, results.BackendMemory, 2, 0.5, 0, 3, 0, 40),
+		row("gcra", results.LibraryRatelab, results.BackendMemory, 8, 900, 0, 2000, 1500, 30000),
+		row("gcra", results.LibraryRatelab, results.BackendMemory, 64), // not measured
+		row("x/time/rate", "golang.org/x/time v0.16.0", results.BackendMemory, 8, 100, 200, 300),
+		row("gcra (redis)", results.LibraryRatelab, results.BackendRedis, 1, 5000),
+	}
+	fig := contentionFigure(rows, 2)
+	if len(fig.Panels) != 1 {
+		t.Fatalf("%d panels, want one, for uniform", len(fig.Panels))
+	}
+	pn := fig.Panels[0]
+	want := []results.Line{
+		{Name: "gcra", Points: []results.XY{{X: 1, Y: 1}, {X: 2, Y: 1, Lo: 1, Hi: 3}, {X: 8, Y: 1500, Lo: 900, Hi: 2000}}},
+		{Name: "x/time/rate", Points: []results.XY{{X: 8, Y: 200, Lo: 100, Hi: 300}}}, // three rounds: all of them
+	}
+	if !slices.EqualFunc(pn.Lines, want, func(a, b results.Line) bool { return a.Name == b.Name && slices.Equal(a.Points, b.Points) }) {
+		t.Errorf("lines %+v, want %+v", pn.Lines, want)
+	}
+	if len(pn.Marks) != 1 || !pn.Marks[0].OnX || pn.Marks[0].At != 2 || pn.Y.Least != 1 || !pn.Y.Log {
+		t.Errorf("marks %+v, y axis %+v; want GOMAXPROCS marked at 2, a log axis from 1ns", pn.Marks, pn.Y)
+	}
+	for _, say := range []string{"median of 5 rounds", "kept in Redis are left out", "GOMAXPROCS 2", "preempted"} {
+		if !strings.Contains(fig.Caption, say) {
+			t.Errorf("the caption does not say %q: %s", say, fig.Caption)
+		}
+	}
+}
