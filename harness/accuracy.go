@@ -3,6 +3,7 @@ package harness
 import (
 	"cmp"
 	"context"
+	"flag"
 	"fmt"
 	"runtime"
 	"slices"
@@ -43,6 +44,10 @@ var simulatedMode = mode{
 	attacks: true,
 	steps:   func(c Config, subjects []Subject) int { return 1 + len(subjects) },
 	measure: measureAccuracy,
+	flags: func(c *Config, fs *flag.FlagSet) {
+		fs.Float64Var(&c.RealTimeAccuracyScale, "realtime-accuracy-scale", c.RealTimeAccuracyScale, "the most time is compressed when a limiter that takes no explicit time has its accuracy measured in real time (default 0.02)")
+		fs.DurationVar(&c.RealTimeAccuracySpan, "realtime-accuracy-span", c.RealTimeAccuracySpan, "how much of each workload such a replay sends, from its start (default all of it, quick 8s)")
+	},
 }
 
 // The accuracy tables' note and columns, in simulated time and in real.
@@ -86,7 +91,8 @@ func accuracyCharts(f *results.File, _ []results.Row) []results.Figure {
 	rows := where(f.Rows, func(r results.Row) bool {
 		return (r.Mode == simulatedModeName || r.Mode == realTimeModeName) && r.Measured() && r.Has(results.MostInWindow)
 	})
-	return []results.Figure{edgeFigure(rows, float64(f.Meta.Params.Window)), accuracyFigure(rows)}
+	limit, _ := limiters.ParseLimit(f.Meta.Setting("limit"))
+	return []results.Figure{edgeFigure(rows, limit.Per.Seconds()), accuracyFigure(rows)}
 }
 
 // edgeFigure is a panel per row of one boundary attacker's admitted cost

@@ -1,8 +1,10 @@
 package harness
 
 import (
+	"flag"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
@@ -130,6 +132,21 @@ func (c Config) Defaults() Config {
 		}
 	}
 	return c
+}
+
+// flags declares the lab's own settings on fs: what runs, the limit, and
+// the workloads' populations and span.
+func (c *Config) flags(fs *flag.FlagSet) {
+	fs.BoolVar(&c.Quick, "quick", c.Quick, "a short run, for CI and a first look")
+	fs.Var(&c.Limit, "limit", "the limit every limiter is given, N/PERIOD (default 100/s): N per window for the window algorithms, a burst of N refilled over the period for the buckets")
+	fs.Var((*names)(&c.Limiters), "limiters", "comma-separated limiters to run (default all): fixed-window, sliding-log, sliding-counter, token-bucket, leaky-bucket, gcra, x/time/rate, go-limiter, throttled, and on Redis \"gcra (redis)\" and so on, and redis_rate")
+	fs.Var((*names)(&c.Workloads), "workloads", "comma-separated workloads (default all): uniform, bursty, boundary-attack, anchored-attack, many-users")
+	fs.Var((*names)(&c.Modes), "modes", "comma-separated modes (default all; quick leaves out outage): "+strings.Join(modeNames(), ", "))
+	fs.IntVar(&c.Users, "users", c.Users, "users of the uniform and bursty workloads (default 500, quick 100)")
+	fs.IntVar(&c.Attackers, "attackers", c.Attackers, "users of the boundary and anchored attacks (default 50, quick 20)")
+	fs.IntVar(&c.ManyUsers, "many-users", c.ManyUsers, "users of many-users and of the memory runs (default 1,000,000, quick 100,000)")
+	fs.Float64Var(&c.ManyUsersRate, "many-users-rate", c.ManyUsersRate, "arrivals per second of many-users, all users together (default 50000)")
+	fs.DurationVar(&c.Simulated, "simulated", c.Simulated, "simulated time each workload spans (default 1m, quick 20s)")
 }
 
 // pick returns full, or quick when q.

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"hash/fnv"
 	"math"
@@ -29,6 +30,13 @@ func (f fleetConfig) defaults(quick bool) fleetConfig {
 	set(&f.Goroutines, 2)
 	set(&f.RealTime, pick(quick, 200*time.Millisecond, 60*time.Millisecond))
 	return f
+}
+
+// flags declares the fleet mode's settings on fs.
+func (f *fleetConfig) flags(fs *flag.FlagSet) {
+	fs.IntVar(&f.Processes, "fleet-processes", f.Processes, "the processes of each fleet, sharing one Redis (default 4)")
+	fs.IntVar(&f.Goroutines, "fleet-goroutines", f.Goroutines, "the goroutines deciding in each process of a fleet (default 2)")
+	fs.DurationVar(&f.RealTime, "fleet-realtime", f.RealTime, "how long each fleet run lasts (default 200ms, quick 60ms)")
 }
 
 func (f fleetConfig) validate() error {
@@ -112,6 +120,7 @@ var fleetMode = mode{
 		return n
 	},
 	measure: measureFleet,
+	flags:   func(c *Config, fs *flag.FlagSet) { c.Fleet.flags(fs) },
 }
 
 // The settings and metrics of a fleet's rows, beyond results' own.

@@ -98,7 +98,11 @@ func TestLabFleet(t *testing.T) {
 				accuracyOf(r), r.Get(tripsSimulated), accuracyOf(was), was.Get(tripsSimulated))
 		}
 	}
-	if keys, _, err := rdb.Scan(context.Background(), 0, f.Meta.Params.Redis.Prefix+"*", 1_000_000).Result(); err != nil || len(keys) > 0 {
+	prefix := f.Meta.Setting("redis-prefix")
+	if prefix == "" {
+		t.Fatalf("no redis-prefix among the settings: %v", f.Meta.Settings)
+	}
+	if keys, _, err := rdb.Scan(context.Background(), 0, prefix+"*", 1_000_000).Result(); err != nil || len(keys) > 0 {
 		t.Errorf("%d keys left (%v)", len(keys), err)
 	}
 }

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"net/http"
@@ -32,6 +33,12 @@ func (h httpConfig) defaults(quick bool) httpConfig {
 	set(&h.Rate, 10_000)
 	set(&h.Time, pick(quick, time.Second, 150*time.Millisecond))
 	return h
+}
+
+// flags declares the http mode's settings on fs.
+func (h *httpConfig) flags(fs *flag.FlagSet) {
+	fs.Float64Var(&h.Rate, "http-rate", h.Rate, "the rate vegeta attacks the server at in the http runs, per second (default 10000)")
+	fs.DurationVar(&h.Time, "http-time", h.Time, "how long each http run lasts (default 1s, quick 150ms)")
 }
 
 func (h httpConfig) validate() error {
@@ -95,6 +102,7 @@ var httpMode = mode{
 		return n
 	},
 	measure: measureHTTP,
+	flags:   func(c *Config, fs *flag.FlagSet) { c.HTTP.flags(fs) },
 }
 
 // The metrics of an http row: its answers (200, 429, another status, and

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -27,7 +28,10 @@ type mode struct {
 	once, slow, attacks bool
 	// steps is the weight, for the progress line, of measuring subjects
 	// on one workload (or once).
-	steps   func(c Config, subjects []Subject) int
+	steps func(c Config, subjects []Subject) int
+	// flags declares the mode's settings on fs, bound to c's fields: the
+	// flags that set them, and what a results file records of them.
+	flags   func(c *Config, fs *flag.FlagSet)
 	measure func(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Row, error)
 }
 
@@ -69,8 +73,8 @@ type source struct {
 // opened is a source the lab opened.
 type opened interface {
 	subjects() []Subject
-	// describe says in the results' parameters how its subjects ran.
-	describe(p *results.Params)
+	// describe records in the results' settings how its subjects ran.
+	describe(settings map[string]string)
 	close(ctx context.Context) error
 }
 
@@ -132,7 +136,7 @@ func Lab(ctx context.Context, c Config, progress io.Writer) (_ *results.File, er
 	begin := time.Now()
 	f := &results.File{Schema: results.Schema, Meta: meta(c, available(subjects), begin)}
 	for _, o := range open {
-		o.describe(&f.Meta.Params)
+		o.describe(f.Meta.Settings)
 	}
 	l := &lab{c: c, p: newProgress(progress, c, ms, subjects, names)}
 	for _, name := range names {
@@ -251,10 +255,6 @@ func skipped(s Subject, workload, mode, why string) results.Row {
 }
 
 func meta(c Config, subjects []Subject, begin time.Time) results.Meta {
-	names := make([]string, len(subjects))
-	for i, s := range subjects {
-		names[i] = s.Name
-	}
 	return results.Meta{
 		Seed:       c.Seed,
 		GoVersion:  runtime.Version(),
@@ -262,14 +262,6 @@ func meta(c Config, subjects []Subject, begin time.Time) results.Meta {
 		Cores:      runtime.NumCPU(),
 		GOMAXPROCS: runtime.GOMAXPROCS(0),
 		Start:      begin.UTC().Truncate(time.Second),
-		Params: results.Params{
-			Quick: c.Quick, Limit: c.Limit.N, Window: results.Seconds(c.Limit.Per.Seconds()),
-			Limiters: names, Workloads: c.Workloads, Modes: c.Modes,
-			Users: c.Users, Attackers: c.Attackers, ManyUsers: c.ManyUsers, Simulated: results.Seconds(c.Simulated.Seconds()),
-			Goroutines: c.Goroutines, RealTime: results.Seconds(c.RealTime.Seconds()),
-			LatencyGoroutines: c.LatencyGoroutines, OfferedRate: c.OfferedRate, LatencyRuns: c.LatencyRuns,
-			RealTimeAccuracyScale: c.RealTimeAccuracyScale,
-			TimingRounds:          c.TimingRounds, TimingSample: results.Seconds(c.TimingSample.Seconds()),
-		},
+		Settings:   c.settings(subjects),
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"context"
+	"flag"
 	"fmt"
 	"math"
 	"slices"
@@ -50,6 +51,19 @@ func (c llmConfig) defaults(quick bool) llmConfig {
 		c.Estimates = []int{max(int(c.Mean/5+0.5), 1), int(c.Mean + 0.5)}
 	}
 	return c
+}
+
+// flags declares the llm mode's settings on fs.
+func (c *llmConfig) flags(fs *flag.FlagSet) {
+	fs.IntVar(&c.Users, "llm-users", c.Users, "users of the llm workload (default 100, quick 30)")
+	fs.DurationVar(&c.Simulated, "llm-simulated", c.Simulated, "simulated time the llm workload spans (default 30m, quick 10m)")
+	fs.Var(&c.Limit, "llm-limit", "each user's limit in tokens (default 10000/min)")
+	fs.Float64Var(&c.Load, "llm-load", c.Load, "what the users ask for, as a multiple of their limit (default 1.5)")
+	fs.Float64Var(&c.Mean, "llm-mean", c.Mean, "the mean tokens a call costs (default 500)")
+	fs.Float64Var(&c.Spread, "llm-spread", c.Spread, "the spread of a call's cost, the sigma of its log-normal (default 1)")
+	fs.IntVar(&c.Max, "llm-max", c.Max, "the most tokens a call costs (default 4000)")
+	fs.Var((*counts)(&c.Estimates), "llm-estimates", "comma-separated estimates a call is decided at before its cost is known, in tokens (default a fifth of the mean, and the mean)")
+	fs.Float64Var(&c.TokensPerSecond, "llm-tokens-per-second", c.TokensPerSecond, "how fast a call's tokens come, so how long it takes (default 100)")
 }
 
 func (c llmConfig) validate(seed uint64) error {
@@ -126,6 +140,7 @@ var llmMode = mode{
 		return len(settlers(subjects)) * len(llmRuns(c.LLM))
 	},
 	measure: measureLLM,
+	flags:   func(c *Config, fs *flag.FlagSet) { c.LLM.flags(fs) },
 }
 
 // The settings and metrics of an llm row: how it charged and with what

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math"
 	"os/exec"
@@ -40,6 +41,17 @@ func (o outageConfig) defaults(quick bool) outageConfig {
 	set(&o.Away, pick(quick, 2500*time.Millisecond, 1500*time.Millisecond))
 	set(&o.After, pick(quick, 2*time.Second, 1500*time.Millisecond))
 	return o
+}
+
+// flags declares the outage mode's settings on fs.
+func (o *outageConfig) flags(fs *flag.FlagSet) {
+	fs.Float64Var(&o.Rate, "outage-rate", o.Rate, "the rate the outage runs attack the server at, per second (default 2000)")
+	fs.IntVar(&o.Users, "outage-users", o.Users, "users of the outage runs, each asking for twice its limit (default 25)")
+	fs.DurationVar(&o.Window, "outage-window", o.Window, "the window of each user's limit in the outage runs (default 100ms)")
+	fs.IntVar(&o.Fleet, "outage-fleet", o.Fleet, "the fleet size the fallback declares: it decides at the limit divided by it (default 2)")
+	fs.DurationVar(&o.Before, "outage-before", o.Before, "how long the outage runs attack before Redis is taken away (default 1s, quick 500ms)")
+	fs.DurationVar(&o.Away, "outage-away", o.Away, "how long the outage runs take Redis away (default 2.5s, quick 1.5s)")
+	fs.DurationVar(&o.After, "outage-after", o.After, "how long the outage runs attack once Redis is back (default 2s, quick 1.5s)")
 }
 
 func (o outageConfig) validate() error {
@@ -114,6 +126,7 @@ var outageMode = mode{
 	slow:    true,
 	steps:   outageSteps,
 	measure: measureOutage,
+	flags:   func(c *Config, fs *flag.FlagSet) { c.Outage.flags(fs) },
 }
 
 func outageSteps(c Config, subjects []Subject) int {

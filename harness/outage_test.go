@@ -97,7 +97,11 @@ func TestLabOutage(t *testing.T) {
 	if len(seen) != 9 {
 		t.Errorf("ran %v, want 3 ways (refused, unanswered, failover) × 3 failure modes", seen)
 	}
-	keys, err := rdb.Keys(context.Background(), f.Meta.Params.Redis.Prefix+"*").Result()
+	prefix := f.Meta.Setting("redis-prefix")
+	if prefix == "" {
+		t.Fatalf("no redis-prefix among the settings: %v", f.Meta.Settings)
+	}
+	keys, err := rdb.Keys(context.Background(), prefix+"*").Result()
 	if err != nil || len(keys) != 0 {
 		t.Errorf("keys left: %v, %v", keys, err)
 	}

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math"
 	"runtime"
@@ -92,6 +93,14 @@ var realtimeMode = mode{
 		return 2 * (len(subjects) + 1) * len(c.realTimeRuns())
 	},
 	measure: measureRealTime,
+	flags: func(c *Config, fs *flag.FlagSet) {
+		fs.Var((*counts)(&c.Goroutines), "goroutines", "comma-separated goroutine counts the unpaced real-time runs sweep (default 1,2,8,64, quick 1,2,8)")
+		fs.DurationVar(&c.RealTime, "realtime", c.RealTime, "how long each unpaced real-time run lasts (default 250ms, quick 25ms)")
+		fs.IntVar(&c.LatencyGoroutines, "latency-goroutines", c.LatencyGoroutines, "the senders of the paced real-time runs (default 1)")
+		fs.Float64Var(&c.OfferedRate, "rate", c.OfferedRate, "the total offered rate of the paced runs, per second (default 200000)")
+		fs.DurationVar(&c.LatencyTime, "latency-time", c.LatencyTime, "how long each paced run lasts (default 150ms, quick 25ms)")
+		fs.IntVar(&c.LatencyRuns, "latency-runs", c.LatencyRuns, "how many times each paced run is repeated: the latency is their median (default 3)")
+	},
 }
 
 // The metrics and series of the real-time rows, beyond results' own.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"slices"
@@ -119,6 +120,17 @@ func (r redisConfig) defaults(c Config) redisConfig {
 	return r
 }
 
+// flags declares the Redis rows' settings on fs (the server is the
+// command's --redis-url).
+func (r *redisConfig) flags(fs *flag.FlagSet) {
+	fs.IntVar(&r.Users, "redis-users", r.Users, "the first users of each workload the Redis rows are measured on, for accuracy (default 10, quick 6)")
+	fs.DurationVar(&r.Simulated, "redis-simulated", r.Simulated, "the simulated time of each workload the Redis rows are measured over, from its start (default 10s, quick 4s)")
+	fs.DurationVar(&r.RealTime, "redis-realtime", r.RealTime, "how long each unpaced real-time run of a Redis row lasts (default 60ms, quick 20ms)")
+	fs.DurationVar(&r.LatencyTime, "redis-latency-time", r.LatencyTime, "how long each paced run of a Redis row lasts (default 150ms, quick 40ms)")
+	fs.Float64Var(&r.OfferedRate, "redis-rate", r.OfferedRate, "the rate of the paced runs of a Redis row, per second (default 1000)")
+	fs.IntVar(&r.Keys, "redis-keys", r.Keys, "the keys the memory runs give the Redis server (default 50000, quick 5000)")
+}
+
 func (r redisConfig) validate(c Config) error {
 	if r.URL == "" {
 		for _, n := range c.Limiters {
@@ -173,15 +185,18 @@ func openRedis(ctx context.Context, c Config) (opened, error) {
 	return r, nil
 }
 
-// describe says in p how the lab ran the Redis subjects.
-func (r *redisLab) describe(p *results.Params) {
+// describe records in settings how the lab ran the Redis subjects: the
+// server (never a password), the prefix of the run's keys, and the Redis
+// rows' settings.
+func (r *redisLab) describe(settings map[string]string) {
 	if r.unreached != "" {
 		return
 	}
 	c := r.cfg.Redis
-	p.Redis = &results.RedisParams{Addr: r.addr, Prefix: r.prefix, Users: c.Users, Simulated: results.Seconds(c.Simulated.Seconds()),
-		RealTime: results.Seconds(c.RealTime.Seconds()), LatencyTime: results.Seconds(c.LatencyTime.Seconds()),
-		OfferedRate: c.OfferedRate, Keys: c.Keys}
+	fs := flag.NewFlagSet("redis", flag.ContinueOnError)
+	c.flags(fs)
+	fs.VisitAll(func(f *flag.Flag) { settings[f.Name] = f.Value.String() })
+	settings["redis-addr"], settings["redis-prefix"] = r.addr, r.prefix
 }
 
 // fail records err, the first error Redis gave.

@@ -67,9 +67,8 @@ func TestLabRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	c = c.Defaults()
-	p := f.Meta.Params.Redis
-	if p == nil || p.Users != 4 || p.Keys != 2000 || !strings.HasPrefix(p.Prefix, "ratelab:bench:") {
-		t.Fatalf("Params.Redis = %+v", p)
+	if set := f.Meta.Setting; set("redis-users") != "4" || set("redis-keys") != "2000" || !strings.HasPrefix(set("redis-prefix"), "ratelab:bench:") {
+		t.Fatalf("the Redis settings: %v", f.Meta.Settings)
 	}
 	onRedis := []string{redisName(limiters.SlidingCounter), redisName(limiters.GCRA), redisRateName}
 	seen := map[string]int{} // by mode, or "skipped"
@@ -161,7 +160,8 @@ func TestLabRedis(t *testing.T) {
 			t.Errorf("a pick names a floor: %+v", p)
 		}
 	}
-	for _, match := range []string{p.Prefix + "*", peers.RedisRatePrefix + p.Prefix + "*"} {
+	prefix := f.Meta.Setting("redis-prefix")
+	for _, match := range []string{prefix + "*", peers.RedisRatePrefix + prefix + "*"} {
 		if keys, _, err := rdb.Scan(context.Background(), 0, match, 1_000_000).Result(); err != nil || len(keys) > 0 {
 			t.Errorf("%d keys left under %s (%v)", len(keys), match, err)
 		}
@@ -181,8 +181,8 @@ func TestLabRedisUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Meta.Params.Redis != nil || slices.Contains(f.Meta.Params.Limiters, redisRateName) {
-		t.Errorf("the params say Redis ran: %+v", f.Meta.Params)
+	if f.Meta.Setting("redis-addr") != "" || slices.Contains(strings.Split(f.Meta.Setting("limiters"), ","), redisRateName) {
+		t.Errorf("the settings say Redis ran: %v", f.Meta.Settings)
 	}
 	ran := 0
 	for _, r := range f.Rows {

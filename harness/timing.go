@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"runtime"
 	"slices"
@@ -62,6 +63,10 @@ var timingMode = mode{
 	},
 	steps:   func(Config, []Subject) int { return 3 },
 	measure: measureTiming,
+	flags: func(c *Config, fs *flag.FlagSet) {
+		fs.IntVar(&c.TimingRounds, "timing-rounds", c.TimingRounds, "rounds of the timing runs (default 20, quick 5)")
+		fs.DurationVar(&c.TimingSample, "timing-sample", c.TimingSample, "how long each limiter decides in each round of the timing runs (default 10ms)")
+	},
 }
 
 // timingGate shows in compare how a cost of a limiter against the harness

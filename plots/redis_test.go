@@ -42,7 +42,10 @@ func TestRedisLineStyles(t *testing.T) {
 // process's heap, and says so; the report names the server.
 func TestRedisMemoryChart(t *testing.T) {
 	f := fixture(t)
-	f.Meta.Params.Redis = &results.RedisParams{Addr: "127.0.0.1:6379/0", Users: 6, Simulated: 5, RealTime: 0.05, LatencyTime: 0.1, OfferedRate: 2000, Keys: 10_000}
+	for k, v := range map[string]string{"redis-addr": "127.0.0.1:6379/0", "redis-users": "6", "redis-simulated": "5s", "redis-realtime": "50ms",
+		"redis-latency-time": "100ms", "redis-rate": "2000", "redis-keys": "10000"} {
+		f.Meta.Settings[k] = v
+	}
 	r := results.Row{Limiter: "gcra (redis)", Library: "ratelab", Algorithm: "gcra", Backend: results.BackendRedis, Workload: "many-users", Mode: "memory"}
 	r.Add("users", results.UnitCount, 10_000)
 	r.Add(results.Decisions, results.UnitCount, 10_000)

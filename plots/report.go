@@ -8,14 +8,17 @@ import (
 	"html/template"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/results"
 )
 
@@ -174,12 +177,18 @@ func outsidePage(f *results.File, ms results.Modes, charts []rendered, source st
 	}
 }
 
-// metaRows are the run's machine and parameters, as label and value.
+// metaRows are the run's machine and settings, as label and value.
 func metaRows(f *results.File) [][2]string {
-	m, p := f.Meta, f.Meta.Params
+	m := f.Meta
+	set := m.Setting
 	mode := "full"
-	if p.Quick {
+	if set("quick") == "true" {
 		mode = "quick (--quick): fewer and shorter runs, for a look, not for a decision"
+	}
+	limit, _ := limiters.ParseLimit(set("limit"))
+	count := func(name string) string {
+		n, _ := strconv.ParseInt(set(name), 10, 64)
+		return results.Count(n)
 	}
 	rows := [][2]string{
 		{"Machine", fmt.Sprintf("%s, %d cores, GOMAXPROCS %d", m.CPU, m.Cores, m.GOMAXPROCS)},
@@ -188,12 +197,12 @@ func metaRows(f *results.File) [][2]string {
 		{"Started", m.Start.UTC().Format(time.RFC3339)},
 		{"Took", m.Elapsed.Duration().Round(100 * time.Millisecond).String()},
 		{"Run", mode},
-		{"Limit", fmt.Sprintf("%d per %v (a bucket: capacity %d refilled over %v)", p.Limit, p.Window.Duration(), p.Limit, p.Window.Duration())},
-		{"Limiters", strings.Join(p.Limiters, ", ")},
-		{"Workloads", strings.Join(p.Workloads, ", ")},
-		{"Modes", strings.Join(p.Modes, ", ")},
-		{"Users", fmt.Sprintf("%s (uniform, bursty), %s attackers (boundary-attack, anchored-attack), %s (many-users and memory)", results.Count(int64(p.Users)), results.Count(int64(p.Attackers)), results.Count(int64(p.ManyUsers)))},
-		{"Simulated time", fmt.Sprintf("%v per workload", p.Simulated.Duration())},
+		{"Limit", fmt.Sprintf("%s: %d per %v (a bucket: a burst of %d refilled over %v)", limit, limit.N, limit.Per, limit.N, limit.Per)},
+		{"Limiters", commas(set("limiters"))},
+		{"Workloads", commas(set("workloads"))},
+		{"Modes", commas(set("modes"))},
+		{"Users", fmt.Sprintf("%s (uniform, bursty), %s attackers (boundary-attack, anchored-attack), %s (many-users and memory)", count("users"), count("attackers"), count("many-users"))},
+		{"Simulated time", fmt.Sprintf("%s per workload", set("simulated"))},
 	}
 	var peers []string
 	for _, r := range f.Rows {
@@ -204,25 +213,40 @@ func metaRows(f *results.File) [][2]string {
 	if len(peers) > 0 {
 		rows = append(rows, [2]string{"Peers", strings.Join(peers, ", ")})
 	}
-	if p.RealTime > 0 {
+	if set("realtime") != "" {
 		rows = append(rows,
-			[2]string{"Real time", fmt.Sprintf("%v per run; unpaced with %s goroutines; paced at %.0f decisions a second by %d", p.RealTime.Duration(), ints(p.Goroutines), p.OfferedRate, p.LatencyGoroutines)})
+			[2]string{"Real time", fmt.Sprintf("%s per run; unpaced with %s goroutines; paced at %s decisions per second by %s", set("realtime"), commas(set("goroutines")), set("rate"), set("latency-goroutines"))})
 	}
-	if r := p.Redis; r != nil {
-		rows = append(rows, [2]string{"Redis", fmt.Sprintf("%s, a round trip a decision, so on less: accuracy on the first %d users of each workload over its first %v; "+
-			"real time %v per unpaced run, paced at %.0f decisions a second for %v; memory at %s keys", r.Addr, r.Users, r.Simulated.Duration(),
-			r.RealTime.Duration(), r.OfferedRate, r.LatencyTime.Duration(), results.Count(int64(r.Keys)))})
+	if set("redis-addr") != "" {
+		rows = append(rows, [2]string{"Redis", fmt.Sprintf("%s, a round trip per decision, so on less: accuracy on the first %s users of each workload over its first %s; "+
+			"real time %s per unpaced run, paced at %s decisions per second for %s; memory at %s keys", set("redis-addr"), set("redis-users"), set("redis-simulated"),
+			set("redis-realtime"), set("redis-rate"), set("redis-latency-time"), count("redis-keys"))})
+	}
+	if others := otherSettings(m.Settings); others != "" {
+		rows = append(rows, [2]string{"Settings", others})
 	}
 	return rows
 }
 
-func ints(v []int) string {
-	s := make([]string, len(v))
-	for i, n := range v {
-		s[i] = fmt.Sprint(n)
+// shownSettings are the settings metaRows shows in rows of their own.
+var shownSettings = []string{"quick", "limit", "limiters", "workloads", "modes", "users", "attackers", "many-users", "simulated",
+	"realtime", "goroutines", "rate", "latency-goroutines", "redis-addr", "redis-prefix", "redis-users", "redis-simulated",
+	"redis-realtime", "redis-rate", "redis-latency-time", "redis-keys"}
+
+// otherSettings are the settings not shown in rows of their own, as
+// name=value, by name: every mode's own.
+func otherSettings(settings map[string]string) string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(settings)) {
+		if !slices.Contains(shownSettings, name) {
+			out = append(out, name+"="+settings[name])
+		}
 	}
-	return strings.Join(s, ", ")
+	return strings.Join(out, ", ")
 }
+
+// commas is a comma-separated list as a person writes it: "a, b".
+func commas(s string) string { return strings.ReplaceAll(s, ",", ", ") }
 
 var htmlPage = template.Must(template.New("report").Funcs(template.FuncMap{
 	"png": func(b []byte) template.URL {

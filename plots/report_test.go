@@ -273,7 +273,7 @@ func TestStaleCharts(t *testing.T) {
 // gonum panics on those unless the axes are set up for them.
 func TestDegenerateRuns(t *testing.T) {
 	f := &results.File{Schema: results.Schema, Meta: results.Meta{Cores: 2, GOMAXPROCS: 2, Start: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC),
-		Params: results.Params{Limit: 10, Window: 1, Goroutines: []int{4}}}}
+		Settings: map[string]string{"limit": "10/s", "goroutines": "4"}}}
 	for _, l := range []string{"gcra", "fixed-window"} {
 		unpaced := results.Row{Limiter: l, Library: "ratelab", Algorithm: l, Workload: "uniform", Mode: "realtime"}
 		unpaced.SetInt(results.Goroutines, 4)

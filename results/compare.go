@@ -299,7 +299,7 @@ func Compare(base, cur *File, tol Tolerance, ms Modes) (*Comparison, error) {
 		return nil, mis
 	}
 
-	c := &Comparison{Old: base, New: cur, Tolerance: tol, Floor: map[string]float64{}, Warnings: machineDiffers(base, cur), shared: shared(order)}
+	c := &Comparison{Old: base, New: cur, Tolerance: tol, Floor: map[string]float64{}, Warnings: append(machineDiffers(base, cur), settingsDiffer(base, cur)...), shared: shared(order)}
 	for _, r := range cur.Rows {
 		if r.Outside() && r.Skipped == "" {
 			c.Outside++
@@ -340,25 +340,40 @@ func machineDiffers(base, cur *File) []string {
 	return out
 }
 
+// sameLabSettings are the settings that make two runs' numbers
+// incomparable when they differ: the workloads' and the limit. Other
+// settings that differ are said (settingsDiffer), not refused.
+var sameLabSettings = []string{"quick", "limit", "users", "attackers", "many-users", "simulated", "realtime-accuracy-scale"}
+
+// settingsDiffer lists the settings both runs record that differ, but for
+// those sameLab refuses and the Redis rows' key prefix (each run's own).
+func settingsDiffer(base, cur *File) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(base.Meta.Settings)) {
+		o, n := base.Meta.Settings[name], cur.Meta.Settings[name]
+		if _, ok := cur.Meta.Settings[name]; !ok || o == n || name == "redis-prefix" || slices.Contains(sameLabSettings, name) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %s in OLD, %s in NEW", name, o, n))
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return []string{"settings differ: " + strings.Join(out, "; ")}
+}
+
 // sameLab reports, as a *MismatchError, parameters of the two runs that
 // make their numbers incomparable.
 func sameLab(base, cur *File) error {
-	o, n := base.Meta.Params, cur.Meta.Params
 	var diff []string
-	check := func(name string, a, b any) {
-		if a != b {
-			diff = append(diff, fmt.Sprintf("%s %v in OLD, %v in NEW", name, a, b))
+	if base.Meta.Seed != cur.Meta.Seed {
+		diff = append(diff, fmt.Sprintf("seed %d in OLD, %d in NEW", base.Meta.Seed, cur.Meta.Seed))
+	}
+	for _, name := range sameLabSettings {
+		if o, n := base.Meta.Setting(name), cur.Meta.Setting(name); o != n {
+			diff = append(diff, fmt.Sprintf("%s %s in OLD, %s in NEW", name, o, n))
 		}
 	}
-	check("seed", base.Meta.Seed, cur.Meta.Seed)
-	check("quick", o.Quick, n.Quick)
-	check("limit", o.Limit, n.Limit)
-	check("window", o.Window.Duration(), n.Window.Duration())
-	check("users", o.Users, n.Users)
-	check("attackers", o.Attackers, n.Attackers)
-	check("many users", o.ManyUsers, n.ManyUsers)
-	check("simulated time", o.Simulated.Duration(), n.Simulated.Duration())
-	check("real-time accuracy scale", o.RealTimeAccuracyScale, n.RealTimeAccuracyScale)
 	if len(diff) > 0 {
 		return &MismatchError{Params: diff}
 	}

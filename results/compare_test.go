@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -137,10 +138,11 @@ func TestGateFailsARowNotMeasured(t *testing.T) {
 func TestCompareMismatch(t *testing.T) {
 	old, new := gateFiles(t)
 	new.Meta.Seed++
-	new.Meta.Params.Limit = 50
+	new.Meta.Settings = maps.Clone(new.Meta.Settings)
+	new.Meta.Settings["limit"] = "50/s"
 	_, err := results.Compare(old, new, results.DefaultTolerance, modes)
 	var mis *results.MismatchError
-	if !errors.As(err, &mis) || !strings.Contains(err.Error(), "seed 1 in OLD, 2 in NEW") || !strings.Contains(err.Error(), "limit 100 in OLD, 50 in NEW") {
+	if !errors.As(err, &mis) || !strings.Contains(err.Error(), "seed 1 in OLD, 2 in NEW") || !strings.Contains(err.Error(), "limit 100/s in OLD, 50/s in NEW") {
 		t.Errorf("other parameters: %v", err)
 	}
 
@@ -328,5 +330,31 @@ func TestCompareWarnsOfAnotherMachine(t *testing.T) {
 		if !strings.Contains(said, want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// Settings that leave the numbers comparable but differ are said, by
+// name, with both values; the Redis rows' key prefix, each run's own, is
+// not.
+func TestCompareSaysSettingsThatDiffer(t *testing.T) {
+	old, new := gateFiles(t)
+	old.Meta.Settings, new.Meta.Settings = maps.Clone(old.Meta.Settings), maps.Clone(new.Meta.Settings)
+	old.Meta.Settings["http-rate"], new.Meta.Settings["http-rate"] = "10000", "5000"
+	old.Meta.Settings["redis-prefix"], new.Meta.Settings["redis-prefix"] = "ratelab:bench:a:", "ratelab:bench:b:"
+	new.Meta.Settings["outage-away"] = "3s" // only NEW has it: not compared
+	c, err := results.Compare(old, new, results.DefaultTolerance, modes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := c.Write(&b, false); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.Contains(out, "settings differ: http-rate 10000 in OLD, 5000 in NEW") || strings.Contains(out, "redis-prefix") || strings.Contains(out, "outage-away") {
+		t.Errorf("compare says:\n%s\nwant the http rate named as differing, and nothing of the prefix or a setting one run lacks", out)
+	}
+	if c.Regressions() != 0 {
+		t.Errorf("%d regressions from a setting alone", c.Regressions())
 	}
 }

@@ -319,7 +319,7 @@ func (c card) closest() (Pick, bool) {
 	}
 	why := fmt.Sprintf("%s of its decisions differed from the ideal's, averaged over the workloads, and the most a key had in one window was %.2f×N", percentage(s.wrong), s.worst)
 	if ideal != nil && s.bytes > 0 && ideal.bytes > 0 {
-		why += fmt.Sprintf("; %.1f bytes per user against the ideal's %.1f (at a limit of %d)", s.bytes, ideal.bytes, c.f.Meta.Params.Limit)
+		why += fmt.Sprintf("; %.1f bytes per user against the ideal's %.1f (at a limit of %s)", s.bytes, ideal.bytes, c.f.Meta.Setting("limit"))
 	}
 	return Pick{Need: "Closest to the ideal, short of the ideal itself", Limiter: s.name, Why: why + "."}, true
 }

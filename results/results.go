@@ -20,8 +20,10 @@ import (
 
 // Schema is the version of the format this package writes and reads.
 // Version 2 added the timing runs (mode "timing", with rounds) and
-// allocations per decision; version 3 made every measurement a Row.
-const Schema = 3
+// allocations per decision; version 3 made every measurement a Row;
+// version 4 made the run's parameters settings, key/values (Read reads a
+// version 3 file's parameters as settings).
+const Schema = 4
 
 // File is one run of the lab.
 type File struct {
@@ -49,69 +51,16 @@ type Meta struct {
 	// Target is, for a file of a limiter judged from outside (ratelab
 	// probe), what was judged: its URL, its key and its policy.
 	Target string `json:"target,omitempty"`
-	Params Params `json:"params"`
+	// Settings are every setting the run had, by the name of the flag
+	// that sets it ("limit": "100/s", "http-rate": "10000"): the lab's
+	// own and those of each mode that ran, as each mode declares them;
+	// "limiters" names the subjects that ran, "redis-addr" and
+	// "redis-prefix" the server of the Redis rows and the keys' prefix.
+	Settings map[string]string `json:"settings"`
 }
 
-// Params are every parameter of the run.
-type Params struct {
-	Quick bool `json:"quick"`
-	// Limit is the limit every limiter is given: N per W for the window
-	// algorithms, a capacity of N refilled over W for the buckets.
-	Limit     int      `json:"limit"`
-	Window    Seconds  `json:"window_s"`
-	Limiters  []string `json:"limiters"`
-	Workloads []string `json:"workloads"`
-	Modes     []string `json:"modes"`
-	// Users is the population of the uniform and bursty workloads,
-	// Attackers that of the boundary attack, ManyUsers that of many-users
-	// and of the memory runs.
-	Users     int `json:"users"`
-	Attackers int `json:"attackers"`
-	ManyUsers int `json:"many_users"`
-	// Simulated is how much time each simulated workload spans.
-	Simulated Seconds `json:"simulated_s"`
-	// Goroutines are the counts the unpaced real-time runs sweep;
-	// LatencyGoroutines sends the paced runs at OfferedRate.
-	Goroutines        []int   `json:"goroutines"`
-	RealTime          Seconds `json:"realtime_s"`
-	LatencyGoroutines int     `json:"latency_goroutines"`
-	OfferedRate       float64 `json:"offered_rate_per_s"`
-	// LatencyRuns is how many times each paced run was repeated.
-	LatencyRuns int `json:"latency_runs,omitempty"`
-	// RealTimeAccuracyScale is how much time is compressed when a limiter
-	// that takes no explicit time has its accuracy measured in real time.
-	RealTimeAccuracyScale float64 `json:"realtime_accuracy_scale"`
-	// TimingRounds is how many rounds the timing runs took, each limiter
-	// and the harness floor deciding for TimingSample in turn in each.
-	TimingRounds int     `json:"timing_rounds,omitempty"`
-	TimingSample Seconds `json:"timing_sample_s,omitempty"`
-	// Redis is how the lab ran the limiters kept in Redis; nil when it
-	// ran none.
-	Redis *RedisParams `json:"redis,omitempty"`
-}
-
-// RedisParams say how the lab ran the limiters kept in a Redis server,
-// each decision a round trip to it: on less than the others, so that the
-// lab takes a minute more, not an hour.
-type RedisParams struct {
-	// Addr is the server, host:port/db (never a password); Prefix starts
-	// every key the run wrote there (after "rate:", for redis_rate's), all
-	// removed when it ended.
-	Addr   string `json:"addr"`
-	Prefix string `json:"prefix"`
-	// Users and Simulated bound the simulated runs: the first Users users
-	// of each workload (attackers, for the boundary attack) over its first
-	// Simulated.
-	Users     int     `json:"users"`
-	Simulated Seconds `json:"simulated_s"`
-	// RealTime is how long each unpaced run lasts; LatencyTime the paced
-	// one, at OfferedRate.
-	RealTime    Seconds `json:"realtime_s"`
-	LatencyTime Seconds `json:"latency_s"`
-	OfferedRate float64 `json:"offered_rate_per_s"`
-	// Keys is how many keys the memory runs give the server.
-	Keys int `json:"keys"`
-}
+// Setting returns the setting of that name, "" when the run had none.
+func (m Meta) Setting(name string) string { return m.Settings[name] }
 
 // Sample is one stretch of one goroutine deciding as fast as it can.
 type Sample struct {
@@ -209,6 +158,8 @@ func Read(r io.Reader) (*File, error) {
 	switch {
 	case v.Schema == nil:
 		return nil, fmt.Errorf("results: not a results file: no schema version")
+	case *v.Schema == 3:
+		return readV3(data)
 	case *v.Schema < Schema:
 		return nil, fmt.Errorf("%w: the file is version %d, written by a ratelab from before every measurement was a row (this one reads %d): "+
 			"run the lab again with this ratelab, or compare it with the ratelab that wrote it", ErrSchema, *v.Schema, Schema)

@@ -175,8 +175,8 @@ func fixture() *results.File {
 		Schema: results.Schema,
 		Meta: results.Meta{Seed: 7, GoVersion: "go1.26.8", CPU: "AMD EPYC", Cores: 2, GOMAXPROCS: 2,
 			Start: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), Elapsed: 93.5, SimulationPerS: 1.31e7, SimulatedDecisions: 1_770_000,
-			Params: results.Params{Limit: 100, Window: 1, Users: 500, Attackers: 50, ManyUsers: 1_000_000, Simulated: 60,
-				Goroutines: []int{1, 2}, RealTime: 0.25, LatencyGoroutines: 1, OfferedRate: 200_000, LatencyRuns: 3, RealTimeAccuracyScale: 0.02}},
+			Settings: map[string]string{"quick": "false", "limit": "100/s", "users": "500", "attackers": "50", "many-users": "1000000", "simulated": "1m0s",
+				"goroutines": "1,2", "realtime": "250ms", "latency-goroutines": "1", "rate": "200000", "latency-runs": "3", "realtime-accuracy-scale": "0.02"}},
 		Rows: []results.Row{
 			accuracy(measured("simulated", "boundary-attack", "fixed-window", ratelab, "fixed-window"), 590_000,
 				results.Accuracy{Admitted: 300_000, Ideal: 295_000, FalseAllow: 295_000, FalseDeny: 290_000, FalseAllowRate: 0.5, FalseDenyRate: 0.4915, MaxWindowRatio: 2}),
@@ -253,8 +253,9 @@ func TestRoundTrip(t *testing.T) {
 
 func TestReadRefuses(t *testing.T) {
 	for _, tt := range []struct{ in, says string }{
-		{`{"schema": 1, "meta": {}, "runs": []}`, "the file is version 1, written by a ratelab from before every measurement was a row (this one reads 3)"},
-		{`{"schema": 4, "meta": {}, "rows": [], "new_field": 1}`, "the file is version 4, this ratelab reads 3"},
+		{`{"schema": 1, "meta": {}, "runs": []}`, "the file is version 1, written by a ratelab from before every measurement was a row (this one reads 4)"},
+		{`{"schema": 5, "meta": {}, "rows": [], "new_field": 1}`, "the file is version 5, this ratelab reads 4"},
+		{`{"schema": 4, "meta": {"params": {}}, "rows": []}`, `unknown field "params"`},
 		{`{"schema": 3, "meta": {}, "rows": [], "extra": 1}`, "unknown field"},
 		{`{"schema": 3, "meta": {}, "runs": []}`, `unknown field "runs"`},
 		{`{"schema": 3, "rows": [{"limiter": 3}]}`, "cannot unmarshal"},
@@ -283,7 +284,7 @@ func TestReadRefusesSchema2(t *testing.T) {
 		t.Fatalf("ReadFile(%s) = %v, want ErrSchema", path, err)
 	}
 	for _, want := range []string{
-		path + ": results: schema version mismatch: the file is version 2, written by a ratelab from before every measurement was a row (this one reads 3)",
+		path + ": results: schema version mismatch: the file is version 2, written by a ratelab from before every measurement was a row (this one reads 4)",
 		"run the lab again with this ratelab, or compare it with the ratelab that wrote it",
 	} {
 		if !strings.Contains(err.Error(), want) {
@@ -332,5 +333,26 @@ func TestFormats(t *testing.T) {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
 		}
+	}
+}
+
+// A file of version 3 is read as this version: its parameters become the
+// settings the flags that set them record, as the lab writes them now.
+func TestReadV3(t *testing.T) {
+	f, err := results.ReadFile("baseline.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Schema != results.Schema {
+		t.Errorf("schema %d, want %d", f.Schema, results.Schema)
+	}
+	want := map[string]string{"quick": "true", "limit": "100/s", "users": "100", "attackers": "20", "many-users": "100000", "simulated": "20s", "realtime-accuracy-scale": "0.02"}
+	for k, v := range want {
+		if got := f.Meta.Setting(k); got != v {
+			t.Errorf("setting %s = %q, want %q (all: %v)", k, got, v, f.Meta.Settings)
+		}
+	}
+	if !strings.Contains(f.Meta.Setting("limiters"), "gcra") || !strings.Contains(f.Meta.Setting("workloads"), "many-users") {
+		t.Errorf("limiters and workloads: %v", f.Meta.Settings)
 	}
 }

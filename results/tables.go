@@ -15,6 +15,8 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/ratelab/ratelab/limiters"
 )
 
 // Table is one of the lab's tables.
@@ -192,13 +194,16 @@ func WriteDir(dir string, f *File, ms Modes) ([]string, error) {
 
 // MetaLine says in one line what machine and parameters f ran with.
 func MetaLine(f *File) string {
-	m, p := f.Meta, f.Meta.Params
+	m := f.Meta
 	quick := ""
-	if p.Quick {
+	if m.Setting("quick") == "true" {
 		quick = ", quick"
 	}
-	return fmt.Sprintf("%s, %d cores (GOMAXPROCS %d), %s; seed %d%s; limit %d per %v; %v of simulated time per workload, %d users (%d attacking, %s in many-users).",
-		m.CPU, m.Cores, m.GOMAXPROCS, m.GoVersion, m.Seed, quick, p.Limit, p.Window.Duration(), p.Simulated.Duration(), p.Users, p.Attackers, Count(int64(p.ManyUsers)))
+	limit, _ := limiters.ParseLimit(m.Setting("limit"))
+	simulated, _ := time.ParseDuration(m.Setting("simulated"))
+	manyUsers, _ := strconv.ParseInt(m.Setting("many-users"), 10, 64)
+	return fmt.Sprintf("%s, %d cores (GOMAXPROCS %d), %s; seed %d%s; limit %d per %v; %v of simulated time per workload, %s users (%s attacking, %s in many-users).",
+		m.CPU, m.Cores, m.GOMAXPROCS, m.GoVersion, m.Seed, quick, limit.N, limit.Per, simulated, m.Setting("users"), m.Setting("attackers"), Count(manyUsers))
 }
 
 // SimulationSpeed says how many decisions a second simulated time made, the

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 
 	"github.com/ratelab/ratelab/harness"
 	"github.com/ratelab/ratelab/internal/config"
-	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/plots"
 	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/workloads"
@@ -116,27 +114,17 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	return nil
 }
 
-// benchFlags are bench's flags: the lab's configuration, and where its
-// results go.
+// benchFlags are bench's flags: the lab's settings (harness.Config.Flags,
+// each mode's declared in its file), and what bench adds.
 type benchFlags struct {
-	c                                                         harness.Config
-	workloads                                                 func()
-	limiters, modes, goroutines, trace, config, redisURL, out string
-	redis                                                     bool
+	c                            harness.Config
+	trace, config, redisURL, out string
+	redis                        bool
 }
 
 func (f *benchFlags) define(fs *flag.FlagSet) {
-	c := &f.c
-	fs.StringVar(&f.limiters, "limiters", "", "comma-separated limiters to run (default all): fixed-window, sliding-log, sliding-counter, token-bucket, leaky-bucket, gcra, x/time/rate, go-limiter, throttled, and on Redis \"gcra (redis)\" and so on, and redis_rate")
-	fs.StringVar(&f.modes, "modes", "", "comma-separated modes (default all; quick leaves out outage): "+strings.Join(modeNames(), ", "))
-	fs.Float64Var(&c.HTTP.Rate, "http-rate", 0, "the rate vegeta attacks the server at in the http runs, per second (default 10000)")
-	fs.DurationVar(&c.HTTP.Time, "http-time", 0, "how long each http run lasts (default 1s, quick 150ms)")
-	fs.DurationVar(&c.Outage.Away, "outage-away", 0, "how long the outage runs take Redis away (default 2.5s, quick 1.5s)")
-	f.workloads = workloadFlags(fs, c)
-	fs.StringVar(&f.goroutines, "goroutines", "", "comma-separated goroutine counts the unpaced real-time runs sweep (default 1,2,8,64, quick 1,2,8)")
-	fs.DurationVar(&c.RealTime, "realtime", 0, "how long each unpaced real-time run lasts (default 250ms, quick 25ms)")
-	fs.IntVar(&c.TimingRounds, "timing-rounds", 0, "rounds of the timing runs (default 20, quick 5)")
-	fs.Float64Var(&c.OfferedRate, "rate", 0, "the total offered rate of the paced runs, per second (default 200000)")
+	f.c.Flags(fs)
+	seedFlag(fs, &f.c)
 	fs.StringVar(&f.trace, "trace", "", "also run this trace (a t,key[,n] CSV, as for replay) as workload \"trace\"")
 	fs.StringVar(&f.config, "config", "", "also run the limiter this configuration file describes (its tiers; users not listed are in its default tier), as limiter \"config\"")
 	fs.StringVar(&f.redisURL, "redis-url", "redis://127.0.0.1:6379/0", "the Redis server of the Redis rows, as redis://[user:password@]host:port/db (default: $REDIS_ADDR, host:port, when it is set)")
@@ -147,7 +135,6 @@ func (f *benchFlags) define(fs *flag.FlagSet) {
 // labConfig is the lab's configuration the flags of fs give, checked, with
 // the trace and the configuration file they name read.
 func (f *benchFlags) labConfig(fs *flag.FlagSet) (harness.Config, error) {
-	f.workloads()
 	c, set := f.c, given(fs)
 	if fs.NArg() > 0 {
 		return c, badUsage(fs, fmt.Errorf("bench: no arguments, got %q", fs.Arg(0)))
@@ -160,14 +147,6 @@ func (f *benchFlags) labConfig(fs *flag.FlagSet) (harness.Config, error) {
 		c.Redis.URL = f.redisURL
 	default:
 		c.Redis.URL = "redis://" + addr + "/0"
-	}
-	c.Limiters, c.Modes = list(f.limiters), list(f.modes)
-	for _, g := range list(f.goroutines) {
-		n, err := strconv.Atoi(g)
-		if err != nil {
-			return c, usagef("bench: --goroutines: %q is not a number", g)
-		}
-		c.Goroutines = append(c.Goroutines, n)
 	}
 	if err := c.Defaults().Validate(); err != nil {
 		return c, usageError{fmt.Errorf("bench: %w", err)}
@@ -249,24 +228,10 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// workloadFlags defines on fs the flags that say what the workloads are
-// (the quick lab's or the full one's, the seed, the limit, the
-// populations), the same for bench and worker, and returns what sets
-// them into c once fs is parsed.
-func workloadFlags(fs *flag.FlagSet, c *harness.Config) func() {
-	workloadsFlag := fs.String("workloads", "", "comma-separated workloads (default all): uniform, bursty, boundary-attack, anchored-attack, many-users")
-	limit := limiters.PerSecond(100)
-	fs.Var(&limit, "limit", "the limit every limiter is given, N/PERIOD: N per window for the window algorithms, a burst of N refilled over the period for the buckets")
-	fs.IntVar(&c.Users, "users", 0, "users of the uniform and bursty workloads (default 500, quick 100)")
-	fs.IntVar(&c.Attackers, "attackers", 0, "users of the boundary and anchored attacks (default 50, quick 20)")
-	fs.IntVar(&c.ManyUsers, "many-users", 0, "users of many-users and of the memory runs (default 1,000,000, quick 100,000)")
-	fs.DurationVar(&c.Simulated, "simulated", 0, "simulated time each workload spans (default 1m, quick 20s)")
+// seedFlag defines --seed on fs, the seed of c's workloads: 1 unless
+// given.
+func seedFlag(fs *flag.FlagSet, c *harness.Config) {
 	fs.Uint64Var(&c.Seed, "seed", 1, "the seed of every workload")
-	fs.BoolVar(&c.Quick, "quick", false, "a short run, for CI and a first look")
-	return func() {
-		c.Limit = limit
-		c.Workloads = list(*workloadsFlag)
-	}
 }
 
 // modeNames are the lab's modes, in the order it runs them.

@@ -47,8 +47,8 @@ func TestBenchRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := f.Meta.Params.Redis; p == nil || p.Addr != addr+"/0" || strings.Contains(p.Addr, "redis://") {
-		t.Errorf("Params.Redis = %+v, want the server %s/0", p, addr)
+	if a := f.Meta.Setting("redis-addr"); a != addr+"/0" || strings.Contains(a, "redis://") {
+		t.Errorf("redis-addr = %q, want the server %s/0", a, addr)
 	}
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"strings"
 	"testing"
-
 )
 
 // bench --help names every mode the lab has, with what it measures, and

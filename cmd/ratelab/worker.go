@@ -29,8 +29,8 @@ Flags:
 func runWorker(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	var c harness.Config
-	limitersFlag := fs.String("limiters", "", "comma-separated limiters to time (default ratelab's six)")
-	setWorkloads := workloadFlags(fs, &c)
+	c.Flags(fs)
+	seedFlag(fs, &c)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), workerUsage)
 		fs.PrintDefaults()
@@ -41,8 +41,6 @@ func runWorker(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if fs.NArg() > 0 {
 		return badUsage(fs, fmt.Errorf("worker: no arguments, got %q", fs.Arg(0)))
 	}
-	setWorkloads()
-	c.Limiters = list(*limitersFlag)
 	s, err := harness.NewSampler(c)
 	if err != nil {
 		return usageError{fmt.Errorf("worker: %w", err)}
