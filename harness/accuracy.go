@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 	"github.com/ratelab/ratelab/workloads"
 )
 
@@ -25,20 +26,22 @@ import (
 const simulatedModeName = "simulated"
 
 var simulatedMode = mode{
-	Mode: results.Mode{
-		Name:   simulatedModeName,
-		About:  "accuracy against the ideal (the sliding window log) on the same requests, in simulated time: exact and reproducible",
-		Order:  10,
-		Scored: true,
-		Tables: []results.TableSpec{{
+	Mode: report.Mode{
+		Mode: results.Mode{
+			Name:   simulatedModeName,
+			About:  "accuracy against the ideal (the sliding window log) on the same requests, in simulated time: exact and reproducible",
+			Order:  10,
+			Scored: true,
+			Gates:  accuracyGates(results.CheckExact),
+		},
+		Tables: []report.TableSpec{{
 			Name:   "accuracy",
 			Title:  "Accuracy against the ideal (the sliding window log on the same requests), in simulated time",
 			Note:   accuracyNote + " Allocs/decision: heap allocations per decision over a further pass of the workload, after the first made the keys (the fewest of three passes).",
 			Header: accuracyHeader, Left: 3,
 			Cells: accuracyCells,
-			Last:  results.Twins,
+			Last:  report.Twins,
 		}},
-		Gates:  accuracyGates(results.CheckExact),
 		Charts: accuracyCharts,
 	},
 	attacks: true,
@@ -61,13 +64,13 @@ func accuracyCells(r results.Row) []string {
 	a, _ := r.AccuracyOf()
 	allocs := ""
 	if v, ok := r.Value(results.AllocsPerDecision); ok {
-		allocs = results.Fixed(v, 2)
+		allocs = report.Fixed(v, 2)
 	}
 	return []string{
-		r.Workload, r.Limiter, results.Judged(r, limiters.Algorithm(r.Algorithm).IsBucket()),
+		r.Workload, r.Limiter, report.Judged(r, limiters.Algorithm(r.Algorithm).IsBucket()),
 		results.Count(r.Count(results.Decisions)), results.Count(a.Admitted), results.Count(a.Ideal),
-		results.CountRate(a.FalseAllow, a.FalseAllowRate), results.CountRate(a.FalseDeny, a.FalseDenyRate),
-		results.Fixed(a.MaxWindowRatio, 2), allocs,
+		report.CountRate(a.FalseAllow, a.FalseAllowRate), report.CountRate(a.FalseDeny, a.FalseDenyRate),
+		report.Fixed(a.MaxWindowRatio, 2), allocs,
 	}
 }
 
@@ -87,12 +90,12 @@ func accuracyGates(check results.Check) []results.Gate {
 // accuracyCharts are the window edge and the accuracy bars, of the rows
 // that measured accuracy against the ideal: this mode's, and those it
 // replayed in real time (the realtime mode's), in f's order.
-func accuracyCharts(f *results.File, _ []results.Row) []results.Figure {
+func accuracyCharts(f *results.File, _ []results.Row) []report.Figure {
 	rows := where(f.Rows, func(r results.Row) bool {
 		return (r.Mode == simulatedModeName || r.Mode == realTimeModeName) && r.Measured() && r.Has(results.MostInWindow)
 	})
 	limit, _ := limiters.ParseLimit(f.Meta.Setting("limit"))
-	return []results.Figure{edgeFigure(rows, limit.Per.Seconds()), accuracyFigure(rows)}
+	return []report.Figure{edgeFigure(rows, limit.Per.Seconds()), accuracyFigure(rows)}
 }
 
 // edgeFigure is a panel per row of one boundary attacker's admitted cost
@@ -100,8 +103,8 @@ func accuracyCharts(f *results.File, _ []results.Row) []results.Figure {
 // seconds), with the limit N as a mark and its peak over N in the title.
 // A series that is empty, or whose times and counts do not pair up, is
 // left out.
-func edgeFigure(rows []results.Row, window float64) results.Figure {
-	fig := results.Figure{Name: "edge", Title: "The window edge: what one boundary attacker had admitted in the last W",
+func edgeFigure(rows []results.Row, window float64) report.Figure {
+	fig := report.Figure{Name: "edge", Title: "The window edge: what one boundary attacker had admitted in the last W",
 		Caption: "The attacker spends a full quota just before and just after every window edge; each panel follows what it had admitted in the trailing window W, with the limit N as a grey dashed line and its peak over N in the title. " +
 			"A limiter the attack gets past rises towards 2N around an edge; an exact one never passes N.",
 		Cols: 3, Width: 9, RowHeight: 2.5, YLabel: "requests admitted in the trailing window W", NoLegend: true}
@@ -111,10 +114,10 @@ func edgeFigure(rows []results.Row, window float64) results.Figure {
 		if e == nil || r.Setting(results.JudgedN) == "" || len(e.X) == 0 || len(e.X) != len(e.Y) {
 			continue
 		}
-		l, peak := results.Line{Name: r.Limiter}, 0.0
+		l, peak := report.Line{Name: r.Limiter}, 0.0
 		for i, t := range e.X {
 			if v := e.Y[i]; finite(t) && finite(v) {
-				l.Points = append(l.Points, results.XY{X: t, Y: v})
+				l.Points = append(l.Points, report.XY{X: t, Y: v})
 				peak = max(peak, v)
 			}
 		}
@@ -130,24 +133,24 @@ func edgeFigure(rows []results.Row, window float64) results.Figure {
 			title = fmt.Sprintf("%s: peak %.2f×N", title, peak/n)
 		}
 		top = max(top, 2.2*n, 1.1*peak)
-		fig.Panels = append(fig.Panels, results.Panel{Title: title, Lines: []results.Line{l}, Steps: true, Marks: []results.Mark{{At: n}},
-			X: results.Axis{Label: "seconds", Ticks: results.TicksWindows, Window: window}})
+		fig.Panels = append(fig.Panels, report.Panel{Title: title, Lines: []report.Line{l}, Steps: true, Marks: []report.Mark{{At: n}},
+			X: report.Axis{Label: "seconds", Ticks: report.TicksWindows, Window: window}})
 	}
 	for i := range fig.Panels {
-		fig.Panels[i].Y = results.Axis{Min: 0, Max: top}
+		fig.Panels[i].Y = report.Axis{Min: 0, Max: top}
 	}
 	return fig
 }
 
 // accuracyFigure is the false allow and false deny rates of rows, in
 // percent of requests, by limiter (groups) and workload (series).
-func accuracyFigure(rows []results.Row) results.Figure {
-	fig := results.Figure{Name: "accuracy", Title: "Accuracy against the ideal, by limiter and workload",
+func accuracyFigure(rows []results.Row) report.Figure {
+	fig := report.Figure{Name: "accuracy", Title: "Accuracy against the ideal, by limiter and workload",
 		Caption: "Each bar is the share of a workload's requests that a limiter decided differently from the ideal (the sliding window log on the same requests): admitted where it denied (left) or denied where it admitted (right). " +
 			"Shorter is better" + accuracyNotes(rows) + ".",
 		Cols: 2, Width: 9}
 	ws := workloadsOf(rows)
-	allow, deny := results.Bars{Series: ws}, results.Bars{Series: ws}
+	allow, deny := report.Bars{Series: ws}, report.Bars{Series: ws}
 	for _, r := range rows {
 		g := slices.Index(allow.Groups, r.Limiter)
 		if g < 0 {
@@ -164,8 +167,8 @@ func accuracyFigure(rows []results.Row) results.Figure {
 		return fig
 	}
 	deny.Groups = allow.Groups
-	x := results.Axis{Label: "% of requests", Ticks: results.TicksPercent, Min: 0, Max: 1.1 * max(maxOf(allow.Values), maxOf(deny.Values), 1)} // one scale for both, so they compare
-	fig.Panels = []results.Panel{{Title: "false allows", X: x, Bars: &allow}, {Title: "false denies", X: x, Bars: &deny}}
+	x := report.Axis{Label: "% of requests", Ticks: report.TicksPercent, Min: 0, Max: 1.1 * max(maxOf(allow.Values), maxOf(deny.Values), 1)} // one scale for both, so they compare
+	fig.Panels = []report.Panel{{Title: "false allows", X: x, Bars: &allow}, {Title: "false denies", X: x, Bars: &deny}}
 	return fig
 }
 

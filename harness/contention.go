@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
 // Lock contention, as the real-time mode measures it: the time goroutines
@@ -83,7 +84,7 @@ func lockWaitCell(r results.Row) string {
 	case w < 10:
 		return strconv.FormatFloat(w, 'f', 1, 64) + "ns"
 	default:
-		return results.Nanos(w)
+		return report.Nanos(w)
 	}
 }
 
@@ -100,30 +101,30 @@ const contentionFloor = 1.0
 // its range the rounds but the lowest and the highest (middleRounds). A
 // wait at or under contentionFloor is drawn there; a run whose wait was
 // not measured has no point.
-func contentionFigure(rows []results.Row, procs int) results.Figure {
+func contentionFigure(rows []results.Row, procs int) report.Figure {
 	procs = max(procs, 1)
 	inProcess := where(unpacedRows(rows), func(r results.Row) bool { return !r.Outside() })
-	fig := results.Figure{Name: "contention", Title: "Lock wait per decision against goroutines (unpaced, limiters in memory)",
+	fig := report.Figure{Name: "contention", Title: "Lock wait per decision against goroutines (unpaced, limiters in memory)",
 		Caption: fmt.Sprintf("Each point is the time a limiter's goroutines spent parked on a lock, a decision, as the runtime counts it (one park in eight, times eight)%s; %gns or less, none too, is drawn on the floor. "+
 			"ratelab's limiters are solid, the peers dashed; limiters kept in Redis are left out, their wait being the Redis client's pool of connections, not a limiter's lock (the contention table has them). "+
 			"With GOMAXPROCS %d, %d goroutines contend as a server's cores would; more queue for a core, and a lock shows only when its holder is preempted inside it and the others park behind it for the rest of a time slice: "+
 			"a line that rises there is a lock held for more of each decision, or by more of the goroutines, and the few such preemptions a round make the bars wide. Spinning before parking is never counted.",
 			roundsSaid(inProcess), contentionFloor, procs, procs),
 		Cols: 2, Width: 9, RowHeight: 3, YLabel: "lock wait per decision (log scale)"}
-	fig.Panels = panelsByWorkload(inProcess, func(r results.Row) []results.XY {
+	fig.Panels = panelsByWorkload(inProcess, func(r results.Row) []report.XY {
 		w, ok := r.Value(lockWaitNS)
 		if !ok || w < 0 || !finite(w) {
 			return nil
 		}
-		pt := results.XY{X: float64(r.SettingInt(results.Goroutines)), Y: max(w, contentionFloor)}
+		pt := report.XY{X: float64(r.SettingInt(results.Goroutines)), Y: max(w, contentionFloor)}
 		if lo, hi, ok := middleRounds(r.Curve(lockWaitRounds)); ok && hi > contentionFloor {
 			pt.Lo, pt.Hi = max(lo, contentionFloor), hi
 		}
-		return []results.XY{pt}
+		return []report.XY{pt}
 	})
 	// At least three powers of ten, so that a panel whose waits are all
 	// on the floor does not zoom into nothing.
-	againstGoroutines(fig.Panels, results.Axis{Log: true, Least: contentionFloor, Ticks: results.TicksNanos, Min: contentionFloor, Max: 1000 * contentionFloor})
+	againstGoroutines(fig.Panels, report.Axis{Log: true, Least: contentionFloor, Ticks: report.TicksNanos, Min: contentionFloor, Max: 1000 * contentionFloor})
 	for i, pn := range fig.Panels {
 		// Room either side for the lines' bars, which plots draws apart.
 		lo, hi := math.Inf(1), 0.0
@@ -133,7 +134,7 @@ func contentionFigure(rows []results.Row, procs int) results.Figure {
 			}
 		}
 		fig.Panels[i].X.Min, fig.Panels[i].X.Max = lo/1.5, hi*1.5
-		fig.Panels[i].Marks = []results.Mark{{Name: fmt.Sprintf("GOMAXPROCS (%d)", procs), OnX: true, At: float64(procs)}}
+		fig.Panels[i].Marks = []report.Mark{{Name: fmt.Sprintf("GOMAXPROCS (%d)", procs), OnX: true, At: float64(procs)}}
 	}
 	return fig
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
 // An unpaced run is split into rounds of 25ms or more, three to five.
@@ -133,11 +134,11 @@ func TestContentionFigure(t *testing.T) {
 		t.Fatalf("%d panels, want one, for uniform", len(fig.Panels))
 	}
 	pn := fig.Panels[0]
-	want := []results.Line{
-		{Name: "gcra", Points: []results.XY{{X: 1, Y: 1}, {X: 2, Y: 1, Lo: 1, Hi: 3}, {X: 8, Y: 1500, Lo: 900, Hi: 2000}}},
-		{Name: "x/time/rate", Points: []results.XY{{X: 8, Y: 200, Lo: 100, Hi: 300}}}, // three rounds: all of them
+	want := []report.Line{
+		{Name: "gcra", Points: []report.XY{{X: 1, Y: 1}, {X: 2, Y: 1, Lo: 1, Hi: 3}, {X: 8, Y: 1500, Lo: 900, Hi: 2000}}},
+		{Name: "x/time/rate", Points: []report.XY{{X: 8, Y: 200, Lo: 100, Hi: 300}}}, // three rounds: all of them
 	}
-	if !slices.EqualFunc(pn.Lines, want, func(a, b results.Line) bool { return a.Name == b.Name && slices.Equal(a.Points, b.Points) }) {
+	if !slices.EqualFunc(pn.Lines, want, func(a, b report.Line) bool { return a.Name == b.Name && slices.Equal(a.Points, b.Points) }) {
 		t.Errorf("lines %+v, want %+v", pn.Lines, want)
 	}
 	if len(pn.Marks) != 1 || !pn.Marks[0].OnX || pn.Marks[0].At != 2 || pn.Y.Least != 1 || !pn.Y.Log {

@@ -7,9 +7,10 @@ import (
 	"strings"
 
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
-// What the modes' charts (results.Figure, declared beside each mode's
+// What the modes' charts (report.Figure, declared beside each mode's
 // tables) share.
 
 // workloadsOf lists the workloads of rows, in order.
@@ -25,18 +26,18 @@ func workloadsOf(rows []results.Row) []string {
 
 // linesBy is a line per limiter of rows, in the order limiters first
 // appear, of the points each row gives, in order of X.
-func linesBy(rows []results.Row, point func(results.Row) []results.XY) []results.Line {
-	var out []results.Line
+func linesBy(rows []results.Row, point func(results.Row) []report.XY) []report.Line {
+	var out []report.Line
 	for _, r := range rows {
-		i := slices.IndexFunc(out, func(l results.Line) bool { return l.Name == r.Limiter })
+		i := slices.IndexFunc(out, func(l report.Line) bool { return l.Name == r.Limiter })
 		if i < 0 {
-			out = append(out, results.Line{Name: r.Limiter})
+			out = append(out, report.Line{Name: r.Limiter})
 			i = len(out) - 1
 		}
 		out[i].Points = append(out[i].Points, point(r)...)
 	}
 	for i := range out {
-		slices.SortFunc(out[i].Points, func(a, b results.XY) int { return cmp.Compare(a.X, b.X) })
+		slices.SortFunc(out[i].Points, func(a, b report.XY) int { return cmp.Compare(a.X, b.X) })
 	}
 	return out
 }
@@ -44,13 +45,13 @@ func linesBy(rows []results.Row, point func(results.Row) []results.XY) []results
 // panelsByWorkload is a panel per workload of rows, titled by it, of a
 // line per limiter through the points each row gives; a limiter with no
 // point has no line, and a workload with no line no panel.
-func panelsByWorkload(rows []results.Row, point func(results.Row) []results.XY) []results.Panel {
-	var out []results.Panel
+func panelsByWorkload(rows []results.Row, point func(results.Row) []report.XY) []report.Panel {
+	var out []report.Panel
 	for _, w := range workloadsOf(rows) {
 		of := slices.DeleteFunc(slices.Clone(rows), func(r results.Row) bool { return r.Workload != w })
-		lines := slices.DeleteFunc(linesBy(of, point), func(l results.Line) bool { return len(l.Points) == 0 })
+		lines := slices.DeleteFunc(linesBy(of, point), func(l report.Line) bool { return len(l.Points) == 0 })
 		if len(lines) > 0 {
-			out = append(out, results.Panel{Title: w, Lines: lines})
+			out = append(out, report.Panel{Title: w, Lines: lines})
 		}
 	}
 	return out

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 	"github.com/ratelab/ratelab/workloads"
 )
 
@@ -80,11 +81,13 @@ var routings = []string{"random", "sticky"}
 const fleetModeName = "fleet"
 
 var fleetMode = mode{
-	Mode: results.Mode{
-		Name:  fleetModeName,
-		About: "processes sharing one Redis, requests routed as a load balancer would: round trips, accuracy and the server's CPU",
-		Order: 60,
-		Tables: []results.TableSpec{{
+	Mode: report.Mode{
+		Mode: results.Mode{
+			Name:  fleetModeName,
+			About: "processes sharing one Redis, requests routed as a load balancer would: round trips, accuracy and the server's CPU",
+			Order: 60,
+		},
+		Tables: []report.TableSpec{{
 			Name:  "fleet",
 			Title: "A fleet: processes sharing one Redis, each with a client and a limiter of its own",
 			Note: "The workload's requests go to the processes as a load balancer would send them: each to a process at random, or every request of a key to the same one (sticky). " +
@@ -98,8 +101,8 @@ var fleetMode = mode{
 			Left:  3,
 			Cells: fleetCells,
 		}},
-		Picks: func(f *results.File, rows []results.Row) []results.Pick {
-			var out []results.Pick
+		Picks: func(f *results.File, rows []results.Row) []report.Pick {
+			var out []report.Pick
 			if p, ok := overloadPick(rows); ok {
 				out = append(out, p)
 			}
@@ -108,7 +111,7 @@ var fleetMode = mode{
 			}
 			return out
 		},
-		Charts: func(_ *results.File, rows []results.Row) []results.Figure { return []results.Figure{fleetFigure(rows)} },
+		Charts: func(_ *results.File, rows []results.Row) []report.Figure { return []report.Figure{fleetFigure(rows)} },
 	},
 	steps: func(c Config, subjects []Subject) int {
 		n := 0
@@ -143,37 +146,37 @@ const (
 func fleetCells(r results.Row) []string {
 	row := []string{r.Workload, r.Limiter, fmt.Sprintf("%s, %d", r.Setting(routing), r.SettingInt(processes)), "", "", "", "", "", ""}
 	if a, ok := r.AccuracyOf(); ok {
-		row[3] = results.Fixed(r.Get(tripsSimulated), 3)
+		row[3] = report.Fixed(r.Get(tripsSimulated), 3)
 		if a.Admitted > 0 {
-			row[4] = results.Fixed(r.Get(tripsPerAdmitted), 3)
+			row[4] = report.Fixed(r.Get(tripsPerAdmitted), 3)
 		}
-		row[5], row[6] = results.CountRate(a.FalseAllow, a.FalseAllowRate), results.CountRate(a.FalseDeny, a.FalseDenyRate)
-		row[7] = results.Fixed(a.MaxWindowRatio, 2)
+		row[5], row[6] = report.CountRate(a.FalseAllow, a.FalseAllowRate), report.CountRate(a.FalseDeny, a.FalseDenyRate)
+		row[7] = report.Fixed(a.MaxWindowRatio, 2)
 		if d, ok := r.Value(results.DiffersFromMemory); ok {
 			row[8] = results.Count(int64(d))
 		}
 	}
 	p99 := ""
 	if v, ok := r.Value(results.Latency + ".p99"); ok {
-		p99 = results.Nanos(v)
+		p99 = report.Nanos(v)
 	}
-	return append(row, results.Rate(r.Get(results.Throughput)), p99, results.Fixed(r.Get(trips), 3), results.Nanos(r.Get(serverCPU)))
+	return append(row, report.Rate(r.Get(results.Throughput)), p99, report.Fixed(r.Get(trips), 3), report.Nanos(r.Get(serverCPU)))
 }
 
 // fleetFigure is a panel per workload of the fleet rows: a line per
 // fleet through its routings, of the round trips a decision against the
 // share of decisions unlike the ideal's (false allows and denies, in %),
 // both in simulated time.
-func fleetFigure(rows []results.Row) results.Figure {
-	fig := results.Figure{Name: "fleet", Title: "A fleet sharing one Redis: round trips against accuracy",
+func fleetFigure(rows []results.Row) report.Figure {
+	fig := report.Figure{Name: "fleet", Title: "A fleet sharing one Redis: round trips against accuracy",
 		Caption: "Each line is a fleet of processes sharing one Redis, through its two routings (each request to a process at random, or a key's to the same one): " +
 			"the round trips to Redis a decision against the share of decisions unlike the ideal's, in simulated time. " +
 			"Left is cheaper; lower is closer to the ideal. Exact fleets decide alike, so they sit at one height: the denial cache only moves left. " +
 			"Leases move further left and off that height (approximate); the token bucket's lease fleet decides as GCRA's, the same limit, and hides it.",
 		Cols: 2, Width: 10, RowHeight: 2.6, LegendWidth: 2.1}
 	rows = where(rows, func(r results.Row) bool { return r.Has(results.MostInWindow) })
-	fig.Panels = panelsByWorkload(rows, func(r results.Row) []results.XY {
-		return []results.XY{{X: r.Get(tripsSimulated), Y: 100 * r.Wrong()}}
+	fig.Panels = panelsByWorkload(rows, func(r results.Row) []report.XY {
+		return []report.XY{{X: r.Get(tripsSimulated), Y: 100 * r.Wrong()}}
 	})
 	for i, pn := range fig.Panels {
 		top := 0.0
@@ -185,8 +188,8 @@ func fleetFigure(rows []results.Row) results.Figure {
 			}
 		}
 		top = max(1.15*top, 1)
-		fig.Panels[i].X = results.Axis{Label: "round trips a decision", Ticks: results.TicksPlain, Min: 0, Max: 1.05}
-		fig.Panels[i].Y = results.Axis{Label: "decisions unlike the ideal's (%)", Ticks: results.TicksPlain, Min: -top / 40, Max: top} // room below for a point at 0
+		fig.Panels[i].X = report.Axis{Label: "round trips a decision", Ticks: report.TicksPlain, Min: 0, Max: 1.05}
+		fig.Panels[i].Y = report.Axis{Label: "decisions unlike the ideal's (%)", Ticks: report.TicksPlain, Min: -top / 40, Max: top} // room below for a point at 0
 	}
 	return fig
 }
@@ -377,7 +380,7 @@ func roundTrips(procs []process) int64 {
 // that made the fewest round trips a decision in real time on the
 // workload where the fleets made the most, set against the one that made
 // the most there.
-func overloadPick(rows []results.Row) (results.Pick, bool) {
+func overloadPick(rows []results.Row) (report.Pick, bool) {
 	type fleet struct {
 		name                   string
 		trips, tput, cpu       map[string]float64
@@ -406,7 +409,7 @@ func overloadPick(rows []results.Row) (results.Pick, bool) {
 		}
 	}
 	if len(fleets) < 2 {
-		return results.Pick{}, false
+		return report.Pick{}, false
 	}
 	// The workload where a plain round trip a decision costs the most
 	// decisions: the one most over its limit, where caching denials pays.
@@ -420,7 +423,7 @@ func overloadPick(rows []results.Row) (results.Pick, bool) {
 		}
 	}
 	if best == nil {
-		return results.Pick{}, false
+		return report.Pick{}, false
 	}
 	worst := fleets[0]
 	for _, x := range fleets {
@@ -430,8 +433,8 @@ func overloadPick(rows []results.Row) (results.Pick, bool) {
 	}
 	why := fmt.Sprintf("A fleet of processes sharing one Redis, sent to as fast as they could go: on %s it made %.3f round trips a decision against %s's %.3f, "+
 		"%s against %s, and the server spent %s of CPU a decision against %s. On samples of the workloads in simulated time its %s decisions were the same algorithm's in memory, every one.",
-		w, best.trips[w], worst.name, worst.trips[w], results.Rate(best.tput[w]), results.Rate(worst.tput[w]), results.Nanos(best.cpu[w]), results.Nanos(worst.cpu[w]), results.Count(best.checked))
-	return results.Pick{Need: "A fleet under attack or overload", Limiter: best.name, Why: why}, true
+		w, best.trips[w], worst.name, worst.trips[w], report.Rate(best.tput[w]), report.Rate(worst.tput[w]), report.Nanos(best.cpu[w]), report.Nanos(worst.cpu[w]), results.Count(best.checked))
+	return report.Pick{Need: "A fleet under attack or overload", Limiter: best.name, Why: why}, true
 }
 
 // leasePick is the pick for a fleet that may admit a little more than the
@@ -439,7 +442,7 @@ func overloadPick(rows []results.Row) (results.Pick, bool) {
 // with the fewest round trips an admitted request, in simulated time, on
 // its worse routing of the workload where it made the most; with its
 // worst error against the ideal, beside the exact fleets'.
-func leasePick(rows []results.Row) (results.Pick, bool) {
+func leasePick(rows []results.Row) (report.Pick, bool) {
 	type fleet struct {
 		name  string
 		trips map[string]float64 // a workload's worse routing
@@ -489,12 +492,12 @@ func leasePick(rows []results.Row) (results.Pick, bool) {
 		}
 	}
 	if best == nil || exactWrong == 0 && best.wrong == 0 {
-		return results.Pick{}, false
+		return report.Pick{}, false
 	}
 	w, t := extreme(best.trips, true)
 	bw, bt := extreme(best.trips, false)
 	why := fmt.Sprintf("Each process leases units of a key's quota and admits from them for at most the lease time: %.3f round trips an admitted request on %s, %.3f on %s, in simulated time (the worse routing of each). "+
 		"The price is accuracy: up to %.1f%% of decisions unlike the ideal's, against %.1f%% for the exact fleets, and at most %.2f×N in any window (the bound: C + (W+τ)·R).",
 		bt, bw, t, w, 100*best.wrong, 100*exactWrong, best.most)
-	return results.Pick{Need: "A fleet that may admit a little more for far fewer round trips", Limiter: best.name, Why: why}, true
+	return report.Pick{Need: "A fleet that may admit a little more for far fewer round trips", Limiter: best.name, Why: why}, true
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 	"github.com/ratelab/ratelab/workloads"
 )
 
@@ -54,11 +55,13 @@ func (h httpConfig) validate() error {
 const httpModeName = "http"
 
 var httpMode = mode{
-	Mode: results.Mode{
-		Name:  httpModeName,
-		About: "over HTTP: ratelab serve on loopback attacked by vegeta, its 200s and 429s against the ideal's, and latency end to end",
-		Order: 50,
-		Tables: []results.TableSpec{{
+	Mode: report.Mode{
+		Mode: results.Mode{
+			Name:  httpModeName,
+			About: "over HTTP: ratelab serve on loopback attacked by vegeta, its 200s and 429s against the ideal's, and latency end to end",
+			Order: 50,
+		},
+		Tables: []report.TableSpec{{
 			Name:  "http",
 			Title: "Over HTTP: ratelab serve on loopback, attacked by vegeta",
 			Note: "The server of ratelab serve (package server: the middleware, limiters/httplimit, in front of a tiny JSON handler) runs in the lab's process on a loopback port, " +
@@ -72,7 +75,7 @@ var httpMode = mode{
 			Left:   2,
 			Cells: func(r results.Row) []string {
 				l, _ := r.LatencyOf(results.Latency)
-				sent := results.Rate(r.Get(results.Throughput))
+				sent := report.Rate(r.Get(results.Throughput))
 				offered := r.SettingFloat(results.Offered)
 				if v, ok := r.Value(runRate); ok {
 					offered = v
@@ -84,10 +87,10 @@ var httpMode = mode{
 					sent += " QUEUED"
 				}
 				return []string{
-					r.Workload, r.Limiter, results.Rate(offered), sent,
+					r.Workload, r.Limiter, report.Rate(offered), sent,
 					results.Count(r.Count(answeredOK)), results.Count(r.Count(answeredLimited)), results.Count(r.Count(idealOK)),
 					results.Count(r.Count(answeredOther)), results.Count(r.Count(unanswered)),
-					results.Nanos(l.P50), results.Nanos(l.P99), results.Nanos(l.Max),
+					report.Nanos(l.P50), report.Nanos(l.P99), report.Nanos(l.Max),
 				}
 			},
 		}},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 	"github.com/ratelab/ratelab/workloads"
 )
 
@@ -20,7 +21,7 @@ import (
 // subject that can be measured so, saying why not the others in rows of
 // their own.
 type mode struct {
-	results.Mode
+	report.Mode
 	// once is whether the mode measures once, not on each workload: then
 	// measure is given no workload. slow says the quick lab leaves it out.
 	// attacks says it measures too the workloads made for accuracy alone
@@ -42,8 +43,8 @@ var modes = []mode{simulatedMode, realtimeMode, memoryMode, timingMode, httpMode
 // Modes returns the lab's modes, in their Order, as everything that
 // reports on the lab's results files is given them: the tables, the
 // charts and the report, the picks, compare, merge and the gate.
-func Modes() results.Modes {
-	out := make(results.Modes, len(modes))
+func Modes() report.Modes {
+	out := make(report.Modes, len(modes))
 	for i, m := range modes {
 		out[i] = m.Mode
 	}

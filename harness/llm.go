@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 	"github.com/ratelab/ratelab/workloads"
 )
 
@@ -107,11 +108,14 @@ var charges = []string{chargeEstimate, chargeSettle, chargeMax, chargeKnown}
 const llmModeName = "llm"
 
 var llmMode = mode{
-	Mode: results.Mode{
-		Name:  llmModeName,
-		About: "costs known only after the response (LLM tokens): each way of charging judged on the actual tokens, in simulated time",
-		Order: 70,
-		Tables: []results.TableSpec{{
+	Mode: report.Mode{
+		Mode: results.Mode{
+			Name:  llmModeName,
+			About: "costs known only after the response (LLM tokens): each way of charging judged on the actual tokens, in simulated time",
+			Order: 70,
+			Gates: accuracyGates(results.CheckExact),
+		},
+		Tables: []report.TableSpec{{
 			Name:  "llm",
 			Title: "Costs known after the response: an LLM endpoint limited in tokens, per way of charging, in simulated time",
 			Note: "Each request's actual tokens are known only once its response is done; its client sends an estimate. Estimate only: charged the estimate, never corrected; " +
@@ -132,8 +136,7 @@ var llmMode = mode{
 			},
 		}},
 		Picks:  llmPicks,
-		Gates:  accuracyGates(results.CheckExact),
-		Charts: func(_ *results.File, rows []results.Row) []results.Figure { return []results.Figure{llmFigure(rows)} },
+		Charts: func(_ *results.File, rows []results.Row) []report.Figure { return []report.Figure{llmFigure(rows)} },
 	},
 	once: true,
 	steps: func(c Config, subjects []Subject) int {
@@ -163,22 +166,22 @@ func llmCells(r results.Row) []string {
 	a, _ := r.AccuracyOf()
 	share := ""
 	if ideal := r.Get(idealTok); ideal > 0 {
-		share = fmt.Sprintf("%s (%s%%)", results.Count(r.Count(admittedTok)), results.Fixed(100*r.Get(admittedTok)/ideal, 0))
+		share = fmt.Sprintf("%s (%s%%)", results.Count(r.Count(admittedTok)), report.Fixed(100*r.Get(admittedTok)/ideal, 0))
 	}
 	e := ""
 	if n := r.SettingInt(estimate); n > 0 {
 		e = results.Count(int64(n))
 	}
 	return []string{r.Limiter, r.Setting(charge), e, results.Count(r.Count(results.Decisions)), results.Count(a.Admitted), results.Count(a.Ideal),
-		results.CountRate(a.FalseAllow, a.FalseAllowRate), results.CountRate(a.FalseDeny, a.FalseDenyRate), share, results.Fixed(a.MaxWindowRatio, 2)}
+		report.CountRate(a.FalseAllow, a.FalseAllowRate), report.CountRate(a.FalseDeny, a.FalseDenyRate), share, report.Fixed(a.MaxWindowRatio, 2)}
 }
 
 // llmFigure is, per limiter (group) and way of charging (series), of
 // the llm rows: the most actual tokens one key had in any window, over the
 // limit; the actual tokens admitted, in % of the ideal's; and the share of
 // decisions unlike the ideal's, in %.
-func llmFigure(rows []results.Row) results.Figure {
-	fig := results.Figure{Name: "llm", Title: "Costs known after the response: an LLM endpoint limited in tokens",
+func llmFigure(rows []results.Row) report.Figure {
+	fig := report.Figure{Name: "llm", Title: "Costs known after the response: an LLM endpoint limited in tokens",
 		Caption: "Each bar is a limiter charging requests whose tokens are known only once the response is done, one way or another: the estimate only; the estimate, then settled at the actual tokens; " +
 			"the most a request may cost, then settled; or the actual tokens as if known up front (for reference); an estimate is what the client sent, in brackets. " +
 			"Left: the most actual tokens one key had admitted in any window, over the limit (the dashed line); middle: the actual tokens admitted, against the ideal's (the dashed line); " +
@@ -203,9 +206,9 @@ func llmFigure(rows []results.Row) results.Figure {
 	if len(groups) == 0 {
 		return fig
 	}
-	var bars [3]results.Bars // most, tokens, wrong
+	var bars [3]report.Bars // most, tokens, wrong
 	for i := range bars {
-		bars[i] = results.Bars{Groups: groups, Series: ways, Values: make([][]float64, len(groups))}
+		bars[i] = report.Bars{Groups: groups, Series: ways, Values: make([][]float64, len(groups))}
 		for g := range groups {
 			bars[i].Values[g] = make([]float64, len(ways))
 		}
@@ -218,14 +221,14 @@ func llmFigure(rows []results.Row) results.Figure {
 		}
 		bars[2].Values[g][s] = 100 * r.Wrong()
 	}
-	y := results.Axis{Min: -0.5, Max: float64(len(groups)) - 0.5} // one height for every panel's rows
-	fig.Panels = []results.Panel{
-		{Title: "most actual tokens in any W", Bars: &bars[0], Y: y, Marks: []results.Mark{{OnX: true, At: 1}},
-			X: results.Axis{Label: "× the limit", Min: 0, Max: 1.1 * max(maxOf(bars[0].Values), 1)}},
-		{Title: "tokens admitted", Bars: &bars[1], Y: y, Marks: []results.Mark{{OnX: true, At: 100}},
-			X: results.Axis{Label: "% of the ideal's", Ticks: results.TicksPercent, Min: 0, Max: 1.1 * max(maxOf(bars[1].Values), 100)}},
+	y := report.Axis{Min: -0.5, Max: float64(len(groups)) - 0.5} // one height for every panel's rows
+	fig.Panels = []report.Panel{
+		{Title: "most actual tokens in any W", Bars: &bars[0], Y: y, Marks: []report.Mark{{OnX: true, At: 1}},
+			X: report.Axis{Label: "× the limit", Min: 0, Max: 1.1 * max(maxOf(bars[0].Values), 1)}},
+		{Title: "tokens admitted", Bars: &bars[1], Y: y, Marks: []report.Mark{{OnX: true, At: 100}},
+			X: report.Axis{Label: "% of the ideal's", Ticks: report.TicksPercent, Min: 0, Max: 1.1 * max(maxOf(bars[1].Values), 100)}},
 		{Title: "decisions unlike the ideal's", Bars: &bars[2], Y: y,
-			X: results.Axis{Label: "% of requests", Ticks: results.TicksPercent, Min: 0, Max: 1.1 * max(maxOf(bars[2].Values), 1)}},
+			X: report.Axis{Label: "% of requests", Ticks: report.TicksPercent, Min: 0, Max: 1.1 * max(maxOf(bars[2].Values), 1)}},
 	}
 	return fig
 }
@@ -406,7 +409,7 @@ func (s *settles) Pop() any {
 // worst over the estimates run); and the one that kept every key within
 // 1.05 times the limit in any window with its decisions closest to the
 // ideal's.
-func llmPicks(_ *results.File, rows []results.Row) []results.Pick {
+func llmPicks(_ *results.File, rows []results.Row) []report.Pick {
 	type way struct{ limiter, charge string }
 	var runs []results.Row
 	reference := map[string]results.Row{} // by limiter
@@ -431,7 +434,7 @@ func llmPicks(_ *results.File, rows []results.Row) []results.Pick {
 		return fmt.Sprintf("charged %s, %s of its decisions differed from the ideal's, it admitted %s of the ideal's tokens, and the most a key had in one window was %.2f×N",
 			how, percentage(r.Wrong()), percentage(r.Get(admittedTok)/max(r.Get(idealTok), 1)), r.Get(results.MostInWindow))
 	}
-	var picks []results.Pick
+	var picks []report.Pick
 	// The worst, over the estimates, of how far each way of charging
 	// strays from its algorithm knowing the costs, in tokens admitted.
 	worst := map[way]results.Row{}
@@ -454,7 +457,7 @@ func llmPicks(_ *results.File, rows []results.Row) []results.Pick {
 	if len(ways) > 0 {
 		b := worst[slices.MinFunc(ways, func(x, y way) int { return cmp.Compare(off(worst[x]), off(worst[y])) })]
 		ref := reference[b.Limiter]
-		picks = append(picks, results.Pick{Need: "Costs known only after the response (LLM tokens), as if known up front", Limiter: b.Limiter + " (" + b.Setting(charge) + ")",
+		picks = append(picks, report.Pick{Need: "Costs known only after the response (LLM tokens), as if known up front", Limiter: b.Limiter + " (" + b.Setting(charge) + ")",
 			Why: fmt.Sprintf("Whatever the client's estimate, it admitted within %s of the tokens %s admits knowing every cost when the request is sent (%.2f×N at most in one window, against %.2f×N); at its worst, %s.",
 				percentage(off(b)), b.Limiter, b.Get(results.MostInWindow), ref.Get(results.MostInWindow), says(b))})
 	}
@@ -462,7 +465,7 @@ func llmPicks(_ *results.File, rows []results.Row) []results.Pick {
 	if len(within) > 0 {
 		b := slices.MinFunc(within, func(x, y results.Row) int { return cmp.Compare(x.Wrong(), y.Wrong()) })
 		w := says(b)
-		picks = append(picks, results.Pick{Need: "Costs known only after the response, never past the limit", Limiter: b.Limiter + " (" + b.Setting(charge) + ")",
+		picks = append(picks, report.Pick{Need: "Costs known only after the response, never past the limit", Limiter: b.Limiter + " (" + b.Setting(charge) + ")",
 			Why: strings.ToUpper(w[:1]) + w[1:] + "."})
 	}
 	return picks

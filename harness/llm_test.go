@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
 // The llm mode, every algorithm: the sliding log knowing each cost up
@@ -63,10 +64,10 @@ func TestLabLLM(t *testing.T) {
 			t.Errorf("gcra settled from an estimate of %d: %v tokens, knowing the costs %v", e, got, known)
 		}
 	}
-	if tabs := results.Tables(f, Modes()); len(tabs) != 1 || tabs[0].Name != "llm" || len(tabs[0].Rows) != 24 {
+	if tabs := report.Tables(f, Modes()); len(tabs) != 1 || tabs[0].Name != "llm" || len(tabs[0].Rows) != 24 {
 		t.Errorf("tables: %d", len(tabs))
 	}
-	picks, _ := results.Picks(f, Modes())
+	picks, _ := report.Picks(f, Modes())
 	if len(picks) == 0 || picks[0].Need != "Costs known only after the response (LLM tokens), as if known up front" {
 		t.Errorf("picks: %+v", picks)
 	}
@@ -112,8 +113,8 @@ func TestLLMFigure(t *testing.T) {
 		row("sliding-log", chargeEstimate, 100, 3.4, 0.1, 330),
 		simulated,
 	}}
-	var llm, accuracy results.Figure
-	for _, fig := range results.Figures(f, Modes()) {
+	var llm, accuracy report.Figure
+	for _, fig := range report.Figures(f, Modes()) {
 		switch fig.Name {
 		case "llm":
 			llm = fig

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 	"github.com/ratelab/ratelab/workloads"
 )
 
@@ -17,12 +18,15 @@ import (
 const memoryModeName = "memory"
 
 var memoryMode = mode{
-	Mode: results.Mode{
-		Name:   memoryModeName,
-		About:  "the live heap per user, after one request from each of many users",
-		Order:  30,
-		Scored: true,
-		Tables: []results.TableSpec{{
+	Mode: report.Mode{
+		Mode: results.Mode{
+			Name:   memoryModeName,
+			About:  "the live heap per user, after one request from each of many users",
+			Order:  30,
+			Scored: true,
+			Gates:  []results.Gate{{Metric: results.BytesPerUser, Label: "bytes/user", Check: results.CheckMemory, Digits: 1, Relative: true}},
+		},
+		Tables: []report.TableSpec{{
 			Name:  "memory",
 			Title: "Memory per user: live heap per key held, after garbage collection",
 			Note: "One request from each of the users, each key a fresh 16-byte string: a limiter that keeps its keys pays for them, " +
@@ -30,12 +34,11 @@ var memoryMode = mode{
 			Header: []string{"limiter", "users", "bytes per user"},
 			Left:   1,
 			Cells: func(r results.Row) []string {
-				return []string{r.Limiter, results.Count(r.Count(users)), results.Fixed(r.Get(results.BytesPerUser), 1)}
+				return []string{r.Limiter, results.Count(r.Count(users)), report.Fixed(r.Get(results.BytesPerUser), 1)}
 			},
 		}},
-		Gates: []results.Gate{{Metric: results.BytesPerUser, Label: "bytes/user", Check: results.CheckMemory, Digits: 1, Relative: true}},
-		Charts: func(_ *results.File, rows []results.Row) []results.Figure {
-			return []results.Figure{memoryFigure(rows)}
+		Charts: func(_ *results.File, rows []results.Row) []report.Figure {
+			return []report.Figure{memoryFigure(rows)}
 		},
 	},
 	once:    true,
@@ -49,12 +52,12 @@ const users = "users"
 // memoryFigure is the bytes per user of each limiter of rows, a bar each,
 // coloured by whose it is: ratelab's, a peer's, or kept in Redis (the
 // server's memory, not the process's).
-func memoryFigure(rows []results.Row) results.Figure {
+func memoryFigure(rows []results.Row) report.Figure {
 	n := 0
 	for _, r := range rows {
 		n = max(n, int(r.Get(users)))
 	}
-	fig := results.Figure{Name: "memory", Title: "Memory per user: live heap per key held",
+	fig := report.Figure{Name: "memory", Title: "Memory per user: live heap per key held",
 		Caption: fmt.Sprintf("Each bar is the live heap a limiter held per key after %s users made one request each, keys of 16 bytes included when the limiter keeps them. ", results.Count(int64(n))) +
 			"Shorter is better; ratelab keeps a hash of each key, not the key.",
 		Cols: 1, Width: 8}
@@ -63,7 +66,7 @@ func memoryFigure(rows []results.Row) results.Figure {
 	}
 	// A series each for ratelab's, the peers' and those kept in Redis,
 	// drawn over each other: one bar a row, coloured by whose it is.
-	b := results.Bars{Series: []string{"ratelab", "peers"}, Overlay: true, Digits: 1}
+	b := report.Bars{Series: []string{"ratelab", "peers"}, Overlay: true, Digits: 1}
 	if slices.ContainsFunc(rows, results.Row.Outside) {
 		b.Series = append(b.Series, "on Redis (its memory)")
 		fig.Title += ", and Redis's memory per key"
@@ -82,8 +85,8 @@ func memoryFigure(rows []results.Row) results.Figure {
 		}
 		b.Groups, b.Values = append(b.Groups, r.Limiter), append(b.Values, v)
 	}
-	x := results.Axis{Label: "bytes per user", Ticks: results.TicksPlain, Min: 0, Max: 1.15 * maxOf(b.Values)}
-	fig.Panels = []results.Panel{{X: x, Bars: &b}}
+	x := report.Axis{Label: "bytes per user", Ticks: report.TicksPlain, Min: 0, Max: 1.15 * maxOf(b.Values)}
+	fig.Panels = []report.Panel{{X: x, Bars: &b}}
 	return fig
 }
 

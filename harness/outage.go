@@ -12,6 +12,7 @@ import (
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/redisfault"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 	"github.com/ratelab/ratelab/workloads"
 )
 
@@ -94,11 +95,13 @@ const outageBin = 100 * time.Millisecond
 const outageModeName = "outage"
 
 var outageMode = mode{
-	Mode: results.Mode{
-		Name:  outageModeName,
-		About: "Redis taken away mid-run under ratelab serve: its answers per failure mode, and how soon it recovers (not in --quick)",
-		Order: 80,
-		Tables: []results.TableSpec{{
+	Mode: report.Mode{
+		Mode: results.Mode{
+			Name:  outageModeName,
+			About: "Redis taken away mid-run under ratelab serve: its answers per failure mode, and how soon it recovers (not in --quick)",
+			Order: 80,
+		},
+		Tables: []report.TableSpec{{
 			Name:  "outage",
 			Title: "Redis taken away mid-run: what ratelab serve answers, per failure mode",
 			Note: "ratelab serve's server decides on Redis through a proxy, attacked over loopback by vegeta at a steady rate, each user asking for twice its limit, " +
@@ -115,11 +118,11 @@ var outageMode = mode{
 			Cells:  outageCells,
 			More: func(rows []results.Row) string {
 				o := outageFrom(rows[0])
-				return fmt.Sprintf(" %s from %d users, each limited to %d per %v (%s).", results.Rate(o.Rate), o.Users, o.Limit, o.Window, rows[0].Limiter)
+				return fmt.Sprintf(" %s from %d users, each limited to %d per %v (%s).", report.Rate(o.Rate), o.Users, o.Limit, o.Window, rows[0].Limiter)
 			},
 		}},
-		Charts: func(_ *results.File, rows []results.Row) []results.Figure {
-			return []results.Figure{outageFigure(rows)}
+		Charts: func(_ *results.File, rows []results.Row) []report.Figure {
+			return []report.Figure{outageFigure(rows)}
 		},
 	},
 	once:    true,
@@ -178,13 +181,13 @@ func outageCells(r results.Row) []string {
 	}
 	recovery := "not in " + (o.Bin * time.Duration(len(o.Bins))).String()
 	if o.Recovery != nil {
-		recovery = results.Nanos(float64(*o.Recovery))
+		recovery = report.Nanos(float64(*o.Recovery))
 	}
 	l := o.During.Latency
 	return []string{
 		outageSpan(o), fail,
 		mix(o.Before.answers), mix(o.During.answers), mix(o.After.answers),
-		results.Nanos(l.P50), results.Nanos(l.P99), results.Nanos(l.Max), recovery,
+		report.Nanos(l.P50), report.Nanos(l.P99), report.Nanos(l.Max), recovery,
 	}
 }
 
@@ -222,8 +225,8 @@ var outageLayers = []string{"200 served", "429 limited", "503 refused", "other, 
 // taken away, then by failure mode): the shares of its answers in each
 // bin, stacked, and of the decisions the server made without Redis (by
 // when it counted them), with when Redis went and came back.
-func outageFigure(rows []results.Row) results.Figure {
-	fig := results.Figure{Name: "outage", Title: "Redis taken away mid-run: what ratelab serve answers over time",
+func outageFigure(rows []results.Row) report.Figure {
+	fig := report.Figure{Name: "outage", Title: "Redis taken away mid-run: what ratelab serve answers over time",
 		Caption: "Each panel is a run of ratelab serve deciding on Redis, attacked at a steady rate by users each asking for twice their limit, " +
 			"with Redis taken away between the dashed lines (down: a server that refuses connections; silent: a network that drops everything) and given back, " +
 			"or its master killed at the first line and a replica promoted by the Sentinels at the second (failover). " +
@@ -239,7 +242,7 @@ func outageFigure(rows []results.Row) results.Figure {
 }
 
 // outagePanel is o's panel of outageFigure.
-func outagePanel(o outage) results.Panel {
+func outagePanel(o outage) report.Panel {
 	fail := "fail " + o.Failure
 	if o.Fleet > 0 {
 		fail = fmt.Sprintf("fall back (fleet of %d)", o.Fleet)
@@ -249,11 +252,11 @@ func outagePanel(o outage) results.Panel {
 		how = o.Kind
 	}
 	bin := o.Bin.Seconds()
-	pn := results.Panel{Title: fmt.Sprintf("Redis %s, %s", how, fail), Bin: bin, Layers: make([]results.Line, len(outageLayers)),
-		Lines: []results.Line{{Name: "decided without Redis"}},
-		Marks: []results.Mark{{Name: "Redis away, back", OnX: true, At: o.Away.Seconds()}, {Name: "Redis away, back", OnX: true, At: o.Back.Seconds()}},
-		X:     results.Axis{Label: "seconds from the start", Ticks: results.TicksPlain, Min: 0, Max: o.Back.Seconds()},
-		Y:     results.Axis{Label: "share of requests (%)", Ticks: results.TicksPlain, Min: 0, Max: 100}}
+	pn := report.Panel{Title: fmt.Sprintf("Redis %s, %s", how, fail), Bin: bin, Layers: make([]report.Line, len(outageLayers)),
+		Lines: []report.Line{{Name: "decided without Redis"}},
+		Marks: []report.Mark{{Name: "Redis away, back", OnX: true, At: o.Away.Seconds()}, {Name: "Redis away, back", OnX: true, At: o.Back.Seconds()}},
+		X:     report.Axis{Label: "seconds from the start", Ticks: report.TicksPlain, Min: 0, Max: o.Back.Seconds()},
+		Y:     report.Axis{Label: "share of requests (%)", Ticks: report.TicksPlain, Min: 0, Max: 100}}
 	for i, name := range outageLayers {
 		pn.Layers[i].Name = name
 	}
@@ -265,10 +268,10 @@ func outagePanel(o outage) results.Panel {
 		}
 		x := (float64(i) + 0.5) * bin
 		for j, k := range layers {
-			pn.Layers[j].Points = append(pn.Layers[j].Points, results.XY{X: x, Y: 100 * float64(k) / n})
+			pn.Layers[j].Points = append(pn.Layers[j].Points, report.XY{X: x, Y: 100 * float64(k) / n})
 		}
 		if i < len(o.Failed) {
-			pn.Lines[0].Points = append(pn.Lines[0].Points, results.XY{X: x, Y: min(100*float64(o.Failed[i])/n, 100)})
+			pn.Lines[0].Points = append(pn.Lines[0].Points, report.XY{X: x, Y: min(100*float64(o.Failed[i])/n, 100)})
 		}
 	}
 	return pn

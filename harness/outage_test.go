@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
 // The outage mode, on the test's Redis: for each way of taking it away and
@@ -105,7 +106,7 @@ func TestLabOutage(t *testing.T) {
 	if err != nil || len(keys) != 0 {
 		t.Errorf("keys left: %v, %v", keys, err)
 	}
-	if table := results.Tables(f, Modes()); len(table) != 1 || table[0].Name != "outage" || len(table[0].Rows) != 9 {
+	if table := report.Tables(f, Modes()); len(table) != 1 || table[0].Name != "outage" || len(table[0].Rows) != 9 {
 		t.Errorf("tables: %+v", table)
 	}
 }
@@ -229,7 +230,7 @@ func TestOutageFigure(t *testing.T) {
 	r := results.Row{Limiter: "gcra (redis)", Mode: outageModeName}
 	o.row(&r)
 	f := &results.File{Rows: []results.Row{r, {Limiter: "gcra (redis)", Mode: outageModeName, Skipped: "no Redis"}}}
-	figs := results.Figures(f, Modes())
+	figs := report.Figures(f, Modes())
 	if len(figs) != 1 || figs[0].Name != "outage" || len(figs[0].Panels) != 1 {
 		t.Fatalf("figures %+v, want the outage chart of one panel", figs)
 	}
@@ -237,13 +238,13 @@ func TestOutageFigure(t *testing.T) {
 	if p.Title != "Redis down (refused), fall back (fleet of 2)" || p.Bin != 0.1 || len(p.Marks) != 2 || p.Marks[0].At != 0.1 || p.Marks[1].At != 0.2 || !p.Marks[0].OnX {
 		t.Errorf("panel %q, bin %v, marks %+v", p.Title, p.Bin, p.Marks)
 	}
-	want := [][]results.XY{
+	want := [][]report.XY{
 		{{X: 0.05, Y: 75}, {X: 0.15, Y: 25}, {X: 0.35, Y: 0}},
 		{{X: 0.05, Y: 25}, {X: 0.15, Y: 50}, {X: 0.35, Y: 0}},
 		{{X: 0.05, Y: 0}, {X: 0.15, Y: 0}, {X: 0.35, Y: 100}},
 		{{X: 0.05, Y: 0}, {X: 0.15, Y: 25}, {X: 0.35, Y: 0}},
 	}
-	near := func(a, b results.XY) bool { return math.Abs(a.X-b.X) < 1e-9 && math.Abs(a.Y-b.Y) < 1e-9 }
+	near := func(a, b report.XY) bool { return math.Abs(a.X-b.X) < 1e-9 && math.Abs(a.Y-b.Y) < 1e-9 }
 	for i, l := range p.Layers {
 		if l.Name != outageLayers[i] || !slices.EqualFunc(l.Points, want[i], near) {
 			t.Errorf("layer %d: %s %v, want %s %v", i, l.Name, l.Points, outageLayers[i], want[i])

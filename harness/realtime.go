@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 	"github.com/ratelab/ratelab/workloads"
 )
 
@@ -26,12 +27,15 @@ import (
 const realTimeModeName = "realtime"
 
 var realtimeMode = mode{
-	Mode: results.Mode{
-		Name:   realTimeModeName,
-		About:  "on the real clock: decisions a second and lock contention as goroutines grow, and latency at a steady rate",
-		Order:  20,
-		Scored: true,
-		Tables: []results.TableSpec{{
+	Mode: report.Mode{
+		Mode: results.Mode{
+			Name:   realTimeModeName,
+			About:  "on the real clock: decisions a second and lock contention as goroutines grow, and latency at a steady rate",
+			Order:  20,
+			Scored: true,
+			Gates:  accuracyGates(results.CheckShown),
+		},
+		Tables: []report.TableSpec{{
 			Name:  "accuracy-realtime",
 			Title: "Accuracy against the ideal, in real time, for limiters that take no explicit time",
 			Note: "The workload is replayed by one sender on the real clock with time compressed (the limit's window alike), " +
@@ -43,11 +47,11 @@ var realtimeMode = mode{
 			Cells: func(r results.Row) []string {
 				lag := ""
 				if v, ok := r.Value(sendLagP99); ok {
-					lag = results.Nanos(v)
+					lag = report.Nanos(v)
 				}
 				return append(accuracyCells(r), strconv.FormatFloat(1/r.Get(results.TimeScale), 'f', 0, 64)+"×", lag)
 			},
-			Last: results.Twins,
+			Last: report.Twins,
 		}, {
 			Name:  "latency",
 			Title: "Latency of a decision, from its intended send time, paced (open loop)",
@@ -67,9 +71,9 @@ var realtimeMode = mode{
 					kept = fmt.Sprintf("%.0f%%", 100*min(v, 1))
 				}
 				return []string{
-					r.Workload, r.Limiter, fmt.Sprintf("%s by %d", results.Rate(r.SettingFloat(results.Offered)), r.SettingInt(results.Goroutines)),
-					results.Nanos(l.P50), results.Nanos(l.P90), results.Nanos(l.P99), spread(r.Curve(runP99)), results.Nanos(l.P999), results.Nanos(l.Max), kept,
-					results.Percent(r, late), results.Percent(r, admitted),
+					r.Workload, r.Limiter, fmt.Sprintf("%s by %d", report.Rate(r.SettingFloat(results.Offered)), r.SettingInt(results.Goroutines)),
+					report.Nanos(l.P50), report.Nanos(l.P90), report.Nanos(l.P99), spread(r.Curve(runP99)), report.Nanos(l.P999), report.Nanos(l.Max), kept,
+					report.Percent(r, late), report.Percent(r, admitted),
 				}
 			},
 		},
@@ -77,16 +81,15 @@ var realtimeMode = mode{
 				"Every sender sends the workload's requests as fast as it can, so keys are asked far beyond their limit and most requests are denied "+
 					"(admitted: the share admitted with one goroutine). A column per number of goroutines; on 2 cores, more than 2 show what contention costs. "+
 					"The harness floor is a limiter that decides nothing.",
-				func(r results.Row) string { return results.Rate(r.Get(results.Throughput)) }, true),
+				func(r results.Row) string { return report.Rate(r.Get(results.Throughput)) }, true),
 			perGoroutines("contention", "Lock contention: time blocked on locks per decision, unpaced",
 				"Time goroutines spent parked on a sync.Mutex, a sync.RWMutex or a lock inside the runtime, as the runtime counts it "+
 					"(/sync/mutex/wait/total, sampled), divided by decisions. Spinning before parking is not counted. "+
 					"The harness floor row is what the runtime and the harness add with no limiter at all.",
 				lockWaitCell, false),
 		},
-		Gates: accuracyGates(results.CheckShown),
-		Charts: func(f *results.File, rows []results.Row) []results.Figure {
-			return []results.Figure{latencyFigure(rows), scalingFigure(rows, f.Meta.GOMAXPROCS), contentionFigure(rows, f.Meta.GOMAXPROCS)}
+		Charts: func(f *results.File, rows []results.Row) []report.Figure {
+			return []report.Figure{latencyFigure(rows), scalingFigure(rows, f.Meta.GOMAXPROCS), contentionFigure(rows, f.Meta.GOMAXPROCS)}
 		},
 	},
 	steps: func(c Config, subjects []Subject) int {
@@ -120,12 +123,12 @@ const (
 
 // perGoroutines is a table of the unpaced real-time rows, a row per
 // workload and limiter, a column per goroutine count.
-func perGoroutines(name, title, note string, cell func(results.Row) string, withAdmitted bool) results.TableSpec {
-	t := results.TableSpec{
+func perGoroutines(name, title, note string, cell func(results.Row) string, withAdmitted bool) report.TableSpec {
+	t := report.TableSpec{
 		Name: name, Title: title, Note: note, Header: []string{"workload", "limiter"}, Left: 2,
 		Keep:  func(r results.Row) bool { return r.Setting(results.Offered) == "" && !r.Has(results.MostInWindow) },
 		Cells: func(r results.Row) []string { return []string{r.Workload, r.Limiter} },
-		Pivot: &results.Pivot{By: results.Goroutines, Cell: cell, Head: func(g int) string {
+		Pivot: &report.Pivot{By: results.Goroutines, Cell: cell, Head: func(g int) string {
 			if g == 1 {
 				return "1 goroutine"
 			}
@@ -134,7 +137,7 @@ func perGoroutines(name, title, note string, cell func(results.Row) string, with
 	}
 	if withAdmitted {
 		t.Pivot.TailHeader = []string{"admitted"}
-		t.Pivot.Tail = func(first results.Row) []string { return []string{results.Percent(first, admitted)} }
+		t.Pivot.Tail = func(first results.Row) []string { return []string{report.Percent(first, admitted)} }
 	}
 	return t
 }
@@ -145,7 +148,7 @@ func spread(p99s *results.Series) string {
 	if p99s == nil || len(p99s.Y) < 2 {
 		return ""
 	}
-	return results.Nanos(slices.Min(p99s.Y)) + "–" + results.Nanos(slices.Max(p99s.Y))
+	return report.Nanos(slices.Min(p99s.Y)) + "–" + report.Nanos(slices.Max(p99s.Y))
 }
 
 func measureRealTime(ctx context.Context, l *lab, w *workloads.Workload, subjects []Subject) ([]results.Row, error) {

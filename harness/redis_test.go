@@ -14,6 +14,7 @@ import (
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/redistest"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
 // redisURL is the test server's URL and a client of it (package
@@ -154,7 +155,7 @@ func TestLabRedis(t *testing.T) {
 	if floors != 2*3*3 {
 		t.Errorf("%d runs of the Redis floors, want 18", floors)
 	}
-	picks, _ := results.Picks(f, Modes())
+	picks, _ := report.Picks(f, Modes())
 	for _, p := range picks {
 		if strings.Contains(p.Limiter, "floor") || strings.Contains(p.Why, "(redis") && strings.Contains(p.Why, "floor)") {
 			t.Errorf("a pick names a floor: %+v", p)
@@ -194,7 +195,7 @@ func TestLabRedisUnreachable(t *testing.T) {
 		t.Errorf("gcra ran %d times, want on each workload and in memory", ran)
 	}
 	want := redisName(limiters.GCRA) + ", redis_rate on uniform, bursty: no Redis at " + addr + ": connect: connection refused; point the lab at a server with --redis-url"
-	if got := results.Skipped(f); len(got) != 1 || !strings.HasPrefix(got[0], want) {
+	if got := report.Skipped(f); len(got) != 1 || !strings.HasPrefix(got[0], want) {
 		t.Errorf("Skipped = %q, want one line starting %q", got, want)
 	}
 }

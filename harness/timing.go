@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 	"github.com/ratelab/ratelab/workloads"
 )
 
@@ -30,11 +31,18 @@ const timingBatch = 256
 const timingModeName = "timing"
 
 var timingMode = mode{
-	Mode: results.Mode{
-		Name:  timingModeName,
-		About: "what one decision costs, one goroutine flat out, against the harness floor sampled just before and after it",
-		Order: 40,
-		Tables: []results.TableSpec{{
+	Mode: report.Mode{
+		Mode: results.Mode{
+			Name:  timingModeName,
+			About: "what one decision costs, one goroutine flat out, against the harness floor sampled just before and after it",
+			Order: 40,
+			Gates: []results.Gate{
+				timingGate("time/decision × floor", func(c results.Cost) float64 { return c.Throughput }),
+				timingGate("p50 × floor", func(c results.Cost) float64 { return c.P50 }),
+				timingGate("p90 × floor", func(c results.Cost) float64 { return c.P90 }),
+			},
+		},
+		Tables: []report.TableSpec{{
 			Name:  "timing",
 			Title: "Cost of one decision, one goroutine, against the harness floor",
 			Note: "Every limiter takes its turn deciding as fast as one goroutine can for a short sample, the harness floor (a limiter that decides nothing) " +
@@ -46,20 +54,15 @@ var timingMode = mode{
 			Left:   2,
 			Keep:   func(r results.Row) bool { return r.Curve(results.Throughput) != nil },
 			Cells: func(r results.Row) []string {
-				row := []string{r.Workload, r.Limiter, results.Rate(r.Get(results.Throughput)),
-					results.Nanos(r.Get(results.Latency + ".p50")), results.Nanos(r.Get(results.Latency + ".p90")),
+				row := []string{r.Workload, r.Limiter, report.Rate(r.Get(results.Throughput)),
+					report.Nanos(r.Get(results.Latency + ".p50")), report.Nanos(r.Get(results.Latency + ".p90")),
 					"", strconv.Itoa(len(r.Curve(results.Throughput).Y))}
 				if c, ok := results.CostOf(r); ok {
-					row[5] = results.Fixed(c.Throughput, 2)
+					row[5] = report.Fixed(c.Throughput, 2)
 				}
 				return row
 			},
 		}},
-		Gates: []results.Gate{
-			timingGate("time/decision × floor", func(c results.Cost) float64 { return c.Throughput }),
-			timingGate("p50 × floor", func(c results.Cost) float64 { return c.P50 }),
-			timingGate("p90 × floor", func(c results.Cost) float64 { return c.P90 }),
-		},
 	},
 	steps:   func(Config, []Subject) int { return 3 },
 	measure: measureTiming,

@@ -1,4 +1,4 @@
-// Package plots draws the charts the lab's modes declare (results.Figure,
+// Package plots draws the charts the lab's modes declare (report.Figure,
 // with gonum/plot) and writes the report that ties the charts and tables
 // together.
 //
@@ -27,12 +27,13 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
 // chart is a figure made ready to draw: its panels as gonum plots, its
 // legend, its size.
 type chart struct {
-	results.Figure
+	report.Figure
 	w, h   vg.Length
 	panels []*plot.Plot
 	legend *legend
@@ -58,10 +59,10 @@ func (l *legend) add(name string, thumb plot.Thumbnailer) {
 
 // charts are the charts of f, as its modes declare them, in the modes'
 // order.
-func charts(f *results.File, ms results.Modes) []chart {
+func charts(f *results.File, ms report.Modes) []chart {
 	var out []chart
 	peers := peersOf(f)
-	for _, fig := range results.Figures(f, ms) {
+	for _, fig := range report.Figures(f, ms) {
 		out = append(out, newChart(fig, peers))
 	}
 	return out
@@ -82,7 +83,7 @@ func peersOf(f *results.File) map[string]bool {
 
 // newChart makes fig ready to draw, the lines named in peers dashed as a
 // peer's.
-func newChart(fig results.Figure, peers map[string]bool) chart {
+func newChart(fig report.Figure, peers map[string]bool) chart {
 	c := chart{Figure: fig, w: vg.Length(fig.Width) * vg.Inch, legend: newLegend()}
 	c.Cols = max(c.Cols, 1)
 	c.legend.off = fig.NoLegend
@@ -140,7 +141,7 @@ func gridHeight(n, cols int, perRow vg.Length) vg.Length {
 
 // barRowHeight is the height of a row of panels of bars like b: a band
 // per group, a bar high for each series, or one for them all overlaid.
-func barRowHeight(b results.Bars) vg.Length {
+func barRowHeight(b report.Bars) vg.Length {
 	if b.Overlay {
 		return 0.4*vg.Inch + vg.Length(len(b.Groups))*0.35*vg.Inch
 	}
@@ -191,7 +192,7 @@ func (c chart) draw(dc draw.Canvas) {
 // newPanel makes pn a plot: its bars or layers, then its lines (a peer's,
 // as peers says, dashed), its marks beneath the lines or over the bars
 // and layers, each named one in leg.
-func newPanel(pn results.Panel, leg *legend, peers map[string]bool) *plot.Plot {
+func newPanel(pn report.Panel, leg *legend, peers map[string]bool) *plot.Plot {
 	p := newPlot(pn.Title, pn.X.Label, pn.Y.Label)
 	setAxis(&p.X, pn.X)
 	setAxis(&p.Y, pn.Y)
@@ -230,7 +231,7 @@ func (s span) with(lo, hi float64) span { return span{min(s.min, lo), max(s.max,
 
 // fit is s widened to the range a asks for, and made drawable if a is
 // logarithmic.
-func (s span) fit(a results.Axis) span {
+func (s span) fit(a report.Axis) span {
 	if a.Min != a.Max {
 		s = s.with(a.Min, a.Max)
 	}
@@ -255,7 +256,7 @@ func spans(ps []plot.Plotter) (x, y span) {
 }
 
 // setAxis gives a its scale and ticks.
-func setAxis(a *plot.Axis, ax results.Axis) {
+func setAxis(a *plot.Axis, ax report.Axis) {
 	if ax.Log {
 		a.Scale = plot.LogScale{}
 	}
@@ -267,7 +268,7 @@ func setAxis(a *plot.Axis, ax results.Axis) {
 // linePlotters are pn's lines: each limiter's in its style (a peer's, as
 // peers says, dashed), steps thinner, and in black over layers; a line of
 // few points has a dot on each, and a point with a range an error bar.
-func linePlotters(pn results.Panel, leg *legend, peers map[string]bool) []plot.Plotter {
+func linePlotters(pn report.Panel, leg *legend, peers map[string]bool) []plot.Plotter {
 	var out []plot.Plotter
 	for _, l := range dodged(pn) {
 		xys := points(l, pn.X.Log, pn.Y.Log)
@@ -305,7 +306,7 @@ func linePlotters(pn results.Panel, leg *legend, peers map[string]bool) []plot.P
 
 // points are l's points that can be drawn: finite, and above zero on a
 // log axis (xlog, ylog).
-func points(l results.Line, xlog, ylog bool) plotter.XYs {
+func points(l report.Line, xlog, ylog bool) plotter.XYs {
 	var xys plotter.XYs
 	for _, pt := range l.Points {
 		if finite(pt.X, pt.X) && finite(pt.Y, pt.Y) && (!xlog || pt.X > 0) && (!ylog || pt.Y > 0) {
@@ -318,9 +319,9 @@ func points(l results.Line, xlog, ylog bool) plotter.XYs {
 // dodged are pn's lines, drawn a little apart on X if any point has a
 // range, so that lines at one X do not hide each other's error bars: the
 // n lines across a twelfth of the axis (of its powers of ten, if log).
-func dodged(pn results.Panel) []results.Line {
-	ranged := slices.ContainsFunc(pn.Lines, func(l results.Line) bool {
-		return slices.ContainsFunc(l.Points, func(pt results.XY) bool { return pt.Hi > pt.Lo })
+func dodged(pn report.Panel) []report.Line {
+	ranged := slices.ContainsFunc(pn.Lines, func(l report.Line) bool {
+		return slices.ContainsFunc(l.Points, func(pt report.XY) bool { return pt.Hi > pt.Lo })
 	})
 	if !ranged || len(pn.Lines) < 2 {
 		return pn.Lines
@@ -340,10 +341,10 @@ func dodged(pn results.Panel) []results.Line {
 	if pn.X.Log {
 		width = math.Log10(hi/lo) / 12
 	}
-	out := make([]results.Line, len(pn.Lines))
+	out := make([]report.Line, len(pn.Lines))
 	for i, l := range pn.Lines {
 		by := width * (float64(i)/float64(len(pn.Lines)-1) - 0.5)
-		out[i] = results.Line{Name: l.Name, Points: slices.Clone(l.Points)}
+		out[i] = report.Line{Name: l.Name, Points: slices.Clone(l.Points)}
 		for j := range out[i].Points {
 			if pn.X.Log {
 				out[i].Points[j].X *= math.Pow(10, by)
@@ -357,7 +358,7 @@ func dodged(pn results.Panel) []results.Line {
 
 // errorBars are the ranges of l's points that have one (Hi > Lo) and can
 // be drawn (above zero on a log axis), nil if none.
-func errorBars(l results.Line, xlog, ylog bool) *plotter.YErrorBars {
+func errorBars(l report.Line, xlog, ylog bool) *plotter.YErrorBars {
 	var bars struct {
 		plotter.XYs
 		plotter.YErrors
@@ -384,7 +385,7 @@ var layerColors = []color.Color{rgb(0x009E73), rgb(0xE69F00), rgb(0xD55E00), rgb
 
 // layerPlotters are pn's layers, stacked from zero, each point a bin of
 // width pn.Bin.
-func layerPlotters(pn results.Panel, leg *legend) []plot.Plotter {
+func layerPlotters(pn report.Panel, leg *legend) []plot.Plotter {
 	if len(pn.Layers) == 0 {
 		return nil
 	}
@@ -421,7 +422,7 @@ var (
 )
 
 // markPlotters draw marks across the ranges x and y, over fills if over.
-func markPlotters(marks []results.Mark, x, y span, over bool, leg *legend) []plot.Plotter {
+func markPlotters(marks []report.Mark, x, y span, over bool, leg *legend) []plot.Plotter {
 	style := markBeneath
 	if over {
 		style = markOver
@@ -446,7 +447,7 @@ func markPlotters(marks []results.Mark, x, y span, over bool, leg *legend) []plo
 // barPlotters are b as horizontal grouped bars on p: a row per group, the
 // first at the top, a bar per series, coloured by series; a row with no
 // bar at all says so, rather than look like a gap.
-func barPlotters(p *plot.Plot, b results.Bars, leg *legend) []plot.Plotter {
+func barPlotters(p *plot.Plot, b report.Bars, leg *legend) []plot.Plotter {
 	groups, values := slices.Clone(b.Groups), slices.Clone(b.Values)
 	slices.Reverse(groups)
 	slices.Reverse(values)

@@ -7,6 +7,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
 // A peer is a limiter whose rows are another library's, whatever its
@@ -34,10 +35,10 @@ func TestPeersByLibrary(t *testing.T) {
 // in order, so that bars at one X do not hide each other, and a panel
 // without any are drawn where they are.
 func TestErrorBars(t *testing.T) {
-	ranged := results.Line{Name: "gcra", Points: []results.XY{{X: 1, Y: 1}, {X: 2, Y: 5, Lo: 1, Hi: 40}, {X: 8, Y: 900, Lo: 0, Hi: 2000}}}
-	plain := results.Line{Name: "x/time/rate", Points: []results.XY{{X: 1, Y: 1}, {X: 2, Y: 3}, {X: 8, Y: 10}}}
-	logs := results.Axis{Log: true, Least: 1}
-	pn := results.Panel{Title: "uniform", X: logs, Y: logs, Lines: []results.Line{ranged, plain}}
+	ranged := report.Line{Name: "gcra", Points: []report.XY{{X: 1, Y: 1}, {X: 2, Y: 5, Lo: 1, Hi: 40}, {X: 8, Y: 900, Lo: 0, Hi: 2000}}}
+	plain := report.Line{Name: "x/time/rate", Points: []report.XY{{X: 1, Y: 1}, {X: 2, Y: 3}, {X: 8, Y: 10}}}
+	logs := report.Axis{Log: true, Least: 1}
+	pn := report.Panel{Title: "uniform", X: logs, Y: logs, Lines: []report.Line{ranged, plain}}
 
 	var bars []*plotter.YErrorBars
 	for _, p := range linePlotters(pn, newLegend(), nil) {
@@ -60,12 +61,12 @@ func TestErrorBars(t *testing.T) {
 	if pn.Lines[0].Points[1].X != 2 {
 		t.Error("dodged moved the panel's own points")
 	}
-	pn.Lines = []results.Line{plain, plain}
+	pn.Lines = []report.Line{plain, plain}
 	if got := dodged(pn); !slices.Equal(got[0].Points, plain.Points) {
 		t.Errorf("lines with no range drawn at %v, want %v", got[0].Points, plain.Points)
 	}
 
-	c := newChart(results.Figure{Name: "bars", Title: "Bars", Panels: []results.Panel{{Title: "uniform", X: logs, Y: logs, Lines: []results.Line{ranged, plain}}}, Width: 6, RowHeight: 3}, nil)
+	c := newChart(report.Figure{Name: "bars", Title: "Bars", Panels: []report.Panel{{Title: "uniform", X: logs, Y: logs, Lines: []report.Line{ranged, plain}}}, Width: 6, RowHeight: 3}, nil)
 	for _, format := range []string{"png", "svg"} {
 		if b, err := c.render(format); err != nil || len(b) == 0 {
 			t.Errorf("render %s: %v", format, err)

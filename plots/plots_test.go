@@ -13,6 +13,7 @@ import (
 	"github.com/ratelab/ratelab/harness"
 	"github.com/ratelab/ratelab/internal/golden"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
 // fixture is a real run, small: ratelab bench --quick with five limiters,
@@ -35,14 +36,14 @@ func fixture(t *testing.T) *results.File {
 // their data and how they read, so that a change in what a chart shows is
 // a change someone saw.
 func TestFiguresGolden(t *testing.T) {
-	golden.Check(t, "charts.golden", describe(results.Figures(fixture(t), harness.Modes())))
+	golden.Check(t, "charts.golden", describe(report.Figures(fixture(t), harness.Modes())))
 }
 
 // describe writes figs as text: each figure's layout, each panel's axes
 // and marks, then its data, a line a curve, a layer or a group of bars.
-func describe(figs []results.Figure) []byte {
+func describe(figs []report.Figure) []byte {
 	var b bytes.Buffer
-	pts := func(name string, ps []results.XY) {
+	pts := func(name string, ps []report.XY) {
 		fmt.Fprintf(&b, "%s:", name)
 		for _, pt := range ps {
 			fmt.Fprintf(&b, " %.6g,%.6g", pt.X, pt.Y)
@@ -81,7 +82,7 @@ func describe(figs []results.Figure) []byte {
 	return b.Bytes()
 }
 
-func axis(a results.Axis) string {
+func axis(a report.Axis) string {
 	ticks := [...]string{"auto", "plain", "percent", "nanoseconds", "millions", "windows"}[a.Ticks]
 	s := fmt.Sprintf("%q log %v least %g ticks %s window %g range %g to %g", a.Label, a.Log, a.Least, ticks, a.Window, a.Min, a.Max)
 	for _, t := range a.Labels {
@@ -91,10 +92,10 @@ func axis(a results.Axis) string {
 }
 
 // figure returns the figure of f named name, failing if there is none.
-func figure(t *testing.T, f *results.File, name string) results.Figure {
+func figure(t *testing.T, f *results.File, name string) report.Figure {
 	t.Helper()
-	figs := results.Figures(f, harness.Modes())
-	i := slices.IndexFunc(figs, func(c results.Figure) bool { return c.Name == name })
+	figs := report.Figures(f, harness.Modes())
+	i := slices.IndexFunc(figs, func(c report.Figure) bool { return c.Name == name })
 	if i < 0 {
 		t.Fatalf("no %s chart", name)
 	}
@@ -233,16 +234,16 @@ func TestChartDataTrue(t *testing.T) {
 // under a line and marks, bars with value labels and a mark, lines on log
 // axes; a name is in the legend once, whatever the panels it is in.
 func TestRenderKinds(t *testing.T) {
-	layers := results.Panel{Title: "layers", Bin: 0.1,
-		Layers: []results.Line{{Name: "served", Points: []results.XY{{X: 0.05, Y: 75}, {X: 0.15, Y: 25}}}, {Name: "limited", Points: []results.XY{{X: 0.05, Y: 25}, {X: 0.15, Y: 75}}}},
-		Lines:  []results.Line{{Name: "failed", Points: []results.XY{{X: 0.05, Y: 0}, {X: 0.15, Y: 100}}}},
-		Marks:  []results.Mark{{Name: "away, back", OnX: true, At: 0.1}, {Name: "away, back", OnX: true, At: 0.2}},
-		X:      results.Axis{Ticks: results.TicksPlain, Min: 0, Max: 0.2}, Y: results.Axis{Ticks: results.TicksPlain, Min: 0, Max: 100}}
-	bars := results.Panel{Title: "bars", Bars: &results.Bars{Groups: []string{"a", "b"}, Series: []string{"x", "peers"}, Values: [][]float64{{1, 0}, {0, 0}}, Digits: 1},
-		Marks: []results.Mark{{OnX: true, At: 1}}, X: results.Axis{Ticks: results.TicksPercent}}
-	lines := results.Panel{Title: "lines", Lines: []results.Line{{Name: "gcra", Points: []results.XY{{X: 1, Y: 0}, {X: 2, Y: 5e6}}}, {Name: "served", Points: []results.XY{{X: 1, Y: 1}}}},
-		X: results.Axis{Log: true, Least: 0.5, Labels: []results.Tick{{At: 1, Label: "1"}, {At: 2, Label: "2"}}}, Y: results.Axis{Log: true, Least: 0.1, Ticks: results.TicksNanos}}
-	c := newChart(results.Figure{Name: "kinds", Title: "Kinds", Panels: []results.Panel{layers, bars, lines, layers}, Cols: 2, Width: 9, RowHeight: 2}, nil)
+	layers := report.Panel{Title: "layers", Bin: 0.1,
+		Layers: []report.Line{{Name: "served", Points: []report.XY{{X: 0.05, Y: 75}, {X: 0.15, Y: 25}}}, {Name: "limited", Points: []report.XY{{X: 0.05, Y: 25}, {X: 0.15, Y: 75}}}},
+		Lines:  []report.Line{{Name: "failed", Points: []report.XY{{X: 0.05, Y: 0}, {X: 0.15, Y: 100}}}},
+		Marks:  []report.Mark{{Name: "away, back", OnX: true, At: 0.1}, {Name: "away, back", OnX: true, At: 0.2}},
+		X:      report.Axis{Ticks: report.TicksPlain, Min: 0, Max: 0.2}, Y: report.Axis{Ticks: report.TicksPlain, Min: 0, Max: 100}}
+	bars := report.Panel{Title: "bars", Bars: &report.Bars{Groups: []string{"a", "b"}, Series: []string{"x", "peers"}, Values: [][]float64{{1, 0}, {0, 0}}, Digits: 1},
+		Marks: []report.Mark{{OnX: true, At: 1}}, X: report.Axis{Ticks: report.TicksPercent}}
+	lines := report.Panel{Title: "lines", Lines: []report.Line{{Name: "gcra", Points: []report.XY{{X: 1, Y: 0}, {X: 2, Y: 5e6}}}, {Name: "served", Points: []report.XY{{X: 1, Y: 1}}}},
+		X: report.Axis{Log: true, Least: 0.5, Labels: []report.Tick{{At: 1, Label: "1"}, {At: 2, Label: "2"}}}, Y: report.Axis{Log: true, Least: 0.1, Ticks: report.TicksNanos}}
+	c := newChart(report.Figure{Name: "kinds", Title: "Kinds", Panels: []report.Panel{layers, bars, lines, layers}, Cols: 2, Width: 9, RowHeight: 2}, nil)
 	// served, limited, failed, away and back; x and peers; gcra.
 	if c.legend.n != 7 || c.h != gridHeight(4, 2, 2*vg.Inch) {
 		t.Errorf("%d legend entries, want 7; %v high", c.legend.n, c.h)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
 // ChartDir is the folder, inside a report's, that holds its charts.
@@ -41,7 +42,7 @@ type rendered struct {
 // inlined) that opens from disk, and report.md, its Markdown twin, which
 // links to the charts' files. source, if not "", is where f is saved, for
 // the report to say how to draw it again. It returns the paths written.
-func WriteReport(dir string, f *results.File, ms results.Modes, source string) ([]string, error) {
+func WriteReport(dir string, f *results.File, ms report.Modes, source string) ([]string, error) {
 	charts := charts(f, ms)
 	cdir := filepath.Join(dir, ChartDir)
 	if err := os.MkdirAll(cdir, 0o755); err != nil {
@@ -124,15 +125,15 @@ type page struct {
 	Source    string
 	Meta      [][2]string
 	Notes     []string
-	Picks     []results.Pick
+	Picks     []report.Pick
 	Versus    []string
-	Scorecard results.Table
+	Scorecard report.Table
 	Charts    []rendered
-	Tables    []results.Table
+	Tables    []report.Table
 }
 
-func newPage(f *results.File, ms results.Modes, charts []rendered, source string) page {
-	picks, versus := results.Picks(f, ms)
+func newPage(f *results.File, ms report.Modes, charts []rendered, source string) page {
+	picks, versus := report.Picks(f, ms)
 	if f.Meta.Target != "" {
 		return outsidePage(f, ms, charts, source)
 	}
@@ -143,14 +144,14 @@ func newPage(f *results.File, ms results.Modes, charts []rendered, source string
 		Meta:      metaRows(f),
 		Picks:     picks,
 		Versus:    versus,
-		Scorecard: results.Scorecard(f, ms),
+		Scorecard: report.Scorecard(f, ms),
 		Charts:    charts,
-		Tables:    results.Tables(f, ms),
+		Tables:    report.Tables(f, ms),
 	}
-	if s := results.SimulationSpeed(f); s != "" {
+	if s := report.SimulationSpeed(f); s != "" {
 		p.Notes = append(p.Notes, s)
 	}
-	for _, s := range results.Skipped(f) {
+	for _, s := range report.Skipped(f) {
 		p.Notes = append(p.Notes, "Not run: "+s)
 	}
 	return p
@@ -158,7 +159,7 @@ func newPage(f *results.File, ms results.Modes, charts []rendered, source string
 
 // outsidePage is the page of a limiter judged from outside: its target,
 // charts and tables; no picks, for there was one subject.
-func outsidePage(f *results.File, ms results.Modes, charts []rendered, source string) page {
+func outsidePage(f *results.File, ms report.Modes, charts []rendered, source string) page {
 	m := f.Meta
 	return page{
 		Title:    "ratelab probe: a limiter behind HTTP, judged from outside",
@@ -173,7 +174,7 @@ func outsidePage(f *results.File, ms results.Modes, charts []rendered, source st
 			{"Took", m.Elapsed.Duration().Round(100 * time.Millisecond).String()},
 		},
 		Charts: charts,
-		Tables: results.Tables(f, ms),
+		Tables: report.Tables(f, ms),
 	}
 }
 
@@ -252,7 +253,7 @@ var htmlPage = template.Must(template.New("report").Funcs(template.FuncMap{
 	"png": func(b []byte) template.URL {
 		return template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(b))
 	},
-	"align": func(t results.Table, i int) string {
+	"align": func(t report.Table, i int) string {
 		if i < t.Left {
 			return "l"
 		}

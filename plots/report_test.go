@@ -19,6 +19,7 @@ import (
 	"github.com/ratelab/ratelab/harness"
 	"github.com/ratelab/ratelab/internal/golden"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
 // htmlDoc is what the tests read out of report.html.
@@ -131,10 +132,10 @@ func TestReportStructure(t *testing.T) {
 	}
 	golden.Check(t, "report-outline.golden", outline.Bytes())
 
-	if len(results.Tables(f, harness.Modes())) == 0 {
+	if len(report.Tables(f, harness.Modes())) == 0 {
 		t.Fatal("the fixture makes no tables: are the modes registered (the harness, imported for its side effect)?")
 	}
-	picks, versus := results.Picks(f, harness.Modes())
+	picks, versus := report.Picks(f, harness.Modes())
 	if len(picks) < 4 || len(versus) == 0 {
 		t.Fatalf("the fixture gives %d picks and %d comparisons with peers; want a fuller report", len(picks), len(versus))
 	}
@@ -144,7 +145,7 @@ func TestReportStructure(t *testing.T) {
 			want = append(want, p.Need, p.Why)
 		}
 		want = append(want, versus...)
-		for _, tb := range append(results.Tables(f, harness.Modes()), results.Scorecard(f, harness.Modes())) {
+		for _, tb := range append(report.Tables(f, harness.Modes()), report.Scorecard(f, harness.Modes())) {
 			want = append(want, tb.Title, tb.Note)
 			for _, row := range tb.Rows {
 				want = append(want, strings.Join(row, ""))
@@ -359,7 +360,7 @@ func TestOddRuns(t *testing.T) {
 		t.Errorf("edge: %d panels from %d series, two of them unusable", len(panels), len(edges))
 	}
 	for _, pn := range figure(t, f, "latency").Panels {
-		if !slices.ContainsFunc(pn.Lines, func(l results.Line) bool { return l.Name == "gcra" && len(l.Points) > 0 }) {
+		if !slices.ContainsFunc(pn.Lines, func(l report.Line) bool { return l.Name == "gcra" && len(l.Points) > 0 }) {
 			t.Errorf("latency %s: gcra's line is gone for one quantile it cannot draw", pn.Title)
 		}
 	}
@@ -367,7 +368,7 @@ func TestOddRuns(t *testing.T) {
 	g := r.SettingInt(results.Goroutines)
 	for _, pn := range figure(t, f, "contention").Panels {
 		for _, l := range pn.Lines {
-			if pn.Title == r.Workload && l.Name == "gcra" && slices.ContainsFunc(l.Points, func(p results.XY) bool { return p.X == float64(g) }) {
+			if pn.Title == r.Workload && l.Name == "gcra" && slices.ContainsFunc(l.Points, func(p report.XY) bool { return p.X == float64(g) }) {
 				t.Errorf("contention: a point for gcra at %d goroutines on %s, whose wait was not measured", g, r.Workload)
 			}
 		}

@@ -6,12 +6,12 @@ import (
 
 	"gonum.org/v1/plot"
 
-	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
 // ticker is how a marks its ticks: at its Labels, or in its style; nil
 // for gonum's default.
-func ticker(a results.Axis) plot.Ticker {
+func ticker(a report.Axis) plot.Ticker {
 	if len(a.Labels) > 0 {
 		ticks := make([]plot.Tick, len(a.Labels))
 		for i, t := range a.Labels {
@@ -21,20 +21,20 @@ func ticker(a results.Axis) plot.Ticker {
 	}
 	var t plot.Ticker
 	switch a.Ticks {
-	case results.TicksAuto:
+	case report.TicksAuto:
 		return nil
-	case results.TicksPlain:
+	case report.TicksPlain:
 		t = linearTicks{}
 		if a.Log {
 			t = logTicks{}
 		}
-	case results.TicksPercent:
+	case report.TicksPercent:
 		t = percentTicks{}
-	case results.TicksNanos:
+	case report.TicksNanos:
 		t = nanosTicks{}
-	case results.TicksMillions:
+	case report.TicksMillions:
 		t = millionsTicks{}
-	case results.TicksWindows:
+	case report.TicksWindows:
 		t = windowTicks{w: a.Window}
 	default:
 		return nil // a style this plots does not know: gonum's

@@ -102,7 +102,7 @@ func TestGate(t *testing.T) {
 			if n := tt.change(new); tt.want != nil && n != 1 {
 				t.Fatalf("%d rows changed, want 1", n)
 			}
-			c, err := results.Compare(old, new, results.DefaultTolerance, modes)
+			c, err := results.Compare(old, new, results.DefaultTolerance, gated)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,7 +129,7 @@ func TestGate(t *testing.T) {
 func TestGateFailsARowNotMeasured(t *testing.T) {
 	old, new := gateFiles(t)
 	edit(new, gcra("memory"), func(r *results.Row) { drop(r, results.BytesPerUser) })
-	_, err := results.Compare(old, new, results.DefaultTolerance, modes)
+	_, err := results.Compare(old, new, results.DefaultTolerance, gated)
 	if err == nil || !strings.Contains(err.Error(), "only OLD has gcra on many-users (memory)") {
 		t.Errorf("a memory row without its bytes: %v, want OLD's row named as missing from NEW", err)
 	}
@@ -140,7 +140,7 @@ func TestCompareMismatch(t *testing.T) {
 	new.Meta.Seed++
 	new.Meta.Settings = maps.Clone(new.Meta.Settings)
 	new.Meta.Settings["limit"] = "50/s"
-	_, err := results.Compare(old, new, results.DefaultTolerance, modes)
+	_, err := results.Compare(old, new, results.DefaultTolerance, gated)
 	var mis *results.MismatchError
 	if !errors.As(err, &mis) || !strings.Contains(err.Error(), "seed 1 in OLD, 2 in NEW") || !strings.Contains(err.Error(), "limit 100/s in OLD, 50/s in NEW") {
 		t.Errorf("other parameters: %v", err)
@@ -149,7 +149,7 @@ func TestCompareMismatch(t *testing.T) {
 	old, new = gateFiles(t)
 	new.Rows = slices.DeleteFunc(new.Rows, func(r results.Row) bool { return r.Limiter == "throttled" })
 	new.Rows = append(new.Rows, with(results.Row{Limiter: "gcra2", Workload: "uniform", Mode: "memory"}, results.BytesPerUser, results.UnitBytes, 1))
-	_, err = results.Compare(old, new, results.DefaultTolerance, modes)
+	_, err = results.Compare(old, new, results.DefaultTolerance, gated)
 	for _, want := range []string{"only OLD has throttled on uniform (simulated, judged_n=100, judged_per=1s)", "and ", "more", "only NEW has gcra2 on uniform (memory)", "refresh the baseline"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("rows that do not match: %v, want it to say %q", err, want)
@@ -191,7 +191,7 @@ func TestGateLetsPass(t *testing.T) {
 	t.Run("a peer twice as slow", func(t *testing.T) {
 		old, new := gateFiles(t)
 		edit(new, func(r results.Row) bool { return r.Limiter == "go-limiter" && r.Mode == "timing" }, func(r *results.Row) { slowBy(r, 2, false) })
-		c, err := results.Compare(old, new, results.DefaultTolerance, modes)
+		c, err := results.Compare(old, new, results.DefaultTolerance, gated)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,12 +216,12 @@ func TestGateLetsPass(t *testing.T) {
 			slowBy(r, 1.6, false)
 			slowBy(r, 1.6, true)
 		})
-		slowed, err := results.Compare(old, new, results.DefaultTolerance, modes)
+		slowed, err := results.Compare(old, new, results.DefaultTolerance, gated)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, same := gateFiles(t)
-		asIs, err := results.Compare(old, same, results.DefaultTolerance, modes)
+		asIs, err := results.Compare(old, same, results.DefaultTolerance, gated)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,7 +251,7 @@ func TestGateLetsPass(t *testing.T) {
 			if edit(new, gcra("timing"), tt.change) != 4 {
 				t.Fatal("want gcra's four timing rows")
 			}
-			c, err := results.Compare(old, new, results.DefaultTolerance, modes)
+			c, err := results.Compare(old, new, results.DefaultTolerance, gated)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -298,7 +298,7 @@ func TestCompareRefusesDuplicatesAndSkips(t *testing.T) {
 			break
 		}
 	}
-	_, err := results.Compare(old, new, results.DefaultTolerance, modes)
+	_, err := results.Compare(old, new, results.DefaultTolerance, gated)
 	if !strings.Contains(fmt.Sprint(err), "twice: NEW has gcra on uniform (simulated, judged_n=100, judged_per=1s)") {
 		t.Errorf("a row twice: %v", err)
 	}
@@ -307,7 +307,7 @@ func TestCompareRefusesDuplicatesAndSkips(t *testing.T) {
 	old, new = gateFiles(t)
 	new.Rows = slices.DeleteFunc(new.Rows, func(r results.Row) bool { return r.Limiter == "gcra" && r.Workload == "bursty" })
 	new.Rows = append(new.Rows, results.Row{Limiter: "gcra", Workload: "bursty", Skipped: "the workload has no requests with these parameters"})
-	_, err = results.Compare(old, new, results.DefaultTolerance, modes)
+	_, err = results.Compare(old, new, results.DefaultTolerance, gated)
 	if !strings.Contains(fmt.Sprint(err), "skipped: NEW skipped gcra on bursty (simulated, judged_n=100, judged_per=1s): the workload has no requests with these parameters") {
 		t.Errorf("a row skipped: %v", err)
 	}
@@ -316,7 +316,7 @@ func TestCompareRefusesDuplicatesAndSkips(t *testing.T) {
 func TestCompareWarnsOfAnotherMachine(t *testing.T) {
 	old, new := gateFiles(t)
 	new.Meta.CPU, new.Meta.GoVersion = "Some Other CPU", "go1.27"
-	c, err := results.Compare(old, new, results.DefaultTolerance, modes)
+	c, err := results.Compare(old, new, results.DefaultTolerance, gated)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +342,7 @@ func TestCompareSaysSettingsThatDiffer(t *testing.T) {
 	old.Meta.Settings["http-rate"], new.Meta.Settings["http-rate"] = "10000", "5000"
 	old.Meta.Settings["redis-prefix"], new.Meta.Settings["redis-prefix"] = "ratelab:bench:a:", "ratelab:bench:b:"
 	new.Meta.Settings["outage-away"] = "3s" // only NEW has it: not compared
-	c, err := results.Compare(old, new, results.DefaultTolerance, modes)
+	c, err := results.Compare(old, new, results.DefaultTolerance, gated)
 	if err != nil {
 		t.Fatal(err)
 	}

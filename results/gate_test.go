@@ -100,7 +100,7 @@ func TestGateChecks(t *testing.T) {
 					c.change(c.r)
 				}
 			}
-			c, err := results.Compare(&results.File{Rows: []results.Row{o}}, &results.File{Rows: []results.Row{n}}, results.DefaultTolerance, modes)
+			c, err := results.Compare(&results.File{Rows: []results.Row{o}}, &results.File{Rows: []results.Row{n}}, results.DefaultTolerance, gated)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +124,7 @@ func TestGateOrdersChanges(t *testing.T) {
 	change(&n, "exact", plus(1))
 	o2, n2 := checked("fixed-window"), checked("fixed-window")
 	change(&n2, "exact", plus(5))
-	c, err := results.Compare(&results.File{Rows: []results.Row{o, o2}}, &results.File{Rows: []results.Row{n, n2}}, results.DefaultTolerance, modes)
+	c, err := results.Compare(&results.File{Rows: []results.Row{o, o2}}, &results.File{Rows: []results.Row{n, n2}}, results.DefaultTolerance, gated)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestCompareKeysBySettings(t *testing.T) {
 	moved := clone(b)
 	change(&moved, "exact", plus(1))
 
-	c, err := results.Compare(file(a, b), file(clone(a), moved), results.DefaultTolerance, modes)
+	c, err := results.Compare(file(a, b), file(clone(a), moved), results.DefaultTolerance, gated)
 	if err != nil {
 		t.Fatalf("two rows apart by their settings: %v", err)
 	}
@@ -157,23 +157,23 @@ func TestCompareKeysBySettings(t *testing.T) {
 
 	// Alone of its limiter on w in its mode, b needs no settings to tell
 	// it apart: the change is on w.
-	if c, err := results.Compare(file(b), file(moved), results.DefaultTolerance, modes); err != nil || len(c.Changes) != 1 || c.Changes[0].Workload != "w" {
+	if c, err := results.Compare(file(b), file(moved), results.DefaultTolerance, gated); err != nil || len(c.Changes) != 1 || c.Changes[0].Workload != "w" {
 		t.Errorf("b alone: %v, %+v; want its change on w", err, c)
 	}
 
 	// The same settings in another order of insertion are the same row.
 	b2 := checked("gcra", "estimate", "100", "charge", "b")
-	if c, err := results.Compare(file(a, b), file(a, b2), results.DefaultTolerance, modes); err != nil || len(c.Changes) != 0 {
+	if c, err := results.Compare(file(a, b), file(a, b2), results.DefaultTolerance, gated); err != nil || len(c.Changes) != 0 {
 		t.Errorf("b with its settings set the other way round: %v, %+v", err, c)
 	}
 
 	var mis *results.MismatchError
-	_, err = results.Compare(file(a, b), file(a, b, clone(b)), results.DefaultTolerance, modes)
+	_, err = results.Compare(file(a, b), file(a, b, clone(b)), results.DefaultTolerance, gated)
 	if !errors.As(err, &mis) || !slices.Equal(mis.Twice, []string{"NEW has gcra on w (test-checks, charge=b, estimate=100)"}) {
 		t.Errorf("b twice in NEW: %v", err)
 	}
 
-	_, err = results.Compare(file(a, b), file(a, checked("gcra", "charge", "c")), results.DefaultTolerance, modes)
+	_, err = results.Compare(file(a, b), file(a, checked("gcra", "charge", "c")), results.DefaultTolerance, gated)
 	if !errors.As(err, &mis) || !slices.Equal(mis.OnlyOld, []string{"gcra on w (test-checks, charge=b, estimate=100)"}) ||
 		!slices.Equal(mis.OnlyNew, []string{"gcra on w (test-checks, charge=c)"}) {
 		t.Errorf("b's setting changed: %v", err)
@@ -182,7 +182,7 @@ func TestCompareKeysBySettings(t *testing.T) {
 	// A mode that measures once has no workload.
 	once := checked("gcra")
 	once.Workload = ""
-	_, err = results.Compare(file(), file(once), results.DefaultTolerance, modes)
+	_, err = results.Compare(file(), file(once), results.DefaultTolerance, gated)
 	if !errors.As(err, &mis) || !slices.Equal(mis.OnlyNew, []string{"gcra (test-checks)"}) {
 		t.Errorf("a row with no workload: %v", err)
 	}
@@ -204,7 +204,7 @@ func TestCompareLeavesRealTimeRowsOut(t *testing.T) {
 		}}
 	}
 	old, new := lab(1000, 1e7), lab(2000, 2e7)
-	c, err := results.Compare(old, new, results.DefaultTolerance, modes)
+	c, err := results.Compare(old, new, results.DefaultTolerance, gated)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestCompareLeavesRealTimeRowsOut(t *testing.T) {
 	if !slices.Equal(got, want) || len(c.Floor) != 0 {
 		t.Errorf("changes %q and floor %v, want %q and none", got, c.Floor, want)
 	}
-	m, err := results.Merge(modes, old, new)
+	m, err := results.Merge(gated, old, new)
 	if err != nil {
 		t.Fatal(err)
 	}

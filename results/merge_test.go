@@ -38,7 +38,7 @@ func TestMerge(t *testing.T) {
 	if edit(a, func(r results.Row) bool { return r.Workload == "boundary-attack" && r.Mode == "simulated" }, func(r *results.Row) { r.AddSeries(edge) }) == 0 {
 		t.Fatal("the first file has no rows to picture an edge in")
 	}
-	m, err := results.Merge(modes, a, b)
+	m, err := results.Merge(gated, a, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestMerge(t *testing.T) {
 		t.Error("Merge changed its first input")
 	}
 	// A merged baseline compares like any other.
-	if _, err := results.Compare(m, b, results.DefaultTolerance, modes); err != nil {
+	if _, err := results.Compare(m, b, results.DefaultTolerance, gated); err != nil {
 		t.Errorf("compare with a merged baseline: %v", err)
 	}
 }
@@ -89,21 +89,21 @@ func TestMergeRefuses(t *testing.T) {
 	edit(b, func(r results.Row) bool { return gcra("simulated")(r) && r.Workload == "uniform" }, func(r *results.Row) {
 		change(r, results.Admitted, plus(1))
 	})
-	if _, err := results.Merge(modes, a, b); err == nil || !strings.Contains(err.Error(), "file 2 of 2 decided gcra on uniform (simulated, judged_n=100, judged_per=1s) otherwise than the first") {
+	if _, err := results.Merge(gated, a, b); err == nil || !strings.Contains(err.Error(), "file 2 of 2 decided gcra on uniform (simulated, judged_n=100, judged_per=1s) otherwise than the first") {
 		t.Errorf("other decisions: %v", err)
 	}
 	a, b = gateFiles(t)
 	b.Meta.Seed = 9
 	var mis *results.MismatchError
-	if _, err := results.Merge(modes, a, b); !errors.As(err, &mis) || !strings.Contains(err.Error(), "seed 1 in OLD, 9 in NEW") {
+	if _, err := results.Merge(gated, a, b); !errors.As(err, &mis) || !strings.Contains(err.Error(), "seed 1 in OLD, 9 in NEW") {
 		t.Errorf("another seed: %v", err)
 	}
 	a, b = gateFiles(t)
 	b.Rows = b.Rows[1:]
-	if _, err := results.Merge(modes, a, b); !errors.As(err, &mis) {
+	if _, err := results.Merge(gated, a, b); !errors.As(err, &mis) {
 		t.Errorf("a row missing: %v", err)
 	}
-	if _, err := results.Merge(modes); err == nil {
+	if _, err := results.Merge(gated); err == nil {
 		t.Error("merged nothing")
 	}
 }
@@ -144,7 +144,7 @@ func TestMergePools(t *testing.T) {
 		mergeFile([]float64{3e7}, []float64{2e8}, 200, 34, 0.2, 6e6),
 		mergeFile([]float64{5e7, 4e7}, []float64{3e8, 3e8}, 300, 31, 0.1, 7e6),
 	}
-	m, err := results.Merge(modes, files...)
+	m, err := results.Merge(gated, files...)
 	if err != nil {
 		t.Fatal(err)
 	}

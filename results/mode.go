@@ -1,12 +1,9 @@
 package results
 
-import "slices"
-
 // Mode is one way the lab measures, declared once, in one file (the
 // harness's, beside the code that measures): its name, what it measures,
-// its tables, its charts, its picks and what the gate compares of it.
-// Everything that reports on a file (the tables, the report, the picks,
-// compare, merge, the gate) reads a mode's rows through its Mode.
+// and what compare, merge and the gate compare of it. Its tables, charts
+// and picks are the presentation's (package results/report).
 type Mode struct {
 	// Name is the mode's name, as --modes and the rows say it.
 	Name string
@@ -15,19 +12,10 @@ type Mode struct {
 	// Order places the mode among the others: in the lab's run, the
 	// tables and the report, lowest first.
 	Order int
-	// Tables are the mode's tables; a table with no rows is left out.
-	Tables []TableSpec
 	// Scored says the mode's rows count in the scorecard: the headline
 	// numbers of accuracy, throughput, latency and memory, and the picks
 	// made from them.
 	Scored bool
-	// Picks are the mode's own answers to "which limiter should I pick?",
-	// from its measured rows of f.
-	Picks func(f *File, rows []Row) []Pick
-	// Charts are the mode's charts, from its measured rows of f (which may
-	// be none: a chart may draw on other modes' rows too); a figure with
-	// no panel is left out.
-	Charts func(f *File, rows []Row) []Figure
 	// Gates are the metrics compare and the gate compare, and merge pools.
 	Gates []Gate
 	// Outside says the lab's bench does not run the mode: its rows come
@@ -36,10 +24,8 @@ type Mode struct {
 	Outside bool
 }
 
-// Modes are the modes a report knows, in their Order: the lab's
-// (harness.Modes) or the probe's. Everything that reports on a file (the
-// tables, the report, the picks, compare, merge, the gate) is given them,
-// and reads each mode's rows through its Mode.
+// Modes are the modes compare, merge and the gate know, in their Order:
+// the lab's or the probe's.
 type Modes []Mode
 
 // Named returns the mode of that name, and whether ms has it.
@@ -58,13 +44,6 @@ func (ms Modes) gates(m string) []Gate {
 	return mode.Gates
 }
 
-// scored reports whether rows of mode m count in the scorecard; a mode ms
-// does not have does not.
-func (ms Modes) scored(m string) bool {
-	mode, ok := ms.Named(m)
-	return ok && mode.Scored
-}
-
 // RowsOf returns f's rows of mode m, measured or skipped, in order.
 func (f *File) RowsOf(m string) []Row {
 	var out []Row
@@ -74,9 +53,4 @@ func (f *File) RowsOf(m string) []Row {
 		}
 	}
 	return out
-}
-
-// measuredRows returns the rows of rows that were measured.
-func measuredRows(rows []Row) []Row {
-	return slices.DeleteFunc(slices.Clone(rows), func(r Row) bool { return !r.Measured() })
 }

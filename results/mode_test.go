@@ -19,17 +19,17 @@ func TestModes(t *testing.T) {
 	if !slices.Equal(names, want) {
 		t.Errorf("modes = %q, want %q", names, want)
 	}
-	if !slices.IsSortedFunc(modes, func(a, b results.Mode) int { return cmp.Compare(a.Order, b.Order) }) {
+	if !slices.IsSortedFunc(gated, func(a, b results.Mode) int { return cmp.Compare(a.Order, b.Order) }) {
 		t.Error("modes are not in their Order")
 	}
 	scored := map[string]bool{"simulated": true, "realtime": true, "memory": true}
 	for _, name := range want {
-		m, ok := modes.Named(name)
+		m, ok := gated.Named(name)
 		if !ok || m.Name != name || m.Scored != scored[name] {
 			t.Errorf("Named(%q) = %q (scored %v), %v; want it, scored %v", name, m.Name, m.Scored, ok, scored[name])
 		}
 	}
-	if m, ok := modes.Named("nope"); ok {
+	if m, ok := gated.Named("nope"); ok {
 		t.Errorf("Named(nope) = %+v, true; want none", m)
 	}
 	// Each name once: two files declaring one mode are a bug.

@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
 // table returns f's table of that name, failing if there is none.
-func table(t *testing.T, f *results.File, name string) results.Table {
+func table(t *testing.T, f *results.File, name string) report.Table {
 	t.Helper()
-	tables := results.Tables(f, modes)
-	i := slices.IndexFunc(tables, func(tb results.Table) bool { return tb.Name == name })
+	tables := report.Tables(f, modes)
+	i := slices.IndexFunc(tables, func(tb report.Table) bool { return tb.Name == name })
 	if i < 0 {
 		t.Fatalf("no table %q in %d tables", name, len(tables))
 	}
@@ -124,8 +125,8 @@ func TestLLMTableAndPicks(t *testing.T) {
 	if len(tab.Rows) != 7 || tab.Rows[0][2] != "100" || tab.Rows[3][2] != "" || tab.Rows[0][9] != "3.50" || tab.Rows[0][8] != "1,700 (170%)" {
 		t.Errorf("rows: %q", tab.Rows)
 	}
-	all, _ := results.Picks(f, modes)
-	picks := slices.DeleteFunc(all, func(p results.Pick) bool { return !strings.HasPrefix(p.Need, "Costs known") })
+	all, _ := report.Picks(f, modes)
+	picks := slices.DeleteFunc(all, func(p report.Pick) bool { return !strings.HasPrefix(p.Need, "Costs known") })
 	if len(picks) != 2 || picks[0].Limiter != "gcra (estimate then settle)" || picks[1].Limiter != "sliding-log (max then settle)" {
 		t.Fatalf("picks: %+v", picks)
 	}

@@ -8,21 +8,22 @@ import (
 
 	"github.com/ratelab/ratelab/internal/golden"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
 func TestPicksGolden(t *testing.T) {
 	var b bytes.Buffer
-	if err := results.WritePicks(&b, fixture(), modes); err != nil {
+	if err := report.WritePicks(&b, fixture(), modes); err != nil {
 		t.Fatal(err)
 	}
 	golden.Check(t, "picks.txt", b.Bytes())
 }
 
 // pick returns the pick for need, failing if there is none.
-func pick(t *testing.T, f *results.File, need string) results.Pick {
+func pick(t *testing.T, f *results.File, need string) report.Pick {
 	t.Helper()
-	picks, _ := results.Picks(f, modes)
-	i := slices.IndexFunc(picks, func(p results.Pick) bool { return p.Need == need })
+	picks, _ := report.Picks(f, modes)
+	i := slices.IndexFunc(picks, func(p report.Pick) bool { return p.Need == need })
 	if i < 0 {
 		t.Fatalf("no pick for %q in %+v", need, picks)
 	}
@@ -68,7 +69,7 @@ func TestPicksFollowTheNumbers(t *testing.T) {
 	if p := pick(t, f, "Most decisions per second under overload"); p.Limiter != "x/time/rate" {
 		t.Errorf("throughput, x/time/rate at 90M/s: %+v", p)
 	}
-	if picks, _ := results.Picks(f, modes); slices.ContainsFunc(picks, func(p results.Pick) bool { return strings.HasPrefix(p.Need, "Avoid") }) {
+	if picks, _ := report.Picks(f, modes); slices.ContainsFunc(picks, func(p report.Pick) bool { return strings.HasPrefix(p.Need, "Avoid") }) {
 		t.Errorf("with no limiter over 1.05×N at the edge, nothing should be named to avoid: %+v", picks)
 	}
 
@@ -79,14 +80,14 @@ func TestPicksFollowTheNumbers(t *testing.T) {
 		t.Errorf("exact, with no limiter exact: %+v", p)
 	}
 
-	if picks, versus := results.Picks(&results.File{}, modes); len(picks) != 0 || len(versus) != 0 {
+	if picks, versus := report.Picks(&results.File{}, modes); len(picks) != 0 || len(versus) != 0 {
 		t.Errorf("an empty run picks %+v and compares %v", picks, versus)
 	}
 }
 
 // TestScorecardIsTrue checks the scorecard's cells against the rows.
 func TestScorecardIsTrue(t *testing.T) {
-	sc := results.Scorecard(fixture(), modes)
+	sc := report.Scorecard(fixture(), modes)
 	row := func(name string) []string {
 		i := slices.IndexFunc(sc.Rows, func(r []string) bool { return r[0] == name })
 		if i < 0 {
@@ -111,10 +112,10 @@ func TestScorecardIsTrue(t *testing.T) {
 	f.Rows = append(f.Rows,
 		realTime(floor("", "uniform"), 2, 0, 1e9, results.Quantiles{}, 1e9),
 		realTime(floor("", "uniform"), 1, 200_000, 200_000, results.Quantiles{P50: 1, P90: 1, P99: 1, P999: 1, Max: 1}, 200_000))
-	if !slices.ContainsFunc(results.Scorecard(f, modes).Rows, func(r []string) bool { return r[0] == floorName && r[3] == "1000.00M/s" }) {
-		t.Errorf("the floor's row is missing or wrong: %v", results.Scorecard(f, modes).Rows)
+	if !slices.ContainsFunc(report.Scorecard(f, modes).Rows, func(r []string) bool { return r[0] == floorName && r[3] == "1000.00M/s" }) {
+		t.Errorf("the floor's row is missing or wrong: %v", report.Scorecard(f, modes).Rows)
 	}
-	picks, _ := results.Picks(f, modes)
+	picks, _ := report.Picks(f, modes)
 	for _, p := range picks {
 		if p.Limiter == floorName {
 			t.Errorf("the harness floor, which decides nothing, is picked: %+v", p)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
 // withRedis is the fixture with rows kept in Redis: ratelab's gcra and
@@ -50,7 +51,7 @@ func withRedis() *results.File {
 // set against ratelab's GCRA on Redis.
 func TestPicksKeepRedisApart(t *testing.T) {
 	f := withRedis()
-	picks, versus := results.Picks(f, modes)
+	picks, versus := report.Picks(f, modes)
 	for _, p := range picks {
 		if strings.HasPrefix(p.Need, "One limit shared") {
 			continue
@@ -69,7 +70,7 @@ func TestPicksKeepRedisApart(t *testing.T) {
 		t.Errorf("redis_rate is not set against gcra on Redis: %q", versus)
 	}
 	var b bytes.Buffer
-	if err := results.WritePicks(&b, f, modes); err != nil || !strings.Contains(strings.Join(strings.Fields(b.String()), " "), "their bytes per user are the server's memory per key") {
+	if err := report.WritePicks(&b, f, modes); err != nil || !strings.Contains(strings.Join(strings.Fields(b.String()), " "), "their bytes per user are the server's memory per key") {
 		t.Errorf("the scorecard does not say what the Redis rows' bytes are (%v):\n%s", err, b.String())
 	}
 
@@ -90,7 +91,7 @@ func TestPicksKeepRedisApart(t *testing.T) {
 // Each table says once what its Redis rows ran on, and the accuracy table
 // that they decided as memory did.
 func TestTablesNoteRedisRows(t *testing.T) {
-	for _, tb := range results.Tables(withRedis(), modes) {
+	for _, tb := range report.Tables(withRedis(), modes) {
 		onRedis := slices.ContainsFunc(tb.Rows, func(row []string) bool { return slices.Contains(row, "gcra (redis)") })
 		if n := strings.Count(tb.Note, "Rows kept in Redis: a note."); n != map[bool]int{true: 1, false: 0}[onRedis] {
 			t.Errorf("%s: the Redis note is there %d times (Redis rows: %v): %s", tb.Name, n, onRedis, tb.Note)
@@ -127,7 +128,7 @@ func TestGateLeavesRedisOut(t *testing.T) {
 		"Redis skipped in new": {same, skipped},
 	} {
 		old, new := gateFiles(t)
-		c, err := results.Compare(change[0](old), change[1](new), results.DefaultTolerance, modes)
+		c, err := results.Compare(change[0](old), change[1](new), results.DefaultTolerance, gated)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -163,7 +164,7 @@ func TestSkippedGroups(t *testing.T) {
 		"sliding-log (redis) on uniform: no Redis",
 		"config on uniform, bursty: its limits are its own",
 	}
-	if got := results.Skipped(f); !slices.Equal(got, want) {
+	if got := report.Skipped(f); !slices.Equal(got, want) {
 		t.Errorf("Skipped =\n%q\nwant\n%q", got, want)
 	}
 }

@@ -1,5 +1,8 @@
 // Package results is the lab's result format: one JSON file per run of the
-// lab, and the tables made from it.
+// lab (File: its machine and settings, and a Row per measurement, with
+// its metrics and series), read, written and merged, and the modes that
+// say what compare, merge and the gate compare of each row. How a file is
+// presented (tables, figures, picks) is package results/report's.
 //
 // The field names are a public format: CI and users parse them. A change
 // that renames or removes a field, or changes what one means, bumps Schema.

@@ -13,6 +13,7 @@ import (
 	"github.com/ratelab/ratelab/harness"
 	"github.com/ratelab/ratelab/internal/golden"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
 // The libraries of the fixture's limiters.
@@ -36,8 +37,12 @@ const (
 
 // measured is a row of a limiter in memory.
 // modes are what the tests report with: the lab's modes (their tables,
-// picks and gates), and the tests' own.
-var modes = append(harness.Modes(), checks, tables)
+// picks and gates), and the tests' own; gated are the same as compare,
+// merge and the gate know them.
+var (
+	modes = append(harness.Modes(), report.Mode{Mode: checks}, tables)
+	gated = modes.Results()
+)
 
 func measured(mode, workload, limiter, library, algorithm string) results.Row {
 	return results.Row{Mode: mode, Workload: workload, Limiter: limiter, Library: library, Algorithm: algorithm, Backend: results.BackendMemory}
@@ -214,7 +219,7 @@ func fixture() *results.File {
 
 func TestTablesGolden(t *testing.T) {
 	var txt, md bytes.Buffer
-	tables := results.Tables(fixture(), modes)
+	tables := report.Tables(fixture(), modes)
 	var names []string
 	for _, tb := range tables {
 		names = append(names, tb.Name)
@@ -298,14 +303,14 @@ func TestReadRefusesSchema2(t *testing.T) {
 
 func TestSummaries(t *testing.T) {
 	f := fixture()
-	if got := results.SimulationSpeed(f); got != "Simulated time: 1,770,000 decisions at 13.1 million a second on one core (limiters and harness together)." {
+	if got := report.SimulationSpeed(f); got != "Simulated time: 1,770,000 decisions at 13.1 million a second on one core (limiters and harness together)." {
 		t.Errorf("SimulationSpeed = %q", got)
 	}
-	if got := results.Skipped(f); len(got) != 1 || got[0] != "gcra on trace: the workload has no requests with these parameters" {
+	if got := report.Skipped(f); len(got) != 1 || got[0] != "gcra on trace: the workload has no requests with these parameters" {
 		t.Errorf("Skipped = %q", got)
 	}
 	dir := t.TempDir()
-	paths, err := results.WriteDir(dir, f, modes)
+	paths, err := report.WriteDir(dir, f, modes)
 	if err != nil || len(paths) != 3 {
 		t.Fatalf("WriteDir = %v, %v", paths, err)
 	}
@@ -323,12 +328,12 @@ func TestFormats(t *testing.T) {
 	share := func(v float64) results.Row { return with(results.Row{}, "share", results.UnitFraction, v) }
 	for _, tt := range []struct{ got, want string }{
 		{results.Count(0), "0"}, {results.Count(999), "999"}, {results.Count(1000), "1,000"}, {results.Count(1234567), "1,234,567"}, {results.Count(-1234), "-1,234"},
-		{results.Nanos(0), "0"}, {results.Nanos(85), "85ns"}, {results.Nanos(1234), "1.2µs"}, {results.Nanos(3.4e6), "3.4ms"}, {results.Nanos(2.345e9), "2.35s"},
-		{results.Rate(12), "12/s"}, {results.Rate(250_000), "250k/s"}, {results.Rate(1.234e7), "12.34M/s"},
-		{results.CountRate(0, 0), "0"}, {results.CountRate(1234, 0.0003123), "1,234 (0.0312%)"},
-		{results.Percent(results.Row{}, "share"), ""}, {results.Percent(share(0), "share"), "0%"},
-		{results.Percent(share(0.0004), "share"), "<0.1%"}, {results.Percent(share(0.8312), "share"), "83.1%"},
-		{results.Fixed(1.5, 2), "1.50"}, {results.Fixed(2, 1), "2.0"},
+		{report.Nanos(0), "0"}, {report.Nanos(85), "85ns"}, {report.Nanos(1234), "1.2µs"}, {report.Nanos(3.4e6), "3.4ms"}, {report.Nanos(2.345e9), "2.35s"},
+		{report.Rate(12), "12/s"}, {report.Rate(250_000), "250k/s"}, {report.Rate(1.234e7), "12.34M/s"},
+		{report.CountRate(0, 0), "0"}, {report.CountRate(1234, 0.0003123), "1,234 (0.0312%)"},
+		{report.Percent(results.Row{}, "share"), ""}, {report.Percent(share(0), "share"), "0%"},
+		{report.Percent(share(0.0004), "share"), "<0.1%"}, {report.Percent(share(0.8312), "share"), "83.1%"},
+		{report.Fixed(1.5, 2), "1.50"}, {report.Fixed(2, 1), "2.0"},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)

@@ -239,15 +239,6 @@ func (r Row) IsFloor() bool { return r.Config[Floor] == "true" }
 // Measured reports whether the measurement happened.
 func (r Row) Measured() bool { return r.Skipped == "" }
 
-// paced reports whether r sent its requests at an offered rate.
-func paced(r Row) bool { return r.SettingFloat(Offered) > 0 }
-
-// unpaced reports whether r measured decisions a second with goroutines
-// sending as fast as they could.
-func unpaced(r Row) bool {
-	return r.Setting(Goroutines) != "" && !paced(r) && !r.Has(MostInWindow) && r.Has(Throughput)
-}
-
 // Accuracy is what an accuracy measurement found, against the ideal;
 // SetAccuracy records it in a row, AccuracyOf reads it back.
 type Accuracy struct {

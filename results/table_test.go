@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
 // tablesMode is a mode of the tests' own whose tables show what a
@@ -14,20 +15,20 @@ import (
 const tablesMode = "test-tables"
 
 // tables is the mode tablesMode names.
-var tables = results.Mode{Name: tablesMode, Order: 1001, Tables: []results.TableSpec{{
+var tables = report.Mode{Mode: results.Mode{Name: tablesMode, Order: 1001}, Tables: []report.TableSpec{{
 	Name: "plain", Title: "Plain", Note: "How to read it.", Header: []string{"limiter", "n"}, Left: 1,
 	Keep:  func(r results.Row) bool { return r.Has("n") },
-	Cells: func(r results.Row) []string { return []string{r.Limiter, results.Fixed(r.Get("n"), 0)} },
+	Cells: func(r results.Row) []string { return []string{r.Limiter, report.Fixed(r.Get("n"), 0)} },
 	More:  func(rows []results.Row) string { return fmt.Sprintf(" %d rows.", len(rows)) },
 	Last:  func([]results.Row) string { return " The end." },
 }, {
 	Name: "pivot", Title: "Pivot", Header: []string{"workload", "limiter"}, Left: 2,
 	Keep:  func(r results.Row) bool { return r.Has(results.Throughput) },
 	Cells: func(r results.Row) []string { return []string{r.Workload, r.Limiter} },
-	Pivot: &results.Pivot{
+	Pivot: &report.Pivot{
 		By:         results.Goroutines,
 		Head:       func(g int) string { return fmt.Sprintf("%d g", g) },
-		Cell:       func(r results.Row) string { return results.Rate(r.Get(results.Throughput)) },
+		Cell:       func(r results.Row) string { return report.Rate(r.Get(results.Throughput)) },
 		TailHeader: []string{"mark"},
 		Tail:       func(first results.Row) []string { return []string{first.Setting("mark")} },
 	},
@@ -72,7 +73,7 @@ func TestTableSpec(t *testing.T) {
 		with(results.Row{Mode: tablesMode, Limiter: "sliding-log", Note: "Another."}, "n", results.UnitCount, 9),
 		with(results.Row{Mode: "timing", Limiter: "not this mode's"}, "n", results.UnitCount, 1),
 	}}
-	tables := results.Tables(f, modes)
+	tables := report.Tables(f, modes)
 	var names []string
 	for _, tb := range tables {
 		names = append(names, tb.Name)
@@ -114,7 +115,7 @@ func TestTableSpec(t *testing.T) {
 		}
 	}
 	// The spec's header is not the pivot's to grow.
-	if again := results.Tables(f, modes); !slices.Equal(again[1].Header, pivot.Header) {
+	if again := report.Tables(f, modes); !slices.Equal(again[1].Header, pivot.Header) {
 		t.Errorf("the pivot's header the second time: %q, want %q", again[1].Header, pivot.Header)
 	}
 	var txt strings.Builder
@@ -129,9 +130,9 @@ func TestTableSpec(t *testing.T) {
 func TestJudgedAndTwins(t *testing.T) {
 	r := accuracy(results.Row{}, 1000, results.Accuracy{MaxWindowRatio: 1})
 	for _, c := range []struct{ got, want string }{
-		{results.Judged(r, false), "N 100 per W 1s"},
-		{results.Judged(r, true), "C 100 over C/R 1s"},
-		{results.Judged(results.Row{}, false), ""},
+		{report.Judged(r, false), "N 100 per W 1s"},
+		{report.Judged(r, true), "C 100 over C/R 1s"},
+		{report.Judged(results.Row{}, false), ""},
 	} {
 		if c.got != c.want {
 			t.Errorf("Judged = %q, want %q", c.got, c.want)
@@ -150,7 +151,7 @@ func TestJudgedAndTwins(t *testing.T) {
 		{[]results.Row{r, same}, " Each row kept in a server decided as the same algorithm in memory did on the same requests, all 1,000 of them."},
 		{[]results.Row{same, other}, " Rows kept in a server that decided otherwise than the same algorithm in memory on the same requests (a bug): gcra (redis) on bursty, 3 of 1,000."},
 	} {
-		if got := results.Twins(c.rows); got != c.want {
+		if got := report.Twins(c.rows); got != c.want {
 			t.Errorf("Twins = %q, want %q", got, c.want)
 		}
 	}

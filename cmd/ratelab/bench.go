@@ -15,6 +15,7 @@ import (
 	"github.com/ratelab/ratelab/internal/config"
 	"github.com/ratelab/ratelab/plots"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 	"github.com/ratelab/ratelab/workloads"
 )
 
@@ -99,7 +100,7 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	paths, err := results.WriteDir(f.out, res, modes())
+	paths, err := report.WriteDir(f.out, res, modes())
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
@@ -187,20 +188,20 @@ func readTrace(path string) (*workloads.Workload, error) {
 // printLab prints what the lab found: its tables, what it skipped, which
 // limiter to pick for which need, and where it saved the results (paths).
 func printLab(stdout io.Writer, f *results.File, paths []string) error {
-	fmt.Fprintf(stdout, "%s\n\n", results.MetaLine(f))
-	for _, t := range results.Tables(f, modes()) {
+	fmt.Fprintf(stdout, "%s\n\n", report.MetaLine(f))
+	for _, t := range report.Tables(f, modes()) {
 		if err := t.Text(stdout); err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout)
 	}
-	if s := results.SimulationSpeed(f); s != "" {
+	if s := report.SimulationSpeed(f); s != "" {
 		fmt.Fprintln(stdout, s)
 	}
-	for _, s := range results.Skipped(f) {
+	for _, s := range report.Skipped(f) {
 		fmt.Fprintln(stdout, strings.ReplaceAll(results.Wrap("Skipped: "+s, 100), "\n", "\n  "))
 	}
-	if err := results.WritePicks(stdout, f, modes()); err != nil {
+	if err := report.WritePicks(stdout, f, modes()); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "\nThe lab took %v. Results: %s\n", f.Meta.Elapsed.Duration().Round(time.Second), strings.Join(paths, ", "))

@@ -88,7 +88,7 @@ func compareFiles(old, cur string, tol results.Tolerance) (*results.Comparison, 
 	if err != nil {
 		return nil, usageError{fmt.Errorf("compare: NEW: %w", err)}
 	}
-	return results.Compare(base, now, tol, modes())
+	return results.Compare(base, now, tol, modes().Results())
 }
 
 // regressionError is a gate that failed: exit status 1, the table having

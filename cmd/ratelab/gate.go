@@ -257,7 +257,7 @@ func committed(ctx context.Context, newBin, baseline, dir string, all bool, w io
 	if err != nil {
 		return 0, fmt.Errorf("gate: the new build's lab: %w", err)
 	}
-	c, err := results.Compare(old, cur, results.DefaultTolerance, modes())
+	c, err := results.Compare(old, cur, results.DefaultTolerance, modes().Results())
 	if err != nil {
 		return 0, usageError{fmt.Errorf("gate: the committed baseline %s and the new build's lab: %w", baseline, err)}
 	}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/ratelab/ratelab/harness"
 	"github.com/ratelab/ratelab/internal/probe"
-	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
 func main() {
@@ -166,7 +166,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // modes are the modes the command reports on a results file with: the
 // lab's, and the probe's.
-func modes() results.Modes { return append(harness.Modes(), probe.Modes()...) }
+func modes() report.Modes { return append(harness.Modes(), probe.Modes()...) }
 
 // progressInterval is how often the lab's progress is said in a log: often
 // enough to show it is not stuck, seldom enough to keep the log short.

@@ -49,7 +49,7 @@ func runMerge(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 		files[i] = f
 	}
-	merged, err := results.Merge(modes(), files...)
+	merged, err := results.Merge(modes().Results(), files...)
 	if err != nil {
 		return usageError{fmt.Errorf("merge: %w", err)}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
 // The probe's rows are the lab's: a results.File of rows of the mode
@@ -51,15 +52,17 @@ func isKind(k string) func(results.Row) bool {
 // Modes returns the probe's mode, which a report of its results file is
 // given as a lab's is given the lab's: not run by bench, but tabled,
 // charted and reported as the lab's modes are.
-func Modes() results.Modes { return results.Modes{mode} }
+func Modes() report.Modes { return report.Modes{mode} }
 
 // mode is the probe's.
-var mode = results.Mode{
-	Name:    modeName,
-	About:   "a limiter behind HTTP, judged from outside (ratelab probe)",
-	Order:   90,
-	Outside: true,
-	Tables: []results.TableSpec{
+var mode = report.Mode{
+	Mode: results.Mode{
+		Name:    modeName,
+		About:   "a limiter behind HTTP, judged from outside (ratelab probe)",
+		Order:   90,
+		Outside: true,
+	},
+	Tables: []report.TableSpec{
 		{
 			Name:   "probe-fit",
 			Title:  "What the target behaves as",
@@ -100,10 +103,10 @@ var mode = results.Mode{
 				a, _ := r.AccuracyOf()
 				promise := ""
 				if v, ok := r.Value(overPromiseName); ok {
-					promise = results.Fixed(v, 2)
+					promise = report.Fixed(v, 2)
 				}
 				return []string{r.Workload, results.Count(r.Count(results.Decisions)), results.Count(a.Admitted), results.Count(a.Ideal),
-					results.Count(a.FalseAllow), results.Count(a.FalseDeny), results.Fixed(a.MaxWindowRatio, 2), promise}
+					results.Count(a.FalseAllow), results.Count(a.FalseDeny), report.Fixed(a.MaxWindowRatio, 2), promise}
 			},
 		},
 		{
@@ -133,7 +136,7 @@ var mode = results.Mode{
 	Charts: charts,
 }
 
-func ms3(ns float64) string { return results.Fixed(ns/1e6, 2) }
+func ms3(ns float64) string { return report.Fixed(ns/1e6, 2) }
 
 // File is r as the lab's results: rows of the mode "probe", which the
 // lab's tables, charts and report read.
@@ -295,8 +298,8 @@ func (r *Report) inWindowSeries() map[string]results.Series {
 // charts are the probe's figures: what each workload's key had admitted
 // in the trailing window over time, against N; and the share of the
 // decisions each family's best fit explains.
-func charts(_ *results.File, rows []results.Row) []results.Figure {
-	var panels []results.Panel
+func charts(_ *results.File, rows []results.Row) []report.Figure {
+	var panels []report.Panel
 	var fits []results.Row
 	for _, r := range rows {
 		switch r.Setting(kind) {
@@ -307,29 +310,29 @@ func charts(_ *results.File, rows []results.Row) []results.Figure {
 			if s == nil {
 				continue
 			}
-			line := results.Line{Name: "admitted in the last W"}
+			line := report.Line{Name: "admitted in the last W"}
 			for i := range s.X {
-				line.Points = append(line.Points, results.XY{X: s.X[i], Y: s.Y[i]})
+				line.Points = append(line.Points, report.XY{X: s.X[i], Y: s.Y[i]})
 			}
-			panels = append(panels, results.Panel{Title: r.Workload, X: results.Axis{Label: "seconds"}, Y: results.Axis{Label: "admitted", Min: 0, Max: r.SettingFloat(judgedN)},
-				Lines: []results.Line{line}, Steps: true, Marks: []results.Mark{{Name: "N, the policy", At: r.SettingFloat(judgedN)}}})
+			panels = append(panels, report.Panel{Title: r.Workload, X: report.Axis{Label: "seconds"}, Y: report.Axis{Label: "admitted", Min: 0, Max: r.SettingFloat(judgedN)},
+				Lines: []report.Line{line}, Steps: true, Marks: []report.Mark{{Name: "N, the policy", At: r.SettingFloat(judgedN)}}})
 		}
 	}
-	var out []results.Figure
+	var out []report.Figure
 	if len(panels) > 0 {
-		out = append(out, results.Figure{Name: "probe-windows", Title: "What the target admitted in any window, against the policy",
+		out = append(out, report.Figure{Name: "probe-windows", Title: "What the target admitted in any window, against the policy",
 			Caption: "For each workload of the fingerprint, on its own key: after each request, how many the key had been admitted in the window before it (the judged W). The dashed line is N: a limiter that keeps to its policy stays on or under it; a fixed window at its edge goes to 2N.",
 			Panels:  panels, Cols: 2, Width: 9, RowHeight: 2.6})
 	}
 	if len(fits) > 0 {
-		b := &results.Bars{Series: []string{"explained"}, Digits: 1}
+		b := &report.Bars{Series: []string{"explained"}, Digits: 1}
 		for _, r := range fits {
 			b.Groups = append(b.Groups, r.Limiter+" "+r.Setting(limit))
 			b.Values = append(b.Values, []float64{100 * r.Get(share)})
 		}
-		out = append(out, results.Figure{Name: "probe-fit", Title: "What the target behaves as",
+		out = append(out, report.Figure{Name: "probe-fit", Title: "What the target behaves as",
 			Caption: "The share of every decision the probe saw that each family's best fit explains, in percent: the best names the algorithm the target runs when one explains 99% or more (the three buckets are one policy).",
-			Panels:  []results.Panel{{X: results.Axis{Label: "% of decisions explained", Min: 0, Max: 100}, Bars: b}}, Width: 7, NoLegend: true})
+			Panels:  []report.Panel{{X: report.Axis{Label: "% of decisions explained", Min: 0, Max: 100}, Bars: b}}, Width: 7, NoLegend: true})
 	}
 	return out
 }
@@ -442,4 +445,4 @@ func paceVerdict(kept bool) string {
 
 // Tables are the report as the lab's tables, from its rows (File): the
 // fit, the accuracy of each workload, the checks, latency and pace.
-func (r *Report) Tables() []results.Table { return results.Tables(r.File(), Modes()) }
+func (r *Report) Tables() []report.Table { return report.Tables(r.File(), Modes()) }

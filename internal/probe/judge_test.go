@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
 )
 
 // observed makes one key's observations: admitted (or not) at each offset
@@ -234,7 +234,7 @@ func TestReportFile(t *testing.T) {
 		fp:       fp, prefix: "p-"}
 	f := r.File()
 	var names []string
-	for _, tb := range results.Tables(f, Modes()) {
+	for _, tb := range report.Tables(f, Modes()) {
 		names = append(names, tb.Name)
 	}
 	if strings.Join(names, ",") != "probe-fit,probe-accuracy,probe-checks,probe-timing" {

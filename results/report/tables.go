@@ -1,4 +1,4 @@
-package results
+package report
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/ratelab/ratelab/limiters"
+
+	"github.com/ratelab/ratelab/results"
 )
 
 // Table is one of the lab's tables.
@@ -58,7 +60,7 @@ func (t Table) Text(w io.Writer) error {
 	if err := tb.Render(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%s\n", Wrap(t.Note, 100))
+	_, err := fmt.Fprintf(w, "%s\n", results.Wrap(t.Note, 100))
 	return err
 }
 
@@ -76,27 +78,9 @@ func (t Table) MarkdownAt(w io.Writer, level int) error {
 	return tb.Render()
 }
 
-// Wrap breaks s into lines of at most width characters, at spaces.
-func Wrap(s string, width int) string {
-	var b strings.Builder
-	n := 0
-	for i, word := range strings.Fields(s) {
-		if i > 0 && n+1+len(word) > width {
-			b.WriteByte('\n')
-			n = 0
-		} else if i > 0 {
-			b.WriteByte(' ')
-			n++
-		}
-		b.WriteString(word)
-		n += len(word)
-	}
-	return b.String()
-}
-
 // Percent formats a row's metric, a fraction, as a percentage; "" when
 // the row has none.
-func Percent(r Row, name string) string {
+func Percent(r results.Row, name string) string {
 	f, ok := r.Value(name)
 	switch {
 	case !ok:
@@ -109,28 +93,12 @@ func Percent(r Row, name string) string {
 	return strconv.FormatFloat(100*f, 'f', 1, 64) + "%"
 }
 
-// Count formats n with thousands separators.
-func Count(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	if n < 0 {
-		return "-" + Count(-n)
-	}
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
-
 // CountRate formats a count and its rate per request as a percentage.
 func CountRate(n int64, rate float64) string {
 	if n == 0 {
 		return "0"
 	}
-	return fmt.Sprintf("%s (%s%%)", Count(n), strconv.FormatFloat(100*rate, 'g', 3, 64))
+	return fmt.Sprintf("%s (%s%%)", results.Count(n), strconv.FormatFloat(100*rate, 'g', 3, 64))
 }
 
 // Nanos formats a time in nanoseconds with a unit fit for its size.
@@ -161,12 +129,12 @@ func Rate(r float64) string {
 
 // WriteDir writes f into dir (created if need be): results.json, and its
 // tables as tables.md and tables.txt. It returns the paths written.
-func WriteDir(dir string, f *File, ms Modes) ([]string, error) {
+func WriteDir(dir string, f *results.File, ms Modes) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	paths := []string{filepath.Join(dir, "results.json"), filepath.Join(dir, "tables.md"), filepath.Join(dir, "tables.txt")}
-	if err := WriteFile(paths[0], f); err != nil {
+	if err := results.WriteFile(paths[0], f); err != nil {
 		return nil, err
 	}
 	var md, txt bytes.Buffer
@@ -183,17 +151,17 @@ func WriteDir(dir string, f *File, ms Modes) ([]string, error) {
 			return nil, err
 		}
 	}
-	if err := WriteAtomic(paths[1], md.Bytes()); err != nil {
+	if err := results.WriteAtomic(paths[1], md.Bytes()); err != nil {
 		return nil, err
 	}
-	if err := WriteAtomic(paths[2], txt.Bytes()); err != nil {
+	if err := results.WriteAtomic(paths[2], txt.Bytes()); err != nil {
 		return nil, err
 	}
 	return paths, nil
 }
 
 // MetaLine says in one line what machine and parameters f ran with.
-func MetaLine(f *File) string {
+func MetaLine(f *results.File) string {
 	m := f.Meta
 	quick := ""
 	if m.Setting("quick") == "true" {
@@ -203,23 +171,23 @@ func MetaLine(f *File) string {
 	simulated, _ := time.ParseDuration(m.Setting("simulated"))
 	manyUsers, _ := strconv.ParseInt(m.Setting("many-users"), 10, 64)
 	return fmt.Sprintf("%s, %d cores (GOMAXPROCS %d), %s; seed %d%s; limit %d per %v; %v of simulated time per workload, %s users (%s attacking, %s in many-users).",
-		m.CPU, m.Cores, m.GOMAXPROCS, m.GoVersion, m.Seed, quick, limit.N, limit.Per, simulated, m.Setting("users"), m.Setting("attackers"), Count(manyUsers))
+		m.CPU, m.Cores, m.GOMAXPROCS, m.GoVersion, m.Seed, quick, limit.N, limit.Per, simulated, m.Setting("users"), m.Setting("attackers"), results.Count(manyUsers))
 }
 
 // SimulationSpeed says how many decisions a second simulated time made, the
 // limiters and the harness together; "" if there were none.
-func SimulationSpeed(f *File) string {
+func SimulationSpeed(f *results.File) string {
 	if f.Meta.SimulatedDecisions == 0 || f.Meta.SimulationPerS == 0 {
 		return ""
 	}
-	return fmt.Sprintf("Simulated time: %s decisions at %.1f million a second on one core (limiters and harness together).", Count(f.Meta.SimulatedDecisions), f.Meta.SimulationPerS/1e6)
+	return fmt.Sprintf("Simulated time: %s decisions at %.1f million a second on one core (limiters and harness together).", results.Count(f.Meta.SimulatedDecisions), f.Meta.SimulationPerS/1e6)
 }
 
 // Skipped lists the runs that did not happen, and why: a line a reason,
 // naming the limiters and workloads it kept from running ("a, b on w1,
 // w2: why", every named limiter skipped on every named workload), so that
 // a server that did not answer is one line, not one a run.
-func Skipped(f *File) []string {
+func Skipped(f *results.File) []string {
 	type group struct {
 		why      string
 		limiters []string

@@ -1,4 +1,4 @@
-package results
+package report
 
 import (
 	"cmp"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ratelab/ratelab/results"
 )
 
 // score is one limiter's headline numbers across a run's workloads.
@@ -46,11 +48,11 @@ type score struct {
 
 // fullSpeed is the goroutine count whose unpaced throughput scores compare:
 // GOMAXPROCS if the run swept it, else the most below it, else the fewest.
-func fullSpeed(f *File, ms Modes) int {
+func fullSpeed(f *results.File, ms Modes) int {
 	var gs []int
 	for _, r := range f.Rows {
-		if ms.scored(r.Mode) && unpaced(r) && !slices.Contains(gs, r.SettingInt(Goroutines)) {
-			gs = append(gs, r.SettingInt(Goroutines))
+		if ms.scored(r.Mode) && unpaced(r) && !slices.Contains(gs, r.SettingInt(results.Goroutines)) {
+			gs = append(gs, r.SettingInt(results.Goroutines))
 		}
 	}
 	slices.Sort(gs)
@@ -65,9 +67,9 @@ func fullSpeed(f *File, ms Modes) int {
 
 // scores returns each limiter's score, in the order limiters first appear,
 // and the harness floor's apart.
-func scores(f *File, ms Modes) (out []*score, floor *score) {
+func scores(f *results.File, ms Modes) (out []*score, floor *score) {
 	g := fullSpeed(f, ms)
-	find := func(r Row) *score {
+	find := func(r results.Row) *score {
 		if r.IsFloor() {
 			if floor == nil {
 				floor = &score{name: r.Limiter}
@@ -76,7 +78,7 @@ func scores(f *File, ms Modes) (out []*score, floor *score) {
 		}
 		i := slices.IndexFunc(out, func(s *score) bool { return s.name == r.Limiter })
 		if i < 0 {
-			out = append(out, &score{name: r.Limiter, algorithm: r.Algorithm, peer: r.Library != LibraryRatelab, own: r.Setting(OwnLimits) != "", outside: r.Outside()})
+			out = append(out, &score{name: r.Limiter, algorithm: r.Algorithm, peer: r.Library != results.LibraryRatelab, own: r.Setting(results.OwnLimits) != "", outside: r.Outside()})
 			i = len(out) - 1
 		}
 		return out[i]
@@ -92,26 +94,26 @@ func scores(f *File, ms Modes) (out []*score, floor *score) {
 		}
 		s := find(r)
 		switch {
-		case r.Has(MostInWindow):
-			most := r.Get(MostInWindow)
+		case r.Has(results.MostInWindow):
+			most := r.Get(results.MostInWindow)
 			s.worst = max(s.worst, most)
 			if r.Workload == "boundary-attack" || r.Workload == "anchored-attack" {
 				s.attack = max(s.attack, most)
 			}
 			s.wrong += r.Wrong()
 			s.accuracy++
-			s.realtime = s.realtime || r.Has(TimeScale)
-			if d, ok := r.Value(DiffersFromMemory); ok {
-				s.checked += r.Count(Decisions)
+			s.realtime = s.realtime || r.Has(results.TimeScale)
+			if d, ok := r.Value(results.DiffersFromMemory); ok {
+				s.checked += r.Count(results.Decisions)
 				s.differs += int64(d)
 			}
-		case r.Has(BytesPerUser):
-			s.bytes = r.Get(BytesPerUser)
-		case paced(r) && r.Has(Latency+".p50"):
-			s.p50 = max(s.p50, r.Get(Latency+".p50"))
-			s.p99 = max(s.p99, r.Get(Latency+".p99"))
-		case unpaced(r) && r.SettingInt(Goroutines) == g && r.Get(Throughput) > 0:
-			logs[s] = append(logs[s], math.Log(r.Get(Throughput)))
+		case r.Has(results.BytesPerUser):
+			s.bytes = r.Get(results.BytesPerUser)
+		case paced(r) && r.Has(results.Latency+".p50"):
+			s.p50 = max(s.p50, r.Get(results.Latency+".p50"))
+			s.p99 = max(s.p99, r.Get(results.Latency+".p99"))
+		case unpaced(r) && r.SettingInt(results.Goroutines) == g && r.Get(results.Throughput) > 0:
+			logs[s] = append(logs[s], math.Log(r.Get(results.Throughput)))
 		}
 	}
 	for s, l := range logs {
@@ -131,7 +133,7 @@ func scores(f *File, ms Modes) (out []*score, floor *score) {
 
 // Scorecard is a row per limiter of its headline numbers, each the
 // summary of a table the run printed in full.
-func Scorecard(f *File, ms Modes) Table {
+func Scorecard(f *results.File, ms Modes) Table {
 	g := fullSpeed(f, ms)
 	t := Table{
 		Name:  "scorecard",
@@ -206,7 +208,7 @@ type Pick struct {
 // The needs of one process are answered from the limiters in memory; the
 // limiters kept in Redis, a round trip a decision, answer the need of a
 // limit many processes share; each mode adds its own (Mode.Picks).
-func Picks(f *File, ms Modes) (picks []Pick, versus []string) {
+func Picks(f *results.File, ms Modes) (picks []Pick, versus []string) {
 	everyone, floor := scores(f, ms)
 	everyone = slices.DeleteFunc(everyone, func(s *score) bool { return s.own }) // not held to the same limit
 	c := card{f: f, everyone: everyone, floor: floor, g: fullSpeed(f, ms),
@@ -234,7 +236,7 @@ func Picks(f *File, ms Modes) (picks []Pick, versus []string) {
 // lab's limit, all of them in memory, the harness floor, and the
 // goroutines whose throughput is compared.
 type card struct {
-	f             *File
+	f             *results.File
 	everyone, all []*score
 	floor         *score
 	g             int
@@ -494,9 +496,9 @@ func fleetPick(everyone, local []*score, g int) (Pick, bool) {
 	}
 	switch {
 	case checked > 0 && differs == 0:
-		why += fmt.Sprintf(" On a sample of the workloads (%s requests), each of ratelab's decided as the same algorithm in memory does.", Count(checked))
+		why += fmt.Sprintf(" On a sample of the workloads (%s requests), each of ratelab's decided as the same algorithm in memory does.", results.Count(checked))
 	case differs > 0:
-		why += fmt.Sprintf(" But %s decided otherwise than the same algorithm in memory on %s of %s requests: a bug.", strings.Join(wrong, ", "), Count(differs), Count(checked))
+		why += fmt.Sprintf(" But %s decided otherwise than the same algorithm in memory on %s of %s requests: a bug.", strings.Join(wrong, ", "), results.Count(differs), results.Count(checked))
 	}
 	return Pick{Need: "One limit shared by many processes (Redis)", Limiter: s.name, Why: why}, true
 }
@@ -518,7 +520,7 @@ func (s *score) costs() string {
 
 // WritePicks writes, for a terminal, the scorecard and which limiter to
 // pick for which need.
-func WritePicks(w io.Writer, f *File, ms Modes) error {
+func WritePicks(w io.Writer, f *results.File, ms Modes) error {
 	if t := Scorecard(f, ms); len(t.Rows) > 0 {
 		if err := t.Text(w); err != nil {
 			return err
@@ -530,13 +532,13 @@ func WritePicks(w io.Writer, f *File, ms Modes) error {
 		fmt.Fprintln(w, "Which limiter should I pick? This run's answers, from the numbers above:")
 	}
 	for _, p := range picks {
-		fmt.Fprintf(w, "%s\n", indent(Wrap(fmt.Sprintf("- %s: %s. %s", p.Need, cmp.Or(p.Limiter, "none"), p.Why), 98), "  "))
+		fmt.Fprintf(w, "%s\n", indent(results.Wrap(fmt.Sprintf("- %s: %s. %s", p.Need, cmp.Or(p.Limiter, "none"), p.Why), 98), "  "))
 	}
 	if len(versus) > 0 {
 		fmt.Fprintln(w, "\nAgainst the peers:")
 	}
 	for _, v := range versus {
-		fmt.Fprintf(w, "%s\n", indent(Wrap("- "+v, 98), "  "))
+		fmt.Fprintf(w, "%s\n", indent(results.Wrap("- "+v, 98), "  "))
 	}
 	return nil
 }
@@ -552,4 +554,13 @@ func prose(phrases []string) string {
 		return strings.Join(phrases, "")
 	}
 	return strings.Join(phrases[:len(phrases)-1], ", ") + " and " + phrases[len(phrases)-1]
+}
+
+// paced reports whether r sent its requests at an offered rate.
+func paced(r results.Row) bool { return r.SettingFloat(results.Offered) > 0 }
+
+// unpaced reports whether r measured decisions a second with goroutines
+// sending as fast as they could.
+func unpaced(r results.Row) bool {
+	return r.Setting(results.Goroutines) != "" && !paced(r) && !r.Has(results.MostInWindow) && r.Has(results.Throughput)
 }

@@ -1,10 +1,12 @@
-package results
+package report
 
 import (
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ratelab/ratelab/results"
 )
 
 // TableSpec declares one of a mode's tables: a row of cells for each of
@@ -20,16 +22,16 @@ type TableSpec struct {
 	Left int
 	// Keep selects the rows the table shows, of the mode's measured ones
 	// (nil: all of them).
-	Keep func(Row) bool
+	Keep func(results.Row) bool
 	// Cells are a row's cells, one for each of Header's columns (with a
 	// Pivot, the columns before the pivot's).
-	Cells func(Row) []string
+	Cells func(results.Row) []string
 	// Pivot, if set, makes one table row of the rows with the same
 	// Cells, and a column of each value of a setting.
 	Pivot *Pivot
 	// More, if set, says after Note what the rows shown have in common;
 	// then come each distinct note of the rows; then Last's.
-	More, Last func(rows []Row) string
+	More, Last func(rows []results.Row) string
 }
 
 // Pivot spreads a setting's values over columns: the rows that have the
@@ -40,15 +42,15 @@ type TableSpec struct {
 type Pivot struct {
 	By   string
 	Head func(v int) string
-	Cell func(Row) string
+	Cell func(results.Row) string
 	// TailHeader heads the columns Tail fills.
 	TailHeader []string
-	Tail       func(first Row) []string
+	Tail       func(first results.Row) []string
 }
 
 // Tables returns the tables of f, mode by mode, leaving out those f has no
 // rows for.
-func Tables(f *File, ms Modes) []Table {
+func Tables(f *results.File, ms Modes) []Table {
 	var out []Table
 	for _, m := range ms {
 		rows := measuredRows(f.RowsOf(m.Name))
@@ -62,8 +64,8 @@ func Tables(f *File, ms Modes) []Table {
 }
 
 // build makes the table of rows.
-func (s TableSpec) build(rows []Row) Table {
-	var kept []Row
+func (s TableSpec) build(rows []results.Row) Table {
+	var kept []results.Row
 	for _, r := range rows {
 		if s.Keep == nil || s.Keep(r) {
 			kept = append(kept, r)
@@ -90,11 +92,11 @@ func (s TableSpec) build(rows []Row) Table {
 
 // spread makes the pivoted table of rows: its header, after header, and
 // its rows.
-func (p *Pivot) spread(header []string, rows []Row, cells func(Row) []string) ([]string, [][]string) {
+func (p *Pivot) spread(header []string, rows []results.Row, cells func(results.Row) []string) ([]string, [][]string) {
 	var values []int
 	type line struct {
 		label []string
-		first Row
+		first results.Row
 		at    map[int]string
 	}
 	var lines []*line
@@ -131,7 +133,7 @@ func (p *Pivot) spread(header []string, rows []Row, cells func(Row) []string) ([
 }
 
 // withNotes returns note followed by each distinct Note of rows, in order.
-func withNotes(note string, rows []Row) string {
+func withNotes(note string, rows []results.Row) string {
 	var seen []string
 	for _, r := range rows {
 		if r.Note != "" && !slices.Contains(seen, r.Note) {
@@ -145,41 +147,46 @@ func withNotes(note string, rows []Row) string {
 // Twins says, for a table of accuracy, whether the limiters kept outside
 // the process decided as the same algorithm in memory did on the same
 // requests; "" when the table has none.
-func Twins(rows []Row) string {
+func Twins(rows []results.Row) string {
 	var n, differ int64
 	var where []string
 	for _, r := range rows {
-		d, ok := r.Value(DiffersFromMemory)
+		d, ok := r.Value(results.DiffersFromMemory)
 		if !ok {
 			continue
 		}
-		n += r.Count(Decisions)
+		n += r.Count(results.Decisions)
 		if d > 0 {
 			differ += int64(d)
-			where = append(where, fmt.Sprintf("%s on %s, %s of %s", r.Limiter, r.Workload, Count(int64(d)), Count(r.Count(Decisions))))
+			where = append(where, fmt.Sprintf("%s on %s, %s of %s", r.Limiter, r.Workload, results.Count(int64(d)), results.Count(r.Count(results.Decisions))))
 		}
 	}
 	switch {
 	case n == 0:
 		return ""
 	case differ == 0:
-		return fmt.Sprintf(" Each row kept in a server decided as the same algorithm in memory did on the same requests, all %s of them.", Count(n))
+		return fmt.Sprintf(" Each row kept in a server decided as the same algorithm in memory did on the same requests, all %s of them.", results.Count(n))
 	}
 	return fmt.Sprintf(" Rows kept in a server that decided otherwise than the same algorithm in memory on the same requests (a bug): %s.", strings.Join(where, "; "))
 }
 
 // Judged formats the limit a row's accuracy was judged against: "N 100
 // per W 1s", or for a bucket "C 100 over C/R 1s"; "" for none.
-func Judged(r Row, bucket bool) string {
-	n := r.Setting(JudgedN)
+func Judged(r results.Row, bucket bool) string {
+	n := r.Setting(results.JudgedN)
 	if n == "" {
 		return ""
 	}
 	if bucket {
-		return fmt.Sprintf("C %s over C/R %s", n, r.Setting(JudgedPer))
+		return fmt.Sprintf("C %s over C/R %s", n, r.Setting(results.JudgedPer))
 	}
-	return fmt.Sprintf("N %s per W %s", n, r.Setting(JudgedPer))
+	return fmt.Sprintf("N %s per W %s", n, r.Setting(results.JudgedPer))
 }
 
 // Fixed formats v with digits after the point.
 func Fixed(v float64, digits int) string { return strconv.FormatFloat(v, 'f', digits, 64) }
+
+// measuredRows returns the rows of rows that were measured.
+func measuredRows(rows []results.Row) []results.Row {
+	return slices.DeleteFunc(slices.Clone(rows), func(r results.Row) bool { return !r.Measured() })
+}

@@ -1,4 +1,6 @@
-package results
+package report
+
+import "github.com/ratelab/ratelab/results"
 
 // A Figure is a chart as a mode declares it (Mode.Charts): its data and
 // how to show it, not how to draw it (package plots draws it). Its panels
@@ -126,7 +128,7 @@ const (
 // Figures returns the charts of f's modes that have a panel, in the
 // modes' Order. Each mode's Charts is given its measured rows, however
 // few: a chart may draw on other modes' rows of f.
-func Figures(f *File, ms Modes) []Figure {
+func Figures(f *results.File, ms Modes) []Figure {
 	var out []Figure
 	for _, m := range ms {
 		if m.Charts == nil {
