@@ -170,15 +170,16 @@ func Read(r io.Reader) (*File, error) {
 		return nil, fmt.Errorf("%w: the file is version %d, this ratelab reads %d", ErrSchema, *v.Schema, Schema)
 	}
 	var f File
-	if err := decodeStrict(data, &f); err != nil {
+	if err := Decode(data, &f); err != nil {
 		return nil, err
 	}
 	return &f, nil
 }
 
-// decodeStrict decodes data into v, refusing fields v does not have, and
-// says where in data an error is.
-func decodeStrict(data []byte, v any) error {
+// Decode decodes the JSON data into v, refusing fields v does not have,
+// and says where in data an error is (line and column): how a results
+// file, or a file beside it (the gate's A/B file), is read.
+func Decode(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -189,7 +190,8 @@ func decodeStrict(data []byte, v any) error {
 
 // where returns "line L, column C: " for a JSON error that has an offset
 // into data, "" for one that has not: the character a syntax error
-// stopped at, or the end of the value of the wrong type.
+// stopped at, the end of the value of the wrong type, or the end of data
+// that stops in the middle of a value.
 func where(data []byte, err error) string {
 	var off int64
 	var syn *json.SyntaxError
@@ -199,6 +201,8 @@ func where(data []byte, err error) string {
 		off = syn.Offset
 	case errors.As(err, &typ):
 		off = typ.Offset
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		off = int64(len(data)) + 1
 	default:
 		return ""
 	}

@@ -20,7 +20,7 @@ func readV3(data []byte) (*File, error) {
 		} `json:"meta"`
 		Rows []Row `json:"rows"`
 	}
-	if err := decodeStrict(data, &old); err != nil {
+	if err := Decode(data, &old); err != nil {
 		return nil, err
 	}
 	f := &File{Schema: Schema, Meta: old.Meta.Meta, Rows: old.Rows}

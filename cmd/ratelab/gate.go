@@ -66,7 +66,7 @@ Flags:
 
 func runGate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
-	f := gateFlags{plan: gate.Plan{Seed: 1}, rule: results.DefaultRule}
+	f := gateFlags{plan: gate.Plan{Seed: 1}, rule: gate.DefaultRule}
 	f.define(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), gateUsage)
@@ -107,7 +107,7 @@ type gateFlags struct {
 	limiters, workloads                              string
 	noBaseOK, quick, all                             bool
 	plan                                             gate.Plan
-	rule                                             results.Rule
+	rule                                             gate.Rule
 }
 
 func (f *gateFlags) define(fs *flag.FlagSet) {
@@ -192,15 +192,15 @@ func (f *gateFlags) run(ctx context.Context, w io.Writer, step func(string)) err
 	if err := writeAB(filepath.Join(f.out, "ab.json"), ab); err != nil {
 		return err
 	}
-	changes, err := results.Judge(ab, f.rule)
+	changes, err := gate.Judge(ab, f.rule)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "== Timings: both builds in this one run, A/B ==")
-	if err := results.WriteJudged(w, ab, f.rule, changes, f.all); err != nil {
+	if err := gate.WriteJudged(w, ab, f.rule, changes, f.all); err != nil {
 		return err
 	}
-	return verdict(w, failed+results.ABRegressions(changes), filepath.Join(f.out, "ab.json"))
+	return verdict(w, failed+gate.ABRegressions(changes), filepath.Join(f.out, "ab.json"))
 }
 
 // noBase says that the base could not be built (err), and passes the gate
@@ -269,32 +269,32 @@ func committed(ctx context.Context, newBin, baseline, dir string, all bool, w io
 }
 
 // judgeAgain judges a saved ab.json with rule.
-func judgeAgain(path string, rule results.Rule, all bool, stdout io.Writer) error {
+func judgeAgain(path string, rule gate.Rule, all bool, stdout io.Writer) error {
 	in, err := os.Open(path)
 	if err != nil {
 		return usageError{fmt.Errorf("gate: %w", err)}
 	}
 	defer in.Close()
-	ab, err := results.ReadAB(in)
+	ab, err := gate.ReadAB(in)
 	if err != nil {
 		return usageError{fmt.Errorf("gate: %s: %w", path, err)}
 	}
-	changes, err := results.Judge(ab, rule)
+	changes, err := gate.Judge(ab, rule)
 	if err != nil {
 		return err
 	}
-	if err := results.WriteJudged(stdout, ab, rule, changes, all); err != nil {
+	if err := gate.WriteJudged(stdout, ab, rule, changes, all); err != nil {
 		return err
 	}
-	if n := results.ABRegressions(changes); n > 0 {
+	if n := gate.ABRegressions(changes); n > 0 {
 		return regressionError{"gate", n}
 	}
 	return nil
 }
 
-func writeAB(path string, ab *results.AB) error {
+func writeAB(path string, ab *gate.AB) error {
 	var b strings.Builder
-	if err := results.WriteAB(&b, ab); err != nil {
+	if err := gate.WriteAB(&b, ab); err != nil {
 		return err
 	}
 	return results.WriteAtomic(path, []byte(b.String()))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelab/ratelab/internal/gate"
 	"github.com/ratelab/ratelab/results"
 )
 
@@ -59,7 +60,7 @@ func TestGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ab, err := results.ReadAB(in)
+	ab, err := gate.ReadAB(in)
 	in.Close()
 	if err != nil {
 		t.Fatal(err)

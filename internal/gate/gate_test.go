@@ -103,7 +103,7 @@ func TestRun(t *testing.T) {
 		slow string
 		want string
 	}{
-		{"the same build", "1", results.Same},
+		{"the same build", "1", Same},
 		{"a new build 1.5 times slower", "1.5", results.Regressed},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -142,7 +142,7 @@ func TestRun(t *testing.T) {
 			if slices.Equal(firsts, slices.Repeat(firsts[:1], len(firsts))) {
 				t.Errorf("every cell's rounds go in the same order, %s: want each drawn apart", firsts[0])
 			}
-			changes, err := results.Judge(f, results.DefaultRule)
+			changes, err := Judge(f, DefaultRule)
 			if err != nil {
 				t.Fatal(err)
 			}

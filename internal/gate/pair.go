@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/ratelab/ratelab/results"
 )
 
 // Pair is what to compare: each build given as a binary, or made from
@@ -22,7 +20,7 @@ type Pair struct {
 
 // builds are the two builds of a Pair, made.
 type builds struct {
-	Base, New results.Build
+	Base, New Build
 	// BaseBin and NewBin are their binaries.
 	BaseBin, NewBin string
 	// NoBase, when set, says why there is no base to time against: an
@@ -55,7 +53,7 @@ func (p Pair) Make(ctx context.Context, dir string, step func(string)) (*builds,
 			return nil, err
 		}
 	}
-	b := &builds{Base: results.Build{Label: p.BaseBin}, New: results.Build{Label: p.NewBin}, BaseBin: p.BaseBin, NewBin: p.NewBin}
+	b := &builds{Base: Build{Label: p.BaseBin}, New: Build{Label: p.NewBin}, BaseBin: p.BaseBin, NewBin: p.NewBin}
 	if p.NewBin == "" {
 		b.New.Label, b.NewBin = "the working tree", filepath.Join(dir, "ratelab-new")
 		step("building the working tree")
@@ -74,7 +72,7 @@ func (p Pair) Make(ctx context.Context, dir string, step func(string)) (*builds,
 // Time starts a worker of each build and times them as plan says, saying
 // how far it is to progress, if not nil. A base whose worker will not
 // start (one from before the gate, say) is an ErrNoBase, saying so.
-func (b *builds) Time(ctx context.Context, plan Plan, progress func(string)) (*results.AB, error) {
+func (b *builds) Time(ctx context.Context, plan Plan, progress func(string)) (*AB, error) {
 	if b.NoBase != nil {
 		return nil, b.NoBase
 	}
@@ -103,7 +101,7 @@ func (b *builds) Time(ctx context.Context, plan Plan, progress func(string)) (*r
 }
 
 // withVersion is b with the Go version its worker reported.
-func withVersion(b, reported results.Build) results.Build {
+func withVersion(b, reported Build) Build {
 	b.GoVersion = reported.GoVersion
 	return b
 }

@@ -14,7 +14,7 @@
 // build that is not kept: a worker that has just been idle while the other
 // ran finds its data out of the cache. Each round's ratio of the two
 // builds' samples is one paired measurement taken in one spell of the
-// machine; results.Judge turns the rounds of each cell into an estimate, an
+// machine; Judge turns the rounds of each cell into an estimate, an
 // interval and a verdict.
 //
 // Build makes a build from a git ref, in a temporary worktree.
@@ -68,14 +68,14 @@ func (p Plan) Validate() error {
 
 // runPair times base and cur, the new build, as p says, and returns their
 // samples, saying how far it is to progress, if not nil.
-func runPair(ctx context.Context, base, cur *worker, p Plan, progress func(string)) (*results.AB, error) {
+func runPair(ctx context.Context, base, cur *worker, p Plan, progress func(string)) (*AB, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	f := &results.AB{Kind: "ab", Schema: results.ABSchema}
-	f.Meta = results.ABMeta{
-		Base: results.Build{Label: base.Label, GoVersion: base.GoVersion()},
-		New:  results.Build{Label: cur.Label, GoVersion: cur.GoVersion()},
+	f := &AB{Kind: "ab", Schema: ABSchema}
+	f.Meta = ABMeta{
+		Base: Build{Label: base.Label, GoVersion: base.GoVersion()},
+		New:  Build{Label: cur.Label, GoVersion: cur.GoVersion()},
 		CPU:  results.CPUModel(), Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 		Start: time.Now().UTC().Truncate(time.Second), Rounds: p.Rounds, Sample: results.Seconds(p.Sample.Seconds()), Warm: results.Seconds(p.Warm.Seconds()),
 		Seed: p.Seed, WorkerArgs: p.WorkerArgs,
@@ -95,10 +95,10 @@ func runPair(ctx context.Context, base, cur *worker, p Plan, progress func(strin
 	total := len(wls) * (p.Rounds + 1) * len(lims)
 	done := 0
 	for _, wl := range wls {
-		cells := make([]results.Cell, len(lims))
+		cells := make([]Cell, len(lims))
 		orders := make([][]bool, len(lims)) // base first, by round
 		for i, l := range lims {
-			cells[i] = results.Cell{Limiter: l, Workload: wl, Rounds: make([]results.ABRound, 0, p.Rounds)}
+			cells[i] = Cell{Limiter: l, Workload: wl, Rounds: make([]ABRound, 0, p.Rounds)}
 			orders[i] = balanced(rng, p.Rounds)
 		}
 		for r := -1; r < p.Rounds; r++ { // round -1 fills the limiters
@@ -120,9 +120,9 @@ func runPair(ctx context.Context, base, cur *worker, p Plan, progress func(strin
 					return nil, err
 				}
 				if r >= 0 {
-					x := results.ABRound{Order: "AB", Base: a, New: b}
+					x := ABRound{Order: "AB", Base: a, New: b}
 					if first == cur {
-						x = results.ABRound{Order: "BA", Base: b, New: a}
+						x = ABRound{Order: "BA", Base: b, New: a}
 					}
 					cells[i].Rounds = append(cells[i].Rounds, x)
 				}

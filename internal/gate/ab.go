@@ -1,4 +1,4 @@
-package results
+package gate
 
 import (
 	"cmp"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/ratelab/ratelab/results"
 )
 
 // ABSchema is the version of the A/B format this package writes and reads.
@@ -35,20 +37,20 @@ type AB struct {
 
 // ABMeta says what was compared, where, and how.
 type ABMeta struct {
-	Base       Build     `json:"base"`
-	New        Build     `json:"new"`
-	CPU        string    `json:"cpu"`
-	Cores      int       `json:"cores"`
-	GOMAXPROCS int       `json:"gomaxprocs"`
-	Start      time.Time `json:"start"`
-	Elapsed    Seconds   `json:"elapsed_s"`
+	Base       Build           `json:"base"`
+	New        Build           `json:"new"`
+	CPU        string          `json:"cpu"`
+	Cores      int             `json:"cores"`
+	GOMAXPROCS int             `json:"gomaxprocs"`
+	Start      time.Time       `json:"start"`
+	Elapsed    results.Seconds `json:"elapsed_s"`
 	// Rounds is how many rounds each cell was timed in, after one not
 	// kept (it makes the limiters and fills them with keys); Sample how
 	// long each kept sample lasted, and Warm how long the one before it,
 	// not kept, of the same build.
-	Rounds int     `json:"rounds"`
-	Sample Seconds `json:"sample_s"`
-	Warm   Seconds `json:"warm_s"`
+	Rounds int             `json:"rounds"`
+	Sample results.Seconds `json:"sample_s"`
+	Warm   results.Seconds `json:"warm_s"`
 	// Seed drew the order of each round's samples.
 	Seed uint64 `json:"seed"`
 	// WorkerArgs are the flags both builds' workers were given: the
@@ -81,9 +83,9 @@ type Cell struct {
 // or "BA"), each after a sample of its own build not kept. Half the rounds
 // of a cell go each way.
 type ABRound struct {
-	Order string `json:"order"`
-	Base  Sample `json:"base"`
-	New   Sample `json:"new"`
+	Order string         `json:"order"`
+	Base  results.Sample `json:"base"`
+	New   results.Sample `json:"new"`
 }
 
 // ReadAB reads an A/B file written by WriteAB, refusing another version.
@@ -97,16 +99,16 @@ func ReadAB(r io.Reader) (*AB, error) {
 		Schema *int   `json:"schema"`
 	}
 	if err := json.Unmarshal(data, &v); err != nil {
-		return nil, fmt.Errorf("results: %s%w", where(data, err), err)
+		return nil, results.Decode(data, &AB{}) // the same error, saying where
 	}
 	switch {
 	case v.Kind != "ab" || v.Schema == nil:
 		return nil, fmt.Errorf("%w (kind %q)", ErrNotAB, v.Kind)
 	case *v.Schema != ABSchema:
-		return nil, fmt.Errorf("%w: the A/B file is version %d, this ratelab reads %d", ErrSchema, *v.Schema, ABSchema)
+		return nil, fmt.Errorf("%w: the A/B file is version %d, this ratelab reads %d", results.ErrSchema, *v.Schema, ABSchema)
 	}
 	var f AB
-	if err := decodeStrict(data, &f); err != nil {
+	if err := results.Decode(data, &f); err != nil {
 		return nil, err
 	}
 	return &f, nil
@@ -185,16 +187,16 @@ type ABChange struct {
 // 256 decisions, are met by such a wait in few stretches.
 var abMetrics = []struct {
 	name string
-	of   func(base, new Sample) (float64, float64)
+	of   func(base, new results.Sample) (float64, float64)
 }{
-	{"time/decision", func(b, n Sample) (float64, float64) {
+	{"time/decision", func(b, n results.Sample) (float64, float64) {
 		if b.CPUNS > 0 && n.CPUNS > 0 {
 			return b.CPUNS, n.CPUNS
 		}
 		return 1 / b.ThroughputPerS, 1 / n.ThroughputPerS
 	}},
-	{"p50", func(b, n Sample) (float64, float64) { return b.P50NS, n.P50NS }},
-	{"p90", func(b, n Sample) (float64, float64) { return b.P90NS, n.P90NS }},
+	{"p50", func(b, n results.Sample) (float64, float64) { return b.P50NS, n.P50NS }},
+	{"p90", func(b, n results.Sample) (float64, float64) { return b.P90NS, n.P90NS }},
 }
 
 // Judge judges every metric of every cell of f by r, regressions first,
@@ -215,7 +217,7 @@ func Judge(f *AB, r Rule) ([]ABChange, error) {
 			}
 			ch := ABChange{Limiter: c.Limiter, Workload: c.Workload, Metric: m.name, Rounds: len(logs)}
 			if len(logs) == 0 {
-				ch.Verdict = Regressed // timed in the base, not in the new: the gate cannot pass it
+				ch.Verdict = results.Regressed // timed in the base, not in the new: the gate cannot pass it
 				ch.Ratio, ch.Lo, ch.Hi = math.NaN(), math.NaN(), math.NaN()
 				out = append(out, ch)
 				continue
@@ -225,9 +227,9 @@ func Judge(f *AB, r Rule) ([]ABChange, error) {
 			limit := math.Log1p(r.Threshold)
 			switch {
 			case lo > limit:
-				ch.Verdict = Regressed
+				ch.Verdict = results.Regressed
 			case hi < -limit:
-				ch.Verdict = Improved
+				ch.Verdict = results.Improved
 			case lo > 0:
 				ch.Verdict = Slower
 			case hi < 0:
@@ -238,7 +240,9 @@ func Judge(f *AB, r Rule) ([]ABChange, error) {
 			out = append(out, ch)
 		}
 	}
-	rank := func(v string) int { return slices.Index([]string{Regressed, Improved, Slower, Faster, Same}, v) }
+	rank := func(v string) int {
+		return slices.Index([]string{results.Regressed, results.Improved, Slower, Faster, Same}, v)
+	}
 	slices.SortStableFunc(out, func(a, b ABChange) int {
 		return cmp.Or(cmp.Compare(rank(a.Verdict), rank(b.Verdict)), cmp.Compare(math.Abs(math.Log(b.Ratio)), math.Abs(math.Log(a.Ratio))))
 	})
@@ -314,7 +318,7 @@ func signedRankCDF(n int) []float64 {
 func ABRegressions(changes []ABChange) int {
 	n := 0
 	for _, c := range changes {
-		if c.Verdict == Regressed {
+		if c.Verdict == results.Regressed {
 			n++
 		}
 	}
@@ -330,23 +334,23 @@ func WriteJudged(w io.Writer, f *AB, r Rule, changes []ABChange, all bool) error
 	if strings.HasSuffix(m.New.Commit, "+") {
 		fmt.Fprintln(w, "      (+: with changes not committed)")
 	}
-	fmt.Fprintln(w, Wrap(fmt.Sprintf("Timed in one run on %s, %d cores, in %v: %d rounds a cell, each a sample of %v of each build in turns, AB or BA "+
+	fmt.Fprintln(w, results.Wrap(fmt.Sprintf("Timed in one run on %s, %d cores, in %v: %d rounds a cell, each a sample of %v of each build in turns, AB or BA "+
 		"(half each way, at random), each after one of %v of its own build not kept.",
 		m.CPU, m.Cores, m.Elapsed.Duration().Round(time.Second), m.Rounds, m.Sample.Duration(), m.Warm.Duration()), 100))
-	fmt.Fprintln(w, Wrap(fmt.Sprintf("Rule: the ratio NEW/BASE of each round's samples; its Hodges-Lehmann estimate and %.0f%% signed-rank interval; "+
+	fmt.Fprintln(w, results.Wrap(fmt.Sprintf("Rule: the ratio NEW/BASE of each round's samples; its Hodges-Lehmann estimate and %.0f%% signed-rank interval; "+
 		"REGRESSED when the whole interval is above %.2f, improved when below %.2f. time/decision is the worker's CPU time a decision where both builds read it "+
 		"(a wait for a core on a busy host is not charged to a build), p50 and p90 the wall time of stretches of 256 decisions.", 100*r.Confidence, 1+r.Threshold, 1/(1+r.Threshold)), 100))
 	if m.Base.GoVersion != m.New.GoVersion {
-		fmt.Fprintln(w, Wrap(fmt.Sprintf("Warning: the builds' Go versions differ (BASE %s, NEW %s): a compiler's change shows as ratelab's.", m.Base.GoVersion, m.New.GoVersion), 100))
+		fmt.Fprintln(w, results.Wrap(fmt.Sprintf("Warning: the builds' Go versions differ (BASE %s, NEW %s): a compiler's change shows as ratelab's.", m.Base.GoVersion, m.New.GoVersion), 100))
 	}
 	for _, u := range m.Unpaired {
-		fmt.Fprintln(w, Wrap("Not compared: "+u+".", 100))
+		fmt.Fprintln(w, results.Wrap("Not compared: "+u+".", 100))
 	}
 	tally := map[string]int{}
 	var rows [][]string
 	for _, c := range changes {
 		tally[c.Verdict]++
-		if all || c.Verdict == Regressed || c.Verdict == Improved {
+		if all || c.Verdict == results.Regressed || c.Verdict == results.Improved {
 			rows = append(rows, []string{c.Limiter, c.Workload, c.Metric, ratioText(c.Ratio), fmt.Sprintf("%s – %s", ratioText(c.Lo), ratioText(c.Hi)), c.Verdict})
 		}
 	}
@@ -367,17 +371,17 @@ func WriteJudged(w io.Writer, f *AB, r Rule, changes []ABChange, all bool) error
 	}
 	var widest ABChange
 	for _, c := range changes {
-		if c.Verdict != Regressed && c.Verdict != Improved && (widest.Metric == "" || math.Abs(math.Log(c.Ratio)) > math.Abs(math.Log(widest.Ratio))) {
+		if c.Verdict != results.Regressed && c.Verdict != results.Improved && (widest.Metric == "" || math.Abs(math.Log(c.Ratio)) > math.Abs(math.Log(widest.Ratio))) {
 			widest = c
 		}
 	}
 	summary := fmt.Sprintf("%d regressed, %d improved, %d slower and %d faster within the threshold, %d with no change found",
-		tally[Regressed], tally[Improved], tally[Slower], tally[Faster], tally[Same])
+		tally[results.Regressed], tally[results.Improved], tally[Slower], tally[Faster], tally[Same])
 	if widest.Metric != "" {
 		summary += fmt.Sprintf("; the largest move within the threshold: %s on %s, %s %s (%s – %s)", widest.Limiter, widest.Workload, widest.Metric,
 			ratioText(widest.Ratio), ratioText(widest.Lo), ratioText(widest.Hi))
 	}
-	fmt.Fprintln(w, Wrap(summary+".", 100))
+	fmt.Fprintln(w, results.Wrap(summary+".", 100))
 	if n := ABRegressions(changes); n > 0 {
 		_, err := fmt.Fprintf(w, "REGRESSED: %d timing%s slower beyond the threshold.\n", n, plural(n))
 		return err
@@ -410,3 +414,17 @@ func ratioText(v float64) string {
 
 // ErrNotAB reports a file that is not an A/B file.
 var ErrNotAB = errors.New("results: not an A/B file")
+
+// valid reports whether v is a measurement: positive (or zero, when zero
+// is allowed) and finite.
+func valid(v float64, zeroOK bool) bool {
+	return !math.IsNaN(v) && !math.IsInf(v, 0) && (v > 0 || zeroOK && v == 0)
+}
+
+// plural is "s" unless n is 1.
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

@@ -1,4 +1,4 @@
-package results
+package gate
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/ratelab/ratelab/results"
 )
 
 func TestSignedRankCDF(t *testing.T) {
@@ -60,9 +62,9 @@ func TestHodgesLehmann(t *testing.T) {
 // each round in a spell of the machine up to twice as slow as the others.
 func abOf(rounds int, slow, noise float64, seed uint64) *AB {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	sample := func(ns float64) Sample {
+	sample := func(ns float64) results.Sample {
 		ns *= math.Exp(noise * rng.NormFloat64())
-		return Sample{ThroughputPerS: 1e9 / ns, P50NS: ns, P90NS: 1.3 * ns}
+		return results.Sample{ThroughputPerS: 1e9 / ns, P50NS: ns, P90NS: 1.3 * ns}
 	}
 	c := Cell{Limiter: "gcra", Workload: "uniform"}
 	for range rounds {
@@ -80,8 +82,8 @@ func TestJudge(t *testing.T) {
 		noise float64
 	}{
 		{"same build", 1, Same, 0.05},
-		{"1.5 times slower", 1.5, Regressed, 0.05},
-		{"1.5 times faster", 1 / 1.5, Improved, 0.05},
+		{"1.5 times slower", 1.5, results.Regressed, 0.05},
+		{"1.5 times faster", 1 / 1.5, results.Improved, 0.05},
 		{"5% slower, within the threshold", 1.05, Slower, 0.01},
 		{"5% faster, within the threshold", 1 / 1.05, Faster, 0.01},
 	} {
@@ -125,7 +127,7 @@ func TestJudgeFalseAlarms(t *testing.T) {
 func TestJudgeMissing(t *testing.T) {
 	f := abOf(10, 1, 0.01, 1)
 	for i := range f.Cells[0].Rounds {
-		f.Cells[0].Rounds[i].New = Sample{} // nothing measured
+		f.Cells[0].Rounds[i].New = results.Sample{} // nothing measured
 	}
 	changes, err := Judge(f, DefaultRule)
 	if err != nil {
@@ -173,7 +175,7 @@ func TestReadAB(t *testing.T) {
 		says       string
 	}{
 		{"a lab's results", `{"schema": 3, "meta": {}, "rows": []}`, ErrNotAB, "not an A/B file"},
-		{"another version", `{"kind": "ab", "schema": 99}`, ErrSchema, "version 99"},
+		{"another version", `{"kind": "ab", "schema": 99}`, results.ErrSchema, "version 99"},
 		{"an unknown field", fmt.Sprintf(`{"kind": "ab", "schema": %d, "colour": "red"}`, ABSchema), nil, "colour"},
 		{"not JSON", `{"kind": "ab",`, nil, "line 1"},
 	} {
@@ -215,7 +217,7 @@ func TestJudgeCPUTime(t *testing.T) {
 	for i := range waited {
 		waited[i].Base.CPUNS = 0 // a base from before CPU time
 	}
-	if c := verdict(); c.Verdict != Regressed {
-		t.Errorf("no CPU time in the base, wall time 1.3x: %s (%.3f×), want %s", c.Verdict, c.Ratio, Regressed)
+	if c := verdict(); c.Verdict != results.Regressed {
+		t.Errorf("no CPU time in the base, wall time 1.3x: %s (%.3f×), want %s", c.Verdict, c.Ratio, results.Regressed)
 	}
 }
