@@ -7,12 +7,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/fixedwindow"
-	"github.com/ratelab/ratelab/limiters/gcra"
-	"github.com/ratelab/ratelab/limiters/leakybucket"
-	"github.com/ratelab/ratelab/limiters/slidingcounter"
-	"github.com/ratelab/ratelab/limiters/slidinglog"
-	"github.com/ratelab/ratelab/limiters/tokenbucket"
+	"github.com/ratelab/ratelab/limiters/composite"
 )
 
 // inMemory is what every in-memory algorithm's Limiter is.
@@ -24,19 +19,7 @@ type inMemory interface {
 
 // newAlgorithm returns algorithm a's own limiter, not through a composite.
 func newAlgorithm(a limiters.Algorithm, l limiters.Limit, opts ...limiters.Option) (inMemory, error) {
-	switch a {
-	case limiters.FixedWindow:
-		return fixedwindow.New(l, opts...)
-	case limiters.SlidingLog:
-		return slidinglog.New(l, opts...)
-	case limiters.SlidingCounter:
-		return slidingcounter.New(l, opts...)
-	case limiters.TokenBucket:
-		return tokenbucket.New(l, opts...)
-	case limiters.LeakyBucket:
-		return leakybucket.New(l, opts...)
-	}
-	return gcra.New(l, opts...)
+	return composite.NewAlgorithm(a, l, opts...)
 }
 
 // The hot path allocates nothing: deciding for a key the limiter holds,
