@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 
+	"github.com/ratelab/ratelab/internal/liveheap"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/results/report"
@@ -142,7 +143,7 @@ type memoryResult struct {
 // while this runs (a window of an hour, say), or a limiter that forgets idle
 // keys may be caught forgetting.
 func weighInProcess(ctx context.Context, s Subject, limit limiters.Limit, users int) (memoryResult, error) {
-	before := liveHeap()
+	before := liveheap.Bytes()
 	l, stop, err := s.New(limit)
 	if err != nil {
 		return memoryResult{}, err
@@ -157,7 +158,7 @@ func weighInProcess(ctx context.Context, s Subject, limit limiters.Limit, users 
 			return memoryResult{}, err
 		}
 	}
-	after := liveHeap()
+	after := liveheap.Bytes()
 	r := memoryResult{Users: users, Tracked: users}
 	if m, ok := l.(interface{ Stats() limiters.Stats }); ok {
 		r.Tracked = m.Stats().Keys
@@ -168,12 +169,4 @@ func weighInProcess(ctx context.Context, s Subject, limit limiters.Limit, users 
 		r.BytesPerUser = float64(int64(after)-int64(before)) / float64(r.Tracked)
 	}
 	return r, nil
-}
-
-func liveHeap() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelab/ratelab/internal/liveheap"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
 )
@@ -222,12 +223,12 @@ func BenchmarkMemory(b *testing.B) {
 		b.Run(fmt.Sprintf("lim=%s/keys=1M", s.name), func(b *testing.B) {
 			var perKey float64
 			for b.Loop() {
-				before := liveHeap()
+				before := liveheap.Bytes()
 				l := s.new(b, strict)
 				for i := range n {
 					l.AllowN(ctx, fmt.Sprintf("user-%011d", i), 1)
 				}
-				after := liveHeap()
+				after := liveheap.Bytes()
 				if got, ok := count(l); ok && got != n {
 					b.Fatalf("fixture: the limiter holds %d keys, want %d", got, n)
 				}
@@ -239,12 +240,4 @@ func BenchmarkMemory(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
-}
-
-func liveHeap() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
