@@ -84,7 +84,8 @@ var realtimeMode = mode{
 				func(r results.Row) string { return report.Rate(r.Get(results.Throughput)) }, true),
 			perGoroutines("contention", "Lock contention: time blocked on locks per decision, unpaced",
 				"Time goroutines spent parked on a sync.Mutex, a sync.RWMutex or a lock inside the runtime, as the runtime counts it "+
-					"(/sync/mutex/wait/total, sampled), divided by decisions. Spinning before parking is not counted. "+
+					"(/sync/mutex/wait/total, sampled), divided by decisions; for a limiter in the process, the median of its run's rounds (3 to 5, of 25ms or more). "+
+					"Spinning before parking is not counted. "+
 					"The harness floor row is what the runtime and the harness add with no limiter at all.",
 				lockWaitCell, false),
 		},
