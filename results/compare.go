@@ -337,7 +337,8 @@ func machineDiffers(base, cur *File) []string {
 }
 
 // sameLabSettings are the settings that make two runs' numbers
-// incomparable when they differ: the workloads' and the limit. Other
+// incomparable when they differ: the workloads', the limit, and the
+// real-time accuracy's scale. Other
 // settings that differ are said (settingsDiffer), not refused.
 var sameLabSettings = []string{"quick", "limit", "users", "attackers", "many-users", "simulated", "realtime-accuracy-scale"}
 
@@ -366,7 +367,9 @@ func sameLab(base, cur *File) error {
 		diff = append(diff, fmt.Sprintf("seed %d in OLD, %d in NEW", base.Meta.Seed, cur.Meta.Seed))
 	}
 	for _, name := range sameLabSettings {
-		if o, n := base.Meta.Setting(name), cur.Meta.Setting(name); o != n {
+		// A mode's setting (the real-time accuracy scale) is compared
+		// where both runs ran the mode.
+		if o, n := base.Meta.Setting(name), cur.Meta.Setting(name); o != n && o != "" && n != "" {
 			diff = append(diff, fmt.Sprintf("%s %s in OLD, %s in NEW", name, o, n))
 		}
 	}
