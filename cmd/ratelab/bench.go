@@ -65,7 +65,7 @@ It writes results.json (the public format), tables.md and tables.txt, the
 charts (charts/*.png and *.svg) and the report that ties them together
 (report.html, one page that opens from disk, and report.md) into --out, and
 prints the tables and which limiter to pick for which need. A full run
-takes about five minutes on 2 cores, --quick under a minute. The same
+takes about six minutes on 2 cores, --quick about a minute. The same
 --seed gives the same simulated runs, byte for byte.
 
 Examples:
