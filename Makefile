@@ -28,9 +28,9 @@ BENCHTIME ?= 200ms
 
 all: test
 
-## test: gofmt, go vet, staticcheck and the tests but the clocked ones (make test-clocked), shuffled; under the race detector where a test starts goroutines (about 3 minutes where Go has built the dependencies before, 6 where it has not)
+## test: gofmt, go vet, staticcheck and the tests but the clocked ones (make test-clocked), shuffled; under the race detector where a test starts goroutines (about 2½ minutes on 2 cores where Go has built the dependencies before, 8½ from a fresh clone with an empty build cache)
 # (Staticcheck beside the first phase of the tests saved nothing: from a
-# fresh clone on the Xeon host, 5:56 against 5:43 one after the other,
+# fresh clone on an Intel Xeon host, 5:56 against 5:43 one after the other,
 # staticcheck 55s and the tests 129s alone, 191s together.) The tests that
 # judge a limiter by the clock are make test-clocked's, which CI runs too.
 test: fmt-check vet staticcheck race norace
@@ -181,11 +181,11 @@ baseline:
 	  git rev-parse HEAD; } > results/gate-base
 	@echo "The base is now $$(git rev-parse --short HEAD). Commit $(BASELINE) and results/gate-base (git diff --stat results/)."
 
-## bench: the lab: every limiter and its peers through every workload (about five minutes; the Redis rows need a server, else they are skipped)
+## bench: the lab: every limiter and its peers through every workload (about 6 minutes on 2 cores, 8 with an empty build cache; the Redis rows need a server, else they are skipped)
 bench:
 	$(GO) run ./cmd/ratelab bench --out $(OUT)
 
-## bench-quick: the same, shorter (under a minute)
+## bench-quick: the same, shorter (about a minute)
 bench-quick:
 	$(GO) run ./cmd/ratelab bench --quick --out $(OUT)
 
