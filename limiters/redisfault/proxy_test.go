@@ -14,21 +14,7 @@ import (
 // The proxy relays; refused, it closes what it relays and refuses new
 // connections; unanswered, it holds what is sent until given back.
 func TestProxyCuts(t *testing.T) {
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
-		for {
-			conn, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(conn, conn); conn.Close() }()
-		}
-	}()
-	c, err := redisfault.NewProxy(echo.Addr().String())
+	c, err := redisfault.NewProxy(echoServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,21 +78,7 @@ func TestProxyCuts(t *testing.T) {
 // resets, silent drops them, trickle sends a byte at a time; Pass clears
 // each.
 func TestProxyReplyFaults(t *testing.T) {
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
-		for {
-			conn, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(conn, conn); conn.Close() }()
-		}
-	}()
-	p, err := redisfault.NewProxy(echo.Addr().String())
+	p, err := redisfault.NewProxy(echoServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,4 +124,25 @@ func TestProxyReplyFaults(t *testing.T) {
 	if names := fmt.Sprint(redisfault.Pass, redisfault.Unanswered); names != "pass unanswered" {
 		t.Errorf("names %q", names)
 	}
+}
+
+// echoServer starts a TCP server on loopback that sends back what it is
+// sent, closed when the test ends, and returns its address.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { echo.Close() })
+	go func() {
+		for {
+			conn, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(conn, conn); conn.Close() }()
+		}
+	}()
+	return echo.Addr().String()
 }
