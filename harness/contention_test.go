@@ -90,11 +90,13 @@ func TestRealTimeRounds(t *testing.T) {
 		t.Fatalf("%d limiters made, rounds %v; want 3 rounds, a limiter each", made, rounds)
 	}
 	// Four goroutines on one lock held 20µs a decision, two running at
-	// once: each waits for the others' turns, microseconds a decision,
-	// however busy the machine.
+	// once: they queue on it, and a round shows the wait. How long is the
+	// machine's to say (a busy host's scheduler can run a whole 25ms round
+	// with no two goroutines at the lock at once), so the test asks only
+	// that some round saw a wait and that the row's figure is the median.
 	t.Logf("lock wait a decision, by round: %v ns", rounds.Y)
-	if w := r.Get(lockWaitNS); w != median(rounds.Y) || w < 1000 && runtime.GOMAXPROCS(0) > 1 {
-		t.Errorf("lock wait %vns a decision, rounds %v; want the median, over 1µs", w, rounds.Y)
+	if w := r.Get(lockWaitNS); w != median(rounds.Y) || slices.Max(rounds.Y) == 0 && runtime.GOMAXPROCS(0) > 1 {
+		t.Errorf("lock wait %vns a decision, rounds %v; want the median, and a round that waited", w, rounds.Y)
 	}
 	made = 0
 	s.Remote = &remote{Server: "Redis"}

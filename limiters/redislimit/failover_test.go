@@ -367,9 +367,14 @@ func failover(t *testing.T, s failoverSetup) {
 		if r.c.ack && over > 0 {
 			t.Errorf("%s, %v: %d admitted beyond the quota with every admission acknowledged by the replica", s.name, r.c, over)
 		}
-		slices.Sort(r.before)
-		t.Logf("%-28v %8v %9v %12d %16s %6d (%4v) %9d %9v", r.c, f.failing.Round(time.Millisecond), f.recovery.Round(time.Millisecond), f.failed,
-			fmt.Sprintf("%d of %d", f.cached, f.spent), lost, r.lostSpan(killed).Round(time.Millisecond), over, r.before[len(r.before)/2].Round(10*time.Microsecond))
+		// The median answer before the kill; none when the host was so busy
+		// that no admission was answered before it.
+		p50 := "-"
+		if slices.Sort(r.before); len(r.before) > 0 {
+			p50 = r.before[len(r.before)/2].Round(10 * time.Microsecond).String()
+		}
+		t.Logf("%-28v %8v %9v %12d %16s %6d (%4v) %9d %9s", r.c, f.failing.Round(time.Millisecond), f.recovery.Round(time.Millisecond), f.failed,
+			fmt.Sprintf("%d of %d", f.cached, f.spent), lost, r.lostSpan(killed).Round(time.Millisecond), over, p50)
 		if f.failed == 0 && !r.c.cache {
 			t.Errorf("%s, %v: no decision failed: was the master of the keys killed?", s.name, r.c)
 		}
