@@ -121,6 +121,14 @@ func blank(rec []string) bool {
 	return true
 }
 
+// IsTraceHeader reports whether rec, a trace's first line split at its
+// commas, is a header naming the columns (t,key,n...).
+func IsTraceHeader(rec []string) bool { return isHeader(rec) }
+
+// ParseTraceFields reads one line of a trace, split at its commas: what
+// TraceReader.Read returns for it, without the check of time order.
+func ParseTraceFields(rec []string) (Request, error) { return parse(rec) }
+
 func isHeader(rec []string) bool {
 	names := []string{"t", "key", "n", "actual", "took"}
 	if len(rec) < 2 || len(rec) > len(names) {

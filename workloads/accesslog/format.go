@@ -1,0 +1,151 @@
+// Package accesslog reads the access logs servers already write (nginx's
+// and Apache's combined and common formats, an nginx log_format of one's
+// own, JSON lines, and ratelab's own t,key[,n] CSV traces) as requests:
+// when each came, from which client (the key a limit would count it
+// under), at what cost, and what the server answered.
+//
+// A Reader streams: it holds a line at a time, and a bounded window of
+// lines to put back in time order (logs written by several workers are out
+// of order by a little). A line it cannot read is counted, and the first
+// few are kept with their line numbers (Reader.Skipped); it never invents
+// a request, and an input that fails (a truncated gzip) stops it with an
+// error naming the line.
+package accesslog
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// The formats a Reader reads, by the names --format gives them.
+const (
+	Combined = "combined" // nginx's and Apache's combined: common, then "referer" "user agent"
+	Common   = "common"   // host ident user [time] "request" status bytes
+	JSON     = "json"     // one JSON object a line
+	CSV      = "csv"      // ratelab's trace: t,key[,n...], t in seconds from the start
+)
+
+// The log_format strings of the named formats, as nginx writes them.
+// Apache's %h %l %u %t "%r" %>s %b (and "%{Referer}i" "%{User-agent}i")
+// writes the same lines.
+const (
+	combinedFormat = `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"`
+	commonFormat   = `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent`
+)
+
+// A template is an nginx log_format: literal text and variables in turn.
+// A line is read by matching each literal at its place and taking each
+// variable as the text up to the next literal (nginx escapes the quotes a
+// variable holds, so a literal quote ends it).
+type template struct {
+	parts []part
+	vars  map[string]int // a variable's name (no $) to its index in parts
+}
+
+type part struct {
+	lit string // literal text; empty for a variable
+	v   string // the variable's name, without $
+}
+
+// parseTemplate reads an nginx log_format string: $name and ${name} are
+// variables, everything else literal.
+func parseTemplate(s string) (*template, error) {
+	t := &template{vars: map[string]int{}}
+	var lit strings.Builder
+	flush := func() {
+		if lit.Len() > 0 {
+			t.parts = append(t.parts, part{lit: lit.String()})
+			lit.Reset()
+		}
+	}
+	for i := 0; i < len(s); {
+		if s[i] != '$' {
+			lit.WriteByte(s[i])
+			i++
+			continue
+		}
+		name, n := varName(s[i+1:])
+		if name == "" {
+			return nil, fmt.Errorf("log format %q: a $ at byte %d names no variable", s, i)
+		}
+		if len(t.parts) > 0 && lit.Len() == 0 && t.parts[len(t.parts)-1].lit == "" {
+			return nil, fmt.Errorf("log format %q: $%s follows a variable with nothing between them, so a line cannot say where one ends", s, name)
+		}
+		flush()
+		if _, dup := t.vars[name]; dup {
+			return nil, fmt.Errorf("log format %q: $%s appears twice", s, name)
+		}
+		t.vars[name] = len(t.parts)
+		t.parts = append(t.parts, part{v: name})
+		i += 1 + n
+	}
+	flush()
+	if len(t.vars) == 0 {
+		return nil, fmt.Errorf("log format %q has no variable", s)
+	}
+	return t, nil
+}
+
+// varName returns the variable name s starts with (after the $) and how
+// many bytes it takes: name or {name}.
+func varName(s string) (string, int) {
+	if strings.HasPrefix(s, "{") {
+		end := strings.IndexByte(s, '}')
+		if end < 2 {
+			return "", 0
+		}
+		return s[1:end], end + 1
+	}
+	n := 0
+	for n < len(s) && (s[n] == '_' || s[n] >= 'a' && s[n] <= 'z' || s[n] >= 'A' && s[n] <= 'Z' || s[n] >= '0' && s[n] <= '9') {
+		n++
+	}
+	return s[:n], n
+}
+
+// errNoMatch is a line that is not of the template.
+var errNoMatch = errors.New("not of the log format")
+
+// match splits line into the template's variables: into[i] is the value of
+// the variable at parts[i] (literals' entries are left alone).
+func (t *template) match(line []byte, into [][]byte) error {
+	pos := 0
+	for i, p := range t.parts {
+		if p.lit != "" {
+			if !hasPrefixAt(line, pos, p.lit) {
+				return fmt.Errorf("%w: want %q at column %d", errNoMatch, p.lit, pos+1)
+			}
+			pos += len(p.lit)
+			continue
+		}
+		end := len(line)
+		if i+1 < len(t.parts) {
+			next := t.parts[i+1].lit
+			j := indexAt(line, pos, next)
+			if j < 0 {
+				return fmt.Errorf("%w: $%s at column %d runs to the end of the line (no %q after it)", errNoMatch, p.v, pos+1, next)
+			}
+			end = j
+		}
+		into[i] = line[pos:end]
+		pos = end
+	}
+	if pos != len(line) {
+		return fmt.Errorf("%w: %d bytes left over at column %d", errNoMatch, len(line)-pos, pos+1)
+	}
+	return nil
+}
+
+func hasPrefixAt(b []byte, at int, s string) bool {
+	return len(b)-at >= len(s) && string(b[at:at+len(s)]) == s
+}
+
+// indexAt is the index in b, from at on, of s; -1 if none.
+func indexAt(b []byte, at int, s string) int {
+	i := strings.Index(string(b[at:]), s) // no copy: the compiler reuses b's bytes
+	if i < 0 {
+		return -1
+	}
+	return at + i
+}

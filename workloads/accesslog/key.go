@@ -1,0 +1,114 @@
+package accesslog
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// A KeySpec says what a request is counted under: the client's address,
+// a field of the line (a user id, an API key, a logged header), and
+// optionally the first segments of its path, as limits are set per client
+// and per route.
+//
+// It is written as --key writes it:
+//
+//	ip                 the client's address ($remote_addr; in JSON, the first of remote_addr, client_ip, ip)
+//	field:NAME         a variable of the log format ($NAME), or a JSON field (NAME, or a.b for a nested one)
+//	.NAME              the same, as jq writes it (.user_id, .request.user)
+//	header:NAME        a logged request header: nginx's $http_name (x-api-key is $http_x_api_key)
+//	KEY+path:N         any of those, then the path's first N segments (ip+path:2 is "203.0.113.9 /api/v1")
+type KeySpec struct {
+	// Field is the variable or JSON path the key is read from; empty for
+	// the client's address.
+	Field string
+	// PathSegments, if above 0, appends the first segments of the
+	// request's path to the key.
+	PathSegments int
+	text         string
+}
+
+// ParseKey reads a key as --key writes it.
+func ParseKey(s string) (KeySpec, error) {
+	k := KeySpec{text: s}
+	base, route, hasRoute := strings.Cut(s, "+")
+	if hasRoute {
+		n, ok := strings.CutPrefix(route, "path:")
+		seg, err := strconv.Atoi(n)
+		if !ok || err != nil || seg < 1 || seg > 16 {
+			return KeySpec{}, fmt.Errorf("key %q: after + want path:N, N the path's first segments (1 to 16)", s)
+		}
+		k.PathSegments = seg
+	}
+	switch {
+	case base == "ip":
+	case strings.HasPrefix(base, "field:"):
+		k.Field = strings.TrimPrefix(base, "field:")
+	case strings.HasPrefix(base, "."):
+		k.Field = strings.TrimPrefix(base, ".")
+	case strings.HasPrefix(base, "header:"):
+		h := strings.TrimPrefix(base, "header:")
+		if h == "" {
+			return KeySpec{}, fmt.Errorf("key %q: header: names no header", s)
+		}
+		k.Field = "http_" + strings.ToLower(strings.ReplaceAll(h, "-", "_"))
+	default:
+		return KeySpec{}, fmt.Errorf("key %q: want ip, field:NAME, .NAME or header:NAME, optionally followed by +path:N", s)
+	}
+	if base != "ip" && k.Field == "" {
+		return KeySpec{}, fmt.Errorf("key %q names no field", s)
+	}
+	return k, nil
+}
+
+func (k KeySpec) String() string {
+	if k.text != "" {
+		return k.text
+	}
+	return "ip"
+}
+
+// route appends to key the first n segments of path (its query cut off):
+// "/api/v1/users?id=3" with n 2 gives key + " /api/v1".
+func route(key []byte, path []byte, n int) []byte {
+	if q := indexByte(path, '?'); q >= 0 {
+		path = path[:q]
+	}
+	end, seen := len(path), 0
+	for i := 1; i < len(path); i++ {
+		if path[i] == '/' {
+			if seen++; seen == n {
+				end = i
+				break
+			}
+		}
+	}
+	key = append(key, ' ')
+	if len(path) == 0 {
+		return append(key, '/')
+	}
+	return append(key, path[:end]...)
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// requestPath is the path of an HTTP request line ("GET /a/b?q HTTP/1.1"
+// gives "/a/b?q"); the line itself if it is not one (a logged $uri).
+func requestPath(req []byte) []byte {
+	sp := indexByte(req, ' ')
+	if sp < 0 {
+		return req
+	}
+	rest := req[sp+1:]
+	if e := indexByte(rest, ' '); e >= 0 {
+		rest = rest[:e]
+	}
+	return rest
+}

@@ -1,0 +1,423 @@
+package accesslog
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratelab/ratelab/workloads"
+)
+
+// A parser reads one line into an entry: its time, key, cost, status,
+// agent and path (Line and Input are the Reader's).
+type parser interface {
+	parse(line []byte, e *Entry) error
+}
+
+func newParser(o Options) (parser, error) {
+	switch o.Format {
+	case "", Combined:
+		return newTemplateParser(combinedFormat, o)
+	case Common:
+		return newTemplateParser(commonFormat, o)
+	case JSON:
+		return newJSONParser(o), nil
+	case CSV:
+		if o.Key.Field != "" || o.Key.PathSegments > 0 || o.Cost != "" {
+			return nil, errors.New("accesslog: a CSV trace's key and cost are its columns: --key and --cost are for access logs")
+		}
+		return &csvParser{}, nil
+	}
+	if strings.Contains(o.Format, "$") {
+		return newTemplateParser(o.Format, o)
+	}
+	return nil, fmt.Errorf("accesslog: format %q: want combined, common, json, csv, or an nginx log_format string ($remote_addr [$time_local] ...)", o.Format)
+}
+
+// The ways a log format writes the time.
+const (
+	timeLocal   = iota // 10/Oct/2000:13:55:36 -0700
+	timeISO8601        // 2000-10-10T13:55:36-07:00
+	timeMsec           // 971211336.123
+)
+
+// templateParser reads lines of an nginx log_format.
+type templateParser struct {
+	t                                        *template
+	vals                                     [][]byte
+	keyAt, pathAt, timeAt, statusAt, agentAt int // the variables' indexes in t.parts; -1 if absent
+	costAt                                   int
+	timeKind                                 int
+	key                                      KeySpec
+	last                                     []byte // the last time text read, and its value: a log's
+	lastAt                                   int64  // lines share a second many at a time
+	keyBuf                                   []byte
+}
+
+func newTemplateParser(format string, o Options) (*templateParser, error) {
+	t, err := parseTemplate(format)
+	if err != nil {
+		return nil, fmt.Errorf("accesslog: %w", err)
+	}
+	p := &templateParser{t: t, vals: make([][]byte, len(t.parts)), key: o.Key, costAt: -1}
+	at := func(names ...string) int {
+		for _, n := range names {
+			if i, ok := t.vars[n]; ok {
+				return i
+			}
+		}
+		return -1
+	}
+	p.timeAt, p.timeKind = at("time_local"), timeLocal
+	if p.timeAt < 0 {
+		p.timeAt, p.timeKind = at("time_iso8601"), timeISO8601
+	}
+	if p.timeAt < 0 {
+		p.timeAt, p.timeKind = at("msec"), timeMsec
+	}
+	if p.timeAt < 0 {
+		return nil, fmt.Errorf("accesslog: log format %q has no time: want $time_local, $time_iso8601 or $msec", format)
+	}
+	if o.Key.Field == "" {
+		p.keyAt = at("remote_addr", "binary_remote_addr")
+		if p.keyAt < 0 {
+			return nil, fmt.Errorf("accesslog: --key ip, but log format %q has no $remote_addr: name a field (--key field:NAME)", format)
+		}
+	} else if p.keyAt = at(o.Key.Field); p.keyAt < 0 {
+		return nil, fmt.Errorf("accesslog: --key %s, but log format %q has no $%s", o.Key, format, o.Key.Field)
+	}
+	if o.Cost != "" {
+		name := strings.TrimPrefix(strings.TrimPrefix(o.Cost, "field:"), ".")
+		if p.costAt = at(name); p.costAt < 0 {
+			return nil, fmt.Errorf("accesslog: --cost %s, but log format %q has no $%s", o.Cost, format, name)
+		}
+	}
+	p.pathAt = at("request", "request_uri", "uri")
+	if o.Key.PathSegments > 0 && p.pathAt < 0 {
+		return nil, fmt.Errorf("accesslog: --key %s, but log format %q has no path: want $request, $request_uri or $uri", o.Key, format)
+	}
+	p.statusAt, p.agentAt = at("status"), at("http_user_agent")
+	return p, nil
+}
+
+func (p *templateParser) parse(line []byte, e *Entry) error {
+	if err := p.t.match(line, p.vals); err != nil {
+		return err
+	}
+	at, err := p.time(p.vals[p.timeAt])
+	if err != nil {
+		return err
+	}
+	e.At = at
+	key := p.vals[p.keyAt]
+	if len(key) == 0 || len(key) == 1 && key[0] == '-' {
+		return fmt.Errorf("$%s (the key) is empty", p.t.parts[p.keyAt].v)
+	}
+	var path []byte
+	if p.pathAt >= 0 {
+		path = p.vals[p.pathAt]
+		if p.t.parts[p.pathAt].v == "request" {
+			path = requestPath(path)
+		}
+		if q := bytes.IndexByte(path, '?'); q >= 0 {
+			path = path[:q]
+		}
+		e.Path = hashOf(path)
+	}
+	if p.key.PathSegments > 0 {
+		p.keyBuf = route(append(p.keyBuf[:0], key...), path, p.key.PathSegments)
+		e.Key = string(p.keyBuf)
+	} else {
+		e.Key = string(key)
+	}
+	e.N, e.Status, e.Agent = 1, 0, 0
+	if p.costAt >= 0 {
+		if e.N, err = cost(p.vals[p.costAt]); err != nil {
+			return err
+		}
+	}
+	if p.statusAt >= 0 {
+		s, err := strconv.Atoi(string(p.vals[p.statusAt]))
+		if err != nil || s < 100 || s > 999 {
+			return fmt.Errorf("status %q is not an HTTP status", p.vals[p.statusAt])
+		}
+		e.Status = s
+	}
+	if p.agentAt >= 0 {
+		e.Agent = hashOf(p.vals[p.agentAt])
+	}
+	return nil
+}
+
+// cost reads a cost field: a whole number, 0 or more ("-", as nginx
+// writes an absent one, is 0).
+func cost(b []byte) (int, error) {
+	if len(b) == 1 && b[0] == '-' {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(string(b))
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("cost %q is not a whole number", b)
+	}
+	return n, nil
+}
+
+// time reads a logged time, in nanoseconds since 1970.
+func (p *templateParser) time(b []byte) (int64, error) {
+	if p.last != nil && bytes.Equal(b, p.last) {
+		return p.lastAt, nil
+	}
+	var t time.Time
+	var err error
+	switch p.timeKind {
+	case timeLocal:
+		t, err = time.Parse("02/Jan/2006:15:04:05 -0700", string(b))
+	case timeISO8601:
+		t, err = time.Parse(time.RFC3339Nano, string(b))
+	case timeMsec:
+		at, err := epoch(string(b))
+		if err != nil {
+			return 0, err
+		}
+		return at, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("time %q: %v", b, err)
+	}
+	p.last, p.lastAt = append(p.last[:0], b...), t.UnixNano()
+	return p.lastAt, nil
+}
+
+// epoch reads seconds since 1970, fractions allowed, as nanoseconds;
+// milliseconds when above 10¹¹ (a time after 5138 in seconds). Digits are
+// read exactly; a number with an exponent is read as a float.
+func epoch(s string) (int64, error) {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) || v < 0 || v > 1e16 {
+		return 0, fmt.Errorf("time %q is not seconds or milliseconds since 1970", s)
+	}
+	unit := int64(1e9)
+	if v > 1e11 {
+		unit = 1e6
+	}
+	if strings.ContainsAny(s, "eE") {
+		return int64(math.Round(v * float64(unit))), nil
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	n, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("time %q is not seconds or milliseconds since 1970", s)
+	}
+	ns := int64(0)
+	for i, scale := 0, unit/10; i < len(frac); i, scale = i+1, scale/10 {
+		if frac[i] < '0' || frac[i] > '9' {
+			return 0, fmt.Errorf("time %q is not seconds or milliseconds since 1970", s)
+		}
+		ns += int64(frac[i]-'0') * scale
+	}
+	return n*unit + ns, nil
+}
+
+// jsonParser reads JSON lines: one object a line, its fields found by
+// name (a.b for a nested one).
+type jsonParser struct {
+	key               KeySpec
+	time, cost        []string // the time's field, or the fields it may be, in turn
+	keyNames          []string
+	lastTime          string
+	lastAt            int64
+	keyBuf            []byte
+	status, agent, pa []string
+}
+
+func newJSONParser(o Options) *jsonParser {
+	p := &jsonParser{key: o.Key,
+		time:   []string{"time", "timestamp", "ts", "@timestamp"},
+		status: []string{"status", "status_code"},
+		agent:  []string{"user_agent", "http_user_agent", "userAgent"},
+		pa:     []string{"path", "request_uri", "uri", "request"},
+	}
+	if o.Time != "" {
+		p.time = []string{strings.TrimPrefix(strings.TrimPrefix(o.Time, "field:"), ".")}
+	}
+	if o.Cost != "" {
+		p.cost = []string{strings.TrimPrefix(strings.TrimPrefix(o.Cost, "field:"), ".")}
+	}
+	p.keyNames = []string{"remote_addr", "client_ip", "ip"}
+	if o.Key.Field != "" {
+		p.keyNames = []string{o.Key.Field}
+	}
+	return p
+}
+
+func (p *jsonParser) parse(line []byte, e *Entry) error {
+	var m map[string]any
+	d := json.NewDecoder(bytes.NewReader(line))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil {
+		return fmt.Errorf("not a JSON object: %v", err)
+	}
+	if d.More() {
+		return errors.New("more than one JSON value on the line")
+	}
+	tv, tname := field(m, p.time)
+	if tv == nil {
+		return fmt.Errorf("no time (the field %s)", strings.Join(p.time, ", "))
+	}
+	at, err := p.timeOf(tv)
+	if err != nil {
+		return fmt.Errorf("%s: %w", tname, err)
+	}
+	e.At = at
+	kv, _ := field(m, p.keyNames)
+	key := scalar(kv)
+	if key == "" || key == "-" {
+		return fmt.Errorf("no key (the field %s)", strings.Join(p.keyNames, ", "))
+	}
+	pv, pname := field(m, p.pa)
+	path := []byte(scalar(pv))
+	if pname == "request" {
+		path = requestPath(path)
+	}
+	if q := bytes.IndexByte(path, '?'); q >= 0 {
+		path = path[:q]
+	}
+	e.Path = hashOf(path)
+	if p.key.PathSegments > 0 {
+		if pv == nil {
+			return errors.New("no path (the field path, request_uri, uri or request), which --key +path: needs")
+		}
+		p.keyBuf = route(append(p.keyBuf[:0], key...), path, p.key.PathSegments)
+		key = string(p.keyBuf)
+	}
+	e.Key, e.N, e.Status = key, 1, 0
+	if p.cost != nil {
+		cv, _ := field(m, p.cost)
+		if cv == nil {
+			return fmt.Errorf("no cost (the field %s)", p.cost[0])
+		}
+		if e.N, err = cost([]byte(scalar(cv))); err != nil {
+			return err
+		}
+	}
+	if sv, _ := field(m, p.status); sv != nil {
+		s, err := strconv.Atoi(scalar(sv))
+		if err != nil || s < 100 || s > 999 {
+			return fmt.Errorf("status %q is not an HTTP status", scalar(sv))
+		}
+		e.Status = s
+	}
+	av, _ := field(m, p.agent)
+	e.Agent = hashOf([]byte(scalar(av)))
+	return nil
+}
+
+// timeOf reads a JSON time: RFC 3339, or seconds (or milliseconds) since
+// 1970 as a number or a string of one.
+func (p *jsonParser) timeOf(v any) (int64, error) {
+	s := scalar(v)
+	if s == p.lastTime && s != "" {
+		return p.lastAt, nil
+	}
+	var at int64
+	if _, isNum := v.(json.Number); isNum || s != "" && (s[0] >= '0' && s[0] <= '9') && !strings.ContainsAny(s, "T-:") {
+		var err error
+		if at, err = epoch(s); err != nil {
+			return 0, err
+		}
+	} else {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return 0, fmt.Errorf("time %q is neither RFC 3339 nor seconds since 1970", s)
+		}
+		at = t.UnixNano()
+	}
+	p.lastTime, p.lastAt = s, at
+	return at, nil
+}
+
+// field returns the first of names m holds (a.b looks in m's object a),
+// and its name; nil if none.
+func field(m map[string]any, names []string) (any, string) {
+	for _, n := range names {
+		if v, ok := m[n]; ok && v != nil {
+			return v, n
+		}
+		if !strings.Contains(n, ".") {
+			continue
+		}
+		var cur any = m
+		for seg := range strings.SplitSeq(n, ".") {
+			o, ok := cur.(map[string]any)
+			if !ok {
+				cur = nil
+				break
+			}
+			cur = o[seg]
+		}
+		if cur != nil {
+			return cur, n
+		}
+	}
+	return nil, ""
+}
+
+// scalar is a JSON string or number as text; "" for anything else.
+func scalar(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case json.Number:
+		return v.String()
+	case bool:
+		return strconv.FormatBool(v)
+	}
+	return ""
+}
+
+// csvParser reads ratelab's traces: t,key[,n], t in seconds from the
+// trace's start.
+type csvParser struct {
+	begun bool
+}
+
+func (p *csvParser) reset() { p.begun = false }
+
+func (p *csvParser) parse(line []byte, e *Entry) error {
+	cr := csv.NewReader(bytes.NewReader(line))
+	cr.FieldsPerRecord, cr.TrimLeadingSpace = -1, true
+	rec, err := cr.Read()
+	if err != nil {
+		var pe *csv.ParseError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return err
+	}
+	if !p.begun {
+		p.begun = true
+		rec[0] = strings.TrimPrefix(rec[0], "\ufeff")
+		if workloads.IsTraceHeader(rec) {
+			e.N = 0
+			return errHeader
+		}
+	}
+	r, err := workloads.ParseTraceFields(rec)
+	if err != nil {
+		return err
+	}
+	if r.After != nil {
+		return errors.New("an actual cost (the fourth column): a plan decides each request at its cost, as it came; settling later is ratelab replay's")
+	}
+	*e = Entry{At: int64(r.T), Key: r.Key, N: r.N}
+	return nil
+}
+
+// errHeader is a CSV trace's header line: not a request, not a fault.
+var errHeader = errors.New("header")

@@ -1,0 +1,311 @@
+package accesslog
+
+import (
+	"bufio"
+	"compress/gzip"
+	"container/heap"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"strings"
+	"time"
+)
+
+// Options say how to read a log. The zero value reads the combined
+// format, keyed by the client's address, each request costing 1.
+type Options struct {
+	// Format is combined, common, json, csv, or an nginx log_format
+	// string (it holds a $): "" is combined.
+	Format string
+	// Key is what a request is counted under (ParseKey); the zero value
+	// is the client's address. A CSV trace's key is its key column.
+	Key KeySpec
+	// Cost, if not empty, is the field a request's cost is read from (a
+	// variable of the format, a JSON path); it costs 1 otherwise.
+	Cost string
+	// Time is the field a JSON line's time is read from (default: the
+	// first of time, timestamp, ts, @timestamp): RFC 3339, or a number of
+	// seconds since 1970 (milliseconds if above 10¹¹). A log format's time
+	// is its $time_local, $time_iso8601 or $msec, the first it has.
+	Time string
+	// Reorder is how far out of time order lines may be and still be
+	// taken in order (0: 2s; below 0: none). A line earlier than one
+	// already taken is skipped, and said so.
+	Reorder time.Duration
+}
+
+// An Entry is one request of a log.
+type Entry struct {
+	// At is when it came, in nanoseconds since 1970 (a CSV trace's are
+	// from the trace's start).
+	At  int64
+	Key string
+	// N is its cost: 1 unless Options.Cost names a field.
+	N int
+	// Status is the HTTP status the server answered, 0 if the log does
+	// not say: 429 is a refusal by whatever limit ran then.
+	Status int
+	// Agent and Path are hashes of the user agent and of the path (its
+	// query cut off), 0 if the log does not say: how many distinct ones a
+	// key has tells a client from many behind one address.
+	Agent, Path uint64
+	// Line is its line in its input, Input the input's index.
+	Line, Input int
+}
+
+// Input is a log to read: its name (for messages) and its bytes, plain or
+// gzip.
+type Input struct {
+	Name string
+	R    io.Reader
+}
+
+// A Skip is a line that was not taken as a request.
+type Skip struct {
+	Where string // name:line
+	Why   string
+}
+
+func (s Skip) String() string { return s.Where + ": " + s.Why }
+
+// keptSkips is how many skipped lines a Reader keeps to show.
+const keptSkips = 5
+
+// hopeless is how many lines, none of them read, a Reader gives up after:
+// the log is not in the format it was told.
+const hopeless = 100
+
+// A Reader reads the requests of a run of logs (rotated files in order),
+// in time order within Options.Reorder.
+type Reader struct {
+	o      Options
+	inputs []Input
+	cur    int // the input being read
+	br     *bufio.Reader
+	rc     io.Closer // the gzip reader of the input, if any
+	line   int
+	p      parser
+
+	pending  entries // read, not yet taken: in time order within Reorder
+	newest   int64   // the latest time read
+	taken    int64   // the time of the last entry returned
+	anyTaken bool
+
+	lines, requests, free int
+	skips                 int
+	kept                  []Skip
+	buf                   []byte
+}
+
+// NewReader returns a reader of inputs, read in turn as one log.
+func NewReader(inputs []Input, o Options) (*Reader, error) {
+	if o.Reorder == 0 {
+		o.Reorder = 2 * time.Second
+	}
+	p, err := newParser(o)
+	if err != nil {
+		return nil, err
+	}
+	if len(inputs) == 0 {
+		return nil, errors.New("accesslog: no input")
+	}
+	return &Reader{o: o, inputs: inputs, cur: -1, p: p}, nil
+}
+
+// Lines is how many lines have been read; Requests how many were taken
+// as requests; Free how many cost 0 (a cost field of 0), taken by none.
+func (r *Reader) Lines() int    { return r.lines }
+func (r *Reader) Requests() int { return r.requests }
+func (r *Reader) Free() int     { return r.free }
+
+// Skipped is how many lines were not taken as requests (blank and comment
+// lines aside), and the first few of them with why.
+func (r *Reader) Skipped() (int, []Skip) { return r.skips, r.kept }
+
+// Read returns the next request in time order, io.EOF after the last, or
+// the error that stopped an input (naming it and its line).
+func (r *Reader) Read() (Entry, error) {
+	for {
+		if len(r.pending) > 0 && (r.pending[0].At <= r.newest-int64(r.o.Reorder) || r.cur >= len(r.inputs) || r.o.Reorder < 0) {
+			e := heap.Pop(&r.pending).(Entry)
+			r.taken, r.anyTaken = e.At, true
+			r.requests++
+			return e, nil
+		}
+		if r.cur >= len(r.inputs) {
+			return Entry{}, io.EOF
+		}
+		if err := r.next(); err != nil {
+			return Entry{}, err
+		}
+	}
+}
+
+// next reads a line into pending, or moves to the next input.
+func (r *Reader) next() error {
+	if r.br == nil {
+		return r.open()
+	}
+	line, err := r.readLine()
+	if err == io.EOF {
+		r.closeInput()
+		return nil
+	}
+	if err == errTooLong {
+		r.lines++
+		return r.skip(err.Error())
+	}
+	if err != nil {
+		return fmt.Errorf("%s:%d: %w", r.inputs[r.cur].Name, r.line, err)
+	}
+	r.lines++
+	if s := strings.TrimSpace(string(line)); s == "" || s[0] == '#' {
+		return nil
+	}
+	var e Entry
+	if err := r.p.parse(line, &e); err == errHeader {
+		return nil
+	} else if err != nil {
+		return r.skip(err.Error())
+	}
+	if e.N == 0 {
+		r.free++
+		return nil
+	}
+	if r.anyTaken && e.At < r.taken {
+		return r.skip(fmt.Sprintf("%v earlier than a line already taken: out of order by more than --reorder %v", time.Duration(r.taken-e.At).Round(time.Millisecond), r.o.Reorder))
+	}
+	e.Line, e.Input = r.line, r.cur
+	r.newest = max(r.newest, e.At)
+	heap.Push(&r.pending, e)
+	return nil
+}
+
+// skip counts the current line as not a request, because of why.
+func (r *Reader) skip(why string) error {
+	r.skips++
+	if len(r.kept) < keptSkips {
+		r.kept = append(r.kept, Skip{Where: fmt.Sprintf("%s:%d", r.inputs[r.cur].Name, r.line), Why: why})
+	}
+	if r.requests == 0 && len(r.pending) == 0 && r.skips >= hopeless {
+		return fmt.Errorf("%s: none of the first %d lines is a request of the format %s: is it another? (--format; the first: line %s)", r.inputs[r.cur].Name, r.skips, r.formatName(), r.kept[0].String())
+	}
+	return nil
+}
+
+func (r *Reader) formatName() string {
+	if r.o.Format == "" {
+		return Combined
+	}
+	return fmt.Sprintf("%q", r.o.Format)
+}
+
+// open starts the next input, or ends the run after the last.
+func (r *Reader) open() error {
+	r.cur++
+	if r.cur >= len(r.inputs) {
+		if r.requests == 0 && len(r.pending) == 0 && r.skips > 0 {
+			return fmt.Errorf("no line is a request of the format %s (--format; the first: %s)", r.formatName(), r.kept[0])
+		}
+		return nil
+	}
+	r.line = 0
+	br := bufio.NewReaderSize(r.inputs[r.cur].R, 256<<10)
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.inputs[r.cur].Name, err)
+		}
+		r.rc = zr
+		br = bufio.NewReaderSize(zr, 256<<10)
+	}
+	r.br = br
+	if c, ok := r.p.(*csvParser); ok {
+		c.reset()
+	}
+	return nil
+}
+
+func (r *Reader) closeInput() {
+	if r.rc != nil {
+		r.rc.Close()
+		r.rc = nil
+	}
+	r.br = nil
+}
+
+// maxLine is the longest line read; a longer one is skipped.
+const maxLine = 1 << 20
+
+var errTooLong = fmt.Errorf("longer than %d bytes", maxLine)
+
+// readLine returns the next line without its end, valid until the next
+// call; io.EOF after the last.
+func (r *Reader) readLine() ([]byte, error) {
+	r.line++
+	b, err := r.br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		r.buf = append(r.buf[:0], b...)
+		for err == bufio.ErrBufferFull {
+			b, err = r.br.ReadSlice('\n')
+			if len(r.buf) < maxLine {
+				r.buf = append(r.buf, b...)
+			}
+		}
+		b = r.buf
+	}
+	if err == io.EOF && len(b) > 0 {
+		err = nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	b = trimEOL(b)
+	if len(b) >= maxLine {
+		return nil, errTooLong
+	}
+	return b, nil
+}
+
+func trimEOL(b []byte) []byte {
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		b = b[:n-1]
+	}
+	if n := len(b); n > 0 && b[n-1] == '\r' {
+		b = b[:n-1]
+	}
+	return b
+}
+
+// entries are pending entries, a heap by time, then by line read.
+type entries []Entry
+
+func (h entries) Len() int { return len(h) }
+func (h entries) Less(i, j int) bool {
+	if h[i].At != h[j].At {
+		return h[i].At < h[j].At
+	}
+	if h[i].Input != h[j].Input {
+		return h[i].Input < h[j].Input
+	}
+	return h[i].Line < h[j].Line
+}
+func (h entries) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *entries) Push(x any)   { *h = append(*h, x.(Entry)) }
+func (h *entries) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// seed hashes agents and paths, for one process.
+var seed = maphash.MakeSeed()
+
+func hashOf(b []byte) uint64 {
+	if len(b) == 0 || len(b) == 1 && b[0] == '-' {
+		return 0
+	}
+	return maphash.Bytes(seed, b) | 1
+}

@@ -1,0 +1,297 @@
+package accesslog
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// read returns every entry of log, read with o, and the reader.
+func read(t *testing.T, log string, o Options) ([]Entry, *Reader) {
+	t.Helper()
+	r, err := NewReader([]Input{{Name: "access.log", R: strings.NewReader(log)}}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Entry
+	for {
+		e, err := r.Read()
+		if err == io.EOF {
+			return out, r
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+}
+
+func at(s string) int64 {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		panic(err)
+	}
+	return t.UnixNano()
+}
+
+// Lines as nginx and Apache write them, with what each goes wrong on.
+const combinedLog = `203.0.113.9 - - [28/Nov/2026:10:00:00 +0000] "GET /api/v1/users?page=2 HTTP/1.1" 200 512 "-" "Mozilla/5.0 (X11; Linux x86_64)"
+198.51.100.7 - alice [28/Nov/2026:10:00:00 +0000] "POST /api/v1/orders HTTP/2.0" 429 0 "https://shop.example/cart" "curl/8.5.0"
+this is not a log line
+203.0.113.9 - - [28/Nov/2026:10:00:01 +0000] "GET /static/app.js HTTP/1.1" 304 - "https://shop.example/" "Mozilla/5.0 (X11; Linux x86_64)"
+203.0.113.9 - - [28/Nov/2026:10:00:01 +0000] "GET / HTTP/1.1" 2x0 10 "-" "Mozilla/5.0"
+203.0.113.9 - - [31/Nov/2026:10:00:01 +0000] "GET / HTTP/1.1" 200 10 "-" "Mozilla/5.0"
+
+- - - [28/Nov/2026:10:00:02 +0000] "GET / HTTP/1.1" 200 10 "-" "Mozilla/5.0"
+192.0.2.1 - - [28/Nov/2026:11:00:02 +0100] "\x16\x03\x01" 400 157 "-" "-"
+`
+
+func TestCombined(t *testing.T) {
+	got, r := read(t, combinedLog, Options{})
+	want := []struct {
+		at          string
+		key         string
+		status      int
+		agent, path bool
+	}{
+		{"2026-11-28T10:00:00Z", "203.0.113.9", 200, true, true},
+		{"2026-11-28T10:00:00Z", "198.51.100.7", 429, true, true},
+		{"2026-11-28T10:00:01Z", "203.0.113.9", 304, true, true},
+		{"2026-11-28T10:00:02Z", "192.0.2.1", 400, false, true}, // an agent of "-" is none
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d entries, want %d: %+v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.At != at(w.at) || g.Key != w.key || g.Status != w.status || g.N != 1 || (g.Agent != 0) != w.agent || (g.Path != 0) != w.path {
+			t.Errorf("entry %d = %+v, want %+v", i, g, w)
+		}
+	}
+	// The same agent hashes alike, a different one not.
+	if got[0].Agent != got[2].Agent || got[0].Agent == got[1].Agent {
+		t.Errorf("agents %x %x %x: want the first and third alike, the second not", got[0].Agent, got[1].Agent, got[2].Agent)
+	}
+	n, skips := r.Skipped()
+	wantSkips := []string{
+		"access.log:3: not of the log format: $remote_addr at column 1 runs to the end of the line (no \" - \" after it)",
+		"access.log:5: status \"2x0\" is not an HTTP status",
+		"access.log:6: time \"31/Nov/2026:10:00:01 +0000\"",
+		"access.log:8: $remote_addr (the key) is empty",
+	}
+	if n != len(wantSkips) || len(skips) != len(wantSkips) {
+		t.Fatalf("skipped %d: %v; want %d", n, skips, len(wantSkips))
+	}
+	for i, w := range wantSkips {
+		if !strings.HasPrefix(skips[i].String(), w) {
+			t.Errorf("skip %d = %q, want it to start %q", i, skips[i], w)
+		}
+	}
+	if r.Lines() != 9 || r.Requests() != 4 {
+		t.Errorf("%d lines, %d requests; want 9 and 4", r.Lines(), r.Requests())
+	}
+}
+
+func TestCommonAndKeys(t *testing.T) {
+	log := `10.0.0.1 - bob [28/Nov/2026:10:00:00 +0000] "GET /api/v2/items/7?x=1 HTTP/1.1" 200 20
+10.0.0.1 - - [28/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 20
+`
+	for _, c := range []struct {
+		key  string
+		want []string
+	}{
+		{"ip", []string{"10.0.0.1", "10.0.0.1"}},
+		{"ip+path:2", []string{"10.0.0.1 /api/v2", "10.0.0.1 /"}},
+		{"ip+path:9", []string{"10.0.0.1 /api/v2/items/7", "10.0.0.1 /"}},
+		{"field:remote_user", []string{"bob"}}, // the second has none: skipped
+	} {
+		k, err := ParseKey(c.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := read(t, log, Options{Format: Common, Key: k})
+		var keys []string
+		for _, e := range got {
+			keys = append(keys, e.Key)
+		}
+		if strings.Join(keys, "|") != strings.Join(c.want, "|") {
+			t.Errorf("--key %s: keys %q, want %q", c.key, keys, c.want)
+		}
+	}
+	for _, bad := range []string{"", "user", "field:", "ip+path:0", "ip+route:2", "header:"} {
+		if _, err := ParseKey(bad); err == nil {
+			t.Errorf("ParseKey(%q) = nil error, want one", bad)
+		}
+	}
+}
+
+// An nginx log_format of one's own: the time in ISO 8601, an API key
+// header, the cost in a field of its own.
+func TestLogFormat(t *testing.T) {
+	format := `$remote_addr [$time_iso8601] "$request" $status key=$http_x_api_key tokens=$upstream_tokens "$http_user_agent"`
+	log := `203.0.113.9 [2026-11-28T10:00:00.250+00:00] "GET /v1/chat HTTP/1.1" 200 key=k-123 tokens=812 "sdk/1.2"
+203.0.113.9 [2026-11-28T10:00:00.500+00:00] "GET /v1/chat HTTP/1.1" 200 key=k-123 tokens=- "sdk/1.2"
+203.0.113.9 [2026-11-28T10:00:01+00:00] "GET /v1/chat HTTP/1.1" 200 key=k-9 tokens=lots "sdk/1.2"
+`
+	k, _ := ParseKey("header:X-Api-Key")
+	got, r := read(t, log, Options{Format: format, Key: k, Cost: "field:upstream_tokens"})
+	if len(got) != 1 || got[0].Key != "k-123" || got[0].N != 812 || got[0].At != at("2026-11-28T10:00:00.25Z") {
+		t.Errorf("entries %+v; want one of k-123 costing 812 at 10:00:00.25", got)
+	}
+	if r.Free() != 1 {
+		t.Errorf("free %d; want 1 (tokens=-)", r.Free())
+	}
+	if n, s := r.Skipped(); n != 1 || !strings.Contains(s[0].String(), `access.log:3: cost "lots"`) {
+		t.Errorf("skipped %d %v; want line 3's cost", n, s)
+	}
+	for _, c := range []struct{ format, key, want string }{
+		{`$remote_addr $status`, "ip", "has no time"},
+		{`[$time_local] $status`, "ip", "has no $remote_addr"},
+		{`$remote_addr [$time_local]`, "field:user", "has no $user"},
+		{`$remote_addr$status [$time_local]`, "ip", "nothing between them"},
+		{`$remote_addr [$time_local]`, "ip+path:1", "has no path"},
+		{`plain`, "ip", "want combined, common, json, csv"},
+	} {
+		k, _ := ParseKey(c.key)
+		_, err := NewReader([]Input{{Name: "x", R: strings.NewReader("")}}, Options{Format: c.format, Key: k})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("format %q, key %s: error %v; want one saying %q", c.format, c.key, err, c.want)
+		}
+	}
+}
+
+// A JSON log of the same traffic as combinedLog's requests reads as the
+// same entries: times as RFC 3339, seconds and milliseconds.
+func TestJSONAsCombined(t *testing.T) {
+	log := `{"ts":"2026-11-28T10:00:00Z","remote_addr":"203.0.113.9","request":"GET /api/v1/users?page=2 HTTP/1.1","status":200,"http_user_agent":"Mozilla/5.0 (X11; Linux x86_64)"}
+{"ts":1795860000,"remote_addr":"198.51.100.7","request":"POST /api/v1/orders HTTP/2.0","status":"429","http_user_agent":"curl/8.5.0"}
+{"ts":"1795860001000","remote_addr":"203.0.113.9","request":"GET /static/app.js HTTP/1.1","status":304,"http_user_agent":"Mozilla/5.0 (X11; Linux x86_64)"}
+{"ts":1795860002.0,"remote_addr":"192.0.2.1","request":"\\x16\\x03\\x01","status":400}
+{"ts":"yesterday","remote_addr":"192.0.2.1"}
+{"remote_addr":"192.0.2.1"}
+[1,2]
+{"ts":1795860002,"remote_addr":"192.0.2.1"} {"x":1}
+`
+	want, _ := read(t, combinedLog, Options{})
+	got, r := read(t, log, Options{Format: JSON})
+	if len(got) != len(want) {
+		t.Fatalf("%d entries, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		w, g := want[i], got[i]
+		w.Line, g.Line = 0, 0
+		if g != w {
+			t.Errorf("entry %d = %+v, want %+v (as combined)", i, g, w)
+		}
+	}
+	_, skips := r.Skipped()
+	wantSkips := []string{"access.log:5: ts: time \"yesterday\"", "access.log:6: no time", "access.log:7: not a JSON object", "access.log:8: more than one JSON value"}
+	for i, w := range wantSkips {
+		if i >= len(skips) || !strings.HasPrefix(skips[i].String(), w) {
+			t.Errorf("skips %v; want %d to start %q", skips, i, w)
+		}
+	}
+	// Named fields, nested.
+	k, _ := ParseKey(".user.id")
+	got, _ = read(t, `{"at":"2026-11-28T10:00:00Z","user":{"id":42},"tokens":7}`+"\n", Options{Format: JSON, Key: k, Time: ".at", Cost: ".tokens"})
+	if len(got) != 1 || got[0].Key != "42" || got[0].N != 7 {
+		t.Errorf("entries %+v; want user 42 costing 7", got)
+	}
+}
+
+func TestCSVTrace(t *testing.T) {
+	log := "t,key,n\n0,alice\n0.5,\"bob, jr\",3\n0.25,carol\nx,dave\n1,erin,2,1\n"
+	got, r := read(t, log, Options{Format: CSV, Reorder: -1})
+	if len(got) != 2 || got[1].Key != "bob, jr" || got[1].N != 3 || got[1].At != int64(500*time.Millisecond) {
+		t.Errorf("entries %+v; want alice and bob, jr at 0.5s costing 3", got)
+	}
+	n, skips := r.Skipped()
+	if n != 3 || !strings.Contains(skips[0].String(), "access.log:4: 250ms earlier") || !strings.Contains(skips[1].String(), "access.log:5: time \"x\"") || !strings.Contains(skips[2].String(), "access.log:6: an actual cost") {
+		t.Errorf("skipped %d: %v", n, skips)
+	}
+	k, _ := ParseKey("field:user")
+	if _, err := NewReader([]Input{{Name: "x", R: strings.NewReader("")}}, Options{Format: CSV, Key: k}); err == nil {
+		t.Error("a CSV trace with --key field:user: no error")
+	}
+}
+
+// Lines out of order by less than the reorder window are taken in order;
+// by more, skipped and said so.
+func TestReorder(t *testing.T) {
+	line := func(sec int, who string) string {
+		return who + ` - - [28/Nov/2026:10:00:` + string(rune('0'+sec/10)) + string(rune('0'+sec%10)) + ` +0000] "GET / HTTP/1.1" 200 1 "-" "-"` + "\n"
+	}
+	log := line(1, "a") + line(3, "b") + line(2, "c") + line(6, "d") + line(1, "e") + line(6, "f")
+	got, r := read(t, log, Options{Reorder: 2 * time.Second})
+	var keys []string
+	for _, e := range got {
+		keys = append(keys, e.Key)
+	}
+	if strings.Join(keys, "") != "acbdf" {
+		t.Errorf("order %q, want acbdf", strings.Join(keys, ""))
+	}
+	if n, s := r.Skipped(); n != 1 || !strings.HasPrefix(s[0].String(), "access.log:5: 2s earlier than a line already taken") {
+		t.Errorf("skipped %d %v; want line 5, 2s early", n, s)
+	}
+}
+
+// A gzip log reads as the plain one; a truncated one stops with an error
+// that names it.
+func TestGzip(t *testing.T) {
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write([]byte(combinedLog))
+	zw.Close()
+	got, _ := read(t, z.String(), Options{})
+	if len(got) != 4 {
+		t.Errorf("%d entries from gzip, want 4", len(got))
+	}
+	r, _ := NewReader([]Input{{Name: "cut.gz", R: bytes.NewReader(z.Bytes()[:z.Len()-10])}}, Options{})
+	var err error
+	for err == nil {
+		_, err = r.Read()
+	}
+	if err == io.EOF || !strings.HasPrefix(err.Error(), "cut.gz:") || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("a truncated gzip: %v; want an unexpected EOF naming cut.gz", err)
+	}
+}
+
+// A log of another format stops early, saying so, rather than read to the
+// end for nothing.
+func TestWrongFormat(t *testing.T) {
+	log := strings.Repeat(`{"ts":1795860000,"remote_addr":"198.51.100.7"}`+"\n", 500)
+	r, _ := NewReader([]Input{{Name: "app.log", R: strings.NewReader(log)}}, Options{})
+	_, err := r.Read()
+	if err == nil || !strings.Contains(err.Error(), "none of the first 100 lines is a request of the format combined") || r.Lines() != 100 {
+		t.Errorf("after %d lines: %v; want the format named after 100", r.Lines(), err)
+	}
+	r, _ = NewReader([]Input{{Name: "short.log", R: strings.NewReader("junk\n")}}, Options{})
+	if _, err := r.Read(); err == nil || err == io.EOF || !strings.Contains(err.Error(), "short.log:1") {
+		t.Errorf("one bad line only: %v; want an error naming it", err)
+	}
+}
+
+func TestEpoch(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+	}{
+		{"1795860000", 1795860000e9},
+		{"1795860000.123", 1795860000123e6},
+		{"1795860000123", 1795860000123e6},
+		{"1.79586e9", 1795860000e9},
+	} {
+		if got, err := epoch(c.in); err != nil || got != c.want {
+			t.Errorf("epoch(%q) = %d, %v; want %d", c.in, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{"", "-5", "1e20", "12.3x", "NaN"} {
+		if _, err := epoch(bad); err == nil {
+			t.Errorf("epoch(%q): no error", bad)
+		}
+	}
+}
