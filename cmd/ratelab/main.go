@@ -2,7 +2,8 @@
 // lab (bench), gates a run against a baseline (compare, merge), draws a saved
 // run's report again (report), replays traces through any limiter
 // (replay), serves them over HTTP (serve), shows them at work (demo) and
-// judges a limiter behind HTTP from the outside (probe).
+// judges a limiter behind HTTP from the outside (probe) and finds the limit
+// an access log's traffic wants (plan).
 //
 // Run "ratelab help" for the commands and "ratelab help COMMAND" for one.
 package main
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/harness"
+	"github.com/ratelab/ratelab/internal/plan"
 	"github.com/ratelab/ratelab/internal/probe"
 	"github.com/ratelab/ratelab/results/report"
 )
@@ -110,6 +112,7 @@ func commands() []command {
 		{"serve", "an HTTP server that rate-limits requests and echoes each decision", runServe},
 		{"demo", "a narrated walk through the limiters at work, in simulated time", runDemo},
 		{"probe", "judge a rate limiter behind HTTP from the outside: what it runs, how it strays", runProbe},
+		{"plan", "what limit to set: an access log's traffic decided at a sweep of limits", runPlan},
 		{"worker", "time decisions on request, for the gate (it runs one in each build)", runWorker},
 	}
 }
@@ -165,8 +168,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 // modes are the modes the command reports on a results file with: the
-// lab's, and the probe's.
-func modes() report.Modes { return append(harness.Modes(), probe.Modes()...) }
+// lab's, the probe's and the plan's.
+func modes() report.Modes {
+	return append(append(harness.Modes(), probe.Modes()...), plan.Modes()...)
+}
 
 // progressInterval is how often the lab's progress is said in a log: often
 // enough to show it is not stuck, seldom enough to keep the log short.

@@ -1,0 +1,45 @@
+// Command genlog writes a synthetic access log for ratelab plan: a shop's
+// two hours in nginx's combined format (or JSON lines), its normal users
+// in sessions of page views, a sale's peak in the middle, a few abusers
+// sending steadily far faster than anyone, and a few offices whose many
+// users share one address; the server refused (429) what passed 30 a
+// second. The same flags write the same log.
+//
+//	go run ./cmd/genlog -lines 10000000 > access.log
+//	go run ./cmd/genlog -lines 1000000 | ratelab plan --limits 1/s..100/s
+//
+// It says who is who (the abusers' and offices' addresses) on standard
+// error.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ratelab/ratelab/internal/plan"
+)
+
+func main() {
+	var s plan.Synth
+	flag.IntVar(&s.Lines, "lines", 1_000_000, "about how many lines to write")
+	flag.StringVar(&s.Format, "format", "combined", "combined or json")
+	flag.Uint64Var(&s.Seed, "seed", 1, "the seed the log is made from")
+	flag.DurationVar(&s.Span, "span", 2*time.Hour, "how long the log runs")
+	flag.IntVar(&s.Abusers, "abusers", 8, "how many abusers")
+	flag.IntVar(&s.Offices, "offices", 3, "how many offices behind one address each")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "genlog: unexpected arguments %q; it writes to standard output\n", flag.Args())
+		os.Exit(2)
+	}
+	t, err := plan.Synthesize(os.Stdout, s)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "genlog:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "genlog: %d lines: %d of %d normal users, %d of %d abusers (%s), %d of %d offices (%s)\n",
+		t.Lines, t.NormalLines, len(t.Normal), t.AbuseLines, len(t.Abusers), strings.Join(t.Abusers, " "), t.OfficeLines, len(t.Offices), strings.Join(t.Offices, " "))
+}

@@ -1,0 +1,339 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratelab/ratelab/internal/plan"
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/plots"
+	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
+	"github.com/ratelab/ratelab/workloads/accesslog"
+)
+
+const planUsage = `Usage:
+
+	ratelab plan [flags] LOG...
+
+Plan answers "what limit should I set?" from the traffic a server already
+logged. It decides every request of the log with each algorithm at each
+limit of a sweep, in simulated time (the library's limiters, as ratelab
+replay decides them), and says what each limit would have refused, of
+which clients, and, for each algorithm, the lowest limit that refuses no
+more than --spare of the clients.
+
+LOG is one or more access logs, read in the order given as one log
+(rotated files, oldest first), plain or gzip; - or none is standard input.
+Lines out of time order by up to --reorder are put back in order; a line
+that is not a request is counted and the first few are shown with their
+line numbers. A log's times are what it says: whole seconds in the
+combined format, so a limit per second is judged on whole seconds.
+
+--format says how the log is written:
+
+	combined   nginx's and Apache's default (the default)
+	common     the same without referer and user agent
+	json       one JSON object a line; --time names its time field
+	csv        ratelab's trace: t,key[,n], t in seconds from the start
+	'$remote_addr [$time_local] "$request" $status ...'
+	           an nginx log_format of your own, as written in nginx.conf
+
+--key says what a limit counts a request under: ip (the client's address),
+field:NAME (a variable of the format, or a JSON field, a.b for a nested
+one; .NAME is the same), header:NAME (a logged request header:
+$http_x_api_key for header:X-Api-Key), each optionally followed by
++path:N, the path's first N segments (ip+path:2 limits each client on
+each /api/v1).
+
+--limits is the sweep: a range, LOW..HIGH, tried at --steps limits spaced
+evenly on a log scale (10/s..1000/s), or a list (100/min,300/min,1000/min).
+The limits share one period: a client's peak is the most it sent in any
+window of it. For the buckets, N/PERIOD is a rate of N per PERIOD with a
+burst of N.
+
+The log's server may have refused requests already (429 in the status):
+--refused count decides them as any other (what the clients asked for);
+--refused drop leaves them out (each was sent again, and the log holds
+the retry too).
+
+It prints the tables, and writes DIR/plan.json (the lab's results file:
+schema 4, mode "plan"; see docs/plan.md) with the report beside it:
+DIR/report.html, its charts in DIR/charts.
+
+Examples:
+
+	ratelab plan /var/log/nginx/access.log.2.gz /var/log/nginx/access.log.1 /var/log/nginx/access.log
+	ratelab plan --limits 60/min..6000/min --key ip+path:2 access.log
+	ratelab plan --format json --time .ts --key .user_id --cost .tokens app.log
+	go run ./cmd/genlog -lines 1000000 | ratelab plan --limits 1/s..100/s
+
+Flags:
+`
+
+func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	var f planFlags
+	f.define(fs)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), planUsage)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	c, o, err := f.check()
+	if err != nil {
+		return badUsage(fs, fmt.Errorf("plan: %w", err))
+	}
+	inputs, closeAll, err := openLogs(fs.Args(), stdin)
+	if err != nil {
+		return usageError{fmt.Errorf("plan: %w", err)}
+	}
+	defer closeAll()
+	r, err := accesslog.NewReader(inputs, o)
+	if err != nil {
+		return badUsage(fs, fmt.Errorf("plan: %w", err))
+	}
+	p, err := plan.Run(ctx, r, c, planProgress(stderr))
+	if err != nil {
+		return usageError{fmt.Errorf("plan: %w", err)}
+	}
+	return printPlan(stdout, f.out, p, logName(inputs), f.settings(fs))
+}
+
+// planFlags are plan's flags.
+type planFlags struct {
+	format, key, cost, timeField, limits, algos, spare, refused, out string
+	steps, top                                                       int
+	reorder                                                          time.Duration
+}
+
+func (f *planFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&f.format, "format", "combined", "how the log is written: combined, common, json, csv, or an nginx log_format string")
+	fs.StringVar(&f.key, "key", "ip", "what a limit counts a request under: ip, field:NAME, .NAME, header:NAME, each optionally +path:N")
+	fs.StringVar(&f.cost, "cost", "", "the field a request's cost is in (a log format's variable, a JSON field); each costs 1 if not given")
+	fs.StringVar(&f.timeField, "time", "", "a JSON log's time field (default: the first of time, timestamp, ts, @timestamp)")
+	fs.StringVar(&f.limits, "limits", "1/s..1000/s", "the limits to try: LOW..HIGH, or a comma-separated list")
+	fs.IntVar(&f.steps, "steps", 10, "how many limits a LOW..HIGH sweep tries")
+	fs.StringVar(&f.algos, "algos", "all", "the algorithms to try, comma-separated")
+	fs.StringVar(&f.spare, "spare", "0.1%", "the share of clients a suggested limit may refuse (0.1% or 0.001)")
+	fs.StringVar(&f.refused, "refused", "count", "the requests the log's server refused (429): count (decide them as the others) or drop")
+	fs.IntVar(&f.top, "top", 10, "how many clients the tables name")
+	fs.DurationVar(&f.reorder, "reorder", 2*time.Second, "how far out of time order a log's lines may be and still be taken in order")
+	fs.StringVar(&f.out, "out", "out/plan", "the folder plan.json and the report go to")
+}
+
+// check returns the plan and the reading f says.
+func (f *planFlags) check() (plan.Config, accesslog.Options, error) {
+	var c plan.Config
+	var err error
+	if c.Limits, err = sweep(f.limits, f.steps); err != nil {
+		return c, accesslog.Options{}, err
+	}
+	if f.algos != "all" {
+		for name := range strings.SplitSeq(f.algos, ",") {
+			a, err := limiters.ParseAlgorithm(strings.TrimSpace(name))
+			if err != nil {
+				return c, accesslog.Options{}, err
+			}
+			c.Algorithms = append(c.Algorithms, a)
+		}
+	}
+	if c.Spare, err = share(f.spare); err != nil {
+		return c, accesslog.Options{}, fmt.Errorf("--spare %s: %w", f.spare, err)
+	}
+	switch f.refused {
+	case "count":
+	case "drop":
+		c.DropRefused = true
+	default:
+		return c, accesslog.Options{}, fmt.Errorf("--refused %q: want count or drop", f.refused)
+	}
+	if f.top < 1 {
+		return c, accesslog.Options{}, fmt.Errorf("--top %d: want 1 or more", f.top)
+	}
+	c.Top = f.top
+	key, err := accesslog.ParseKey(f.key)
+	if err != nil {
+		return c, accesslog.Options{}, err
+	}
+	if f.format == accesslog.CSV && f.key == "ip" {
+		key = accesslog.KeySpec{} // a trace's key is its column
+	}
+	reorder := f.reorder
+	if reorder == 0 {
+		reorder = -1 // none
+	}
+	return c, accesslog.Options{Format: f.format, Key: key, Cost: f.cost, Time: f.timeField, Reorder: reorder}, nil
+}
+
+// settings are the plan's settings as its file records them: every flag,
+// by name.
+func (f *planFlags) settings(fs *flag.FlagSet) map[string]string {
+	out := map[string]string{}
+	fs.VisitAll(func(fl *flag.Flag) {
+		if fl.Name != "out" {
+			out[fl.Name] = fl.Value.String()
+		}
+	})
+	return out
+}
+
+// sweep reads --limits: LOW..HIGH at steps limits spaced on a log scale
+// (rounded to two digits), or a list.
+func sweep(s string, steps int) ([]limiters.Limit, error) {
+	lo, hi, isRange := strings.Cut(s, "..")
+	if !isRange {
+		var out []limiters.Limit
+		for part := range strings.SplitSeq(s, ",") {
+			l, err := limiters.ParseLimit(strings.TrimSpace(part))
+			if err != nil {
+				return nil, fmt.Errorf("--limits: %w", err)
+			}
+			out = append(out, l)
+		}
+		return out, nil
+	}
+	low, err := limiters.ParseLimit(lo)
+	if err != nil {
+		return nil, fmt.Errorf("--limits: %w", err)
+	}
+	high, err := limiters.ParseLimit(hi)
+	if err != nil {
+		return nil, fmt.Errorf("--limits: %w", err)
+	}
+	if low.Per != high.Per || low.Burst != 0 || high.Burst != 0 || low.N >= high.N {
+		return nil, fmt.Errorf("--limits %s: want LOW..HIGH of one period, no burst, LOW below HIGH (10/s..1000/s)", s)
+	}
+	if steps < 2 || steps > 50 {
+		return nil, fmt.Errorf("--steps %d: want 2 to 50", steps)
+	}
+	var out []limiters.Limit
+	for i := range steps {
+		v := float64(low.N) * math.Pow(float64(high.N)/float64(low.N), float64(i)/float64(steps-1))
+		n := int(roundTwo(v))
+		if len(out) > 0 && n <= out[len(out)-1].N {
+			continue
+		}
+		out = append(out, limiters.Limit{N: n, Per: low.Per})
+	}
+	return out, nil
+}
+
+// roundTwo rounds v to two significant digits.
+func roundTwo(v float64) float64 {
+	if v < 10 {
+		return math.Round(v)
+	}
+	scale := math.Pow(10, math.Floor(math.Log10(v))-1)
+	return math.Round(v/scale) * scale
+}
+
+// share reads a share: 0.1% or 0.001.
+func share(s string) (float64, error) {
+	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+	if err != nil {
+		return 0, errors.New("not a share (0.1% or 0.001)")
+	}
+	if strings.HasSuffix(s, "%") {
+		v /= 100
+	}
+	if !(v >= 0 && v < 1) {
+		return 0, errors.New("want a share from 0 to below 100%")
+	}
+	return v, nil
+}
+
+// openLogs opens the logs named (standard input for none or -).
+func openLogs(names []string, stdin io.Reader) ([]accesslog.Input, func(), error) {
+	if len(names) == 0 {
+		names = []string{"-"}
+	}
+	var inputs []accesslog.Input
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	for _, n := range names {
+		if n == "-" {
+			inputs = append(inputs, accesslog.Input{Name: "standard input", R: stdin})
+			continue
+		}
+		f, err := os.Open(n)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		files = append(files, f)
+		inputs = append(inputs, accesslog.Input{Name: n, R: f})
+	}
+	return inputs, closeAll, nil
+}
+
+func logName(inputs []accesslog.Input) string {
+	var names []string
+	for _, in := range inputs {
+		names = append(names, filepath.Base(in.Name))
+	}
+	return strings.Join(names, ", ")
+}
+
+// planProgress says how far a plan has read, every few seconds after the
+// first few: on a terminal one line redrawn, elsewhere a line every
+// progressInterval.
+func planProgress(stderr io.Writer) plan.Progress {
+	began, last := time.Now(), time.Now()
+	term := isTerminal(stderr)
+	every := progressInterval
+	if term {
+		every = time.Second
+	}
+	return func(lines, requests int, logTime time.Duration) {
+		if time.Since(began) < 3*time.Second || time.Since(last) < every {
+			return
+		}
+		last = time.Now()
+		end := "\n"
+		if term {
+			end = "\x1b[K\r"
+		}
+		fmt.Fprintf(stderr, "plan: %5.1fs  %s lines read, %s requests, %v of the log%s",
+			time.Since(began).Seconds(), results.Count(int64(lines)), results.Count(int64(requests)), logTime.Round(time.Second), end)
+	}
+}
+
+// printPlan prints p's tables and writes its file and report to dir.
+func printPlan(stdout io.Writer, dir string, p *plan.Plan, log string, settings map[string]string) error {
+	f := p.File(log, settings)
+	for _, tb := range report.Tables(f, plan.Modes()) {
+		if err := tb.Text(stdout); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	saved := filepath.Join(dir, "plan.json")
+	if err := results.WriteFile(saved, f); err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	if _, err := plots.WriteReport(dir, f, plan.Modes(), saved); err != nil {
+		return fmt.Errorf("plan: the report: %w", err)
+	}
+	fmt.Fprintf(stdout, "Planned %s requests of %s clients at %d limits, %d algorithms, in %.1fs. Results: %s; the report: %s\n",
+		results.Count(int64(p.Decided)), results.Count(int64(p.Clients)), len(p.Config.Limits), len(p.Config.Algorithms), p.Took.Seconds(), saved, filepath.Join(dir, "report.html"))
+	return nil
+}

@@ -1,0 +1,142 @@
+package plan
+
+import (
+	"slices"
+
+	"github.com/ratelab/ratelab/workloads/accesslog"
+)
+
+// client is what the plan knows of one key's traffic: how much, how fast
+// at its peak, and how many agents and paths it came with.
+type client struct {
+	key       string
+	requests  int64
+	cost      int64
+	logged429 int64
+	first     int64 // its first request's time
+
+	// The requests in the window before the last, for its peak: their
+	// times and costs, oldest first, and the cost they sum to.
+	inWindow []stamp
+	head     int
+	sum      int64
+	peak     int64
+
+	agents, paths distinct
+	series        []uint32 // its peak in each bucket of the plan's grid
+}
+
+type stamp struct {
+	at int64
+	n  int64
+}
+
+// see counts a request of cost n at at into the client's window: its
+// peak is the most cost any window of length window ending at a request
+// held.
+func (c *client) see(at, n, window int64) int64 {
+	for c.head < len(c.inWindow) && c.inWindow[c.head].at <= at-window {
+		c.sum -= c.inWindow[c.head].n
+		c.head++
+	}
+	if c.head > 0 && c.head >= len(c.inWindow)/2 { // compact, keeping the memory to about the peak
+		c.inWindow = c.inWindow[:copy(c.inWindow, c.inWindow[c.head:])]
+		c.head = 0
+	}
+	c.inWindow = append(c.inWindow, stamp{at, n})
+	c.sum += n
+	c.peak = max(c.peak, c.sum)
+	return c.sum
+}
+
+// distinct counts distinct hashes up to maxDistinct: enough to tell one
+// client from many behind one address.
+type distinct struct {
+	seen []uint64
+}
+
+// maxDistinct is how many distinct agents (or paths) a key is counted to.
+const maxDistinct = 64
+
+func (d *distinct) add(h uint64) {
+	if h == 0 || len(d.seen) >= maxDistinct || slices.Contains(d.seen, h) {
+		return
+	}
+	d.seen = append(d.seen, h)
+}
+
+func (d *distinct) n() int { return len(d.seen) }
+
+// grid is the buckets the clients' traffic over time is drawn in: a
+// width that doubles, halving every series, as the log goes on, so that a
+// series is at most buckets long however long the log.
+type grid struct {
+	origin int64
+	width  int64
+	begun  bool
+}
+
+// buckets is how many buckets a client's series has at most.
+const buckets = 96
+
+// bucket returns at's bucket, first doubling the width (and merging
+// every client's series) until at fits.
+func (g *grid) bucket(at int64, clients []*client) int {
+	if !g.begun {
+		g.origin, g.begun = at, true
+	}
+	for (at-g.origin)/g.width >= buckets {
+		g.width *= 2
+		for _, c := range clients {
+			for i := range c.series {
+				if 2*i+1 < len(c.series) {
+					c.series[i] = max(c.series[2*i], c.series[2*i+1])
+				} else if 2*i < len(c.series) {
+					c.series[i] = c.series[2*i]
+				} else {
+					c.series = c.series[:i]
+					break
+				}
+			}
+		}
+	}
+	return int((at - g.origin) / g.width)
+}
+
+// clients interns the keys of a log: a client a key, numbered in order
+// of first request.
+type clients struct {
+	ids    map[string]int32
+	all    []*client
+	window int64
+	grid   grid
+}
+
+func newClients(window int64) *clients {
+	return &clients{ids: map[string]int32{}, window: window, grid: grid{width: window}}
+}
+
+// see counts e, returning its client's number and interned key.
+func (cs *clients) see(e *accesslog.Entry) (int32, string) {
+	id, ok := cs.ids[e.Key]
+	if !ok {
+		id = int32(len(cs.all))
+		cs.ids[e.Key] = id
+		cs.all = append(cs.all, &client{key: e.Key, first: e.At})
+	}
+	c := cs.all[id]
+	c.requests++
+	c.cost += int64(e.N)
+	if e.Status == 429 {
+		c.logged429++
+	}
+	c.agents.add(e.Agent)
+	c.paths.add(e.Path)
+	s := c.see(e.At, int64(e.N), cs.window)
+	b := cs.grid.bucket(e.At, cs.all)
+	for len(c.series) <= b {
+		c.series = append(c.series, 0)
+	}
+	c.series[b] = max(c.series[b], uint32(min(s, 1<<32-1)))
+	return id, c.key
+}

@@ -1,0 +1,450 @@
+package plan
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/results/report"
+)
+
+// A plan's rows are the lab's: a results.File of rows of the mode "plan"
+// (plan.json), whose tables, charts and report the lab's packages draw.
+// A row is one of five kinds (its setting "kind"): the log read, the
+// clients' peaks, an algorithm at a limit, an algorithm's suggestion, or
+// a client (one the suggestions refuse most, or one that looks like many
+// users).
+const (
+	modeName = "plan"
+	kind     = "kind"
+
+	kindLog     = "log"
+	kindPeaks   = "peaks"
+	kindPoint   = "point"
+	kindSuggest = "suggestion"
+	kindTop     = "top"
+	kindShared  = "shared"
+
+	// Settings.
+	limitSetting  = "limit"   // a limit as written
+	limitN        = "limit_n" // its N, which the sweep's columns are headed by
+	foundSetting  = "found"   // a suggestion's: "true" if the sweep had one
+	keySetting    = "key"     // a client's key
+	periodSetting = "period"  // the limits' period, as written (1s)
+
+	// Metrics.
+	refusedName   = "refused"         // requests refused
+	refusedShare  = "refused_share"   // of the requests decided
+	clientsName   = "clients_refused" // clients refused at least once
+	clientsShare  = "clients_share"   // of the clients
+	clients90Name = "clients_90"      // clients with 90% of the refusals
+	onlyName      = "only_refused"    // requests it alone refused
+	onlyLetsName  = "only_admitted"   // requests it alone admitted
+	requestsName  = "requests"        // a client's, or the log's
+	logged429Name = "logged_429"      // refused by the log's own server
+	peakName      = "peak"            // a client's most in any window
+	agentsName    = "agents"          // distinct user agents, to 64
+	pathsName     = "paths"           // distinct paths, to 64
+	linesName     = "lines"           // the log's lines
+	skippedName   = "skipped"         // lines not read
+	freeName      = "free"            // lines of cost 0
+	clientsCount  = "clients"         // the log's clients
+	spanName      = "span"            // the log's first to last request
+	cdfName       = "clients_at_most" // the peaks' CDF
+	seriesName    = "peak_over_time"  // a client's peak by bucket
+	tookName      = "took"            // the plan's time
+	refusedByName = "refused_by_"     // a top client's, by algorithm, at its suggestion
+	p50, p90      = "p50", "p90"      // the peaks' quantiles
+	p99, p999     = "p99", "p999"     //
+	maxName       = "max"             //
+)
+
+func isKind(k string) func(results.Row) bool {
+	return func(r results.Row) bool { return r.Setting(kind) == k }
+}
+
+// Modes returns the plan's mode, which a report of its file is given as a
+// lab's is given the lab's.
+func Modes() report.Modes { return report.Modes{mode} }
+
+// File returns p as the lab's rows; log names the log read.
+func (p *Plan) File(log string, settings map[string]string) *results.File {
+	f := &results.File{Schema: results.Schema, Meta: results.Meta{
+		GoVersion: runtime.Version(), CPU: results.CPUModel(), Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+		Start: time.Now().Add(-p.Took), Elapsed: results.Seconds(p.Took.Seconds()),
+		Target: log, Settings: settings,
+	}}
+	add := func(r results.Row) {
+		r.Mode = modeName
+		f.Rows = append(f.Rows, r)
+	}
+	per := p.Config.Limits[0].Per
+	row := results.Row{Workload: log, Limiter: "log"}
+	row.Set(kind, kindLog)
+	row.Set(periodSetting, per.String())
+	var notes []string
+	if p.Skipped > 0 {
+		var first []string
+		for _, s := range p.Skips {
+			first = append(first, s.String())
+		}
+		notes = append(notes, fmt.Sprintf("%s lines were not read; the first: %s.", results.Count(int64(p.Skipped)), strings.Join(first, "; ")))
+	}
+	if p.Logged429 > 0 {
+		how := "decided as the others: demand (--refused count)"
+		if p.Config.DropRefused {
+			how = "left out: their clients would have sent them again (--refused drop)"
+		}
+		notes = append(notes, fmt.Sprintf("The log's server refused %s requests (429), %s.", results.Count(int64(p.Logged429)), how))
+	}
+	row.Note = strings.Join(notes, " ")
+	row.Add(linesName, results.UnitCount, float64(p.Lines))
+	row.Add(requestsName, results.UnitCount, float64(p.Requests))
+	row.Add(skippedName, results.UnitCount, float64(p.Skipped))
+	row.Add(freeName, results.UnitCount, float64(p.Free))
+	row.Add(logged429Name, results.UnitCount, float64(p.Logged429))
+	row.Add(results.Decisions, results.UnitCount, float64(p.Decided))
+	row.Add(clientsCount, results.UnitCount, float64(p.Clients))
+	row.Add(spanName, results.UnitSeconds, p.Span.Seconds())
+	row.Add(tookName, results.UnitSeconds, p.Took.Seconds())
+	add(row)
+
+	row = results.Row{Workload: log, Limiter: "clients"}
+	row.Set(kind, kindPeaks)
+	row.Set(periodSetting, per.String())
+	pk := p.Peaks
+	for _, q := range []struct {
+		name string
+		v    float64
+	}{{p50, pk.P50}, {p90, pk.P90}, {p99, pk.P99}, {p999, pk.P999}, {maxName, pk.Max}} {
+		row.Add(q.name, results.UnitCount, q.v)
+	}
+	cdf := results.Series{Name: cdfName, Unit: results.UnitFraction, XUnit: results.UnitCount}
+	for _, pt := range pk.CDF {
+		cdf.X, cdf.Y = append(cdf.X, pt[0]), append(cdf.Y, pt[1])
+	}
+	row.AddSeries(cdf)
+	add(row)
+
+	for _, pt := range p.Sweep {
+		row := pointRow(pt, log, p)
+		row.Set(kind, kindPoint)
+		add(row)
+	}
+	for _, s := range p.Suggestions {
+		row := pointRow(s.Point, log, p)
+		row.Set(kind, kindSuggest)
+		row.Set(foundSetting, strconv.FormatBool(s.Found))
+		add(row)
+	}
+	for _, c := range p.Top {
+		row := clientRow(c, log)
+		row.Set(kind, kindTop)
+		for i, s := range p.Suggestions {
+			row.Add(refusedByName+string(s.Algorithm), results.UnitCount, float64(c.Refused[i]))
+		}
+		add(row)
+	}
+	for _, c := range p.Shared {
+		row := clientRow(c, log)
+		row.Set(kind, kindShared)
+		add(row)
+	}
+	return f
+}
+
+func pointRow(pt Point, log string, p *Plan) results.Row {
+	row := results.Row{Workload: log, Limiter: string(pt.Algorithm), Algorithm: string(pt.Algorithm), Library: results.LibraryRatelab, Backend: results.BackendMemory}
+	row.Set(limitSetting, pt.Limit.String())
+	row.SetInt(limitN, pt.Limit.N)
+	row.Add(results.Decisions, results.UnitCount, float64(p.Decided))
+	row.Add(refusedName, results.UnitCount, float64(pt.Refused))
+	row.Add(refusedShare, results.UnitFraction, float64(pt.Refused)/float64(max(p.Decided, 1)))
+	row.Add(clientsName, results.UnitCount, float64(pt.Clients))
+	row.Add(clientsShare, results.UnitFraction, float64(pt.Clients)/float64(max(p.Clients, 1)))
+	row.Add(clients90Name, results.UnitCount, float64(pt.Clients90))
+	row.Add(onlyName, results.UnitCount, float64(pt.Only))
+	row.Add(onlyLetsName, results.UnitCount, float64(pt.OnlyLets))
+	return row
+}
+
+func clientRow(c Client, log string) results.Row {
+	row := results.Row{Workload: log, Limiter: "client"}
+	row.Set(keySetting, c.Key)
+	row.Add(requestsName, results.UnitCount, float64(c.Requests))
+	row.Add(logged429Name, results.UnitCount, float64(c.Logged429))
+	row.Add(peakName, results.UnitCount, float64(c.Peak))
+	row.Add(agentsName, results.UnitCount, float64(c.Agents))
+	row.Add(pathsName, results.UnitCount, float64(c.Paths))
+	s := results.Series{Name: seriesName, Unit: results.UnitCount, XUnit: results.UnitSeconds}
+	for i, v := range c.Series {
+		s.X = append(s.X, (time.Duration(i)*c.BucketWidth + c.BucketWidth/2).Seconds())
+		s.Y = append(s.Y, v)
+	}
+	row.AddSeries(s)
+	return row
+}
+
+// pct writes a share as a percentage, to two significant digits below 1%.
+func pct(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v < 0.0001:
+		return "<0.01%"
+	case v < 0.01:
+		return fmt.Sprintf("%.2f%%", 100*v)
+	}
+	return fmt.Sprintf("%.1f%%", 100*v)
+}
+
+// mode is the plan's.
+var mode = report.Mode{
+	Mode: results.Mode{
+		Name:    modeName,
+		About:   "an access log's traffic, decided at a sweep of limits (ratelab plan)",
+		Order:   95,
+		Outside: true,
+	},
+	Tables: []report.TableSpec{
+		{
+			Name:   "plan-log",
+			Title:  "The log",
+			Note:   "Lines read, requests taken (a line that is not one is counted, never guessed at), requests of cost 0, requests the log's own server refused (429), requests decided, clients (keys), and the time from the first request to the last.",
+			Header: []string{"log", "lines", "requests", "not read", "cost 0", "429 logged", "decided", "clients", "span"},
+			Left:   1,
+			Keep:   isKind(kindLog),
+			Cells: func(r results.Row) []string {
+				return []string{r.Workload, results.Count(r.Count(linesName)), results.Count(r.Count(requestsName)), results.Count(r.Count(skippedName)),
+					results.Count(r.Count(freeName)), results.Count(r.Count(logged429Name)), results.Count(r.Count(results.Decisions)),
+					results.Count(r.Count(clientsCount)), (time.Duration(r.Get(spanName)) * time.Second).String()}
+			},
+		},
+		{
+			Name:   "plan-peaks",
+			Title:  "The clients' peaks",
+			Note:   "Each client's peak is the most it sent in any window of the limits' period (its cost, if the log says one). A limit of N per period on the sliding log refuses exactly the clients whose peak is above N; the other algorithms come close. Quantiles over the clients.",
+			Header: []string{"clients", "period", "p50", "p90", "p99", "p99.9", "max"},
+			Left:   2,
+			Keep:   isKind(kindPeaks),
+			Cells: func(r results.Row) []string {
+				return []string{r.Limiter, r.Setting(periodSetting), fmt.Sprint(r.Get(p50)), fmt.Sprint(r.Get(p90)), fmt.Sprint(r.Get(p99)), fmt.Sprint(r.Get(p999)), fmt.Sprint(r.Get(maxName))}
+			},
+		},
+		{
+			Name:   "plan-suggestions",
+			Title:  "The limit to set, by algorithm",
+			Note:   "For each algorithm, the lowest limit of the sweep that refuses at least one request of no more than --spare of the clients, and what it refuses there: of the requests decided, and of the clients; how few clients take 90% of its refusals; the requests it alone refused of the algorithms at that limit, and those it alone admitted (a fixed window lets a burst through at its edge, a bucket a burst after quiet; the sliding counter, estimating, refuses some the others admit).",
+			Header: []string{"algorithm", "limit", "requests refused", "clients refused", "90% of refusals", "it alone refused", "it alone admitted"},
+			Left:   2,
+			Keep:   isKind(kindSuggest),
+			Cells: func(r results.Row) []string {
+				lim := r.Setting(limitSetting)
+				if r.Setting(foundSetting) != "true" {
+					lim = "none (" + lim + " refuses too many)"
+				}
+				return []string{r.Limiter, lim, pct(r.Get(refusedShare)), fmt.Sprintf("%s (%s)", results.Count(r.Count(clientsName)), pct(r.Get(clientsShare))),
+					results.Count(r.Count(clients90Name)) + " clients", results.Count(r.Count(onlyName)), results.Count(r.Count(onlyLetsName))}
+			},
+		},
+		{
+			Name:   "plan-requests",
+			Title:  "Requests refused at each limit",
+			Note:   "The share of the requests decided that each algorithm refuses at each limit of the sweep (columns: N per the period).",
+			Header: []string{"algorithm"},
+			Left:   1,
+			Keep:   isKind(kindPoint),
+			Cells:  func(r results.Row) []string { return []string{r.Limiter} },
+			Pivot: &report.Pivot{By: limitN, Head: strconv.Itoa,
+				Cell: func(r results.Row) string { return pct(r.Get(refusedShare)) }},
+		},
+		{
+			Name:   "plan-clients",
+			Title:  "Clients refused at each limit",
+			Note:   "How many clients each algorithm refuses at least once at each limit of the sweep (columns: N per the period).",
+			Header: []string{"algorithm"},
+			Left:   1,
+			Keep:   isKind(kindPoint),
+			Cells:  func(r results.Row) []string { return []string{r.Limiter} },
+			Pivot: &report.Pivot{By: limitN, Head: strconv.Itoa,
+				Cell: func(r results.Row) string { return results.Count(r.Count(clientsName)) }},
+		},
+		{
+			Name:   "plan-top",
+			Title:  "The clients hit hardest",
+			Note:   "The clients the suggestions refuse most: their requests, those the log's server refused already (429), their peak in any window of the period, how many user agents they came with, and the share of their requests each algorithm refuses at its own suggested limit.",
+			Header: []string{"key", "requests", "429 logged", "peak", "agents", "refused at the suggestions"},
+			Left:   1,
+			Keep:   isKind(kindTop),
+			Cells: func(r results.Row) []string {
+				var by []string
+				for _, m := range r.Metrics {
+					if a, ok := strings.CutPrefix(m.Name, refusedByName); ok {
+						by = append(by, fmt.Sprintf("%s %s", short(a), pct(m.Value/max(r.Get(requestsName), 1))))
+					}
+				}
+				return []string{r.Setting(keySetting), results.Count(r.Count(requestsName)), results.Count(r.Count(logged429Name)),
+					results.Count(r.Count(peakName)), agents(r.Count(agentsName)), strings.Join(by, ", ")}
+			},
+		},
+		{
+			Name:   "plan-shared",
+			Title:  "Keys that look like many users",
+			Note:   fmt.Sprintf("Keys that came with %d or more user agents (counted to %d): an office, a proxy or a carrier's NAT behind one address. Keyed by address, a limit counts their users as one; a field that names the user (--key field:NAME, header:NAME) tells them apart.", sharedAgents, maxDistinct),
+			Header: []string{"key", "requests", "peak", "agents", "paths"},
+			Left:   1,
+			Keep:   isKind(kindShared),
+			Cells: func(r results.Row) []string {
+				return []string{r.Setting(keySetting), results.Count(r.Count(requestsName)), results.Count(r.Count(peakName)), agents(r.Count(agentsName)), agents(r.Count(pathsName))}
+			},
+		},
+	},
+	Charts: charts,
+}
+
+// agents writes a count of distinct agents or paths, counted to
+// maxDistinct.
+func agents(n int64) string {
+	if n >= maxDistinct {
+		return fmt.Sprintf("%d+", maxDistinct)
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// short names an algorithm in a narrow column.
+func short(a string) string {
+	switch limiters.Algorithm(a) {
+	case limiters.FixedWindow:
+		return "fixed"
+	case limiters.SlidingLog:
+		return "log"
+	case limiters.SlidingCounter:
+		return "counter"
+	case limiters.TokenBucket:
+		return "token"
+	case limiters.LeakyBucket:
+		return "leaky"
+	}
+	return a
+}
+
+// charts are the plan's: refusals against the limit, the clients' peaks
+// with the suggestions marked, and the top clients' traffic over time
+// against them.
+func charts(_ *results.File, rows []results.Row) []report.Figure {
+	var out []report.Figure
+	var points, suggestions, top []results.Row
+	var peaks *results.Row
+	for i, r := range rows {
+		switch r.Setting(kind) {
+		case kindPoint:
+			points = append(points, r)
+		case kindSuggest:
+			suggestions = append(suggestions, r)
+		case kindTop:
+			top = append(top, r)
+		case kindPeaks:
+			peaks = &rows[i]
+		}
+	}
+	marks := suggestedMarks(suggestions)
+	if len(points) > 0 {
+		byAlgo := map[string]*[2]report.Line{}
+		var order []string
+		for _, r := range points {
+			l, ok := byAlgo[r.Limiter]
+			if !ok {
+				l = &[2]report.Line{{Name: r.Limiter}, {Name: r.Limiter}}
+				byAlgo[r.Limiter] = l
+				order = append(order, r.Limiter)
+			}
+			x := r.SettingFloat(limitN)
+			l[0].Points = append(l[0].Points, report.XY{X: x, Y: 100 * r.Get(refusedShare)})
+			l[1].Points = append(l[1].Points, report.XY{X: x, Y: 100 * r.Get(clientsShare)})
+		}
+		var reqs, cls []report.Line
+		for _, a := range order {
+			reqs, cls = append(reqs, byAlgo[a][0]), append(cls, byAlgo[a][1])
+		}
+		x := report.Axis{Label: "limit: N per " + periodOf(rows), Log: true, Ticks: report.TicksPlain}
+		out = append(out, report.Figure{Name: "plan-refused", Title: "What each limit would have refused",
+			Caption: "Each algorithm replayed the log at each limit of the sweep: the share of the requests it refuses (left) and of the clients it refuses at least once (right). Where the lines part, the algorithms differ on this traffic; where a line drops to zero, no request of that kind is refused.",
+			Panels: []report.Panel{
+				{Title: "requests refused", X: x, Y: report.Axis{Label: "% of requests", Min: 0}, Lines: reqs},
+				{Title: "clients refused at least once", X: x, Y: report.Axis{Label: "% of clients", Min: 0}, Lines: cls},
+			}, Cols: 2, Width: 10, RowHeight: 3.6})
+	}
+	if peaks != nil {
+		if s := peaks.Curve(cdfName); s != nil && len(s.X) > 0 {
+			line := report.Line{Name: "clients"}
+			for i := range s.X {
+				line.Points = append(line.Points, report.XY{X: max(s.X[i], 1), Y: 100 * s.Y[i]})
+			}
+			var onX []report.Mark
+			for _, m := range marks {
+				m.OnX = true
+				onX = append(onX, m)
+			}
+			out = append(out, report.Figure{Name: "plan-peaks", Title: "The clients' peaks, and the limits suggested",
+				Caption: fmt.Sprintf("The share of clients whose peak (the most they sent in any window of %s) is at most X. A limit refuses the clients to its right; the dashed lines are the limits suggested, each for the algorithms it names.", peaks.Setting(periodSetting)),
+				Panels: []report.Panel{{X: report.Axis{Label: "peak: requests in any " + peaks.Setting(periodSetting), Log: true, Ticks: report.TicksPlain},
+					Y: report.Axis{Label: "% of clients at or below", Min: 0, Max: 100}, Lines: []report.Line{line}, Steps: true, Marks: onX}},
+				Width: 8, RowHeight: 3.6})
+		}
+	}
+	var panels []report.Panel
+	for _, r := range top[:min(len(top), 6)] {
+		s := r.Curve(seriesName)
+		if s == nil {
+			continue
+		}
+		line := report.Line{Name: "peak in a window"}
+		for i := range s.X {
+			line.Points = append(line.Points, report.XY{X: s.X[i] / 60, Y: s.Y[i]})
+		}
+		panels = append(panels, report.Panel{Title: r.Setting(keySetting), X: report.Axis{Label: "minutes from the log's start"},
+			Y: report.Axis{Label: "requests in a window", Min: 0}, Lines: []report.Line{line}, Steps: true, Marks: marks})
+	}
+	if len(panels) > 0 {
+		out = append(out, report.Figure{Name: "plan-top", Title: "The clients hit hardest, over time",
+			Caption: "Each client's peak in each stretch of the log (the most it sent in any window of the period within it), against the limits suggested (dashed): where the line is above one, that limit refuses it.",
+			Panels:  panels, Cols: 2, Width: 10, RowHeight: 2.6})
+	}
+	return out
+}
+
+// suggestedMarks are the limits suggested, one mark each, naming the
+// algorithms it is suggested for.
+func suggestedMarks(suggestions []results.Row) []report.Mark {
+	var out []report.Mark
+	names := map[float64][]string{}
+	var order []float64
+	for _, r := range suggestions {
+		if r.Setting(foundSetting) != "true" {
+			continue
+		}
+		n := r.SettingFloat(limitN)
+		if _, ok := names[n]; !ok {
+			order = append(order, n)
+		}
+		names[n] = append(names[n], short(r.Limiter))
+	}
+	for _, n := range order {
+		out = append(out, report.Mark{Name: fmt.Sprintf("%v: %s", n, strings.Join(names[n], ", ")), At: n})
+	}
+	return out
+}
+
+// periodOf is the limits' period, as the log row says it.
+func periodOf(rows []results.Row) string {
+	for _, r := range rows {
+		if r.Setting(kind) == kindLog {
+			return r.Setting(periodSetting)
+		}
+	}
+	return "period"
+}

@@ -1,0 +1,349 @@
+// Package plan answers "what limit should I set?" from the traffic a
+// server already logged: it decides every request of an access log with
+// every algorithm at each of a sweep of limits, in simulated time (the
+// library's own limiters, as ratelab replay decides them), and says what
+// each limit would have refused, of which clients, and the lowest limit
+// that spares all but a chosen share of them.
+//
+// It streams: what it keeps grows with the clients (a key each in every
+// limiter, and its counts), not with the lines.
+package plan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/composite"
+	"github.com/ratelab/ratelab/workloads/accesslog"
+)
+
+// Config is what a plan tries.
+type Config struct {
+	// Algorithms are decided in turn (default: all six).
+	Algorithms []limiters.Algorithm
+	// Limits are the candidates, one period (a client's peak is counted
+	// over it), in increasing order.
+	Limits []limiters.Limit
+	// Spare is the share of clients a suggested limit may refuse at
+	// least once (0: none).
+	Spare float64
+	// DropRefused leaves out the requests the log's server refused with
+	// a 429: a client would have sent them again, and the log holds that
+	// retry too. By default they are decided as the others: demand.
+	DropRefused bool
+	// Top is how many clients the tables name (0: 10).
+	Top int
+	// Workers is how many goroutines decide (0: GOMAXPROCS).
+	Workers int
+}
+
+// check validates c, filling its defaults.
+func (c *Config) check() error {
+	if len(c.Algorithms) == 0 {
+		c.Algorithms = limiters.Algorithms()
+	}
+	if len(c.Algorithms) > 8 {
+		return errors.New("plan: at most 8 algorithms")
+	}
+	if len(c.Limits) == 0 {
+		return errors.New("plan: no limit to try")
+	}
+	for i, l := range c.Limits {
+		for _, a := range c.Algorithms {
+			if err := l.Validate(a); err != nil {
+				return fmt.Errorf("plan: limit %s: %w", l, err)
+			}
+		}
+		if l.Per != c.Limits[0].Per {
+			return fmt.Errorf("plan: limits %s and %s: a plan's limits share one period (a client's peak is counted over it)", c.Limits[0], l)
+		}
+		if i > 0 && l.N <= c.Limits[i-1].N {
+			return fmt.Errorf("plan: limits %s and %s: want them in increasing order, each once", c.Limits[i-1], l)
+		}
+	}
+	if !(c.Spare >= 0 && c.Spare < 1) {
+		return fmt.Errorf("plan: spare %v: want a share from 0 to below 1", c.Spare)
+	}
+	if c.Top <= 0 {
+		c.Top = 10
+	}
+	if c.Workers <= 0 {
+		c.Workers = runtime.GOMAXPROCS(0)
+	}
+	c.Workers = min(c.Workers, len(c.Limits))
+	return nil
+}
+
+// Progress is told, now and then, how far a plan has read.
+type Progress func(lines, requests int, logTime time.Duration)
+
+// Run reads r to its end and decides its requests with every algorithm
+// at every limit of c.
+func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) (*Plan, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	p := &Plan{Config: c}
+	cs := newClients(int64(c.Limits[0].Per))
+	d, err := newDeciders(c)
+	if err != nil {
+		return nil, err
+	}
+	defer d.close()
+
+	batches := make(chan []accesslog.Entry, 4)
+	readErr := make(chan error, 1)
+	go func() { readErr <- readBatches(ctx, r, batches) }()
+
+	var first, last int64
+	var lastProgress time.Time
+	for batch := range batches {
+		out := d.next()
+		for i := range batch {
+			e := &batch[i]
+			if p.Requests == 0 {
+				first = e.At
+			}
+			last = e.At
+			p.Requests++
+			if e.Status == 429 {
+				p.Logged429++
+			}
+			id, key := cs.see(e)
+			if c.DropRefused && e.Status == 429 {
+				continue
+			}
+			out.reqs = append(out.reqs, request{id: id, n: int32(e.N), at: e.At, key: key})
+		}
+		d.send(out)
+		if progress != nil && time.Since(lastProgress) > time.Second {
+			progress(r.Lines(), p.Requests, time.Duration(last-first))
+			lastProgress = time.Now()
+		}
+	}
+	d.wait()
+	if err := <-readErr; err != nil {
+		return nil, err
+	}
+	p.Lines, p.Free = r.Lines(), r.Free()
+	p.Skipped, p.Skips = r.Skipped()
+	p.Span = time.Duration(last - first)
+	p.First = time.Unix(0, first)
+	p.Took = time.Since(began)
+	p.finish(cs, d)
+	return p, nil
+}
+
+// batchSize is how many requests travel together, reader to planner to
+// deciders.
+const batchSize = 4096
+
+// readBatches sends r's requests to out in batches, closing it at the
+// end; it returns the error that stopped r, if any.
+func readBatches(ctx context.Context, r *accesslog.Reader, out chan<- []accesslog.Entry) error {
+	defer close(out)
+	batch := make([]accesslog.Entry, 0, batchSize)
+	for {
+		e, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if batch = append(batch, e); len(batch) == batchSize {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			out <- batch
+			batch = make([]accesslog.Entry, 0, batchSize)
+		}
+	}
+	if len(batch) > 0 {
+		out <- batch
+	}
+	return nil
+}
+
+// request is a request as the deciders see it: its client's number, cost
+// and time, and the key the limiters count it under.
+type request struct {
+	id  int32
+	n   int32
+	at  int64
+	key string
+}
+
+// deciders decide each batch of requests with every limiter: a worker a
+// share of the limits, each limit decided by every algorithm, so that a
+// worker sees which algorithms refused a request at a limit and which
+// did not.
+type deciders struct {
+	c       Config
+	workers []*worker
+	free    chan *batch
+}
+
+// batch is requests every worker decides: the last done hands it back.
+type batch struct {
+	reqs []request
+	left atomic.Int32
+}
+
+// worker decides at its limits (c.Limits[i] for i in limits).
+type worker struct {
+	limits []int
+	l      [][]composite.Algorithm // [limit][algorithm]
+	in     chan *batch
+	done   chan struct{}
+	tally  []*tally // [limit] of its limits
+	ctx    context.Context
+	d      *deciders
+}
+
+// tally is what one limit's algorithms refused.
+type tally struct {
+	refused  []int64   // [algorithm] requests refused
+	clients  [][]int32 // [algorithm][client] requests refused
+	only     []int64   // [algorithm] requests it alone refused
+	onlyLets []int64   // [algorithm] requests it alone admitted
+}
+
+func newDeciders(c Config) (*deciders, error) {
+	d := &deciders{c: c, free: make(chan *batch, 2*c.Workers+4)}
+	for w := range c.Workers {
+		wk := &worker{in: make(chan *batch, 2), done: make(chan struct{}), ctx: context.Background(), d: d}
+		d.workers = append(d.workers, wk)
+		for i := w; i < len(c.Limits); i += c.Workers {
+			row := make([]composite.Algorithm, len(c.Algorithms))
+			for j, a := range c.Algorithms {
+				// The limiter composite.New makes of one limit, which
+				// decides alone (ratelab replay's), without the wrapper.
+				l, err := composite.NewAlgorithm(a, c.Limits[i], limiters.WithSweepInterval(-1))
+				if err != nil {
+					d.close()
+					return nil, fmt.Errorf("plan: %s at %s: %w", a, c.Limits[i], err)
+				}
+				row[j] = l
+			}
+			wk.limits = append(wk.limits, i)
+			wk.l = append(wk.l, row)
+			t := &tally{refused: make([]int64, len(c.Algorithms)), clients: make([][]int32, len(c.Algorithms)),
+				only: make([]int64, len(c.Algorithms)), onlyLets: make([]int64, len(c.Algorithms))}
+			wk.tally = append(wk.tally, t)
+		}
+	}
+	for _, wk := range d.workers {
+		go wk.run()
+	}
+	return d, nil
+}
+
+// next returns an empty batch to fill.
+func (d *deciders) next() *batch {
+	select {
+	case b := <-d.free:
+		b.reqs = b.reqs[:0]
+		return b
+	default:
+		return &batch{reqs: make([]request, 0, batchSize)}
+	}
+}
+
+// send gives every worker b, to decide in order.
+func (d *deciders) send(b *batch) {
+	b.left.Store(int32(len(d.workers)))
+	for _, w := range d.workers {
+		w.in <- b
+	}
+}
+
+// wait returns when every batch sent is decided.
+func (d *deciders) wait() {
+	for _, w := range d.workers {
+		close(w.in)
+		<-w.done
+	}
+}
+
+// close closes every limiter.
+func (d *deciders) close() {
+	for _, w := range d.workers {
+		for _, row := range w.l {
+			for _, l := range row {
+				if l != nil {
+					l.Close()
+				}
+			}
+		}
+		w.l = nil
+	}
+}
+
+// run decides each batch limiter by limiter (every request of the batch
+// with one limiter, then the next): each limiter sees the requests in
+// order, as it would alone, and its key table stays in the cache while it
+// does.
+func (w *worker) run() {
+	defer close(w.done)
+	n := len(w.d.c.Algorithms)
+	var masks []uint32
+	for b := range w.in {
+		masks = slices.Grow(masks[:0], len(b.reqs))[:len(b.reqs)]
+		for li, row := range w.l {
+			t := w.tally[li]
+			clear(masks)
+			for a, l := range row {
+				for i, r := range b.reqs {
+					d, err := l.Decide(w.ctx, limiters.Request{Key: r.key, N: int(r.n), At: time.Unix(0, r.at)})
+					if err == nil && d.Allowed {
+						continue
+					}
+					// An error is a cost above the limit: refused, as
+					// replay says (retry_after null).
+					masks[i] |= 1 << a
+					t.refused[a]++
+					cl := t.clients[a]
+					if int(r.id) >= len(cl) {
+						cl = slices.Grow(cl, int(r.id)+1-len(cl))[:int(r.id)+1]
+						t.clients[a] = cl
+					}
+					cl[r.id]++
+				}
+			}
+			for _, refused := range masks {
+				if refused == 0 {
+					continue
+				}
+				if refused&(refused-1) == 0 {
+					t.only[bitIndex(refused)]++
+				} else if lets := ^refused & (1<<n - 1); lets != 0 && lets&(lets-1) == 0 {
+					t.onlyLets[bitIndex(lets)]++
+				}
+			}
+		}
+		if b.left.Add(-1) == 0 {
+			select {
+			case w.d.free <- b:
+			default:
+			}
+		}
+	}
+}
+
+func bitIndex(x uint32) int {
+	i := 0
+	for x > 1 {
+		x >>= 1
+		i++
+	}
+	return i
+}

@@ -1,0 +1,234 @@
+package plan
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/workloads/accesslog"
+)
+
+// Plan is what a plan found.
+type Plan struct {
+	Config Config
+
+	// The log: lines read, requests taken, lines that cost 0 (taken by
+	// none), lines skipped (and the first few), requests its server
+	// refused (429), requests decided, clients, from when, for how long.
+	Lines, Requests, Free, Skipped int
+	Skips                          []accesslog.Skip
+	Logged429, Decided             int
+	Clients                        int
+	First                          time.Time
+	Span                           time.Duration
+	// Took is how long the plan ran.
+	Took time.Duration
+
+	// Peaks are the clients' peaks: the most each sent in any window of
+	// the limits' period.
+	Peaks Peaks
+	// Sweep is each algorithm at each limit, algorithm by algorithm.
+	Sweep []Point
+	// Suggestions are each algorithm's lowest limit that spares all but
+	// Config.Spare of the clients.
+	Suggestions []Suggestion
+	// Top are the clients the suggestions refuse most, most first.
+	Top []Client
+	// Shared are the keys whose traffic looks like many users: many
+	// user agents.
+	Shared []Client
+}
+
+// Peaks is the distribution of the clients' peaks.
+type Peaks struct {
+	P50, P90, P99, P999, Max float64
+	// CDF is the share of clients (Y) whose peak is at most X.
+	CDF [][2]float64
+}
+
+// A Point is one algorithm at one limit.
+type Point struct {
+	Algorithm limiters.Algorithm
+	Limit     limiters.Limit
+	// Refused requests, and clients refused at least once.
+	Refused, Clients int64
+	// Clients90 is how few clients account for 90% of the refusals.
+	Clients90 int64
+	// Only is how many requests it alone refused at this limit; OnlyLets
+	// how many it alone admitted (the others all refused).
+	Only, OnlyLets int64
+	// RefusedOf are the requests it refused of each client.
+	refusedOf []int32
+}
+
+// A Suggestion is an algorithm's lowest limit of the sweep that refuses
+// no more than the spare share of clients.
+type Suggestion struct {
+	Algorithm limiters.Algorithm
+	// Found is false when none of the sweep does: Point is then its
+	// highest.
+	Found bool
+	Point Point
+}
+
+// Client is one key's traffic.
+type Client struct {
+	Key                 string
+	Requests, Logged429 int64
+	Peak                int64
+	Agents, Paths       int
+	// Refused are its requests refused by each algorithm at that
+	// algorithm's suggestion (as Plan.Suggestions).
+	Refused []int64
+	// Series is its peak in each of the plan's buckets, from the log's
+	// first request; BucketWidth their width.
+	Series      []float64
+	BucketWidth time.Duration
+}
+
+// sharedAgents is how many distinct user agents make a key look like many
+// users. Paths do not: one scraper walks thousands.
+const sharedAgents = 4
+
+// finish fills p from what the plan counted.
+func (p *Plan) finish(cs *clients, d *deciders) {
+	c := p.Config
+	p.Clients = len(cs.all)
+	p.Decided = p.Requests
+	if c.DropRefused {
+		p.Decided -= p.Logged429
+	}
+	p.Peaks = peaksOf(cs.all)
+	tallies := make([]*tally, len(c.Limits))
+	for _, w := range d.workers {
+		for i, li := range w.limits {
+			tallies[li] = w.tally[i]
+		}
+	}
+	for a, alg := range c.Algorithms {
+		for li, lim := range c.Limits {
+			t := tallies[li]
+			pt := Point{Algorithm: alg, Limit: lim, Refused: t.refused[a], Only: t.only[a], OnlyLets: t.onlyLets[a], refusedOf: t.clients[a]}
+			var per []int32
+			for _, n := range pt.refusedOf {
+				if n > 0 {
+					pt.Clients++
+					per = append(per, n)
+				}
+			}
+			slices.SortFunc(per, func(x, y int32) int { return cmp.Compare(y, x) })
+			var sum int64
+			for _, n := range per {
+				if float64(sum) >= 0.9*float64(pt.Refused) {
+					break
+				}
+				sum += int64(n)
+				pt.Clients90++
+			}
+			p.Sweep = append(p.Sweep, pt)
+		}
+	}
+	for a, alg := range c.Algorithms {
+		pts := p.Sweep[a*len(c.Limits) : (a+1)*len(c.Limits)]
+		s := Suggestion{Algorithm: alg, Point: pts[len(pts)-1]}
+		for _, pt := range pts {
+			if float64(pt.Clients) <= c.Spare*float64(p.Clients) {
+				s.Found, s.Point = true, pt
+				break
+			}
+		}
+		p.Suggestions = append(p.Suggestions, s)
+	}
+	p.Top = p.top(cs)
+	p.Shared = shared(cs, c.Top, cs.grid.width)
+}
+
+// top returns the clients the suggestions refuse most.
+func (p *Plan) top(cs *clients) []Client {
+	type hit struct {
+		id  int
+		sum int64
+	}
+	var hits []hit
+	for id := range cs.all {
+		var sum int64
+		for _, s := range p.Suggestions {
+			if id < len(s.Point.refusedOf) {
+				sum += int64(s.Point.refusedOf[id])
+			}
+		}
+		if sum > 0 {
+			hits = append(hits, hit{id, sum})
+		}
+	}
+	slices.SortFunc(hits, func(x, y hit) int { return cmp.Or(cmp.Compare(y.sum, x.sum), cmp.Compare(x.id, y.id)) })
+	var out []Client
+	for _, h := range hits[:min(len(hits), p.Config.Top)] {
+		cl := clientOf(cs.all[h.id], cs.grid.width)
+		for _, s := range p.Suggestions {
+			n := int64(0)
+			if h.id < len(s.Point.refusedOf) {
+				n = int64(s.Point.refusedOf[h.id])
+			}
+			cl.Refused = append(cl.Refused, n)
+		}
+		out = append(out, cl)
+	}
+	return out
+}
+
+func clientOf(c *client, width int64) Client {
+	out := Client{Key: c.key, Requests: c.requests, Logged429: c.logged429, Peak: c.peak,
+		Agents: c.agents.n(), Paths: c.paths.n(), BucketWidth: time.Duration(width)}
+	for _, v := range c.series {
+		out.Series = append(out.Series, float64(v))
+	}
+	return out
+}
+
+// shared returns up to n keys that look like many users, the most agents
+// first.
+func shared(cs *clients, n int, width int64) []Client {
+	var ids []int
+	for id, c := range cs.all {
+		if c.agents.n() >= sharedAgents {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, func(x, y int) int {
+		a, b := cs.all[x], cs.all[y]
+		return cmp.Or(cmp.Compare(b.agents.n(), a.agents.n()), cmp.Compare(b.requests, a.requests), cmp.Compare(x, y))
+	})
+	var out []Client
+	for _, id := range ids[:min(len(ids), n)] {
+		out = append(out, clientOf(cs.all[id], width))
+	}
+	return out
+}
+
+// peaksOf returns the distribution of the clients' peaks.
+func peaksOf(all []*client) Peaks {
+	if len(all) == 0 {
+		return Peaks{}
+	}
+	v := make([]int64, len(all))
+	for i, c := range all {
+		v[i] = c.peak
+	}
+	slices.Sort(v)
+	q := func(p float64) float64 {
+		return float64(v[min(len(v)-1, int(math.Ceil(p*float64(len(v))))-1)])
+	}
+	ps := Peaks{P50: q(0.5), P90: q(0.9), P99: q(0.99), P999: q(0.999), Max: float64(v[len(v)-1])}
+	for i := 0; i < len(v); {
+		j := i
+		for j < len(v) && v[j] == v[i] {
+			j++
+		}
+		ps.CDF = append(ps.CDF, [2]float64{float64(v[i]), float64(j) / float64(len(v))})
+		i = j
+	}
+	return ps
+}

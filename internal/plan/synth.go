@@ -1,0 +1,303 @@
+package plan
+
+import (
+	"bufio"
+	"container/heap"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"time"
+)
+
+// Synth says what log Synthesize writes: a shop's two hours, its normal
+// users coming in sessions of page views (each page a few requests at
+// once), a sale's peak in the middle where more of them come and click
+// faster, a few abusers sending steadily far faster than anyone, and a
+// few offices whose many users share one address. The server refused
+// (429) what passed a limit of 30 a second, as a server with a hand-picked
+// limit would have.
+type Synth struct {
+	// Lines is about how many lines to write; the users are as many as
+	// make it.
+	Lines int
+	// Abusers and Offices are how many of each (0: 8 and 3).
+	Abusers, Offices int
+	// Format is "combined" (the default) or "json".
+	Format string
+	// Seed makes the log (0: 1).
+	Seed uint64
+	// Start is the log's first second (the zero value: 2026-11-27 08:00
+	// UTC); Span how long it runs (0: two hours). The sale is its middle
+	// sixth; each abuser sends for a tenth to a third of it.
+	Start time.Time
+	Span  time.Duration
+}
+
+// Truth is who is who in a synthesized log, by address.
+type Truth struct {
+	Normal, Abusers, Offices []string
+	// NormalPeak is the most a normal user sends in one second.
+	NormalPeak int
+	// Lines are the lines written; NormalLines, AbuseLines and
+	// OfficeLines each kind's.
+	Lines, NormalLines, AbuseLines, OfficeLines int
+}
+
+// The shape of the synthesized shop.
+const (
+	pagePeak       = 5  // a page view's requests at most, normally
+	salePagePeak   = 8  // and in the sale
+	todaysLimit    = 30 // the server's own limit a second, beyond which it answered 429
+	usersPerSecond = 0.029 // a user's requests a second, over the log, about
+)
+
+var (
+	browsers = []string{
+		"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
+		"Mozilla/5.0 (Macintosh; Intel Mac OS X 14_6) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Safari/605.1.15",
+		"Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0",
+		"Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1",
+		"Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Mobile Safari/537.36",
+	}
+	pages  = []string{"/", "/products", "/products/%d", "/cart", "/search?q=%d", "/api/v1/recommendations/%d"}
+	assets = []string{"/static/app.js", "/static/app.css", "/api/v1/cart", "/api/v1/session", "/img/%d.webp", "/api/v1/stock/%d", "/api/v1/prices/%d"}
+)
+
+// visitor is a normal user or an office's: when their next page view is.
+type visitor struct {
+	next   time.Duration
+	ip     string
+	agent  string
+	rng    *rand.Rand
+	active time.Duration // the end of the session they are in; 0 between sessions
+	office bool
+}
+
+type visitors []*visitor
+
+func (h visitors) Len() int           { return len(h) }
+func (h visitors) Less(i, j int) bool { return h[i].next < h[j].next }
+func (h visitors) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *visitors) Push(x any)        { *h = append(*h, x.(*visitor)) }
+func (h *visitors) Pop() any {
+	old := *h
+	v := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return v
+}
+
+// Synthesize writes the log s says to w and returns who is who.
+func Synthesize(w io.Writer, s Synth) (Truth, error) {
+	if s.Lines < 1000 {
+		return Truth{}, errors.New("plan: synthesize at least 1000 lines")
+	}
+	if s.Format == "" {
+		s.Format = "combined"
+	}
+	if s.Format != "combined" && s.Format != "json" {
+		return Truth{}, fmt.Errorf("plan: synthesize %q: want combined or json", s.Format)
+	}
+	if s.Abusers == 0 {
+		s.Abusers = 8
+	}
+	if s.Offices == 0 {
+		s.Offices = 3
+	}
+	if s.Seed == 0 {
+		s.Seed = 1
+	}
+	if s.Start.IsZero() {
+		s.Start = time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	}
+	if s.Span == 0 {
+		s.Span = 2 * time.Hour
+	}
+	if s.Span < 10*time.Minute {
+		return Truth{}, errors.New("plan: synthesize at least ten minutes")
+	}
+	span := s.Span
+	saleFrom, saleTo := span*5/12, span*7/12
+	rng := rand.New(rand.NewPCG(s.Seed, 36))
+	// What the abusers and the offices send, about: the rest is the users'.
+	others := float64(s.Abusers)*42*0.22*span.Seconds() + float64(s.Offices*55+15*s.Offices*(s.Offices-1))*usersPerSecond*1.2*span.Seconds()
+	users := max(100, int((float64(s.Lines)-others)/(span.Seconds()*usersPerSecond)))
+	truth := Truth{NormalPeak: salePagePeak}
+	var hq visitors
+	for i := range users {
+		v := &visitor{ip: address(10, i), agent: browsers[rng.IntN(len(browsers))], rng: rand.New(rand.NewPCG(s.Seed, uint64(i)+100))}
+		v.next = time.Duration(v.rng.Float64() * float64(span))
+		truth.Normal = append(truth.Normal, v.ip)
+		hq = append(hq, v)
+	}
+	for o := range s.Offices {
+		ip := address(172, o)
+		truth.Offices = append(truth.Offices, ip)
+		for u := range 40 + 30*o { // one address, many people and their browsers
+			v := &visitor{ip: ip, office: true, agent: fmt.Sprintf("%s Office/%d.%d", browsers[u%len(browsers)], o, u), rng: rand.New(rand.NewPCG(s.Seed, uint64(1e9+o*1000+u)))}
+			v.next = time.Duration(v.rng.Float64() * float64(20*time.Minute))
+			hq = append(hq, v)
+		}
+	}
+	heap.Init(&hq)
+	type abuser struct {
+		ip       string
+		rate     int
+		from, to time.Duration
+	}
+	var abusers []abuser
+	for a := range s.Abusers {
+		from := time.Duration(rng.Float64() * float64(span*6/10))
+		ab := abuser{ip: address(203, a), rate: 25 + rng.IntN(36), from: from, to: from + span/10 + time.Duration(rng.Float64()*float64(span*7/30))}
+		abusers = append(abusers, ab)
+		truth.Abusers = append(truth.Abusers, ab.ip)
+	}
+
+	bw := bufio.NewWriterSize(w, 1<<20)
+	lw := lineWriter{w: bw, json: s.Format == "json", rng: rand.New(rand.NewPCG(s.Seed, 7))}
+	for sec := time.Duration(0); sec < span; sec += time.Second {
+		lw.second(s.Start.Add(sec))
+		sale := sec >= saleFrom && sec < saleTo
+		for hq[0].next < sec+time.Second {
+			v := hq[0]
+			burst := 1 + v.rng.IntN(pagePeak)
+			if sale {
+				burst = 1 + v.rng.IntN(salePagePeak)
+			}
+			lw.page(v.ip, v.agent, burst, v.rng)
+			if v.office {
+				truth.OfficeLines += burst
+			} else {
+				truth.NormalLines += burst
+			}
+			v.advance(sale)
+			heap.Fix(&hq, 0)
+		}
+		for _, a := range abusers {
+			if sec < a.from || sec >= a.to {
+				continue
+			}
+			n := a.rate - 2 + rng.IntN(5)
+			for i := range n {
+				status := 200
+				if i >= todaysLimit {
+					status = 429
+				}
+				lw.line(a.ip, "python-requests/2.32.3", fmt.Sprintf("/api/v1/prices/%d", rng.IntN(5000)), status)
+			}
+			truth.AbuseLines += n
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return Truth{}, err
+	}
+	if lw.err != nil {
+		return Truth{}, lw.err
+	}
+	truth.Lines = lw.lines
+	return truth, nil
+}
+
+// advance moves v to their next page view: a second or more of thought
+// within a session (less in the sale), or a session later.
+func (v *visitor) advance(sale bool) {
+	think := 7 * time.Second
+	if sale {
+		think = 3 * time.Second
+	}
+	if v.active == 0 {
+		v.active = v.next + time.Duration(v.rng.ExpFloat64()*float64(10*time.Minute))
+	}
+	v.next += time.Second + time.Duration(v.rng.ExpFloat64()*float64(think))
+	if v.next > v.active {
+		v.active = 0
+		idle := 2 * time.Hour
+		if sale {
+			idle = 30 * time.Minute
+		}
+		v.next += time.Duration(v.rng.ExpFloat64() * float64(idle))
+	}
+}
+
+// address is the i-th address of a /8.
+func address(a, i int) string {
+	return fmt.Sprintf("%d.%d.%d.%d", a, i>>16&255, i>>8&255, i&255+1)
+}
+
+// lineWriter writes a second's lines.
+type lineWriter struct {
+	w     *bufio.Writer
+	json  bool
+	at    []byte // the second's time, as the format writes it
+	lines int
+	buf   []byte
+	rng   *rand.Rand
+	err   error
+}
+
+func (lw *lineWriter) second(t time.Time) {
+	if lw.json {
+		lw.at = strconv.AppendInt(lw.at[:0], t.Unix(), 10)
+	} else {
+		lw.at = t.AppendFormat(lw.at[:0], "02/Jan/2006:15:04:05 -0700")
+	}
+}
+
+// page writes a page view: the page, then its assets and API calls.
+func (lw *lineWriter) page(ip, agent string, n int, rng *rand.Rand) {
+	lw.line(ip, agent, pathOf(pages[rng.IntN(len(pages))], rng), 200)
+	for range n - 1 {
+		lw.line(ip, agent, pathOf(assets[rng.IntN(len(assets))], rng), 200)
+	}
+}
+
+func pathOf(p string, rng *rand.Rand) string {
+	for i := 0; i < len(p); i++ {
+		if p[i] == '%' {
+			return fmt.Sprintf(p, rng.IntN(2000))
+		}
+	}
+	return p
+}
+
+func (lw *lineWriter) line(ip, agent, path string, status int) {
+	b := lw.buf[:0]
+	size := 200 + lw.rng.IntN(20000)
+	if status == 429 {
+		size = 0
+	}
+	if lw.json {
+		b = append(b, `{"ts":`...)
+		b = append(b, lw.at...)
+		b = append(b, `,"remote_addr":"`...)
+		b = append(b, ip...)
+		b = append(b, `","request":"GET `...)
+		b = append(b, path...)
+		b = append(b, ` HTTP/1.1","status":`...)
+		b = strconv.AppendInt(b, int64(status), 10)
+		b = append(b, `,"body_bytes_sent":`...)
+		b = strconv.AppendInt(b, int64(size), 10)
+		b = append(b, `,"http_user_agent":"`...)
+		b = append(b, agent...)
+		b = append(b, "\"}\n"...)
+	} else {
+		b = append(b, ip...)
+		b = append(b, " - - ["...)
+		b = append(b, lw.at...)
+		b = append(b, `] "GET `...)
+		b = append(b, path...)
+		b = append(b, ` HTTP/1.1" `...)
+		b = strconv.AppendInt(b, int64(status), 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(size), 10)
+		b = append(b, ` "-" "`...)
+		b = append(b, agent...)
+		b = append(b, "\"\n"...)
+	}
+	lw.buf = b
+	lw.lines++
+	if _, err := lw.w.Write(b); err != nil && lw.err == nil {
+		lw.err = err
+	}
+}
