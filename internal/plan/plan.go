@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -40,7 +39,9 @@ type Config struct {
 	DropRefused bool
 	// Top is how many clients the tables name (0: 10).
 	Top int
-	// Workers is how many goroutines decide (0: GOMAXPROCS).
+	// Workers is how many goroutines decide (0: one a limit, which the
+	// scheduler balances over the cores better than a few of them,
+	// whose limits cost unequally, balance themselves).
 	Workers int
 }
 
@@ -75,7 +76,7 @@ func (c *Config) check() error {
 		c.Top = 10
 	}
 	if c.Workers <= 0 {
-		c.Workers = runtime.GOMAXPROCS(0)
+		c.Workers = len(c.Limits)
 	}
 	c.Workers = min(c.Workers, len(c.Limits))
 	return nil
@@ -218,9 +219,9 @@ type tally struct {
 }
 
 func newDeciders(c Config) (*deciders, error) {
-	d := &deciders{c: c, free: make(chan *batch, 2*c.Workers+4)}
+	d := &deciders{c: c, free: make(chan *batch, 16)}
 	for w := range c.Workers {
-		wk := &worker{in: make(chan *batch, 2), done: make(chan struct{}), ctx: context.Background(), d: d}
+		wk := &worker{in: make(chan *batch, 8), done: make(chan struct{}), ctx: context.Background(), d: d}
 		d.workers = append(d.workers, wk)
 		for i := w; i < len(c.Limits); i += c.Workers {
 			row := make([]composite.Algorithm, len(c.Algorithms))

@@ -47,10 +47,10 @@ type Truth struct {
 
 // The shape of the synthesized shop.
 const (
-	pagePeak       = 5  // a page view's requests at most, normally
-	salePagePeak   = 8  // and in the sale
-	todaysLimit    = 30 // the server's own limit a second, beyond which it answered 429
-	usersPerSecond = 0.029 // a user's requests a second, over the log, about
+	pagePeak       = 5     // a page view's requests at most, normally
+	salePagePeak   = 8     // and in the sale
+	todaysLimit    = 30    // the server's own limit a second, beyond which it answered 429
+	usersPerSecond = 0.058 // a user's requests a second, over the log, about
 )
 
 var (

@@ -13,6 +13,7 @@
 package accesslog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -46,6 +47,7 @@ type template struct {
 type part struct {
 	lit string // literal text; empty for a variable
 	v   string // the variable's name, without $
+	b   []byte // lit, as bytes
 }
 
 // parseTemplate reads an nginx log_format string: $name and ${name} are
@@ -55,7 +57,7 @@ func parseTemplate(s string) (*template, error) {
 	var lit strings.Builder
 	flush := func() {
 		if lit.Len() > 0 {
-			t.parts = append(t.parts, part{lit: lit.String()})
+			t.parts = append(t.parts, part{lit: lit.String(), b: []byte(lit.String())})
 			lit.Reset()
 		}
 	}
@@ -122,7 +124,7 @@ func (t *template) match(line []byte, into [][]byte) error {
 		end := len(line)
 		if i+1 < len(t.parts) {
 			next := t.parts[i+1].lit
-			j := indexAt(line, pos, next)
+			j := indexAt(line, pos, t.parts[i+1].b)
 			if j < 0 {
 				return fmt.Errorf("%w: $%s at column %d runs to the end of the line (no %q after it)", errNoMatch, p.v, pos+1, next)
 			}
@@ -142,8 +144,13 @@ func hasPrefixAt(b []byte, at int, s string) bool {
 }
 
 // indexAt is the index in b, from at on, of s; -1 if none.
-func indexAt(b []byte, at int, s string) int {
-	i := strings.Index(string(b[at:]), s) // no copy: the compiler reuses b's bytes
+func indexAt(b []byte, at int, s []byte) int {
+	var i int
+	if len(s) == 1 {
+		i = bytes.IndexByte(b[at:], s[0])
+	} else {
+		i = bytes.Index(b[at:], s)
+	}
 	if i < 0 {
 		return -1
 	}

@@ -3,11 +3,12 @@ package accesslog
 import (
 	"bufio"
 	"compress/gzip"
-	"container/heap"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"io"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 )
@@ -87,7 +88,7 @@ type Reader struct {
 	line   int
 	p      parser
 
-	pending  entries // read, not yet taken: in time order within Reorder
+	pending  pending // read, not yet taken: in time order within Reorder
 	newest   int64   // the latest time read
 	taken    int64   // the time of the last entry returned
 	anyTaken bool
@@ -127,8 +128,8 @@ func (r *Reader) Skipped() (int, []Skip) { return r.skips, r.kept }
 // the error that stopped an input (naming it and its line).
 func (r *Reader) Read() (Entry, error) {
 	for {
-		if len(r.pending) > 0 && (r.pending[0].At <= r.newest-int64(r.o.Reorder) || r.cur >= len(r.inputs) || r.o.Reorder < 0) {
-			e := heap.Pop(&r.pending).(Entry)
+		if r.pending.len() > 0 && (r.pending.first().At <= r.newest-int64(r.o.Reorder) || r.cur >= len(r.inputs) || r.o.Reorder < 0) {
+			e := r.pending.pop()
 			r.taken, r.anyTaken = e.At, true
 			r.requests++
 			return e, nil
@@ -178,7 +179,7 @@ func (r *Reader) next() error {
 	}
 	e.Line, e.Input = r.line, r.cur
 	r.newest = max(r.newest, e.At)
-	heap.Push(&r.pending, e)
+	r.pending.push(e)
 	return nil
 }
 
@@ -188,7 +189,7 @@ func (r *Reader) skip(why string) error {
 	if len(r.kept) < keptSkips {
 		r.kept = append(r.kept, Skip{Where: fmt.Sprintf("%s:%d", r.inputs[r.cur].Name, r.line), Why: why})
 	}
-	if r.requests == 0 && len(r.pending) == 0 && r.skips >= hopeless {
+	if r.requests == 0 && r.pending.len() == 0 && r.skips >= hopeless {
 		return fmt.Errorf("%s: none of the first %d lines is a request of the format %s: is it another? (--format; the first: line %s)", r.inputs[r.cur].Name, r.skips, r.formatName(), r.kept[0].String())
 	}
 	return nil
@@ -205,7 +206,7 @@ func (r *Reader) formatName() string {
 func (r *Reader) open() error {
 	r.cur++
 	if r.cur >= len(r.inputs) {
-		if r.requests == 0 && len(r.pending) == 0 && r.skips > 0 {
+		if r.requests == 0 && r.pending.len() == 0 && r.skips > 0 {
 			return fmt.Errorf("no line is a request of the format %s (--format; the first: %s)", r.formatName(), r.kept[0])
 		}
 		return nil
@@ -278,26 +279,38 @@ func trimEOL(b []byte) []byte {
 	return b
 }
 
-// entries are pending entries, a heap by time, then by line read.
-type entries []Entry
-
-func (h entries) Len() int { return len(h) }
-func (h entries) Less(i, j int) bool {
-	if h[i].At != h[j].At {
-		return h[i].At < h[j].At
-	}
-	if h[i].Input != h[j].Input {
-		return h[i].Input < h[j].Input
-	}
-	return h[i].Line < h[j].Line
+// pending are entries read and not yet taken, in time order (then in
+// the order read): a queue, as a log in order only appends to its end; a
+// line out of order is put in its place.
+type pending struct {
+	q    []Entry
+	head int
 }
-func (h entries) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *entries) Push(x any)   { *h = append(*h, x.(Entry)) }
-func (h *entries) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
+
+func (p *pending) len() int     { return len(p.q) - p.head }
+func (p *pending) first() Entry { return p.q[p.head] }
+
+func (p *pending) pop() Entry {
+	e := p.q[p.head]
+	p.head++
+	if p.head == len(p.q) {
+		p.q, p.head = p.q[:0], 0
+	} else if p.head >= 4096 && p.head >= len(p.q)/2 {
+		p.q = p.q[:copy(p.q, p.q[p.head:])]
+		p.head = 0
+	}
 	return e
+}
+
+func (p *pending) push(e Entry) {
+	n := len(p.q)
+	if n == p.head || p.q[n-1].At <= e.At {
+		p.q = append(p.q, e)
+		return
+	}
+	// After every entry at or before its time: those were read first.
+	i := p.head + sort.Search(n-p.head, func(i int) bool { return p.q[p.head+i].At > e.At })
+	p.q = slices.Insert(p.q, i, e)
 }
 
 // seed hashes agents and paths, for one process.
