@@ -73,6 +73,7 @@ func (d *distinct) n() int { return len(d.seen) }
 type grid struct {
 	origin int64
 	width  int64
+	last   int // the last bucket a request fell in
 	begun  bool
 }
 
@@ -87,6 +88,7 @@ func (g *grid) bucket(at int64, clients []*client) int {
 	}
 	for (at-g.origin)/g.width >= buckets {
 		g.width *= 2
+		g.last /= 2
 		for _, c := range clients {
 			for i := range c.series {
 				if 2*i+1 < len(c.series) {
@@ -100,7 +102,9 @@ func (g *grid) bucket(at int64, clients []*client) int {
 			}
 		}
 	}
-	return int((at - g.origin) / g.width)
+	b := int((at - g.origin) / g.width)
+	g.last = max(g.last, b)
+	return b
 }
 
 // clients interns the keys of a log: a client a key, numbered in order

@@ -238,7 +238,7 @@ var mode = report.Mode{
 		{
 			Name:   "plan-suggestions",
 			Title:  "The limit to set, by algorithm",
-			Note:   "For each algorithm, the lowest limit of the sweep that refuses at least one request of no more than --spare of the clients, and what it refuses there: of the requests decided, and of the clients; how few clients take 90% of its refusals; the requests it alone refused of the algorithms at that limit, and those it alone admitted (a fixed window lets a burst through at its edge, a bucket a burst after quiet; the sliding counter, estimating, refuses some the others admit).",
+			Note:   "For each algorithm, the lowest limit of the sweep at which no more than --spare of the clients would have been refused even once, and what it refuses there: of the requests decided, and of the clients; how few clients take 90% of its refusals; the requests it alone refused of the algorithms at that limit, and those it alone admitted (a fixed window lets a burst through at its edge, a bucket a burst after quiet; the sliding counter, estimating, refuses some the others admit).",
 			Header: []string{"algorithm", "limit", "requests refused", "clients refused", "90% of refusals", "it alone refused", "it alone admitted"},
 			Left:   2,
 			Keep:   isKind(kindSuggest),
@@ -248,7 +248,7 @@ var mode = report.Mode{
 					lim = "none (" + lim + " refuses too many)"
 				}
 				return []string{r.Limiter, lim, pct(r.Get(refusedShare)), fmt.Sprintf("%s (%s)", results.Count(r.Count(clientsName)), pct(r.Get(clientsShare))),
-					results.Count(r.Count(clients90Name)) + " clients", results.Count(r.Count(onlyName)), results.Count(r.Count(onlyLetsName))}
+					plural(r.Count(clients90Name), "client"), results.Count(r.Count(onlyName)), results.Count(r.Count(onlyLetsName))}
 			},
 		},
 		{
@@ -352,6 +352,12 @@ func charts(_ *results.File, rows []results.Row) []report.Figure {
 		}
 	}
 	marks := suggestedMarks(suggestions)
+	span := 0.0
+	for _, r := range rows {
+		if r.Setting(kind) == kindLog {
+			span = r.Get(spanName)
+		}
+	}
 	if len(points) > 0 {
 		byAlgo := map[string]*[2]report.Line{}
 		var order []string
@@ -372,7 +378,7 @@ func charts(_ *results.File, rows []results.Row) []report.Figure {
 		}
 		x := report.Axis{Label: "limit: N per " + periodOf(rows), Log: true, Ticks: report.TicksPlain}
 		out = append(out, report.Figure{Name: "plan-refused", Title: "What each limit would have refused",
-			Caption: "Each algorithm replayed the log at each limit of the sweep: the share of the requests it refuses (left) and of the clients it refuses at least once (right). Where the lines part, the algorithms differ on this traffic; where a line drops to zero, no request of that kind is refused.",
+			Caption: "Each algorithm replayed the log at each limit of the sweep: the share of the requests it refuses (left) and of the clients it refuses at least once (right). Algorithms that decide this traffic alike draw one line over another; where the lines part, they differ.",
 			Panels: []report.Panel{
 				{Title: "requests refused", X: x, Y: report.Axis{Label: "% of requests", Min: 0}, Lines: reqs},
 				{Title: "clients refused at least once", X: x, Y: report.Axis{Label: "% of clients", Min: 0}, Lines: cls},
@@ -380,7 +386,7 @@ func charts(_ *results.File, rows []results.Row) []report.Figure {
 	}
 	if peaks != nil {
 		if s := peaks.Curve(cdfName); s != nil && len(s.X) > 0 {
-			line := report.Line{Name: "clients"}
+			line := report.Line{Name: "share of clients"}
 			for i := range s.X {
 				line.Points = append(line.Points, report.XY{X: max(s.X[i], 1), Y: 100 * s.Y[i]})
 			}
@@ -393,7 +399,7 @@ func charts(_ *results.File, rows []results.Row) []report.Figure {
 				Caption: fmt.Sprintf("The share of clients whose peak (the most they sent in any window of %s) is at most X. A limit refuses the clients to its right; the dashed lines are the limits suggested, each for the algorithms it names.", peaks.Setting(periodSetting)),
 				Panels: []report.Panel{{X: report.Axis{Label: "peak: requests in any " + peaks.Setting(periodSetting), Log: true, Ticks: report.TicksPlain},
 					Y: report.Axis{Label: "% of clients at or below", Min: 0, Max: 100}, Lines: []report.Line{line}, Steps: true, Marks: onX}},
-				Width: 8, RowHeight: 3.6})
+				Width: 10, RowHeight: 3.6, LegendWidth: 2.8})
 		}
 	}
 	var panels []report.Panel
@@ -406,13 +412,13 @@ func charts(_ *results.File, rows []results.Row) []report.Figure {
 		for i := range s.X {
 			line.Points = append(line.Points, report.XY{X: s.X[i] / 60, Y: s.Y[i]})
 		}
-		panels = append(panels, report.Panel{Title: r.Setting(keySetting), X: report.Axis{Label: "minutes from the log's start"},
-			Y: report.Axis{Label: "requests in a window", Min: 0}, Lines: []report.Line{line}, Steps: true, Marks: marks})
+		panels = append(panels, report.Panel{Title: r.Setting(keySetting), X: report.Axis{Label: "minutes from the log's start", Min: 0, Max: span / 60},
+			Y: report.Axis{Label: "requests in a window", Min: 0, Ticks: report.TicksPlain}, Lines: []report.Line{line}, Steps: true, Marks: marks})
 	}
 	if len(panels) > 0 {
 		out = append(out, report.Figure{Name: "plan-top", Title: "The clients hit hardest, over time",
 			Caption: "Each client's peak in each stretch of the log (the most it sent in any window of the period within it), against the limits suggested (dashed): where the line is above one, that limit refuses it.",
-			Panels:  panels, Cols: 2, Width: 10, RowHeight: 2.6})
+			Panels:  panels, Cols: 2, Width: 11, RowHeight: 2.6, LegendWidth: 2.8})
 	}
 	return out
 }
@@ -447,4 +453,12 @@ func periodOf(rows []results.Row) string {
 		}
 	}
 	return "period"
+}
+
+// plural is n things, as a person writes it.
+func plural(n int64, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return results.Count(n) + " " + thing + "s"
 }

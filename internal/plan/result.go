@@ -39,6 +39,8 @@ type Plan struct {
 	// Shared are the keys whose traffic looks like many users: many
 	// user agents.
 	Shared []Client
+
+	clientsByID []string // each client's key, by its number in Point.refusedOf
 }
 
 // Peaks is the distribution of the clients' peaks.
@@ -96,6 +98,9 @@ const sharedAgents = 4
 func (p *Plan) finish(cs *clients, d *deciders) {
 	c := p.Config
 	p.Clients = len(cs.all)
+	for _, cl := range cs.all {
+		p.clientsByID = append(p.clientsByID, cl.key)
+	}
 	p.Decided = p.Requests
 	if c.DropRefused {
 		p.Decided -= p.Logged429
@@ -142,7 +147,7 @@ func (p *Plan) finish(cs *clients, d *deciders) {
 		p.Suggestions = append(p.Suggestions, s)
 	}
 	p.Top = p.top(cs)
-	p.Shared = shared(cs, c.Top, cs.grid.width)
+	p.Shared = shared(cs, c.Top, cs.grid)
 }
 
 // top returns the clients the suggestions refuse most.
@@ -166,7 +171,7 @@ func (p *Plan) top(cs *clients) []Client {
 	slices.SortFunc(hits, func(x, y hit) int { return cmp.Or(cmp.Compare(y.sum, x.sum), cmp.Compare(x.id, y.id)) })
 	var out []Client
 	for _, h := range hits[:min(len(hits), p.Config.Top)] {
-		cl := clientOf(cs.all[h.id], cs.grid.width)
+		cl := clientOf(cs.all[h.id], cs.grid)
 		for _, s := range p.Suggestions {
 			n := int64(0)
 			if h.id < len(s.Point.refusedOf) {
@@ -179,18 +184,21 @@ func (p *Plan) top(cs *clients) []Client {
 	return out
 }
 
-func clientOf(c *client, width int64) Client {
+// clientOf is c as a plan shows it, its series to the log's last bucket
+// (0 after its last request).
+func clientOf(c *client, g grid) Client {
 	out := Client{Key: c.key, Requests: c.requests, Logged429: c.logged429, Peak: c.peak,
-		Agents: c.agents.n(), Paths: c.paths.n(), BucketWidth: time.Duration(width)}
-	for _, v := range c.series {
-		out.Series = append(out.Series, float64(v))
+		Agents: c.agents.n(), Paths: c.paths.n(), BucketWidth: time.Duration(g.width)}
+	out.Series = make([]float64, g.last+1)
+	for i, v := range c.series {
+		out.Series[i] = float64(v)
 	}
 	return out
 }
 
 // shared returns up to n keys that look like many users, the most agents
 // first.
-func shared(cs *clients, n int, width int64) []Client {
+func shared(cs *clients, n int, g grid) []Client {
 	var ids []int
 	for id, c := range cs.all {
 		if c.agents.n() >= sharedAgents {
@@ -203,7 +211,7 @@ func shared(cs *clients, n int, width int64) []Client {
 	})
 	var out []Client
 	for _, id := range ids[:min(len(ids), n)] {
-		out = append(out, clientOf(cs.all[id], width))
+		out = append(out, clientOf(cs.all[id], g))
 	}
 	return out
 }

@@ -20,8 +20,8 @@ import (
 // limit would have.
 type Synth struct {
 	// Lines is about how many lines to write; the users are as many as
-	// make it.
-	Lines int
+	// make it, unless Users says how many.
+	Lines, Users int
 	// Abusers and Offices are how many of each (0: 8 and 3).
 	Abusers, Offices int
 	// Format is "combined" (the default) or "json".
@@ -90,7 +90,7 @@ func (h *visitors) Pop() any {
 
 // Synthesize writes the log s says to w and returns who is who.
 func Synthesize(w io.Writer, s Synth) (Truth, error) {
-	if s.Lines < 1000 {
+	if s.Lines < 1000 && s.Users == 0 {
 		return Truth{}, errors.New("plan: synthesize at least 1000 lines")
 	}
 	if s.Format == "" {
@@ -123,6 +123,10 @@ func Synthesize(w io.Writer, s Synth) (Truth, error) {
 	// What the abusers and the offices send, about: the rest is the users'.
 	others := float64(s.Abusers)*42*0.22*span.Seconds() + float64(s.Offices*55+15*s.Offices*(s.Offices-1))*usersPerSecond*1.2*span.Seconds()
 	users := max(100, int((float64(s.Lines)-others)/(span.Seconds()*usersPerSecond)))
+	if s.Users > 0 {
+		users = s.Users
+	}
+	session := min(10*time.Minute, span/12)
 	truth := Truth{NormalPeak: salePagePeak}
 	var hq visitors
 	for i := range users {
@@ -171,7 +175,7 @@ func Synthesize(w io.Writer, s Synth) (Truth, error) {
 			} else {
 				truth.NormalLines += burst
 			}
-			v.advance(sale)
+			v.advance(sale, session)
 			heap.Fix(&hq, 0)
 		}
 		for _, a := range abusers {
@@ -201,13 +205,13 @@ func Synthesize(w io.Writer, s Synth) (Truth, error) {
 
 // advance moves v to their next page view: a second or more of thought
 // within a session (less in the sale), or a session later.
-func (v *visitor) advance(sale bool) {
+func (v *visitor) advance(sale bool, session time.Duration) {
 	think := 7 * time.Second
 	if sale {
 		think = 3 * time.Second
 	}
 	if v.active == 0 {
-		v.active = v.next + time.Duration(v.rng.ExpFloat64()*float64(10*time.Minute))
+		v.active = v.next + time.Duration(v.rng.ExpFloat64()*float64(session))
 	}
 	v.next += time.Second + time.Duration(v.rng.ExpFloat64()*float64(think))
 	if v.next > v.active {

@@ -190,14 +190,17 @@ func (r *Reader) skip(why string) error {
 		r.kept = append(r.kept, Skip{Where: fmt.Sprintf("%s:%d", r.inputs[r.cur].Name, r.line), Why: why})
 	}
 	if r.requests == 0 && r.pending.len() == 0 && r.skips >= hopeless {
-		return fmt.Errorf("%s: none of the first %d lines is a request of the format %s: is it another? (--format; the first: line %s)", r.inputs[r.cur].Name, r.skips, r.formatName(), r.kept[0].String())
+		return fmt.Errorf("%s: none of the first %d lines is a request of the format %s: is it another? (--format; the first: %s)", r.inputs[r.cur].Name, r.skips, r.formatName(), r.kept[0].String())
 	}
 	return nil
 }
 
 func (r *Reader) formatName() string {
-	if r.o.Format == "" {
+	switch r.o.Format {
+	case "":
 		return Combined
+	case Combined, Common, JSON, CSV:
+		return r.o.Format
 	}
 	return fmt.Sprintf("%q", r.o.Format)
 }

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/internal/plan"
+	"github.com/ratelab/ratelab/results"
+)
+
+// ratelab plan on a gzip log from standard input: the tables, plan.json
+// (the lab's results file, which ratelab report reads) and the report.
+func TestPlanCommand(t *testing.T) {
+	var log bytes.Buffer
+	zw := gzip.NewWriter(&log)
+	truth, err := plan.Synthesize(zw, plan.Synth{Users: 1500, Span: 10 * time.Minute, Abusers: 1, Offices: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw.Close()
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"plan", "--limits", "2/s..50/s", "--steps", "6", "--spare", "0.2%", "--out", dir}, &log, &stdout, &stderr); err != nil {
+		t.Fatalf("plan: %v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"The limit to set, by algorithm", "│ sliding-log     │ 14/s  │", "The clients hit hardest", truth.Abusers[0], "Keys that look like many users", truth.Offices[0], "plan.json"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+	f, err := results.ReadFile(filepath.Join(dir, "plan.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	points := 0
+	for _, r := range f.Rows {
+		if r.Mode != "plan" {
+			t.Errorf("a row of mode %q in plan.json", r.Mode)
+		}
+		if r.Setting("kind") == "point" {
+			points++
+		}
+	}
+	if points != 6*6 || f.Meta.Setting("limits") != "2/s..50/s" {
+		t.Errorf("plan.json: %d points, limits %q; want 36 (six algorithms at six limits) and 2/s..50/s", points, f.Meta.Setting("limits"))
+	}
+	for _, name := range []string{"report.html", "charts/plan-refused.png", "charts/plan-peaks.png", "charts/plan-top.png"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Error(err)
+		}
+	}
+	// ratelab report draws it again, as a lab's run.
+	stdout.Reset()
+	if err := run(context.Background(), []string{"report", "--out", t.TempDir(), filepath.Join(dir, "plan.json")}, nil, &stdout, &stderr); err != nil {
+		t.Errorf("report of plan.json: %v", err)
+	}
+}
+
+func TestPlanBadInput(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "app.log")
+	os.WriteFile(junk, []byte(strings.Repeat("not a log line\n", 200)), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--limits", "10/s..5/s"}, "LOW below HIGH"},
+		{[]string{"--limits", "10/s..100/min"}, "one period"},
+		{[]string{"--limits", "10/s,5/min"}, "share one period"},
+		{[]string{"--limits", "ten/s"}, "--limits"},
+		{[]string{"--spare", "2"}, "--spare 2"},
+		{[]string{"--refused", "maybe"}, "want count or drop"},
+		{[]string{"--algos", "gcra,nope"}, "nope"},
+		{[]string{"--key", "user"}, "want ip, field:NAME"},
+		{[]string{"--format", "$remote_addr $status"}, "has no time"},
+		{[]string{"--format", "csv", "--key", "field:user"}, "CSV trace's key"},
+		{[]string{filepath.Join(dir, "missing.log")}, "no such file"},
+		{[]string{junk}, "none of the first 100 lines is a request of the format combined"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), append([]string{"plan", "--out", dir}, c.args...), strings.NewReader(""), &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), c.want) || exitCode(err, &bytes.Buffer{}) != 2 {
+			t.Errorf("plan %q: %v; want exit 2 saying %q", c.args, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,176 @@
+package plan
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/harness"
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/composite"
+	"github.com/ratelab/ratelab/workloads"
+	"github.com/ratelab/ratelab/workloads/accesslog"
+)
+
+// sweep is 1/s..100/s at ten limits, as ratelab plan's --limits 1/s..100/s.
+func sweep() []limiters.Limit {
+	var out []limiters.Limit
+	for _, n := range []int{1, 2, 3, 5, 8, 13, 22, 36, 60, 100} {
+		out = append(out, limiters.PerSecond(n))
+	}
+	return out
+}
+
+func planOf(t *testing.T, log []byte, o accesslog.Options, c Config) *Plan {
+	t.Helper()
+	r, err := accesslog.NewReader([]accesslog.Input{{Name: "access.log", R: bytes.NewReader(log)}}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Run(context.Background(), r, c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// On the synthetic shop's log, each algorithm's suggestion at a spare of
+// 0.1% refuses at most 0.1% of the normal users, and every abuser.
+func TestSuggestionSparesUsersCatchesAbusers(t *testing.T) {
+	var log bytes.Buffer
+	truth, err := Synthesize(&log, Synth{Users: 6000, Span: 10 * time.Minute, Abusers: 3, Offices: 1, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := planOf(t, log.Bytes(), accesslog.Options{}, Config{Limits: sweep(), Spare: 0.001})
+	ids := map[string]int{}
+	for i, c := range p.clientsByID {
+		ids[c] = i
+	}
+	t.Logf("%d lines, %d clients (%d normal users, %d abusers, %d office)", truth.Lines, p.Clients, len(truth.Normal), len(truth.Abusers), len(truth.Offices))
+	if p.Requests != truth.Lines || p.Skipped != 0 {
+		t.Fatalf("%d requests, %d skipped; want the %d lines written, none skipped", p.Requests, p.Skipped, truth.Lines)
+	}
+	for _, s := range p.Suggestions {
+		if !s.Found {
+			t.Errorf("%s: no suggestion (%s refuses %d clients)", s.Algorithm, s.Point.Limit, s.Point.Clients)
+			continue
+		}
+		refused := func(key string) bool {
+			id, ok := ids[key]
+			return ok && id < len(s.Point.refusedOf) && s.Point.refusedOf[id] > 0
+		}
+		normal, seen := 0, 0
+		for _, k := range truth.Normal {
+			if _, ok := ids[k]; ok {
+				seen++
+			}
+			if refused(k) {
+				normal++
+			}
+		}
+		if float64(normal) > 0.001*float64(seen) {
+			t.Errorf("%s at %s: %d of %d normal users refused; want at most 0.1%%", s.Algorithm, s.Point.Limit, normal, seen)
+		}
+		for _, k := range truth.Abusers {
+			if !refused(k) {
+				t.Errorf("%s at %s: abuser %s never refused", s.Algorithm, s.Point.Limit, k)
+			}
+		}
+		t.Logf("%-15s %-5s refuses %d normal users of %d, every abuser", s.Algorithm, s.Point.Limit, normal, seen)
+	}
+	if len(p.Shared) != 1 || p.Shared[0].Key != truth.Offices[0] {
+		t.Errorf("keys that look like many users: %+v; want the office %s alone", p.Shared, truth.Offices[0])
+	}
+}
+
+// The same traffic as JSON lines and as the combined format plans alike.
+func TestJSONPlansAsCombined(t *testing.T) {
+	var combined, json bytes.Buffer
+	s := Synth{Users: 1000, Span: 10 * time.Minute, Abusers: 2, Offices: 1, Seed: 3}
+	if _, err := Synthesize(&combined, s); err != nil {
+		t.Fatal(err)
+	}
+	s.Format = "json"
+	if _, err := Synthesize(&json, s); err != nil {
+		t.Fatal(err)
+	}
+	c := Config{Limits: sweep()[:6], Spare: 0.01}
+	a := planOf(t, combined.Bytes(), accesslog.Options{}, c)
+	b := planOf(t, json.Bytes(), accesslog.Options{Format: accesslog.JSON}, c)
+	for _, p := range []*Plan{a, b} {
+		p.Took, p.Config.Workers, p.clientsByID = 0, 0, nil
+	}
+	if a.Requests == 0 || a.Logged429 == 0 {
+		t.Fatalf("the log: %d requests, %d refused (429); want both", a.Requests, a.Logged429)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("as combined and as JSON, the plans differ:\n%+v\n%+v", a, b)
+	}
+}
+
+// A plan decides as ratelab replay does: for every algorithm at every
+// limit, each key's refusals are replay's (harness.Replay, replay's
+// engine, with the limiter replay makes), on a trace of fractional times
+// and costs above 1.
+func TestPlanDecidesAsReplay(t *testing.T) {
+	rng := rand.New(rand.NewPCG(36, 1))
+	var trace bytes.Buffer
+	at := 0.0
+	for range 6000 {
+		at += rng.ExpFloat64() * 0.002
+		key := fmt.Sprintf("user-%d", int(math.Sqrt(float64(rng.IntN(1600)))))
+		fmt.Fprintf(&trace, "%.6f,%s,%d\n", at, key, 1+rng.IntN(3))
+	}
+	limits := []limiters.Limit{limiters.PerSecond(2), limiters.PerSecond(5), limiters.PerSecond(13), limiters.PerSecond(30)}
+	p := planOf(t, trace.Bytes(), accesslog.Options{Format: accesslog.CSV, Reorder: -1}, Config{Limits: limits})
+	if p.Requests != 6000 {
+		t.Fatalf("%d requests planned, want 6000", p.Requests)
+	}
+	for _, pt := range p.Sweep {
+		l, err := composite.New(pt.Algorithm, []limiters.Limit{pt.Limit}, limiters.WithSweepInterval(-1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := harness.Replay(context.Background(), workloads.NewTraceReader(bytes.NewReader(trace.Bytes())), l, false, &out); err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+		replayed := map[string]int32{}
+		var total int64
+		dec := json.NewDecoder(&out)
+		for dec.More() {
+			var line struct {
+				Key     string `json:"key"`
+				Allowed bool   `json:"allowed"`
+			}
+			if err := dec.Decode(&line); err != nil {
+				t.Fatal(err)
+			}
+			if !line.Allowed {
+				replayed[line.Key]++
+				total++
+			}
+		}
+		planned := map[string]int32{}
+		for id, n := range pt.refusedOf {
+			if n > 0 {
+				planned[p.clientsByID[id]] = n
+			}
+		}
+		if pt.Refused != total || !maps.Equal(planned, replayed) {
+			t.Errorf("%s at %s: the plan refused %d (%d keys), replay %d (%d keys)", pt.Algorithm, pt.Limit, pt.Refused, len(planned), total, len(replayed))
+		}
+		if total == 0 || total == 6000 {
+			t.Errorf("%s at %s: %d of 6000 refused: a limit that tells nothing apart", pt.Algorithm, pt.Limit, total)
+		}
+	}
+}
