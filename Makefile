@@ -24,7 +24,7 @@ BASELINE  ?= results/baseline.json
 COUNT     ?= 6
 BENCHTIME ?= 200ms
 
-.PHONY: all test fmt-check vet staticcheck race norace test-clocked install-check soak soak-serve flood memcheck gate baseline bench bench-quick bench-go bench-go-run bench-go-report clean
+.PHONY: all test fmt-check vet staticcheck race norace test-clocked install-check soak soak-serve flood memcheck gate baseline bench bench-quick plan bench-go bench-go-run bench-go-report clean
 
 all: test
 
@@ -184,6 +184,14 @@ baseline:
 ## bench: the lab: every limiter and its peers through every workload (about 6 minutes on 2 cores, 8 with an empty build cache; the Redis rows need a server, else they are skipped)
 bench:
 	$(GO) run ./cmd/ratelab bench --out $(OUT)
+	@$(MAKE) --no-print-directory plan
+
+## plan: ratelab plan on the synthetic shop's access log (PLAN_LINES lines of nginx's combined format, written as they are read: two hours of users, a sale's peak, eight abusers and three offices), into out/plan (about a minute)
+PLAN_LINES ?= 10000000
+plan:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./cmd/ratelab ./cmd/genlog
+	$(BIN)/genlog -lines $(PLAN_LINES) | $(BIN)/ratelab plan --limits 1/s..100/s --out $(OUT)/plan
 
 ## bench-quick: the same, shorter (about a minute)
 bench-quick:

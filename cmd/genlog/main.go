@@ -26,6 +26,7 @@ func main() {
 	var s plan.Synth
 	flag.IntVar(&s.Lines, "lines", 1_000_000, "about how many lines to write")
 	flag.StringVar(&s.Format, "format", "combined", "combined or json")
+	flag.BoolVar(&s.Millis, "millis", false, "JSON times to the millisecond (the combined format's are whole seconds)")
 	flag.Uint64Var(&s.Seed, "seed", 1, "the seed the log is made from")
 	flag.DurationVar(&s.Span, "span", 2*time.Hour, "how long the log runs")
 	flag.IntVar(&s.Abusers, "abusers", 8, "how many abusers")

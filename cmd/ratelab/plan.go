@@ -333,7 +333,11 @@ func printPlan(stdout io.Writer, dir string, p *plan.Plan, log string, settings 
 	if _, err := plots.WriteReport(dir, f, plan.Modes(), saved); err != nil {
 		return fmt.Errorf("plan: the report: %w", err)
 	}
-	fmt.Fprintf(stdout, "Planned %s requests of %s clients at %d limits, %d algorithms, in %.1fs. Results: %s; the report: %s\n",
-		results.Count(int64(p.Decided)), results.Count(int64(p.Clients)), len(p.Config.Limits), len(p.Config.Algorithms), p.Took.Seconds(), saved, filepath.Join(dir, "report.html"))
+	clients := results.Count(int64(p.Clients)) + " clients"
+	if p.Clients == 1 {
+		clients = "1 client"
+	}
+	fmt.Fprintf(stdout, "Planned %s requests of %s at %d limits, %d algorithms, in %.1fs. Results: %s; the report: %s\n",
+		results.Count(int64(p.Decided)), clients, len(p.Config.Limits), len(p.Config.Algorithms), p.Took.Seconds(), saved, filepath.Join(dir, "report.html"))
 	return nil
 }

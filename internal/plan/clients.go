@@ -120,8 +120,10 @@ func newClients(window int64) *clients {
 	return &clients{ids: map[string]int32{}, window: window, grid: grid{width: window}}
 }
 
-// see counts e, returning its client's number and interned key.
-func (cs *clients) see(e *accesslog.Entry) (int32, string) {
+// see counts e, returning its client's number and interned key; a
+// request not decided (decided false: a 429 dropped) counts in the
+// client's requests, not in its peak.
+func (cs *clients) see(e *accesslog.Entry, decided bool) (int32, string) {
 	id, ok := cs.ids[e.Key]
 	if !ok {
 		id = int32(len(cs.all))
@@ -136,6 +138,9 @@ func (cs *clients) see(e *accesslog.Entry) (int32, string) {
 	}
 	c.agents.add(e.Agent)
 	c.paths.add(e.Path)
+	if !decided {
+		return id, c.key
+	}
 	s := c.see(e.At, int64(e.N), cs.window)
 	b := cs.grid.bucket(e.At, cs.all)
 	for len(c.series) <= b {

@@ -101,6 +101,11 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 		}
 		notes = append(notes, fmt.Sprintf("The log's server refused %s requests (429), %s.", results.Count(int64(p.Logged429)), how))
 	}
+	if p.WholeSeconds && per < time.Minute {
+		notes = append(notes, fmt.Sprintf("The log's times are whole seconds (as the combined format writes them): each request is decided at the start of its second, "+
+			"so a limit per %v is judged on whole seconds, and the sliding counter, which weighs the window before by how little of this one has passed, weighs it in full: "+
+			"its refusals here are the most it could make. A log of finer times (nginx's $msec, $time_iso8601 with milliseconds) decides them as they came.", per))
+	}
 	row.Note = strings.Join(notes, " ")
 	row.Add(linesName, results.UnitCount, float64(p.Lines))
 	row.Add(requestsName, results.UnitCount, float64(p.Requests))

@@ -46,7 +46,7 @@ func TestFloors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, key := cs.see(&e)
+		id, key := cs.see(&e, true)
 		reqs = append(reqs, request{id: id, n: int32(e.N), at: e.At, key: key})
 	}
 	t.Logf("parse (and count clients): %d lines in %v, %.0f ns a line", r.Lines(), time.Since(t0), float64(time.Since(t0))/float64(r.Lines()))

@@ -105,6 +105,7 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	go func() { readErr <- readBatches(ctx, r, batches) }()
 
 	var first, last int64
+	var fractions bool // a time not of a whole second
 	var lastProgress time.Time
 	for batch := range batches {
 		out := d.next()
@@ -114,12 +115,14 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 				first = e.At
 			}
 			last = e.At
+			fractions = fractions || e.At%int64(time.Second) != 0
 			p.Requests++
 			if e.Status == 429 {
 				p.Logged429++
 			}
-			id, key := cs.see(e)
-			if c.DropRefused && e.Status == 429 {
+			drop := c.DropRefused && e.Status == 429
+			id, key := cs.see(e, !drop)
+			if drop {
 				continue
 			}
 			out.reqs = append(out.reqs, request{id: id, n: int32(e.N), at: e.At, key: key})
@@ -137,6 +140,7 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	p.Lines, p.Free = r.Lines(), r.Free()
 	p.Skipped, p.Skips = r.Skipped()
 	p.Span = time.Duration(last - first)
+	p.WholeSeconds = !fractions
 	p.First = time.Unix(0, first)
 	p.Took = time.Since(began)
 	p.finish(cs, d)

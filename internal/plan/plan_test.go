@@ -174,3 +174,29 @@ func TestPlanDecidesAsReplay(t *testing.T) {
 		}
 	}
 }
+
+// The requests the log's server refused (429) are demand by default; with
+// DropRefused they are left out, of the decisions and of the peaks.
+func TestRefusedCountOrDrop(t *testing.T) {
+	log := []byte(`10.0.0.1 - - [28/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "a"
+10.0.0.1 - - [28/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 429 0 "-" "a"
+10.0.0.1 - - [28/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "a"
+10.0.0.2 - - [28/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "b"
+`)
+	for _, c := range []struct {
+		drop                bool
+		decided, refused    int
+		peak                float64
+		clientsWithRefusals int64
+	}{
+		{drop: false, decided: 4, refused: 1, peak: 3, clientsWithRefusals: 1},
+		{drop: true, decided: 3, refused: 0, peak: 2, clientsWithRefusals: 0},
+	} {
+		p := planOf(t, log, accesslog.Options{}, Config{Limits: []limiters.Limit{limiters.PerSecond(2)}, Algorithms: []limiters.Algorithm{limiters.SlidingLog}, DropRefused: c.drop})
+		pt := p.Sweep[0]
+		if p.Requests != 4 || p.Logged429 != 1 || p.Decided != c.decided || pt.Refused != int64(c.refused) || pt.Clients != c.clientsWithRefusals || p.Peaks.Max != c.peak {
+			t.Errorf("drop %v: %d requests, %d logged 429, %d decided, %d refused of %d clients, peak %v; want 4, 1, %d, %d of %d, %v",
+				c.drop, p.Requests, p.Logged429, p.Decided, pt.Refused, pt.Clients, p.Peaks.Max, c.decided, c.refused, c.clientsWithRefusals, c.peak)
+		}
+	}
+}

@@ -23,6 +23,9 @@ type Plan struct {
 	Clients                        int
 	First                          time.Time
 	Span                           time.Duration
+	// WholeSeconds is whether every time the log gave was of a whole
+	// second (the combined format's are).
+	WholeSeconds bool
 	// Took is how long the plan ran.
 	Took time.Duration
 

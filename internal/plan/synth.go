@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -26,6 +27,10 @@ type Synth struct {
 	Abusers, Offices int
 	// Format is "combined" (the default) or "json".
 	Format string
+	// Millis writes a JSON line's time to the millisecond, as the
+	// requests came within their second; the combined format's, and
+	// JSON's by default, are whole seconds.
+	Millis bool
 	// Seed makes the log (0: 1).
 	Seed uint64
 	// Start is the log's first second (the zero value: 2026-11-27 08:00
@@ -159,7 +164,7 @@ func Synthesize(w io.Writer, s Synth) (Truth, error) {
 	}
 
 	bw := bufio.NewWriterSize(w, 1<<20)
-	lw := lineWriter{w: bw, json: s.Format == "json", rng: rand.New(rand.NewPCG(s.Seed, 7))}
+	lw := lineWriter{w: bw, json: s.Format == "json", millis: s.Millis && s.Format == "json", rng: rand.New(rand.NewPCG(s.Seed, 7))}
 	for sec := time.Duration(0); sec < span; sec += time.Second {
 		lw.second(s.Start.Add(sec))
 		sale := sec >= saleFrom && sec < saleTo
@@ -169,7 +174,7 @@ func Synthesize(w io.Writer, s Synth) (Truth, error) {
 			if sale {
 				burst = 1 + v.rng.IntN(salePagePeak)
 			}
-			lw.page(v.ip, v.agent, burst, v.rng)
+			lw.page(int((v.next%time.Second)/time.Millisecond), v.ip, v.agent, burst, v.rng)
 			if v.office {
 				truth.OfficeLines += burst
 			} else {
@@ -188,11 +193,12 @@ func Synthesize(w io.Writer, s Synth) (Truth, error) {
 				if i >= todaysLimit {
 					status = 429
 				}
-				lw.line(a.ip, "python-requests/2.32.3", fmt.Sprintf("/api/v1/prices/%d", rng.IntN(5000)), status)
+				lw.line(rng.IntN(1000), a.ip, "python-requests/2.32.3", fmt.Sprintf("/api/v1/prices/%d", rng.IntN(5000)), status)
 			}
 			truth.AbuseLines += n
 		}
 	}
+	lw.flush()
 	if err := bw.Flush(); err != nil {
 		return Truth{}, err
 	}
@@ -229,18 +235,32 @@ func address(a, i int) string {
 	return fmt.Sprintf("%d.%d.%d.%d", a, i>>16&255, i>>8&255, i&255+1)
 }
 
-// lineWriter writes a second's lines.
+// lineWriter writes a second's lines, in the order of their
+// milliseconds.
 type lineWriter struct {
-	w     *bufio.Writer
-	json  bool
-	at    []byte // the second's time, as the format writes it
-	lines int
-	buf   []byte
-	rng   *rand.Rand
-	err   error
+	w            *bufio.Writer
+	json, millis bool
+	sec          time.Time
+	at           []byte // the second's time, as the format writes it
+	lines        int
+	buf          []byte
+	rng          *rand.Rand
+	pending      []synthLine
+	err          error
 }
 
+// synthLine is a line to write: its millisecond in the second, and what
+// it says.
+type synthLine struct {
+	ms              int
+	ip, agent, path string
+	status          int
+}
+
+// second writes the last second's lines and starts t's.
 func (lw *lineWriter) second(t time.Time) {
+	lw.flush()
+	lw.sec = t
 	if lw.json {
 		lw.at = strconv.AppendInt(lw.at[:0], t.Unix(), 10)
 	} else {
@@ -248,11 +268,13 @@ func (lw *lineWriter) second(t time.Time) {
 	}
 }
 
-// page writes a page view: the page, then its assets and API calls.
-func (lw *lineWriter) page(ip, agent string, n int, rng *rand.Rand) {
-	lw.line(ip, agent, pathOf(pages[rng.IntN(len(pages))], rng), 200)
+// page is a page view at ms into the second: the page, then its assets
+// and API calls, a few milliseconds apart, within the second.
+func (lw *lineWriter) page(ms int, ip, agent string, n int, rng *rand.Rand) {
+	lw.line(ms, ip, agent, pathOf(pages[rng.IntN(len(pages))], rng), 200)
 	for range n - 1 {
-		lw.line(ip, agent, pathOf(assets[rng.IntN(len(assets))], rng), 200)
+		ms = min(999, ms+rng.IntN(60))
+		lw.line(ms, ip, agent, pathOf(assets[rng.IntN(len(assets))], rng), 200)
 	}
 }
 
@@ -265,38 +287,54 @@ func pathOf(p string, rng *rand.Rand) string {
 	return p
 }
 
-func (lw *lineWriter) line(ip, agent, path string, status int) {
+func (lw *lineWriter) line(ms int, ip, agent, path string, status int) {
+	lw.pending = append(lw.pending, synthLine{ms, ip, agent, path, status})
+}
+
+// flush writes the second's lines.
+func (lw *lineWriter) flush() {
+	slices.SortStableFunc(lw.pending, func(a, b synthLine) int { return a.ms - b.ms })
+	for _, l := range lw.pending {
+		lw.write(l)
+	}
+	lw.pending = lw.pending[:0]
+}
+
+func (lw *lineWriter) write(l synthLine) {
 	b := lw.buf[:0]
 	size := 200 + lw.rng.IntN(20000)
-	if status == 429 {
+	if l.status == 429 {
 		size = 0
 	}
 	if lw.json {
 		b = append(b, `{"ts":`...)
 		b = append(b, lw.at...)
+		if lw.millis {
+			b = append(b, '.', byte('0'+l.ms/100), byte('0'+l.ms/10%10), byte('0'+l.ms%10))
+		}
 		b = append(b, `,"remote_addr":"`...)
-		b = append(b, ip...)
+		b = append(b, l.ip...)
 		b = append(b, `","request":"GET `...)
-		b = append(b, path...)
+		b = append(b, l.path...)
 		b = append(b, ` HTTP/1.1","status":`...)
-		b = strconv.AppendInt(b, int64(status), 10)
+		b = strconv.AppendInt(b, int64(l.status), 10)
 		b = append(b, `,"body_bytes_sent":`...)
 		b = strconv.AppendInt(b, int64(size), 10)
 		b = append(b, `,"http_user_agent":"`...)
-		b = append(b, agent...)
+		b = append(b, l.agent...)
 		b = append(b, "\"}\n"...)
 	} else {
-		b = append(b, ip...)
+		b = append(b, l.ip...)
 		b = append(b, " - - ["...)
 		b = append(b, lw.at...)
 		b = append(b, `] "GET `...)
-		b = append(b, path...)
+		b = append(b, l.path...)
 		b = append(b, ` HTTP/1.1" `...)
-		b = strconv.AppendInt(b, int64(status), 10)
+		b = strconv.AppendInt(b, int64(l.status), 10)
 		b = append(b, ' ')
 		b = strconv.AppendInt(b, int64(size), 10)
 		b = append(b, ` "-" "`...)
-		b = append(b, agent...)
+		b = append(b, l.agent...)
 		b = append(b, "\"\n"...)
 	}
 	lw.buf = b
