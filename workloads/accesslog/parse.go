@@ -3,10 +3,10 @@ package accesslog
 import (
 	"bytes"
 	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -143,8 +143,8 @@ func (p *templateParser) parse(line []byte, e *Entry) error {
 		}
 	}
 	if p.statusAt >= 0 {
-		s, err := strconv.Atoi(string(p.vals[p.statusAt]))
-		if err != nil || s < 100 || s > 999 {
+		s, ok := httpStatus(p.vals[p.statusAt])
+		if !ok {
 			return fmt.Errorf("status %q is not an HTTP status", p.vals[p.statusAt])
 		}
 		e.Status = s
@@ -227,21 +227,21 @@ func epoch(s string) (int64, error) {
 // jsonParser reads JSON lines: one object a line, its fields found by
 // name (a.b for a nested one).
 type jsonParser struct {
-	key               KeySpec
-	time, cost        []string // the time's field, or the fields it may be, in turn
-	keyNames          []string
-	lastTime          string
-	lastAt            int64
-	keyBuf            []byte
-	status, agent, pa []string
+	key                                       KeySpec
+	time, keyNames, cost, status, agent, path []string // each field, or the fields it may be, in turn
+	scan                                      *jsonScanner
+	lastTime                                  []byte
+	lastAt                                    int64
+	keyBuf                                    []byte
 }
 
 func newJSONParser(o Options) *jsonParser {
 	p := &jsonParser{key: o.Key,
-		time:   []string{"time", "timestamp", "ts", "@timestamp"},
-		status: []string{"status", "status_code"},
-		agent:  []string{"user_agent", "http_user_agent", "userAgent"},
-		pa:     []string{"path", "request_uri", "uri", "request"},
+		time:     []string{"time", "timestamp", "ts", "@timestamp"},
+		keyNames: []string{"remote_addr", "client_ip", "ip"},
+		status:   []string{"status", "status_code"},
+		agent:    []string{"user_agent", "http_user_agent", "userAgent"},
+		path:     []string{"path", "request_uri", "uri", "request"},
 	}
 	if o.Time != "" {
 		p.time = []string{strings.TrimPrefix(strings.TrimPrefix(o.Time, "field:"), ".")}
@@ -249,25 +249,19 @@ func newJSONParser(o Options) *jsonParser {
 	if o.Cost != "" {
 		p.cost = []string{strings.TrimPrefix(strings.TrimPrefix(o.Cost, "field:"), ".")}
 	}
-	p.keyNames = []string{"remote_addr", "client_ip", "ip"}
 	if o.Key.Field != "" {
 		p.keyNames = []string{o.Key.Field}
 	}
+	p.scan = newJSONScanner(slices.Concat(p.time, p.keyNames, p.cost, p.status, p.agent, p.path))
 	return p
 }
 
 func (p *jsonParser) parse(line []byte, e *Entry) error {
-	var m map[string]any
-	d := json.NewDecoder(bytes.NewReader(line))
-	d.UseNumber()
-	if err := d.Decode(&m); err != nil {
-		return fmt.Errorf("not a JSON object: %v", err)
+	if err := p.scan.scan(line); err != nil {
+		return err
 	}
-	if d.More() {
-		return errors.New("more than one JSON value on the line")
-	}
-	tv, tname := field(m, p.time)
-	if tv == nil {
+	tv, tname := p.scan.get(p.time)
+	if !tv.set {
 		return fmt.Errorf("no time (the field %s)", strings.Join(p.time, ", "))
 	}
 	at, err := p.timeOf(tv)
@@ -275,13 +269,12 @@ func (p *jsonParser) parse(line []byte, e *Entry) error {
 		return fmt.Errorf("%s: %w", tname, err)
 	}
 	e.At = at
-	kv, _ := field(m, p.keyNames)
-	key := scalar(kv)
-	if key == "" || key == "-" {
+	kv, _ := p.scan.get(p.keyNames)
+	if len(kv.text) == 0 || string(kv.text) == "-" {
 		return fmt.Errorf("no key (the field %s)", strings.Join(p.keyNames, ", "))
 	}
-	pv, pname := field(m, p.pa)
-	path := []byte(scalar(pv))
+	pv, pname := p.scan.get(p.path)
+	path := pv.text
 	if pname == "request" {
 		path = requestPath(path)
 	}
@@ -290,43 +283,53 @@ func (p *jsonParser) parse(line []byte, e *Entry) error {
 	}
 	e.Path = hashOf(path)
 	if p.key.PathSegments > 0 {
-		if pv == nil {
+		if !pv.set {
 			return errors.New("no path (the field path, request_uri, uri or request), which --key +path: needs")
 		}
-		p.keyBuf = route(append(p.keyBuf[:0], key...), path, p.key.PathSegments)
-		key = string(p.keyBuf)
+		p.keyBuf = route(append(p.keyBuf[:0], kv.text...), path, p.key.PathSegments)
+		e.Key = string(p.keyBuf)
+	} else {
+		e.Key = string(kv.text)
 	}
-	e.Key, e.N, e.Status = key, 1, 0
+	e.N, e.Status = 1, 0
 	if p.cost != nil {
-		cv, _ := field(m, p.cost)
-		if cv == nil {
+		cv, _ := p.scan.get(p.cost)
+		if !cv.set {
 			return fmt.Errorf("no cost (the field %s)", p.cost[0])
 		}
-		if e.N, err = cost([]byte(scalar(cv))); err != nil {
+		if e.N, err = cost(cv.text); err != nil {
 			return err
 		}
 	}
-	if sv, _ := field(m, p.status); sv != nil {
-		s, err := strconv.Atoi(scalar(sv))
-		if err != nil || s < 100 || s > 999 {
-			return fmt.Errorf("status %q is not an HTTP status", scalar(sv))
+	if sv, _ := p.scan.get(p.status); sv.set {
+		s, ok := httpStatus(sv.text)
+		if !ok {
+			return fmt.Errorf("status %q is not an HTTP status", sv.text)
 		}
 		e.Status = s
 	}
-	av, _ := field(m, p.agent)
-	e.Agent = hashOf([]byte(scalar(av)))
+	av, _ := p.scan.get(p.agent)
+	e.Agent = hashOf(av.text)
 	return nil
+}
+
+// httpStatus reads a status: three digits, 100 to 999.
+func httpStatus(b []byte) (int, bool) {
+	if len(b) != 3 || b[0] < '1' || b[0] > '9' || b[1] < '0' || b[1] > '9' || b[2] < '0' || b[2] > '9' {
+		return 0, false
+	}
+	return int(b[0]-'0')*100 + int(b[1]-'0')*10 + int(b[2]-'0'), true
 }
 
 // timeOf reads a JSON time: RFC 3339, or seconds (or milliseconds) since
 // 1970 as a number or a string of one.
-func (p *jsonParser) timeOf(v any) (int64, error) {
-	s := scalar(v)
-	if s == p.lastTime && s != "" {
+func (p *jsonParser) timeOf(v jsonValue) (int64, error) {
+	if p.lastTime != nil && bytes.Equal(v.text, p.lastTime) {
 		return p.lastAt, nil
 	}
+	s := string(v.text)
 	var at int64
-	if _, isNum := v.(json.Number); isNum || s != "" && (s[0] >= '0' && s[0] <= '9') && !strings.ContainsAny(s, "T-:") {
+	if !v.str || s != "" && (s[0] >= '0' && s[0] <= '9') && !strings.ContainsAny(s, "T-:") {
 		var err error
 		if at, err = epoch(s); err != nil {
 			return 0, err
@@ -338,47 +341,8 @@ func (p *jsonParser) timeOf(v any) (int64, error) {
 		}
 		at = t.UnixNano()
 	}
-	p.lastTime, p.lastAt = s, at
+	p.lastTime, p.lastAt = append(p.lastTime[:0], v.text...), at
 	return at, nil
-}
-
-// field returns the first of names m holds (a.b looks in m's object a),
-// and its name; nil if none.
-func field(m map[string]any, names []string) (any, string) {
-	for _, n := range names {
-		if v, ok := m[n]; ok && v != nil {
-			return v, n
-		}
-		if !strings.Contains(n, ".") {
-			continue
-		}
-		var cur any = m
-		for seg := range strings.SplitSeq(n, ".") {
-			o, ok := cur.(map[string]any)
-			if !ok {
-				cur = nil
-				break
-			}
-			cur = o[seg]
-		}
-		if cur != nil {
-			return cur, n
-		}
-	}
-	return nil, ""
-}
-
-// scalar is a JSON string or number as text; "" for anything else.
-func scalar(v any) string {
-	switch v := v.(type) {
-	case string:
-		return v
-	case json.Number:
-		return v.String()
-	case bool:
-		return strconv.FormatBool(v)
-	}
-	return ""
 }
 
 // csvParser reads ratelab's traces: t,key[,n], t in seconds from the
