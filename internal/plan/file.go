@@ -61,6 +61,7 @@ const (
 	p50, p90      = "p50", "p90"      // the peaks' quantiles
 	p99, p999     = "p99", "p999"     //
 	maxName       = "max"             //
+	spareName     = "spare"           // the share of clients a suggestion may refuse
 )
 
 func isKind(k string) func(results.Row) bool {
@@ -128,6 +129,8 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 	}{{p50, pk.P50}, {p90, pk.P90}, {p99, pk.P99}, {p999, pk.P999}, {maxName, pk.Max}} {
 		row.Add(q.name, results.UnitCount, q.v)
 	}
+	row.Add(spareName, results.UnitFraction, p.Config.Spare)
+	row.Add(clientsCount, results.UnitCount, float64(p.Clients))
 	cdf := results.Series{Name: cdfName, Unit: results.UnitFraction, XUnit: results.UnitCount}
 	for _, pt := range pk.CDF {
 		cdf.X, cdf.Y = append(cdf.X, pt[0]), append(cdf.Y, pt[1])
@@ -391,19 +394,22 @@ func charts(_ *results.File, rows []results.Row) []report.Figure {
 	}
 	if peaks != nil {
 		if s := peaks.Curve(cdfName); s != nil && len(s.X) > 0 {
+			// The share of clients whose peak is above X, on a log scale:
+			// the tail a limit is set against, which a linear one hides.
+			least := 50 / max(peaks.Get(clientsCount), 1)
 			line := report.Line{Name: "share of clients"}
 			for i := range s.X {
-				line.Points = append(line.Points, report.XY{X: max(s.X[i], 1), Y: 100 * s.Y[i]})
+				line.Points = append(line.Points, report.XY{X: max(s.X[i], 1), Y: max(100*(1-s.Y[i]), least)})
 			}
-			var onX []report.Mark
+			ms := []report.Mark{{Name: "--spare " + pct(peaks.Get(spareName)), At: 100 * peaks.Get(spareName)}}
 			for _, m := range marks {
 				m.OnX = true
-				onX = append(onX, m)
+				ms = append(ms, m)
 			}
 			out = append(out, report.Figure{Name: "plan-peaks", Title: "The clients' peaks, and the limits suggested",
-				Caption: fmt.Sprintf("The share of clients whose peak (the most they sent in any window of %s) is at most X. A limit refuses the clients to its right; the dashed lines are the limits suggested, each for the algorithms it names.", peaks.Setting(periodSetting)),
+				Caption: fmt.Sprintf("The share of clients whose peak (the most they sent in any window of %s) is above X: those a sliding log of N = X refuses at least once, and about those the other algorithms do. The dashed lines are --spare and the limits suggested, each for the algorithms it names.", peaks.Setting(periodSetting)),
 				Panels: []report.Panel{{X: report.Axis{Label: "peak: requests in any " + peaks.Setting(periodSetting), Log: true, Ticks: report.TicksPlain},
-					Y: report.Axis{Label: "% of clients at or below", Min: 0, Max: 100}, Lines: []report.Line{line}, Steps: true, Marks: onX}},
+					Y: report.Axis{Label: "% of clients above", Log: true, Least: least, Ticks: report.TicksPlain, Max: 100}, Lines: []report.Line{line}, Steps: true, Marks: ms}},
 				Width: 10, RowHeight: 3.6, LegendWidth: 2.8})
 		}
 	}
