@@ -246,7 +246,7 @@ var mode = report.Mode{
 		{
 			Name:   "plan-suggestions",
 			Title:  "The limit to set, by algorithm",
-			Note:   "For each algorithm, the lowest limit of the sweep at which no more than --spare of the clients would have been refused even once, and what it refuses there: of the requests decided, and of the clients; how few clients take 90% of its refusals; the requests it alone refused of the algorithms at that limit, and those it alone admitted (a fixed window lets a burst through at its edge, a bucket a burst after quiet; the sliding counter, estimating, refuses some the others admit).",
+			Note:   "For each algorithm, the lowest limit of the sweep at which no more than --spare of the clients would have been refused even once, and what it refuses there: of the requests decided, and of the clients; how few clients take 90% of its refusals; the requests it alone refused of the algorithms at that limit, and those it alone admitted (a fixed window lets a burst through at its edge, a bucket a burst after quiet; the sliding counter, estimating, refuses some the others admit). The token bucket, the leaky bucket and GCRA are one policy: what they alone refuse, they refuse together.",
 			Header: []string{"algorithm", "limit", "requests refused", "clients refused", "90% of refusals", "it alone refused", "it alone admitted"},
 			Left:   2,
 			Keep:   isKind(kindSuggest),

@@ -299,7 +299,7 @@ func (d *deciders) close() {
 // does.
 func (w *worker) run() {
 	defer close(w.done)
-	n := len(w.d.c.Algorithms)
+	fam, families := familiesOf(w.d.c.Algorithms)
 	var masks []uint32
 	for b := range w.in {
 		masks = slices.Grow(masks[:0], len(b.reqs))[:len(b.reqs)]
@@ -314,7 +314,7 @@ func (w *worker) run() {
 					}
 					// An error is a cost above the limit: refused, as
 					// replay says (retry_after null).
-					masks[i] |= 1 << a
+					masks[i] |= 1 << fam[a]
 					t.refused[a]++
 					cl := t.clients[a]
 					if int(r.id) >= len(cl) {
@@ -324,14 +324,21 @@ func (w *worker) run() {
 					cl[r.id]++
 				}
 			}
+			var only, onlyLets [8]int64 // by family
 			for _, refused := range masks {
 				if refused == 0 {
 					continue
 				}
 				if refused&(refused-1) == 0 {
-					t.only[bitIndex(refused)]++
-				} else if lets := ^refused & (1<<n - 1); lets != 0 && lets&(lets-1) == 0 {
-					t.onlyLets[bitIndex(lets)]++
+					only[bitIndex(refused)]++
+				} else if lets := ^refused & (1<<families - 1); lets != 0 && lets&(lets-1) == 0 {
+					onlyLets[bitIndex(lets)]++
+				}
+			}
+			if families > 1 {
+				for a := range row {
+					t.only[a] += only[fam[a]]
+					t.onlyLets[a] += onlyLets[fam[a]]
 				}
 			}
 		}
@@ -342,6 +349,27 @@ func (w *worker) run() {
 			}
 		}
 	}
+}
+
+// familiesOf numbers the policies of algs: the token bucket, the leaky
+// bucket and GCRA are one (the same decisions, DESIGN's "one policy"),
+// each other algorithm its own. What one algorithm alone refuses is what
+// its policy alone does, or the three buckets would never be alone.
+func familiesOf(algs []limiters.Algorithm) (fam []int, n int) {
+	bucket := -1
+	for _, a := range algs {
+		switch {
+		case a.IsBucket() && bucket >= 0:
+			fam = append(fam, bucket)
+		case a.IsBucket():
+			bucket = n
+			fallthrough
+		default:
+			fam = append(fam, n)
+			n++
+		}
+	}
+	return fam, n
 }
 
 func bitIndex(x uint32) int {

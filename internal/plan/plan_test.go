@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -198,5 +199,25 @@ func TestRefusedCountOrDrop(t *testing.T) {
 			t.Errorf("drop %v: %d requests, %d logged 429, %d decided, %d refused of %d clients, peak %v; want 4, 1, %d, %d of %d, %v",
 				c.drop, p.Requests, p.Logged429, p.Decided, pt.Refused, pt.Clients, p.Peaks.Max, c.decided, c.refused, c.clientsWithRefusals, c.peak)
 		}
+	}
+}
+
+// At a window's edge the fixed window alone admits what every other
+// policy refuses; the three buckets, one policy, count as one.
+func TestAloneAtTheEdge(t *testing.T) {
+	trace := []byte("0.9,a\n0.95,a\n1.0,a\n1.05,a\n")
+	p := planOf(t, trace, accesslog.Options{Format: accesslog.CSV, Reorder: -1}, Config{Limits: []limiters.Limit{limiters.PerSecond(2)}})
+	for _, pt := range p.Sweep {
+		wantRefused, wantLets := int64(2), int64(0)
+		if pt.Algorithm == limiters.FixedWindow {
+			wantRefused, wantLets = 0, 2
+		}
+		if pt.Refused != wantRefused || pt.OnlyLets != wantLets || pt.Only != 0 {
+			t.Errorf("%s: refused %d, alone admitted %d, alone refused %d; want %d, %d, 0", pt.Algorithm, pt.Refused, pt.OnlyLets, pt.Only, wantRefused, wantLets)
+		}
+	}
+	fam, n := familiesOf([]limiters.Algorithm{limiters.GCRA, limiters.FixedWindow, limiters.TokenBucket, limiters.SlidingLog, limiters.LeakyBucket})
+	if n != 3 || !slices.Equal(fam, []int{0, 1, 0, 2, 0}) {
+		t.Errorf("familiesOf = %v, %d; want [0 1 0 2 0], 3", fam, n)
 	}
 }
