@@ -100,7 +100,7 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	}
 	defer d.close()
 
-	batches := make(chan []accesslog.Entry, 4)
+	batches := make(chan read, 4)
 	readErr := make(chan error, 1)
 	go func() { readErr <- readBatches(ctx, r, batches) }()
 
@@ -109,8 +109,8 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	var lastProgress time.Time
 	for batch := range batches {
 		out := d.next()
-		for i := range batch {
-			e := &batch[i]
+		for i := range batch.entries {
+			e := &batch.entries[i]
 			if p.Requests == 0 {
 				first = e.At
 			}
@@ -129,7 +129,7 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 		}
 		d.send(out)
 		if progress != nil && time.Since(lastProgress) > time.Second {
-			progress(r.Lines(), p.Requests, time.Duration(last-first))
+			progress(batch.lines, p.Requests, time.Duration(last-first))
 			lastProgress = time.Now()
 		}
 	}
@@ -151,9 +151,16 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 // deciders.
 const batchSize = 4096
 
+// read is a batch of requests read, and how many lines the reader had
+// read by its end (the reader is the reading goroutine's alone).
+type read struct {
+	entries []accesslog.Entry
+	lines   int
+}
+
 // readBatches sends r's requests to out in batches, closing it at the
 // end; it returns the error that stopped r, if any.
-func readBatches(ctx context.Context, r *accesslog.Reader, out chan<- []accesslog.Entry) error {
+func readBatches(ctx context.Context, r *accesslog.Reader, out chan<- read) error {
 	defer close(out)
 	batch := make([]accesslog.Entry, 0, batchSize)
 	for {
@@ -168,12 +175,12 @@ func readBatches(ctx context.Context, r *accesslog.Reader, out chan<- []accesslo
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			out <- batch
+			out <- read{batch, r.Lines()}
 			batch = make([]accesslog.Entry, 0, batchSize)
 		}
 	}
 	if len(batch) > 0 {
-		out <- batch
+		out <- read{batch, r.Lines()}
 	}
 	return nil
 }
