@@ -83,6 +83,7 @@ func TestPlanBadInput(t *testing.T) {
 		{[]string{"--format", "csv", "--key", "field:user"}, "CSV trace's key"},
 		{[]string{filepath.Join(dir, "missing.log")}, "no such file"},
 		{[]string{junk}, "none of the first 100 lines is a request of the format combined"},
+		{[]string{"-"}, "the log holds no request"},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := run(context.Background(), append([]string{"plan", "--out", dir}, c.args...), strings.NewReader(""), &stdout, &stderr)

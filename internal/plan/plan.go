@@ -82,6 +82,9 @@ func (c *Config) check() error {
 	return nil
 }
 
+// ErrNoRequest is a log with no request in it: nothing to plan on.
+var ErrNoRequest = errors.New("plan: the log holds no request")
+
 // Progress is told, now and then, how far a plan has read.
 type Progress func(lines, requests int, logTime time.Duration)
 
@@ -136,6 +139,9 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	d.wait()
 	if err := <-readErr; err != nil {
 		return nil, err
+	}
+	if p.Requests == 0 {
+		return nil, ErrNoRequest
 	}
 	p.Lines, p.Free = r.Lines(), r.Free()
 	p.Skipped, p.Skips = r.Skipped()
