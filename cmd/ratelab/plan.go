@@ -96,7 +96,7 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return badUsage(fs, fmt.Errorf("plan: %w", err))
 	}
 	if fs.NArg() == 0 && isTerminal(stdinWriter(stdin)) {
-		return badUsage(fs, errors.New("plan: no LOG given, and standard input is a terminal: name a log, or pipe one in"))
+		return badUsage(fs, errors.New("plan: no LOG given, and standard input is a terminal (or a device): name a log, or pipe one in"))
 	}
 	inputs, closeAll, err := openLogs(fs.Args(), stdin)
 	if err != nil {
