@@ -109,7 +109,7 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	p, err := plan.Run(ctx, r, c, planProgress(stderr))
 	if err != nil {
-		return usageError{fmt.Errorf("plan: %w", err)}
+		return usageError{err} // plan's errors say "plan:"
 	}
 	return printPlan(stdout, f.out, p, logName(inputs), f.settings(fs))
 }

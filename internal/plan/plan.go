@@ -138,7 +138,7 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	}
 	d.wait()
 	if err := <-readErr; err != nil {
-		return nil, err
+		return nil, fmt.Errorf("plan: %w", err)
 	}
 	if p.Requests == 0 {
 		return nil, ErrNoRequest
