@@ -108,6 +108,9 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return badUsage(fs, fmt.Errorf("plan: %w", err))
 	}
 	p, err := plan.Run(ctx, r, c, planProgress(stderr))
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
 	if err != nil {
 		return usageError{err} // plan's errors say "plan:"
 	}
