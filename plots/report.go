@@ -161,13 +161,19 @@ func newPage(f *results.File, ms report.Modes, charts []rendered, source string)
 // charts and tables; no picks, for there was one subject.
 func outsidePage(f *results.File, ms report.Modes, charts []rendered, source string) page {
 	m := f.Meta
+	head := report.Page{Title: "ratelab: " + m.Target, Of: "A run on", Target: "Target"}
+	for _, mode := range ms {
+		if len(f.Rows) > 0 && mode.Name == f.Rows[0].Mode && mode.Page.Title != "" {
+			head = mode.Page
+		}
+	}
 	return page{
-		Title:    "ratelab probe: a limiter behind HTTP, judged from outside",
-		Subtitle: "A probe of " + m.Target + ", " + m.Start.UTC().Format("2 January 2006 at 15:04 UTC"),
+		Title:    head.Title,
+		Subtitle: head.Of + " " + m.Target + ", " + m.Start.UTC().Format("2 January 2006 at 15:04 UTC"),
 		Source:   source,
 		Outside:  true,
 		Meta: [][2]string{
-			{"Target", m.Target},
+			{head.Target, m.Target},
 			{"Machine", fmt.Sprintf("%s, %d cores, GOMAXPROCS %d", m.CPU, m.Cores, m.GOMAXPROCS)},
 			{"Go", m.GoVersion},
 			{"Started", m.Start.UTC().Format(time.RFC3339)},

@@ -312,6 +312,7 @@ var mode = report.Mode{
 		},
 	},
 	Charts: charts,
+	Page:   report.Page{Title: "ratelab plan: what limit the traffic wants", Of: "A plan of", Target: "Log"},
 }
 
 // agents writes a count of distinct agents or paths, counted to

@@ -15,6 +15,17 @@ type Mode struct {
 	// be none: a chart may draw on other modes' rows too); a figure with
 	// no panel is left out.
 	Charts func(f *results.File, rows []results.Row) []Figure
+	// Page is how the report page of a file of this mode alone reads (a
+	// mode Outside the lab: the probe's, the plan's).
+	Page Page
+}
+
+// Page is the head of a report page of one outside mode's file.
+type Page struct {
+	// Title heads the page; Of begins its subtitle, before the file's
+	// target ("A probe of"); Target labels the target among the run's
+	// facts ("Target", "Log").
+	Title, Of, Target string
 }
 
 // Modes are the modes a report presents, in their Order: the lab's
