@@ -134,6 +134,7 @@ var mode = report.Mode{
 		},
 	},
 	Charts: charts,
+	Page:   report.Page{Title: "ratelab probe: a limiter behind HTTP, judged from outside", Of: "A probe of", Target: "Target"},
 }
 
 func ms3(ns float64) string { return report.Fixed(ns/1e6, 2) }
