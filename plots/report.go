@@ -167,18 +167,26 @@ func outsidePage(f *results.File, ms report.Modes, charts []rendered, source str
 			head = mode.Page
 		}
 	}
+	facts := [][2]string{
+		{head.Target, m.Target},
+		{"Machine", fmt.Sprintf("%s, %d cores, GOMAXPROCS %d", m.CPU, m.Cores, m.GOMAXPROCS)},
+		{"Go", m.GoVersion},
+		{"Started", m.Start.UTC().Format(time.RFC3339)},
+		{"Took", m.Elapsed.Duration().Round(100 * time.Millisecond).String()},
+	}
+	if len(m.Settings) > 0 {
+		var set []string
+		for _, k := range slices.Sorted(maps.Keys(m.Settings)) {
+			set = append(set, "--"+k+" "+m.Settings[k])
+		}
+		facts = append(facts, [2]string{"Flags", strings.Join(set, ", ")})
+	}
 	return page{
 		Title:    head.Title,
 		Subtitle: head.Of + " " + m.Target + ", " + m.Start.UTC().Format("2 January 2006 at 15:04 UTC"),
 		Source:   source,
 		Outside:  true,
-		Meta: [][2]string{
-			{head.Target, m.Target},
-			{"Machine", fmt.Sprintf("%s, %d cores, GOMAXPROCS %d", m.CPU, m.Cores, m.GOMAXPROCS)},
-			{"Go", m.GoVersion},
-			{"Started", m.Start.UTC().Format(time.RFC3339)},
-			{"Took", m.Elapsed.Duration().Round(100 * time.Millisecond).String()},
-		},
+		Meta:     facts,
 		Charts: charts,
 		Tables: report.Tables(f, ms),
 	}

@@ -183,13 +183,13 @@ func (f *planFlags) check() (plan.Config, accesslog.Options, error) {
 	return c, accesslog.Options{Format: f.format, Key: key, Cost: f.cost, Time: f.timeField, Reorder: reorder}, nil
 }
 
-// settings are the plan's settings as its file records them: every flag,
-// by name.
+// settings are the plan's settings as its file records them: every flag
+// with a value, by name.
 func (f *planFlags) settings(fs *flag.FlagSet) map[string]string {
 	out := map[string]string{}
 	fs.VisitAll(func(fl *flag.Flag) {
-		if fl.Name != "out" {
-			out[fl.Name] = fl.Value.String()
+		if v := fl.Value.String(); fl.Name != "out" && v != "" {
+			out[fl.Name] = v
 		}
 	})
 	return out
