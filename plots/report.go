@@ -187,8 +187,8 @@ func outsidePage(f *results.File, ms report.Modes, charts []rendered, source str
 		Source:   source,
 		Outside:  true,
 		Meta:     facts,
-		Charts: charts,
-		Tables: report.Tables(f, ms),
+		Charts:   charts,
+		Tables:   report.Tables(f, ms),
 	}
 }
 
