@@ -33,6 +33,7 @@ const (
 	limitSetting  = "limit"   // a limit as written
 	limitN        = "limit_n" // its N, which the sweep's columns are headed by
 	foundSetting  = "found"   // a suggestion's: "true" if the sweep had one
+	belowSetting  = "below"   // a suggestion's: the limit below it, which refuses too many
 	keySetting    = "key"     // a client's key
 	periodSetting = "period"  // the limits' period, as written (1s)
 
@@ -58,6 +59,8 @@ const (
 	seriesName    = "peak_over_time"  // a client's peak by bucket
 	tookName      = "took"            // the plan's time
 	refusedByName = "refused_by_"     // a top client's, by algorithm, at its suggestion
+	belowClients  = "below_clients"   // the clients the limit below a suggestion refuses
+	belowShare    = "below_share"     // of the clients
 	p50, p90      = "p50", "p90"      // the peaks' quantiles
 	p99, p999     = "p99", "p999"     //
 	maxName       = "max"             //
@@ -147,6 +150,11 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 		row := pointRow(s.Point, log, p)
 		row.Set(kind, kindSuggest)
 		row.Set(foundSetting, strconv.FormatBool(s.Found))
+		if s.Below.Limit.N > 0 {
+			row.Set(belowSetting, s.Below.Limit.String())
+			row.Add(belowClients, results.UnitCount, float64(s.Below.Clients))
+			row.Add(belowShare, results.UnitFraction, float64(s.Below.Clients)/float64(max(p.Clients, 1)))
+		}
 		add(row)
 	}
 	for _, c := range p.Top {
@@ -246,16 +254,18 @@ var mode = report.Mode{
 		{
 			Name:   "plan-suggestions",
 			Title:  "The limit to set, by algorithm",
-			Note:   "For each algorithm, the lowest limit of the sweep at which no more than --spare of the clients would have been refused even once, and what it refuses there: of the requests decided, and of the clients; how few clients take 90% of its refusals; the requests it alone refused of the algorithms at that limit, and those it alone admitted (a fixed window lets a burst through at its edge, a bucket a burst after quiet; the sliding counter, estimating, refuses some the others admit). The token bucket, the leaky bucket and GCRA are one policy: what they alone refuse, they refuse together.",
-			Header: []string{"algorithm", "limit", "requests refused", "clients refused", "90% of refusals", "it alone refused", "it alone admitted"},
-			Left:   2,
+			Note:   "For each algorithm, the lowest limit of the sweep at which no more than --spare of the clients would have been refused even once (the limit below it refuses more: its clients refused say why), and what it refuses there: of the requests decided, and of the clients; how few clients take 90% of its refusals; the requests it alone refused of the algorithms at that limit, and those it alone admitted (a fixed window lets a burst through at its edge, a bucket a burst after quiet; the sliding counter, estimating, refuses some the others admit). The token bucket, the leaky bucket and GCRA are one policy: what they alone refuse, they refuse together.",
+			Header: []string{"algorithm", "limit", "the limit below refuses", "requests refused", "clients refused", "90% of refusals", "it alone refused", "it alone admitted"},
+			Left:   3,
 			Keep:   isKind(kindSuggest),
 			Cells: func(r results.Row) []string {
-				lim := r.Setting(limitSetting)
+				lim, below := r.Setting(limitSetting), "(the sweep's lowest)"
 				if r.Setting(foundSetting) != "true" {
-					lim = "none (" + lim + " refuses too many)"
+					lim, below = "none ("+lim+" refuses too many)", ""
+				} else if b := r.Setting(belowSetting); b != "" {
+					below = fmt.Sprintf("%s: %s clients (%s)", b, results.Count(r.Count(belowClients)), pct(r.Get(belowShare)))
 				}
-				return []string{r.Limiter, lim, pct(r.Get(refusedShare)), fmt.Sprintf("%s (%s)", results.Count(r.Count(clientsName)), pct(r.Get(clientsShare))),
+				return []string{r.Limiter, lim, below, pct(r.Get(refusedShare)), fmt.Sprintf("%s (%s)", results.Count(r.Count(clientsName)), pct(r.Get(clientsShare))),
 					plural(r.Count(clients90Name), "client"), results.Count(r.Count(onlyName)), results.Count(r.Count(onlyLetsName))}
 			},
 		},

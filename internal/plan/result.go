@@ -76,6 +76,10 @@ type Suggestion struct {
 	// highest.
 	Found bool
 	Point Point
+	// Below is the limit of the sweep below it, which refuses more than
+	// the spare share: why it is the lowest. Absent (Below.Limit.N 0)
+	// for the sweep's first.
+	Below Point
 }
 
 // Client is one key's traffic.
@@ -141,9 +145,12 @@ func (p *Plan) finish(cs *clients, d *deciders) {
 	for a, alg := range c.Algorithms {
 		pts := p.Sweep[a*len(c.Limits) : (a+1)*len(c.Limits)]
 		s := Suggestion{Algorithm: alg, Point: pts[len(pts)-1]}
-		for _, pt := range pts {
+		for i, pt := range pts {
 			if float64(pt.Clients) <= c.Spare*float64(p.Clients) {
 				s.Found, s.Point = true, pt
+				if i > 0 {
+					s.Below = pts[i-1]
+				}
 				break
 			}
 		}
