@@ -23,7 +23,10 @@ type client struct {
 	peak     int64
 
 	agents, paths distinct
-	series        []uint32 // its peak in each bucket of the plan's grid
+	// series is its peak in each bucket of the plan's grid from the
+	// bucket from on: a client of a minute keeps a bucket or two.
+	series []uint32
+	from   int
 }
 
 type stamp struct {
@@ -90,16 +93,7 @@ func (g *grid) bucket(at int64, clients []*client) int {
 		g.width *= 2
 		g.last /= 2
 		for _, c := range clients {
-			for i := range c.series {
-				if 2*i+1 < len(c.series) {
-					c.series[i] = max(c.series[2*i], c.series[2*i+1])
-				} else if 2*i < len(c.series) {
-					c.series[i] = c.series[2*i]
-				} else {
-					c.series = c.series[:i]
-					break
-				}
-			}
+			c.halve()
 		}
 	}
 	b := int((at - g.origin) / g.width)
@@ -143,9 +137,31 @@ func (cs *clients) see(e *accesslog.Entry, decided bool) (int32, string) {
 	}
 	s := c.see(e.At, int64(e.N), cs.window)
 	b := cs.grid.bucket(e.At, cs.all)
-	for len(c.series) <= b {
+	if c.series == nil {
+		c.from = b
+	}
+	for c.from+len(c.series) <= b {
 		c.series = append(c.series, 0)
 	}
-	c.series[b] = max(c.series[b], uint32(min(s, 1<<32-1)))
+	c.series[b-c.from] = max(c.series[b-c.from], uint32(min(s, 1<<32-1)))
 	return id, c.key
+}
+
+// halve merges the client's buckets in pairs, for a grid twice as wide:
+// bucket i is bucket i/2 now.
+func (c *client) halve() {
+	if len(c.series) == 0 {
+		return
+	}
+	from := c.from / 2
+	n := (c.from+len(c.series)-1)/2 - from + 1
+	for k, v := range c.series {
+		j := (c.from+k)/2 - from
+		if k == 0 || j != (c.from+k-1)/2-from {
+			c.series[j] = v // the first of its pair here (j <= k)
+		} else {
+			c.series[j] = max(c.series[j], v)
+		}
+	}
+	c.series, c.from = c.series[:n], from
 }

@@ -314,7 +314,25 @@ func (w *worker) run() {
 	defer close(w.done)
 	fam, families := familiesOf(w.d.c.Algorithms)
 	var masks []uint32
+	sweepEvery := max(10*int64(w.d.c.Limits[0].Per), int64(time.Second))
+	var swept int64
 	for b := range w.in {
+		// Forget the keys whose quota has been full again for a while, as
+		// the limiters' own sweeper does in a server: decisions are the
+		// same (a forgotten key is a fresh one, and a fresh one is full),
+		// and memory follows the clients active, not all there were.
+		if len(b.reqs) > 0 {
+			if at := b.reqs[0].at; swept == 0 {
+				swept = at
+			} else if at-swept >= sweepEvery {
+				for _, row := range w.l {
+					for _, l := range row {
+						l.Sweep(time.Unix(0, at))
+					}
+				}
+				swept = at
+			}
+		}
 		masks = slices.Grow(masks[:0], len(b.reqs))[:len(b.reqs)]
 		for li, row := range w.l {
 			t := w.tally[li]

@@ -221,3 +221,32 @@ func TestAloneAtTheEdge(t *testing.T) {
 		t.Errorf("familiesOf = %v, %d; want [0 1 0 2 0], 3", fam, n)
 	}
 }
+
+// A client's series keeps its buckets from its first on, and merges them
+// in pairs as the grid widens, as a series from the log's start would.
+func TestSeriesHalves(t *testing.T) {
+	for from := range 5 {
+		for n := 1; n < 8; n++ {
+			c := &client{from: from}
+			full := make([]uint32, from+n)
+			for k := range n {
+				c.series = append(c.series, uint32(10*k+from+1))
+				full[from+k] = uint32(10*k + from + 1)
+			}
+			c.halve()
+			var want []uint32
+			for i := 0; i < len(full); i += 2 {
+				v := full[i]
+				if i+1 < len(full) {
+					v = max(v, full[i+1])
+				}
+				want = append(want, v)
+			}
+			got := make([]uint32, c.from+len(c.series))
+			copy(got[c.from:], c.series)
+			if !slices.Equal(got, want) {
+				t.Errorf("from %d, %d buckets: halved to %v from %d, want %v", from, n, c.series, c.from, want)
+			}
+		}
+	}
+}

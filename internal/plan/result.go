@@ -201,7 +201,7 @@ func clientOf(c *client, g grid) Client {
 		Agents: c.agents.n(), Paths: c.paths.n(), BucketWidth: time.Duration(g.width)}
 	out.Series = make([]float64, g.last+1)
 	for i, v := range c.series {
-		out.Series[i] = float64(v)
+		out.Series[c.from+i] = float64(v)
 	}
 	return out
 }
