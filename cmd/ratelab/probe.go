@@ -39,7 +39,9 @@ the quotas, windows and refill intervals what it measured and what the
 target declares point to. Where models that explain as much would decide
 differently, it plans the requests on which they disagree, sends them,
 and fits again. It names a model only when one explains at least 99% of
-the decisions; else it says that none of the six explains the target.
+the decisions and no other kind of limiter explains as many; else it
+says that none of the six explains the target, or which models it
+cannot tell apart and what requests would.
 
 What the target declares (RateLimit-Policy, RateLimit, X-RateLimit-*,
 Retry-After; the IETF fields read with an RFC 9651 parser, a field that
@@ -71,12 +73,13 @@ lab's report of it: report.html, report.md and the charts.
 judged against it when no model is named. For CI, --expect names what
 the target should do, as an algorithm and a limit in the lab's syntax or
 a limit alone. The probe exits 1, naming what strayed, when none of the
-six explains the target, the model named is of another family (the three
-buckets are one), its rate or quota is off by more than --tolerance, a
-workload had more admitted in a window than the algorithm allows (N for
-the sliding log, 2N for the others; for a bucket, more than C + R·t in
-any interval t), 2N at once admitted more than the policy allows, a wait
-advertised lied, or a key's exhaustion spilled on another.
+six explains the target, it cannot tell two apart, the model named is of
+another family (the three buckets are one), its rate or quota is off by
+more than --tolerance, a workload had more admitted in a window than the
+algorithm allows (N for the sliding log, 2N for the others; for a bucket,
+more than C + R·t in any interval t), 2N at once admitted more than the
+policy allows, a wait advertised lied, or a key's exhaustion spilled on
+another.
 
 Examples:
 

@@ -313,14 +313,17 @@ func (d designer) choose(n int, cs []candidate, budget int) []experiment {
 	return out
 }
 
-// separable reports whether some candidate tells models i and j apart.
-func separable(cs []candidate, i, j int) bool {
+// separating returns the candidate of the fewest requests that tells
+// models i and j apart, and whether there is one.
+func separating(cs []candidate, i, j int) (candidate, bool) {
+	var best candidate
+	found := false
 	for _, c := range cs {
-		if c.apart.has(min(i, j), max(i, j)) {
-			return true
+		if c.apart.has(min(i, j), max(i, j)) && (!found || len(c.at) < len(best.at)) {
+			best, found = c, true
 		}
 	}
-	return false
+	return best, found
 }
 
 // contenders returns the models a round of experiments should tell

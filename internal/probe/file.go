@@ -246,7 +246,7 @@ func (r *Report) judgedText() string {
 	case r.Verdict.Named:
 		return fmt.Sprintf("%d per %v, the sliding log's ideal", m.quota(), m.Limit.Window())
 	}
-	return fmt.Sprintf("%d per %v (the policy given or declared; no model explains the target)", m.quota(), m.Limit.Window())
+	return fmt.Sprintf("%d per %v (the policy given or declared; no model named)", m.quota(), m.Limit.Window())
 }
 
 // inWindowSeries is, for each workload of the fingerprint, what its key

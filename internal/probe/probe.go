@@ -297,26 +297,42 @@ func busiest(plan []request) int {
 	return most
 }
 
-// rounds is how many rounds of experiments a probe asks at most.
-const rounds = 4
+// rounds is how many rounds of experiments a probe asks at most, and
+// settles how many more of the models that tie with the best, while they
+// do (ask).
+const rounds, settles = 4, 2
 
 // ask runs rounds of experiments while the fit leaves models that
 // explain as much as the best and would decide differently somewhere,
-// each round on fresh keys, and fits again after each.
+// each round on fresh keys, and fits again after each. When the rounds
+// are spent, or the last told nothing, and the best still ties with
+// another kind of limiter (which conclude then names neither of), it
+// asks up to settles rounds more, of the models that tie alone, each
+// experiment on enough keys to outweigh the search's noise.
 func (p *prober) ask(ctx context.Context, s *search, g guess) (*search, error) {
 	// lead is how long before its first request a round is designed: the
 	// design must be done by then. It doubles when it was not.
 	lead := 300 * time.Millisecond
-	last := 0 // how many models were left to tell apart
-	for round := 1; round <= rounds; round++ {
+	last := 0    // how many models were left to tell apart
+	settled := 0 // rounds asked of the models that tie
+	for round := 1; round <= rounds+settles; round++ {
 		s.tier()
 		floor := 0.99
 		if most := float64(s.top) / float64(max(s.decisions, 1)); most < floor {
 			floor = most - 0.01
 		}
 		all := contenders(s, floor, 1000)
-		if len(all) < 2 || (last > 0 && len(all) >= last) {
-			return s, nil // nothing to tell apart, or the last round told nothing
+		settling := false
+		if round > rounds || len(all) < 2 || (last > 0 && len(all) >= last) {
+			// Nothing to tell apart, the last round told nothing, or the
+			// rounds are spent: done, unless the best ties.
+			if settled == settles || !p.ties(s) {
+				return s, nil
+			}
+			settled++
+			settling = true
+			all = contenders(s, float64(s.top-s.noise())/float64(s.decisions), 1000)
+			p.say("round %d: the best ties with another kind of limiter; asking the %d models that tie", round, min(len(all), 24))
 		}
 		last = len(all)
 		models := all[:min(len(all), 24)]
@@ -336,6 +352,12 @@ func (p *prober) ask(ctx context.Context, s *search, g guess) (*search, error) {
 		designed := time.Since(began)
 		if len(chosen) == 0 {
 			return s, nil
+		}
+		if settling {
+			// An experiment tells two models apart by a decision or so,
+			// and the search ranks models within its noise as one: each
+			// is asked on noise()+1 keys, as the budget allows.
+			chosen = repeated(chosen, s.noise()+1, budget)
 		}
 		var plan []request
 		var asked Round
@@ -363,6 +385,27 @@ func (p *prober) ask(ctx context.Context, s *search, g guess) (*search, error) {
 		s = fit(p.obs, g.around(models))
 	}
 	return s, nil
+}
+
+// repeated returns es times over (each copy to be asked on keys of its
+// own), or as many times as budget requests allow, once at least.
+func repeated(es []experiment, times, budget int) []experiment {
+	n := 0
+	for _, e := range es {
+		n += len(e.at)
+	}
+	var out []experiment
+	for range max(min(times, budget/max(n, 1)), 1) {
+		out = append(out, es...)
+	}
+	return out
+}
+
+// ties reports whether the best of s ties with another kind of limiter
+// that some request would tell from it (tiedOf).
+func (p *prober) ties(s *search) bool {
+	best := s.best()
+	return len(best) > 0 && len(tiedOf(p.rivals(s, best[0].Model))) > 0
 }
 
 // checksTake is about how long the checks take after the fit names m.

@@ -68,7 +68,9 @@ const NoLimit limiters.Algorithm = "none"
 type Verdict struct {
 	// Named: the best model explains at least 99% of the decisions, and
 	// is the answer; when not, none of the six explains the target and
-	// the best is shown as such.
+	// the best is shown as such, or (Model empty) another kind of limiter
+	// explains as many and the probe cannot tell the two apart: Text
+	// names both, and Unresolved says what would tell them apart.
 	Named     bool    `json:"named"`
 	Model     string  `json:"model,omitempty"`
 	Explained int     `json:"explained"`
@@ -133,10 +135,30 @@ func (p *prober) conclude(s *search) model {
 		p.say("%s", v.Text)
 		return model{}
 	}
+	rivals := p.rivals(s, top.Model)
+	v.Unresolved = unresolvedText(rivals)
+	// But not when another kind of limiter explains as much and some
+	// request would tell the two apart: which of them the search ranks
+	// first is then its preference for the plainer or rounder model, not
+	// evidence, and a verdict the user cannot trust is worse than none.
+	if tied := tiedOf(rivals); len(tied) > 0 {
+		names := []string{describe(top.Model)}
+		for _, t := range tied[:min(len(tied), 2)] {
+			names = append(names, describe(t.m))
+		}
+		if n := len(tied) - 2; n > 0 {
+			names = append(names, fmt.Sprintf("%d more", n))
+		}
+		last := len(names) - 1
+		v.Model = ""
+		v.Text = fmt.Sprintf("cannot tell apart %s and %s: they explain as many of %d decisions (%.1f%%, within %d of each other); %d requests on a fresh key would tell the first two apart: %s",
+			strings.Join(names[:last], "; "), names[last], top.Decisions, 100*top.Share(), s.noise(), tied[0].requests, tied[0].by)
+		p.say("%s", v.Text)
+		return model{}
+	}
 	v.Named = true
 	v.Text = fmt.Sprintf("%s: %.1f%% of %d decisions", describe(top.Model), 100*top.Share(), top.Decisions)
 	v.Declared = declaredAgainst(p.c.Policy, r.Claims, top.Model)
-	v.Unresolved = p.unresolved(s, top.Model)
 	p.say("behaves as %s", v.Text)
 	return top.Model
 }
@@ -165,39 +187,114 @@ func describe(m model) string {
 	return strings.Join(append([]string{name + " " + shown(m.Limit).String()}, m.variants()...), ", ")
 }
 
-// unresolved returns the models that explain as much as the best and
-// differ from it (another family, or a rate or quota off by more than
-// 2%), each with why the probe could not tell them apart.
-func (p *prober) unresolved(s *search, best model) []string {
+// rival is a model that explains at least 99% of the decisions, as the
+// best does, and is another answer than the best (another, below).
+type rival struct {
+	m model
+	// kind: it is another kind of limiter, of another family or with
+	// other variants, not the best's at another limit.
+	kind bool
+	// tied: it explains as many decisions as the best, within the
+	// search's noise (search.better ranks the two as one): the evidence
+	// prefers neither.
+	tied bool
+	// alike: it decides as the best does on any traffic; at these limits
+	// the two are one policy.
+	alike bool
+	// by is an experiment that tells it from the best, as the designer
+	// words it, and requests how many requests it takes; "" when no
+	// request the probe can time within its clock's uncertainty does.
+	by       string
+	requests int
+}
+
+// rivals returns the models that explain at least 99% of the decisions
+// and are another answer than best, one of each family and variant (the
+// roundest, which contenders lists first), each with whether it ties
+// with best and what would tell the two apart.
+func (p *prober) rivals(s *search, best model) []rival {
 	models := []model{best}
 	seen := map[string]bool{}
 	for _, m := range contenders(s, explainedEnough, 40) {
-		// One of each family and variant: the roundest, which contenders
-		// lists first.
 		k := m.Family() + fmt.Sprint(m.variants())
-		if m != best && differs(m, best) && !seen[k] {
+		if m != best && another(m, best) && !seen[k] {
 			seen[k] = true
 			models = append(models, m)
 		}
 	}
+	explained := map[model]int{}
+	for _, e := range s.tried {
+		explained[e.Model] = e.Explained
+	}
+	s.tier()
 	d := designer{u: max(p.lat+p.late, time.Millisecond), start: p.x.now(), most: best.Limit.Window()*5/2 + time.Second}
 	cs := d.candidates(models)
-	var alike, out []string
+	var out []rival
 	for j, m := range models[1:] {
+		r := rival{m: m, kind: m.Family() != best.Family() || !slices.Equal(m.variants(), best.variants()),
+			tied: explained[m] >= s.top-s.noise(), alike: agreement(best, m, 1) == 1}
+		if c, ok := separating(cs, 0, j+1); ok {
+			r.by, r.requests = c.about, len(c.at)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// undecided reports whether the probe cannot name the best over r: r is
+// another kind of limiter, explains as many decisions, decides otherwise
+// on some traffic, and some request the probe can time would tell the two
+// apart. (One of the best's kind at another limit is shown as not told
+// apart, and the best named: the limit named is a point of the range the
+// decisions allow.)
+func (r rival) undecided() bool { return r.kind && r.tied && !r.alike && r.by != "" }
+
+// tiedOf returns the rivals the probe cannot name the best over.
+func tiedOf(rivals []rival) []rival {
+	var out []rival
+	for _, r := range rivals {
+		if r.undecided() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// unresolvedText says of each rival why the probe could not tell it from
+// the best (the verdict's Unresolved), at most four: first those it
+// cannot name the best over.
+func unresolvedText(rivals []rival) []string {
+	var alike, out, rest []string
+	for _, r := range rivals {
+		m := r.m
 		m.Limit = shown(m.Limit) // as the report shows it; told apart above at its own
 		switch {
-		case agreement(best, models[j+1], 1) == 1:
+		case r.alike:
 			alike = append(alike, m.String())
-		case !separable(cs, 0, j+1):
-			out = append(out, fmt.Sprintf("%s: no request the probe can time within its clock's uncertainty tells them apart", m))
+		case r.by == "":
+			rest = append(rest, fmt.Sprintf("%s: no request the probe can time within its clock's uncertainty tells them apart", m))
+		case r.tied:
+			line := fmt.Sprintf("%s: explains as many decisions; told apart by %d requests on a fresh key: %s", m, r.requests, r.by)
+			if r.undecided() {
+				out = append(out, line)
+			} else {
+				rest = append([]string{line}, rest...)
+			}
 		default:
-			out = append(out, fmt.Sprintf("%s: told apart by requests the budget did not leave room for", m))
+			rest = append(rest, fmt.Sprintf("%s: told apart by requests the budget did not leave room for", m))
 		}
 	}
 	if len(alike) > 0 {
-		out = append([]string{fmt.Sprintf("%s: decide alike on any traffic; at these limits they are one policy", strings.Join(alike, "; "))}, out...)
+		out = append(out, fmt.Sprintf("%s: decide alike on any traffic; at these limits they are one policy", strings.Join(alike, "; ")))
 	}
+	out = append(out, rest...)
 	return out[:min(len(out), 4)]
+}
+
+// another reports whether a and b are different answers: they differ
+// (differs), or in their variants.
+func another(a, b model) bool {
+	return differs(a, b) || !slices.Equal(a.variants(), b.variants())
 }
 
 // differs reports whether a and b are different answers: another

@@ -112,7 +112,7 @@ func (s *search) better(a, b explanation) int {
 		if s.top == 0 {
 			return -e.Explained
 		}
-		return max(0, s.top-max(1, s.decisions/400)-e.Explained)
+		return max(0, s.top-s.noise()-e.Explained)
 	}
 	return cmp.Or(
 		cmp.Compare(rank(a), rank(b)),
@@ -122,6 +122,11 @@ func (s *search) better(a, b explanation) int {
 		cmp.Compare(b.Explained, a.Explained),
 	)
 }
+
+// noise is how many decisions fewer than the best a model may explain
+// and still rank as one with it: one in 400, at least one (better says
+// why).
+func (s *search) noise() int { return max(1, s.decisions/400) }
 
 // Fit explains obs with the models g points to, as the probe does: a
 // first pass over each family's quotas and times at its plainest, every
