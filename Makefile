@@ -181,7 +181,7 @@ baseline:
 	  git rev-parse HEAD; } > results/gate-base
 	@echo "The base is now $$(git rev-parse --short HEAD). Commit $(BASELINE) and results/gate-base (git diff --stat results/)."
 
-## bench: the lab: every limiter and its peers through every workload (about 6 minutes on 2 cores, 8 with an empty build cache; the Redis rows need a server, else they are skipped)
+## bench: the lab: every limiter and its peers through every workload, then make plan (about 6 minutes on 2 cores, 8 with an empty build cache; the Redis rows need a server, else they are skipped)
 bench:
 	$(GO) run ./cmd/ratelab bench --out $(OUT)
 	@$(MAKE) --no-print-directory plan
