@@ -43,7 +43,10 @@ combined format, so a limit per second is judged on whole seconds.
 
 	combined   nginx's and Apache's default (the default)
 	common     the same without referer and user agent
-	json       one JSON object a line; --time names its time field
+	json       one JSON object a line; --time, --status, --agent and --path
+	           name its fields where it names them otherwise (a.b for b in
+	           the object a); a time since 1970 is in seconds, milliseconds,
+	           microseconds or nanoseconds, as its size says
 	csv        ratelab's trace: t,key[,n], t in seconds from the start
 	'$remote_addr [$time_local] "$request" $status ...'
 	           an nginx log_format of your own, as written in nginx.conf
@@ -75,6 +78,8 @@ Examples:
 	ratelab plan /var/log/nginx/access.log.2.gz /var/log/nginx/access.log.1 /var/log/nginx/access.log
 	ratelab plan --limits 60/min..6000/min --key ip+path:2 access.log
 	ratelab plan --format json --time .ts --key .user_id --cost .tokens app.log
+	ratelab plan --format json --time .timestamp --key .httpRequest.remoteIp \
+		--status .httpRequest.status --path .httpRequest.requestUrl lb.json
 	go run ./cmd/genlog -lines 1000000 | ratelab plan --limits 1/s..100/s
 
 Flags:
@@ -119,9 +124,10 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 
 // planFlags are plan's flags.
 type planFlags struct {
-	format, key, cost, timeField, limits, algos, spare, refused, out string
-	steps, top                                                       int
-	reorder                                                          time.Duration
+	format, key, cost, limits, algos, spare, refused, out string
+	timeField, status, agent, path                        string // a JSON log's fields
+	steps, top                                            int
+	reorder                                               time.Duration
 }
 
 func (f *planFlags) define(fs *flag.FlagSet) {
@@ -129,6 +135,9 @@ func (f *planFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.key, "key", "ip", "what a limit counts a request under: ip, field:NAME, .NAME, header:NAME, each optionally +path:N")
 	fs.StringVar(&f.cost, "cost", "", "the field a request's cost is in (a log format's variable, a JSON field); each costs 1 if not given")
 	fs.StringVar(&f.timeField, "time", "", "a JSON log's time field (default: the first of time, timestamp, ts, @timestamp)")
+	fs.StringVar(&f.status, "status", "", "a JSON log's status field (default: the first of status, status_code)")
+	fs.StringVar(&f.agent, "agent", "", "a JSON log's user agent field (default: the first of user_agent, http_user_agent, userAgent)")
+	fs.StringVar(&f.path, "path", "", "a JSON log's path or URL field (default: the first of path, request_uri, uri, request)")
 	fs.StringVar(&f.limits, "limits", "1/s..1000/s", "the limits to try: LOW..HIGH, or a comma-separated list")
 	fs.IntVar(&f.steps, "steps", 10, "how many limits a LOW..HIGH sweep tries")
 	fs.StringVar(&f.algos, "algos", "all", "the algorithms to try, comma-separated")
@@ -180,7 +189,7 @@ func (f *planFlags) check() (plan.Config, accesslog.Options, error) {
 	if reorder == 0 {
 		reorder = -1 // none
 	}
-	return c, accesslog.Options{Format: f.format, Key: key, Cost: f.cost, Time: f.timeField, Reorder: reorder}, nil
+	return c, accesslog.Options{Format: f.format, Key: key, Cost: f.cost, Time: f.timeField, Status: f.status, Agent: f.agent, Path: f.path, Reorder: reorder}, nil
 }
 
 // settings are the plan's settings as its file records them: every flag

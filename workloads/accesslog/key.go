@@ -112,3 +112,19 @@ func requestPath(req []byte) []byte {
 	}
 	return rest
 }
+
+// urlPath is the path of a URL as some logs give it whole
+// ("https://api.example.com/v1/items?id=3" gives "/v1/items?id=3"); a
+// path as it is.
+func urlPath(u []byte) []byte {
+	for _, scheme := range []string{"https://", "http://"} {
+		if len(u) > len(scheme) && string(u[:len(scheme)]) == scheme {
+			rest := u[len(scheme):]
+			if i := indexByte(rest, '/'); i >= 0 {
+				return rest[i:]
+			}
+			return []byte("/")
+		}
+	}
+	return u
+}

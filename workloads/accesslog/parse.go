@@ -21,13 +21,17 @@ type parser interface {
 }
 
 func newParser(o Options) (parser, error) {
+	if o.Format == JSON {
+		return newJSONParser(o), nil
+	}
+	if o.Time != "" || o.Status != "" || o.Agent != "" || o.Path != "" {
+		return nil, errors.New("accesslog: --time, --status, --agent and --path name a JSON log's fields; a log format's are its variables ($time_local, $status, $http_user_agent, $request)")
+	}
 	switch o.Format {
 	case "", Combined:
 		return newTemplateParser(combinedFormat, o)
 	case Common:
 		return newTemplateParser(commonFormat, o)
-	case JSON:
-		return newJSONParser(o), nil
 	case CSV:
 		if o.Key.Field != "" || o.Key.PathSegments > 0 || o.Cost != "" {
 			return nil, errors.New("accesslog: a CSV trace's key and cost are its columns: --key and --cost are for access logs")
@@ -194,17 +198,26 @@ func (p *templateParser) time(b []byte) (int64, error) {
 	return p.lastAt, nil
 }
 
-// epoch reads seconds since 1970, fractions allowed, as nanoseconds;
-// milliseconds when above 10¹¹ (a time after 5138 in seconds). Digits are
-// read exactly; a number with an exponent is read as a float.
+// epoch reads a time since 1970 as nanoseconds, its unit told by its
+// size: seconds below 10¹¹ (until the year 5138), milliseconds below
+// 10¹⁴, microseconds below 10¹⁷, nanoseconds above. Digits are read
+// exactly; a number with an exponent is read as a float.
 func epoch(s string) (int64, error) {
+	bad := fmt.Errorf("time %q is not seconds, milliseconds, microseconds or nanoseconds since 1970", s)
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(v) || v < 0 || v > 1e16 {
-		return 0, fmt.Errorf("time %q is not seconds or milliseconds since 1970", s)
+	if err != nil || math.IsNaN(v) || v < 0 || v >= math.MaxInt64 {
+		return 0, bad
 	}
-	unit := int64(1e9)
-	if v > 1e11 {
+	var unit int64
+	switch {
+	case v < 1e11:
+		unit = 1e9
+	case v < 1e14:
 		unit = 1e6
+	case v < 1e17:
+		unit = 1e3
+	default:
+		unit = 1
 	}
 	if strings.ContainsAny(s, "eE") {
 		return int64(math.Round(v * float64(unit))), nil
@@ -212,12 +225,12 @@ func epoch(s string) (int64, error) {
 	whole, frac, _ := strings.Cut(s, ".")
 	n, err := strconv.ParseInt(whole, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("time %q is not seconds or milliseconds since 1970", s)
+		return 0, bad
 	}
 	ns := int64(0)
 	for i, scale := 0, unit/10; i < len(frac); i, scale = i+1, scale/10 {
 		if frac[i] < '0' || frac[i] > '9' {
-			return 0, fmt.Errorf("time %q is not seconds or milliseconds since 1970", s)
+			return 0, bad
 		}
 		ns += int64(frac[i]-'0') * scale
 	}
@@ -243,11 +256,13 @@ func newJSONParser(o Options) *jsonParser {
 		agent:    []string{"user_agent", "http_user_agent", "userAgent"},
 		path:     []string{"path", "request_uri", "uri", "request"},
 	}
-	if o.Time != "" {
-		p.time = []string{strings.TrimPrefix(strings.TrimPrefix(o.Time, "field:"), ".")}
-	}
-	if o.Cost != "" {
-		p.cost = []string{strings.TrimPrefix(strings.TrimPrefix(o.Cost, "field:"), ".")}
+	for _, f := range []struct {
+		given string
+		into  *[]string
+	}{{o.Time, &p.time}, {o.Cost, &p.cost}, {o.Status, &p.status}, {o.Agent, &p.agent}, {o.Path, &p.path}} {
+		if f.given != "" {
+			*f.into = []string{strings.TrimPrefix(strings.TrimPrefix(f.given, "field:"), ".")}
+		}
 	}
 	if o.Key.Field != "" {
 		p.keyNames = []string{o.Key.Field}
@@ -278,6 +293,7 @@ func (p *jsonParser) parse(line []byte, e *Entry) error {
 	if pname == "request" {
 		path = requestPath(path)
 	}
+	path = urlPath(path)
 	if q := bytes.IndexByte(path, '?'); q >= 0 {
 		path = path[:q]
 	}

@@ -26,10 +26,17 @@ type Options struct {
 	// variable of the format, a JSON path); it costs 1 otherwise.
 	Cost string
 	// Time is the field a JSON line's time is read from (default: the
-	// first of time, timestamp, ts, @timestamp): RFC 3339, or a number of
-	// seconds since 1970 (milliseconds if above 10¹¹). A log format's time
-	// is its $time_local, $time_iso8601 or $msec, the first it has.
+	// first of time, timestamp, ts, @timestamp): RFC 3339, or a number
+	// since 1970, of seconds, milliseconds, microseconds or nanoseconds,
+	// as its size says. A log format's time is its $time_local,
+	// $time_iso8601 or $msec, the first it has.
 	Time string
+	// Status, Agent and Path are the fields a JSON line's status, user
+	// agent and path are read from (default: the first of status,
+	// status_code; of user_agent, http_user_agent, userAgent; of path,
+	// request_uri, uri, request), for a log that nests or names them
+	// otherwise (.httpRequest.status).
+	Status, Agent, Path string
 	// Reorder is how far out of time order lines may be and still be
 	// taken in order (0: 2s; below 0: none). A line earlier than one
 	// already taken is skipped, and said so.

@@ -284,14 +284,36 @@ func TestEpoch(t *testing.T) {
 		{"1795860000.123", 1795860000123e6},
 		{"1795860000123", 1795860000123e6},
 		{"1.79586e9", 1795860000e9},
+		{"1795860000123456", 1795860000123456e3},
+		{"1795860000123456789", 1795860000123456789},
 	} {
 		if got, err := epoch(c.in); err != nil || got != c.want {
 			t.Errorf("epoch(%q) = %d, %v; want %d", c.in, got, err, c.want)
 		}
 	}
-	for _, bad := range []string{"", "-5", "1e20", "12.3x", "NaN"} {
+	for _, bad := range []string{"", "-5", "1e20", "12.3x", "NaN", "99999999999999999999"} {
 		if _, err := epoch(bad); err == nil {
 			t.Errorf("epoch(%q): no error", bad)
 		}
+	}
+}
+
+// Cloud logs nest their fields and name them otherwise, give the URL
+// whole, and count time in nanoseconds: the flags name the fields.
+func TestJSONCloudShapes(t *testing.T) {
+	gcp := `{"timestamp":"2026-11-28T10:00:00.123456Z","httpRequest":{"remoteIp":"203.0.113.9","requestUrl":"https://api.example.com/v1/items?id=3","status":429,"userAgent":"curl/8.5.0"}}` + "\n"
+	k, _ := ParseKey(".httpRequest.remoteIp+path:1")
+	got, _ := read(t, gcp, Options{Format: JSON, Key: k, Time: ".timestamp", Status: ".httpRequest.status", Agent: ".httpRequest.userAgent", Path: ".httpRequest.requestUrl"})
+	if len(got) != 1 || got[0].Key != "203.0.113.9 /v1" || got[0].Status != 429 || got[0].Agent == 0 || got[0].At != at("2026-11-28T10:00:00.123456Z") {
+		t.Errorf("a GCP line: %+v; want 203.0.113.9 /v1, 429, an agent, at 10:00:00.123456", got)
+	}
+	cf := `{"ClientIP":"198.51.100.7","EdgeStartTimestamp":1795860000123456789,"EdgeResponseStatus":200,"ClientRequestPath":"/a"}` + "\n"
+	k, _ = ParseKey(".ClientIP")
+	got, _ = read(t, cf, Options{Format: JSON, Key: k, Time: "EdgeStartTimestamp", Status: "EdgeResponseStatus", Path: "ClientRequestPath"})
+	if len(got) != 1 || got[0].At != 1795860000123456789 || got[0].Status != 200 || got[0].Path == 0 {
+		t.Errorf("a Cloudflare line: %+v; want at 1795860000.123456789, 200, a path", got)
+	}
+	if _, err := NewReader([]Input{{Name: "x", R: strings.NewReader("")}}, Options{Status: ".status"}); err == nil || !strings.Contains(err.Error(), "name a JSON log's fields") {
+		t.Errorf("--status with the combined format: %v; want an error", err)
 	}
 }
