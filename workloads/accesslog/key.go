@@ -16,7 +16,8 @@ import (
 //	ip                 the client's address ($remote_addr; in JSON, the first of remote_addr, client_ip, ip)
 //	field:NAME         a variable of the log format ($NAME), or a JSON field (NAME, or a.b for a nested one)
 //	.NAME              the same, as jq writes it (.user_id, .request.user)
-//	header:NAME        a logged request header: nginx's $http_name (x-api-key is $http_x_api_key)
+//	header:NAME        a logged request header: nginx's $http_name (x-api-key is $http_x_api_key);
+//	                   X-Forwarded-For's first address, the client's as the first proxy saw it
 //	KEY+path:N         any of those, then the path's first N segments (ip+path:2 is "203.0.113.9 /api/v1")
 type KeySpec struct {
 	// Field is the variable or JSON path the key is read from; empty for
@@ -127,4 +128,20 @@ func urlPath(u []byte) []byte {
 		}
 	}
 	return u
+}
+
+// firstAddress is the first address of an X-Forwarded-For list
+// ("203.0.113.9, 10.0.0.2" gives "203.0.113.9"): the client, as the
+// first proxy saw it.
+func firstAddress(list []byte) []byte {
+	if i := indexByte(list, ','); i >= 0 {
+		list = list[:i]
+	}
+	for len(list) > 0 && (list[0] == ' ' || list[0] == '\t') {
+		list = list[1:]
+	}
+	for len(list) > 0 && (list[len(list)-1] == ' ' || list[len(list)-1] == '\t') {
+		list = list[:len(list)-1]
+	}
+	return list
 }

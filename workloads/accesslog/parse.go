@@ -62,6 +62,7 @@ type templateParser struct {
 	last                                     []byte // the last time text read, and its value: a log's
 	lastAt                                   int64  // lines share a second many at a time
 	keyBuf                                   []byte
+	forwarded                                bool // the key is X-Forwarded-For: its first address
 }
 
 func newTemplateParser(format string, o Options) (*templateParser, error) {
@@ -96,6 +97,7 @@ func newTemplateParser(format string, o Options) (*templateParser, error) {
 	} else if p.keyAt = at(o.Key.Field); p.keyAt < 0 {
 		return nil, fmt.Errorf("accesslog: --key %s, but log format %q has no $%s", o.Key, format, o.Key.Field)
 	}
+	p.forwarded = strings.HasSuffix(o.Key.Field, "forwarded_for")
 	if o.Cost != "" {
 		name := strings.TrimPrefix(strings.TrimPrefix(o.Cost, "field:"), ".")
 		if p.costAt = at(name); p.costAt < 0 {
@@ -120,6 +122,9 @@ func (p *templateParser) parse(line []byte, e *Entry) error {
 	}
 	e.At = at
 	key := p.vals[p.keyAt]
+	if p.forwarded {
+		key = firstAddress(key)
+	}
 	if len(key) == 0 || len(key) == 1 && key[0] == '-' {
 		return fmt.Errorf("$%s (the key) is empty", p.t.parts[p.keyAt].v)
 	}
@@ -284,7 +289,10 @@ func (p *jsonParser) parse(line []byte, e *Entry) error {
 		return fmt.Errorf("%s: %w", tname, err)
 	}
 	e.At = at
-	kv, _ := p.scan.get(p.keyNames)
+	kv, kname := p.scan.get(p.keyNames)
+	if strings.HasSuffix(kname, "forwarded_for") {
+		kv.text = firstAddress(kv.text)
+	}
 	if len(kv.text) == 0 || string(kv.text) == "-" {
 		return fmt.Errorf("no key (the field %s)", strings.Join(p.keyNames, ", "))
 	}

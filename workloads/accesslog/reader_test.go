@@ -317,3 +317,26 @@ func TestJSONCloudShapes(t *testing.T) {
 		t.Errorf("--status with the combined format: %v; want an error", err)
 	}
 }
+
+// Keyed by X-Forwarded-For, a request counts under its first address: the
+// client, as the first proxy saw it.
+func TestForwardedFor(t *testing.T) {
+	format := `$remote_addr [$time_local] "$request" $status "$http_x_forwarded_for"`
+	log := `10.0.0.2 [28/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 "203.0.113.9, 10.0.0.7"
+10.0.0.2 [28/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 "198.51.100.7"
+10.0.0.2 [28/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 "-"
+`
+	k, _ := ParseKey("header:X-Forwarded-For")
+	got, r := read(t, log, Options{Format: format, Key: k})
+	if len(got) != 2 || got[0].Key != "203.0.113.9" || got[1].Key != "198.51.100.7" {
+		t.Errorf("entries %+v; want 203.0.113.9 and 198.51.100.7", got)
+	}
+	if n, _ := r.Skipped(); n != 1 {
+		t.Errorf("%d skipped; want the line without one", n)
+	}
+	k, _ = ParseKey(".x_forwarded_for")
+	got, _ = read(t, `{"ts":1795860000,"x_forwarded_for":" 203.0.113.9 ,10.0.0.7"}`+"\n", Options{Format: JSON, Key: k})
+	if len(got) != 1 || got[0].Key != "203.0.113.9" {
+		t.Errorf("JSON entries %+v; want 203.0.113.9", got)
+	}
+}
