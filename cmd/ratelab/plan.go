@@ -54,10 +54,10 @@ combined format, so a limit per second is judged on whole seconds.
 --key says what a limit counts a request under: ip (the client's address),
 field:NAME (a variable of the format, or a JSON field, a.b for a nested
 one; .NAME is the same), header:NAME (a logged request header:
-$http_x_api_key for header:X-Api-Key; header:X-Forwarded-For is its first
-address, the client's behind a load balancer), each optionally followed by
-+path:N, the path's first N segments (ip+path:2 limits each client on
-each /api/v1).
+$http_x_api_key for header:X-Api-Key; header:X-Forwarded-For is its last
+address, the client as the load balancer in front saw it), each
+optionally followed by +path:N, the path's first N segments (ip+path:2
+limits each client on each /api/v1).
 
 --limits is the sweep: a range, LOW..HIGH, tried at --steps limits spaced
 evenly on a log scale (10/s..1000/s), or a list (100/min,300/min,1000/min).

@@ -29,7 +29,8 @@ const (
 
 // The log_format strings of the named formats, as nginx writes them.
 // Apache's %h %l %u %t "%r" %>s %b (and "%{Referer}i" "%{User-agent}i")
-// writes the same lines.
+// writes the same lines, but for a quote in a field: Apache writes \",
+// nginx \x22; a quote after a backslash does not end a field.
 const (
 	combinedFormat = `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"`
 	commonFormat   = `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent`
@@ -122,11 +123,19 @@ func (t *template) match(line []byte, into [][]byte) error {
 			continue
 		}
 		end := len(line)
-		if i+1 < len(t.parts) {
-			next := t.parts[i+1].lit
-			j := indexAt(line, pos, t.parts[i+1].b)
+		switch next := i + 1; {
+		case next == len(t.parts)-1:
+			// The line's last literal ends it: the variable runs to it,
+			// whatever it holds ("/a;b;" for $uri;).
+			lit := t.parts[next].b
+			if len(line)-len(lit) < pos || string(line[len(line)-len(lit):]) != string(lit) {
+				return fmt.Errorf("%w: the line does not end with %q", errNoMatch, lit)
+			}
+			end = len(line) - len(lit)
+		case next < len(t.parts):
+			j := indexAt(line, pos, t.parts[next].b)
 			if j < 0 {
-				return fmt.Errorf("%w: $%s at column %d runs to the end of the line (no %q after it)", errNoMatch, p.v, pos+1, next)
+				return fmt.Errorf("%w: $%s at column %d runs to the end of the line (no %q after it)", errNoMatch, p.v, pos+1, t.parts[next].lit)
 			}
 			end = j
 		}
@@ -143,16 +152,32 @@ func hasPrefixAt(b []byte, at int, s string) bool {
 	return len(b)-at >= len(s) && string(b[at:at+len(s)]) == s
 }
 
-// indexAt is the index in b, from at on, of s; -1 if none.
+// indexAt is the index in b, from at on, of s; -1 if none. A quote a
+// backslash escapes (Apache writes a quote in a field as \") is not one
+// that s may start with.
 func indexAt(b []byte, at int, s []byte) int {
-	var i int
-	if len(s) == 1 {
-		i = bytes.IndexByte(b[at:], s[0])
-	} else {
-		i = bytes.Index(b[at:], s)
+	for {
+		var i int
+		if len(s) == 1 {
+			i = bytes.IndexByte(b[at:], s[0])
+		} else {
+			i = bytes.Index(b[at:], s)
+		}
+		if i < 0 {
+			return -1
+		}
+		if s[0] != '"' || !escaped(b, at+i) {
+			return at + i
+		}
+		at += i + 1
 	}
-	if i < 0 {
-		return -1
+}
+
+// escaped reports whether b[i] follows an odd run of backslashes.
+func escaped(b []byte, i int) bool {
+	n := 0
+	for j := i - 1; j >= 0 && b[j] == '\\'; j-- {
+		n++
 	}
-	return at + i
+	return n%2 == 1
 }

@@ -1,6 +1,7 @@
 package accesslog
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
@@ -17,7 +18,7 @@ import (
 //	field:NAME         a variable of the log format ($NAME), or a JSON field (NAME, or a.b for a nested one)
 //	.NAME              the same, as jq writes it (.user_id, .request.user)
 //	header:NAME        a logged request header: nginx's $http_name (x-api-key is $http_x_api_key);
-//	                   X-Forwarded-For's first address, the client's as the first proxy saw it
+//	                   X-Forwarded-For's last address, the client as the proxy in front saw it
 //	KEY+path:N         any of those, then the path's first N segments (ip+path:2 is "203.0.113.9 /api/v1")
 type KeySpec struct {
 	// Field is the variable or JSON path the key is read from; empty for
@@ -130,18 +131,24 @@ func urlPath(u []byte) []byte {
 	return u
 }
 
-// firstAddress is the first address of an X-Forwarded-For list
-// ("203.0.113.9, 10.0.0.2" gives "203.0.113.9"): the client, as the
-// first proxy saw it.
-func firstAddress(list []byte) []byte {
-	if i := indexByte(list, ','); i >= 0 {
-		list = list[:i]
+// forwardedFor reports whether a field is an X-Forwarded-For list, by
+// its name (http_x_forwarded_for, X-Forwarded-For, xff).
+func forwardedFor(name string) bool {
+	n := strings.ToLower(strings.ReplaceAll(name, "-", "_"))
+	if i := strings.LastIndexByte(n, '.'); i >= 0 {
+		n = n[i+1:]
 	}
-	for len(list) > 0 && (list[0] == ' ' || list[0] == '\t') {
-		list = list[1:]
+	return strings.HasSuffix(n, "forwarded_for") || n == "xff"
+}
+
+// lastAddress is the last address of an X-Forwarded-For list
+// ("198.51.100.1, 203.0.113.9" gives "203.0.113.9"): the one the proxy in
+// front of the server appended, the client as it saw it. The addresses
+// before it are the client's to write, and an abuser who writes a new
+// one each time would look like many clients.
+func lastAddress(list []byte) []byte {
+	if i := bytes.LastIndexByte(list, ','); i >= 0 {
+		list = list[i+1:]
 	}
-	for len(list) > 0 && (list[len(list)-1] == ' ' || list[len(list)-1] == '\t') {
-		list = list[:len(list)-1]
-	}
-	return list
+	return bytes.TrimSpace(list)
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/workloads"
 )
 
@@ -62,7 +63,7 @@ type templateParser struct {
 	last                                     []byte // the last time text read, and its value: a log's
 	lastAt                                   int64  // lines share a second many at a time
 	keyBuf                                   []byte
-	forwarded                                bool // the key is X-Forwarded-For: its first address
+	forwarded                                bool // the key is X-Forwarded-For: its last address
 }
 
 func newTemplateParser(format string, o Options) (*templateParser, error) {
@@ -97,7 +98,7 @@ func newTemplateParser(format string, o Options) (*templateParser, error) {
 	} else if p.keyAt = at(o.Key.Field); p.keyAt < 0 {
 		return nil, fmt.Errorf("accesslog: --key %s, but log format %q has no $%s", o.Key, format, o.Key.Field)
 	}
-	p.forwarded = strings.HasSuffix(o.Key.Field, "forwarded_for")
+	p.forwarded = forwardedFor(o.Key.Field)
 	if o.Cost != "" {
 		name := strings.TrimPrefix(strings.TrimPrefix(o.Cost, "field:"), ".")
 		if p.costAt = at(name); p.costAt < 0 {
@@ -123,7 +124,7 @@ func (p *templateParser) parse(line []byte, e *Entry) error {
 	e.At = at
 	key := p.vals[p.keyAt]
 	if p.forwarded {
-		key = firstAddress(key)
+		key = lastAddress(key)
 	}
 	if len(key) == 0 || len(key) == 1 && key[0] == '-' {
 		return fmt.Errorf("$%s (the key) is empty", p.t.parts[p.keyAt].v)
@@ -174,6 +175,9 @@ func cost(b []byte) (int, error) {
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("cost %q is not a whole number", b)
 	}
+	if n > limiters.MaxLimit {
+		return 0, fmt.Errorf("cost %d is more than any limit (%d)", n, limiters.MaxLimit)
+	}
 	return n, nil
 }
 
@@ -199,7 +203,11 @@ func (p *templateParser) time(b []byte) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("time %q: %v", b, err)
 	}
-	p.last, p.lastAt = append(p.last[:0], b...), t.UnixNano()
+	at, err := unixNano(t)
+	if err != nil {
+		return 0, fmt.Errorf("time %q: %w", b, err)
+	}
+	p.last, p.lastAt = append(p.last[:0], b...), at
 	return p.lastAt, nil
 }
 
@@ -225,11 +233,14 @@ func epoch(s string) (int64, error) {
 		unit = 1
 	}
 	if strings.ContainsAny(s, "eE") {
+		if v*float64(unit) >= float64(maxTime) {
+			return 0, bad
+		}
 		return int64(math.Round(v * float64(unit))), nil
 	}
 	whole, frac, _ := strings.Cut(s, ".")
 	n, err := strconv.ParseInt(whole, 10, 64)
-	if err != nil {
+	if err != nil || n > maxTime/unit-1 {
 		return 0, bad
 	}
 	ns := int64(0)
@@ -290,8 +301,8 @@ func (p *jsonParser) parse(line []byte, e *Entry) error {
 	}
 	e.At = at
 	kv, kname := p.scan.get(p.keyNames)
-	if strings.HasSuffix(kname, "forwarded_for") {
-		kv.text = firstAddress(kv.text)
+	if forwardedFor(kname) {
+		kv.text = lastAddress(kv.text)
 	}
 	if len(kv.text) == 0 || string(kv.text) == "-" {
 		return fmt.Errorf("no key (the field %s)", strings.Join(p.keyNames, ", "))
@@ -363,7 +374,9 @@ func (p *jsonParser) timeOf(v jsonValue) (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("time %q is neither RFC 3339 nor seconds since 1970", s)
 		}
-		at = t.UnixNano()
+		if at, err = unixNano(t); err != nil {
+			return 0, fmt.Errorf("time %q: %w", s, err)
+		}
 	}
 	p.lastTime, p.lastAt = append(p.lastTime[:0], v.text...), at
 	return at, nil
@@ -409,3 +422,17 @@ func (p *csvParser) parse(line []byte, e *Entry) error {
 
 // errHeader is a CSV trace's header line: not a request, not a fault.
 var errHeader = errors.New("header")
+
+// maxTime is the latest time a log may give, in nanoseconds since 1970:
+// what fits in an int64 (2262), less a year, so that the spans between
+// its times fit too.
+const maxTime = math.MaxInt64 - int64(366*24*time.Hour)
+
+// unixNano is t in nanoseconds since 1970, or an error for a time before
+// 1970 or after 2261: a log's spans between times must fit in an int64.
+func unixNano(t time.Time) (int64, error) {
+	if t.Year() < 1970 || t.Year() > 2261 {
+		return 0, errors.New("not between 1970 and 2261")
+	}
+	return t.UnixNano(), nil
+}

@@ -99,6 +99,8 @@ type Reader struct {
 	newest   int64   // the latest time read
 	taken    int64   // the time of the last entry returned
 	anyTaken bool
+	// fromInput is how many requests the input being read has given.
+	fromInput int
 
 	lines, requests, free int
 	skips                 int
@@ -181,10 +183,15 @@ func (r *Reader) next() error {
 		r.free++
 		return nil
 	}
+	if r.anyTaken && e.At < r.taken && r.cur > 0 && r.fromInput == 0 {
+		return fmt.Errorf("%s:%d: %v earlier than the end of %s: give rotated logs oldest first (access.log.2.gz access.log.1 access.log)",
+			r.inputs[r.cur].Name, r.line, time.Duration(r.taken-e.At).Round(time.Millisecond), r.inputs[r.cur-1].Name)
+	}
 	if r.anyTaken && e.At < r.taken {
 		return r.skip(fmt.Sprintf("%v earlier than a line already taken: out of order by more than --reorder %v", time.Duration(r.taken-e.At).Round(time.Millisecond), r.o.Reorder))
 	}
 	e.Line, e.Input = r.line, r.cur
+	r.fromInput++
 	r.newest = max(r.newest, e.At)
 	r.pending.push(e)
 	return nil
@@ -221,7 +228,7 @@ func (r *Reader) open() error {
 		}
 		return nil
 	}
-	r.line = 0
+	r.line, r.fromInput = 0, 0
 	br := bufio.NewReaderSize(r.inputs[r.cur].R, 256<<10)
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)

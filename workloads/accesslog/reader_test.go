@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -318,25 +319,96 @@ func TestJSONCloudShapes(t *testing.T) {
 	}
 }
 
-// Keyed by X-Forwarded-For, a request counts under its first address: the
-// client, as the first proxy saw it.
+// Keyed by X-Forwarded-For, a request counts under its last address: the
+// one the proxy in front appended, which the client cannot write.
 func TestForwardedFor(t *testing.T) {
 	format := `$remote_addr [$time_local] "$request" $status "$http_x_forwarded_for"`
-	log := `10.0.0.2 [28/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 "203.0.113.9, 10.0.0.7"
+	log := `10.0.0.2 [28/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 "1.2.3.4, 203.0.113.9"
+10.0.0.2 [28/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 "5.6.7.8, 203.0.113.9"
 10.0.0.2 [28/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 "198.51.100.7"
 10.0.0.2 [28/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 "-"
 `
 	k, _ := ParseKey("header:X-Forwarded-For")
 	got, r := read(t, log, Options{Format: format, Key: k})
-	if len(got) != 2 || got[0].Key != "203.0.113.9" || got[1].Key != "198.51.100.7" {
-		t.Errorf("entries %+v; want 203.0.113.9 and 198.51.100.7", got)
+	if len(got) != 3 || got[0].Key != "203.0.113.9" || got[1].Key != "203.0.113.9" || got[2].Key != "198.51.100.7" {
+		t.Errorf("entries %+v; want 203.0.113.9 twice (whatever the client wrote before it), then 198.51.100.7", got)
 	}
 	if n, _ := r.Skipped(); n != 1 {
 		t.Errorf("%d skipped; want the line without one", n)
 	}
-	k, _ = ParseKey(".x_forwarded_for")
-	got, _ = read(t, `{"ts":1795860000,"x_forwarded_for":" 203.0.113.9 ,10.0.0.7"}`+"\n", Options{Format: JSON, Key: k})
-	if len(got) != 1 || got[0].Key != "203.0.113.9" {
-		t.Errorf("JSON entries %+v; want 203.0.113.9", got)
+	for _, field := range []string{".x_forwarded_for", ".headers.X-Forwarded-For", ".xff"} {
+		k, _ = ParseKey(field)
+		line := `{"ts":1795860000,"x_forwarded_for":"1.2.3.4 , 203.0.113.9 ","xff":"1.2.3.4,203.0.113.9","headers":{"X-Forwarded-For":"203.0.113.9"}}` + "\n"
+		got, _ = read(t, line, Options{Format: JSON, Key: k})
+		if len(got) != 1 || got[0].Key != "203.0.113.9" {
+			t.Errorf("--key %s: entries %+v; want 203.0.113.9", field, got)
+		}
+	}
+}
+
+// Rotated logs given newest first: the older file's first line is long
+// before the newer's last, and the plan stops saying so rather than skip
+// a whole file.
+func TestRotatedNewestFirst(t *testing.T) {
+	line := func(h int) string {
+		return fmt.Sprintf(`203.0.113.9 - - [28/Nov/2026:%02d:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "-"`+"\n", h)
+	}
+	newer, older := line(11)+line(12), line(9)+line(10)
+	r, _ := NewReader([]Input{{Name: "access.log", R: strings.NewReader(newer)}, {Name: "access.log.1", R: strings.NewReader(older)}}, Options{})
+	var err error
+	for err == nil {
+		_, err = r.Read()
+	}
+	if err == io.EOF || !strings.Contains(err.Error(), "earlier than the end of access.log: give rotated logs oldest first") || !strings.HasPrefix(err.Error(), "access.log.1:1: ") {
+		t.Errorf("newest first: %v; want an error saying to give them oldest first", err)
+	}
+	r, _ = NewReader([]Input{{Name: "access.log.1", R: strings.NewReader(older)}, {Name: "access.log", R: strings.NewReader(newer)}}, Options{})
+	n := 0
+	for {
+		if _, err := r.Read(); err != nil {
+			if err != io.EOF {
+				t.Fatal(err)
+			}
+			break
+		}
+		n++
+	}
+	if n != 4 {
+		t.Errorf("oldest first: %d requests, want 4", n)
+	}
+}
+
+// Times outside 1970 to 2261 (which nanoseconds since 1970 cannot hold,
+// or their spans) are lines not read, not wrapped around.
+func TestTimesOutOfRange(t *testing.T) {
+	log := `203.0.113.9 - - [28/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "-"
+203.0.113.9 - - [01/Jan/2300:13:55:36 +0000] "GET / HTTP/1.1" 200 1 "-" "-"
+203.0.113.9 - - [01/Jan/1969:13:55:36 +0000] "GET / HTTP/1.1" 200 1 "-" "-"
+`
+	got, r := read(t, log, Options{})
+	if n, s := r.Skipped(); len(got) != 1 || n != 2 || !strings.Contains(s[0].String(), "not between 1970 and 2261") {
+		t.Errorf("%d entries, skipped %d %v; want 1, and the other two said out of range", len(got), n, s)
+	}
+	for _, bad := range []string{"9223372036", "9223372036854775807", "9.3e18"} {
+		if _, err := epoch(bad); err == nil {
+			t.Errorf("epoch(%q): no error", bad)
+		}
+	}
+	if _, err := cost([]byte("4294967297")); err == nil || !strings.Contains(err.Error(), "more than any limit") {
+		t.Errorf("cost 2^32+1: %v; want more than any limit", err)
+	}
+}
+
+// Apache escapes a quote in a field as \"; a log format's last literal
+// ends the line, whatever the variable before it holds.
+func TestEscapedQuotesAndLastLiteral(t *testing.T) {
+	log := `203.0.113.9 - - [28/Nov/2026:10:00:00 +0000] "GET /a\" b HTTP/1.1" 200 1 "-" "Mozilla \"quoted\" 1.0"` + "\n"
+	got, r := read(t, log, Options{})
+	if n, s := r.Skipped(); len(got) != 1 || got[0].Status != 200 || n != 0 {
+		t.Errorf("an Apache line with \\\" in its fields: %+v, skipped %d %v; want it read, status 200", got, n, s)
+	}
+	got, r = read(t, "[28/Nov/2026:10:00:00 +0000] 203.0.113.9 /a;b;\n", Options{Format: `[$time_local] $remote_addr $uri;`})
+	if n, s := r.Skipped(); len(got) != 1 || got[0].Key != "203.0.113.9" || n != 0 {
+		t.Errorf("$uri; with a ; in the uri: %+v, skipped %d %v; want it read", got, n, s)
 	}
 }
