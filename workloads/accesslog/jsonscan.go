@@ -112,13 +112,16 @@ func (s *jsonScanner) object(b []byte, pos, prefix int) (int, error) {
 			}
 			s.vals[i], pos = jsonValue{text: text, str: true, set: true}, end
 		case wanted && b[pos] != '{' && b[pos] != '[':
-			end := scalarEnd(b, pos)
+			end, err := scalar(b, pos)
+			if err != nil {
+				return 0, err
+			}
 			if lit := string(b[pos:end]); lit != "null" {
 				s.vals[i] = jsonValue{text: b[pos:end], set: true}
 			}
 			pos = end
 		default:
-			if pos, err = skipValue(b, pos); err != nil {
+			if pos, err = skipValue(b, pos, 0); err != nil {
 				return 0, err
 			}
 		}
@@ -142,11 +145,13 @@ func (s *jsonScanner) object(b []byte, pos, prefix int) (int, error) {
 func (s *jsonScanner) str(b []byte, pos int) ([]byte, int, error) {
 	escaped := false
 	for i := pos + 1; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
+		switch c := b[i]; {
+		case c < 0x20:
+			return nil, 0, fmt.Errorf("a control character (%#x) in a string at column %d", c, i+1)
+		case c == '\\':
 			escaped = true
 			i++
-		case '"':
+		case c == '"':
 			if !escaped {
 				return b[pos+1 : i], i + 1, nil
 			}
@@ -161,55 +166,118 @@ func (s *jsonScanner) str(b []byte, pos int) ([]byte, int, error) {
 	return nil, 0, errors.New("a string runs to the end of the line")
 }
 
-// skipValue returns the position after the value at pos.
-func skipValue(b []byte, pos int) (int, error) {
+// maxDepth is how deep a skipped value may nest.
+const maxDepth = 1000
+
+// skipValue returns the position after the value at pos, which it checks
+// is JSON, depth levels down.
+func skipValue(b []byte, pos, depth int) (int, error) {
+	if depth > maxDepth {
+		return 0, fmt.Errorf("nested deeper than %d", maxDepth)
+	}
+	if pos >= len(b) {
+		return 0, errors.New("the line ends where a value goes")
+	}
 	switch b[pos] {
 	case '"':
 		for i := pos + 1; i < len(b); i++ {
-			switch b[i] {
-			case '\\':
+			switch c := b[i]; {
+			case c < 0x20:
+				return 0, fmt.Errorf("a control character (%#x) in a string at column %d", c, i+1)
+			case c == '\\':
 				i++
-			case '"':
+			case c == '"':
 				return i + 1, nil
 			}
 		}
 		return 0, errors.New("a string runs to the end of the line")
 	case '{', '[':
-		depth := 0
-		for i := pos; i < len(b); i++ {
-			switch b[i] {
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1, nil
+		open, end := b[pos], byte('}')
+		if open == '[' {
+			end = ']'
+		}
+		pos = skipSpace(b, pos+1)
+		if pos < len(b) && b[pos] == end {
+			return pos + 1, nil
+		}
+		for {
+			var err error
+			if open == '{' {
+				if pos >= len(b) || b[pos] != '"' {
+					return 0, fmt.Errorf("a member's name at column %d", pos+1)
 				}
-			case '"':
-				end, err := skipValue(b, i)
-				if err != nil {
+				if pos, err = skipValue(b, pos, depth+1); err != nil {
 					return 0, err
 				}
-				i = end - 1
+				if pos = skipSpace(b, pos); pos >= len(b) || b[pos] != ':' {
+					return 0, fmt.Errorf("no colon at column %d", pos+1)
+				}
+				pos = skipSpace(b, pos+1)
+			}
+			if pos, err = skipValue(b, pos, depth+1); err != nil {
+				return 0, err
+			}
+			pos = skipSpace(b, pos)
+			switch {
+			case pos >= len(b):
+				return 0, errors.New("the line ends in an object or array")
+			case b[pos] == ',':
+				pos = skipSpace(b, pos+1)
+			case b[pos] == end:
+				return pos + 1, nil
+			default:
+				return 0, fmt.Errorf("%q at column %d, where a comma or %q goes", b[pos], pos+1, end)
 			}
 		}
-		return 0, errors.New("an object or array runs to the end of the line")
 	}
-	end := scalarEnd(b, pos)
-	if end == pos {
-		return 0, fmt.Errorf("%q at column %d, where a value goes", b[pos], pos+1)
-	}
-	return end, nil
+	return scalar(b, pos)
 }
 
-// scalarEnd is the end of the number or literal at pos.
-func scalarEnd(b []byte, pos int) int {
-	for i := pos; i < len(b); i++ {
-		switch b[i] {
-		case ',', '}', ']', ' ', '\t', '\r', '\n':
-			return i
+// scalar returns the end of the number or literal (true, false, null) at
+// pos, checking it is one.
+func scalar(b []byte, pos int) (int, error) {
+	end := scalarEnd(b, pos)
+	if lit := string(b[pos:end]); lit == "true" || lit == "false" || lit == "null" || isNumber(b[pos:end]) {
+		return end, nil
+	}
+	return 0, fmt.Errorf("%q at column %d is not a JSON value", clip(b[pos:end]), pos+1)
+}
+
+// isNumber reports whether b is a JSON number:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func isNumber(b []byte) bool {
+	i := 0
+	digits := func() int {
+		n := 0
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i, n = i+1, n+1
+		}
+		return n
+	}
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	if i < len(b) && b[i] == '0' {
+		i++
+	} else if digits() == 0 {
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
 		}
 	}
-	return len(b)
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(b)
 }
 
 func skipSpace(b []byte, pos int) int {
@@ -226,4 +294,15 @@ func clip(b []byte) string {
 		s += "..."
 	}
 	return strings.TrimSpace(s)
+}
+
+// scalarEnd is the end of the number or literal at pos.
+func scalarEnd(b []byte, pos int) int {
+	for i := pos; i < len(b); i++ {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\r', '\n':
+			return i
+		}
+	}
+	return len(b)
 }
