@@ -27,6 +27,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// The first interrupt asks the command to stop; a second, while it
+	// cannot (a read of a terminal or a pipe that waits), kills it.
+	go func() { <-ctx.Done(); stop() }()
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err, os.Stderr))

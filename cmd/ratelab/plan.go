@@ -238,6 +238,9 @@ func sweep(s string, steps int) ([]limiters.Limit, error) {
 	for i := range steps {
 		v := float64(low.N) * math.Pow(float64(high.N)/float64(low.N), float64(i)/float64(steps-1))
 		n := int(roundTwo(v))
+		if i == steps-1 {
+			n = high.N // the sweep ends where it was asked to, rounded or not
+		}
 		if len(out) > 0 && n <= out[len(out)-1].N {
 			continue
 		}

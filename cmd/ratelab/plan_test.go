@@ -92,3 +92,27 @@ func TestPlanBadInput(t *testing.T) {
 		}
 	}
 }
+
+// A sweep runs from LOW to HIGH exactly, log-spaced, rounded to two
+// digits between.
+func TestSweep(t *testing.T) {
+	for _, c := range []struct {
+		limits string
+		steps  int
+		want   string
+	}{
+		{"1/s..100/s", 10, "1/s 2/s 3/s 5/s 8/s 13/s 22/s 36/s 60/s 100/s"},
+		{"1/s..1234/s", 4, "1/s 11/s 120/s 1234/s"},
+		{"60/min..6000/min", 3, "60/min 600/min 6000/min"},
+		{"10/s,20/s", 10, "10/s 20/s"},
+	} {
+		got, err := sweep(c.limits, c.steps)
+		var s []string
+		for _, l := range got {
+			s = append(s, l.String())
+		}
+		if err != nil || strings.Join(s, " ") != c.want {
+			t.Errorf("sweep(%q, %d) = %v, %v; want %s", c.limits, c.steps, s, err, c.want)
+		}
+	}
+}

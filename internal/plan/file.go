@@ -48,8 +48,8 @@ const (
 	requestsName  = "requests"        // a client's, or the log's
 	logged429Name = "logged_429"      // refused by the log's own server
 	peakName      = "peak"            // a client's most in any window
-	agentsName    = "agents"          // distinct user agents, to 64
-	pathsName     = "paths"           // distinct paths, to 64
+	agentsName    = "agents"          // distinct user agents, to maxDistinct
+	pathsName     = "paths"           // distinct paths, to maxDistinct
 	linesName     = "lines"           // the log's lines
 	skippedName   = "skipped"         // lines not read
 	freeName      = "free"            // lines of cost 0
@@ -237,7 +237,7 @@ var mode = report.Mode{
 			Cells: func(r results.Row) []string {
 				return []string{r.Workload, results.Count(r.Count(linesName)), results.Count(r.Count(requestsName)), results.Count(r.Count(skippedName)),
 					results.Count(r.Count(freeName)), results.Count(r.Count(logged429Name)), results.Count(r.Count(results.Decisions)),
-					results.Count(r.Count(clientsCount)), (time.Duration(r.Get(spanName)) * time.Second).String()}
+					results.Count(r.Count(clientsCount)), (time.Duration(r.Get(spanName) * float64(time.Second))).Round(time.Second).String()}
 			},
 		},
 		{

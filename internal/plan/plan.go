@@ -53,6 +53,11 @@ func (c *Config) check() error {
 	if len(c.Algorithms) > 8 {
 		return errors.New("plan: at most 8 algorithms")
 	}
+	for i, a := range c.Algorithms {
+		if slices.Contains(c.Algorithms[:i], a) {
+			return fmt.Errorf("plan: %s twice", a)
+		}
+	}
 	if len(c.Limits) == 0 {
 		return errors.New("plan: no limit to try")
 	}
@@ -179,11 +184,14 @@ func readBatches(ctx context.Context, r *accesslog.Reader, out chan<- read) erro
 		}
 		if batch = append(batch, e); len(batch) == batchSize {
 			if err := ctx.Err(); err != nil {
-				return err
+				return err // interrupted: the plan of part of a log is no plan
 			}
 			out <- read{batch, r.Lines()}
 			batch = make([]accesslog.Entry, 0, batchSize)
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	if len(batch) > 0 {
 		out <- read{batch, r.Lines()}
@@ -223,7 +231,6 @@ type worker struct {
 	in     chan *batch
 	done   chan struct{}
 	tally  []*tally // [limit] of its limits
-	ctx    context.Context
 	d      *deciders
 }
 
@@ -238,7 +245,7 @@ type tally struct {
 func newDeciders(c Config) (*deciders, error) {
 	d := &deciders{c: c, free: make(chan *batch, 16)}
 	for w := range c.Workers {
-		wk := &worker{in: make(chan *batch, 8), done: make(chan struct{}), ctx: context.Background(), d: d}
+		wk := &worker{in: make(chan *batch, 8), done: make(chan struct{}), d: d}
 		d.workers = append(d.workers, wk)
 		for i := w; i < len(c.Limits); i += c.Workers {
 			row := make([]composite.Algorithm, len(c.Algorithms))
@@ -339,7 +346,7 @@ func (w *worker) run() {
 			clear(masks)
 			for a, l := range row {
 				for i, r := range b.reqs {
-					d, err := l.Decide(w.ctx, limiters.Request{Key: r.key, N: int(r.n), At: time.Unix(0, r.at)})
+					d, err := l.Decide(context.Background(), limiters.Request{Key: r.key, N: int(r.n), At: time.Unix(0, r.at)})
 					if err == nil && d.Allowed {
 						continue
 					}
@@ -362,7 +369,10 @@ func (w *worker) run() {
 				}
 				if refused&(refused-1) == 0 {
 					only[bitIndex(refused)]++
-				} else if lets := ^refused & (1<<families - 1); lets != 0 && lets&(lets-1) == 0 {
+				}
+				// Of two policies, one alone refused and the other alone
+				// admitted: both count.
+				if lets := ^refused & (1<<families - 1); lets != 0 && lets&(lets-1) == 0 {
 					onlyLets[bitIndex(lets)]++
 				}
 			}

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -248,5 +250,44 @@ func TestSeriesHalves(t *testing.T) {
 				t.Errorf("from %d, %d buckets: halved to %v from %d, want %v", from, n, c.series, c.from, want)
 			}
 		}
+	}
+}
+
+// Of two policies, what one alone refuses the other alone admits.
+func TestAloneOfTwo(t *testing.T) {
+	trace := []byte("0.9,a\n0.95,a\n1.0,a\n1.05,a\n")
+	p := planOf(t, trace, accesslog.Options{Format: accesslog.CSV, Reorder: -1},
+		Config{Limits: []limiters.Limit{limiters.PerSecond(2)}, Algorithms: []limiters.Algorithm{limiters.FixedWindow, limiters.SlidingLog}})
+	fixed, log := p.Sweep[0], p.Sweep[1]
+	if fixed.OnlyLets != 2 || fixed.Only != 0 || log.Only != 2 || log.OnlyLets != 0 {
+		t.Errorf("fixed alone admitted %d, refused %d; log alone refused %d, admitted %d; want 2, 0, 2, 0", fixed.OnlyLets, fixed.Only, log.Only, log.OnlyLets)
+	}
+}
+
+func TestConfigRejected(t *testing.T) {
+	one := []limiters.Limit{limiters.PerSecond(2)}
+	for _, c := range []struct {
+		c    Config
+		want string
+	}{
+		{Config{Limits: one, Algorithms: []limiters.Algorithm{limiters.GCRA, limiters.GCRA}}, "gcra twice"},
+		{Config{}, "no limit"},
+		{Config{Limits: []limiters.Limit{limiters.PerSecond(5), limiters.PerSecond(2)}}, "increasing order"},
+		{Config{Limits: []limiters.Limit{limiters.PerSecond(5), limiters.PerMinute(20)}}, "one period"},
+		{Config{Limits: one, Spare: 1}, "spare"},
+	} {
+		if err := c.c.check(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v; want an error saying %q", c.c, err, c.want)
+		}
+	}
+}
+
+// An interrupted plan is an error, not the plan of part of a log.
+func TestRunInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r, _ := accesslog.NewReader([]accesslog.Input{{Name: "t", R: strings.NewReader("0,a\n1,b\n")}}, accesslog.Options{Format: accesslog.CSV})
+	if _, err := Run(ctx, r, Config{Limits: sweep()}, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run with its context done: %v; want context.Canceled", err)
 	}
 }
