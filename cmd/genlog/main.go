@@ -24,7 +24,7 @@ import (
 
 func main() {
 	var s plan.Synth
-	flag.IntVar(&s.Lines, "lines", 1_000_000, "about how many lines to write")
+	flag.IntVar(&s.Lines, "lines", 1_000_000, "about how many lines to write, near ten million (the abusers and the offices send a fixed volume: a smaller log has more of them in it)")
 	flag.StringVar(&s.Format, "format", "combined", "combined or json")
 	flag.BoolVar(&s.Millis, "millis", false, "JSON times to the millisecond (the combined format's are whole seconds)")
 	flag.Uint64Var(&s.Seed, "seed", 1, "the seed the log is made from")
