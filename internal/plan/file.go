@@ -65,6 +65,7 @@ const (
 	p99, p999     = "p99", "p999"     //
 	maxName       = "max"             //
 	spareName     = "spare"           // the share of clients a suggestion may refuse
+	sparingName   = "sparing_n"       // the least N a sliding log spares all but spare with
 )
 
 func isKind(k string) func(results.Row) bool {
@@ -133,6 +134,7 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 		row.Add(q.name, results.UnitCount, q.v)
 	}
 	row.Add(spareName, results.UnitFraction, p.Config.Spare)
+	row.Add(sparingName, results.UnitCount, pk.Sparing)
 	row.Add(clientsCount, results.UnitCount, float64(p.Clients))
 	cdf := results.Series{Name: cdfName, Unit: results.UnitFraction, XUnit: results.UnitCount}
 	for _, pt := range pk.CDF {
@@ -243,12 +245,13 @@ var mode = report.Mode{
 		{
 			Name:   "plan-peaks",
 			Title:  "The clients' peaks",
-			Note:   "Each client's peak is the most it sent in any window of the limits' period (its cost, if the log says one). A limit of N per period on the sliding log refuses exactly the clients whose peak is above N; the other algorithms come close. Quantiles over the clients.",
-			Header: []string{"clients", "period", "p50", "p90", "p99", "p99.9", "max"},
+			Note:   "Each client's peak is the most it sent in any window of the limits' period (its cost, if the log says one). A limit of N per period on the sliding log refuses exactly the clients whose peak is above N; the other algorithms come close. Quantiles over the clients; then the least N at which the sliding log refuses no more than --spare of them, wherever it falls between the sweep's limits.",
+			Header: []string{"clients", "period", "p50", "p90", "p99", "p99.9", "max", "N sparing all but --spare"},
 			Left:   2,
 			Keep:   isKind(kindPeaks),
 			Cells: func(r results.Row) []string {
-				return []string{r.Limiter, r.Setting(periodSetting), fmt.Sprint(r.Get(p50)), fmt.Sprint(r.Get(p90)), fmt.Sprint(r.Get(p99)), fmt.Sprint(r.Get(p999)), fmt.Sprint(r.Get(maxName))}
+				return []string{r.Limiter, r.Setting(periodSetting), fmt.Sprint(r.Get(p50)), fmt.Sprint(r.Get(p90)), fmt.Sprint(r.Get(p99)), fmt.Sprint(r.Get(p999)), fmt.Sprint(r.Get(maxName)),
+					fmt.Sprintf("%v (%s)", r.Get(sparingName), pct(r.Get(spareName)))}
 			},
 		},
 		{

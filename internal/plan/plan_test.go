@@ -291,3 +291,23 @@ func TestRunInterrupted(t *testing.T) {
 		t.Errorf("Run with its context done: %v; want context.Canceled", err)
 	}
 }
+
+// The least N that spares all but the spare share is exact for the
+// sliding log: at it, the sliding log refuses no more; one less, more.
+func TestSparingIsExact(t *testing.T) {
+	var log bytes.Buffer
+	if _, err := Synthesize(&log, Synth{Users: 2000, Span: 10 * time.Minute, Abusers: 2, Offices: 1, Seed: 11, Format: "json", Millis: true}); err != nil {
+		t.Fatal(err)
+	}
+	const spare = 0.002
+	first := planOf(t, log.Bytes(), accesslog.Options{Format: accesslog.JSON}, Config{Limits: sweep()[:1], Spare: spare, Algorithms: []limiters.Algorithm{limiters.SlidingLog}})
+	n := int(first.Peaks.Sparing)
+	p := planOf(t, log.Bytes(), accesslog.Options{Format: accesslog.JSON}, Config{Spare: spare, Algorithms: []limiters.Algorithm{limiters.SlidingLog},
+		Limits: []limiters.Limit{limiters.PerSecond(n - 1), limiters.PerSecond(n)}})
+	allowed := int64(spare * float64(p.Clients))
+	below, at := p.Sweep[0], p.Sweep[1]
+	t.Logf("%d clients, spare %d: N = %d; at %d the sliding log refuses %d, at %d %d", p.Clients, allowed, n, n-1, below.Clients, n, at.Clients)
+	if at.Clients > allowed || below.Clients <= allowed {
+		t.Errorf("N = %d: the sliding log refuses %d clients at %d and %d at %d; want at most %d at N, more below", n, below.Clients, n-1, at.Clients, n, allowed)
+	}
+}

@@ -49,6 +49,11 @@ type Plan struct {
 // Peaks is the distribution of the clients' peaks.
 type Peaks struct {
 	P50, P90, P99, P999, Max float64
+	// Sparing is the least N whose sliding log (N per the period) refuses
+	// no more than the spare share of the clients: it refuses exactly the
+	// clients whose peak is above N. The sweep's suggestions fall on its
+	// limits; this falls where the traffic says.
+	Sparing float64
 	// CDF is the share of clients (Y) whose peak is at most X.
 	CDF [][2]float64
 }
@@ -112,7 +117,7 @@ func (p *Plan) finish(cs *clients, d *deciders) {
 	if c.DropRefused {
 		p.Decided -= p.Logged429
 	}
-	p.Peaks = peaksOf(cs.all)
+	p.Peaks = peaksOf(cs.all, c.Spare)
 	tallies := make([]*tally, len(c.Limits))
 	for _, w := range d.workers {
 		for i, li := range w.limits {
@@ -227,7 +232,7 @@ func shared(cs *clients, n int, g grid) []Client {
 }
 
 // peaksOf returns the distribution of the clients' peaks.
-func peaksOf(all []*client) Peaks {
+func peaksOf(all []*client, spare float64) Peaks {
 	if len(all) == 0 {
 		return Peaks{}
 	}
@@ -240,6 +245,10 @@ func peaksOf(all []*client) Peaks {
 		return float64(v[min(len(v)-1, int(math.Ceil(p*float64(len(v))))-1)])
 	}
 	ps := Peaks{P50: q(0.5), P90: q(0.9), P99: q(0.99), P999: q(0.999), Max: float64(v[len(v)-1])}
+	// Of n clients, spare·n may be refused: the least N leaves that many
+	// peaks above it, at most.
+	above := int(math.Floor(spare * float64(len(v))))
+	ps.Sparing = float64(max(1, v[max(0, len(v)-1-above)]))
 	for i := 0; i < len(v); {
 		j := i
 		for j < len(v) && v[j] == v[i] {
