@@ -106,6 +106,10 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 		}
 		notes = append(notes, fmt.Sprintf("The log's server refused %s requests (429), %s.", results.Count(int64(p.Logged429)), how))
 	}
+	if p.Span < 2*per {
+		notes = append(notes, fmt.Sprintf("The log spans %v, less than two of the limits' periods (%v): a client's peak is what it sent in that span, and a limit per %v is judged on less than the traffic it would see; a longer log says more.",
+			p.Span.Round(time.Second), per, per))
+	}
 	if p.WholeSeconds && per < time.Minute {
 		notes = append(notes, fmt.Sprintf("The log's times are whole seconds (as the combined format writes them): each request is decided at the start of its second, "+
 			"so a limit per %v is judged on whole seconds, and the sliding counter, which weighs the window before by how little of this one has passed, weighs it in full: "+

@@ -311,3 +311,15 @@ func TestSparingIsExact(t *testing.T) {
 		t.Errorf("N = %d: the sliding log refuses %d clients at %d and %d at %d; want at most %d at N, more below", n, below.Clients, n-1, at.Clients, n, allowed)
 	}
 }
+
+// A log shorter than two of the limits' periods says so.
+func TestShortLogSaysSo(t *testing.T) {
+	p := planOf(t, []byte("0,a\n60,a\n3600,b\n"), accesslog.Options{Format: accesslog.CSV}, Config{Limits: []limiters.Limit{limiters.PerMinute(1000)}})
+	if note := p.File("t.csv", nil).Rows[0].Note; strings.Contains(note, "less than two of the limits' periods") {
+		t.Errorf("a 1h log at a limit per minute: note %q; want nothing said of its span", note)
+	}
+	p = planOf(t, []byte("0,a\n60,a\n"), accesslog.Options{Format: accesslog.CSV}, Config{Limits: []limiters.Limit{{N: 1000, Per: 24 * time.Hour}}})
+	if note := p.File("t.csv", nil).Rows[0].Note; !strings.Contains(note, "The log spans 1m0s, less than two of the limits' periods (24h0m0s)") {
+		t.Errorf("a 1-minute log at a limit per day: note %q; want it said", note)
+	}
+}
