@@ -194,7 +194,7 @@ func (p *templateParser) time(b []byte) (int64, error) {
 	case timeISO8601:
 		t, err = time.Parse(time.RFC3339Nano, string(b))
 	case timeMsec:
-		at, err := epoch(string(b))
+		at, err := epoch(b)
 		if err != nil {
 			return 0, err
 		}
@@ -214,43 +214,60 @@ func (p *templateParser) time(b []byte) (int64, error) {
 // epoch reads a time since 1970 as nanoseconds, its unit told by its
 // size: seconds below 10¹¹ (until the year 5138), milliseconds below
 // 10¹⁴, microseconds below 10¹⁷, nanoseconds above. Digits are read
-// exactly; a number with an exponent is read as a float.
-func epoch(s string) (int64, error) {
-	bad := fmt.Errorf("time %q is not seconds, milliseconds, microseconds or nanoseconds since 1970", s)
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(v) || v < 0 || v >= math.MaxInt64 {
-		return 0, bad
+// exactly, and without a copy (a log to the millisecond has a new time
+// every line); a number with an exponent is read as a float.
+func epoch(b []byte) (int64, error) {
+	bad := func() error {
+		return fmt.Errorf("time %q is not seconds, milliseconds, microseconds or nanoseconds since 1970", b)
 	}
-	var unit int64
-	switch {
-	case v < 1e11:
-		unit = 1e9
-	case v < 1e14:
-		unit = 1e6
-	case v < 1e17:
-		unit = 1e3
-	default:
-		unit = 1
-	}
-	if strings.ContainsAny(s, "eE") {
+	if bytes.ContainsAny(b, "eE") {
+		v, err := strconv.ParseFloat(string(b), 64)
+		if err != nil || math.IsNaN(v) || v < 0 {
+			return 0, bad()
+		}
+		unit := epochUnit(v)
 		if v*float64(unit) >= float64(maxTime) {
-			return 0, bad
+			return 0, bad()
 		}
 		return int64(math.Round(v * float64(unit))), nil
 	}
-	whole, frac, _ := strings.Cut(s, ".")
-	n, err := strconv.ParseInt(whole, 10, 64)
-	if err != nil || n > maxTime/unit-1 {
-		return 0, bad
+	whole, frac, _ := bytes.Cut(b, []byte("."))
+	if len(whole) == 0 {
+		return 0, bad()
+	}
+	var n int64
+	for _, c := range whole {
+		d := int64(c - '0')
+		if c < '0' || c > '9' || n > (math.MaxInt64-d)/10 {
+			return 0, bad()
+		}
+		n = n*10 + d
+	}
+	unit := epochUnit(float64(n))
+	if n > maxTime/unit-1 {
+		return 0, bad()
 	}
 	ns := int64(0)
 	for i, scale := 0, unit/10; i < len(frac); i, scale = i+1, scale/10 {
 		if frac[i] < '0' || frac[i] > '9' {
-			return 0, bad
+			return 0, bad()
 		}
 		ns += int64(frac[i]-'0') * scale
 	}
 	return n*unit + ns, nil
+}
+
+// epochUnit is the unit, in nanoseconds, of a time since 1970 of size v.
+func epochUnit(v float64) int64 {
+	switch {
+	case v < 1e11:
+		return 1e9
+	case v < 1e14:
+		return 1e6
+	case v < 1e17:
+		return 1e3
+	}
+	return 1
 }
 
 // jsonParser reads JSON lines: one object a line, its fields found by
@@ -362,23 +379,23 @@ func (p *jsonParser) timeOf(v jsonValue) (int64, error) {
 	if p.lastTime != nil && bytes.Equal(v.text, p.lastTime) {
 		return p.lastAt, nil
 	}
-	s := string(v.text)
+	t := v.text
 	var at int64
-	if !v.str || s != "" && (s[0] >= '0' && s[0] <= '9') && !strings.ContainsAny(s, "T-:") {
+	if !v.str || len(t) > 0 && t[0] >= '0' && t[0] <= '9' && !bytes.ContainsAny(t, "T-:") {
 		var err error
-		if at, err = epoch(s); err != nil {
+		if at, err = epoch(t); err != nil {
 			return 0, err
 		}
 	} else {
-		t, err := time.Parse(time.RFC3339Nano, s)
+		parsed, err := time.Parse(time.RFC3339Nano, string(t))
 		if err != nil {
-			return 0, fmt.Errorf("time %q is neither RFC 3339 nor seconds since 1970", s)
+			return 0, fmt.Errorf("time %q is neither RFC 3339 nor seconds since 1970", t)
 		}
-		if at, err = unixNano(t); err != nil {
-			return 0, fmt.Errorf("time %q: %w", s, err)
+		if at, err = unixNano(parsed); err != nil {
+			return 0, fmt.Errorf("time %q: %w", t, err)
 		}
 	}
-	p.lastTime, p.lastAt = append(p.lastTime[:0], v.text...), at
+	p.lastTime, p.lastAt = append(p.lastTime[:0], t...), at
 	return at, nil
 }
 

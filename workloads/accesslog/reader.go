@@ -2,6 +2,7 @@ package accesslog
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -9,7 +10,6 @@ import (
 	"io"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 )
 
@@ -101,6 +101,7 @@ type Reader struct {
 	anyTaken bool
 	// fromInput is how many requests the input being read has given.
 	fromInput int
+	e         Entry // the line being read
 
 	lines, requests, free int
 	skips                 int
@@ -137,7 +138,7 @@ func (r *Reader) Skipped() (int, []Skip) { return r.skips, r.kept }
 // the error that stopped an input (naming it and its line).
 func (r *Reader) Read() (Entry, error) {
 	for {
-		if r.pending.len() > 0 && (r.pending.first().At <= r.newest-int64(r.o.Reorder) || r.cur >= len(r.inputs) || r.o.Reorder < 0) {
+		if r.pending.len() > 0 && (r.pending.firstAt() <= r.newest-int64(r.o.Reorder) || r.cur >= len(r.inputs) || r.o.Reorder < 0) {
 			e := r.pending.pop()
 			r.taken, r.anyTaken = e.At, true
 			r.requests++
@@ -170,11 +171,14 @@ func (r *Reader) next() error {
 		return fmt.Errorf("%s:%d: %w", r.inputs[r.cur].Name, r.line, err)
 	}
 	r.lines++
-	if s := strings.TrimSpace(string(line)); s == "" || s[0] == '#' {
+	if s := bytes.TrimSpace(line); len(s) == 0 || s[0] == '#' {
 		return nil
 	}
-	var e Entry
-	if err := r.p.parse(line, &e); err == errHeader {
+	// The parser fills r.e, the Reader's own: a local's address given to
+	// an interface's method escapes, an allocation a line.
+	r.e = Entry{}
+	e := &r.e
+	if err := r.p.parse(line, e); err == errHeader {
 		return nil
 	} else if err != nil {
 		return r.skip(err.Error())
@@ -193,7 +197,7 @@ func (r *Reader) next() error {
 	e.Line, e.Input = r.line, r.cur
 	r.fromInput++
 	r.newest = max(r.newest, e.At)
-	r.pending.push(e)
+	r.pending.push(*e)
 	return nil
 }
 
@@ -304,8 +308,8 @@ type pending struct {
 	head int
 }
 
-func (p *pending) len() int     { return len(p.q) - p.head }
-func (p *pending) first() Entry { return p.q[p.head] }
+func (p *pending) len() int       { return len(p.q) - p.head }
+func (p *pending) firstAt() int64 { return p.q[p.head].At }
 
 func (p *pending) pop() Entry {
 	e := p.q[p.head]

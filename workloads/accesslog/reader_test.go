@@ -288,12 +288,12 @@ func TestEpoch(t *testing.T) {
 		{"1795860000123456", 1795860000123456e3},
 		{"1795860000123456789", 1795860000123456789},
 	} {
-		if got, err := epoch(c.in); err != nil || got != c.want {
+		if got, err := epoch([]byte(c.in)); err != nil || got != c.want {
 			t.Errorf("epoch(%q) = %d, %v; want %d", c.in, got, err, c.want)
 		}
 	}
 	for _, bad := range []string{"", "-5", "1e20", "12.3x", "NaN", "99999999999999999999"} {
-		if _, err := epoch(bad); err == nil {
+		if _, err := epoch([]byte(bad)); err == nil {
 			t.Errorf("epoch(%q): no error", bad)
 		}
 	}
@@ -390,7 +390,7 @@ func TestTimesOutOfRange(t *testing.T) {
 		t.Errorf("%d entries, skipped %d %v; want 1, and the other two said out of range", len(got), n, s)
 	}
 	for _, bad := range []string{"9223372036", "9223372036854775807", "9.3e18"} {
-		if _, err := epoch(bad); err == nil {
+		if _, err := epoch([]byte(bad)); err == nil {
 			t.Errorf("epoch(%q): no error", bad)
 		}
 	}
