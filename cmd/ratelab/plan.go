@@ -101,7 +101,7 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return badUsage(fs, fmt.Errorf("plan: %w", err))
 	}
-	if fs.NArg() == 0 && isTerminal(stdinWriter(stdin)) {
+	if fs.NArg() == 0 && isTerminal(stdin) {
 		return badUsage(fs, errors.New("plan: no LOG given, and standard input is a terminal (or a device): name a log, or pipe one in"))
 	}
 	inputs, closeAll, err := openLogs(fs.Args(), stdin)
@@ -182,9 +182,6 @@ func (f *planFlags) check() (plan.Config, accesslog.Options, error) {
 	key, err := accesslog.ParseKey(f.key)
 	if err != nil {
 		return c, accesslog.Options{}, err
-	}
-	if f.format == accesslog.CSV && f.key == "ip" {
-		key = accesslog.KeySpec{} // a trace's key is its column
 	}
 	reorder := f.reorder
 	if reorder == 0 {
@@ -358,13 +355,5 @@ func printPlan(stdout io.Writer, dir string, p *plan.Plan, log string, settings 
 	}
 	fmt.Fprintf(stdout, "Planned %s requests of %s at %d limits, %d algorithms, in %.1fs. Results: %s; the report: %s\n",
 		results.Count(int64(p.Decided)), clients, len(p.Config.Limits), len(p.Config.Algorithms), p.Took.Seconds(), saved, filepath.Join(dir, "report.html"))
-	return nil
-}
-
-// stdinWriter is stdin, if it is a file, as isTerminal takes it.
-func stdinWriter(stdin io.Reader) io.Writer {
-	if f, ok := stdin.(*os.File); ok {
-		return f
-	}
 	return nil
 }

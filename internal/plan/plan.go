@@ -152,7 +152,6 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	p.Skipped, p.Skips = r.Skipped()
 	p.Span = time.Duration(last - first)
 	p.WholeSeconds = !fractions
-	p.First = time.Unix(0, first)
 	p.Took = time.Since(began)
 	p.finish(cs, d)
 	return p, nil

@@ -16,12 +16,12 @@ type Plan struct {
 
 	// The log: lines read, requests taken, lines that cost 0 (taken by
 	// none), lines skipped (and the first few), requests its server
-	// refused (429), requests decided, clients, from when, for how long.
+	// refused (429), requests decided, clients, and the time from the
+	// first request to the last.
 	Lines, Requests, Free, Skipped int
 	Skips                          []accesslog.Skip
 	Logged429, Decided             int
 	Clients                        int
-	First                          time.Time
 	Span                           time.Duration
 	// WholeSeconds is whether every time the log gave was of a whole
 	// second (the combined format's are).
