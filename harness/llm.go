@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -432,7 +431,7 @@ func llmPicks(_ *results.File, rows []results.Row) []report.Pick {
 			how = fmt.Sprintf("%s with an estimate of %d", how, e)
 		}
 		return fmt.Sprintf("charged %s, %s of its decisions differed from the ideal's, it admitted %s of the ideal's tokens, and the most a key had in one window was %.2f×N",
-			how, percentage(r.Wrong()), percentage(r.Get(admittedTok)/max(r.Get(idealTok), 1)), r.Get(results.MostInWindow))
+			how, report.Percentage(r.Wrong()), report.Percentage(r.Get(admittedTok)/max(r.Get(idealTok), 1)), r.Get(results.MostInWindow))
 	}
 	var picks []report.Pick
 	// The worst, over the estimates, of how far each way of charging
@@ -459,7 +458,7 @@ func llmPicks(_ *results.File, rows []results.Row) []report.Pick {
 		ref := reference[b.Limiter]
 		picks = append(picks, report.Pick{Need: "Costs known only after the response (LLM tokens), as if known up front", Limiter: b.Limiter + " (" + b.Setting(charge) + ")",
 			Why: fmt.Sprintf("Whatever the client's estimate, it admitted within %s of the tokens %s admits knowing every cost when the request is sent (%.2f×N at most in one window, against %.2f×N); at its worst, %s.",
-				percentage(off(b)), b.Limiter, b.Get(results.MostInWindow), ref.Get(results.MostInWindow), says(b))})
+				report.Percentage(off(b)), b.Limiter, b.Get(results.MostInWindow), ref.Get(results.MostInWindow), says(b))})
 	}
 	within := slices.DeleteFunc(slices.Clone(runs), func(r results.Row) bool { return r.Get(results.MostInWindow) > 1.05 })
 	if len(within) > 0 {
@@ -469,13 +468,4 @@ func llmPicks(_ *results.File, rows []results.Row) []report.Pick {
 			Why: strings.ToUpper(w[:1]) + w[1:] + "."})
 	}
 	return picks
-}
-
-// percentage formats a fraction as a percentage with three significant
-// figures at most.
-func percentage(v float64) string {
-	if v == 0 {
-		return "0%"
-	}
-	return strconv.FormatFloat(100*v, 'g', 3, 64) + "%"
 }

@@ -211,19 +211,6 @@ func clientRow(c Client, log string) results.Row {
 	return row
 }
 
-// pct writes a share as a percentage, to two significant digits below 1%.
-func pct(v float64) string {
-	switch {
-	case v == 0:
-		return "0"
-	case v < 0.0001:
-		return "<0.01%"
-	case v < 0.01:
-		return fmt.Sprintf("%.2f%%", 100*v)
-	}
-	return fmt.Sprintf("%.1f%%", 100*v)
-}
-
 // mode is the plan's.
 var mode = report.Mode{
 	Mode: results.Mode{
@@ -255,7 +242,7 @@ var mode = report.Mode{
 			Keep:   isKind(kindPeaks),
 			Cells: func(r results.Row) []string {
 				return []string{r.Limiter, r.Setting(periodSetting), fmt.Sprint(r.Get(p50)), fmt.Sprint(r.Get(p90)), fmt.Sprint(r.Get(p99)), fmt.Sprint(r.Get(p999)), fmt.Sprint(r.Get(maxName)),
-					fmt.Sprintf("%v (%s)", r.Get(sparingName), pct(r.Get(spareName)))}
+					fmt.Sprintf("%v (%s)", r.Get(sparingName), report.Percentage(r.Get(spareName)))}
 			},
 		},
 		{
@@ -270,9 +257,9 @@ var mode = report.Mode{
 				if r.Setting(foundSetting) != "true" {
 					lim, below = "none ("+lim+" refuses too many)", ""
 				} else if b := r.Setting(belowSetting); b != "" {
-					below = fmt.Sprintf("%s: %s clients (%s)", b, results.Count(r.Count(belowClients)), pct(r.Get(belowShare)))
+					below = fmt.Sprintf("%s: %s clients (%s)", b, results.Count(r.Count(belowClients)), report.Percentage(r.Get(belowShare)))
 				}
-				return []string{r.Limiter, lim, below, pct(r.Get(refusedShare)), fmt.Sprintf("%s (%s)", results.Count(r.Count(clientsName)), pct(r.Get(clientsShare))),
+				return []string{r.Limiter, lim, below, report.Percentage(r.Get(refusedShare)), fmt.Sprintf("%s (%s)", results.Count(r.Count(clientsName)), report.Percentage(r.Get(clientsShare))),
 					plural(r.Count(clients90Name), "client"), results.Count(r.Count(onlyName)), results.Count(r.Count(onlyLetsName))}
 			},
 		},
@@ -285,7 +272,7 @@ var mode = report.Mode{
 			Keep:   isKind(kindPoint),
 			Cells:  func(r results.Row) []string { return []string{r.Limiter} },
 			Pivot: &report.Pivot{By: limitN, Head: strconv.Itoa,
-				Cell: func(r results.Row) string { return pct(r.Get(refusedShare)) }},
+				Cell: func(r results.Row) string { return report.Percentage(r.Get(refusedShare)) }},
 		},
 		{
 			Name:   "plan-clients",
@@ -309,7 +296,7 @@ var mode = report.Mode{
 				var by []string
 				for _, m := range r.Metrics {
 					if a, ok := strings.CutPrefix(m.Name, refusedByName); ok {
-						by = append(by, fmt.Sprintf("%s %s", short(a), pct(m.Value/max(r.Get(requestsName), 1))))
+						by = append(by, fmt.Sprintf("%s %s", short(a), report.Percentage(m.Value/max(r.Get(requestsName), 1))))
 					}
 				}
 				return []string{r.Setting(keySetting), results.Count(r.Count(requestsName)), results.Count(r.Count(logged429Name)),
@@ -419,7 +406,7 @@ func charts(_ *results.File, rows []results.Row) []report.Figure {
 			for i := range s.X {
 				line.Points = append(line.Points, report.XY{X: max(s.X[i], 1), Y: max(100*(1-s.Y[i]), least)})
 			}
-			ms := []report.Mark{{Name: "--spare " + pct(peaks.Get(spareName)), At: 100 * peaks.Get(spareName)}}
+			ms := []report.Mark{{Name: "--spare " + report.Percentage(peaks.Get(spareName)), At: 100 * peaks.Get(spareName)}}
 			for _, m := range marks {
 				m.OnX = true
 				ms = append(ms, m)

@@ -138,7 +138,7 @@ func (c card) closest() (Pick, bool) {
 	if s == nil {
 		return Pick{}, false
 	}
-	why := fmt.Sprintf("%s of its decisions differed from the ideal's, averaged over the workloads, and the most a key had in one window was %.2f×N", percentage(s.wrong), s.worst)
+	why := fmt.Sprintf("%s of its decisions differed from the ideal's, averaged over the workloads, and the most a key had in one window was %.2f×N", Percentage(s.wrong), s.worst)
 	if ideal != nil && s.bytes > 0 && ideal.bytes > 0 {
 		why += fmt.Sprintf("; %.1f bytes per user against the ideal's %.1f (at a limit of %s)", s.bytes, ideal.bytes, c.f.Meta.Setting("limit"))
 	}
@@ -247,7 +247,7 @@ func (c card) versus() []string {
 			if s.realtime != p.realtime {
 				how = fmt.Sprintf(" (%s's measured in real time)", map[bool]string{true: s.name, false: p.name}[s.realtime])
 			}
-			parts = append(parts, fmt.Sprintf("%s against %s of decisions differing from the ideal%s", percentage(s.wrong), percentage(p.wrong), how))
+			parts = append(parts, fmt.Sprintf("%s against %s of decisions differing from the ideal%s", Percentage(s.wrong), Percentage(p.wrong), how))
 		}
 		if len(parts) > 0 {
 			out = append(out, fmt.Sprintf("%s against %s (both %s): %s.", s.name, p.name, s.algorithm, strings.Join(parts, "; ")))

@@ -157,7 +157,7 @@ func Scorecard(f *results.File, ms Modes) Table {
 		row := []string{s.name, "", "", "", "", "", ""}
 		if s.accuracy > 0 {
 			row[1] = strconv.FormatFloat(s.worst, 'f', 2, 64)
-			row[2] = percentage(s.wrong)
+			row[2] = Percentage(s.wrong)
 		}
 		if s.tput > 0 {
 			row[3] = Rate(s.tput)
@@ -184,9 +184,9 @@ func Scorecard(f *results.File, ms Modes) Table {
 	return t
 }
 
-// percentage formats a fraction as a percentage with three significant
-// figures at most.
-func percentage(v float64) string {
+// Percentage formats a fraction as a percentage with three significant
+// figures at most: 4.43%, 0.0503%.
+func Percentage(v float64) string {
 	if v == 0 {
 		return "0%"
 	}
