@@ -70,6 +70,30 @@ func (k KeySpec) String() string {
 	return "ip"
 }
 
+// of is the key a request counts under: key, then the first segments of
+// its path if k asks for them, built in buf.
+func (k KeySpec) of(buf *[]byte, key, path []byte) string {
+	if k.PathSegments == 0 {
+		return string(key)
+	}
+	*buf = route(append((*buf)[:0], key...), path, k.PathSegments)
+	return string(*buf)
+}
+
+// pathOf is the path a logged field gives, its query cut off: of a
+// request line ("GET /a/b?q HTTP/1.1") if request says it is one, of a
+// whole URL ("https://api.example.com/a/b"), or the field itself.
+func pathOf(field []byte, request bool) []byte {
+	if request {
+		field = requestPath(field)
+	}
+	field = urlPath(field)
+	if q := bytes.IndexByte(field, '?'); q >= 0 {
+		field = field[:q]
+	}
+	return field
+}
+
 // route appends to key the first n segments of path (its query cut off):
 // "/api/v1/users?id=3" with n 2 gives key + " /api/v1".
 func route(key []byte, path []byte, n int) []byte {

@@ -131,21 +131,10 @@ func (p *templateParser) parse(line []byte, e *Entry) error {
 	}
 	var path []byte
 	if p.pathAt >= 0 {
-		path = p.vals[p.pathAt]
-		if p.t.parts[p.pathAt].v == "request" {
-			path = requestPath(path)
-		}
-		if q := bytes.IndexByte(path, '?'); q >= 0 {
-			path = path[:q]
-		}
+		path = pathOf(p.vals[p.pathAt], p.t.parts[p.pathAt].v == "request")
 		e.Path = hashOf(path)
 	}
-	if p.key.PathSegments > 0 {
-		p.keyBuf = route(append(p.keyBuf[:0], key...), path, p.key.PathSegments)
-		e.Key = string(p.keyBuf)
-	} else {
-		e.Key = string(key)
-	}
+	e.Key = p.key.of(&p.keyBuf, key, path)
 	e.N, e.Status, e.Agent = 1, 0, 0
 	if p.costAt >= 0 {
 		if e.N, err = cost(p.vals[p.costAt]); err != nil {
@@ -153,11 +142,9 @@ func (p *templateParser) parse(line []byte, e *Entry) error {
 		}
 	}
 	if p.statusAt >= 0 {
-		s, ok := httpStatus(p.vals[p.statusAt])
-		if !ok {
-			return fmt.Errorf("status %q is not an HTTP status", p.vals[p.statusAt])
+		if e.Status, err = httpStatus(p.vals[p.statusAt]); err != nil {
+			return err
 		}
-		e.Status = s
 	}
 	if p.agentAt >= 0 {
 		e.Agent = hashOf(p.vals[p.agentAt])
@@ -325,24 +312,12 @@ func (p *jsonParser) parse(line []byte, e *Entry) error {
 		return fmt.Errorf("no key (the field %s)", strings.Join(p.keyNames, ", "))
 	}
 	pv, pname := p.scan.get(p.path)
-	path := pv.text
-	if pname == "request" {
-		path = requestPath(path)
-	}
-	path = urlPath(path)
-	if q := bytes.IndexByte(path, '?'); q >= 0 {
-		path = path[:q]
-	}
+	path := pathOf(pv.text, pname == "request")
 	e.Path = hashOf(path)
-	if p.key.PathSegments > 0 {
-		if !pv.set {
-			return errors.New("no path (the field path, request_uri, uri or request), which --key +path: needs")
-		}
-		p.keyBuf = route(append(p.keyBuf[:0], kv.text...), path, p.key.PathSegments)
-		e.Key = string(p.keyBuf)
-	} else {
-		e.Key = string(kv.text)
+	if p.key.PathSegments > 0 && !pv.set {
+		return errors.New("no path (the field path, request_uri, uri or request), which --key +path: needs")
 	}
+	e.Key = p.key.of(&p.keyBuf, kv.text, path)
 	e.N, e.Status = 1, 0
 	if p.cost != nil {
 		cv, _ := p.scan.get(p.cost)
@@ -354,11 +329,9 @@ func (p *jsonParser) parse(line []byte, e *Entry) error {
 		}
 	}
 	if sv, _ := p.scan.get(p.status); sv.set {
-		s, ok := httpStatus(sv.text)
-		if !ok {
-			return fmt.Errorf("status %q is not an HTTP status", sv.text)
+		if e.Status, err = httpStatus(sv.text); err != nil {
+			return err
 		}
-		e.Status = s
 	}
 	av, _ := p.scan.get(p.agent)
 	e.Agent = hashOf(av.text)
@@ -366,11 +339,11 @@ func (p *jsonParser) parse(line []byte, e *Entry) error {
 }
 
 // httpStatus reads a status: three digits, 100 to 999.
-func httpStatus(b []byte) (int, bool) {
+func httpStatus(b []byte) (int, error) {
 	if len(b) != 3 || b[0] < '1' || b[0] > '9' || b[1] < '0' || b[1] > '9' || b[2] < '0' || b[2] > '9' {
-		return 0, false
+		return 0, fmt.Errorf("status %q is not an HTTP status", b)
 	}
-	return int(b[0]-'0')*100 + int(b[1]-'0')*10 + int(b[2]-'0'), true
+	return int(b[0]-'0')*100 + int(b[1]-'0')*10 + int(b[2]-'0'), nil
 }
 
 // timeOf reads a JSON time: RFC 3339, or seconds (or milliseconds) since
