@@ -97,7 +97,7 @@ func pathOf(field []byte, request bool) []byte {
 // route appends to key the first n segments of path (its query cut off):
 // "/api/v1/users?id=3" with n 2 gives key + " /api/v1".
 func route(key []byte, path []byte, n int) []byte {
-	if q := indexByte(path, '?'); q >= 0 {
+	if q := bytes.IndexByte(path, '?'); q >= 0 {
 		path = path[:q]
 	}
 	end, seen := len(path), 0
@@ -116,24 +116,15 @@ func route(key []byte, path []byte, n int) []byte {
 	return append(key, path[:end]...)
 }
 
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
-}
-
 // requestPath is the path of an HTTP request line ("GET /a/b?q HTTP/1.1"
 // gives "/a/b?q"); the line itself if it is not one (a logged $uri).
 func requestPath(req []byte) []byte {
-	sp := indexByte(req, ' ')
+	sp := bytes.IndexByte(req, ' ')
 	if sp < 0 {
 		return req
 	}
 	rest := req[sp+1:]
-	if e := indexByte(rest, ' '); e >= 0 {
+	if e := bytes.IndexByte(rest, ' '); e >= 0 {
 		rest = rest[:e]
 	}
 	return rest
@@ -146,7 +137,7 @@ func urlPath(u []byte) []byte {
 	for _, scheme := range []string{"https://", "http://"} {
 		if len(u) > len(scheme) && string(u[:len(scheme)]) == scheme {
 			rest := u[len(scheme):]
-			if i := indexByte(rest, '/'); i >= 0 {
+			if i := bytes.IndexByte(rest, '/'); i >= 0 {
 				return rest[i:]
 			}
 			return []byte("/")
