@@ -108,9 +108,9 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	}
 	defer d.close()
 
-	batches := make(chan read, 4)
+	batches, free := make(chan read, 4), make(chan []accesslog.Entry, 6)
 	readErr := make(chan error, 1)
-	go func() { readErr <- readBatches(ctx, r, batches) }()
+	go func() { readErr <- readBatches(ctx, r, batches, free) }()
 
 	var first, last int64
 	var fractions bool // a time not of a whole second
@@ -136,6 +136,10 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 			out.reqs = append(out.reqs, request{id: id, n: int32(e.N), at: e.At, key: key})
 		}
 		d.send(out)
+		select {
+		case free <- batch.entries: // the reader fills it again
+		default:
+		}
 		if progress != nil && time.Since(lastProgress) > time.Second {
 			progress(batch.lines, p.Requests, time.Duration(last-first))
 			lastProgress = time.Now()
@@ -169,10 +173,20 @@ type read struct {
 }
 
 // readBatches sends r's requests to out in batches, closing it at the
-// end; it returns the error that stopped r, if any.
-func readBatches(ctx context.Context, r *accesslog.Reader, out chan<- read) error {
+// end; it returns the error that stopped r, if any. It fills again the
+// batches free gives back (each 330 KB: ten million lines in new ones
+// were 0.8 GB for the collector).
+func readBatches(ctx context.Context, r *accesslog.Reader, out chan<- read, free <-chan []accesslog.Entry) error {
 	defer close(out)
-	batch := make([]accesslog.Entry, 0, batchSize)
+	next := func() []accesslog.Entry {
+		select {
+		case b := <-free:
+			return b[:0]
+		default:
+			return make([]accesslog.Entry, 0, batchSize)
+		}
+	}
+	batch := next()
 	for {
 		e, err := r.Read()
 		if err == io.EOF {
@@ -186,7 +200,7 @@ func readBatches(ctx context.Context, r *accesslog.Reader, out chan<- read) erro
 				return err // interrupted: the plan of part of a log is no plan
 			}
 			out <- read{batch, r.Lines()}
-			batch = make([]accesslog.Entry, 0, batchSize)
+			batch = next()
 		}
 	}
 	if err := ctx.Err(); err != nil {
