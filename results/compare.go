@@ -2,6 +2,7 @@ package results
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -259,8 +260,13 @@ func gated(f *File, ms Modes) (rows map[key]Row, order, twice []key, skipped map
 	return rows, order, twice, skipped
 }
 
+// ErrNothingGated is two runs with no row the gate compares: of modes
+// with no gates (a probe's, a plan's).
+var ErrNothingGated = errors.New("nothing to compare")
+
 // Compare compares cur, a new run, with base, the baseline, under tol. It
-// returns a *MismatchError when the two are not runs of the same lab.
+// returns a *MismatchError when the two are not runs of the same lab, and
+// ErrNothingGated when neither has a row to compare.
 func Compare(base, cur *File, tol Tolerance, ms Modes) (*Comparison, error) {
 	if err := sameLab(base, cur); err != nil {
 		return nil, err
@@ -293,6 +299,11 @@ func Compare(base, cur *File, tol Tolerance, ms Modes) (*Comparison, error) {
 	}
 	if len(mis.OnlyOld)+len(mis.OnlyNew)+len(mis.Skipped)+len(mis.Twice) > 0 {
 		return nil, mis
+	}
+	if len(order) == 0 {
+		// "No regression" of nothing compared would be a verdict on
+		// nothing: a probe's or a plan's file, a mode with no gates.
+		return nil, fmt.Errorf("results: %w: neither run has a row the gate compares (its modes: %s)", ErrNothingGated, strings.Join(modesOf(cur), ", "))
 	}
 
 	c := &Comparison{Old: base, New: cur, Tolerance: tol, Floor: map[string]float64{}, Warnings: append(machineDiffers(base, cur), settingsDiffer(base, cur)...), shared: shared(order)}
@@ -435,4 +446,15 @@ func (c *Comparison) gate(k key, g Gate, o, n Row) {
 		delta = signed(Count(int64(nv)-int64(ov)), int64(nv)-int64(ov))
 	}
 	c.add(k, g.Label, g.format(ov), g.format(nv), delta, verdict, size)
+}
+
+// modesOf is the modes of f's rows, in order, each once.
+func modesOf(f *File) []string {
+	var out []string
+	for _, r := range f.Rows {
+		if !slices.Contains(out, r.Mode) {
+			out = append(out, r.Mode)
+		}
+	}
+	return out
 }

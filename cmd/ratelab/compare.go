@@ -62,7 +62,7 @@ func runCompare(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	c, err := compareFiles(fs.Arg(0), fs.Arg(1), tol)
 	var mis *results.MismatchError
 	switch {
-	case errors.As(err, &mis):
+	case errors.As(err, &mis), errors.Is(err, results.ErrNothingGated):
 		return usageError{fmt.Errorf("compare: %s and %s: %w", fs.Arg(0), fs.Arg(1), err)}
 	case errors.As(err, new(usageError)):
 		return err

@@ -56,10 +56,15 @@ func TestPlanCommand(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	// ratelab report draws it again, as a lab's run.
+	// ratelab report draws it again, as a lab's run; compare has nothing
+	// to gate in it, and says so rather than "no regression".
 	stdout.Reset()
 	if err := run(context.Background(), []string{"report", "--out", t.TempDir(), filepath.Join(dir, "plan.json")}, nil, &stdout, &stderr); err != nil {
 		t.Errorf("report of plan.json: %v", err)
+	}
+	saved := filepath.Join(dir, "plan.json")
+	if err := run(context.Background(), []string{"compare", saved, saved}, nil, &stdout, &stderr); err == nil || !strings.Contains(err.Error(), "nothing to compare") {
+		t.Errorf("compare of plan.json with itself: %v; want nothing to compare", err)
 	}
 }
 
