@@ -149,6 +149,7 @@ func TestUnreachable(t *testing.T) {
 			if mode == redislimit.FailClosed && d.RetryAfter != 50*time.Millisecond {
 				t.Errorf("fail closed: RetryAfter %v, want the timeout", d.RetryAfter)
 			}
+			l.Close()
 			c.Close()
 		}
 	}
