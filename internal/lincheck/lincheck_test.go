@@ -153,7 +153,10 @@ func TestRedis(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			make := func() (subject, func()) {
-				l, err := redislimit.New(c, v.a, []limiters.Limit{rate}, append([]redislimit.Option{redislimit.WithPrefix(redistest.Prefix(t, c))}, v.opts...)...)
+				// 10s for Redis, not the default 250ms: a decision that
+				// fails ends the history, and the race detector on a busy
+				// host can pass 250ms.
+				l, err := redislimit.New(c, v.a, []limiters.Limit{rate}, append([]redislimit.Option{redislimit.WithPrefix(redistest.Prefix(t, c)), redislimit.WithTimeout(10 * time.Second)}, v.opts...)...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -319,7 +322,7 @@ func TestSettles(t *testing.T) {
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			make := func() (subject, func()) {
-				l, err := redislimit.New(c, v.a, []limiters.Limit{rate}, append([]redislimit.Option{redislimit.WithPrefix(redistest.Prefix(t, c))}, v.opts...)...)
+				l, err := redislimit.New(c, v.a, []limiters.Limit{rate}, append([]redislimit.Option{redislimit.WithPrefix(redistest.Prefix(t, c)), redislimit.WithTimeout(10 * time.Second)}, v.opts...)...)
 				if err != nil {
 					t.Fatal(err)
 				}
