@@ -26,11 +26,11 @@ func TestDenialCacheSameDecisions(t *testing.T) {
 		t.Run(string(a), func(t *testing.T) {
 			for trial := range 4 {
 				lim := []limiters.Limit{randomLimit(r, a, false)}
-				with, err := redislimit.New(c, a, lim, redislimit.WithPrefix(prefix(t, c)))
+				with, err := redislimit.New(c, a, lim, patient, redislimit.WithPrefix(prefix(t, c)))
 				if err != nil {
 					t.Fatal(err)
 				}
-				without, err := redislimit.New(c, a, lim, redislimit.WithPrefix(prefix(t, c)), redislimit.WithDenialCache(-1))
+				without, err := redislimit.New(c, a, lim, patient, redislimit.WithPrefix(prefix(t, c)), redislimit.WithDenialCache(-1))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -59,11 +59,11 @@ func TestDenialCacheSameDecisions(t *testing.T) {
 func TestDenialCacheComposite(t *testing.T) {
 	c := server(t)
 	limits := []limiters.Limit{{Name: "second", N: 3, Per: time.Second}, {Name: "minute", N: 5, Per: time.Minute}}
-	with, err := redislimit.New(c, limiters.GCRA, limits, redislimit.WithPrefix(prefix(t, c)))
+	with, err := redislimit.New(c, limiters.GCRA, limits, patient, redislimit.WithPrefix(prefix(t, c)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	without, err := redislimit.New(c, limiters.GCRA, limits, redislimit.WithPrefix(prefix(t, c)), redislimit.WithDenialCache(-1))
+	without, err := redislimit.New(c, limiters.GCRA, limits, patient, redislimit.WithPrefix(prefix(t, c)), redislimit.WithDenialCache(-1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,11 +87,11 @@ func TestDenialCacheReset(t *testing.T) {
 	c := server(t)
 	p := prefix(t, c)
 	limits := []limiters.Limit{{N: 2, Per: time.Hour}}
-	l, err := redislimit.New(c, limiters.FixedWindow, limits, redislimit.WithPrefix(p))
+	l, err := redislimit.New(c, limiters.FixedWindow, limits, patient, redislimit.WithPrefix(p))
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := redislimit.New(c, limiters.FixedWindow, limits, redislimit.WithPrefix(p)) // another process, on the same keys
+	other, err := redislimit.New(c, limiters.FixedWindow, limits, patient, redislimit.WithPrefix(p)) // another process, on the same keys
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,10 +166,8 @@ func TestDenialCacheServerDown(t *testing.T) {
 // allocation.
 func TestDenialCacheConcurrent(t *testing.T) {
 	c := server(t)
-	// Redis is given 10s, not the default 250ms, which the race detector
-	// on a busy host can pass: a decision that failed is the failure
-	// mode's, and is reported, not counted.
-	l, err := redislimit.New(c, limiters.GCRA, []limiters.Limit{{N: 1, Per: 1000 * time.Second, Burst: 50}}, redislimit.WithPrefix(prefix(t, c)), redislimit.WithTimeout(10*time.Second))
+	// A decision that failed is the failure mode's: reported, not counted.
+	l, err := redislimit.New(c, limiters.GCRA, []limiters.Limit{{N: 1, Per: 1000 * time.Second, Burst: 50}}, patient, redislimit.WithPrefix(prefix(t, c)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,9 +22,7 @@ func leaseFleet(t *testing.T, a limiters.Algorithm, lim limiters.Limit, p int, t
 	pre := prefix(t, c)
 	var out []*redislimit.Limiter
 	for range p {
-		// 10s for Redis: these tests count admissions, and a decision
-		// past the default 250ms (the race detector, a busy host) fails.
-		opts := []redislimit.Option{redislimit.WithPrefix(pre), redislimit.WithTimeout(10 * time.Second)}
+		opts := []redislimit.Option{patient, redislimit.WithPrefix(pre)}
 		if tau > 0 {
 			opts = append(opts, redislimit.WithLeases(tau, 0))
 		}

@@ -84,7 +84,7 @@ func TestSameAsMemory(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer mem.Close()
-				red, err := redislimit.New(c, a, []limiters.Limit{lim}, redislimit.WithPrefix(prefix(t, c)))
+				red, err := redislimit.New(c, a, []limiters.Limit{lim}, patient, redislimit.WithPrefix(prefix(t, c)))
 				if err != nil {
 					t.Fatalf("%v: %v", lim, err)
 				}
@@ -185,7 +185,7 @@ func TestCompositeSameAsMemory(t *testing.T) {
 				}
 				defer mem.Close()
 				each := newEachInMemory(t, a, limits)
-				red, err := redislimit.New(c, a, limits, redislimit.WithPrefix(prefix(t, c)))
+				red, err := redislimit.New(c, a, limits, patient, redislimit.WithPrefix(prefix(t, c)))
 				if err != nil {
 					t.Fatal(err)
 				}

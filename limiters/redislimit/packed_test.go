@@ -61,7 +61,7 @@ func TestPackedKeys(t *testing.T) {
 	ctx := t.Context()
 	p := prefix(t, c)
 	lim := []limiters.Limit{{N: 1, Per: time.Second, Burst: 4}} // full again 4s after a spent quota
-	l, err := redislimit.New(c, limiters.GCRA, lim, redislimit.WithPrefix(p), redislimit.WithPacking(1), redislimit.WithGrace(500*time.Millisecond))
+	l, err := redislimit.New(c, limiters.GCRA, lim, patient, redislimit.WithPrefix(p), redislimit.WithPacking(1), redislimit.WithGrace(500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestPackedStaleFields(t *testing.T) {
 	ctx := t.Context()
 	p := prefix(t, c)
 	lim := []limiters.Limit{{N: 1, Per: time.Second, Burst: 4}}
-	l, err := redislimit.New(c, limiters.GCRA, lim, redislimit.WithPrefix(p), redislimit.WithPacking(1), redislimit.WithGrace(500*time.Millisecond))
+	l, err := redislimit.New(c, limiters.GCRA, lim, patient, redislimit.WithPrefix(p), redislimit.WithPacking(1), redislimit.WithGrace(500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func TestKeysExpire(t *testing.T) {
 	for _, a := range limiters.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			p := prefix(t, c)
-			l, err := redislimit.New(c, a, []limiters.Limit{{N: 4, Per: 3 * time.Second}}, redislimit.WithPrefix(p), redislimit.WithGrace(500*time.Millisecond))
+			l, err := redislimit.New(c, a, []limiters.Limit{{N: 4, Per: 3 * time.Second}}, patient, redislimit.WithPrefix(p), redislimit.WithGrace(500*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,7 +83,7 @@ func TestCompositeKeysShareSlot(t *testing.T) {
 		{N: 10, Per: time.Second},
 		{N: 100, Per: time.Minute},
 		{Name: "daily", N: 1000, Per: 24 * time.Hour},
-	}, redislimit.WithPrefix(p))
+	}, patient, redislimit.WithPrefix(p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestBadParameters(t *testing.T) {
 	if _, err := redislimit.New(nil, limiters.GCRA, one); err == nil {
 		t.Errorf("New(nil client) did not fail")
 	}
-	l, err := redislimit.New(c, limiters.GCRA, one, redislimit.WithPrefix(prefix(t, c)))
+	l, err := redislimit.New(c, limiters.GCRA, one, patient, redislimit.WithPrefix(prefix(t, c)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestRing(t *testing.T) {
 	c := server(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": c.Options().Addr}, ContextTimeoutEnabled: true, PoolTimeout: 250 * time.Millisecond})
 	defer ring.Close()
-	l, err := redislimit.New(ring, limiters.FixedWindow, []limiters.Limit{{N: 2, Per: time.Minute}, {N: 5, Per: time.Hour}}, redislimit.WithPrefix(prefix(t, c)))
+	l, err := redislimit.New(ring, limiters.FixedWindow, []limiters.Limit{{N: 2, Per: time.Minute}, {N: 5, Per: time.Hour}}, patient, redislimit.WithPrefix(prefix(t, c)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestLimits(t *testing.T) {
 		t.Errorf("Limits of one limit: %+v", got)
 	}
 	limits := []limiters.Limit{{N: 2, Per: time.Second}, {Name: "daily", N: 3, Per: 24 * time.Hour}}
-	lc, err := redislimit.New(c, limiters.FixedWindow, limits, redislimit.WithPrefix(prefix(t, c)))
+	lc, err := redislimit.New(c, limiters.FixedWindow, limits, patient, redislimit.WithPrefix(prefix(t, c)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestLimits(t *testing.T) {
 // reports their state by the server's clock.
 func TestWalk(t *testing.T) {
 	c := server(t)
-	l, err := redislimit.New(c, limiters.FixedWindow, []limiters.Limit{{N: 5, Per: time.Hour}, {N: 50, Per: 24 * time.Hour}}, redislimit.WithPrefix(prefix(t, c)))
+	l, err := redislimit.New(c, limiters.FixedWindow, []limiters.Limit{{N: 5, Per: time.Hour}, {N: 50, Per: 24 * time.Hour}}, patient, redislimit.WithPrefix(prefix(t, c)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func inMemory(t *testing.T, a limiters.Algorithm, limits []limiters.Limit) *comp
 
 // onRedis is a Redis limiter of limits under a prefix of its own.
 func onRedis(t *testing.T, c *redis.Client, a limiters.Algorithm, limits []limiters.Limit, opts ...redislimit.Option) *redislimit.Limiter {
-	l, err := redislimit.New(c, a, limits, append(opts, redislimit.WithPrefix(prefix(t, c)))...)
+	l, err := redislimit.New(c, a, limits, append([]redislimit.Option{patient, redislimit.WithPrefix(prefix(t, c))}, opts...)...)
 	if err != nil {
 		t.Fatalf("%v: %v", limits, err)
 	}

@@ -34,7 +34,7 @@ func TestTiers(t *testing.T) {
 		Overrides: map[string][]limiters.Limit{"o{1}": {{N: 1, Per: time.Minute}}},
 	}, func(name string, a limiters.Algorithm, limits []limiters.Limit) (tiers.Group, error) {
 		kind, who, _ := strings.Cut(name, " ")
-		return redislimit.New(c, a, limits, redislimit.WithPrefix(p+kind+":"+braces.Replace(who)+":"))
+		return redislimit.New(c, a, limits, patient, redislimit.WithPrefix(p+kind+":"+braces.Replace(who)+":"))
 	})
 	if err != nil {
 		t.Fatal(err)
