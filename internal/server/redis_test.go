@@ -98,7 +98,10 @@ func TestRedisTiersReload(t *testing.T) {
 }
 
 // redisBehind returns the options of a Redis reached through a proxy the
-// test can take away, and a key prefix of the test's own.
+// test can take away, and a key prefix of the test's own. The tests give
+// Redis 2s: their first request must be Redis's, its script perhaps cold
+// on a busy host; taken away, the proxy refuses at once, so no request
+// waits the 2s out.
 func redisBehind(t *testing.T) (*redis.Options, string, *redisfault.Proxy) {
 	t.Helper()
 	opt, prefix := redisFor(t)
@@ -116,7 +119,7 @@ func TestRedisFailOpenEcho(t *testing.T) {
 	opt, prefix, away := redisBehind(t)
 	s := start(t, server.Config{
 		Algorithm: limiters.GCRA, Limit: limiters.PerMinute(100),
-		Backend: "redis", Redis: opt, RedisPrefix: prefix, RedisTimeout: 100 * time.Millisecond,
+		Backend: "redis", Redis: opt, RedisPrefix: prefix, RedisTimeout: 2 * time.Second,
 		Headers: httplimit.AllHeaders,
 	})
 	if got := s.get(t, "alice"); got.status != 200 || got.echo.Unmetered {
@@ -143,7 +146,7 @@ func TestRedisFallbackHeaders(t *testing.T) {
 	opt, prefix, away := redisBehind(t)
 	s := start(t, server.Config{
 		Algorithm: limiters.FixedWindow, Limit: limiters.PerHour(100),
-		Backend: "redis", Redis: opt, RedisPrefix: prefix, RedisTimeout: 100 * time.Millisecond, Fallback: 2,
+		Backend: "redis", Redis: opt, RedisPrefix: prefix, RedisTimeout: 2 * time.Second, Fallback: 2,
 		Headers: httplimit.AllHeaders,
 	})
 	policy := func(r reply) string { return r.header.Get(httplimit.HeaderRateLimitPolicy) }
@@ -171,7 +174,7 @@ func TestRedisFailures(t *testing.T) {
 	opt, prefix, away := redisBehind(t)
 	s := start(t, server.Config{
 		Algorithm: limiters.GCRA, Limit: limiters.PerMinute(100),
-		Backend: "redis", Redis: opt, RedisPrefix: prefix, RedisTimeout: 100 * time.Millisecond,
+		Backend: "redis", Redis: opt, RedisPrefix: prefix, RedisTimeout: 2 * time.Second,
 	})
 	s.get(t, "alice")
 	if n := s.RedisFailures(); n != 0 {

@@ -21,6 +21,7 @@ import (
 func TestBreaker(t *testing.T) {
 	p := proxy(t, redistest.Require(t))
 	c := through(t, p, 100*time.Millisecond)
+	warm(t, c, limiters.GCRA, []limiters.Limit{{N: 10, Per: time.Second}}, redistest.Prefix(t, redistest.Client(t, nil)))
 	l, err := redislimit.New(c, limiters.GCRA, []limiters.Limit{{N: 10, Per: time.Second}},
 		redislimit.WithPrefix(redistest.Prefix(t, redistest.Client(t, nil))), redislimit.WithTimeout(100*time.Millisecond),
 		redislimit.WithFailureMode(redislimit.FailClosed), redislimit.WithBreaker(3, 300*time.Millisecond), redislimit.WithDenialCache(-1))
@@ -82,6 +83,7 @@ func TestSettleBounded(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		const timeout = 100 * time.Millisecond
 		var heard int
+		warm(t, c, limiters.FixedWindow, []limiters.Limit{{N: 10, Per: time.Minute}}, redistest.Prefix(t, redistest.Client(t, nil)))
 		l, err := redislimit.New(c, limiters.FixedWindow, []limiters.Limit{{N: 10, Per: time.Minute}},
 			redislimit.WithPrefix(redistest.Prefix(t, redistest.Client(t, nil))), redislimit.WithTimeout(timeout),
 			redislimit.WithBreaker(4, time.Minute), redislimit.WithErrorHook(func(error) { heard++ }))

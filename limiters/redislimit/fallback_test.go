@@ -98,6 +98,7 @@ func TestFallbackSeveralLimits(t *testing.T) {
 	limits := []limiters.Limit{{N: 100, Per: time.Second, Burst: 9}, {Name: "hourly", N: 15, Per: time.Hour}}
 	shares := []limiters.Limit{{Name: "100/s burst 9", N: 50, Per: time.Second, Burst: 5}, {Name: "hourly", N: 8, Per: time.Hour}}
 	var h hook
+	warm(t, c, limiters.TokenBucket, limits, redistest.Prefix(t, redistest.Client(t, nil)))
 	l, err := redislimit.New(c, limiters.TokenBucket, limits, redislimit.WithPrefix(redistest.Prefix(t, redistest.Client(t, nil))),
 		redislimit.WithTimeout(50*time.Millisecond), redislimit.WithFallback(2), redislimit.WithErrorHook(h.hear))
 	if err != nil {

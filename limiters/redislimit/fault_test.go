@@ -41,6 +41,7 @@ func TestServerStopsAndReturns(t *testing.T) {
 			before := runtime.NumGoroutine()
 			port, stop := ownServer(t, 0)
 			c := redis.NewClient(&redis.Options{Addr: fmt.Sprint("127.0.0.1:", port), DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
+			warm(t, c, limiters.GCRA, []limiters.Limit{{N: 1, Per: time.Second, Burst: 3}}, "warm:") // a server of its own
 			// Without the denial cache, which would answer the fourth
 			// request's key while the server is down and after it comes
 			// back empty (TestDenialCacheServerDown).

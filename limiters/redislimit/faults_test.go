@@ -55,6 +55,7 @@ func TestFaults(t *testing.T) {
 			before := runtime.NumGoroutine()
 			p := proxy(t, fmt.Sprint("127.0.0.1:", port))
 			c := through(t, p, timeout)
+			warm(t, c, limiters.GCRA, []limiters.Limit{{N: 1000, Per: time.Second}}, fmt.Sprintf("faults-warm:%d:", fault))
 			l, err := redislimit.New(c, limiters.GCRA, []limiters.Limit{{N: 1000, Per: time.Second}},
 				redislimit.WithPrefix(fmt.Sprintf("faults:%d:", fault)), redislimit.WithTimeout(timeout), redislimit.WithFailureMode(redislimit.FailClosed))
 			if err != nil {
