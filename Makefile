@@ -115,12 +115,12 @@ norace:
 	@if grep -n -E '(^|[^a-zA-Z_.])go (func|[a-zA-Z_][a-zA-Z0-9_.]*\()' $(addsuffix /*.go,$(NORACE_PKGS)); then \
 	  echo "make norace: the lines above start goroutines: move their package from NORACE_PKGS to the race-detected run"; exit 1; fi
 	REDIS_REQUIRED=1 tools/with-redis $(GO) test -vet=off -shuffle=on -count=1 $(NORACE_PKGS)
-	REDIS_REQUIRED=1 tools/with-redis $(GO) test -vet=off -shuffle=on -count=1 -run '$(NORACE)' ./limiters ./limiters/composite ./limiters/internal/keytable ./limiters/redislimit ./internal/probe
+	REDIS_REQUIRED=1 tools/with-redis $(GO) test -vet=off -shuffle=on -count=1 -run '$(NORACE)' ./limiters ./limiters/composite ./limiters/internal/keytable ./limiters/redislimit ./probe
 
 ## test-clocked: the tests that judge a limiter by the clock (the probes of ratelab serve, nginx, npm's limiters and planted ones, and the outage run), by themselves (about four minutes; CI runs it after make test)
 test-clocked:
-	REDIS_REQUIRED=1 tools/with-redis tools/with-nginx tools/with-node $(GO) test -vet=off -count=1 -parallel 50 -timeout 20m -run '$(TIMED_PROBE)' ./internal/probe
-	GORACE='$(GORACE)' REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -vet=off -shuffle=on -count=1 -p 2 -parallel 2 -run '$(TIMED_RACE)' ./internal/probe ./harness ./cmd/ratelab
+	REDIS_REQUIRED=1 tools/with-redis tools/with-nginx tools/with-node $(GO) test -vet=off -count=1 -parallel 50 -timeout 20m -run '$(TIMED_PROBE)' ./probe
+	GORACE='$(GORACE)' REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -vet=off -shuffle=on -count=1 -p 2 -parallel 2 -run '$(TIMED_RACE)' ./probe ./harness ./cmd/ratelab
 
 ## install-check: go install the command as a user does, from a module proxy on disk built from this tree's releases (tools/releases) and HEAD, then its quick lab in simulated time; and GOWORK=off go build and go vet (about a minute; CI runs it)
 # The project's modules come from the proxy on disk, the rest from the

@@ -21,7 +21,7 @@ import (
 
 	"github.com/ratelab/ratelab/harness"
 	"github.com/ratelab/ratelab/internal/plan"
-	"github.com/ratelab/ratelab/internal/probe"
+	"github.com/ratelab/ratelab/probe"
 	"github.com/ratelab/ratelab/results/report"
 )
 

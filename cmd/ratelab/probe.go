@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratelab/ratelab/internal/probe"
+	"github.com/ratelab/ratelab/probe"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/plots"
 	"github.com/ratelab/ratelab/results"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelab/ratelab/internal/probe"
+	"github.com/ratelab/ratelab/probe"
 	"github.com/ratelab/ratelab/internal/server"
 	"github.com/ratelab/ratelab/limiters"
 )
