@@ -64,11 +64,23 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 	cal.Quota = q
 	p.say("calibration: a fresh key got %d back to back; now how a spent key comes back", q)
 	deadline := p.x.now().Add(p.c.MaxTime / 2)
-	pressed, quiet := first.Key, [2]string{p.key("quiet"), p.key("quiet")}
+	pressed, quiet := first.Key, []string{p.key("quiet"), p.key("quiet")}
+	if 2*(q+2) > p.c.MaxRate {
+		// Both spent at once would pass --max-rate: one quiet key, which
+		// says when a silent key comes back within a factor of 2, not √2.
+		quiet = quiet[:1]
+	}
 	var spend []request
 	for i := range q + 2 {
 		for _, k := range quiet {
 			spend = append(spend, request{Key: k, At: time.Duration(i) * 100 * time.Microsecond})
+		}
+	}
+	if at, err := p.pace(spend, time.Time{}); err == nil && at.Sub(p.x.now()) > 10*time.Millisecond {
+		// --max-rate holds the spending back, in which the pressed key
+		// may come back: it is spent again with the quiet keys.
+		for i := range q + 2 {
+			spend = append(spend, request{Key: pressed, At: time.Duration(len(quiet)*(q+2)+i) * 100 * time.Microsecond})
 		}
 	}
 	got, err := p.send(ctx, spend, time.Time{}, nil)
@@ -76,9 +88,15 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 		return cal, err
 	}
 	spent := p.x.now()
-	if n := admittedOf(got); n != 2*q {
-		p.say("calibration: two more fresh keys got %d back to back, not %d each", n, q)
-		q = max(q, (n+1)/2)
+	var quietGot []answer
+	for _, a := range got {
+		if a.Key != pressed {
+			quietGot = append(quietGot, a)
+		}
+	}
+	if n := admittedOf(quietGot); n != len(quiet)*q {
+		p.say("calibration: %d more fresh keys got %d back to back, not %d each", len(quiet), n, q)
+		q = max(q, (n+len(quiet)-1)/len(quiet))
 	}
 	var admits []time.Time // the pressed key's admissions, in order sent
 	var runs [][2]int      // the pressed key's runs of admissions: first and last index into admits
@@ -114,7 +132,7 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 				}
 			}
 			prevAdmitted = a.Admitted
-		case quiet[0], quiet[1]:
+		case quiet[0], quiet[len(quiet)-1]:
 			at := a.Sent.Sub(spent)
 			if a.Admitted && quietAt == 0 {
 				quietAt, quietBefore = at, lastQuiet[a.Key]
@@ -123,7 +141,9 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 		}
 		return !done() && p.x.now().Before(deadline) && p.requests+1 < p.c.MaxRequests/2
 	}
-	plan := pressPlan(pressed, quiet, q, deadline.Sub(spent), p.c.pacedMost())
+	// Its first second thinned where the spending just sent would pass
+	// --max-rate with it.
+	plan := p.thin(pressPlan(pressed, quiet, q, deadline.Sub(spent), p.c.pacedMost()), spent)
 	if _, err := p.send(ctx, plan, spent, stop); err != nil {
 		return cal, err
 	}
@@ -156,7 +176,8 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 	cal.Counted = len(admits) == 0 && quietAt > 0
 	if len(admits) == 0 && quietAt == 0 {
 		waited := p.x.now().Sub(spent).Round(time.Second)
-		silence := max(lastQuiet[quiet[0]]/2, lastQuiet[quiet[1]]-lastQuiet[quiet[1]]*100/241).Round(time.Second)
+		last := quiet[len(quiet)-1]
+		silence := max(lastQuiet[quiet[0]]/2, lastQuiet[last]-lastQuiet[last]*100/241).Round(time.Second)
 		// Settling a window takes about six of them: the calibration's
 		// two, the fingerprint's three, and a round.
 		pay := (6 * waited).Round(time.Minute) + time.Minute
@@ -185,13 +206,13 @@ func windowed(runs [][2]int, quota int) bool {
 // bucket that refills slower than every e; and the quiet keys, one
 // request each after silences of a quarter of a second, then half, one,
 // two, ... seconds, the second's √2 times the first's.
-func pressPlan(pressed string, quiet [2]string, q int, within time.Duration, most int) []request {
+func pressPlan(pressed string, quiet []string, q int, within time.Duration, most int) []request {
 	var plan []request
 	least := time.Second / time.Duration(max(most, 1))
 	for e := 20 * time.Millisecond; e < within; e += max(e/time.Duration(2*q), least) {
 		plan = append(plan, request{Key: pressed, At: e})
 	}
-	for i, first := range []time.Duration{250 * time.Millisecond, 354 * time.Millisecond} {
+	for i, first := range []time.Duration{250 * time.Millisecond, 354 * time.Millisecond}[:len(quiet)] {
 		for s, at := first, first; at < within; s, at = 2*s, at+2*s {
 			plan = append(plan, request{Key: quiet[i], At: at})
 		}
@@ -217,7 +238,10 @@ func (p *prober) quota(ctx context.Context, first answer, claimed, most int) (in
 	// Until a round has a refusal, and one admission at least: a first
 	// request refused may be a target that refuses at random.
 	for sent := 1; sent < most && (!refused || (admitted == 0 && sent <= 32)); round *= 2 {
-		n := min(round, most-sent)
+		// As many as --max-rate leaves in this second, so that the rounds
+		// go within one as far as it allows: rounds a second apart would
+		// take a bucket's refill for its burst.
+		n := min(round, most-sent, max(p.c.MaxRate-p.sentWithin(time.Second), 1))
 		plan := make([]request, n)
 		for i := range plan {
 			plan[i] = request{Key: first.Key, At: time.Duration(i) * 100 * time.Microsecond}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
@@ -91,7 +92,15 @@ func (p *prober) checks(ctx context.Context, named model) error {
 	}
 	for _, s := range steps {
 		p.say("%s", s.about)
-		if err := s.run(ctx, q, m); err != nil {
+		err := s.run(ctx, q, m)
+		if errors.Is(err, errOverRate) {
+			// A check of a burst larger than --max-rate allows is not
+			// one the probe may send: said, and the rest run.
+			r.Skipped = append(r.Skipped, fmt.Sprintf("%s: not run: %v", s.about, strings.TrimPrefix(err.Error(), errOverRate.Error()+": ")))
+			p.say("not run: %v", err)
+			continue
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -115,7 +124,7 @@ func (p *prober) fallback() model {
 // concurrency sends 2q requests at once on a fresh key, and counts what
 // they met against what m allows of them.
 func (p *prober) concurrency(ctx context.Context, q int, m model) error {
-	answers, err := p.send(ctx, concurrent(p.key("concurrent"), 2*q), time.Time{}, nil)
+	answers, err := p.send(ctx, concurrent(p.key("concurrent"), p.burst(2*q, q+1)), time.Time{}, nil)
 	if err != nil {
 		return err
 	}
@@ -223,6 +232,15 @@ func (p *prober) remaining(ctx context.Context, q int, m model) error {
 	return nil
 }
 
+// burst is n requests at once, or as many as --max-rate allows when that
+// is least or more; n when it is fewer (and pace says so).
+func (p *prober) burst(n, least int) int {
+	if n > p.c.MaxRate && p.c.MaxRate >= least {
+		return p.c.MaxRate
+	}
+	return n
+}
+
 // stateOr returns a fresh state of m, or nil when m is no model.
 func (model) stateOr(m model) state {
 	if m.Algorithm == "" {
@@ -242,7 +260,7 @@ func left(st state, t int64, q int) int {
 
 // keyless sends twice the quota without a key, judged by status.
 func (p *prober) keyless(ctx context.Context, q int, _ model) error {
-	plan := make([]request, 2*q)
+	plan := make([]request, p.burst(2*q, q+1))
 	for i := range plan {
 		plan[i].At = time.Duration(i) * 100 * time.Microsecond
 	}
@@ -250,18 +268,16 @@ func (p *prober) keyless(ctx context.Context, q int, _ model) error {
 	if err != nil && !errors.Is(err, errNotDeciding) {
 		return err
 	}
-	// By status, not by Admitted: a 400 for a missing key is no
-	// admission.
+	// A 400 for a missing key is no admission: counted apart.
 	served, limited, rejected, status := 0, 0, 0, 0
 	for _, a := range answers {
 		switch {
-		case !a.Decided():
-		case p.c.Target.denies(a.Status):
+		case a.Refused:
 			limited++
-		case a.Status >= 400:
-			rejected, status = rejected+1, a.Status
-		default:
+		case a.Admitted:
 			served++
+		case a.Status != 0:
+			rejected, status = rejected+1, a.Status
 		}
 	}
 	k := &p.r.Keys.Keyless

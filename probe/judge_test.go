@@ -196,7 +196,7 @@ func TestHeaders(t *testing.T) {
 		}
 	}
 	a := answer{observation: observation{Admitted: true}, Status: 200, Header: http.Header{"Ratelimit": {`"default";r=0;t=1`}, "Retry-After": {"1"}}}
-	if h := headersOf([]answer{a, {Status: 429, Header: http.Header{"X-Ratelimit-Remaining": {"0"}}}}); strings.Join(h.OnAdmitted, ",") != "RateLimit,Retry-After" || strings.Join(h.OnRefused, ",") != "X-RateLimit-Remaining" {
+	if h := headersOf([]answer{a, {Status: 429, Refused: true, Header: http.Header{"X-Ratelimit-Remaining": {"0"}}}}); strings.Join(h.OnAdmitted, ",") != "RateLimit,Retry-After" || strings.Join(h.OnRefused, ",") != "X-RateLimit-Remaining" {
 		t.Errorf("fields on 200 %v, on 429 %v", h.OnAdmitted, h.OnRefused)
 	}
 }

@@ -32,14 +32,17 @@ http {
 	limit_req_zone $http_x_user zone=noburst:1m rate=10r/s;
 	limit_req_zone $binary_remote_addr zone=byip:1m rate=10r/s;
 	limit_req_zone $http_x_user zone=slow:1m rate=60r/m;
-	limit_req_status 429;
+	limit_req_zone $http_x_user zone=default:1m rate=10r/s;
 	server {
 		listen 127.0.0.1:%[2]d;
 		root %[1]s/www;
-		location /burst/ { limit_req zone=burst burst=5 nodelay; }
-		location /noburst/ { limit_req zone=noburst; }
-		location /ip/ { limit_req zone=byip burst=5 nodelay; }
-		location /slow/ { limit_req zone=slow; }
+		location /burst/ { limit_req zone=burst burst=5 nodelay; limit_req_status 429; }
+		location /noburst/ { limit_req zone=noburst; limit_req_status 429; }
+		location /ip/ { limit_req zone=byip burst=5 nodelay; limit_req_status 429; }
+		location /slow/ { limit_req zone=slow; limit_req_status 429; }
+		# As most configurations leave it: no limit_req_status, so
+		# nginx refuses with its default, 503.
+		location /default/ { limit_req zone=default burst=5 nodelay; }
 	}
 }
 `
@@ -66,7 +69,7 @@ func startNginx(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	for _, d := range []string{"www/burst", "www/noburst", "www/ip", "www/slow"} {
+	for _, d := range []string{"www/burst", "www/noburst", "www/ip", "www/slow", "www/default"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -131,6 +134,8 @@ func startNginx(t *testing.T) string {
 // one, and so at 60r/m (a request a second: probed as such, not as a
 // minute), and keyed by the client's address through --key source. nginx
 // advertises no wait, and does not limit requests whose key is empty.
+// Left without limit_req_status, nginx refuses with 503: the probe learns
+// it and names the limiter all the same.
 func TestProbeNginx(t *testing.T) {
 	if testing.Short() {
 		t.Skip("probes nginx for about 30 seconds")
@@ -143,11 +148,13 @@ func TestProbeNginx(t *testing.T) {
 		key     Key
 		want    string
 		keyless string
+		refusal int
 	}{
-		{"burst=5 nodelay", "/burst/", byUser, "gcra 10/s burst 6", "not limited"},
-		{"no burst", "/noburst/", byUser, "gcra 10/s burst 1", "not limited"},
-		{"60r/m", "/slow/", byUser, "gcra 1/s burst 1", "not limited"},
-		{"by address", "/ip/", Key{Kind: "source"}, "gcra 10/s burst 6", "not asked: every request has an address"},
+		{"burst=5 nodelay", "/burst/", byUser, "gcra 10/s burst 6", "not limited", 429},
+		{"no burst", "/noburst/", byUser, "gcra 10/s burst 1", "not limited", 429},
+		{"60r/m", "/slow/", byUser, "gcra 1/s burst 1", "not limited", 429},
+		{"by address", "/ip/", Key{Kind: "source"}, "gcra 10/s burst 6", "not asked: every request has an address", 429},
+		{"default status", "/default/", byUser, "gcra 10/s burst 6", "not limited", 503},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -164,6 +171,9 @@ func TestProbeNginx(t *testing.T) {
 				t.Fatal(err)
 			}
 			named(t, r, tt.want, time.Minute)
+			if r.Refusal.Status != tt.refusal || r.Undecided != 0 {
+				t.Errorf("%s, %d undecided: want refusals of %d, none undecided", r.Refusal, r.Undecided, tt.refusal)
+			}
 			if r.Concurrency.OverAdmits() || !r.Keys.Isolated || r.Keys.Keyless != tt.keyless {
 				t.Errorf("concurrency %+v, keys %+v: want no over-admission, isolated, keyless %q", r.Concurrency, r.Keys, tt.keyless)
 			}

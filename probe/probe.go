@@ -2,10 +2,10 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
@@ -87,6 +87,9 @@ type prober struct {
 	// lat is how long answers take, at the 99th percentile, and late how
 	// late the sender sends.
 	lat, late time.Duration
+	// refusal is the refusal's status learned (0: none yet; 429 always
+	// is one), when --deny-status does not say it.
+	refusal int
 }
 
 func (p *prober) say(format string, args ...any) {
@@ -102,27 +105,158 @@ func (p *prober) key(what string) string {
 }
 
 // send sends plan and counts its answers against the budget, keeping the
-// decided ones for the fit.
+// decided ones for the fit. A zero start is as soon as --max-rate allows
+// (pace); a plan for a start of its own must fit it there.
 func (p *prober) send(ctx context.Context, plan []request, start time.Time, stop func(answer) bool) ([]answer, error) {
 	if n := p.c.MaxRequests - p.requests; len(plan) > n {
 		return nil, fmt.Errorf("probe: %d requests more would go past --max-requests %d (%d sent)", len(plan), p.c.MaxRequests, p.requests)
 	}
+	at, err := p.pace(plan, start)
+	switch {
+	case err != nil:
+		return nil, err
+	case start.IsZero():
+		start = at
+	case at.After(start):
+		return nil, fmt.Errorf("%w: %d requests planned from %v would send more than --max-rate %d in a second, with those sent before", errOverRate, len(plan), start.Format("15:04:05.000"), p.c.MaxRate)
+	}
+	received, decided, dead := 0, 0, false
 	counted := func(a answer) bool {
 		p.requests++
+		received++
+		if a = p.classify(a); a.Decided() {
+			decided++
+		}
+		if received >= deadAfter && decided == 0 {
+			// Nothing behind the URL decides: stop, rather than send the
+			// rest of the plan to a target that only fails.
+			dead = true
+			return false
+		}
 		return stop == nil || stop(a)
 	}
 	got, err := p.x.send(ctx, plan, start, counted)
 	p.r.all = append(p.r.all, got...)
-	for _, a := range got {
+	if p.learn(p.r.all) {
+		p.say("refusals answer %d: it appeared once a fresh key pressed back to back had been admitted", p.refusal)
+	}
+	for i := range got {
+		got[i] = p.classify(got[i])
+	}
+	p.reclassify()
+	p.r.Requests = p.requests
+	p.lat, p.late = spreadOf(p.r.all)
+	if dead && err == nil {
+		err = fmt.Errorf("%w: %s", errNotDeciding, undecidedWhy(p.c.Target, got))
+	}
+	return got, err
+}
+
+// reclassify reads every answer again as the refusal now known says,
+// and what the fit explains with them.
+func (p *prober) reclassify() {
+	p.obs, p.r.Undecided = p.obs[:0], 0
+	for i := range p.r.all {
+		a := p.classify(p.r.all[i])
+		p.r.all[i] = a
 		if a.Decided() {
 			p.obs = append(p.obs, a.observation)
 		} else {
 			p.r.Undecided++
 		}
 	}
-	p.r.Requests = p.requests
-	p.lat, p.late = spreadOf(p.r.all)
-	return got, err
+	for i := range p.r.fp {
+		p.r.fp[i] = p.classify(p.r.fp[i])
+	}
+}
+
+// errOverRate is returned for a plan that would pass --max-rate.
+var errOverRate = errors.New("probe: over --max-rate")
+
+// pace returns the earliest instant from start (a zero start: now) at
+// which plan can be sent without sending more than --max-rate in any one
+// second, the requests sent before counted: at most a second on. A plan
+// that passes it by itself is an error.
+func (p *prober) pace(plan []request, start time.Time) (time.Time, error) {
+	if start.IsZero() {
+		start = p.x.now()
+	}
+	if n := busiest(plan); n > p.c.MaxRate {
+		return start, fmt.Errorf("%w: %d requests would go in one second, more than --max-rate %d", errOverRate, n, p.c.MaxRate)
+	}
+	var before []time.Time // sent within the second before start
+	for _, a := range slices.Backward(p.r.all) {
+		if a.Sent.IsZero() {
+			continue
+		}
+		if a.Sent.Before(start.Add(-time.Second)) {
+			break
+		}
+		before = append(before, a.Sent)
+	}
+	if len(before) == 0 {
+		return start, nil
+	}
+	slices.SortFunc(before, time.Time.Compare)
+	for delay := time.Duration(0); ; delay += 5 * time.Millisecond {
+		if busiestWith(before, plan, start.Add(delay)) <= p.c.MaxRate {
+			return start.Add(delay), nil
+		}
+	}
+}
+
+// thin returns plan, sent from start, without the requests that would
+// pass --max-rate with those sent before and those it keeps.
+func (p *prober) thin(plan []request, start time.Time) []request {
+	var window []time.Time // the requests of the last second, in order
+	for _, a := range p.r.all {
+		if !a.Sent.IsZero() && !a.Sent.Before(start.Add(-time.Second)) {
+			window = append(window, a.Sent)
+		}
+	}
+	slices.SortFunc(window, time.Time.Compare)
+	var kept []request
+	for _, r := range plan {
+		at := start.Add(r.At)
+		for len(window) > 0 && at.Sub(window[0]) >= time.Second {
+			window = window[1:]
+		}
+		if len(window) < p.c.MaxRate {
+			kept = append(kept, r)
+			window = append(window, at)
+		}
+	}
+	return kept
+}
+
+// sentWithin is how many requests were sent within d before now.
+func (p *prober) sentWithin(d time.Duration) int {
+	from, n := p.x.now().Add(-d), 0
+	for _, a := range slices.Backward(p.r.all) {
+		if a.Sent.Before(from) {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// busiestWith is the most requests in any one second of sent (sorted)
+// and plan sent from start.
+func busiestWith(sent []time.Time, plan []request, start time.Time) int {
+	all := slices.Clone(sent)
+	for _, r := range plan {
+		all = append(all, start.Add(r.At))
+	}
+	slices.SortFunc(all, time.Time.Compare)
+	most, lo := 0, 0
+	for hi := range all {
+		for all[hi].Sub(all[lo]) >= time.Second {
+			lo++
+		}
+		most = max(most, hi-lo+1)
+	}
+	return most
 }
 
 // spreadOf returns the 99th percentile of the answers' latency and of
@@ -170,6 +304,7 @@ func run(ctx context.Context, c Config, x exchange, progress func(string)) (*Rep
 		r.Elapsed = x.now().Sub(r.Start).Seconds()
 		r.Timing = timingOf(r.all, r.fp)
 		r.Timing.KeptPace = r.Timing.keptPace(r.interval)
+		r.Refusal = p.refusalSeen()
 	}()
 	return r, p.probe(ctx)
 }
@@ -182,7 +317,23 @@ func (p *prober) probe(ctx context.Context) error {
 		return err
 	}
 	if len(first) == 0 || !first[0].Decided() {
-		return fmt.Errorf("%w: %s", errNotDeciding, strings.Replace(firstFailure(first), "the first", "the first request", 1))
+		// Four more, each on a fresh key, before saying what the target
+		// answers instead of deciding.
+		tried := first
+		for range 4 {
+			got, err := p.send(ctx, []request{{Key: p.key("first")}}, time.Time{}, nil)
+			if err != nil {
+				return err
+			}
+			tried = append(tried, got...)
+			if len(got) == 1 && got[0].Decided() {
+				first = got
+				break
+			}
+		}
+		if len(first) == 0 || !first[0].Decided() {
+			return fmt.Errorf("%w: %s", errNotDeciding, undecidedWhy(c.Target, tried))
+		}
 	}
 	r.Claims = claimsOf(first[0])
 	if r.Claims.PolicyText != "" {
@@ -269,7 +420,19 @@ func roundish(d time.Duration) time.Duration {
 // fingerprint sends the fingerprint for limit and keeps its answers.
 func (p *prober) fingerprint(ctx context.Context, limit limiters.Limit) error {
 	start := p.x.now().Add(200 * time.Millisecond)
-	plan := fingerprintPlan(p.rng, p.prefix, limit, start)
+	seed := p.rng.Uint64()
+	plan := fingerprintPlan(rand.New(rand.NewPCG(seed, 1)), p.prefix, limit, start)
+	// Later, if the requests just sent and the fingerprint's first second
+	// would pass --max-rate together: planned again from there, for its
+	// edges are the epoch's.
+	for range 50 {
+		at, err := p.pace(plan, start)
+		if err != nil || !at.After(start) {
+			break
+		}
+		start = at
+		plan = fingerprintPlan(rand.New(rand.NewPCG(seed, 1)), p.prefix, limit, start)
+	}
 	if n := len(plan); p.requests+n > p.c.MaxRequests {
 		return fmt.Errorf("probe: the fingerprint of %s takes %d requests, more than the %d --max-requests leaves", limit, n, p.c.MaxRequests-p.requests)
 	}
@@ -369,6 +532,30 @@ func (p *prober) ask(ctx context.Context, s *search, g guess) (*search, error) {
 			asked.Asked = append(asked.Asked, e.about)
 		}
 		slices.SortStableFunc(plan, func(a, b request) int { return int(a.At - b.At) })
+		// Within --max-rate: the experiments that pass it by themselves
+		// dropped, last first; and when the requests just sent would
+		// pass it with the round's first second, the round designed
+		// again, later.
+		for len(chosen) > 1 && busiest(plan) > p.c.MaxRate {
+			chosen, asked.Asked = chosen[:len(chosen)-1], asked.Asked[:len(asked.Asked)-1]
+			plan = plan[:0]
+			for _, e := range chosen {
+				k := p.key("ask")
+				for _, t := range e.at {
+					plan = append(plan, request{Key: k, At: t.Sub(d.start)})
+				}
+			}
+			slices.SortStableFunc(plan, func(a, b request) int { return int(a.At - b.At) })
+		}
+		at, err := p.pace(plan, d.start)
+		if err != nil {
+			return s, nil // no experiment fits --max-rate
+		}
+		if wait := at.Sub(d.start); wait > 0 {
+			p.say("round %d: the round would pass --max-rate %d with the requests just sent; again, %v later", round, p.c.MaxRate, wait.Round(time.Millisecond))
+			lead, last = lead+wait, 0
+			continue
+		}
 		if late := p.x.now().Sub(d.start); late > 0 {
 			// Designing took longer than planned for: the instants that
 			// straddle a window's edge have passed. Again, with more time.

@@ -339,3 +339,22 @@ func TestProbeStopped(t *testing.T) {
 	}
 	t.Logf("stopped after %d requests: calibration %+v", r.Requests, r.Calibration)
 }
+
+// ratelab serve keyed by X-API-Key, probed with the wrong header: every
+// answer is 400, which is no admission; the probe stops after five and
+// says the key is the likely cause, never "all admitted: no limit".
+func TestProbeWrongKey(t *testing.T) {
+	url := serveWith(t, server.Config{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: 20, Per: time.Second}, KeyHeader: "X-API-Key", Headers: httplimit.AllHeaders})
+	if url == "" {
+		return
+	}
+	c := Config{Target: Target{URL: url, Key: byUser}, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: time.Minute}
+	r, err := Run(context.Background(), c, nil)
+	want := "every answer (5) was 400 Bad Request: is the key right (--key header:X-User)?"
+	if !errors.Is(err, errNotDeciding) || !strings.Contains(err.Error(), want) {
+		t.Errorf("%v; want %q", err, want)
+	}
+	if r == nil || r.Requests != 5 || len(r.Fit) != 0 {
+		t.Errorf("report %+v; want 5 requests and no fit", r)
+	}
+}

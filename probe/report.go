@@ -21,8 +21,11 @@ type Report struct {
 	Start    time.Time `json:"start"`
 	Elapsed  float64   `json:"elapsed_s"`
 	Requests int       `json:"requests"`
-	// Undecided are the requests answered with a 5xx or not at all.
+	// Undecided are the requests answered neither with an admission nor
+	// with the refusal: a 5xx, a 400, none at all (Refusal.Other).
 	Undecided int `json:"undecided"`
+	// Refusal is the status that means refused, and what else came back.
+	Refusal Refusal `json:"refusal"`
 	// Claims are what the target's fields declare.
 	Claims Claims `json:"claims"`
 	// Calibration is what was measured before planning.
@@ -46,6 +49,9 @@ type Report struct {
 	Keys        Keys         `json:"keys"`
 	Headers     Headers      `json:"headers"`
 	Timing      Timing       `json:"timing"`
+	// Skipped are the checks not run, each with why: "concurrency: 1200
+	// requests at once would pass --max-rate 1000".
+	Skipped []string `json:"skipped,omitempty"`
 
 	all      []answer // every answer, for Timing
 	fp       []answer // the fingerprint's answers, on keys prefix+part

@@ -76,7 +76,10 @@ func (p *prober) retryAfter(ctx context.Context, q int, m model) error {
 		}
 	}
 	slices.SortStableFunc(plan, func(a, b request) int { return int(a.At - b.At) })
-	start := p.x.now().Add(50 * time.Millisecond)
+	start, err := p.pace(plan, p.x.now().Add(50*time.Millisecond))
+	if err != nil {
+		return err
+	}
 	if (m.Algorithm == limiters.FixedWindow || m.Algorithm == limiters.SlidingCounter) && !m.Anchored && w <= 10*time.Second {
 		// A tenth into the next of the epoch's windows, so that a window
 		// does not turn in the middle of a spending and give the quota

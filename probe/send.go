@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,10 +47,18 @@ func (k Key) String() string {
 type Target struct {
 	URL string
 	Key Key
-	// Deny are the statuses that mean refused; 429 when empty. Any other
-	// status below 500 is an admission; a 5xx or no answer at all is
-	// neither, and is counted apart.
+	// Deny are the statuses that mean refused. When empty the probe learns
+	// it: 429, or the status that appears on a fresh key pressed back to
+	// back once it has been admitted (nginx's default 503, 403, 420). An
+	// answer that is neither a 2xx or 3xx nor a refusal (400, 401, 404, a
+	// 5xx, none at all) is counted apart, never as admitted.
 	Deny []int
+	// Method, Header and Body are what each request carries: GET with no
+	// body when empty. The key's header, when the key is one, is set over
+	// Header's.
+	Method string
+	Header http.Header
+	Body   []byte
 	// Sources are the addresses users send from, for a Key of kind
 	// "source".
 	Sources *Sources
@@ -68,19 +77,24 @@ func (t Target) Validate() error {
 		return errors.New("probe: --key source and --source go together: the addresses users send from, as in 127.0.0.2-127.0.0.254")
 	}
 	for _, s := range t.Deny {
-		if s < 400 || s > 499 {
-			return fmt.Errorf("probe: --deny-status %d: a refusal is a 4xx", s)
+		if s < 400 || s > 599 {
+			return fmt.Errorf("probe: --deny-status %d: a refusal is a 4xx or a 5xx", s)
 		}
+	}
+	if t.Method != "" && !validMethod(t.Method) {
+		return fmt.Errorf("probe: --method %q: want a method, as in GET or POST", t.Method)
 	}
 	return nil
 }
 
-// denies reports whether status means refused.
-func (t Target) denies(status int) bool {
-	if len(t.Deny) == 0 {
-		return status == http.StatusTooManyRequests
+// validMethod reports whether m is an HTTP token.
+func validMethod(m string) bool {
+	for _, c := range m {
+		if c <= ' ' || c >= 0x7f || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, c) {
+			return false
+		}
 	}
-	return slices.Contains(t.Deny, status)
+	return m != ""
 }
 
 // request is one request of a probe's plan: for a user's key (none, when
@@ -99,31 +113,22 @@ type answer struct {
 	Status   int         // 0 when none came back
 	Header   http.Header // the answer's headers
 	Err      string      // why none came back, if none did
+	// Refused: Status is the target's refusal. An answer neither
+	// Admitted nor Refused was not a decision (prober.classify).
+	Refused bool
 }
 
-// Decided reports whether the target decided the request: it answered,
-// and not with a 5xx.
-func (a answer) Decided() bool { return a.Status != 0 && a.Status < 500 }
+// Decided reports whether the target decided the request: admitted it
+// (a 2xx or 3xx) or refused it (its refusal's status).
+func (a answer) Decided() bool { return a.Admitted || a.Refused }
 
-// errNotDeciding is returned by Send when the target decides none of the
-// first requests: it fails them all.
+// errNotDeciding is returned when the target decides none of the first
+// requests: it fails them all, or answers them with a status that is
+// neither an admission nor its refusal.
 var errNotDeciding = errors.New("probe: the target decides nothing")
 
 // deadAfter is how many answers, none of them a decision, stop a plan.
 const deadAfter = 20
-
-// firstFailure describes the first answer that was not a decision.
-func firstFailure(answers []answer) string {
-	for _, a := range answers {
-		switch {
-		case a.Status >= 500:
-			return fmt.Sprintf("the first answered %d", a.Status)
-		case a.Status == 0 && a.Err != "":
-			return "the first: " + a.Err
-		}
-	}
-	return "no answer"
-}
 
 // seqParam carries each request's number in its URL, where vegeta's result
 // keeps it: a target ignores a query parameter it does not know.
@@ -183,12 +188,16 @@ func sendPlan(ctx context.Context, t Target, plan []request, start time.Time, ti
 		}
 		i := next
 		next++
-		tgt.Method, tgt.URL = http.MethodGet, urls[i]
+		tgt.Method, tgt.URL, tgt.Body = cmp.Or(t.Method, http.MethodGet), urls[i], t.Body
+		tgt.Header = t.Header.Clone()
+		if tgt.Header == nil {
+			tgt.Header = http.Header{}
+		}
 		switch {
 		case t.Key.Kind == "header" && plan[i].Key != "":
-			tgt.Header = http.Header{t.Key.Name: []string{plan[i].Key}}
+			tgt.Header.Set(t.Key.Name, plan[i].Key)
 		case sources[i] != "":
-			tgt.Header = http.Header{sourceHeader: []string{sources[i]}}
+			tgt.Header.Set(sourceHeader, sources[i])
 		}
 		return nil
 	}
@@ -196,7 +205,7 @@ func sendPlan(ctx context.Context, t Target, plan []request, start time.Time, ti
 	defer done()
 	answers := make([]answer, len(plan))
 	seen := make([]bool, len(plan))
-	received, decided := 0, 0
+	received := 0
 	delay := max(time.Until(start), 0)
 	paced := make(schedule, len(plan))
 	for i, r := range plan {
@@ -231,20 +240,10 @@ func sendPlan(ctx context.Context, t Target, plan []request, start time.Time, ti
 			if err != nil || i < 0 || i >= len(plan) {
 				continue
 			}
-			answers[i] = answerOf(t, plan[i], res)
+			answers[i] = answerOf(plan[i], res)
 			answers[i].Intended = began.Add(paced[i].At)
 			seen[i] = true
 			received++
-			if answers[i].Decided() {
-				decided++
-			}
-			if received >= deadAfter && decided == 0 {
-				// Nothing behind the URL decides: stop, rather than send
-				// the rest of the plan to a target that only fails.
-				halt()
-				out := got()
-				return out, fmt.Errorf("%w: the first %d answers were all errors or 5xx (%s)", errNotDeciding, received, firstFailure(out))
-			}
 			if stop != nil && !stop(answers[i]) {
 				halt()
 				return got(), nil
@@ -314,12 +313,13 @@ func seqOf(raw string) (int, error) {
 	return strconv.Atoi(u.Query().Get(seqParam))
 }
 
-func answerOf(t Target, r request, res *vegeta.Result) answer {
+// answerOf is what came back for r, not yet classified: the prober
+// reads the status (prober.classify).
+func answerOf(r request, res *vegeta.Result) answer {
 	a := answer{observation: observation{Key: r.Key, N: 1, Sent: res.Timestamp, Received: res.End()}, Status: int(res.Code), Header: res.Headers, Err: res.Error}
 	if a.Status != 0 {
 		a.Err = ""
 	}
-	a.Admitted = a.Decided() && !t.denies(a.Status)
 	return a
 }
 

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"context"
 	"math/rand/v2"
 	"net/http"
@@ -18,6 +19,9 @@ type simulated struct {
 	rng    *rand.Rand
 	lat    time.Duration
 	decide func(key string, t time.Time) (bool, http.Header)
+	// deny is the status of a refusal (0: 429), and always, when not 0,
+	// the status of every answer, none of them decided.
+	deny, always int
 }
 
 // simulate returns a simulated target that decides as m, per key, and
@@ -77,8 +81,11 @@ func (s *simulated) send(_ context.Context, plan []request, start time.Time, sto
 		if !e.answer {
 			admitted, h := s.decide(plan[e.i].Key, e.at)
 			a.Admitted, a.Header, a.Status = admitted, h, http.StatusOK
-			if !admitted {
-				a.Status = http.StatusTooManyRequests
+			switch {
+			case s.always != 0:
+				a.Admitted, a.Status = false, s.always
+			case !admitted:
+				a.Status = cmp.Or(s.deny, http.StatusTooManyRequests)
 			}
 			if a.Header == nil {
 				a.Header = http.Header{}

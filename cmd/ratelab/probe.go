@@ -6,15 +6,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/ratelab/ratelab/probe"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/plots"
+	"github.com/ratelab/ratelab/probe"
 	"github.com/ratelab/ratelab/results"
 )
 
@@ -58,9 +60,15 @@ exhausted, and what twice the quota without a key meets.
 Each simulated user sends its own key, in the header or query parameter
 --key names, or with --key source from its own address (a limiter keyed
 by the client's address, as nginx's $binary_remote_addr): --source, or
-127.0.0.2-127.0.0.254 for a target on loopback. 429 is a refusal
-(--deny-status adds others); a 5xx or no answer is counted apart. Each
-request carries its number in a query parameter, ratelab-probe. The probe
+127.0.0.2-127.0.0.254 for a target on loopback. A 2xx or 3xx is an
+admission; a refusal is 429, or the status a fresh key pressed back to
+back meets once admitted (nginx's default 503, 403, 420: the probe says
+which it learned), or what --deny-status says. Anything else (a 400, a
+401, a 5xx, no answer) is counted apart, never as admitted; when that is
+all the target answers, the probe stops and says what came back. A limit
+on a POST or behind a token: --method, --header (repeatable) and --body
+send what the target needs. Each request carries its number in a query
+parameter, ratelab-probe. The probe
 never retries a request, is bounded by --max-requests, --max-rate and
 --max-time (a window too long for it is said, with what it would take),
 and says what it does as it goes. It writes probe.json (schema 3) into
@@ -85,6 +93,8 @@ Examples:
 
 	ratelab probe --key header:X-API-Key http://127.0.0.1:8080/
 	ratelab probe --key query:user --deny-status 403 https://staging.example/api
+	ratelab probe --key header:X-User --method POST --body @login.json \
+		--header "Content-Type: application/json" http://127.0.0.1:8080/login
 	ratelab probe --key header:X-API-Key --expect "gcra 10/s burst 6" http://127.0.0.1:8080/
 	ratelab probe --key source --max-time 10m http://127.0.0.1:8080/
 
@@ -131,6 +141,8 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 // probeFlags are probe's flags.
 type probeFlags struct {
 	key, source, deny, expect, out string
+	method, body                   string
+	headers                        stringList
 	limit                          limiters.Limit
 	c                              probe.Config
 	tolerance                      float64
@@ -140,7 +152,10 @@ func (f *probeFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.key, "key", "", "how the target tells users apart: header:NAME, query:NAME, or source (the client's address)")
 	fs.StringVar(&f.source, "source", "", "with --key source, the addresses users send from (default on loopback: 127.0.0.2-127.0.0.254)")
 	fs.Var(&f.limit, "limit", `what the target is meant to keep: "10/s burst 6", "100/1m"; none: measured`)
-	fs.StringVar(&f.deny, "deny-status", "", "comma-separated statuses that also mean refused (429 always does)")
+	fs.StringVar(&f.deny, "deny-status", "", "comma-separated statuses that mean refused, a 5xx included (default: 429, or the status the probe sees a pressed key refused with, as nginx's 503)")
+	fs.StringVar(&f.method, "method", "", "the method each request uses (default GET, or POST with --body)")
+	fs.Var(&f.headers, "header", `a header each request carries, "Name: value" (repeatable), as in "Authorization: Bearer TOKEN"`)
+	fs.StringVar(&f.body, "body", "", "the body each request carries: @FILE, or the text itself")
 	fs.IntVar(&f.c.MaxRequests, "max-requests", 2000, "the most requests the probe may send")
 	fs.DurationVar(&f.c.Timeout, "timeout", 5*time.Second, "how long a request may take")
 	fs.StringVar(&f.expect, "expect", "", `what the target should do, for CI: "gcra 10/s burst 6", "10/s"; exit 1 when it strays`)
@@ -205,7 +220,6 @@ func (f *probeFlags) target(url string, stderr io.Writer) (probe.Target, error) 
 		fmt.Fprintf(stderr, "probe: --key source: the users send from %s\n", chose)
 	}
 	if f.deny != "" {
-		t.Deny = []int{429}
 		for _, s := range strings.Split(f.deny, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(s))
 			if err != nil {
@@ -213,6 +227,33 @@ func (f *probeFlags) target(url string, stderr io.Writer) (probe.Target, error) 
 			}
 			t.Deny = append(t.Deny, n)
 		}
+		if !slices.Contains(t.Deny, http.StatusTooManyRequests) {
+			t.Deny = append(t.Deny, http.StatusTooManyRequests)
+		}
+	}
+	t.Method = strings.ToUpper(f.method)
+	for _, h := range f.headers {
+		name, value, ok := strings.Cut(h, ":")
+		if name = strings.TrimSpace(name); !ok || name == "" || strings.ContainsAny(name, " \t") {
+			return t, fmt.Errorf("probe: --header %q: want \"Name: value\"", h)
+		}
+		if t.Header == nil {
+			t.Header = http.Header{}
+		}
+		t.Header.Add(name, strings.TrimSpace(value))
+	}
+	switch {
+	case strings.HasPrefix(f.body, "@"):
+		b, err := os.ReadFile(f.body[1:])
+		if err != nil {
+			return t, fmt.Errorf("probe: --body: %w", err)
+		}
+		t.Body = b
+	case f.body != "":
+		t.Body = []byte(f.body)
+	}
+	if t.Body != nil && t.Method == "" {
+		t.Method = http.MethodPost
 	}
 	return t, nil
 }
@@ -269,4 +310,14 @@ func writeProbe(dir string, r *probe.Report) error {
 		return fmt.Errorf("probe: %w", err)
 	}
 	return f.Close()
+}
+
+// stringList is a flag that may be given more than once.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, "; ") }
+
+func (l *stringList) Set(s string) error {
+	*l = append(*l, s)
+	return nil
 }

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelab/ratelab/probe"
 	"github.com/ratelab/ratelab/internal/server"
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/probe"
 )
 
 func TestProbeBadFlags(t *testing.T) {
@@ -29,7 +29,10 @@ func TestProbeBadFlags(t *testing.T) {
 		{"bad key", []string{"probe", "--key", "cookie:x", "--limit", "10/s", "http://127.0.0.1:1/"}, `the key "cookie:x"`},
 		{"bad limit", []string{"probe", "--key", "header:X", "--limit", "ten a second", "http://127.0.0.1:1/"}, `probe: invalid value "ten a second" for flag -limit: limiters: not a rate`},
 		{"not a URL", []string{"probe", "--key", "header:X", "--limit", "10/s", "ftp://x"}, "want an http:// or https:// URL"},
-		{"bad deny status", []string{"probe", "--key", "header:X", "--limit", "10/s", "--deny-status", "503", "http://127.0.0.1:1/"}, "a refusal is a 4xx"},
+		{"bad deny status", []string{"probe", "--key", "header:X", "--limit", "10/s", "--deny-status", "302", "http://127.0.0.1:1/"}, "a refusal is a 4xx or a 5xx"},
+		{"bad header", []string{"probe", "--key", "header:X", "--header", "Authorization Bearer x", "http://127.0.0.1:1/"}, `--header "Authorization Bearer x": want "Name: value"`},
+		{"bad method", []string{"probe", "--key", "header:X", "--method", "PO ST", "http://127.0.0.1:1/"}, `--method "PO ST"`},
+		{"no body file", []string{"probe", "--key", "header:X", "--body", "@/nonexistent/login.json", "http://127.0.0.1:1/"}, "--body: open /nonexistent/login.json"},
 		{"bad expect", []string{"probe", "--key", "header:X", "--limit", "10/s", "--expect", "bogus 10/s", "http://127.0.0.1:1/"}, `probe: --expect "bogus 10/s"`},
 		{"bad tolerance", []string{"probe", "--key", "header:X", "--limit", "10/s", "--expect", "10/s", "--tolerance", "2", "http://127.0.0.1:1/"}, "--tolerance 2: want a fraction"},
 		{"over the rate", []string{"probe", "--key", "header:X", "--limit", "50/s", "--max-rate", "100", "http://127.0.0.1:1/"}, "more than --max-rate 100"},
@@ -55,7 +58,7 @@ func TestProbeNothingDecided(t *testing.T) {
 	}))
 	defer srv.Close()
 	_, stderr, code := ratelab(t, "", "probe", "--key", "header:X", "--limit", "20/s", "--out", t.TempDir(), srv.URL)
-	if code != 1 || !strings.Contains(stderr, "\nratelab probe: the target decides nothing: the first request answered 503") {
+	if code != 1 || !strings.Contains(stderr, "\nratelab probe: the target decides nothing: every answer (5) was 503 Service Unavailable: the target fails every request") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 }
