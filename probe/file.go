@@ -193,7 +193,7 @@ func (r *Report) File() *results.File {
 		row := results.Row{Mode: modeName, Limiter: c[0]}
 		row.Set(kind, kindCheck)
 		if i == 0 {
-			row.Note = fmt.Sprintf("%d requests in %.1fs; %d answered with a 5xx or not at all, counted neither as admitted nor as refused.", r.Requests, r.Elapsed, r.Undecided)
+			row.Note = fmt.Sprintf("%d requests in %.1fs; %d answered neither with an admission (2xx, 3xx) nor with the refusal, or not at all, counted neither as admitted nor as refused.", r.Requests, r.Elapsed, r.Undecided)
 		}
 		row.Set(sentSetting, c[1])
 		row.Set(backSetting, c[2])
@@ -347,6 +347,7 @@ func (r *Report) checks() [][]string {
 		concurrency = "OVER-ADMITS"
 	}
 	out := [][]string{
+		{"refusal", "what a refused request is answered", r.Refusal.String(), ""},
 		{"concurrency", strconv.Itoa(c.Sent) + " at once on a fresh key", fmt.Sprintf("%d admitted; %s allows %d", c.Admitted, or(r.Policy, "the policy"), max(c.Allowed, c.Quota)), concurrency},
 	}
 	for _, ra := range r.RetryAfter {
@@ -362,6 +363,10 @@ func (r *Report) checks() [][]string {
 	)
 	for _, m := range r.Headers.Malformed {
 		out = append(out, []string{"malformed field", "any answer", m, "MALFORMED"})
+	}
+	for _, s := range r.Skipped {
+		what, why, _ := strings.Cut(s, ": not run: ")
+		out = append(out, []string{"not run", what, why, ""})
 	}
 	return out
 }

@@ -226,7 +226,7 @@ func TestReportFile(t *testing.T) {
 	var fp []answer
 	for i, o := range observed(t0, time.Millisecond, []time.Duration{0, 10 * time.Millisecond, 20 * time.Millisecond}, []bool{true, true, false}) {
 		o.Key = "p-edge"
-		fp = append(fp, answer{observation: o, Status: []int{200, 200, 429}[i]})
+		fp = append(fp, answer{observation: o, Status: []int{200, 200, 429}[i], Refused: i == 2})
 	}
 	r := &Report{Target: "http://x/", Key: "header:X", Policy: "2/s", Start: t0, judged: logOf(limiters.Limit{N: 2, Per: time.Second}),
 		Fit:      []Fit{{Algorithm: limiters.SlidingLog, Limit: "2/s", Explained: 3, Decisions: 3, Share: 1}},
