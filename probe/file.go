@@ -176,6 +176,9 @@ func (r *Report) File() *results.File {
 		if i == 0 {
 			row.Note = "Judged against " + r.judgedText() + "."
 		}
+		if a.Note != "" {
+			row.Note = strings.TrimSpace(row.Note + " " + a.Workload + ": " + a.Note + ".")
+		}
 		row.Add(results.Decisions, results.UnitCount, float64(a.Requests))
 		n := float64(max(a.Requests, 1))
 		row.SetAccuracy(results.Accuracy{Admitted: int64(a.Admitted), Ideal: int64(a.Ideal), FalseAllow: int64(a.FalseAllows), FalseDeny: int64(a.FalseDenies),

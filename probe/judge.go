@@ -33,6 +33,9 @@ type Accuracy struct {
 	// over what the bucket promises in it, C + R·t: over 1 is surely more
 	// than the bucket allows.
 	MostOverPromise float64 `json:"most_over_promise,omitempty"`
+	// Note says where the attack was not where the fingerprint planned
+	// it: sent again at the named window's edges, or not judged there.
+	Note string `json:"note,omitempty"`
 }
 
 // The fingerprint's parts and the lab's workloads they stand for.

@@ -357,7 +357,7 @@ func (p *prober) probe(ctx context.Context) error {
 		shape = g.shape(r.Calibration)
 		shape.Per = roundish(shape.Per)
 	}
-	r.interval = shape.Interval()
+	r.interval, r.planned = shape.Interval(), shape
 	if err := p.fingerprint(ctx, shape); err != nil {
 		if ctx.Err() != nil && len(p.obs) > 0 {
 			p.conclude(fit(p.obs, g)) // stopped: what was answered is judged all the same

@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +115,53 @@ func TestProbeSimulatedMaxRate(t *testing.T) {
 			}
 			t.Logf("%d requests in %.1fs: %s; skipped %v", r.Requests, r.Elapsed, r.Verdict.Text, r.Skipped)
 		})
+	}
+}
+
+// A fingerprint planned for the calibration's guess (20/100ms) whose
+// rounds named a fixed window of 20/s: the edge attacks go again at the
+// 1s windows' edges, and the boundary attack meets the fixed window's 2N
+// there (at the guess's edges it met 1N); with no requests left for it,
+// the rows say the edges were not judged, rather than read "exact at the
+// edge".
+func TestEdgesAgain(t *testing.T) {
+	named := model{Algorithm: limiters.FixedWindow, Limit: limiters.Limit{N: 20, Per: time.Second}}
+	planned := limiters.Limit{N: 20, Per: 100 * time.Millisecond}
+	for _, tt := range []struct {
+		budget int
+		note   string
+		ratio  float64 // the boundary attack's ratio, at least
+	}{
+		{2000, "sent again at the edges of the named 1s windows (the fingerprint was planned for 100ms)", 1.9},
+		{300, "not judged at the edges of the named 1s windows: the fingerprint was planned for 100ms; again at them would take 140 requests, more than --max-requests leaves", 0},
+	} {
+		sim := simulate(named, 1, time.Millisecond)
+		c := simConfig()
+		c.MaxRequests = tt.budget
+		p := &prober{c: c, x: sim, rng: rand.New(rand.NewPCG(1, 0)), prefix: "p-"}
+		p.r = &Report{Start: sim.now(), prefix: p.prefix, planned: planned}
+		if err := p.fingerprint(context.Background(), planned); err != nil {
+			t.Fatal(err)
+		}
+		before := judgeFingerprint(p.r.fp, p.prefix, named)
+		notes, err := p.edgesAgain(context.Background(), named)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := judgeFingerprint(p.r.fp, p.prefix, named)
+		ratio := func(acc []Accuracy) float64 {
+			for _, a := range acc {
+				if a.Workload == "boundary-attack" {
+					return a.MaxWindowRatio
+				}
+			}
+			return -1
+		}
+		if notes["boundary-attack"] != tt.note || notes["anchored-attack"] != tt.note {
+			t.Errorf("budget %d: notes %q; want %q", tt.budget, notes, tt.note)
+		}
+		if tt.ratio > 0 && (ratio(after) < tt.ratio || ratio(before) >= tt.ratio) {
+			t.Errorf("budget %d: the boundary attack's ratio %.2f at the planned edges, %.2f at the named; want under and over %g", tt.budget, ratio(before), ratio(after), tt.ratio)
+		}
 	}
 }

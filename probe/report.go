@@ -57,6 +57,7 @@ type Report struct {
 	fp       []answer // the fingerprint's answers, on keys prefix+part
 	prefix   string
 	interval time.Duration // the refill interval the plans were made for
+	planned  limiters.Limit // the limit the fingerprint was planned for
 	judged   model         // what the accuracy was judged against
 }
 
