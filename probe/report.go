@@ -56,9 +56,9 @@ type Report struct {
 	all      []answer // every answer, for Timing
 	fp       []answer // the fingerprint's answers, on keys prefix+part
 	prefix   string
-	interval time.Duration // the refill interval the plans were made for
+	interval time.Duration  // the refill interval the plans were made for
 	planned  limiters.Limit // the limit the fingerprint was planned for
-	judged   model         // what the accuracy was judged against
+	judged   model          // what the accuracy was judged against
 }
 
 // ReportSchema is the version of probe.json. Schema 3 added the verdict,
