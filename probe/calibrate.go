@@ -37,6 +37,9 @@ type Calibration struct {
 	// Counted: the quiet key came back and the pressed key did not, long
 	// after: the target counts refused requests.
 	Counted bool `json:"counted,omitempty"`
+	// InFlight is what was asked to tell a limit on requests in flight
+	// from a rate limit.
+	InFlight InFlightCheck `json:"in_flight"`
 }
 
 // The calibration's bounds: the most it sends back to back looking for
@@ -62,25 +65,40 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 		return cal, err
 	}
 	cal.Quota = q
-	p.say("calibration: a fresh key got %d back to back; now how a spent key comes back", q)
+	p.say("calibration: a fresh key got %d back to back; now one request at a time", q)
+	if cal.InFlight, err = p.inFlightCheck(ctx, q); err != nil {
+		return cal, err
+	}
+	if c := cal.InFlight; c.limits() {
+		p.say("calibration: %d one at a time never refused (each answered in %.0fms); of %d at once %d admitted, and one more on that key, while they were in flight, refused: a limit on requests in flight?", c.OneAtATime, 1000*c.Service, c.AtOnce, c.AtOnceAdmitted)
+		if err := p.inFlightWaves(ctx, c); err != nil {
+			return cal, err
+		}
+		m, explained := fitInFlight(p.obs, q+1, p.uncertainty())
+		if share := float64(explained) / float64(max(len(p.obs), 1)); share >= explainedEnough {
+			cal.InFlight.Limit = m.String()
+			return cal, nil
+		} else {
+			cal.InFlight.Share = share
+			p.say("calibration: the best limit in flight, %s, explains %.1f%% of %d decisions; now how a spent key comes back", describeInFlight(m), 100*share, len(p.obs))
+		}
+	} else {
+		p.say("calibration: now how a spent key comes back")
+	}
 	deadline := p.x.now().Add(p.c.MaxTime / 2)
 	pressed, quiet := first.Key, []string{p.key("quiet"), p.key("quiet")}
-	if 2*(q+2) > p.c.MaxRate {
-		// Both spent at once would pass --max-rate: one quiet key, which
-		// says when a silent key comes back within a factor of 2, not √2.
+	if 3*(q+2) > p.c.MaxRate {
+		// All three spent at once would pass --max-rate: one quiet key,
+		// which says when a silent key comes back within a factor of 2,
+		// not √2.
 		quiet = quiet[:1]
 	}
+	// The quiet keys spent, and the pressed key again with them: it may
+	// have come back while one request at a time was asked.
 	var spend []request
-	for i := range q + 2 {
-		for _, k := range quiet {
-			spend = append(spend, request{Key: k, At: time.Duration(i) * 100 * time.Microsecond})
-		}
-	}
-	if at, err := p.pace(spend, time.Time{}); err == nil && at.Sub(p.x.now()) > 10*time.Millisecond {
-		// --max-rate holds the spending back, in which the pressed key
-		// may come back: it is spent again with the quiet keys.
-		for i := range q + 2 {
-			spend = append(spend, request{Key: pressed, At: time.Duration(len(quiet)*(q+2)+i) * 100 * time.Microsecond})
+	for range q + 2 {
+		for _, k := range append(slices.Clone(quiet), pressed) {
+			spend = append(spend, request{Key: k, At: time.Duration(len(spend)) * 100 * time.Microsecond})
 		}
 	}
 	got, err := p.send(ctx, spend, time.Time{}, nil)

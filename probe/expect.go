@@ -3,6 +3,8 @@ package probe
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ratelab/ratelab/limiters"
@@ -26,6 +28,15 @@ func ParseExpect(s string, tolerance float64) (Expect, error) {
 		return e, fmt.Errorf("probe: --tolerance %v: want a fraction, 0 or more and under 1", tolerance)
 	}
 	rest := strings.TrimSpace(s)
+	if k, ok := strings.CutPrefix(rest, string(InFlight)+" "); ok {
+		// A limit in flight: "in-flight 4", K at once.
+		n, err := strconv.Atoi(strings.TrimSpace(k))
+		if err != nil || n < 1 {
+			return e, fmt.Errorf("probe: --expect %q: want in-flight and how many at once, as in \"in-flight 4\"", s)
+		}
+		e.Algorithm, e.Limit = InFlight, limiters.Limit{N: n}
+		return e, nil
+	}
 	if name, limit, ok := strings.Cut(rest, " "); ok && !strings.Contains(name, "/") {
 		a, err := limiters.ParseAlgorithm(name)
 		if err != nil {
@@ -48,6 +59,9 @@ func ParseExpect(s string, tolerance float64) (Expect, error) {
 
 // String is the expectation as --expect takes it.
 func (e Expect) String() string {
+	if e.Algorithm == InFlight {
+		return fmt.Sprintf("%s %d", InFlight, e.Limit.N)
+	}
 	if e.Algorithm == "" {
 		return e.Limit.String()
 	}
@@ -73,6 +87,9 @@ func (r *Report) Strays(e Expect) []string {
 	}
 	if !r.Verdict.Named {
 		return []string{r.Verdict.Text}
+	}
+	if best.Algorithm == InFlight || e.Algorithm == InFlight {
+		return r.straysInFlight(e)
 	}
 	if e.Algorithm != "" && family(best.Algorithm) != family(e.Algorithm) {
 		add("algorithm: behaves as %s (%s), not %s", best.Algorithm, best.Limit, e.Algorithm)
@@ -131,4 +148,26 @@ func mostAllowed(a limiters.Algorithm) float64 {
 		return 1
 	}
 	return 2
+}
+
+// straysInFlight is Strays where the target or e is a limit in flight:
+// the family, K within the tolerance, no more than K of 2K at once, and
+// keys kept apart.
+func (r *Report) straysInFlight(e Expect) []string {
+	best := r.Fit[0]
+	if best.Algorithm != e.Algorithm {
+		return []string{fmt.Sprintf("algorithm: behaves as %s (%s), not %s", best.Algorithm, best.Limit, e)}
+	}
+	var out []string
+	k, _ := strconv.Atoi(strings.TrimSuffix(best.Limit, " at once"))
+	if want := e.Limit.N; math.Abs(float64(k-want)) > e.Tolerance*float64(want)+1e-9 {
+		out = append(out, fmt.Sprintf("in flight: %d at once, expected %d", k, want))
+	}
+	if c := r.Concurrency; c.OverAdmits() {
+		out = append(out, fmt.Sprintf("concurrency: %d admitted of %d at once on a fresh key, where %d in flight allows %d", c.Admitted, c.Sent, k, c.Quota))
+	}
+	if !r.Keys.Isolated && !slices.Contains(best.Variants, allKeys) {
+		out = append(out, "keys: a fresh key was refused while another's were in flight")
+	}
+	return out
 }

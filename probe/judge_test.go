@@ -136,6 +136,32 @@ func TestStrays(t *testing.T) {
 	if _, err := ParseExpect("10/s", 1.5); err == nil {
 		t.Error("--tolerance 1.5: no error")
 	}
+	// A limit in flight expected, or found where a rate was expected.
+	if s := r.Strays(expect("in-flight 6")); len(s) != 1 || !strings.HasPrefix(s[0], "algorithm: behaves as gcra (10/s burst 6), not in-flight 6") {
+		t.Errorf("in-flight 6 of a bucket: strays %q", s)
+	}
+	inFlight := &Report{
+		Verdict:     Verdict{Named: true},
+		Fit:         []Fit{{Algorithm: InFlight, Limit: "4 at once", Variants: []string{perKey}, Share: 1, Decisions: 40}},
+		Concurrency: Concurrency{Sent: 8, Admitted: 4, Quota: 4, Allowed: 4},
+		Keys:        Keys{Isolated: true},
+	}
+	if s := inFlight.Strays(expect("in-flight 4")); len(s) != 0 {
+		t.Errorf("in-flight 4 of in-flight 4: strays %q, want none", s)
+	}
+	for e, want := range map[string]string{
+		"in-flight 5": "in flight: 4 at once, expected 5",
+		"10/s":        "algorithm: behaves as in-flight (4 at once), not 10/s",
+	} {
+		if s := inFlight.Strays(expect(e)); len(s) != 1 || s[0] != want {
+			t.Errorf("%s of in-flight 4: strays %q, want %q", e, s, want)
+		}
+	}
+	for _, bad := range []string{"in-flight", "in-flight four", "in-flight 0"} {
+		if _, err := ParseExpect(bad, 0.02); err == nil {
+			t.Errorf("--expect %q: no error", bad)
+		}
+	}
 }
 
 func TestLatencyOf(t *testing.T) {

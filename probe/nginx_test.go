@@ -3,6 +3,8 @@ package probe
 import (
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +35,7 @@ http {
 	limit_req_zone $binary_remote_addr zone=byip:1m rate=10r/s;
 	limit_req_zone $http_x_user zone=slow:1m rate=60r/m;
 	limit_req_zone $http_x_user zone=default:1m rate=10r/s;
+	limit_conn_zone $http_x_user zone=conn:1m;
 	server {
 		listen 127.0.0.1:%[2]d;
 		root %[1]s/www;
@@ -43,15 +46,20 @@ http {
 		# As most configurations leave it: no limit_req_status, so
 		# nginx refuses with its default, 503.
 		location /default/ { limit_req zone=default burst=5 nodelay; }
+		# Four requests in flight per user, in front of an upstream that
+		# takes 150ms (the test's own): refused with limit_conn's default
+		# status, 503.
+		location /conn/ { limit_conn conn 4; proxy_pass http://%[3]s; }
 	}
 }
 `
 
 // startNginx starts Debian's nginx on a free loopback port with the
-// configuration above and returns its base URL; it is stopped when the
-// test ends. Without nginx the test is skipped, unless NGINX_REQUIRED is
-// set (make test installs it, and sets it).
-func startNginx(t *testing.T) string {
+// configuration above, /conn/ proxied to upstream (host:port), and
+// returns its base URL; it is stopped when the test ends. Without nginx
+// the test is skipped, unless NGINX_REQUIRED is set (make test installs
+// it, and sets it).
+func startNginx(t *testing.T, upstream string) string {
 	t.Helper()
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
@@ -87,7 +95,7 @@ func startNginx(t *testing.T) string {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	conf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, port), 0o644); err != nil {
+	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, port, upstream), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log"))
@@ -141,7 +149,11 @@ func TestProbeNginx(t *testing.T) {
 		t.Skip("probes nginx for about 30 seconds")
 	}
 	t.Parallel()
-	base := startNginx(t)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(150 * time.Millisecond)
+	}))
+	t.Cleanup(slow.Close)
+	base := startNginx(t, slow.Listener.Addr().String())
 	for _, tt := range []struct {
 		name    string
 		path    string
@@ -155,6 +167,7 @@ func TestProbeNginx(t *testing.T) {
 		{"60r/m", "/slow/", byUser, "gcra 1/s burst 1", "not limited", 429},
 		{"by address", "/ip/", Key{Kind: "source"}, "gcra 10/s burst 6", "not asked: every request has an address", 429},
 		{"default status", "/default/", byUser, "gcra 10/s burst 6", "not limited", 503},
+		{"limit_conn 4", "/conn/", byUser, "in-flight 4 at once, per key", "not limited", 503},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -176,6 +189,9 @@ func TestProbeNginx(t *testing.T) {
 			}
 			if r.Concurrency.OverAdmits() || !r.Keys.Isolated || r.Keys.Keyless != tt.keyless {
 				t.Errorf("concurrency %+v, keys %+v: want no over-admission, isolated, keyless %q", r.Concurrency, r.Keys, tt.keyless)
+			}
+			if tt.path == "/conn/" {
+				return // a limit in flight: the rate's checks are not asked
 			}
 			if r.RetryAfter[0].Header != "" || len(r.Headers.OnRefused) != 0 || r.Remaining.Verdict != "not advertised" {
 				t.Errorf("Retry-After %+v, fields on refusal %v, remaining %+v: nginx sends none", r.RetryAfter, r.Headers.OnRefused, r.Remaining)

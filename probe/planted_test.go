@@ -254,6 +254,16 @@ func TestProbePlanted(t *testing.T) {
 				t.Errorf("malformed %q: want the RateLimit field named, with its text", r.Headers.Malformed)
 			}
 		}},
+		{"in flight, 4 per key", inFlight(4, false, 150*time.Millisecond), "in-flight 4 at once, per key", 30 * time.Second, func(t *testing.T, r *Report) {
+			if c := r.Concurrency; c.Admitted != 4 || !r.Keys.Isolated {
+				t.Errorf("concurrency %+v, keys %+v: want 4 admitted, keys kept apart", c, r.Keys)
+			}
+		}},
+		{"in flight, 3 for all keys", inFlight(3, true, 150*time.Millisecond), "in-flight 3 at once, for all keys", 30 * time.Second, func(t *testing.T, r *Report) {
+			if c := r.Concurrency; c.Admitted != 3 || r.Keys.Isolated {
+				t.Errorf("concurrency %+v, keys %+v: want 3 admitted, keys not kept apart", c, r.Keys)
+			}
+		}},
 		{"declares 30 and keeps 20", fixedWindow(20, 2*time.Second, func(h http.Header, _ int, _ time.Time, _ bool) {
 			h.Set("RateLimit-Policy", `"default";q=30;w=2`)
 		}), "fixed-window 20/2s", time.Minute, func(t *testing.T, r *Report) {
@@ -291,4 +301,30 @@ func mustLimit(s string) limiters.Limit {
 		panic(err)
 	}
 	return l
+}
+
+// inFlight is a limit of k requests in flight at once, per key or for
+// all keys (a semaphore in the handler), in front of a handler that takes
+// service to answer; a refusal is answered at once, with 429.
+func inFlight(k int, shared bool, service time.Duration) http.Handler {
+	var mu sync.Mutex
+	busy := map[string]int{}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("X-User")
+		if shared {
+			key = ""
+		}
+		mu.Lock()
+		if busy[key] >= k {
+			mu.Unlock()
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		busy[key]++
+		mu.Unlock()
+		time.Sleep(service)
+		mu.Lock()
+		busy[key]--
+		mu.Unlock()
+	})
 }

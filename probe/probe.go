@@ -350,6 +350,9 @@ func (p *prober) probe(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if r.Calibration.InFlight.Limit != "" {
+			return p.concludeInFlight(ctx, r.Calibration.Quota)
+		}
 		g = r.Calibration.guess(r.Claims)
 	}
 	shape := shapeOf(c.Policy)

@@ -1,0 +1,351 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+)
+
+// InFlight is the family beside the six: a limit on the requests in
+// flight at once (a semaphore in a handler, nginx's limit_conn, a
+// gateway's most concurrent requests), K of them per key or for all
+// keys. Such a limiter refuses nothing to a client that sends one request
+// at a time, however fast, and everything beyond K at once, however
+// slowly the K came: what it admits depends on when the earlier answers
+// came back, which no model of the six reads.
+const InFlight limiters.Algorithm = "in-flight"
+
+// Variants of the in-flight family: one count per key, or one for all.
+const (
+	perKey  = "per key"
+	allKeys = "for all keys"
+)
+
+// InFlightCheck is what the calibration asked to tell a limit on
+// requests in flight from a rate limit, before any fit.
+type InFlightCheck struct {
+	// OneAtATime are the requests sent on a fresh key one after another's
+	// answer, and how many of them were refused: a rate limiter refuses
+	// after its quota (unless it refills faster than an answer comes
+	// back); a limit in flight never does.
+	OneAtATime        int `json:"one_at_a_time"`
+	OneAtATimeRefused int `json:"one_at_a_time_refused"`
+	// Service is the median seconds an admitted answer took.
+	Service float64 `json:"service_s,omitempty"`
+	// AtOnce are the requests sent at once on a fresh key, and those
+	// admitted; Held is what one more on that key met, sent while they
+	// were all in flight, after a time in which a rate limiter that never
+	// refused one at a time would have refilled ("refused", "admitted",
+	// or "not asked"); OtherKey what a fresh key's request met then.
+	AtOnce         int    `json:"at_once,omitempty"`
+	AtOnceAdmitted int    `json:"at_once_admitted,omitempty"`
+	Held           string `json:"held,omitempty"`
+	OtherKey       string `json:"other_key,omitempty"`
+	// Limit is the limit in flight that explains every decision of the
+	// calibration, when one does ("in-flight 4 at once, per key"); Share
+	// what the best explained when none did (and the rate limits were
+	// asked after).
+	Limit string  `json:"limit,omitempty"`
+	Share float64 `json:"share,omitempty"`
+}
+
+// limits reports whether what was asked points to a limit in flight:
+// one at a time never refused, and a request held back while the
+// admitted were in flight.
+func (c InFlightCheck) limits() bool {
+	return c.OneAtATime > 0 && c.OneAtATimeRefused == 0 && c.Held == "refused" && c.AtOnceAdmitted < c.AtOnce
+}
+
+// inFlightCheck asks what tells a limit in flight from a rate limit: up to
+// q+2 requests on a fresh key one at a time (stopped at the first
+// refusal, or after 3 seconds), then, when none was refused, q+1 at once
+// on another, with one more on it and one on a fresh key sent at half the
+// service time, while the first are in flight.
+func (p *prober) inFlightCheck(ctx context.Context, q int) (InFlightCheck, error) {
+	var c InFlightCheck
+	one := p.key("one-at-a-time")
+	var took []time.Duration
+	for began := p.x.now(); c.OneAtATime < max(q+2, 4) && p.x.now().Sub(began) < 3*time.Second; {
+		got, err := p.send(ctx, []request{{Key: one}}, time.Time{}, nil)
+		if err != nil {
+			return c, err
+		}
+		if len(got) == 0 || !got[0].Decided() {
+			continue
+		}
+		c.OneAtATime++
+		if !got[0].Admitted {
+			c.OneAtATimeRefused++
+			return c, nil // a rate limiter's, or at least not only in flight
+		}
+		took = append(took, got[0].Received.Sub(got[0].Sent))
+	}
+	if len(took) == 0 {
+		return c, nil
+	}
+	slices.Sort(took)
+	service := took[len(took)/2]
+	c.Service = service.Seconds()
+	held, other := p.key("held"), p.key("other")
+	var plan []request
+	for i := range q + 1 {
+		plan = append(plan, request{Key: held, At: time.Duration(i) * 100 * time.Microsecond})
+	}
+	later := max(service/2, time.Duration(q+1)*100*time.Microsecond+time.Millisecond)
+	plan = append(plan, request{Key: held, At: later}, request{Key: other, At: later})
+	got, err := p.send(ctx, plan, time.Time{}, nil)
+	if err != nil {
+		return c, err
+	}
+	c.AtOnce, c.Held, c.OtherKey = q+1, "not asked", "not asked"
+	var burst []answer
+	for i, a := range got {
+		if i < q+1 && a.Decided() {
+			burst = append(burst, a)
+			if a.Admitted {
+				c.AtOnceAdmitted++
+			}
+		}
+	}
+	for _, a := range got[min(q+1, len(got)):] {
+		if !a.Decided() {
+			continue
+		}
+		// Asked only while every admitted request of the burst was still
+		// unanswered: else a slot may have come back.
+		inFlight, u := 0, p.uncertainty()
+		for _, b := range burst {
+			if b.Admitted && b.Received.Add(-u).After(a.Sent.Add(u)) {
+				inFlight++
+			}
+		}
+		if inFlight < c.AtOnceAdmitted {
+			continue
+		}
+		what := "refused"
+		if a.Admitted {
+			what = "admitted"
+		}
+		if a.Key == held {
+			c.Held = what
+		} else {
+			c.OtherKey = what
+		}
+	}
+	return c, nil
+}
+
+// inFlightWaves sends, on a fresh key, waves of requests at once, each a
+// while after the last wave's answers should have come back: the K the
+// calibration saw admitted, again K (a limit in flight admits them all,
+// its slots back; a rate limiter that admitted the first K has not
+// refilled K), then K+1 (it refuses exactly one).
+func (p *prober) inFlightWaves(ctx context.Context, c InFlightCheck) error {
+	k := c.AtOnceAdmitted
+	var slowest time.Duration
+	for _, a := range p.r.all {
+		if a.Admitted {
+			slowest = max(slowest, a.Received.Sub(a.Sent))
+		}
+	}
+	gap := slowest*13/10 + 10*time.Millisecond
+	key := p.key("waves")
+	var plan []request
+	for w, n := range []int{k, k, k + 1} {
+		for i := range n {
+			plan = append(plan, request{Key: key, At: time.Duration(w)*gap + time.Duration(i)*100*time.Microsecond})
+		}
+	}
+	p.say("in flight: waves of %d, %d and %d at once on a fresh key, %v apart", k, k, k+1, gap.Round(time.Millisecond))
+	_, err := p.send(ctx, plan, time.Time{}, nil)
+	return err
+}
+
+// inFlightModel is a limit of k requests in flight, per key or for all
+// keys.
+type inFlightModel struct {
+	k      int
+	shared bool
+}
+
+func (m inFlightModel) String() string {
+	return fmt.Sprintf("%s %d at once, %s", InFlight, m.k, m.variant())
+}
+
+func (m inFlightModel) variant() string {
+	if m.shared {
+		return allKeys
+	}
+	return perKey
+}
+
+// held is what was in flight at one request's arrival: the admitted
+// requests that surely held a slot then, and those that may have, of its
+// key and of all keys.
+type held struct {
+	admitted                           bool
+	surelyKey, maybeKey, surely, maybe int
+}
+
+// heldAt returns, for each of obs, what was in flight at its arrival.
+// Each instant is known to an interval: a request arrives within u of
+// its send, and holds its slot until its answer leaves, within u of the
+// answer's coming back (u: the longest the network and the sender take,
+// a refusal's round trip). Requests sent together arrive in any order, so
+// an admission is judged with those it was surely in flight beside: at
+// u after its send, when it has surely arrived, the admitted requests
+// sent no later that surely still hold their slots (a limit of k never
+// has more than k in flight, whatever the order). A refusal is judged
+// against those that may have held a slot at its arrival: sent before it
+// could arrive, still unanswered when it was sent.
+func heldAt(obs []observation, u time.Duration) []held {
+	byStart := slices.Clone(obs)
+	slices.SortStableFunc(byStart, func(a, b observation) int { return a.Sent.Compare(b.Sent) })
+	out := make([]held, len(byStart))
+	var active []int // admitted, sent by now+u, not yet answered
+	next := 0
+	for i, o := range byStart {
+		for ; next < len(byStart) && !byStart[next].Sent.After(o.Sent.Add(u)); next++ {
+			if byStart[next].Admitted {
+				active = append(active, next)
+			}
+		}
+		active = slices.DeleteFunc(active, func(j int) bool { return !byStart[j].Received.After(o.Sent) })
+		h := held{admitted: o.Admitted}
+		// At o.Sent+u o has surely arrived; if it surely holds a slot
+		// then too, so do the admitted sent no later that surely hold
+		// theirs: a limiter of k never has more than k in flight.
+		inSurely := o.Received.Add(-u).After(o.Sent.Add(u))
+		for _, j := range active {
+			if j == i {
+				continue
+			}
+			a := byStart[j]
+			same := a.Key == o.Key
+			h.maybe++
+			if same {
+				h.maybeKey++
+			}
+			if inSurely && !a.Sent.After(o.Sent) && a.Received.Add(-u).After(o.Sent.Add(u)) {
+				h.surely++
+				if same {
+					h.surelyKey++
+				}
+			}
+		}
+		out[i] = h
+	}
+	return out
+}
+
+// explain counts the decisions m explains of those hs describe: an
+// admission when fewer than k surely held a slot at its arrival, a
+// refusal when k or more may have.
+func (m inFlightModel) explain(hs []held) int {
+	n := 0
+	for _, h := range hs {
+		surely, maybe := h.surelyKey, h.maybeKey
+		if m.shared {
+			surely, maybe = h.surely, h.maybe
+		}
+		if h.admitted && surely < m.k || !h.admitted && maybe >= m.k {
+			n++
+		}
+	}
+	return n
+}
+
+// fitInFlight returns the in-flight model that explains most of obs,
+// the smallest k of equals, per key before for all keys, and how many it
+// explains.
+func fitInFlight(obs []observation, most int, u time.Duration) (inFlightModel, int) {
+	hs := heldAt(obs, u)
+	var best inFlightModel
+	top := -1
+	for _, shared := range []bool{false, true} {
+		for k := 1; k <= most; k++ {
+			m := inFlightModel{k: k, shared: shared}
+			if n := m.explain(hs); n > top {
+				best, top = m, n
+			}
+		}
+	}
+	return best, top
+}
+
+// concludeInFlight names the in-flight model that explains every
+// decision so far, or says that none of the seven explains the target,
+// and checks what a limit in flight can be checked for: 2K at once on a
+// fresh key, the keys kept apart, and what twice K without a key meets.
+func (p *prober) concludeInFlight(ctx context.Context, q int) error {
+	r := p.r
+	m, explained := fitInFlight(p.obs, q+1, p.uncertainty())
+	share := float64(explained) / float64(max(len(p.obs), 1))
+	r.Fit = []Fit{{Algorithm: InFlight, Limit: fmt.Sprintf("%d at once", m.k), Variants: []string{m.variant()},
+		Explained: explained, Decisions: len(p.obs), Share: share}}
+	v := &r.Verdict
+	v.Model, v.Explained, v.Decisions, v.Share = m.String(), explained, len(p.obs), share
+	if share < explainedEnough {
+		v.Model = ""
+		v.Text = fmt.Sprintf("none of the seven explains it: one request at a time was never refused and one more was held back while the first were in flight, as a limit in flight does; the best, %s, explains %.1f%% of %d decisions (a rate limit as well?)", describeInFlight(m), 100*share, len(p.obs))
+		p.say("%s", v.Text)
+	} else {
+		v.Named = true
+		v.Text = fmt.Sprintf("%s: %.1f%% of %d decisions", describeInFlight(m), 100*share, len(p.obs))
+		p.say("behaves as %s", v.Text)
+	}
+	r.Policy = fmt.Sprintf("%d in flight", m.k)
+	r.Headers = headersOf(r.all)
+	k := m.k
+	p.say("concurrency: %d requests at once on a fresh key", 2*k)
+	answers, err := p.send(ctx, concurrent(p.key("concurrent"), p.burst(2*k, k+1)), time.Time{}, nil)
+	if err != nil {
+		return err
+	}
+	c := &r.Concurrency
+	*c = Concurrency{Sent: len(answers), Quota: k, Allowed: k}
+	for _, a := range answers {
+		switch {
+		case !a.Decided():
+			c.Undecided++
+		case a.Admitted:
+			c.Admitted++
+		}
+	}
+	r.Keys.Isolated = r.Calibration.InFlight.OtherKey != "refused"
+	r.Remaining.Verdict = "not asked: a limit in flight"
+	if p.c.Target.Key.Kind == "source" {
+		r.Keys.Keyless = "not asked: every request has an address"
+		return nil
+	}
+	p.say("no key: twice the limit without one")
+	return p.keyless(ctx, k, model{})
+}
+
+// describeInFlight names m for a person: "in flight: 4 at once, per key".
+func describeInFlight(m inFlightModel) string {
+	return fmt.Sprintf("in flight: %d at once, %s", m.k, m.variant())
+}
+
+// uncertainty is how far a request's arrival, or an answer's leaving,
+// may be from the instant the probe recorded: a refusal's round trip, at
+// least a millisecond.
+func (p *prober) uncertainty() time.Duration {
+	return max(p.refusedLatency(), time.Millisecond)
+}
+
+// refusedLatency is the 99th percentile of the refused answers' round
+// trips: a refusal is answered before any handler runs, so its round trip
+// is the network's and the limiter's alone.
+func (p *prober) refusedLatency() time.Duration {
+	var ls []time.Duration
+	for _, a := range p.r.all {
+		if a.Refused {
+			ls = append(ls, a.Received.Sub(a.Sent))
+		}
+	}
+	return pct(ls, 0.99)
+}
