@@ -40,8 +40,8 @@ func TestInFlightExplains(t *testing.T) {
 		want int
 	}{
 		{inFlightModel{k: 4}, len(obs)},
-		{inFlightModel{k: 3}, len(obs) - 2}, // the fourth of each burst
-		{inFlightModel{k: 5}, len(obs) - 3}, // the three refusals
+		{inFlightModel{k: 3}, len(obs) - 2},               // the fourth of each burst
+		{inFlightModel{k: 5}, len(obs) - 3},               // the three refusals
 		{inFlightModel{k: 4, shared: true}, len(obs) - 2}, // b's, and the fourth of the second burst beside b
 	} {
 		if got := tt.m.explain(hs); got != tt.want {
