@@ -71,17 +71,36 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 	}
 	if c := cal.InFlight; c.limits() {
 		p.say("calibration: %d one at a time never refused (each answered in %.0fms); of %d at once %d admitted, and one more on that key, while they were in flight, refused: a limit on requests in flight?", c.OneAtATime, 1000*c.Service, c.AtOnce, c.AtOnceAdmitted)
-		if err := p.inFlightWaves(ctx, c); err != nil {
-			return cal, err
+		m, share := inFlightModel{}, 0.0
+		for _, drive := range []bool{false, true} {
+			key, err := p.inFlightWaves(ctx, c, drive)
+			if err != nil {
+				return cal, err
+			}
+			before := m
+			var explained int
+			m, explained = fitInFlight(p.obs, q+1, p.uncertainty())
+			if share = float64(explained) / float64(max(len(p.obs), 1)); share >= explainedEnough {
+				continue
+			}
+			if drive {
+				// The limit in flight explained everything until one key
+				// was driven at the most it lets through: what refused
+				// it then is a rate limit beside it, measured.
+				p.inFlight = before
+				c := &cal.InFlight
+				c.Limit = before.String()
+				c.Beside, c.BesideRate, c.BesideBurst = p.rateBeside(key, before)
+				return cal, nil
+			}
+			break
 		}
-		m, explained := fitInFlight(p.obs, q+1, p.uncertainty())
-		if share := float64(explained) / float64(max(len(p.obs), 1)); share >= explainedEnough {
-			cal.InFlight.Limit = m.String()
+		if share >= explainedEnough {
+			p.inFlight, cal.InFlight.Limit = m, m.String()
 			return cal, nil
-		} else {
-			cal.InFlight.Share = share
-			p.say("calibration: the best limit in flight, %s, explains %.1f%% of %d decisions; now how a spent key comes back", describeInFlight(m), 100*share, len(p.obs))
 		}
+		cal.InFlight.Share = share
+		p.say("calibration: the best limit in flight, %s, explains %.1f%% of %d decisions; now how a spent key comes back", describeInFlight(m), 100*share, len(p.obs))
 	} else {
 		p.say("calibration: now how a spent key comes back")
 	}
@@ -161,7 +180,13 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 	}
 	// Its first second thinned where the spending just sent would pass
 	// --max-rate with it.
-	plan := p.thin(pressPlan(pressed, quiet, q, deadline.Sub(spent), p.c.pacedMost()), spent)
+	most := p.c.pacedMost()
+	if c := cal.InFlight; c.Share > 0 {
+		// A limit in flight may be in front: pressed slowly enough that
+		// fewer than its K are in flight at once.
+		most = min(most, max(int(float64(max(c.AtOnceAdmitted-1, 1))/c.Service), 1))
+	}
+	plan := p.thin(pressPlan(pressed, quiet, q, deadline.Sub(spent), most), spent)
 	if _, err := p.send(ctx, plan, spent, stop); err != nil {
 		return cal, err
 	}

@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -50,6 +51,12 @@ type InFlightCheck struct {
 	// asked after).
 	Limit string  `json:"limit,omitempty"`
 	Share float64 `json:"share,omitempty"`
+	// Beside describes a rate limit that refused a key driven at the most
+	// the limit in flight lets through, measured (not fitted): its rate a
+	// second and, about, its burst.
+	Beside      string  `json:"beside,omitempty"`
+	BesideRate  float64 `json:"beside_rate,omitempty"`
+	BesideBurst int     `json:"beside_burst,omitempty"`
 }
 
 // limits reports whether what was asked points to a limit in flight:
@@ -115,10 +122,12 @@ func (p *prober) inFlightCheck(ctx context.Context, q int) (InFlightCheck, error
 			continue
 		}
 		// Asked only while every admitted request of the burst was still
-		// unanswered: else a slot may have come back.
+		// unanswered: else a slot may have come back. It arrived before
+		// its answer came back; theirs left at most u before they came
+		// back.
 		inFlight, u := 0, p.uncertainty()
 		for _, b := range burst {
-			if b.Admitted && b.Received.Add(-u).After(a.Sent.Add(u)) {
+			if b.Admitted && b.Received.Add(-u).After(a.Received) {
 				inFlight++
 			}
 		}
@@ -142,8 +151,11 @@ func (p *prober) inFlightCheck(ctx context.Context, q int) (InFlightCheck, error
 // while after the last wave's answers should have come back: the K the
 // calibration saw admitted, again K (a limit in flight admits them all,
 // its slots back; a rate limiter that admitted the first K has not
-// refilled K), then K+1 (it refuses exactly one).
-func (p *prober) inFlightWaves(ctx context.Context, c InFlightCheck) error {
+// refilled K), then K+1 (it refuses exactly one). With drive, then K a
+// wave for 3 seconds more: the most the limit in flight lets one key
+// send, which a rate limit beside it (a rate under K per answer's time)
+// refuses.
+func (p *prober) inFlightWaves(ctx context.Context, c InFlightCheck, drive bool) (string, error) {
 	k := c.AtOnceAdmitted
 	var slowest time.Duration
 	for _, a := range p.r.all {
@@ -152,16 +164,100 @@ func (p *prober) inFlightWaves(ctx context.Context, c InFlightCheck) error {
 		}
 	}
 	gap := slowest*13/10 + 10*time.Millisecond
+	waves := []int{k, k, k + 1}
+	what := fmt.Sprintf("waves of %d, %d and %d at once on a fresh key, %v apart", k, k, k+1, gap.Round(time.Millisecond))
+	if drive {
+		waves = make([]int, max(3, int(3*time.Second/gap)))
+		for i := range waves {
+			waves[i] = k
+		}
+		what = fmt.Sprintf("%d waves of %d at once on a fresh key, %v apart: a rate limit beside it?", len(waves), k, gap.Round(time.Millisecond))
+	}
 	key := p.key("waves")
 	var plan []request
-	for w, n := range []int{k, k, k + 1} {
+	for w, n := range waves {
 		for i := range n {
 			plan = append(plan, request{Key: key, At: time.Duration(w)*gap + time.Duration(i)*100*time.Microsecond})
 		}
 	}
-	p.say("in flight: waves of %d, %d and %d at once on a fresh key, %v apart", k, k, k+1, gap.Round(time.Millisecond))
+	p.say("in flight: %s", what)
 	_, err := p.send(ctx, plan, time.Time{}, nil)
-	return err
+	return key, err
+}
+
+// rateBeside measures the rate limit that refused key's waves with
+// fewer than m's K in flight: how many it admitted before its first such
+// refusal, in how long; its rate, the slope of the admissions counted
+// from then on against time (least squares, over the requests sent after
+// the first refusal); and its burst, about, where that line meets the
+// first request: what it admits driven from a fresh key is its burst and
+// its rate's refill.
+func (p *prober) rateBeside(key string, m inFlightModel) (text string, rate float64, burst int) {
+	hs := heldAt(p.obs, p.uncertainty())
+	type point struct {
+		at       time.Time
+		admitted bool
+		rate     bool // refused with fewer than K in flight
+	}
+	var pts []point
+	for i, o := range p.obs {
+		if o.Key != key {
+			continue
+		}
+		maybe := hs[i].maybeKey
+		if m.shared {
+			maybe = hs[i].maybe
+		}
+		pts = append(pts, point{o.Sent, o.Admitted, !o.Admitted && maybe < m.k})
+	}
+	slices.SortStableFunc(pts, func(a, b point) int { return a.at.Compare(b.at) })
+	first := slices.IndexFunc(pts, func(p point) bool { return p.rate })
+	if first < 0 {
+		return "", 0, 0
+	}
+	before := 0
+	for _, pt := range pts[:first] {
+		if pt.admitted {
+			before++
+		}
+	}
+	t0 := pts[0].at
+	took := pts[first].at.Sub(t0).Seconds()
+	seen := fmt.Sprintf("%d admitted in %.1fs of %d at a time, then refused with fewer than %d in flight", before, took, m.k, m.k)
+	text = "a rate limit beside it: " + seen
+	// What had been admitted after each wave from the first refusal's on,
+	// against the wave's time: a rate limiter driven beyond its rate
+	// spends in each wave what it refilled since the last.
+	var xs, ys []float64
+	n := 0
+	for i, pt := range pts {
+		if pt.admitted {
+			n++
+		}
+		if i >= first && (i+1 == len(pts) || pts[i+1].at.Sub(pt.at) > 5*time.Millisecond) {
+			xs, ys = append(xs, pt.at.Sub(t0).Seconds()), append(ys, float64(n))
+		}
+	}
+	if len(xs) < 4 || xs[len(xs)-1] <= xs[0] {
+		return text, 0, 0
+	}
+	var mx, my float64
+	for i := range xs {
+		mx, my = mx+xs[i], my+ys[i]
+	}
+	mx, my = mx/float64(len(xs)), my/float64(len(xs))
+	var sxy, sxx float64
+	for i := range xs {
+		sxy += (xs[i] - mx) * (ys[i] - my)
+		sxx += (xs[i] - mx) * (xs[i] - mx)
+	}
+	rate = sxy / sxx
+	// The line at the first request is what there was to spend, less
+	// the part of a request each wave leaves unspent: half of one, on
+	// average.
+	burst = max(int(math.Round(my-rate*mx+0.5)), 1)
+	text = fmt.Sprintf("a rate limit beside it, about %.3g/s burst %d (measured: %s)", rate, burst, seen)
+	return text, rate, burst
 }
 
 // inFlightModel is a limit of k requests in flight, per key or for all
@@ -190,7 +286,8 @@ type held struct {
 	surelyKey, maybeKey, surely, maybe int
 }
 
-// heldAt returns, for each of obs, what was in flight at its arrival.
+// heldAt returns, for each of obs (in its order), what was in flight at
+// its arrival.
 // Each instant is known to an interval: a request arrives within u of
 // its send, and holds its slot until its answer leaves, within u of the
 // answer's coming back (u: the longest the network and the sender take,
@@ -202,8 +299,15 @@ type held struct {
 // against those that may have held a slot at its arrival: sent before it
 // could arrive, still unanswered when it was sent.
 func heldAt(obs []observation, u time.Duration) []held {
-	byStart := slices.Clone(obs)
-	slices.SortStableFunc(byStart, func(a, b observation) int { return a.Sent.Compare(b.Sent) })
+	order := make([]int, len(obs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return obs[a].Sent.Compare(obs[b].Sent) })
+	byStart := make([]observation, len(obs))
+	for i, j := range order {
+		byStart[i] = obs[j]
+	}
 	out := make([]held, len(byStart))
 	var active []int // admitted, sent by now+u, not yet answered
 	next := 0
@@ -236,7 +340,7 @@ func heldAt(obs []observation, u time.Duration) []held {
 				}
 			}
 		}
-		out[i] = h
+		out[order[i]] = h
 	}
 	return out
 }
@@ -280,15 +384,22 @@ func fitInFlight(obs []observation, most int, u time.Duration) (inFlightModel, i
 // decision so far, or says that none of the seven explains the target,
 // and checks what a limit in flight can be checked for: 2K at once on a
 // fresh key, the keys kept apart, and what twice K without a key meets.
-func (p *prober) concludeInFlight(ctx context.Context, q int) error {
+func (p *prober) concludeInFlight(ctx context.Context) error {
 	r := p.r
-	m, explained := fitInFlight(p.obs, q+1, p.uncertainty())
+	m := p.inFlight
+	explained := m.explain(heldAt(p.obs, p.uncertainty()))
 	share := float64(explained) / float64(max(len(p.obs), 1))
 	r.Fit = []Fit{{Algorithm: InFlight, Limit: fmt.Sprintf("%d at once", m.k), Variants: []string{m.variant()},
 		Explained: explained, Decisions: len(p.obs), Share: share}}
 	v := &r.Verdict
 	v.Model, v.Explained, v.Decisions, v.Share = m.String(), explained, len(p.obs), share
-	if share < explainedEnough {
+	if beside := r.Calibration.InFlight.Beside; beside != "" {
+		// Named, with the rate limit beside it: the limit in flight
+		// explains every refusal but that rate's.
+		v.Named, v.Beside = true, beside
+		v.Text = fmt.Sprintf("%s, and %s (the limit in flight explains %.1f%% of %d decisions)", describeInFlight(m), beside, 100*share, len(p.obs))
+		p.say("behaves as %s", v.Text)
+	} else if share < explainedEnough {
 		v.Model = ""
 		v.Text = fmt.Sprintf("none of the seven explains it: one request at a time was never refused and one more was held back while the first were in flight, as a limit in flight does; the best, %s, explains %.1f%% of %d decisions (a rate limit as well?)", describeInFlight(m), 100*share, len(p.obs))
 		p.say("%s", v.Text)
@@ -348,4 +459,49 @@ func (p *prober) refusedLatency() time.Duration {
 		}
 	}
 	return pct(ls, 0.99)
+}
+
+// besideInFlight asks, when the calibration saw a limit in flight that
+// did not explain every decision and none of the six does either,
+// whether the two together do: the refusals the limit in flight the
+// calibration measured explains (K or more may have been in flight) are
+// its, and the six are fitted to the rest, as a rate limiter behind it
+// sees them (a request the limit in flight refused never reached it). It
+// returns the rate model named beside it, zero when none is.
+func (p *prober) besideInFlight(ctx context.Context, g guess) model {
+	c := p.r.Calibration.InFlight
+	m := inFlightModel{k: c.AtOnceAdmitted, shared: c.OtherKey == "refused"}
+	hs := heldAt(p.obs, p.uncertainty())
+	var rest []observation
+	for i, o := range p.obs {
+		maybe := hs[i].maybeKey
+		if m.shared {
+			maybe = hs[i].maybe
+		}
+		if o.Admitted || maybe < m.k {
+			rest = append(rest, o)
+		}
+	}
+	theirs := len(p.obs) - len(rest)
+	if theirs == 0 || len(rest) == 0 {
+		return model{}
+	}
+	p.say("%d refusals came with %d or more in flight: the six fitted to the other %d decisions, as a rate limiter behind %s", theirs, m.k, len(rest), describeInFlight(m))
+	all := p.obs
+	p.obs = rest
+	defer func() { p.obs = all }()
+	v := p.r.Verdict
+	rate := p.conclude(fit(rest, g))
+	if rate.Algorithm == "" {
+		p.r.Verdict = v
+		return model{}
+	}
+	r := p.r
+	r.Verdict.Beside = fmt.Sprintf("%s (%d refusals with %d or more in flight)", describeInFlight(m), theirs, m.k)
+	r.Verdict.Text = fmt.Sprintf("%s, and %s", describeInFlight(m), r.Verdict.Text)
+	r.Verdict.Decisions += theirs
+	r.Verdict.Explained += theirs
+	r.Verdict.Share = float64(r.Verdict.Explained) / float64(r.Verdict.Decisions)
+	p.say("behaves as %s", r.Verdict.Text)
+	return rate
 }

@@ -90,6 +90,8 @@ type prober struct {
 	// refusal is the refusal's status learned (0: none yet; 429 always
 	// is one), when --deny-status does not say it.
 	refusal int
+	// inFlight is the limit in flight the calibration named, if it did.
+	inFlight inFlightModel
 }
 
 func (p *prober) say(format string, args ...any) {
@@ -351,7 +353,7 @@ func (p *prober) probe(ctx context.Context) error {
 			return err
 		}
 		if r.Calibration.InFlight.Limit != "" {
-			return p.concludeInFlight(ctx, r.Calibration.Quota)
+			return p.concludeInFlight(ctx)
 		}
 		g = r.Calibration.guess(r.Claims)
 	}
@@ -379,6 +381,9 @@ func (p *prober) probe(ctx context.Context) error {
 		return err
 	}
 	best := p.conclude(s)
+	if best.Algorithm == "" && r.Calibration.InFlight.Share > 0 {
+		best = p.besideInFlight(ctx, g)
+	}
 	return p.checks(ctx, best)
 }
 

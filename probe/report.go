@@ -92,6 +92,11 @@ type Verdict struct {
 	// Unresolved are models that explain as much and that the probe could
 	// not tell from the answer, each with why.
 	Unresolved []string `json:"unresolved,omitempty"`
+	// Beside is what the target limits beside the model named: a limit
+	// on requests in flight beside a rate limit ("in flight: 4 at once,
+	// per key (...)"), or a rate limit, measured, beside a limit in
+	// flight.
+	Beside string `json:"beside,omitempty"`
 }
 
 // explainedEnough is the share of decisions a model must explain to be
