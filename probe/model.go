@@ -50,6 +50,11 @@ type model struct {
 	Seconds bool
 	// Rounding is how a sliding counter compares its weighted count.
 	Rounding rounding
+	// Phase is where the windows of a fixed window or a sliding counter
+	// not anchored start, after the epoch's: the same for every key, at an
+	// instant of the limiter's own (a ticker that clears every count, a
+	// library that aligns its windows to its start). 0: on the epoch.
+	Phase time.Duration
 }
 
 // rounding is how a sliding window counter rounds the previous window's
@@ -94,7 +99,41 @@ func (m model) variants() []string {
 	if m.Seconds {
 		out = append(out, "time in whole seconds")
 	}
+	switch {
+	case m.Phase < 0:
+		out = append(out, "windows at a phase of their own")
+	case m.Phase > 0:
+		out = append(out, phaseText(m.Limit.Per, m.Phase))
+	}
 	return out
+}
+
+// kind is m's variants as a kind of limiter: a phase of its own is one
+// kind, whatever the phase (as a limit is one kind, whatever the rate).
+func (m model) kind() []string {
+	if m.Phase != 0 {
+		m.Phase = -1
+	}
+	return m.variants()
+}
+
+// phaseText says where windows of w at a phase of their own start, as a
+// clock reads it: "windows starting at :00.700 past each even second", or
+// "windows starting 700ms into the epoch's" where w is no divisor of a
+// minute.
+func phaseText(w, phase time.Duration) string {
+	at := fmt.Sprintf(":%06.3f", phase.Seconds())
+	switch {
+	case w == time.Second:
+		return "windows starting at " + at + " past each second"
+	case w == 2*time.Second:
+		return "windows starting at " + at + " past each even second"
+	case w%time.Second == 0 && time.Minute%w == 0:
+		return fmt.Sprintf("windows starting at %s past each %dth second of the minute", at, w/time.Second)
+	case w == time.Minute:
+		return "windows starting at " + at + " past each minute"
+	}
+	return fmt.Sprintf("windows starting %v into the epoch's", phase)
 }
 
 // Family is the policy the model's algorithm belongs to: the three
@@ -122,6 +161,8 @@ func (m model) Validate() error {
 		return fmt.Errorf("probe: %s: only an anchored fixed window restarts", m)
 	case m.Rounding != exact && a != limiters.SlidingCounter:
 		return fmt.Errorf("probe: %s: only a sliding counter weighs a count", m)
+	case m.Phase != 0 && ((a != limiters.FixedWindow && a != limiters.SlidingCounter) || m.Anchored || m.Seconds || m.Phase < 0 || m.Phase >= m.Limit.Per):
+		return fmt.Errorf("probe: %s: only the windows of a fixed window or a counter on a clock of its own have a phase, within a window", m)
 	}
 	return nil
 }
@@ -179,11 +220,11 @@ func (m model) newState() state {
 		t := int64(m.Limit.Interval())
 		st = &bucket{t: t, ct: int64(m.Limit.Quota()) * t, c: m.Limit.Quota(), tat: math.MinInt64, counts: m.CountsRefused}
 	case m.Algorithm == limiters.FixedWindow:
-		st = &fixed{n: n, per: per, anchored: m.Anchored, restarts: m.Restarts}
+		st = &fixed{n: n, per: per, phase: int64(m.Phase), anchored: m.Anchored, restarts: m.Restarts}
 	case m.Algorithm == limiters.SlidingLog:
 		st = &slidingLog{n: int(n), per: per, counts: m.CountsRefused}
 	case m.Algorithm == limiters.SlidingCounter:
-		st = &counter{n: n, per: per, anchored: m.Anchored, counts: m.CountsRefused, rounding: m.Rounding}
+		st = &counter{n: n, per: per, phase: int64(m.Phase), anchored: m.Anchored, counts: m.CountsRefused, rounding: m.Rounding}
 	default:
 		panic("probe: no model of " + string(m.Algorithm))
 	}
@@ -232,7 +273,7 @@ func (b *bucket) refuse(t int64, n int) {
 // decision at an instant it chooses, and a later one may land in an
 // earlier window.
 type fixed struct {
-	n, per             int64
+	n, per, phase      int64
 	anchored, restarts bool
 	windows            []window // in order of start
 }
@@ -259,7 +300,7 @@ func lookup(ws []window, start int64) (int, bool) {
 // one; if not, the index a window starting at t would take.
 func (f *fixed) find(t int64) (int, bool) {
 	if !f.anchored {
-		return lookup(f.windows, floorDiv(t, f.per)*f.per)
+		return lookup(f.windows, onGrid(t, f.per, f.phase))
 	}
 	// The last window starting at or before t, if t is inside it.
 	i := len(f.windows)
@@ -290,7 +331,7 @@ func (f *fixed) admit(t int64, n int) {
 	case f.anchored:
 		f.windows = slices.Insert(f.windows, i, window{start: t})
 	default:
-		f.windows = slices.Insert(f.windows, i, window{start: floorDiv(t, f.per) * f.per})
+		f.windows = slices.Insert(f.windows, i, window{start: onGrid(t, f.per, f.phase)})
 	}
 	f.windows[i].count += int64(n)
 }
@@ -359,6 +400,7 @@ func (l *slidingLog) refuse(t int64, n int) {
 // windows are a grid starting at the key's first request.
 type counter struct {
 	n, per   int64
+	phase    int64
 	anchored bool
 	counts   bool
 	rounding rounding
@@ -382,8 +424,12 @@ func (c *counter) grid(t int64) int64 {
 	case c.anchored:
 		return t
 	}
-	return floorDiv(t, c.per) * c.per
+	return onGrid(t, c.per, c.phase)
 }
+
+// onGrid returns the start of the window of per, phase after the epoch's,
+// that t falls in.
+func onGrid(t, per, phase int64) int64 { return floorDiv(t-phase, per)*per + phase }
 
 func (c *counter) admits(t int64, n int) bool {
 	start := c.grid(t)

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -176,6 +177,7 @@ func TestProbePlanted(t *testing.T) {
 	t.Parallel()
 	var shared sync.Mutex
 	sharedCount := map[int64]int{}
+	phase := 700 * time.Millisecond
 	for _, tt := range []struct {
 		name   string
 		h      http.Handler
@@ -279,6 +281,21 @@ func TestProbePlanted(t *testing.T) {
 				t.Errorf("named %v (%s; beside %q), want a bucket of 10/s and nothing beside", r.Fit[0], r.Verdict.Text, r.Verdict.Beside)
 			}
 		}},
+		{"a ticker clears every count each 2s, 700ms past an even second", tickerWindow(t, 10, 2*time.Second, phase), "", time.Minute, func(t *testing.T, r *Report) {
+			// A fixed window of 10/2s whose windows start where the
+			// ticker clears: the phase measured to its clock.
+			f := r.Fit[0]
+			want := phaseText(2*time.Second, phase)
+			got := ""
+			if len(f.Variants) == 1 {
+				got = f.Variants[0]
+			}
+			var gotPhase float64
+			if _, err := fmt.Sscanf(got, "windows starting at :%f past each even second", &gotPhase); err != nil || !r.Verdict.Named || f.Algorithm != limiters.FixedWindow || f.Limit != "10/2s" ||
+				math.Abs(gotPhase-phase.Seconds()) > 0.02 {
+				t.Errorf("named %s %s %v (%s), want fixed-window 10/2s, %s (%v), within 20ms", f.Algorithm, f.Limit, f.Variants, r.Verdict.Text, want, phase)
+			}
+		}},
 		{"declares 30 and keeps 20", fixedWindow(20, 2*time.Second, func(h http.Header, _ int, _ time.Time, _ bool) {
 			h.Set("RateLimit-Policy", `"default";q=30;w=2`)
 		}), "fixed-window 20/2s", time.Minute, func(t *testing.T, r *Report) {
@@ -373,5 +390,50 @@ func gcraBefore(rate float64, burst int, next http.Handler) http.Handler {
 		tat[key] = at.Add(t)
 		mu.Unlock()
 		next.ServeHTTP(w, r)
+	})
+}
+
+// tickerWindow is the common "reset the map every W" limiter: n per key
+// until a ticker clears every key's count at once, every w, the first
+// time at phase past one of the epoch's windows of w (a ticker started
+// then, as by a process that started then). It stops its ticker when the
+// test ends.
+func tickerWindow(t *testing.T, n int, w, phase time.Duration) http.Handler {
+	first := (phase - time.Duration(time.Now().UnixNano()%int64(w)) + 2*w) % w
+	var mu sync.Mutex
+	counts := map[string]int{}
+	clear := func() {
+		mu.Lock()
+		counts = map[string]int{}
+		mu.Unlock()
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	go func() {
+		select {
+		case <-time.After(first):
+		case <-done:
+			return
+		}
+		clear()
+		tick := time.NewTicker(w)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				clear()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if counts[r.Header.Get("X-User")] >= n {
+			rw.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		counts[r.Header.Get("X-User")]++
 	})
 }

@@ -228,7 +228,7 @@ func (p *prober) rivals(s *search, best model) []rival {
 	models := []model{best}
 	seen := map[string]bool{}
 	for _, m := range contenders(s, explainedEnough, 40) {
-		k := m.Family() + fmt.Sprint(m.variants())
+		k := m.Family() + fmt.Sprint(m.kind())
 		if m != best && another(m, best) && !seen[k] {
 			seen[k] = true
 			models = append(models, m)
@@ -243,7 +243,7 @@ func (p *prober) rivals(s *search, best model) []rival {
 	cs := d.candidates(models)
 	var out []rival
 	for j, m := range models[1:] {
-		r := rival{m: m, kind: m.Family() != best.Family() || !slices.Equal(m.variants(), best.variants()),
+		r := rival{m: m, kind: m.Family() != best.Family() || !slices.Equal(m.kind(), best.kind()),
 			tied: explained[m] >= s.top-s.noise(), alike: agreement(best, m, 1) == 1}
 		if c, ok := separating(cs, 0, j+1); ok {
 			r.by, r.requests = c.about, len(c.at)
@@ -306,7 +306,15 @@ func unresolvedText(rivals []rival) []string {
 // another reports whether a and b are different answers: they differ
 // (differs), or in their variants.
 func another(a, b model) bool {
-	return differs(a, b) || !slices.Equal(a.variants(), b.variants())
+	return differs(a, b) || !slices.Equal(a.kind(), b.kind()) || phaseApart(a, b)
+}
+
+// phaseApart reports whether a's and b's windows start more than 2% of a
+// window apart.
+func phaseApart(a, b model) bool {
+	d := (a.Phase - b.Phase).Abs()
+	d = min(d, a.Limit.Per-d)
+	return d > a.Limit.Per/50
 }
 
 // differs reports whether a and b are different answers: another

@@ -220,6 +220,10 @@ func (s *search) pass(keys [][]observation, g guess) {
 			}
 		}
 		slices.SortStableFunc(varied, s.better)
+		if a == limiters.FixedWindow {
+			varied = append(varied, s.phased(keys, a, times, coarse, varied, try)...)
+			slices.SortStableFunc(varied, s.better)
+		}
 		// Fine: the best three, each at quotas one off and times within
 		// 5% in steps of 0.2%.
 		for _, c := range varied[:min(len(varied), 3)] {
@@ -365,4 +369,55 @@ func plausible(m model) bool {
 		unit = 10 * time.Millisecond
 	}
 	return m.Limit.Per%unit == 0
+}
+
+// phased tries, when no variant of a fixed window explains 99% of the
+// decisions, its windows at a phase of their own (the same for every key):
+// at every length of times where the refusals and the admissions after
+// them agree on where windows start (phaseOf), at the best coarse quotas.
+// (A sliding counter's admissions come back as its weight wanes, not at a
+// window's start: phaseOf cannot place its windows, and it is not tried.)
+// It returns what it tried.
+func (s *search) phased(keys [][]observation, a limiters.Algorithm, times []time.Duration, coarse, varied []explanation, try func(model, int) (explanation, bool)) []explanation {
+	n := s.decisions
+	if a != limiters.FixedWindow || len(coarse) == 0 || len(varied) > 0 && float64(varied[0].Explained) >= 0.99*float64(n) {
+		return nil
+	}
+	var quotas []int
+	for _, c := range coarse[:min(len(coarse), 4)] {
+		if !slices.Contains(quotas, c.Model.quota()) {
+			quotas = append(quotas, c.Model.quota())
+		}
+	}
+	var out []explanation
+	for _, t := range times {
+		st, ok := phaseOf(keys, t)
+		if !ok || st == (span{}) {
+			continue
+		}
+		// The middle of the stretch, and near either end: the rounds
+		// ask where they disagree, and narrow it.
+		var phases []time.Duration
+		for _, f := range []int64{1, 4, 7} {
+			ph := (st.lo + (st.hi-st.lo)*time.Duration(f)/8).Round(time.Millisecond)
+			if ph > 0 && ph < t && !slices.Contains(phases, ph) {
+				phases = append(phases, ph)
+			}
+		}
+		for _, ph := range phases {
+			for _, q := range quotas {
+				for _, v := range allVariants(a) {
+					if v.Anchored || v.Seconds {
+						continue
+					}
+					v = v.with(q, t)
+					v.Phase = ph
+					if e, ok := try(v, n/10); ok {
+						out = append(out, e)
+					}
+				}
+			}
+		}
+	}
+	return out
 }
