@@ -107,17 +107,20 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 	deadline := p.x.now().Add(p.c.MaxTime / 2)
 	pressed, quiet := first.Key, []string{p.key("quiet"), p.key("quiet")}
 	if 3*(q+2) > p.c.MaxRate {
-		// All three spent at once would pass --max-rate: one quiet key,
-		// which says when a silent key comes back within a factor of 2,
-		// not √2.
+		// All spent at once would pass --max-rate: one quiet key, which
+		// says when a silent key comes back within a factor of 2, not √2.
 		quiet = quiet[:1]
 	}
-	// The quiet keys spent, and the pressed key again with them: it may
-	// have come back while one request at a time was asked.
+	// The quiet keys spent, and the pressed key again with them when it
+	// may have come back while one request at a time was asked.
+	spending := quiet
+	if cal.InFlight.OneAtATime > 0 {
+		spending = append(slices.Clone(quiet), pressed)
+	}
 	var spend []request
-	for range q + 2 {
-		for _, k := range append(slices.Clone(quiet), pressed) {
-			spend = append(spend, request{Key: k, At: time.Duration(len(spend)) * 100 * time.Microsecond})
+	for i := range q + 2 {
+		for _, k := range spending {
+			spend = append(spend, request{Key: k, At: time.Duration(i) * 100 * time.Microsecond})
 		}
 	}
 	got, err := p.send(ctx, spend, time.Time{}, nil)

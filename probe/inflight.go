@@ -66,13 +66,30 @@ func (c InFlightCheck) limits() bool {
 	return c.OneAtATime > 0 && c.OneAtATimeRefused == 0 && c.Held == "refused" && c.AtOnceAdmitted < c.AtOnce
 }
 
-// inFlightCheck asks what tells a limit in flight from a rate limit: up to
-// q+2 requests on a fresh key one at a time (stopped at the first
+// inFlightCheck asks, of a target whose admissions take longer than its
+// refusals, what tells a limit in flight from a rate limit: up to q+2
+// requests on a fresh key one at a time (stopped at the first
 // refusal, or after 3 seconds), then, when none was refused, q+1 at once
 // on another, with one more on it and one on a fresh key sent at half the
 // service time, while the first are in flight.
 func (p *prober) inFlightCheck(ctx context.Context, q int) (InFlightCheck, error) {
 	var c InFlightCheck
+	// Only where answers overlap: a limit in flight refuses only requests
+	// that arrive while others are being answered, which on a target
+	// whose admissions come back as fast as its refusals is never (and
+	// then nothing tells it apart, nor needs to).
+	var admitted, refused []time.Duration
+	for _, a := range p.r.all {
+		switch {
+		case a.Admitted:
+			admitted = append(admitted, a.Received.Sub(a.Sent))
+		case a.Refused:
+			refused = append(refused, a.Received.Sub(a.Sent))
+		}
+	}
+	if slow := pct(admitted, 0.5); slow < 5*time.Millisecond || slow < 4*pct(refused, 0.5) {
+		return c, nil
+	}
 	one := p.key("one-at-a-time")
 	var took []time.Duration
 	for began := p.x.now(); c.OneAtATime < max(q+2, 4) && p.x.now().Sub(began) < 3*time.Second; {
