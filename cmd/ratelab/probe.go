@@ -38,7 +38,12 @@ and the variants real implementations use (windows from a key's first
 request, refused requests counted, a window a refusal starts again, a
 weighted count rounded or truncated, time kept in whole seconds), over
 the quotas, windows and refill intervals what it measured and what the
-target declares point to. Where models that explain as much would decide
+target declares point to, and fixed windows that start at a phase of
+their own (a ticker that clears every count). Where admissions take
+longer to answer than refusals, it first asks whether the target limits
+requests in flight (K at once, per key or for all keys: one request at a
+time is never refused, one more while K are in flight is), names that
+limit from the recorded instants, and measures a rate limit beside it. Where models that explain as much would decide
 differently, it plans the requests on which they disagree, sends them,
 and fits again. It names a model only when one explains at least 99% of
 the decisions and no other kind of limiter explains as many; else it
