@@ -429,19 +429,8 @@ func (p *prober) concludeInFlight(ctx context.Context) error {
 	r.Headers = headersOf(r.all)
 	k := m.k
 	p.say("concurrency: %d requests at once on a fresh key", 2*k)
-	answers, err := p.send(ctx, concurrent(p.key("concurrent"), p.burst(2*k, k+1)), time.Time{}, nil)
-	if err != nil {
+	if err := p.concurrency(ctx, k, model{}); err != nil { // no model: K allowed
 		return err
-	}
-	c := &r.Concurrency
-	*c = Concurrency{Sent: len(answers), Quota: k, Allowed: k}
-	for _, a := range answers {
-		switch {
-		case !a.Decided():
-			c.Undecided++
-		case a.Admitted:
-			c.Admitted++
-		}
 	}
 	r.Keys.Isolated = r.Calibration.InFlight.OtherKey != "refused"
 	r.Remaining.Verdict = "not asked: a limit in flight"
