@@ -161,9 +161,12 @@ func (p *prober) reclassify() {
 	for i := range p.r.all {
 		a := p.classify(p.r.all[i])
 		p.r.all[i] = a
-		if a.Decided() {
+		switch {
+		case a.Decided():
 			p.obs = append(p.obs, a.observation)
-		} else {
+		case a.Key != "":
+			// Requests without a key are the keyless check's, judged by
+			// their status there (a 400 for a missing key is an answer).
 			p.r.Undecided++
 		}
 	}

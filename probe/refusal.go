@@ -175,7 +175,7 @@ func (p *prober) refusalSeen() Refusal {
 		switch {
 		case a.Refused && r.From == "default":
 			r.From = "429"
-		case !a.Decided():
+		case !a.Decided() && a.Key != "": // the keyless check's are its own
 			if r.Other == nil {
 				r.Other = map[int]int{}
 			}

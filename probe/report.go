@@ -22,7 +22,8 @@ type Report struct {
 	Elapsed  float64   `json:"elapsed_s"`
 	Requests int       `json:"requests"`
 	// Undecided are the requests answered neither with an admission nor
-	// with the refusal: a 5xx, a 400, none at all (Refusal.Other).
+	// with the refusal: a 5xx, a 400, none at all (Refusal.Other); but the
+	// keyless check's, which it judges by their status.
 	Undecided int `json:"undecided"`
 	// Refusal is the status that means refused, and what else came back.
 	Refusal Refusal `json:"refusal"`
