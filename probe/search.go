@@ -395,10 +395,10 @@ func (s *search) phased(keys [][]observation, a limiters.Algorithm, times []time
 		if !ok || st == (span{}) {
 			continue
 		}
-		// The middle of the stretch, and near either end: the rounds
-		// ask where they disagree, and narrow it.
+		// Across the stretch, in eighths: the rounds ask where they
+		// disagree, and narrow it.
 		var phases []time.Duration
-		for _, f := range []int64{1, 4, 7} {
+		for _, f := range []int64{4, 1, 7, 2, 6, 3, 5} {
 			ph := (st.lo + (st.hi-st.lo)*time.Duration(f)/8).Round(time.Millisecond)
 			if ph > 0 && ph < t && !slices.Contains(phases, ph) {
 				phases = append(phases, ph)
