@@ -125,19 +125,22 @@ func (p *prober) inFlightCheck(ctx context.Context, q int) (InFlightCheck, error
 		return c, err
 	}
 	c.AtOnce, c.Held, c.OtherKey = q+1, "not asked", "not asked"
-	var burst []answer
-	for i, a := range got {
-		if i < q+1 && a.Decided() {
+	// The burst's answers, and the two sent later (by when they were
+	// meant to go: a request not answered has no answer here).
+	var burst, after []answer
+	for _, a := range got {
+		switch {
+		case !a.Decided():
+		case a.Intended.Sub(got[0].Intended) >= later/2:
+			after = append(after, a)
+		default:
 			burst = append(burst, a)
 			if a.Admitted {
 				c.AtOnceAdmitted++
 			}
 		}
 	}
-	for _, a := range got[min(q+1, len(got)):] {
-		if !a.Decided() {
-			continue
-		}
+	for _, a := range after {
 		// Asked only while every admitted request of the burst was still
 		// unanswered: else a slot may have come back. It arrived before
 		// its answer came back; theirs left at most u before they came
