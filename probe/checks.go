@@ -144,8 +144,8 @@ func (p *prober) edgesAgain(ctx context.Context, named model) (map[string]string
 	switch left := p.c.MaxTime - p.x.now().Sub(r.Start) - checksTake(named); {
 	case len(plan) == 0:
 		return nil, nil
-	case p.requests+len(plan) > p.c.MaxRequests:
-		why = fmt.Sprintf("again at them would take %d requests, more than --max-requests leaves", len(plan))
+	case p.requests+len(plan)+checksCost(named.quota()) > p.c.MaxRequests:
+		why = fmt.Sprintf("again at them would take %d requests, more than --max-requests leaves beside the checks", len(plan))
 	case plan[len(plan)-1].At+time.Second > left:
 		why = fmt.Sprintf("again at them would take %v, more than --max-time leaves", plan[len(plan)-1].At.Round(time.Millisecond))
 	default:
@@ -179,6 +179,12 @@ func (p *prober) edgesAgain(ctx context.Context, named model) (map[string]string
 	}
 	return notes, nil
 }
+
+// checksCost is about the most requests the checks after the fit send
+// for a quota of q: 2q at once, up to 12 one at a time, four keys spent
+// for the waits (a bucket's over half a window half as much again) and
+// their follow-ups, and 2q without a key.
+func checksCost(q int) int { return 2*q + 12 + 2*(q+1) + 2*(q+q/2+2) + 5 + 2*q }
 
 // fallback is the model the checks judge against when the verdict names
 // none: the policy given, else the one declared, as a sliding log (the

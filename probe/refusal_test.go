@@ -133,7 +133,7 @@ func TestEdgesAgain(t *testing.T) {
 		ratio  float64 // the boundary attack's ratio, at least
 	}{
 		{2000, "sent again at the edges of the named 1s windows (the fingerprint was planned for 100ms)", 1.9},
-		{300, "not judged at the edges of the named 1s windows: the fingerprint was planned for 100ms; again at them would take 140 requests, more than --max-requests leaves", 0},
+		{300, "not judged at the edges of the named 1s windows: the fingerprint was planned for 100ms; again at them would take 140 requests, more than --max-requests leaves beside the checks", 0},
 	} {
 		sim := simulate(named, 1, time.Millisecond)
 		c := simConfig()
