@@ -39,7 +39,7 @@ type Calibration struct {
 	Counted bool `json:"counted,omitempty"`
 	// InFlight is what was asked to tell a limit on requests in flight
 	// from a rate limit.
-	InFlight InFlightCheck `json:"in_flight"`
+	InFlight InFlightCheck `json:"in_flight,omitzero"`
 }
 
 // The calibration's bounds: the most it sends back to back looking for
@@ -65,45 +65,13 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 		return cal, err
 	}
 	cal.Quota = q
-	p.say("calibration: a fresh key got %d back to back; now one request at a time", q)
 	if cal.InFlight, err = p.inFlightCheck(ctx, q); err != nil {
 		return cal, err
 	}
-	if c := cal.InFlight; c.limits() {
-		p.say("calibration: %d one at a time never refused (each answered in %.0fms); of %d at once %d admitted, and one more on that key, while they were in flight, refused: a limit on requests in flight?", c.OneAtATime, 1000*c.Service, c.AtOnce, c.AtOnceAdmitted)
-		m, share := inFlightModel{}, 0.0
-		for _, drive := range []bool{false, true} {
-			key, err := p.inFlightWaves(ctx, c, drive)
-			if err != nil {
-				return cal, err
-			}
-			before := m
-			var explained int
-			m, explained = fitInFlight(p.obs, q+1, p.uncertainty())
-			if share = float64(explained) / float64(max(len(p.obs), 1)); share >= explainedEnough {
-				continue
-			}
-			if drive {
-				// The limit in flight explained everything until one key
-				// was driven at the most it lets through: what refused
-				// it then is a rate limit beside it, measured.
-				p.inFlight = before
-				c := &cal.InFlight
-				c.Limit = before.String()
-				c.Beside, c.BesideRate, c.BesideBurst = p.rateBeside(key, before)
-				return cal, nil
-			}
-			break
-		}
-		if share >= explainedEnough {
-			p.inFlight, cal.InFlight.Limit = m, m.String()
-			return cal, nil
-		}
-		cal.InFlight.Share = share
-		p.say("calibration: the best limit in flight, %s, explains %.1f%% of %d decisions; now how a spent key comes back", describeInFlight(m), 100*share, len(p.obs))
-	} else {
-		p.say("calibration: now how a spent key comes back")
+	if named, err := p.inFlightNamed(ctx, &cal.InFlight, q); err != nil || named {
+		return cal, err
 	}
+	p.say("calibration: a fresh key got %d back to back; now how a spent key comes back", q)
 	deadline := p.x.now().Add(p.c.MaxTime / 2)
 	pressed, quiet := first.Key, []string{p.key("quiet"), p.key("quiet")}
 	if 3*(q+2) > p.c.MaxRate {
@@ -287,7 +255,7 @@ func (p *prober) quota(ctx context.Context, first answer, claimed, most int) (in
 		// As many as --max-rate leaves in this second, so that the rounds
 		// go within one as far as it allows: rounds a second apart would
 		// take a bucket's refill for its burst.
-		n := min(round, most-sent, max(p.c.MaxRate-p.sentWithin(time.Second), 1))
+		n := min(round, most-sent, max(p.c.MaxRate-len(p.sentSince(p.x.now().Add(-time.Second))), 1))
 		plan := make([]request, n)
 		for i := range plan {
 			plan[i] = request{Key: first.Key, At: time.Duration(i) * 100 * time.Microsecond}

@@ -87,9 +87,11 @@ func (p *prober) inFlightCheck(ctx context.Context, q int) (InFlightCheck, error
 			refused = append(refused, a.Received.Sub(a.Sent))
 		}
 	}
-	if slow := pct(admitted, 0.5); slow < 5*time.Millisecond || slow < 4*pct(refused, 0.5) {
+	slow, fast := pct(admitted, 0.5), pct(refused, 0.5)
+	if slow < 5*time.Millisecond || slow < 4*fast {
 		return c, nil
 	}
+	p.say("calibration: a fresh key got %d back to back, admissions answered in %v, refusals in %v: one request at a time, to tell a limit in flight from a rate limit", q, slow.Round(time.Millisecond), fast.Round(100*time.Microsecond))
 	one := p.key("one-at-a-time")
 	var took []time.Duration
 	for began := p.x.now(); c.OneAtATime < max(q+2, 4) && p.x.now().Sub(began) < 3*time.Second; {
@@ -165,6 +167,46 @@ func (p *prober) inFlightCheck(ctx context.Context, q int) (InFlightCheck, error
 		}
 	}
 	return c, nil
+}
+
+// inFlightNamed goes on, where c (what inFlightCheck asked) points to a
+// limit in flight, to name it: waves of K, K and K+1; if the limit in
+// flight explains every decision, one key driven at the most it lets
+// through, and what refused that with fewer than K in flight measured as
+// a rate limit beside it. It reports whether it named one (c.Limit); if
+// not, c.Share is what the best explained, and the rate limits are asked
+// after.
+func (p *prober) inFlightNamed(ctx context.Context, c *InFlightCheck, q int) (bool, error) {
+	if !c.limits() {
+		return false, nil
+	}
+	p.say("calibration: %d one at a time never refused (each answered in %.0fms); of %d at once %d admitted, and one more on that key, while they were in flight, refused: a limit on requests in flight?", c.OneAtATime, 1000*c.Service, c.AtOnce, c.AtOnceAdmitted)
+	fitted := func() (inFlightModel, float64) {
+		m, explained := fitInFlight(p.obs, q+1, p.uncertainty())
+		return m, float64(explained) / float64(max(len(p.obs), 1))
+	}
+	if _, err := p.inFlightWaves(ctx, *c, false); err != nil {
+		return false, err
+	}
+	m, share := fitted()
+	if share < explainedEnough {
+		c.Share = share
+		p.say("calibration: the best limit in flight, %s, explains %.1f%% of %d decisions", describeInFlight(m), 100*share, len(p.obs))
+		return false, nil
+	}
+	key, err := p.inFlightWaves(ctx, *c, true)
+	if err != nil {
+		return false, err
+	}
+	if driven, share := fitted(); share >= explainedEnough {
+		m = driven
+	} else {
+		// Refused, driven at the most the limit in flight lets one key
+		// send, with fewer than K in flight: a rate limit beside it.
+		c.Beside, c.BesideRate, c.BesideBurst = p.rateBeside(key, m)
+	}
+	p.inFlight, c.Limit = m, m.String()
+	return true, nil
 }
 
 // inFlightWaves sends, on a fresh key, waves of requests at once, each a

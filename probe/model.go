@@ -50,10 +50,10 @@ type model struct {
 	Seconds bool
 	// Rounding is how a sliding counter compares its weighted count.
 	Rounding rounding
-	// Phase is where the windows of a fixed window or a sliding counter
-	// not anchored start, after the epoch's: the same for every key, at an
-	// instant of the limiter's own (a ticker that clears every count, a
-	// library that aligns its windows to its start). 0: on the epoch.
+	// Phase is where the windows of a fixed window not anchored start,
+	// after the epoch's: the same for every key, at an instant of the
+	// limiter's own (a ticker that clears every count, a library that
+	// aligns its windows to its start). 0: on the epoch.
 	Phase time.Duration
 }
 
@@ -118,20 +118,21 @@ func (m model) kind() []string {
 }
 
 // phaseText says where windows of w at a phase of their own start, as a
-// clock reads it: "windows starting at :00.700 past each even second", or
-// "windows starting 700ms into the epoch's" where w is no divisor of a
+// clock reads it: "windows starting at :00.700 past each even second",
+// "... past each minute", "... past each multiple of 10s"; or "windows
+// starting 700ms into the epoch's" where w is no whole divisor of a
 // minute.
 func phaseText(w, phase time.Duration) string {
-	at := fmt.Sprintf(":%06.3f", phase.Seconds())
+	at := fmt.Sprintf("windows starting at :%06.3f past each ", phase.Seconds())
 	switch {
 	case w == time.Second:
-		return "windows starting at " + at + " past each second"
+		return at + "second"
 	case w == 2*time.Second:
-		return "windows starting at " + at + " past each even second"
-	case w%time.Second == 0 && time.Minute%w == 0:
-		return fmt.Sprintf("windows starting at %s past each %dth second of the minute", at, w/time.Second)
+		return at + "even second"
 	case w == time.Minute:
-		return "windows starting at " + at + " past each minute"
+		return at + "minute"
+	case w%time.Second == 0 && time.Minute%w == 0:
+		return at + "multiple of " + w.String()
 	}
 	return fmt.Sprintf("windows starting %v into the epoch's", phase)
 }
@@ -161,8 +162,8 @@ func (m model) Validate() error {
 		return fmt.Errorf("probe: %s: only an anchored fixed window restarts", m)
 	case m.Rounding != exact && a != limiters.SlidingCounter:
 		return fmt.Errorf("probe: %s: only a sliding counter weighs a count", m)
-	case m.Phase != 0 && ((a != limiters.FixedWindow && a != limiters.SlidingCounter) || m.Anchored || m.Seconds || m.Phase < 0 || m.Phase >= m.Limit.Per):
-		return fmt.Errorf("probe: %s: only the windows of a fixed window or a counter on a clock of its own have a phase, within a window", m)
+	case m.Phase != 0 && (a != limiters.FixedWindow || m.Anchored || m.Seconds || m.Phase < 0 || m.Phase >= m.Limit.Per):
+		return fmt.Errorf("probe: %s: only the windows of a fixed window on a clock of its own have a phase, within a window", m)
 	}
 	return nil
 }
@@ -224,7 +225,7 @@ func (m model) newState() state {
 	case m.Algorithm == limiters.SlidingLog:
 		st = &slidingLog{n: int(n), per: per, counts: m.CountsRefused}
 	case m.Algorithm == limiters.SlidingCounter:
-		st = &counter{n: n, per: per, phase: int64(m.Phase), anchored: m.Anchored, counts: m.CountsRefused, rounding: m.Rounding}
+		st = &counter{n: n, per: per, anchored: m.Anchored, counts: m.CountsRefused, rounding: m.Rounding}
 	default:
 		panic("probe: no model of " + string(m.Algorithm))
 	}
@@ -400,7 +401,6 @@ func (l *slidingLog) refuse(t int64, n int) {
 // windows are a grid starting at the key's first request.
 type counter struct {
 	n, per   int64
-	phase    int64
 	anchored bool
 	counts   bool
 	rounding rounding
@@ -424,7 +424,7 @@ func (c *counter) grid(t int64) int64 {
 	case c.anchored:
 		return t
 	}
-	return onGrid(t, c.per, c.phase)
+	return floorDiv(t, c.per) * c.per
 }
 
 // onGrid returns the start of the window of per, phase after the epoch's,

@@ -138,14 +138,19 @@ func (p *prober) send(ctx context.Context, plan []request, start time.Time, stop
 		return stop == nil || stop(a)
 	}
 	got, err := p.x.send(ctx, plan, start, counted)
-	p.r.all = append(p.r.all, got...)
-	if p.learn(p.r.all) {
-		p.say("refusals answer %d: it appeared once a fresh key pressed back to back had been admitted", p.refusal)
-	}
 	for i := range got {
 		got[i] = p.classify(got[i])
 	}
-	p.reclassify()
+	p.r.all = append(p.r.all, got...)
+	if p.learn(p.r.all) {
+		p.say("refusals answer %d: it appeared once a fresh key pressed back to back had been admitted", p.refusal)
+		p.reclassify() // what came before, as the refusal now known says
+		for i := range got {
+			got[i] = p.classify(got[i])
+		}
+	} else {
+		p.observe(got)
+	}
 	p.r.Requests = p.requests
 	p.lat, p.late = spreadOf(p.r.all)
 	if dead && err == nil {
@@ -154,13 +159,9 @@ func (p *prober) send(ctx context.Context, plan []request, start time.Time, stop
 	return got, err
 }
 
-// reclassify reads every answer again as the refusal now known says,
-// and what the fit explains with them.
-func (p *prober) reclassify() {
-	p.obs, p.r.Undecided = p.obs[:0], 0
-	for i := range p.r.all {
-		a := p.classify(p.r.all[i])
-		p.r.all[i] = a
+// observe keeps the decided of answers for the fit, and counts the rest.
+func (p *prober) observe(answers []answer) {
+	for _, a := range answers {
 		switch {
 		case a.Decided():
 			p.obs = append(p.obs, a.observation)
@@ -170,9 +171,19 @@ func (p *prober) reclassify() {
 			p.r.Undecided++
 		}
 	}
+}
+
+// reclassify reads every answer again as the refusal now known says,
+// and what the fit explains with them.
+func (p *prober) reclassify() {
+	for i := range p.r.all {
+		p.r.all[i] = p.classify(p.r.all[i])
+	}
 	for i := range p.r.fp {
 		p.r.fp[i] = p.classify(p.r.fp[i])
 	}
+	p.obs, p.r.Undecided = p.obs[:0], 0
+	p.observe(p.r.all)
 }
 
 // errOverRate is returned for a plan that would pass --max-rate.
@@ -189,20 +200,10 @@ func (p *prober) pace(plan []request, start time.Time) (time.Time, error) {
 	if n := busiest(plan); n > p.c.MaxRate {
 		return start, fmt.Errorf("%w: %d requests would go in one second, more than --max-rate %d", errOverRate, n, p.c.MaxRate)
 	}
-	var before []time.Time // sent within the second before start
-	for _, a := range slices.Backward(p.r.all) {
-		if a.Sent.IsZero() {
-			continue
-		}
-		if a.Sent.Before(start.Add(-time.Second)) {
-			break
-		}
-		before = append(before, a.Sent)
-	}
+	before := p.sentSince(start.Add(-time.Second))
 	if len(before) == 0 {
 		return start, nil
 	}
-	slices.SortFunc(before, time.Time.Compare)
 	for delay := time.Duration(0); ; delay += 5 * time.Millisecond {
 		if busiestWith(before, plan, start.Add(delay)) <= p.c.MaxRate {
 			return start.Add(delay), nil
@@ -213,13 +214,7 @@ func (p *prober) pace(plan []request, start time.Time) (time.Time, error) {
 // thin returns plan, sent from start, without the requests that would
 // pass --max-rate with those sent before and those it keeps.
 func (p *prober) thin(plan []request, start time.Time) []request {
-	var window []time.Time // the requests of the last second, in order
-	for _, a := range p.r.all {
-		if !a.Sent.IsZero() && !a.Sent.Before(start.Add(-time.Second)) {
-			window = append(window, a.Sent)
-		}
-	}
-	slices.SortFunc(window, time.Time.Compare)
+	window := p.sentSince(start.Add(-time.Second)) // the last second's, in order
 	var kept []request
 	for _, r := range plan {
 		at := start.Add(r.At)
@@ -234,16 +229,17 @@ func (p *prober) thin(plan []request, start time.Time) []request {
 	return kept
 }
 
-// sentWithin is how many requests were sent within d before now.
-func (p *prober) sentWithin(d time.Duration) int {
-	from, n := p.x.now().Add(-d), 0
-	for _, a := range slices.Backward(p.r.all) {
-		if a.Sent.Before(from) {
-			break
+// sentSince returns the instants the requests sent from from on were
+// sent at, in order.
+func (p *prober) sentSince(from time.Time) []time.Time {
+	var out []time.Time
+	for _, a := range p.r.all {
+		if !a.Sent.IsZero() && !a.Sent.Before(from) {
+			out = append(out, a.Sent)
 		}
-		n++
 	}
-	return n
+	slices.SortFunc(out, time.Time.Compare)
+	return out
 }
 
 // busiestWith is the most requests in any one second of sent (sorted)
@@ -308,7 +304,7 @@ func run(ctx context.Context, c Config, x exchange, progress func(string)) (*Rep
 	defer func() {
 		r.Elapsed = x.now().Sub(r.Start).Seconds()
 		r.Timing = timingOf(r.all, r.fp)
-		r.Timing.KeptPace = r.Timing.keptPace(r.interval)
+		r.Timing.KeptPace = r.Timing.keptPace(r.interval())
 		r.Refusal = p.refusalSeen()
 	}()
 	return r, p.probe(ctx)
@@ -365,7 +361,7 @@ func (p *prober) probe(ctx context.Context) error {
 		shape = g.shape(r.Calibration)
 		shape.Per = roundish(shape.Per)
 	}
-	r.interval, r.planned = shape.Interval(), shape
+	r.planned = shape
 	if err := p.fingerprint(ctx, shape); err != nil {
 		if ctx.Err() != nil && len(p.obs) > 0 {
 			p.conclude(fit(p.obs, g)) // stopped: what was answered is judged all the same
@@ -460,16 +456,7 @@ func (p *prober) fingerprint(ctx context.Context, limit limiters.Limit) error {
 }
 
 // busiest is the most requests plan sends in any one second.
-func busiest(plan []request) int {
-	most, lo := 0, 0
-	for hi := range plan {
-		for plan[hi].At-plan[lo].At >= time.Second {
-			lo++
-		}
-		most = max(most, hi-lo+1)
-	}
-	return most
-}
+func busiest(plan []request) int { return busiestWith(nil, plan, time.Time{}) }
 
 // rounds is how many rounds of experiments a probe asks at most, and
 // settles how many more of the models that tie with the best, while they
@@ -533,30 +520,19 @@ func (p *prober) ask(ctx context.Context, s *search, g guess) (*search, error) {
 			// is asked on noise()+1 keys, as the budget allows.
 			chosen = repeated(chosen, s.noise()+1, budget)
 		}
-		var plan []request
+		// Within --max-rate: the experiments that pass it by themselves
+		// dropped, last first; and when the requests just sent would pass
+		// it with the round's first second, the round designed again,
+		// later.
+		plan := roundPlan(chosen, d.start, func() string { return "" })
+		for len(chosen) > 1 && busiest(plan) > p.c.MaxRate {
+			chosen = chosen[:len(chosen)-1]
+			plan = roundPlan(chosen, d.start, func() string { return "" })
+		}
+		plan = roundPlan(chosen, d.start, func() string { return p.key("ask") })
 		var asked Round
 		for _, e := range chosen {
-			k := p.key("ask")
-			for _, t := range e.at {
-				plan = append(plan, request{Key: k, At: t.Sub(d.start)})
-			}
 			asked.Asked = append(asked.Asked, e.about)
-		}
-		slices.SortStableFunc(plan, func(a, b request) int { return int(a.At - b.At) })
-		// Within --max-rate: the experiments that pass it by themselves
-		// dropped, last first; and when the requests just sent would
-		// pass it with the round's first second, the round designed
-		// again, later.
-		for len(chosen) > 1 && busiest(plan) > p.c.MaxRate {
-			chosen, asked.Asked = chosen[:len(chosen)-1], asked.Asked[:len(asked.Asked)-1]
-			plan = plan[:0]
-			for _, e := range chosen {
-				k := p.key("ask")
-				for _, t := range e.at {
-					plan = append(plan, request{Key: k, At: t.Sub(d.start)})
-				}
-			}
-			slices.SortStableFunc(plan, func(a, b request) int { return int(a.At - b.At) })
 		}
 		at, err := p.pace(plan, d.start)
 		if err != nil {
@@ -583,6 +559,20 @@ func (p *prober) ask(ctx context.Context, s *search, g guess) (*search, error) {
 		s = fit(p.obs, g.around(models))
 	}
 	return s, nil
+}
+
+// roundPlan is the plan of a round's experiments from start, each on a
+// key of its own (key makes it), in the order sent.
+func roundPlan(es []experiment, start time.Time, key func() string) []request {
+	var plan []request
+	for _, e := range es {
+		k := key()
+		for _, t := range e.at {
+			plan = append(plan, request{Key: k, At: t.Sub(start)})
+		}
+	}
+	slices.SortStableFunc(plan, func(a, b request) int { return int(a.At - b.At) })
+	return plan
 }
 
 // repeated returns es times over (each copy to be asked on keys of its

@@ -207,13 +207,13 @@ func probeServe(t *testing.T, cfg server.Config) {
 			t.Errorf("%s: %+v: nothing decided or admitted", name, acc)
 		case a == limiters.SlidingLog && (acc.FalseAllows != 0 || acc.MaxWindowRatio > 1):
 			t.Errorf("%s: %+v: want exact", name, acc)
-		case a == limiters.FixedWindow && acc.Workload == "boundary-attack" && r.interval != limit.Interval() && !strings.HasPrefix(acc.Note, "sent again"):
+		case a == limiters.FixedWindow && acc.Workload == "boundary-attack" && r.interval() != limit.Interval() && !strings.HasPrefix(acc.Note, "sent again"):
 			// The fingerprint was planned for the calibration's guess,
 			// not the limit the rounds then named (a spent key of a 1s
 			// window came back 100ms on, the burst having been sent at
 			// the end of a second): its edges were not this window's,
 			// and the attack goes again at the named window's edges.
-			t.Errorf("%s: the edge attack was planned for a refill every %v, not %v, and not sent again: %+v", name, r.interval, limit.Interval(), acc)
+			t.Errorf("%s: the edge attack was planned for a refill every %v, not %v, and not sent again: %+v", name, r.interval(), limit.Interval(), acc)
 		case a == limiters.FixedWindow && acc.Workload == "boundary-attack" && acc.MaxWindowRatio < 1.8:
 			t.Errorf("%s: %+v: want about 2N across the edge", name, acc)
 		case a.IsBucket() && (acc.MostOverPromise > 1 || acc.FalseAllows > acc.Requests/50):

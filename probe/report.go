@@ -54,19 +54,31 @@ type Report struct {
 	// requests at once would pass --max-rate 1000".
 	Skipped []string `json:"skipped,omitempty"`
 
-	all      []answer // every answer, for Timing
-	fp       []answer // the fingerprint's answers, on keys prefix+part
-	prefix   string
-	interval time.Duration  // the refill interval the plans were made for
-	planned  limiters.Limit // the limit the fingerprint was planned for
-	judged   model          // what the accuracy was judged against
+	all     []answer // every answer, for Timing
+	fp      []answer // the fingerprint's answers, on keys prefix+part
+	prefix  string
+	planned limiters.Limit // the limit the fingerprint was planned for
+	judged  model          // what the accuracy was judged against
 }
 
-// ReportSchema is the version of probe.json. Schema 3 added the verdict,
+// interval is the refill interval the fingerprint was planned for: 0
+// when none was sent.
+func (r *Report) interval() time.Duration {
+	if r.planned.N == 0 {
+		return 0
+	}
+	return r.planned.Interval()
+}
+
+// ReportSchema is the version of probe.json. Schema 4 added the refusal
+// (its status, where it came from, what else came back), the checks not
+// run, the calibration's questions of a limit in flight, what the target
+// limits beside the model named, and an accuracy row's note. Schema 3
+// added the verdict,
 // the claims, the rounds asked, the remaining check and a Retry-After
 // check per way of spending; 2 the accuracy, fields, timing and
 // calibration.
-const ReportSchema = 3
+const ReportSchema = 4
 
 // NoLimit is the fit's algorithm when the target refused none of the
 // probe's requests.

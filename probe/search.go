@@ -221,7 +221,7 @@ func (s *search) pass(keys [][]observation, g guess) {
 		}
 		slices.SortStableFunc(varied, s.better)
 		if a == limiters.FixedWindow {
-			varied = append(varied, s.phased(keys, a, times, coarse, varied, try)...)
+			varied = append(varied, s.phased(keys, times, coarse, varied, try)...)
 			slices.SortStableFunc(varied, s.better)
 		}
 		// Fine: the best three, each at quotas one off and times within
@@ -378,9 +378,9 @@ func plausible(m model) bool {
 // (A sliding counter's admissions come back as its weight wanes, not at a
 // window's start: phaseOf cannot place its windows, and it is not tried.)
 // It returns what it tried.
-func (s *search) phased(keys [][]observation, a limiters.Algorithm, times []time.Duration, coarse, varied []explanation, try func(model, int) (explanation, bool)) []explanation {
+func (s *search) phased(keys [][]observation, times []time.Duration, coarse, varied []explanation, try func(model, int) (explanation, bool)) []explanation {
 	n := s.decisions
-	if a != limiters.FixedWindow || len(coarse) == 0 || len(varied) > 0 && float64(varied[0].Explained) >= 0.99*float64(n) {
+	if len(coarse) == 0 || len(varied) > 0 && float64(varied[0].Explained) >= 0.99*float64(n) {
 		return nil
 	}
 	var quotas []int
@@ -406,7 +406,7 @@ func (s *search) phased(keys [][]observation, a limiters.Algorithm, times []time
 		}
 		for _, ph := range phases {
 			for _, q := range quotas {
-				for _, v := range allVariants(a) {
+				for _, v := range allVariants(limiters.FixedWindow) {
 					if v.Anchored || v.Seconds {
 						continue
 					}

@@ -76,7 +76,7 @@ send what the target needs. Each request carries its number in a query
 parameter, ratelab-probe. The probe
 never retries a request, is bounded by --max-requests, --max-rate and
 --max-time (a window too long for it is said, with what it would take),
-and says what it does as it goes. It writes probe.json (schema 3) into
+and says what it does as it goes. It writes probe.json (schema 4) into
 --out, every request and its answer (exchange.csv), the same as the
 lab's results (results.json, which ratelab report draws again), and the
 lab's report of it: report.html, report.md and the charts.
