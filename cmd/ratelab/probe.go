@@ -31,31 +31,32 @@ back on a fresh key until one is refused) and how a spent key comes back
 request after growing silences: a target that counts refused requests
 lets only the quiet ones back). It sends the lab's fingerprint, planned
 for the time a spent quota takes to come back (60/min with a burst of
-one is probed as 1/s): a burst, a sustained rate with jitter, and attacks
-around the edges of windows, on the epoch's and from a key's first
-request. Then it fits every decision through each of the six algorithms
-and the variants real implementations use (windows from a key's first
-request, refused requests counted, a window a refusal starts again, a
-weighted count rounded or truncated, time kept in whole seconds), over
-the quotas, windows and refill intervals what it measured and what the
-target declares point to, and fixed windows that start at a phase of
-their own (a ticker that clears every count). Where admissions take
-longer to answer than refusals, it first asks whether the target limits
-requests in flight (K at once, per key or for all keys: one request at a
-time is never refused, one more while K are in flight is), names that
-limit from the recorded instants, and measures a rate limit beside it. Where models that explain as much would decide
-differently, it plans the requests on which they disagree, sends them,
-and fits again. It names a model only when one explains at least 99% of
-the decisions and no other kind of limiter explains as many; else it
-says that none of the six explains the target, or which models it
-cannot tell apart and what requests would.
+one is probed as 1/s): a burst, a sustained rate with jitter, and
+attacks around the edges of windows, on the epoch's and from a key's
+first request. Then it fits every decision through each of the six
+algorithms and the variants real implementations use (windows from a
+key's first request, refused requests counted, a window a refusal starts
+again, a weighted count rounded or truncated, time kept in whole
+seconds), over the quotas, windows and refill intervals what it measured
+and what the target declares point to, and fixed windows that start at a
+phase of their own (a ticker that clears every count). Where admissions
+take longer to answer than refusals, it first asks whether the target
+limits requests in flight (K at once, per key or for all keys: one
+request at a time is never refused, one more while K are in flight is),
+names that limit from the recorded instants, and measures a rate limit
+beside it. Where models that explain as much would decide differently,
+it plans the requests on which they disagree, sends them, and fits
+again. It names a model only when one explains at least 99% of the
+decisions and no other kind of limiter explains as many; else it says
+that none of the six explains the target, or which models it cannot tell
+apart and what requests would.
 
 What the target declares (RateLimit-Policy, RateLimit, X-RateLimit-*,
 Retry-After; the IETF fields read with an RFC 9651 parser, a field that
-does not parse reported as malformed) is a claim it checks, not the frame
-of its fit: when the two differ it says both. Then it sends twice the
-quota at once on a fresh key (a limiter that reads and writes its store
-in two steps admits more), checks the remaining quota the fields
+does not parse reported as malformed) is a claim it checks, not the
+frame of its fit: when the two differ it says both. Then it sends twice
+the quota at once on a fresh key (a limiter that reads and writes its
+store in two steps admits more), checks the remaining quota the fields
 advertise one request at a time, and the wait a refusal advertises
 (Retry-After, RateLimit's t, a reset field) after a quota spent back to
 back and one spent over half a window: a request at 80% of it, and one
@@ -81,18 +82,18 @@ and says what it does as it goes. It writes probe.json (schema 4) into
 lab's results (results.json, which ratelab report draws again), and the
 lab's report of it: report.html, report.md and the charts.
 
---limit says what the target is meant to keep: the fit starts there
-(and still says when the target behaves otherwise), and the accuracy is
+--limit says what the target is meant to keep: the fit starts there (and
+still says when the target behaves otherwise), and the accuracy is
 judged against it when no model is named. For CI, --expect names what
 the target should do, as an algorithm and a limit in the lab's syntax or
 a limit alone. The probe exits 1, naming what strayed, when none of the
 six explains the target, it cannot tell two apart, the model named is of
 another family (the three buckets are one), its rate or quota is off by
 more than --tolerance, a workload had more admitted in a window than the
-algorithm allows (N for the sliding log, 2N for the others; for a bucket,
-more than C + R·t in any interval t), 2N at once admitted more than the
-policy allows, a wait advertised lied, or a key's exhaustion spilled on
-another.
+algorithm allows (N for the sliding log, 2N for the others; for a
+bucket, more than C + R·t in any interval t), 2N at once admitted more
+than the policy allows, a wait advertised lied, or a key's exhaustion
+spilled on another.
 
 Examples:
 
@@ -157,7 +158,7 @@ func (f *probeFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.key, "key", "", "how the target tells users apart: header:NAME, query:NAME, or source (the client's address)")
 	fs.StringVar(&f.source, "source", "", "with --key source, the addresses users send from (default on loopback: 127.0.0.2-127.0.0.254)")
 	fs.Var(&f.limit, "limit", `what the target is meant to keep: "10/s burst 6", "100/1m"; none: measured`)
-	fs.StringVar(&f.deny, "deny-status", "", "comma-separated statuses that mean refused, a 5xx included (default: 429, or the status the probe sees a pressed key refused with, as nginx's 503)")
+	fs.StringVar(&f.deny, "deny-status", "", "statuses that mean refused, comma-separated, a 5xx too (default: 429, or learned: nginx's 503)")
 	fs.StringVar(&f.method, "method", "", "the method each request uses (default GET, or POST with --body)")
 	fs.Var(&f.headers, "header", `a header each request carries, "Name: value" (repeatable), as in "Authorization: Bearer TOKEN"`)
 	fs.StringVar(&f.body, "body", "", "the body each request carries: @FILE, or the text itself")
