@@ -276,6 +276,15 @@ func (p *prober) quota(ctx context.Context, first answer, claimed, most int) (in
 		}
 	}
 	switch {
+	case !refused && p.r.Claims.Policy.N > admitted:
+		// It declares more than was sent: say what probing that takes
+		// (the quota, the quiet keys' spending, the fingerprint, the
+		// checks), rather than that there is no limit.
+		l := p.r.Claims.Policy
+		fp := len(fingerprintPlan(p.rng, "", shapeOf(l), p.x.now()))
+		need := fp + 4*(l.Quota()+2) + checksCost(l.Quota())
+		pay := (6 * l.Window()).Round(time.Minute) + time.Minute // six windows, as below
+		return 0, fmt.Errorf("calibration: %d requests back to back on one key were all admitted, and the target declares %s: a quota of %d is more than a quarter of --max-requests %d; probing it takes about %d requests (its fingerprint alone %d) and six of its windows: --max-requests %d and --max-time %v or more", admitted, p.r.Claims.PolicyText, l.Quota(), p.c.MaxRequests, need, fp, need, pay)
 	case !refused:
 		return 0, fmt.Errorf("calibration: %d requests back to back on one key were all admitted: no limit found within a quarter of --max-requests; give the limit with --limit", admitted)
 	case admitted == 0:

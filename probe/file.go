@@ -211,6 +211,9 @@ func (r *Report) File() *results.File {
 		row.Set(kind, kindTiming)
 		if t.name == "late" {
 			row.Note = fmt.Sprintf("The fingerprint asked %.0f requests/s and was sent at %.0f/s. %s", r.Timing.AskedRate, r.Timing.AchievedRate, paceVerdict(r.Timing.KeptPace))
+			if len(r.fp) == 0 {
+				row.Note = "No fingerprint was sent (a limit in flight is asked otherwise, or the probe stopped before it)."
+			}
 		}
 		row.Add(results.Decisions, results.UnitCount, float64(t.l.N))
 		row.SetLatency(t.name, results.Quantiles{P50: t.l.P50 * 1e6, P90: t.l.P90 * 1e6, P99: t.l.P99 * 1e6, Max: t.l.Max * 1e6})
@@ -425,7 +428,10 @@ func declaredVerdict(r *Report) string {
 }
 
 func remainingSeen(rem Remaining) string {
-	if rem.Checked == 0 {
+	switch {
+	case strings.HasPrefix(rem.Verdict, "not asked"):
+		return rem.Verdict
+	case rem.Checked == 0:
 		return "not advertised"
 	}
 	seen := make([]string, len(rem.Seen))

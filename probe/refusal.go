@@ -23,20 +23,18 @@ type Refusal struct {
 	Other map[int]int `json:"other,omitempty"`
 }
 
-// String says the refusal as the probe reports it: "refusals answer 503
-// (learned)".
+// String says the refusal as the checks table shows it: "503 (learned)",
+// "429; otherwise 400 Bad Request (20)".
 func (r Refusal) String() string {
-	s := fmt.Sprintf("refusals answer %d", r.Status)
+	s := fmt.Sprint(r.Status)
 	switch r.From {
-	case "learned":
-		s += " (learned: it appeared once a fresh key pressed back to back had been admitted)"
-	case "--deny-status":
-		s += " (--deny-status)"
+	case "learned", "--deny-status":
+		s += " (" + r.From + ")"
 	case "default":
-		s = "no refusal seen (429 would be one)"
+		s = "none seen (429 would be one)"
 	}
 	if len(r.Other) > 0 {
-		s += "; answered otherwise: " + statusCounts(r.Other)
+		s += "; otherwise " + statusCounts(r.Other)
 	}
 	return s
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -163,5 +164,22 @@ func TestEdgesAgain(t *testing.T) {
 		if tt.ratio > 0 && (ratio(after) < tt.ratio || ratio(before) >= tt.ratio) {
 			t.Errorf("budget %d: the boundary attack's ratio %.2f at the planned edges, %.2f at the named; want under and over %g", tt.budget, ratio(before), ratio(after), tt.ratio)
 		}
+	}
+}
+
+// A quota of hundreds a minute, declared, beyond what a quarter of
+// --max-requests measures: the probe says what probing it takes, not
+// "no limit found".
+func TestProbeDeclaredTooLarge(t *testing.T) {
+	sim := simulate(model{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: 600, Per: time.Minute}}, 1, time.Millisecond)
+	decide := sim.decide
+	sim.decide = func(key string, at time.Time) (bool, http.Header) {
+		ok, _ := decide(key, at)
+		return ok, http.Header{"Ratelimit-Policy": {`"default";q=600;w=60`}}
+	}
+	_, err := run(context.Background(), simConfig(), sim, nil)
+	want := "the target declares 600/min: a quota of 600 is more than a quarter of --max-requests 2000; probing it takes about"
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--max-time 7m0s or more") {
+		t.Errorf("%v; want %q ... --max-time 7m0s or more", err, want)
 	}
 }
