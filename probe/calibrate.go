@@ -21,7 +21,10 @@ type Calibration struct {
 	// the seconds from its spending to its first admission again (0:
 	// none), and the admissions a second after that.
 	Recovered float64 `json:"recovered_s,omitempty"`
-	Rate      float64 `json:"rate,omitempty"`
+	// RefusedUntil is the seconds from the spending to the pressed key's
+	// last refusal before it came back: it came back between the two.
+	RefusedUntil float64 `json:"refused_until_s,omitempty"`
+	Rate         float64 `json:"rate,omitempty"`
 	// Windowed: the pressed key's admissions came back in runs (a window
 	// turning or expiring) rather than one by one (a bucket refilling).
 	Windowed bool `json:"windowed,omitempty"`
@@ -40,6 +43,10 @@ type Calibration struct {
 	// InFlight is what was asked to tell a limit on requests in flight
 	// from a rate limit.
 	InFlight InFlightCheck `json:"in_flight,omitzero"`
+	// Lean: the quota is too large for the quiet keys and the whole
+	// fingerprint within --max-requests; the spent key was watched
+	// sparsely, alone, and a lean fingerprint follows (leanPlan).
+	Lean bool `json:"lean,omitempty"`
 }
 
 // The calibration's bounds: the most it sends back to back looking for
@@ -60,6 +67,11 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 	sent := p.requests
 	defer func() { cal.Requests, cal.Seconds = p.requests-sent+1, p.x.now().Sub(start).Seconds() }()
 	limitN := min(calibrationBurst, p.c.MaxRequests/4)
+	if claimed > 0 && claimed+8 <= p.c.MaxRequests/2 {
+		// A quota declared within half the budget is spent, not given up
+		// on: the lean fingerprint needs about one and a half more.
+		limitN = max(limitN, claimed+8)
+	}
 	q, err := p.quota(ctx, first, claimed, limitN)
 	if err != nil {
 		return cal, err
@@ -71,10 +83,16 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 	if named, err := p.inFlightNamed(ctx, &cal.InFlight, q); err != nil || named {
 		return cal, err
 	}
-	p.say("calibration: a fresh key got %d back to back; now how a spent key comes back", q)
 	deadline := p.x.now().Add(p.c.MaxTime / 2)
 	pressed, quiet := first.Key, []string{p.key("quiet"), p.key("quiet")}
-	if 3*(q+2) > p.c.MaxRate {
+	cal.Lean = p.lean(q)
+	if cal.Lean {
+		p.say("calibration: a fresh key got %d back to back; the fingerprint of that quota takes %d requests, more than the %d left: the spent key watched sparsely, alone", q, fingerprintCost(q), p.c.MaxRequests-p.requests)
+		quiet = nil
+	} else {
+		p.say("calibration: a fresh key got %d back to back; now how a spent key comes back", q)
+	}
+	if 3*(q+2) > p.c.MaxRate && len(quiet) > 1 {
 		// All spent at once would pass --max-rate: one quiet key, which
 		// says when a silent key comes back within a factor of 2, not √2.
 		quiet = quiet[:1]
@@ -91,9 +109,11 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 			spend = append(spend, request{Key: k, At: time.Duration(i) * 100 * time.Microsecond})
 		}
 	}
-	got, err := p.send(ctx, spend, time.Time{}, nil)
-	if err != nil {
-		return cal, err
+	var got []answer
+	if len(spend) > 0 {
+		if got, err = p.send(ctx, spend, time.Time{}, nil); err != nil {
+			return cal, err
+		}
 	}
 	spent := p.x.now()
 	var quietGot []answer
@@ -102,24 +122,31 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 			quietGot = append(quietGot, a)
 		}
 	}
-	if n := admittedOf(quietGot); n != len(quiet)*q {
+	if n := admittedOf(quietGot); len(quiet) > 0 && n != len(quiet)*q {
 		p.say("calibration: %d more fresh keys got %d back to back, not %d each", len(quiet), n, q)
 		q = max(q, (n+len(quiet)-1)/len(quiet))
 	}
-	var admits []time.Time // the pressed key's admissions, in order sent
-	var runs [][2]int      // the pressed key's runs of admissions: first and last index into admits
+	var admits []time.Time     // the pressed key's admissions, in order sent
+	var refusedUntil time.Time // its last refusal before the first of them
+	var runs [][2]int          // the pressed key's runs of admissions: first and last index into admits
 	prevAdmitted := false
 	// The quiet keys' requests after growing silences, the second's
 	// silences longer by √2 than the first's: the first admitted says
 	// when a silent key comes back, to within a factor of √2.
 	quietAt, quietBefore := time.Duration(0), time.Duration(0)
 	lastQuiet := map[string]time.Duration{}
+	windowedAt := q // the run of admissions that is a window's
+	if cal.Lean {
+		windowedAt = leanRun
+	}
 	done := func() bool {
 		switch {
-		case len(runs) >= 6 && !windowed(runs, q):
+		case len(runs) >= 6 && !windowed(runs, windowedAt):
 			return true // one by one: enough for a rate
-		case len(runs) >= 2 && windowed(runs, q):
+		case len(runs) >= 2 && windowed(runs, windowedAt):
 			return true // two runs: a window's length apart
+		case cal.Lean && windowed(runs, windowedAt):
+			return true // one run: its length unspent, when lean
 		case len(admits) == 0 && quietAt > 0 && p.x.now().Sub(spent) > max(quietAt*6/5, quietAt+time.Second):
 			return true // the quiet key came back a while ago; the pressed one never
 		}
@@ -131,6 +158,9 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 		}
 		switch a.Key {
 		case pressed:
+			if !a.Admitted && len(admits) == 0 {
+				refusedUntil = a.Sent
+			}
 			if a.Admitted {
 				admits = append(admits, a.Sent)
 				if prevAdmitted {
@@ -140,7 +170,7 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 				}
 			}
 			prevAdmitted = a.Admitted
-		case quiet[0], quiet[len(quiet)-1]:
+		default:
 			at := a.Sent.Sub(spent)
 			if a.Admitted && quietAt == 0 {
 				quietAt, quietBefore = at, lastQuiet[a.Key]
@@ -148,6 +178,12 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 			lastQuiet[a.Key] = at
 		}
 		return !done() && p.x.now().Before(deadline) && p.requests+1 < p.c.MaxRequests/2
+	}
+	pressing := stop
+	if cal.Lean {
+		// The sparse press ends at the key's first admission: what follows
+		// is asked faster, below.
+		pressing = func(a answer) bool { return stop(a) && len(admits) == 0 }
 	}
 	// Its first second thinned where the spending just sent would pass
 	// --max-rate with it.
@@ -157,8 +193,12 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 		// fewer than its K are in flight at once.
 		most = min(most, max(int(float64(max(c.AtOnceAdmitted-1, 1))/c.Service), 1))
 	}
-	plan := p.thin(pressPlan(pressed, quiet, q, deadline.Sub(spent), most), spent)
-	if _, err := p.send(ctx, plan, spent, stop); err != nil {
+	per := 2 * q // requests a press sends in any stretch of e at e after the spending
+	if cal.Lean {
+		per = leanPress
+	}
+	plan := p.thin(pressPlan(pressed, quiet, per, deadline.Sub(spent), most), spent)
+	if _, err := p.send(ctx, plan, spent, pressing); err != nil {
 		return cal, err
 	}
 	if len(admits) > 0 && !done() && p.x.now().Before(deadline) {
@@ -166,7 +206,7 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 		// came back at, for a rate or a second run.
 		gap := max(admits[0].Sub(spent)/time.Duration(2*q), time.Second/time.Duration(p.c.pacedMost()))
 		var more []request
-		for t := time.Duration(0); t < deadline.Sub(p.x.now()); t += gap {
+		for t := time.Duration(0); t < deadline.Sub(p.x.now()) && p.requests+len(more) < p.c.MaxRequests/2; t += gap {
 			more = append(more, request{Key: pressed, At: t})
 		}
 		if _, err := p.send(ctx, more, time.Time{}, stop); err != nil {
@@ -175,11 +215,14 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 	}
 	if len(admits) > 0 {
 		cal.Recovered = admits[0].Sub(spent).Seconds()
+		if refusedUntil.After(spent) {
+			cal.RefusedUntil = refusedUntil.Sub(spent).Seconds()
+		}
 	}
 	if len(admits) > 1 {
 		cal.Rate = float64(len(admits)-1) / admits[len(admits)-1].Sub(admits[0]).Seconds()
 	}
-	cal.Windowed = windowed(runs, q)
+	cal.Windowed = windowed(runs, windowedAt)
 	if len(runs) >= 2 {
 		cal.Gap = admits[runs[1][0]].Sub(admits[runs[0][0]]).Seconds()
 	}
@@ -190,11 +233,15 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 	cal.Counted = len(admits) == 0 && quietAt > 0
 	if len(admits) == 0 && quietAt == 0 {
 		waited := p.x.now().Sub(spent).Round(time.Second)
+		// Settling a window takes about six of them: the calibration's
+		// two, the fingerprint's three, and a round; when lean, three.
+		pay := (6 * waited).Round(time.Minute) + time.Minute
+		if cal.Lean {
+			return cal, fmt.Errorf("calibration: a quota of %d at once, then nothing admitted again in %v, asked ever more sparsely: the window or the refill is longer than half of --max-time %v; settling it takes about three of them, --max-time %v or more (or give the limit with --limit)",
+				q, waited, p.c.MaxTime, (3*waited).Round(time.Minute)+time.Minute)
+		}
 		last := quiet[len(quiet)-1]
 		silence := max(lastQuiet[quiet[0]]/2, lastQuiet[last]-lastQuiet[last]*100/241).Round(time.Second)
-		// Settling a window takes about six of them: the calibration's
-		// two, the fingerprint's three, and a round.
-		pay := (6 * waited).Round(time.Minute) + time.Minute
 		return cal, fmt.Errorf("calibration: a quota of %d at once, then nothing admitted again in %v, pressed or after %v of silence: the window or the refill is longer than half of --max-time %v; settling it takes about six of them, --max-time %v or more (or give the limit with --limit)",
 			q, waited, silence, p.c.MaxTime, pay)
 	}
@@ -202,28 +249,28 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 }
 
 // windowed reports whether a key's runs of admissions are a window's
-// (a run of at least 3, and of half the quota) rather than a bucket's,
-// one at a time.
-func windowed(runs [][2]int, quota int) bool {
+// (a run of at least 3, and of half of at) rather than a bucket's, one at
+// a time.
+func windowed(runs [][2]int, at int) bool {
 	for _, r := range runs {
-		if n := r[1] - r[0] + 1; n >= 3 && n >= quota/2 {
+		if n := r[1] - r[0] + 1; n >= 3 && n >= at/2 {
 			return true
 		}
 	}
 	return false
 }
 
-// pressPlan plans the two keys the calibration watches after spending
-// them: pressed, sent a request every e/(2q) at e after the spending (no
-// faster than most a second): enough to keep a target that counts
-// refusals of q per any window longer than e refusing, and to see a
-// bucket that refills slower than every e; and the quiet keys, one
+// pressPlan plans the keys the calibration watches after spending them:
+// pressed, sent a request every e/per at e after the spending (no faster
+// than most a second): with per twice the quota, enough to keep a target
+// that counts refusals of q per any window longer than e refusing, and to
+// see a bucket that refills slower than every e; and the quiet keys, one
 // request each after silences of a quarter of a second, then half, one,
 // two, ... seconds, the second's √2 times the first's.
-func pressPlan(pressed string, quiet []string, q int, within time.Duration, most int) []request {
+func pressPlan(pressed string, quiet []string, per int, within time.Duration, most int) []request {
 	var plan []request
 	least := time.Second / time.Duration(max(most, 1))
-	for e := 20 * time.Millisecond; e < within; e += max(e/time.Duration(2*q), least) {
+	for e := 20 * time.Millisecond; e < within; e += max(e/time.Duration(per), least) {
 		plan = append(plan, request{Key: pressed, At: e})
 	}
 	for i, first := range []time.Duration{250 * time.Millisecond, 354 * time.Millisecond}[:len(quiet)] {
@@ -278,13 +325,14 @@ func (p *prober) quota(ctx context.Context, first answer, claimed, most int) (in
 	switch {
 	case !refused && p.r.Claims.Policy.N > admitted:
 		// It declares more than was sent: say what probing that takes
-		// (the quota, the quiet keys' spending, the fingerprint, the
-		// checks), rather than that there is no limit.
+		// (the quota, the press, the lean fingerprint's halves and the
+		// checks that fit; the quota within half of --max-requests), rather
+		// than that there is no limit.
 		l := p.r.Claims.Policy
-		fp := len(fingerprintPlan(p.rng, "", shapeOf(l), p.x.now()))
-		need := fp + 4*(l.Quota()+2) + checksCost(l.Quota())
-		pay := (6 * l.Window()).Round(time.Minute) + time.Minute // six windows, as below
-		return 0, fmt.Errorf("calibration: %d requests back to back on one key were all admitted, and the target declares %s: a quota of %d is more than a quarter of --max-requests %d; probing it takes about %d requests (its fingerprint alone %d) and six of its windows: --max-requests %d and --max-time %v or more", admitted, p.r.Claims.PolicyText, l.Quota(), p.c.MaxRequests, need, fp, need, pay)
+		fp := len(leanPlan(p.rng, "", shapeOf(l), p.x.now(), false, true))
+		need := max(l.Quota()+8+200+fp+20, 2*(l.Quota()+8)) // and the press, and the remaining check
+		pay := (l.Window() * 5 / 2).Truncate(time.Minute) + time.Minute // the press's window, the halves', and room
+		return 0, fmt.Errorf("calibration: %d requests back to back on one key were all admitted, and the target declares %s: a quota of %d is more than half of --max-requests %d spends on it; probing it takes about %d requests (its lean fingerprint %d) and two and a half of its windows: --max-requests %d and --max-time %v or more", admitted, p.r.Claims.PolicyText, l.Quota(), p.c.MaxRequests, need, fp, need, pay)
 	case !refused:
 		return 0, fmt.Errorf("calibration: %d requests back to back on one key were all admitted: no limit found within a quarter of --max-requests; give the limit with --limit", admitted)
 	case admitted == 0:
@@ -302,6 +350,15 @@ func (cal Calibration) guess(claims Claims) guess {
 	switch {
 	case cal.Windowed && cal.Gap > 0:
 		w = seconds(cal.Gap)
+	case cal.Windowed && cal.Lean && cal.RefusedUntil > 0:
+		// Asked sparsely, it came back between its last refusal and its
+		// first admission: the middle, or the window the target declares
+		// when that falls between.
+		lo, hi := seconds(cal.RefusedUntil), seconds(cal.Recovered)
+		w = (lo + hi) / 2
+		if d := claims.Policy.Window(); claims.Policy.Per > 0 && d >= lo*49/50 && d <= hi*51/50 {
+			w = d
+		}
 	case cal.Windowed:
 		w = seconds(cal.Recovered)
 	case cal.Rate > 0:

@@ -84,20 +84,44 @@ func (p *prober) checks(ctx context.Context, named model) error {
 		}
 	}
 	q := max(m.quota(), r.Calibration.Quota, 1)
+	w := time.Second
+	if m.Algorithm != "" {
+		w = m.Limit.Window()
+	}
 	steps := []struct {
 		about string
 		run   func(context.Context, int, model) error
+		// cost is about what the check takes: requests, and time.
+		requests int
+		takes    time.Duration
 	}{
-		{fmt.Sprintf("concurrency: %d requests at once on a fresh key", 2*q), p.concurrency},
-		{"remaining: one request at a time on a fresh key", p.remaining},
-		{"Retry-After and key isolation: keys spent back to back and over half a window, then asked at 80% of the wait and at it", p.retryAfter},
-		{"no key: twice the quota without one", p.keyless},
+		{fmt.Sprintf("concurrency: %d requests at once on a fresh key", 2*q), p.concurrency, p.burst(2*q, q+1), time.Second},
+		{"remaining: one request at a time on a fresh key", p.remaining, min(q+1, 12), time.Second},
+		{retryAbout, p.retryAfter, 2*(q+1) + 2*(q+q/2+2) + 5, w*3/2 + time.Second},
+		{"no key: twice the quota without one", p.keyless, 2 * q, time.Second},
 	}
 	if p.c.Target.Key.Kind == "source" {
 		r.Keys.Keyless = "not asked: every request has an address"
 		steps = steps[:len(steps)-1] // the keyless step
 	}
 	for _, s := range steps {
+		left, remains := p.c.MaxRequests-p.requests, p.c.MaxTime-p.x.now().Sub(r.Start)
+		// Time is planned for by the rounds (checksTake); a lean probe's
+		// long window may leave too little all the same.
+		if s.requests > left || (r.Calibration.Lean && s.takes > remains) {
+			// A check the budget has no room for is said as such: the
+			// lean fingerprint of a large quota leaves little.
+			why := fmt.Sprintf("%s: not run: it takes about %d requests and %v; %d requests and %v left (--max-requests, --max-time)", s.about, s.requests, s.takes.Round(time.Second), max(left, 0), max(remains, 0).Round(time.Second))
+			r.Skipped = append(r.Skipped, why)
+			p.say("%s", why)
+			if s.about == retryAbout {
+				// Whether keys are kept apart, from what was sent before:
+				// the lean fingerprint asks a fresh key right after one
+				// is spent.
+				r.Keys.Isolated = isolatedIn(r.all)
+			}
+			continue
+		}
 		p.say("%s", s.about)
 		err := s.run(ctx, q, m)
 		if errors.Is(err, errOverRate) {
@@ -112,6 +136,31 @@ func (p *prober) checks(ctx context.Context, named model) error {
 		}
 	}
 	return nil
+}
+
+const retryAbout = "Retry-After and key isolation: keys spent back to back and over half a window, then asked at 80% of the wait and at it"
+
+// isolatedIn reports whether a key's first request was admitted within a
+// second of another key's refusal.
+func isolatedIn(all []answer) bool {
+	all = slices.Clone(all)
+	slices.SortStableFunc(all, func(a, b answer) int { return a.Sent.Compare(b.Sent) })
+	seen := map[string]bool{}
+	var refused time.Time // the last refusal so far
+	refusedKey := ""
+	for _, a := range all {
+		if !a.Decided() || a.Key == "" {
+			continue
+		}
+		if !seen[a.Key] && a.Admitted && refusedKey != "" && refusedKey != a.Key && a.Sent.Sub(refused) < time.Second {
+			return true
+		}
+		seen[a.Key] = true
+		if !a.Admitted {
+			refused, refusedKey = a.Sent, a.Key
+		}
+	}
+	return false
 }
 
 // edgesAgain sends the fingerprint's edge attacks again when the window

@@ -392,12 +392,28 @@ func near(a, b time.Duration, share float64) bool {
 func agreement(a, b model, seed uint64) float64 {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	w := max(a.Limit.Window(), b.Limit.Window())
+	// One step in ten a silence, three a request at the same instant, the
+	// rest a request soon after; a quota larger than 20 gets runs long
+	// enough to reach it between silences (600 a minute and 599 decide
+	// alike on sixty requests).
+	q := max(a.quota(), b.quota())
+	steps, runs, silence := 60, 200, 10
+	if q > 20 {
+		steps, runs, silence = 6*q, 40, 3*q/2
+	}
 	same, all := 0, 0
-	for range 200 {
+	for range runs {
 		sa, sb := a.newState(), b.newState()
 		t := time.Unix(1_800_000_000, 0).Add(time.Duration(rng.Int64N(int64(w)))).UnixNano()
-		for range 60 {
-			switch r := rng.IntN(10); {
+		for range steps {
+			r := rng.IntN(10)
+			if silence > 10 {
+				r = min(r+1, 9) // no silence but the one drawn below
+				if rng.IntN(silence) == 0 {
+					r = 0
+				}
+			}
+			switch {
 			case r == 0:
 				t += rng.Int64N(2 * int64(w))
 			case r < 4:

@@ -352,16 +352,20 @@ func (r *Report) checks() [][]string {
 	if c.OverAdmits() {
 		concurrency = "OVER-ADMITS"
 	}
-	out := [][]string{
-		{"refusal", "what a refused request is answered", r.Refusal.String(), ""},
-		{"concurrency", strconv.Itoa(c.Sent) + " at once on a fresh key", fmt.Sprintf("%d admitted; %s allows %d", c.Admitted, or(r.Policy, "the policy"), max(c.Allowed, c.Quota)), concurrency},
+	out := [][]string{{"refusal", "what a refused request is answered", r.Refusal.String(), ""}}
+	if c.Sent > 0 { // else not run, and said below
+		out = append(out, []string{"concurrency", strconv.Itoa(c.Sent) + " at once on a fresh key", fmt.Sprintf("%d admitted; %s allows %d", c.Admitted, or(r.Policy, "the policy"), max(c.Allowed, c.Quota)), concurrency})
 	}
 	for _, ra := range r.RetryAfter {
 		out = append(out, []string{"Retry-After", "keys spent " + ra.Spent + ", then at 80% of the wait and at it", retryAfterSeen(ra), ra.Verdict})
 	}
 	out = append(out,
 		[]string{"key isolation", "a fresh key right after another was exhausted", isolation(r.Keys.Isolated), isolationVerdict(r.Keys.Isolated)},
-		[]string{"no key", "twice the quota without the key", r.Keys.Keyless, ""},
+	)
+	if r.Keys.Keyless != "" { // else not run, and said below
+		out = append(out, []string{"no key", "twice the quota without the key", r.Keys.Keyless, ""})
+	}
+	out = append(out,
 		[]string{"fields on 200", "the first admitted answer", fieldList(r.Headers.OnAdmitted), ""},
 		[]string{"fields on refusal", "the first refused answer", fieldList(r.Headers.OnRefused), ""},
 		[]string{"declared policy", "a fresh key's first answer", or(r.Claims.PolicyText, "none"), declaredVerdict(r)},

@@ -49,8 +49,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("probe: the policy %s: want a count and a period, as in 10/s burst 6 or 100/1m", c.Policy)
 	}
 	plan := fingerprintPlan(rand.New(rand.NewPCG(c.Seed, 0)), "", shapeOf(c.Policy), time.Now())
+	which := "fingerprint"
+	if len(plan) > c.MaxRequests {
+		// The lean one, which the probe sends then.
+		plan = leanPlan(rand.New(rand.NewPCG(c.Seed, 0)), "", shapeOf(c.Policy), time.Now(), c.Policy.Burst > 0, false)
+		which = "lean fingerprint"
+	}
 	if n := len(plan); n > c.MaxRequests {
-		return fmt.Errorf("probe: the fingerprint of %s takes %d requests, more than --max-requests %d", c.Policy, n, c.MaxRequests)
+		return fmt.Errorf("probe: the %s of %s takes %d requests, more than --max-requests %d", which, c.Policy, n, c.MaxRequests)
 	}
 	if n := busiest(plan); n > c.MaxRate {
 		return fmt.Errorf("probe: the fingerprint of %s sends %d requests in its busiest second, more than --max-rate %d", c.Policy, n, c.MaxRate)
@@ -92,6 +98,8 @@ type prober struct {
 	refusal int
 	// inFlight is the limit in flight the calibration named, if it did.
 	inFlight inFlightModel
+	// leanBucket: the lean fingerprint is a bucket's (leanPlan).
+	leanBucket bool
 }
 
 func (p *prober) say(format string, args ...any) {
@@ -362,6 +370,11 @@ func (p *prober) probe(ctx context.Context) error {
 		shape.Per = roundish(shape.Per)
 	}
 	r.planned = shape
+	if cal := r.Calibration; cal.Lean || (cal.From == "--limit" && fingerprintCost(shape.N) > c.MaxRequests-p.requests) {
+		r.Calibration.Lean = true
+		p.leanBucket = c.Policy.Burst > 0 || (cal.Rate > 0 && !cal.Windowed && cal.Recovered < 3/cal.Rate)
+		g.lean = true
+	}
 	if err := p.fingerprint(ctx, shape); err != nil {
 		if ctx.Err() != nil && len(p.obs) > 0 {
 			p.conclude(fit(p.obs, g)) // stopped: what was answered is judged all the same
@@ -424,11 +437,18 @@ func roundish(d time.Duration) time.Duration {
 	return max(d.Round(step), step)
 }
 
-// fingerprint sends the fingerprint for limit and keeps its answers.
+// fingerprint sends the fingerprint for limit, the lean one when the
+// calibration said, and keeps its answers.
 func (p *prober) fingerprint(ctx context.Context, limit limiters.Limit) error {
 	start := p.x.now().Add(200 * time.Millisecond)
 	seed := p.rng.Uint64()
-	plan := fingerprintPlan(rand.New(rand.NewPCG(seed, 1)), p.prefix, limit, start)
+	planFor := func(rng *rand.Rand, start time.Time) []request {
+		if p.r.Calibration.Lean {
+			return leanPlan(rng, p.prefix, limit, start, p.leanBucket, p.r.Calibration.From != "--limit")
+		}
+		return fingerprintPlan(rng, p.prefix, limit, start)
+	}
+	plan := planFor(rand.New(rand.NewPCG(seed, 1)), start)
 	// Later, if the requests just sent and the fingerprint's first second
 	// would pass --max-rate together: planned again from there, for its
 	// edges are the epoch's.
@@ -438,7 +458,7 @@ func (p *prober) fingerprint(ctx context.Context, limit limiters.Limit) error {
 			break
 		}
 		start = at
-		plan = fingerprintPlan(rand.New(rand.NewPCG(seed, 1)), p.prefix, limit, start)
+		plan = planFor(rand.New(rand.NewPCG(seed, 1)), start)
 	}
 	if n := len(plan); p.requests+n > p.c.MaxRequests {
 		return fmt.Errorf("probe: the fingerprint of %s takes %d requests, more than the %d --max-requests leaves", limit, n, p.c.MaxRequests-p.requests)
@@ -446,7 +466,11 @@ func (p *prober) fingerprint(ctx context.Context, limit limiters.Limit) error {
 	if busiest := busiest(plan); busiest > p.c.MaxRate {
 		return fmt.Errorf("probe: the fingerprint of %s sends %d requests in its busiest second, more than --max-rate %d", limit, busiest, p.c.MaxRate)
 	}
-	p.say("the fingerprint: %d requests over %v, for about %s", len(plan), plan[len(plan)-1].At.Round(time.Millisecond), limit)
+	lean := ""
+	if p.r.Calibration.Lean {
+		lean = "lean "
+	}
+	p.say("the %sfingerprint: %d requests over %v, for about %s", lean, len(plan), plan[len(plan)-1].At.Round(time.Millisecond), limit)
 	answers, err := p.send(ctx, plan, start, nil)
 	p.r.fp = answers
 	if err != nil && (ctx.Err() == nil || len(answers) == 0) {

@@ -28,9 +28,15 @@ var probeSlots = make(chan struct{}, 3)
 // what it found.
 func probeOf(t *testing.T, target Target) (*Report, error) {
 	t.Helper()
+	return probeWithin(t, target, 2*time.Minute)
+}
+
+// probeWithin is probeOf within most of time.
+func probeWithin(t *testing.T, target Target, most time.Duration) (*Report, error) {
+	t.Helper()
 	probeSlots <- struct{}{}
 	defer func() { <-probeSlots }()
-	c := Config{Target: target, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
+	c := Config{Target: target, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: most}
 	began := time.Now()
 	r, err := Run(context.Background(), c, func(s string) { t.Logf("%5.1fs %s", time.Since(began).Seconds(), s) })
 	if r != nil {
@@ -153,6 +159,48 @@ func TestProbeServe(t *testing.T) {
 			}
 			wg.Go(func() { probeServe(t, cfg) })
 		}
+	}
+	wg.Wait()
+}
+
+// Limits of the size APIs publish: ratelab serve at 600 a minute, a
+// sliding log and a bucket of 10/s burst 600, each declaring its policy,
+// named with no --limit within the command's defaults, 2,000 requests and
+// 3 minutes (the lean fingerprint), every check the budget leaves no room
+// for said as not run.
+func TestProbeServeLarge(t *testing.T) {
+	t.Parallel()
+	var wg sync.WaitGroup
+	for _, cfg := range []server.Config{
+		{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: 600, Per: time.Minute}},
+		{Algorithm: limiters.TokenBucket, Limit: limiters.Limit{N: 10, Per: time.Second, Burst: 600}},
+	} {
+		cfg.KeyHeader, cfg.Headers, cfg.Backend = "X-User", httplimit.AllHeaders, "memory"
+		wg.Go(func() {
+			url := serveWith(t, cfg)
+			if url == "" {
+				return
+			}
+			r, err := probeWithin(t, Target{URL: url, Key: byUser}, 3*time.Minute)
+			if err != nil {
+				t.Errorf("%s: %v", cfg.Algorithm, err)
+				return
+			}
+			want := model{Algorithm: cfg.Algorithm, Limit: cfg.Limit}
+			if want.Algorithm.IsBucket() {
+				want.Algorithm = limiters.GCRA
+			}
+			got, err := parseModel(r.Fit[0])
+			if err != nil || !r.Verdict.Named || !r.Calibration.Lean || got.Family() != want.Family() || got.quota() != want.quota() || differs(got, want) || len(got.variants()) != 0 {
+				t.Errorf("%s: named %v (%s; lean %v), want %s", cfg.Algorithm, got, r.Verdict.Text, r.Calibration.Lean, want)
+			}
+			if r.Requests > 2000 || r.Elapsed > 180 {
+				t.Errorf("%s: %d requests in %.1fs, want at most 2,000 within 3 minutes", cfg.Algorithm, r.Requests, r.Elapsed)
+			}
+			if len(r.Skipped) == 0 || !r.Keys.Isolated || r.Remaining.Verdict != "exact" {
+				t.Errorf("%s: skipped %q, keys %+v, remaining %+v: want the checks over budget said, keys apart, remaining exact", cfg.Algorithm, r.Skipped, r.Keys, r.Remaining)
+			}
+		})
 	}
 	wg.Wait()
 }

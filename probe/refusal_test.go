@@ -3,8 +3,11 @@ package probe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -167,19 +170,35 @@ func TestEdgesAgain(t *testing.T) {
 	}
 }
 
-// A quota of hundreds a minute, declared, beyond what a quarter of
-// --max-requests measures: the probe says what probing it takes, not
-// "no limit found".
+// A quota declared beyond what half of --max-requests spends (1,200 a
+// minute): the probe says what probing it takes, not "no limit found";
+// and that is enough: given it, the probe names the limit.
 func TestProbeDeclaredTooLarge(t *testing.T) {
-	sim := simulate(model{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: 600, Per: time.Minute}}, 1, time.Millisecond)
-	decide := sim.decide
-	sim.decide = func(key string, at time.Time) (bool, http.Header) {
-		ok, _ := decide(key, at)
-		return ok, http.Header{"Ratelimit-Policy": {`"default";q=600;w=60`}}
+	m := model{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: 1200, Per: time.Minute}}
+	declaring := func() *simulated {
+		sim := simulate(m, 1, time.Millisecond)
+		decide := sim.decide
+		sim.decide = func(key string, at time.Time) (bool, http.Header) {
+			ok, _ := decide(key, at)
+			return ok, http.Header{"Ratelimit-Policy": {`"default";q=1200;w=60`}}
+		}
+		return sim
 	}
-	_, err := run(context.Background(), simConfig(), sim, nil)
-	want := "the target declares 600/min: a quota of 600 is more than a quarter of --max-requests 2000; probing it takes about"
-	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--max-time 7m0s or more") {
-		t.Errorf("%v; want %q ... --max-time 7m0s or more", err, want)
+	c := simConfig()
+	_, err := run(context.Background(), c, declaring(), nil)
+	want := "the target declares 1200/min: a quota of 1200 is more than half of --max-requests 2000 spends on it; probing it takes about"
+	re := regexp.MustCompile(`--max-requests (\d+) and --max-time (\S+) or more`)
+	got := re.FindStringSubmatch(fmt.Sprint(err))
+	if err == nil || !strings.Contains(err.Error(), want) || got == nil {
+		t.Fatalf("%v; want %q ... --max-requests N and --max-time T or more", err, want)
+	}
+	c.MaxRequests, _ = strconv.Atoi(got[1])
+	c.MaxTime, _ = time.ParseDuration(got[2])
+	r, err := run(context.Background(), c, declaring(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict.Model != m.String() {
+		t.Errorf("with --max-requests %d --max-time %v: %s; want %s", c.MaxRequests, c.MaxTime, r.Verdict.Text, m)
 	}
 }

@@ -37,15 +37,21 @@ type guess struct {
 	window, interval time.Duration
 	// claim is what the target or the user says.
 	claim claim
+	// lean: the probe's decisions are mostly a large quota's bursts
+	// (leanPlan), whose noise is not the search's (noise).
+	lean bool
 }
 
 // search is a fit's result: every model it explained the decisions with,
 // and how many it explained.
 type search struct {
 	decisions int
-	tried     []explanation
-	claim     claim
-	top       int // the most decisions a model explains; 0 while searching
+	// timed is how many decisions noise counts: all of them, or, in a
+	// lean probe, those not sent back to back on their key.
+	timed int
+	tried []explanation
+	claim claim
+	top   int // the most decisions a model explains; 0 while searching
 }
 
 // claim is what the target (or --limit) says its limit is, as a range:
@@ -126,7 +132,13 @@ func (s *search) better(a, b explanation) int {
 // noise is how many decisions fewer than the best a model may explain
 // and still rank as one with it: one in 400, at least one (better says
 // why).
-func (s *search) noise() int { return max(1, s.decisions/400) }
+//
+// A request decided beyond its interval is one whose instant matters: in
+// a lean probe, where nine decisions in ten are a quota of hundreds sent
+// back to back (600 a minute: 1,400 of 1,760), one in 400 of every
+// decision would let a model that errs on every other request asked
+// alone rank with the best; there it is one in 400 of the rest.
+func (s *search) noise() int { return max(1, cmp.Or(s.timed, s.decisions)/400) }
 
 // Fit explains obs with the models g points to, as the probe does: a
 // first pass over each family's quotas and times at its plainest, every
@@ -136,10 +148,20 @@ func (s *search) noise() int { return max(1, s.decisions/400) }
 // first, and every model it tried.
 func fit(obs []observation, g guess) *search {
 	keys := byKey(obs)
-	s := &search{decisions: len(obs), claim: g.claim}
+	s := &search{decisions: len(obs), timed: len(obs), claim: g.claim}
+	if g.lean {
+		s.timed = 0
+		for _, k := range keys {
+			for i, o := range k {
+				if i == 0 || o.Sent.Sub(k[i-1].Sent) > 2*time.Millisecond {
+					s.timed++
+				}
+			}
+		}
+	}
 	s.pass(keys, g)
 	if b := s.best(); len(b) == 0 || b[0].Share() < 0.99 {
-		wide := guess{windows: g.windows.widen(2.5), intervals: g.intervals.widen(2.5), claim: g.claim}
+		wide := guess{windows: g.windows.widen(2.5), intervals: g.intervals.widen(2.5), claim: g.claim, lean: g.lean}
 		for _, q := range g.quotas {
 			for d := -max(q/4, 3); d <= max(q/4, 3); d++ {
 				if q+d >= 1 && !slices.Contains(wide.quotas, q+d) {

@@ -167,7 +167,7 @@ func (f *probeFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.expect, "expect", "", `what the target should do, for CI: "gcra 10/s burst 6", "10/s"; exit 1 when it strays`)
 	fs.Float64Var(&f.tolerance, "tolerance", 0.02, "how far from --expect the measured rate and quota may be, as a fraction")
 	fs.IntVar(&f.c.MaxRate, "max-rate", 1000, "the most requests the probe may send in any one second")
-	fs.DurationVar(&f.c.MaxTime, "max-time", 2*time.Minute, "the longest the probe may take; a window too long for it is said")
+	fs.DurationVar(&f.c.MaxTime, "max-time", 3*time.Minute, "the longest the probe may take; a window too long for it is said")
 	fs.Uint64Var(&f.c.Seed, "seed", 1, "the seed of the sustained run's jitter")
 	fs.StringVar(&f.out, "out", "out/probe", "the folder probe.json goes to")
 }
