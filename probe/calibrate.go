@@ -330,7 +330,7 @@ func (p *prober) quota(ctx context.Context, first answer, claimed, most int) (in
 		// than that there is no limit.
 		l := p.r.Claims.Policy
 		fp := len(leanPlan(p.rng, "", shapeOf(l), p.x.now(), false, true))
-		need := max(l.Quota()+8+200+fp+20, 2*(l.Quota()+8)) // and the press, and the remaining check
+		need := max(l.Quota()+8+200+fp+20, 2*(l.Quota()+8))             // and the press, and the remaining check
 		pay := (l.Window() * 5 / 2).Truncate(time.Minute) + time.Minute // the press's window, the halves', and room
 		return 0, fmt.Errorf("calibration: %d requests back to back on one key were all admitted, and the target declares %s: a quota of %d is more than half of --max-requests %d spends on it; probing it takes about %d requests (its lean fingerprint %d) and two and a half of its windows: --max-requests %d and --max-time %v or more", admitted, p.r.Claims.PolicyText, l.Quota(), p.c.MaxRequests, need, fp, need, pay)
 	case !refused:

@@ -50,7 +50,8 @@ type model struct {
 	Seconds bool
 	// Rounding is how a sliding counter compares its weighted count.
 	Rounding rounding
-	// Phase is where the windows of a fixed window not anchored start,
+	// Phase is where the windows of a fixed window or a sliding counter
+	// not anchored start,
 	// after the epoch's: the same for every key, at an instant of the
 	// limiter's own (a ticker that clears every count, a library that
 	// aligns its windows to its start). 0: on the epoch.
@@ -162,8 +163,8 @@ func (m model) Validate() error {
 		return fmt.Errorf("probe: %s: only an anchored fixed window restarts", m)
 	case m.Rounding != exact && a != limiters.SlidingCounter:
 		return fmt.Errorf("probe: %s: only a sliding counter weighs a count", m)
-	case m.Phase != 0 && (a != limiters.FixedWindow || m.Anchored || m.Seconds || m.Phase < 0 || m.Phase >= m.Limit.Per):
-		return fmt.Errorf("probe: %s: only the windows of a fixed window on a clock of its own have a phase, within a window", m)
+	case m.Phase != 0 && (a != limiters.FixedWindow && a != limiters.SlidingCounter || m.Anchored || m.Seconds || m.Phase < 0 || m.Phase >= m.Limit.Per):
+		return fmt.Errorf("probe: %s: only the windows of a fixed window or a sliding counter on a clock of its own have a phase, within a window", m)
 	}
 	return nil
 }
@@ -225,7 +226,7 @@ func (m model) newState() state {
 	case m.Algorithm == limiters.SlidingLog:
 		st = &slidingLog{n: int(n), per: per, counts: m.CountsRefused}
 	case m.Algorithm == limiters.SlidingCounter:
-		st = &counter{n: n, per: per, anchored: m.Anchored, counts: m.CountsRefused, rounding: m.Rounding}
+		st = &counter{n: n, per: per, phase: int64(m.Phase), anchored: m.Anchored, counts: m.CountsRefused, rounding: m.Rounding}
 	default:
 		panic("probe: no model of " + string(m.Algorithm))
 	}
@@ -401,6 +402,7 @@ func (l *slidingLog) refuse(t int64, n int) {
 // windows are a grid starting at the key's first request.
 type counter struct {
 	n, per   int64
+	phase    int64 // where its windows start after the epoch's, when not anchored
 	anchored bool
 	counts   bool
 	rounding rounding
@@ -424,7 +426,7 @@ func (c *counter) grid(t int64) int64 {
 	case c.anchored:
 		return t
 	}
-	return floorDiv(t, c.per) * c.per
+	return onGrid(t, c.per, c.phase)
 }
 
 // onGrid returns the start of the window of per, phase after the epoch's,

@@ -1,8 +1,13 @@
 package probe
 
 import (
+	"context"
+	"fmt"
+	"math"
 	"testing"
 	"time"
+
+	"github.com/ratelab/ratelab/limiters"
 )
 
 // phaseOf places a fixed window's grid from refusals and the admissions
@@ -57,5 +62,41 @@ func TestPhaseOf(t *testing.T) {
 		if got := phaseText(tt.w, tt.phase); got != tt.want {
 			t.Errorf("phaseText(%v, %v) = %q, want %q", tt.w, tt.phase, got, tt.want)
 		}
+	}
+}
+
+// Windows at a phase of their own, in simulated time and with no
+// --limit: a fixed window and a sliding counter whose windows start 700ms
+// past each even second, the same for every key. Each is named with its
+// family, its limit and its phase, to 2% of a window (what the probe
+// calls one answer).
+func TestProbeSimulatedPhase(t *testing.T) {
+	const phase = 700 * time.Millisecond
+	for _, m := range []model{
+		{Algorithm: limiters.FixedWindow, Limit: limiters.Limit{N: 10, Per: 2 * time.Second}, Phase: phase},
+		{Algorithm: limiters.SlidingCounter, Limit: limiters.Limit{N: 20, Per: 2 * time.Second}, Phase: phase},
+	} {
+		t.Run(m.String(), func(t *testing.T) {
+			t.Parallel()
+			var log []string
+			r, err := run(context.Background(), simConfig(), simulate(m, 1, time.Millisecond), func(s string) { log = append(log, s) })
+			for _, l := range log {
+				t.Log(l)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d requests in %.1fs: %s", r.Requests, r.Elapsed, r.Verdict.Text)
+			f := r.Fit[0]
+			var got float64
+			variant := ""
+			if len(f.Variants) == 1 {
+				variant = f.Variants[0]
+			}
+			if _, err := fmt.Sscanf(variant, "windows starting at :%f past each even second", &got); err != nil || !r.Verdict.Named || f.Algorithm != m.Algorithm || f.Limit != m.Limit.String() ||
+				math.Abs(got-phase.Seconds()) > 0.04 {
+				t.Errorf("named %s %s %v (%s), want %s", f.Algorithm, f.Limit, f.Variants, r.Verdict.Text, m)
+			}
+		})
 	}
 }

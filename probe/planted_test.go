@@ -298,6 +298,21 @@ func TestProbePlanted(t *testing.T) {
 				t.Errorf("named %s %s %v (%s), want fixed-window 10/2s, %s, within 40ms", f.Algorithm, f.Limit, f.Variants, r.Verdict.Text, want)
 			}
 		}},
+		{"a ticker rolls a sliding counter's windows each 2s, 700ms past an even second", tickerCounter(t, 20, 2*time.Second, phase), "", time.Minute, func(t *testing.T, r *Report) {
+			// A sliding counter of 20/2s whose windows roll where the
+			// ticker ticks: the phase found by trying phases, as no key's
+			// return places a counter's grid.
+			f := r.Fit[0]
+			got := ""
+			if len(f.Variants) == 1 {
+				got = f.Variants[0]
+			}
+			var gotPhase float64
+			if _, err := fmt.Sscanf(got, "windows starting at :%f past each even second", &gotPhase); err != nil || !r.Verdict.Named || f.Algorithm != limiters.SlidingCounter || f.Limit != "20/2s" ||
+				math.Abs(gotPhase-phase.Seconds()) > 0.04 {
+				t.Errorf("named %s %s %v (%s), want sliding-counter 20/2s, %s, within 40ms", f.Algorithm, f.Limit, f.Variants, r.Verdict.Text, phaseText(2*time.Second, phase))
+			}
+		}},
 		{"declares 30 and keeps 20", fixedWindow(20, 2*time.Second, func(h http.Header, _ int, _ time.Time, _ bool) {
 			h.Set("RateLimit-Policy", `"default";q=30;w=2`)
 		}), "fixed-window 20/2s", time.Minute, func(t *testing.T, r *Report) {
@@ -437,5 +452,55 @@ func tickerWindow(t *testing.T, n int, w, phase time.Duration) http.Handler {
 			return
 		}
 		counts[r.Header.Get("X-User")]++
+	})
+}
+
+// tickerCounter is a sliding counter of n per w, by the X-User header,
+// whose windows a ticker rolls for every key at once, phase past a
+// multiple of w: at each tick the counts become the previous window's,
+// which weighs what is left of the current one.
+func tickerCounter(t *testing.T, n int, w, phase time.Duration) http.Handler {
+	first := (phase - time.Duration(time.Now().UnixNano()%int64(w)) + 2*w) % w
+	var mu sync.Mutex
+	prev, cur := map[string]int{}, map[string]int{}
+	var rolled time.Time // when the current window started; zero before the first tick
+	roll := func() {
+		mu.Lock()
+		prev, cur, rolled = cur, map[string]int{}, time.Now()
+		mu.Unlock()
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	go func() {
+		select {
+		case <-time.After(first):
+		case <-done:
+			return
+		}
+		roll()
+		tick := time.NewTicker(w)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				roll()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		k := r.Header.Get("X-User")
+		weight := 0.0
+		if !rolled.IsZero() {
+			weight = max(0, 1-float64(time.Since(rolled))/float64(w))
+		}
+		if float64(prev[k])*weight+float64(cur[k]+1) > float64(n) {
+			rw.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		cur[k]++
 	})
 }

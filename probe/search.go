@@ -242,8 +242,12 @@ func (s *search) pass(keys [][]observation, g guess) {
 			}
 		}
 		slices.SortStableFunc(varied, s.better)
-		if a == limiters.FixedWindow {
+		switch a {
+		case limiters.FixedWindow:
 			varied = append(varied, s.phased(keys, times, coarse, varied, try)...)
+			slices.SortStableFunc(varied, s.better)
+		case limiters.SlidingCounter:
+			varied = append(varied, s.counterPhased(times, coarse, varied, try)...)
 			slices.SortStableFunc(varied, s.better)
 		}
 		// Fine: the best three, each at quotas one off and times within
@@ -438,6 +442,69 @@ func (s *search) phased(keys [][]observation, times []time.Duration, coarse, var
 						out = append(out, e)
 					}
 				}
+			}
+		}
+	}
+	return out
+}
+
+// counterPhased tries sliding counters whose windows start at a phase of
+// their own, when no counter on the epoch's windows explains 99% of the
+// decisions. A counter's admissions come back as the last window's
+// weight wanes, not when a window starts, so no key's return places its
+// grid (phaseOf): the phases are tried, a twentieth of a window apart at
+// each quota and time the coarse pass found best and at every time of
+// the search, the plain variant; then every variant at the best three,
+// and the phase narrowed around the best, to a two-thousandth.
+func (s *search) counterPhased(times []time.Duration, coarse, varied []explanation, try func(model, int) (explanation, bool)) []explanation {
+	n := s.decisions
+	if len(coarse) == 0 || len(varied) > 0 && float64(varied[0].Explained) >= 0.99*float64(n) {
+		return nil
+	}
+	var quotas []int
+	for _, c := range coarse[:min(len(coarse), 4)] {
+		if !slices.Contains(quotas, c.Model.quota()) {
+			quotas = append(quotas, c.Model.quota())
+		}
+	}
+	var out []explanation
+	at := func(q int, t, ph time.Duration, v model, wrong int) {
+		v = v.with(q, t)
+		v.Phase = ph
+		if e, ok := try(v, wrong); ok {
+			out = append(out, e)
+		}
+	}
+	plain := model{Algorithm: limiters.SlidingCounter}
+	for _, q := range quotas {
+		for _, t := range times {
+			for f := range time.Duration(20) {
+				if ph := (t * f / 20).Round(time.Millisecond); ph > 0 {
+					at(q, t, ph, plain, n/10)
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(out, s.better)
+	for _, b := range slices.Clone(out[:min(len(out), 3)]) {
+		q, t, ph := b.Model.quota(), b.Model.time(), b.Model.Phase
+		for _, v := range allVariants(limiters.SlidingCounter) {
+			if !v.Anchored && !v.Seconds {
+				at(q, t, ph, v, n-b.Explained+n/50)
+			}
+		}
+	}
+	for _, step := range []int64{200, 2000} {
+		slices.SortStableFunc(out, s.better)
+		if len(out) == 0 {
+			break
+		}
+		b := out[0]
+		t := b.Model.time()
+		for d := -int64(10); d <= 10; d++ {
+			ph := (b.Model.Phase + t*time.Duration(d)/time.Duration(step) + t) % t
+			if ph = ph.Round(time.Millisecond); ph > 0 {
+				at(b.Model.quota(), t, ph, b.Model, n-b.Explained+n/100)
 			}
 		}
 	}
