@@ -231,6 +231,9 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 		cal.QuietSilence = (quietAt - quietBefore).Seconds()
 	}
 	cal.Counted = len(admits) == 0 && quietAt > 0
+	if len(admits) == 0 && quietAt == 0 && p.requests+1 >= p.c.MaxRequests/2 {
+		return cal, fmt.Errorf("calibration: a quota of %d at once, and then no room within half of --max-requests %d to watch how a spent key comes back (%d sent): give more with --max-requests, or the limit with --limit", q, p.c.MaxRequests, p.requests)
+	}
 	if len(admits) == 0 && quietAt == 0 {
 		waited := p.x.now().Sub(spent).Round(time.Second)
 		// Settling a window takes about six of them: the calibration's

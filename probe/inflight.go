@@ -91,6 +91,14 @@ func (p *prober) inFlightCheck(ctx context.Context, q int) (InFlightCheck, error
 	if slow < 5*time.Millisecond || slow < 4*fast {
 		return c, nil
 	}
+	if p.lean(q) {
+		// A quota of hundreds admitted back to back: a limit in flight
+		// that let as many through at once is not one a client meets, and
+		// its one-at-a-time question would spend the quota again. The
+		// admissions are slow because hundreds queued.
+		p.say("calibration: admissions answered in %v, refusals in %v, but a fresh key got %d back to back: not asked whether it is a limit in flight", slow.Round(time.Millisecond), fast.Round(100*time.Microsecond), q)
+		return c, nil
+	}
 	p.say("calibration: a fresh key got %d back to back, admissions answered in %v, refusals in %v: one request at a time, to tell a limit in flight from a rate limit", q, slow.Round(time.Millisecond), fast.Round(100*time.Microsecond))
 	one := p.key("one-at-a-time")
 	var took []time.Duration

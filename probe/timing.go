@@ -56,8 +56,9 @@ func latencyOf(ds []time.Duration) Latency {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // timingOf summarises all, every answer of the probe, and the
-// fingerprint's own.
-func timingOf(all, fingerprint []answer) Timing {
+// fingerprint's own (lean: the lean fingerprint's, whose bursts are not
+// judged for pace).
+func timingOf(all, fingerprint []answer, lean bool) Timing {
 	var admitted, refused, late []time.Duration
 	for _, a := range all {
 		if !a.Intended.IsZero() && !a.Sent.IsZero() {
@@ -73,10 +74,19 @@ func timingOf(all, fingerprint []answer) Timing {
 	}
 	t := Timing{Admitted: latencyOf(admitted), Refused: latencyOf(refused), Late: latencyOf(late)}
 	var fpLate []time.Duration
+	last := map[string]time.Time{} // each key's last intended instant
 	for _, a := range fingerprint {
-		if !a.Intended.IsZero() && !a.Sent.IsZero() {
-			fpLate = append(fpLate, max(a.Sent.Sub(a.Intended), 0))
+		if a.Intended.IsZero() || a.Sent.IsZero() {
+			continue
 		}
+		prev, seen := last[a.Key]
+		last[a.Key] = a.Intended
+		if lean && seen && a.Intended.Sub(prev) <= 2*time.Millisecond {
+			// The lean fingerprint's quota back to back: hundreds queue,
+			// and what they tell is read off when they were sent.
+			continue
+		}
+		fpLate = append(fpLate, max(a.Sent.Sub(a.Intended), 0))
 	}
 	t.fpLate = latencyOf(fpLate)
 	if n := len(fingerprint); n > 1 {

@@ -76,11 +76,14 @@ on a POST or behind a token: --method, --header (repeatable) and --body
 send what the target needs. Each request carries its number in a query
 parameter, ratelab-probe. The probe
 never retries a request, is bounded by --max-requests, --max-rate and
---max-time (a window too long for it is said, with what it would take),
-and says what it does as it goes. It writes probe.json (schema 4) into
---out, every request and its answer (exchange.csv), the same as the
-lab's results (results.json, which ratelab report draws again), and the
-lab's report of it: report.html, report.md and the charts.
+--max-time (a window too long for it is said, with what it would take;
+a quota of hundreds, 600/min, is probed lean: one spent key watched
+through its return, one spent in halves, and the checks with no room
+left said as not run), and says what it does as it goes. It writes
+probe.json (schema 4) into --out, every request and its answer
+(exchange.csv), the same as the lab's results (results.json, which
+ratelab report draws again), and the lab's report of it: report.html,
+report.md and the charts.
 
 --limit says what the target is meant to keep: the fit starts there (and
 still says when the target behaves otherwise), and the accuracy is
