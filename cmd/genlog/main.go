@@ -19,11 +19,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratelab/ratelab/internal/plan"
+	"github.com/ratelab/ratelab/workloads/synthlog"
 )
 
 func main() {
-	var s plan.Synth
+	var s synthlog.Shop
 	flag.IntVar(&s.Lines, "lines", 1_000_000, "about how many lines to write, near ten million (the abusers and the offices send a fixed volume: a smaller log has more of them in it)")
 	flag.StringVar(&s.Format, "format", "combined", "combined or json")
 	flag.BoolVar(&s.Millis, "millis", false, "JSON times to the millisecond (the combined format's are whole seconds)")
@@ -36,7 +36,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "genlog: unexpected arguments %q; it writes to standard output\n", flag.Args())
 		os.Exit(2)
 	}
-	t, err := plan.Synthesize(os.Stdout, s)
+	t, err := synthlog.WriteShop(os.Stdout, s)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "genlog:", err)
 		os.Exit(1)

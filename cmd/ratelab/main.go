@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/harness"
-	"github.com/ratelab/ratelab/internal/plan"
+	"github.com/ratelab/ratelab/plan"
 	"github.com/ratelab/ratelab/probe"
 	"github.com/ratelab/ratelab/results/report"
 )

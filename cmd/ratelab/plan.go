@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratelab/ratelab/internal/plan"
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/plan"
 	"github.com/ratelab/ratelab/plots"
 	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/results/report"
@@ -119,6 +119,9 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	if err != nil {
 		return usageError{err} // plan's errors say "plan:"
+	}
+	for _, u := range p.Unseen {
+		fmt.Fprintf(stderr, "plan: %s\n", u)
 	}
 	return printPlan(stdout, f.out, p, logName(inputs), f.settings(fs))
 }

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelab/ratelab/internal/plan"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/workloads/synthlog"
 )
 
 // ratelab plan on a gzip log from standard input: the tables, plan.json
@@ -19,7 +19,7 @@ import (
 func TestPlanCommand(t *testing.T) {
 	var log bytes.Buffer
 	zw := gzip.NewWriter(&log)
-	truth, err := plan.Synthesize(zw, plan.Synth{Users: 1500, Span: 10 * time.Minute, Abusers: 1, Offices: 1})
+	truth, err := synthlog.WriteShop(zw, synthlog.Shop{Users: 1500, Span: 10 * time.Minute, Abusers: 1, Offices: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

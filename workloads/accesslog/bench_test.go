@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelab/ratelab/internal/plan"
 	"github.com/ratelab/ratelab/workloads/accesslog"
+	"github.com/ratelab/ratelab/workloads/synthlog"
 )
 
 // BenchmarkRead reads the synthetic shop's log, a line an op, as
@@ -15,14 +15,14 @@ import (
 func BenchmarkRead(b *testing.B) {
 	for _, c := range []struct {
 		name string
-		s    plan.Synth
+		s    synthlog.Shop
 		o    accesslog.Options
 	}{
-		{"format=combined", plan.Synth{Users: 2000, Span: 10 * time.Minute}, accesslog.Options{}},
-		{"format=json", plan.Synth{Users: 2000, Span: 10 * time.Minute, Format: "json", Millis: true}, accesslog.Options{Format: accesslog.JSON}},
+		{"format=combined", synthlog.Shop{Users: 2000, Span: 10 * time.Minute}, accesslog.Options{}},
+		{"format=json", synthlog.Shop{Users: 2000, Span: 10 * time.Minute, Format: "json", Millis: true}, accesslog.Options{Format: accesslog.JSON}},
 	} {
 		var log bytes.Buffer
-		t, err := plan.Synthesize(&log, c.s)
+		t, err := synthlog.WriteShop(&log, c.s)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -111,7 +111,19 @@ func (s *jsonScanner) object(b []byte, pos, prefix int) (int, error) {
 				return 0, err
 			}
 			s.vals[i], pos = jsonValue{text: text, str: true, set: true}, end
-		case wanted && b[pos] != '{' && b[pos] != '[':
+		case wanted && b[pos] == '[':
+			// An array (Caddy's and Envoy's headers): its first value.
+			end, err := skipValue(b, pos, 0)
+			if err != nil {
+				return 0, err
+			}
+			if v, err := s.first(b, skipSpace(b, pos+1)); err != nil {
+				return 0, err
+			} else if v.set {
+				s.vals[i] = v
+			}
+			pos = end
+		case wanted && b[pos] != '{':
 			end, err := scalar(b, pos)
 			if err != nil {
 				return 0, err
@@ -138,6 +150,23 @@ func (s *jsonScanner) object(b []byte, pos, prefix int) (int, error) {
 			return 0, fmt.Errorf("%q at column %d, where a comma or a brace goes", b[pos], pos+1)
 		}
 	}
+}
+
+// first reads the scalar at pos, an array's first value: not set when
+// it is none (an object, an array, null, or the array's end).
+func (s *jsonScanner) first(b []byte, pos int) (jsonValue, error) {
+	switch {
+	case pos >= len(b) || b[pos] == ']' || b[pos] == '{' || b[pos] == '[':
+		return jsonValue{}, nil
+	case b[pos] == '"':
+		text, _, err := s.str(b, pos)
+		return jsonValue{text: text, str: true, set: err == nil}, err
+	}
+	end, err := scalar(b, pos)
+	if err != nil || string(b[pos:end]) == "null" {
+		return jsonValue{}, err
+	}
+	return jsonValue{text: b[pos:end], set: true}, nil
 }
 
 // str reads the string at pos (its opening quote): its text, its escapes

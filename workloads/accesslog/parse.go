@@ -266,6 +266,17 @@ type jsonParser struct {
 	lastTime                                  []byte
 	lastAt                                    int64
 	keyBuf                                    []byte
+	// given are the fields the options named (--status, --agent, --path),
+	// and whether a line read had each.
+	given []givenField
+}
+
+// givenField is a field an option named: the option, the field, and
+// whether any line read had it.
+type givenField struct {
+	flag, field string
+	names       *[]string
+	seen        bool
 }
 
 func newJSONParser(o Options) *jsonParser {
@@ -284,11 +295,30 @@ func newJSONParser(o Options) *jsonParser {
 			*f.into = []string{strings.TrimPrefix(strings.TrimPrefix(f.given, "field:"), ".")}
 		}
 	}
+	for _, f := range []struct {
+		flag, given string
+		names       *[]string
+	}{{"--status", o.Status, &p.status}, {"--agent", o.Agent, &p.agent}, {"--path", o.Path, &p.path}} {
+		if f.given != "" {
+			p.given = append(p.given, givenField{flag: f.flag, field: f.given, names: f.names})
+		}
+	}
 	if o.Key.Field != "" {
 		p.keyNames = []string{o.Key.Field}
 	}
 	p.scan = newJSONScanner(slices.Concat(p.time, p.keyNames, p.cost, p.status, p.agent, p.path))
 	return p
+}
+
+// unseen says each field an option named that no line read had.
+func (p *jsonParser) unseen() []string {
+	var out []string
+	for _, f := range p.given {
+		if !f.seen {
+			out = append(out, fmt.Sprintf("%s %s: no line read has the field", f.flag, f.field))
+		}
+	}
+	return out
 }
 
 func (p *jsonParser) parse(line []byte, e *Entry) error {
@@ -335,6 +365,12 @@ func (p *jsonParser) parse(line []byte, e *Entry) error {
 	}
 	av, _ := p.scan.get(p.agent)
 	e.Agent = hashOf(av.text)
+	for i := range p.given {
+		if f := &p.given[i]; !f.seen {
+			v, _ := p.scan.get(*f.names)
+			f.seen = v.set
+		}
+	}
 	return nil
 }
 

@@ -109,6 +109,16 @@ type Reader struct {
 	buf                   []byte
 }
 
+// Unseen says each field an option named (--status, --agent, --path of a
+// JSON log) that no line read so far had: a field named wrong counts
+// nothing, and should be said once rather than read as "none".
+func (r *Reader) Unseen() []string {
+	if u, ok := r.p.(interface{ unseen() []string }); ok && r.lines > 0 {
+		return u.unseen()
+	}
+	return nil
+}
+
 // NewReader returns a reader of inputs, read in turn as one log.
 func NewReader(inputs []Input, o Options) (*Reader, error) {
 	if o.Reorder == 0 {

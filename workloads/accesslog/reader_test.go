@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -316,6 +317,29 @@ func TestJSONCloudShapes(t *testing.T) {
 	}
 	if _, err := NewReader([]Input{{Name: "x", R: strings.NewReader("")}}, Options{Status: ".status"}); err == nil || !strings.Contains(err.Error(), "name a JSON log's fields") {
 		t.Errorf("--status with the combined format: %v; want an error", err)
+	}
+}
+
+// Caddy writes a request's headers as arrays: the agent is the array's
+// first value, as two lines with the same first agent hash alike. A field
+// an option names that no line has is said, once, not read as "none".
+func TestJSONArraysAndUnseenFields(t *testing.T) {
+	caddy := `{"ts":1795860000.123456,"request":{"remote_ip":"100.64.0.1","uri":"/v1/feed","headers":{"User-Agent":["ShopApp/4.2.1 (iPhone; iOS 18.1)"]}},"status":200}
+{"ts":1795860000.223456,"request":{"remote_ip":"100.64.0.1","uri":"/v1/feed","headers":{"User-Agent":["ShopApp/4.2.1 (iPhone; iOS 18.1)","x"]}},"status":200}
+{"ts":1795860000.323456,"request":{"remote_ip":"100.64.0.1","uri":"/v1/feed","headers":{"User-Agent":["ShopApp/4.2.0 (Android 14)"]}},"status":200}
+`
+	k, _ := ParseKey(".request.remote_ip")
+	got, r := read(t, caddy, Options{Format: JSON, Key: k, Agent: ".request.headers.User-Agent", Path: ".request.uri"})
+	if len(got) != 3 || got[0].Agent == 0 || got[0].Agent != got[1].Agent || got[0].Agent == got[2].Agent || got[0].Path == 0 {
+		t.Errorf("Caddy's lines: %+v; want three, the first two agents alike, the third not, and a path", got)
+	}
+	if u := r.Unseen(); len(u) != 0 {
+		t.Errorf("unseen %q; want none", u)
+	}
+	_, r = read(t, caddy, Options{Format: JSON, Key: k, Agent: ".request.headers.user_agent", Status: ".request.status"})
+	want := []string{"--status .request.status: no line read has the field", "--agent .request.headers.user_agent: no line read has the field"}
+	if u := r.Unseen(); !slices.Equal(u, want) {
+		t.Errorf("unseen %q; want %q", u, want)
 	}
 }
 

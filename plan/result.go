@@ -20,6 +20,9 @@ type Plan struct {
 	// first request to the last.
 	Lines, Requests, Free, Skipped int
 	Skips                          []accesslog.Skip
+	// Unseen are the fields an option named that no line had (an agent
+	// field named wrong: every client then counts no agents).
+	Unseen []string
 	Logged429, Decided             int
 	Clients                        int
 	Span                           time.Duration

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ratelab/ratelab/internal/plan"
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/plan"
 	"github.com/ratelab/ratelab/workloads/accesslog"
 )
 

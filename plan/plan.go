@@ -154,6 +154,7 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	}
 	p.Lines, p.Free = r.Lines(), r.Free()
 	p.Skipped, p.Skips = r.Skipped()
+	p.Unseen = r.Unseen()
 	p.Span = time.Duration(last - first)
 	p.WholeSeconds = !fractions
 	p.Took = time.Since(began)

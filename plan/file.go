@@ -99,6 +99,9 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 		}
 		notes = append(notes, fmt.Sprintf("%s lines were not read; the first: %s.", results.Count(int64(p.Skipped)), strings.Join(first, "; ")))
 	}
+	for _, u := range p.Unseen {
+		notes = append(notes, fmt.Sprintf("%s, and what it was to say counts nothing.", u))
+	}
 	if p.Logged429 > 0 {
 		how := "decided as the others: demand (--refused count)"
 		if p.Config.DropRefused {

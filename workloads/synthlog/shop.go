@@ -1,4 +1,7 @@
-package plan
+// Package synthlog writes synthetic access logs, and says who is who in
+// them: the workloads ratelab plan is tested and demonstrated with, in the
+// formats the access-log reader (workloads/accesslog) reads.
+package synthlog
 
 import (
 	"bufio"
@@ -12,14 +15,14 @@ import (
 	"time"
 )
 
-// Synth says what log Synthesize writes: a shop's two hours, its normal
+// Shop says what log WriteShop writes: a shop's two hours, its normal
 // users coming in sessions of page views (each page a few requests at
 // once), a sale's peak in the middle where more of them come and click
 // faster, a few abusers sending steadily far faster than anyone, and a
 // few offices whose many users share one address. The server refused
 // (429) what passed a limit of 30 a second, as a server with a hand-picked
 // limit would have.
-type Synth struct {
+type Shop struct {
 	// Lines is about how many lines to write; the users are as many as
 	// make it, unless Users says how many.
 	Lines, Users int
@@ -93,8 +96,8 @@ func (h *visitors) Pop() any {
 	return v
 }
 
-// Synthesize writes the log s says to w and returns who is who.
-func Synthesize(w io.Writer, s Synth) (Truth, error) {
+// WriteShop writes the log s says to w and returns who is who.
+func WriteShop(w io.Writer, s Shop) (Truth, error) {
 	if s.Lines < 1000 && s.Users == 0 {
 		return Truth{}, errors.New("plan: synthesize at least 1000 lines")
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/workloads"
 	"github.com/ratelab/ratelab/workloads/accesslog"
+	"github.com/ratelab/ratelab/workloads/synthlog"
 )
 
 // sweep is 1/s..100/s at ten limits, as ratelab plan's --limits 1/s..100/s.
@@ -48,7 +49,7 @@ func planOf(t *testing.T, log []byte, o accesslog.Options, c Config) *Plan {
 // 0.1% refuses at most 0.1% of the normal users, and every abuser.
 func TestSuggestionSparesUsersCatchesAbusers(t *testing.T) {
 	var log bytes.Buffer
-	truth, err := Synthesize(&log, Synth{Users: 6000, Span: 10 * time.Minute, Abusers: 3, Offices: 1, Seed: 7})
+	truth, err := synthlog.WriteShop(&log, synthlog.Shop{Users: 6000, Span: 10 * time.Minute, Abusers: 3, Offices: 1, Seed: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,12 +98,12 @@ func TestSuggestionSparesUsersCatchesAbusers(t *testing.T) {
 // The same traffic as JSON lines and as the combined format plans alike.
 func TestJSONPlansAsCombined(t *testing.T) {
 	var combined, json bytes.Buffer
-	s := Synth{Users: 1000, Span: 10 * time.Minute, Abusers: 2, Offices: 1, Seed: 3}
-	if _, err := Synthesize(&combined, s); err != nil {
+	s := synthlog.Shop{Users: 1000, Span: 10 * time.Minute, Abusers: 2, Offices: 1, Seed: 3}
+	if _, err := synthlog.WriteShop(&combined, s); err != nil {
 		t.Fatal(err)
 	}
 	s.Format = "json"
-	if _, err := Synthesize(&json, s); err != nil {
+	if _, err := synthlog.WriteShop(&json, s); err != nil {
 		t.Fatal(err)
 	}
 	c := Config{Limits: sweep()[:6], Spare: 0.01}
@@ -296,7 +297,7 @@ func TestRunInterrupted(t *testing.T) {
 // sliding log: at it, the sliding log refuses no more; one less, more.
 func TestSparingIsExact(t *testing.T) {
 	var log bytes.Buffer
-	if _, err := Synthesize(&log, Synth{Users: 2000, Span: 10 * time.Minute, Abusers: 2, Offices: 1, Seed: 11, Format: "json", Millis: true}); err != nil {
+	if _, err := synthlog.WriteShop(&log, synthlog.Shop{Users: 2000, Span: 10 * time.Minute, Abusers: 2, Offices: 1, Seed: 11, Format: "json", Millis: true}); err != nil {
 		t.Fatal(err)
 	}
 	const spare = 0.002
@@ -321,5 +322,23 @@ func TestShortLogSaysSo(t *testing.T) {
 	p = planOf(t, []byte("0,a\n60,a\n"), accesslog.Options{Format: accesslog.CSV}, Config{Limits: []limiters.Limit{{N: 1000, Per: 24 * time.Hour}}})
 	if note := p.File("t.csv", nil).Rows[0].Note; !strings.Contains(note, "The log spans 1m0s, less than two of the limits' periods (24h0m0s)") {
 		t.Errorf("a 1-minute log at a limit per day: note %q; want it said", note)
+	}
+}
+
+// An agent field named wrong is said in the plan's note, with the flag
+// and the field, rather than every client shown with no agents.
+func TestUnseenFieldSaid(t *testing.T) {
+	log := `{"ts":1795860000.1,"remote_addr":"100.64.0.1","request":{"headers":{"User-Agent":["ShopApp/4.2.1"]}}}
+{"ts":1795860000.2,"remote_addr":"100.64.0.1","request":{"headers":{"User-Agent":["ShopApp/4.2.0"]}}}
+`
+	c := Config{Limits: []limiters.Limit{limiters.PerSecond(1)}} // the second request refused: the client is among the top
+	p := planOf(t, []byte(log), accesslog.Options{Format: accesslog.JSON, Agent: ".request.headers.user_agent"}, c)
+	want := "--agent .request.headers.user_agent: no line read has the field, and what it was to say counts nothing."
+	if note := p.File("t.json", nil).Rows[0].Note; !strings.Contains(note, want) {
+		t.Errorf("note %q; want %q", note, want)
+	}
+	p = planOf(t, []byte(log), accesslog.Options{Format: accesslog.JSON, Agent: ".request.headers.User-Agent"}, c)
+	if len(p.Unseen) != 0 || len(p.Top) != 1 || p.Top[0].Agents != 2 {
+		t.Errorf("unseen %q, top %+v; want none, and two agents (the arrays' first values)", p.Unseen, p.Top)
 	}
 }
