@@ -28,6 +28,9 @@ const (
 	kindSuggest = "suggestion"
 	kindTop     = "top"
 	kindShared  = "shared"
+	kindEnv     = "envelope"
+	kindFront   = "frontier"
+	kindPolicy  = "policy"
 
 	// Settings.
 	limitSetting  = "limit"   // a limit as written
@@ -66,6 +69,14 @@ const (
 	maxName       = "max"             //
 	spareName     = "spare"           // the share of clients a suggestion may refuse
 	sparingName   = "sparing_n"       // the least N a sliding log spares all but spare with
+	burstName     = "burst"           // a frontier point's least burst sparing all but spare
+	usersName     = "users_burst"     // the users' burst (all but spare of them)
+	usersMostName = "users_most"      // the most any user needs
+	rateName      = "rate"            // a bucket's rate, a second
+	scaleName     = "scale"           // the shared keys' tier: the policy times it
+	shareName     = "share"           // the shared keys' share of the requests
+	caughtSetting = "caught"          // the keys the bucket suggested refuses, the first few
+	policySetting = "policy"          // a policy in --limit's words
 )
 
 func isKind(k string) func(results.Row) bool {
@@ -150,6 +161,57 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 	row.AddSeries(cdf)
 	add(row)
 
+	if b := p.Bucket; b.Rate.N > 0 {
+		row := results.Row{Workload: log, Limiter: "bucket"}
+		row.Set(kind, kindPolicy)
+		row.Set(policySetting, b.Policy().String())
+		row.Set(caughtSetting, strings.Join(p.Caught[:min(len(p.Caught), 5)], " "))
+		row.Add(clientsName, results.UnitCount, float64(b.Clients))
+		row.Add(refusedName, results.UnitCount, float64(b.Refused))
+		row.Add(refusedShare, results.UnitFraction, float64(b.Refused)/float64(max(p.Decided, 1)))
+		add(row)
+		if t := p.SharedTier; t.Keys > 0 {
+			row := results.Row{Workload: log, Limiter: "shared keys"}
+			row.Set(kind, kindPolicy)
+			row.Set(policySetting, t.Policy.String())
+			row.Add(scaleName, results.UnitCount, float64(t.Scale))
+			row.Add(clientsCount, results.UnitCount, float64(t.Keys))
+			row.Add(shareName, results.UnitFraction, t.Share)
+			add(row)
+		}
+	}
+	for _, e := range p.Envelope {
+		row := results.Row{Workload: log, Limiter: "clients"}
+		row.Set(kind, kindEnv)
+		row.Set(periodSetting, e.Period.String())
+		for _, q := range []struct {
+			name string
+			v    float64
+		}{{p50, e.P50}, {p90, e.P90}, {p99, e.P99}, {p999, e.P999}, {maxName, e.Max}} {
+			row.Add(q.name, results.UnitCount, q.v)
+		}
+		row.Add(sparingName, results.UnitCount, float64(e.Sparing))
+		row.Add(spareName, results.UnitFraction, p.Config.Spare)
+		add(row)
+	}
+	for _, f := range p.Frontier {
+		row := results.Row{Workload: log, Limiter: "bucket"}
+		row.Set(kind, kindFront)
+		row.Set(limitSetting, f.Rate.String())
+		row.Add(rateName, results.UnitCount, perSecond(f.Rate))
+		for _, q := range []struct {
+			name string
+			v    float64
+		}{{p50, f.P50}, {p90, f.P90}, {p99, f.P99}, {p999, f.P999}, {maxName, f.Max}} {
+			row.Add(q.name, results.UnitCount, q.v)
+		}
+		row.Add(burstName, results.UnitCount, float64(f.Burst))
+		row.Add(usersName, results.UnitCount, float64(f.Users))
+		row.Add(usersMostName, results.UnitCount, float64(f.UsersMost))
+		row.Add(clientsName, results.UnitCount, float64(f.Clients))
+		row.Add(refusedName, results.UnitCount, float64(f.Refused))
+		add(row)
+	}
 	for _, pt := range p.Sweep {
 		row := pointRow(pt, log, p)
 		row.Set(kind, kindPoint)
@@ -234,6 +296,48 @@ var mode = report.Mode{
 				return []string{r.Workload, results.Count(r.Count(linesName)), results.Count(r.Count(requestsName)), results.Count(r.Count(skippedName)),
 					results.Count(r.Count(freeName)), results.Count(r.Count(logged429Name)), results.Count(r.Count(results.Decisions)),
 					results.Count(r.Count(clientsCount)), (time.Duration(r.Get(spanName) * float64(time.Second))).Round(time.Second).String()}
+			},
+		},
+		{
+			Name:  "plan-policy",
+			Title: "The policy to set",
+			Note: "A bucket's rate and burst, in --limit's words: the frontier's rate (below) chosen as the lowest at which the users need a burst of at most twice the most a client sends in a second, all but --spare of them (below it their bursts grow toward whole sessions); its burst what the users need there, times --headroom, and no less than the most any user needs. " +
+				"The users are the clients whose least burst is within ten times the median's; above them are those that send steadily faster than the rate, whom the bucket is for: the clients it refuses (who: the first five), and the requests (decided by the library's bucket). " +
+				"The keys that look like many users are left out of the arithmetic and get a tier of their own: the same policy times the least power of two that spares every one of them.",
+			Header: []string{"for", "policy", "clients refused", "requests refused", "who"},
+			Left:   2,
+			Keep:   isKind(kindPolicy),
+			Cells: func(r results.Row) []string {
+				if r.Limiter == "shared keys" {
+					return []string{r.Limiter, fmt.Sprintf("%s (×%d)", r.Setting(policySetting), r.Count(scaleName)), "", "",
+						fmt.Sprintf("%s keys, %s of the requests", results.Count(r.Count(clientsCount)), report.Percentage(r.Get(shareName)))}
+				}
+				return []string{"every other key", r.Setting(policySetting), results.Count(r.Count(clientsName)),
+					fmt.Sprintf("%s (%s)", results.Count(r.Count(refusedName)), report.Percentage(r.Get(refusedShare))), r.Setting(caughtSetting)}
+			},
+		},
+		{
+			Name:   "plan-envelope",
+			Title:  "The clients' envelope",
+			Note:   "Each client's most cost in any window of each length (exact), the keys that look like many users left out: quantiles over the clients, and the least N per that length a sliding log would spare all but --spare of them with. A fan-out user is steep, then flat; one that sends steadily grows in proportion.",
+			Header: []string{"window", "p50", "p90", "p99", "p99.9", "max", "N sparing all but --spare"},
+			Left:   1,
+			Keep:   isKind(kindEnv),
+			Cells: func(r results.Row) []string {
+				return []string{r.Setting(periodSetting), fmt.Sprint(r.Get(p50)), fmt.Sprint(r.Get(p90)), fmt.Sprint(r.Get(p99)), fmt.Sprint(r.Get(p999)), fmt.Sprint(r.Get(maxName)),
+					fmt.Sprintf("%v (%s)", r.Get(sparingName), report.Percentage(r.Get(spareName)))}
+			},
+		},
+		{
+			Name:   "plan-frontier",
+			Title:  "The buckets' frontier",
+			Note:   "At each rate, each client's least burst under which a bucket of that rate never refuses it (exact: the most of its cost in any stretch less the rate times the stretch): quantiles over the clients; the least burst that spares all but --spare of them, and the clients and requests a bucket of it refuses (the clients from the bursts, the requests decided by the library's bucket); the users' burst (all but --spare of them) and the most any user needs.",
+			Header: []string{"rate", "p50", "p99", "max", "burst (--spare)", "clients refused", "requests refused", "users' burst", "users' most"},
+			Left:   1,
+			Keep:   isKind(kindFront),
+			Cells: func(r results.Row) []string {
+				return []string{r.Setting(limitSetting), fmt.Sprint(r.Get(p50)), fmt.Sprint(r.Get(p99)), fmt.Sprint(r.Get(maxName)), results.Count(r.Count(burstName)),
+					results.Count(r.Count(clientsName)), results.Count(r.Count(refusedName)), results.Count(r.Count(usersName)), results.Count(r.Count(usersMostName))}
 			},
 		},
 		{

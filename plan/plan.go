@@ -39,6 +39,14 @@ type Config struct {
 	DropRefused bool
 	// Top is how many clients the tables name (0: 10).
 	Top int
+	// Periods are the window lengths of the clients' envelope (nil:
+	// DefaultPeriods, as far as the log reaches), Rates the rates of the
+	// buckets' frontier (nil: DefaultRates); Headroom is what the bucket
+	// suggested allows above the burst the users were seen to need (0:
+	// 1.5).
+	Periods  []time.Duration
+	Rates    []limiters.Limit
+	Headroom float64
 	// Workers is how many goroutines decide (0: one a limit, which the
 	// scheduler balances over the cores better than a few of them,
 	// whose limits cost unequally, balance themselves).
@@ -80,6 +88,28 @@ func (c *Config) check() error {
 	if c.Top <= 0 {
 		c.Top = 10
 	}
+	if c.Periods == nil {
+		c.Periods = DefaultPeriods
+	}
+	if c.Rates == nil {
+		c.Rates = DefaultRates
+	}
+	for _, d := range c.Periods {
+		if d <= 0 {
+			return fmt.Errorf("plan: period %v: want a positive duration", d)
+		}
+	}
+	for _, r := range c.Rates {
+		if r.N < 1 || r.Per <= 0 || r.Burst != 0 || r.Interval() <= 0 {
+			return fmt.Errorf("plan: rate %s: want a count per period, no burst, as in 2/s or 1/10s", r)
+		}
+	}
+	switch {
+	case c.Headroom == 0:
+		c.Headroom = 1.5
+	case !(c.Headroom >= 1):
+		return fmt.Errorf("plan: headroom %v: want 1 or more", c.Headroom)
+	}
 	if c.Workers <= 0 {
 		c.Workers = len(c.Limits)
 	}
@@ -102,6 +132,8 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	began := time.Now()
 	p := &Plan{Config: c}
 	cs := newClients(int64(c.Limits[0].Per))
+	cv := newCurves(c.Periods, c.Rates)
+	var decided []logged // every request decided, for the frontier's buckets
 	d, err := newDeciders(c)
 	if err != nil {
 		return nil, err
@@ -133,6 +165,8 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 			if drop {
 				continue
 			}
+			cv.see(id, e.At, int64(e.N))
+			decided = append(decided, logged{id: id, n: int32(e.N), at: e.At})
 			out.reqs = append(out.reqs, request{id: id, n: int32(e.N), at: e.At, key: key})
 		}
 		d.send(out)
@@ -159,7 +193,15 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	p.WholeSeconds = !fractions
 	p.Took = time.Since(began)
 	p.finish(cs, d)
+	p.curves(cs, cv, decided)
+	p.Took = time.Since(began)
 	return p, nil
+}
+
+// logged is a request decided: its client, cost and time.
+type logged struct {
+	id, n int32
+	at    int64
 }
 
 // batchSize is how many requests travel together, reader to planner to

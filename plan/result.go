@@ -22,10 +22,10 @@ type Plan struct {
 	Skips                          []accesslog.Skip
 	// Unseen are the fields an option named that no line had (an agent
 	// field named wrong: every client then counts no agents).
-	Unseen []string
-	Logged429, Decided             int
-	Clients                        int
-	Span                           time.Duration
+	Unseen             []string
+	Logged429, Decided int
+	Clients            int
+	Span               time.Duration
 	// WholeSeconds is whether every time the log gave was of a whole
 	// second (the combined format's are).
 	WholeSeconds bool
@@ -45,6 +45,19 @@ type Plan struct {
 	// Shared are the keys whose traffic looks like many users: many
 	// user agents.
 	Shared []Client
+
+	// Envelope is the clients' most in any window of each period, the
+	// shared keys left out; Frontier, at each rate, the least burst of a
+	// bucket that spares all but the spare share of them; Bucket the
+	// frontier's point the plan suggests (knee), with its headroom, and
+	// SharedTier what the shared keys get: the same scaled.
+	Envelope   []EnvelopePoint
+	Frontier   []FrontierPoint
+	Bucket     FrontierPoint
+	SharedTier Tier
+	// Caught are the keys the bucket suggested refuses, the most burst
+	// needed first (at most 100).
+	Caught []string
 
 	clientsByID []string // each client's key, by its number in Point.refusedOf
 }

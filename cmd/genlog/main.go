@@ -9,7 +9,13 @@
 //	go run ./cmd/genlog -lines 1000000 | ratelab plan --limits 1/s..100/s
 //
 // It says who is who (the abusers' and offices' addresses) on standard
-// error.
+// error. -log mobile writes instead half an hour of a mobile API's JSON
+// log in Caddy's format (app users who open with a fan-out, a crawler,
+// two scrapers, a stuck app, carrier-NAT addresses), where one number a
+// period fails:
+//
+//	go run ./cmd/genlog -log mobile | ratelab plan --format json --key .request.remote_ip \
+//		--agent .request.headers.User-Agent --path .request.uri --limits 10/s..100/s
 package main
 
 import (
@@ -24,6 +30,9 @@ import (
 
 func main() {
 	var s synthlog.Shop
+	var m synthlog.Mobile
+	kind := flag.String("log", "shop", "which log: shop (nginx's combined format, or JSON lines) or mobile (Caddy's JSON)")
+	flag.IntVar(&m.Users, "users", 2600, "with -log mobile: how many app users")
 	flag.IntVar(&s.Lines, "lines", 1_000_000, "about how many lines to write, near ten million (the abusers and the offices send a fixed volume: a smaller log has more of them in it)")
 	flag.StringVar(&s.Format, "format", "combined", "combined or json")
 	flag.BoolVar(&s.Millis, "millis", false, "JSON times to the millisecond (the combined format's are whole seconds)")
@@ -34,6 +43,24 @@ func main() {
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "genlog: unexpected arguments %q; it writes to standard output\n", flag.Args())
+		os.Exit(2)
+	}
+	switch *kind {
+	case "shop":
+	case "mobile":
+		m.Seed, m.Span = s.Seed, 30*time.Minute
+		if span := flag.Lookup("span"); span.Value.String() != span.DefValue {
+			m.Span = s.Span
+		}
+		t, err := synthlog.WriteMobile(os.Stdout, m)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "genlog:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "genlog: %d lines: %d app users, sustained %s, shared %s\n", t.Lines, len(t.Users), strings.Join(t.Sustained, " "), strings.Join(t.Shared, " "))
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "genlog: -log %q: want shop or mobile\n", *kind)
 		os.Exit(2)
 	}
 	t, err := synthlog.WriteShop(os.Stdout, s)

@@ -1,0 +1,389 @@
+package plan
+
+import (
+	"cmp"
+	"context"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/composite"
+)
+
+// One number a period spares users and catches no one who sends steadily:
+// an app that opens with a fan-out peaks in a second as high as a scraper
+// does. What tells them apart is two numbers, and each client's traffic
+// gives both exactly: its envelope, the most it sent in any window of each
+// length (network calculus's arrival curve), and, at each rate, the least
+// burst under which a bucket of that rate never refuses it (Tang and Tai's
+// measured token bucket: a curve falling as the rate rises). A fan-out
+// user's envelope is steep, then flat, and its least burst falls to its
+// fan-out at a low rate; a scraper's envelope is a straight line far
+// above, and its least burst at a rate below its own is the most of its
+// whole visit.
+
+// DefaultPeriods are the envelope's window lengths, log-spaced, as far as
+// a log reaches.
+var DefaultPeriods = []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second, 3 * time.Second,
+	10 * time.Second, 30 * time.Second, time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour}
+
+// DefaultRates are the rates the least bursts are found at: 1, 2 and 5
+// per decade from one every 100 seconds to 1000 a second, each a whole
+// number of nanoseconds apart (a bucket's emission interval), so that
+// what the curves predict and what the bucket decides agree exactly.
+var DefaultRates = func() []limiters.Limit {
+	var out []limiters.Limit
+	for _, t := range []time.Duration{100, 50, 20, 10, 5, 2} {
+		out = append(out, limiters.Limit{N: 1, Per: t * time.Second})
+	}
+	for _, n := range []int{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000} {
+		out = append(out, limiters.Limit{N: n, Per: time.Second})
+	}
+	return out
+}()
+
+// curve is one client's envelope and least bursts so far.
+type curve struct {
+	first int64 // its first request's time: the bucket's times are from it
+	total int64 // its cost so far
+	// The requests the longest period still holds: their times and the
+	// cost up to and including each, since the first; dropped is how many
+	// came before at[0], before their cost.
+	at, cum []int64
+	dropped int
+	before  int64
+	heads   []int   // each period's oldest request in its window, counted from the first
+	peaks   []int64 // each period's most cost in any window
+	// For each rate (its emission interval T): the most of t_i − T·C(i−1)
+	// over the requests so far, and the most of T·C(j) − t_j plus it,
+	// which is T times the least burst.
+	lead, need []int64
+}
+
+// curves are every client's curves, by client number.
+type curves struct {
+	periods   []int64 // ascending
+	rates     []limiters.Limit
+	intervals []int64 // each rate's emission interval
+	of        []*curve
+}
+
+func newCurves(periods []time.Duration, rates []limiters.Limit) *curves {
+	c := &curves{}
+	for _, p := range periods {
+		c.periods = append(c.periods, int64(p))
+	}
+	slices.Sort(c.periods)
+	c.rates = slices.Clone(rates)
+	slices.SortFunc(c.rates, func(a, b limiters.Limit) int { return cmp.Compare(perSecond(a), perSecond(b)) })
+	for _, r := range c.rates {
+		c.intervals = append(c.intervals, int64(r.Interval()))
+	}
+	return c
+}
+
+// see counts a request of client id, of cost n at at.
+func (cs *curves) see(id int32, at, n int64) {
+	for int(id) >= len(cs.of) {
+		cs.of = append(cs.of, nil)
+	}
+	c := cs.of[id]
+	if c == nil {
+		c = &curve{first: at, heads: make([]int, len(cs.periods)), peaks: make([]int64, len(cs.periods)),
+			lead: make([]int64, len(cs.intervals)), need: make([]int64, len(cs.intervals))}
+		cs.of[id] = c
+	}
+	c.total += n
+	total := c.total
+	t := at - c.first
+	for k, T := range cs.intervals {
+		// C(i−1) is the cost before this request: total − n.
+		// (The first request's is 0, which the zero value holds.)
+		c.lead[k] = max(c.lead[k], t-T*(total-n))
+		c.need[k] = max(c.need[k], T*total-t+c.lead[k])
+	}
+	if len(cs.periods) == 0 {
+		return
+	}
+	c.at, c.cum = append(c.at, at), append(c.cum, total)
+	last := c.dropped + len(c.at) - 1
+	for k, d := range cs.periods {
+		h := c.heads[k]
+		for h < last && c.at[h-c.dropped] <= at-d {
+			h++
+		}
+		c.heads[k] = h
+		b := c.before
+		if h > c.dropped {
+			b = c.cum[h-c.dropped-1]
+		}
+		c.peaks[k] = max(c.peaks[k], total-b)
+	}
+	// What the longest period no longer holds, dropped once it is half.
+	if drop := c.heads[len(cs.periods)-1] - c.dropped; drop > 0 && drop >= len(c.at)/2 {
+		c.before = c.cum[drop-1]
+		c.at = c.at[:copy(c.at, c.at[drop:])]
+		c.cum = c.cum[:copy(c.cum, c.cum[drop:])]
+		c.dropped += drop
+	}
+}
+
+// burst is the least burst at rate k under which a bucket never refuses
+// the client: at least its largest request.
+func (cs *curves) burst(id int32, k int) int64 {
+	c := cs.of[id]
+	T := cs.intervals[k]
+	return max((c.need[k]+T-1)/T, 1)
+}
+
+// peak is the client's most cost in any window of period k.
+func (cs *curves) peak(id int32, k int) int64 { return cs.of[id].peaks[k] }
+
+// EnvelopePoint is the clients' most cost in any window of one length:
+// quantiles over the clients, and the least N per Period that spares all
+// but the spare share of them (a sliding log of it refuses exactly the
+// clients above it).
+type EnvelopePoint struct {
+	Period                   time.Duration
+	P50, P90, P99, P999, Max float64
+	Sparing                  int64
+}
+
+// FrontierPoint is a bucket at one rate: the clients' least bursts there
+// (quantiles), the least burst that spares all but the spare share of
+// them, and what a bucket of that rate and burst refuses of the log:
+// the clients the curves say (those whose least burst is above it), and,
+// decided by the library's bucket, the requests.
+type FrontierPoint struct {
+	Rate                     limiters.Limit
+	P50, P90, P99, P999, Max float64
+	Burst                    int64
+	Clients, Refused         int64
+	// Users is the least burst that spares all but the spare share of
+	// the users, the clients whose least burst is within ten times the
+	// median's (knee chooses by it); UsersMost the most any of them needs.
+	Users, UsersMost int64
+	// decidedClients is how many clients the bucket refused, decided:
+	// Clients, which the curves predict (a test holds them equal).
+	decidedClients int64
+}
+
+// Policy is a bucket's rate and burst.
+func (f FrontierPoint) Policy() limiters.Limit {
+	return limiters.Limit{N: f.Rate.N, Per: f.Rate.Per, Burst: int(f.Burst)}
+}
+
+// quantiles returns the quantiles of v (sorted) the plan shows, and the
+// least value that leaves no more than spare of them above it.
+func quantiles(v []int64, spare float64) (p50, p90, p99, p999, most float64, sparing int64) {
+	if len(v) == 0 {
+		return
+	}
+	q := func(p float64) float64 { return float64(v[min(len(v)-1, int(math.Ceil(p*float64(len(v))))-1)]) }
+	above := int(math.Floor(spare * float64(len(v))))
+	return q(0.5), q(0.9), q(0.99), q(0.999), float64(v[len(v)-1]), max(1, v[max(0, len(v)-1-above)])
+}
+
+// envelope is the clients' envelope at each period the log reaches
+// (and the shortest), of the clients ids.
+func (cs *curves) envelope(ids []int32, spare float64, span time.Duration) []EnvelopePoint {
+	var out []EnvelopePoint
+	v := make([]int64, len(ids))
+	for k, d := range cs.periods {
+		if k > 0 && time.Duration(d) > span {
+			break
+		}
+		for i, id := range ids {
+			v[i] = cs.peak(id, k)
+		}
+		slices.Sort(v)
+		e := EnvelopePoint{Period: time.Duration(d)}
+		e.P50, e.P90, e.P99, e.P999, e.Max, e.Sparing = quantiles(v, spare)
+		out = append(out, e)
+	}
+	return out
+}
+
+// frontier is, at each rate, the least burst that spares all but spare
+// of the clients ids, and the clients it refuses: from the lowest rate
+// at which that burst is under the most any client sent in the log's
+// longest period (below, the burst is a whole visit), to the first rate
+// at which it stops falling.
+func (cs *curves) frontier(ids []int32, spare float64) []FrontierPoint {
+	var out []FrontierPoint
+	v := make([]int64, len(ids))
+	for k := range cs.intervals {
+		for i, id := range ids {
+			v[i] = cs.burst(id, k)
+		}
+		slices.Sort(v)
+		f := FrontierPoint{Rate: cs.rates[k]}
+		f.P50, f.P90, f.P99, f.P999, f.Max, f.Burst = quantiles(v, spare)
+		above, _ := slices.BinarySearch(v, f.Burst+1) // the first above it
+		f.Clients = int64(len(v) - above)
+		// The users: the clients within ten times the median's burst.
+		// Above are those that send steadily faster than the rate, whom
+		// a bucket of it is for.
+		within, _ := slices.BinarySearch(v, 10*max(int64(f.P50), 1)+1)
+		_, _, _, _, _, f.Users = quantiles(v[:within], spare)
+		f.UsersMost = v[max(within-1, 0)]
+		out = append(out, f)
+	}
+	// Trim: the low rates whose burst is a whole visit, and the high ones
+	// past where it stops falling, keeping one of each.
+	lo := 0
+	for lo+1 < len(out) && out[lo+1].Users == out[0].Users {
+		lo++
+	}
+	hi := len(out) - 1
+	for hi > lo && out[hi-1].Users == out[hi].Users {
+		hi--
+	}
+	return out[lo : hi+1]
+}
+
+// knee is the frontier's point the plan suggests: the lowest rate at
+// which the users need a burst of at most twice what fan-out is, the most
+// a client sends in a second (all but the spare share of them); below it
+// their bursts grow toward whole sessions, and the rate buys little. The
+// highest rate when none is.
+func knee(f []FrontierPoint, second int64) int {
+	for i := range f {
+		if f[i].Users <= 2*second {
+			return i
+		}
+	}
+	return len(f) - 1
+}
+
+func perSecond(l limiters.Limit) float64 { return float64(l.N) / l.Per.Seconds() }
+
+// Tier is what the keys that look like many users get: the bucket
+// suggested, Scale times its rate and burst, the least power of two that
+// spares every one of them (a key's least burst at a higher rate is no
+// more than at the rate suggested, so Scale times the burst is enough).
+type Tier struct {
+	Scale  int
+	Policy limiters.Limit
+	Keys   int
+	// Share is the share of the log's requests they sent.
+	Share float64
+}
+
+// curves fills the plan's envelope, frontier and bucket from each
+// client's curves, the shared keys left out, and decides each frontier
+// point and the suggestion with the library's bucket over the requests
+// decided.
+func (p *Plan) curves(cs *clients, cv *curves, decided []logged) {
+	c := p.Config
+	var users, many []int32
+	var manyRequests int64
+	for id, cl := range cs.all {
+		if id >= len(cv.of) || cv.of[id] == nil {
+			continue // every request of it dropped (--refused drop)
+		}
+		if cl.agents.n() >= sharedAgents {
+			many, manyRequests = append(many, int32(id)), manyRequests+cl.requests
+			continue
+		}
+		users = append(users, int32(id))
+	}
+	p.Envelope = cv.envelope(users, c.Spare, p.Span)
+	p.Frontier = cv.frontier(users, c.Spare)
+	if len(p.Frontier) == 0 {
+		return
+	}
+	second := int64(1)
+	for _, e := range p.Envelope {
+		if e.Period <= time.Second {
+			second = e.Sparing
+		}
+	}
+	b := p.Frontier[knee(p.Frontier, second)]
+	b.Burst = max(int64(math.Ceil(float64(b.Users)*c.Headroom)), b.UsersMost)
+	k := slices.Index(cv.rates, b.Rate)
+	b.Clients = 0
+	var caught []int32
+	for _, id := range users {
+		if cv.burst(id, k) > b.Burst {
+			b.Clients++
+			caught = append(caught, id)
+		}
+	}
+	slices.SortFunc(caught, func(x, y int32) int { return cmp.Or(cmp.Compare(cv.burst(y, k), cv.burst(x, k)), cmp.Compare(x, y)) })
+	for _, id := range caught[:min(len(caught), 100)] {
+		p.Caught = append(p.Caught, cs.all[id].key)
+	}
+	p.Bucket = b
+	if len(many) > 0 {
+		var most int64
+		for _, id := range many {
+			most = max(most, cv.burst(id, k))
+		}
+		scale := 1
+		for int64(scale)*b.Burst < most {
+			scale *= 2
+		}
+		p.SharedTier = Tier{Scale: scale, Keys: len(many), Share: float64(manyRequests) / float64(max(p.Requests, 1)),
+			Policy: limiters.Limit{N: b.Rate.N * scale, Per: b.Rate.Per, Burst: int(b.Burst) * scale}}
+	}
+	// Decided, each on a core: what the frontier's buckets refuse.
+	keys, in := make([]string, len(cs.all)), make([]bool, len(cs.all))
+	for id, cl := range cs.all {
+		keys[id] = cl.key
+	}
+	for _, id := range users {
+		in[id] = true
+	}
+	points := append([]*FrontierPoint{&p.Bucket}, pointers(p.Frontier)...)
+	work := make(chan *FrontierPoint)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(points)) {
+		wg.Go(func() {
+			for f := range work {
+				f.Refused, f.decidedClients = refusedBy(f.Policy(), decided, keys, in)
+			}
+		})
+	}
+	for _, f := range points {
+		work <- f
+	}
+	close(work)
+	wg.Wait()
+}
+
+func pointers[T any](s []T) []*T {
+	out := make([]*T, len(s))
+	for i := range s {
+		out[i] = &s[i]
+	}
+	return out
+}
+
+// refusedBy is how many of the requests decided of the clients in (by
+// number) the library's bucket at limit refuses, each key its own, and of
+// how many clients.
+func refusedBy(limit limiters.Limit, decided []logged, keys []string, in []bool) (requests, clients int64) {
+	l, err := composite.NewAlgorithm(limiters.GCRA, limit, limiters.WithSweepInterval(-1))
+	if err != nil {
+		return -1, -1
+	}
+	defer l.Close()
+	hit := make([]bool, len(keys))
+	for _, r := range decided {
+		if !in[r.id] {
+			continue
+		}
+		d, err := l.Decide(context.Background(), limiters.Request{Key: keys[r.id], N: int(r.n), At: time.Unix(0, r.at)})
+		if err != nil || !d.Allowed {
+			requests++
+			if !hit[r.id] {
+				hit[r.id], clients = true, clients+1
+			}
+		}
+	}
+	return requests, clients
+}

@@ -1,0 +1,73 @@
+package plan
+
+import (
+	"bytes"
+	"slices"
+	"testing"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/workloads/accesslog"
+	"github.com/ratelab/ratelab/workloads/synthlog"
+)
+
+// A mobile API's log, where one number a period fails: its app users open
+// with a fan-out as high in a second as a scraper sends. The one-period
+// suggestion refuses none of the crawler, the scrapers and the stuck app;
+// the bucket suggested (a rate and a burst) refuses every one of them and
+// no app user; the carrier-NAT addresses get a tier of their own. On two
+// logs of that kind.
+func TestMobileNeedsTwoNumbers(t *testing.T) {
+	for _, seed := range []uint64{1, 2} {
+		var log bytes.Buffer
+		truth, err := synthlog.WriteMobile(&log, synthlog.Mobile{Seed: seed, Users: 1200, PerNAT: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, _ := accesslog.ParseKey(".request.remote_ip")
+		o := accesslog.Options{Format: accesslog.JSON, Key: key, Agent: ".request.headers.User-Agent", Path: ".request.uri"}
+		var limits []limiters.Limit
+		for n := 10; n <= 100; n += 5 {
+			limits = append(limits, limiters.PerSecond(n))
+		}
+		p := planOf(t, log.Bytes(), o, Config{Limits: limits, Spare: 0.001, Algorithms: []limiters.Algorithm{limiters.SlidingLog, limiters.GCRA}})
+		for _, e := range p.Envelope {
+			t.Logf("envelope %v: p50 %g p99 %g max %g sparing %d", e.Period, e.P50, e.P99, e.Max, e.Sparing)
+		}
+		for _, f := range p.Frontier {
+			t.Logf("frontier %s: burst %d users %d (p50 %g p99 %g max %g): %d clients, %d requests refused (%d decided)", f.Rate, f.Burst, f.Users, f.P50, f.P99, f.Max, f.Clients, f.Refused, f.decidedClients)
+		}
+		t.Logf("bucket %s: %d clients, %d requests; shared tier %+v", p.Bucket.Policy(), p.Bucket.Clients, p.Bucket.Refused, p.SharedTier)
+		for _, s := range p.Suggestions {
+			t.Logf("one number: %s %s: %d clients", s.Algorithm, s.Point.Limit, s.Point.Clients)
+		}
+		if l, err := limiters.ParseLimit(p.Bucket.Policy().String()); err != nil || l != p.Bucket.Policy() {
+			t.Errorf("seed %d: the policy %q reads back as %v (%v)", seed, p.Bucket.Policy(), l, err)
+		}
+		caught := slices.Sorted(slices.Values(p.Caught))
+		if want := slices.Sorted(slices.Values(truth.Sustained)); !slices.Equal(caught, want) {
+			t.Errorf("seed %d: the bucket %s refuses %q; want every sustained client and no app user: %q", seed, p.Bucket.Policy(), caught, want)
+		}
+		if p.Bucket.decidedClients != p.Bucket.Clients || p.Bucket.Refused == 0 {
+			t.Errorf("seed %d: the bucket decided refuses %d clients (%d requests); the curves say %d", seed, p.Bucket.decidedClients, p.Bucket.Refused, p.Bucket.Clients)
+		}
+		for _, f := range p.Frontier {
+			if f.decidedClients != f.Clients {
+				t.Errorf("seed %d: %s burst %d decided refuses %d clients; the curves say %d", seed, f.Rate, f.Burst, f.decidedClients, f.Clients)
+			}
+		}
+		var shared []string
+		for _, c := range p.Shared {
+			shared = append(shared, c.Key)
+		}
+		if slices.Sort(shared); !slices.Equal(shared, truth.Shared) || p.SharedTier.Keys != len(truth.Shared) {
+			t.Errorf("seed %d: shared %q, tier %+v; want %q in a tier of their own", seed, shared, p.SharedTier, truth.Shared)
+		}
+		// One number a period misses the crawler: it sends 5 a second,
+		// less than any app user's busiest second.
+		for _, c := range p.Top {
+			if c.Key == truth.Sustained[0] {
+				t.Errorf("seed %d: the one-period suggestions refuse the crawler %s; the log is meant to show they do not", seed, c.Key)
+			}
+		}
+	}
+}
