@@ -45,30 +45,25 @@ var DefaultRates = func() []limiters.Limit {
 	return out
 }()
 
-// curve is one client's envelope and least bursts so far.
+// curve is one client's least bursts so far.
 type curve struct {
 	first int64 // its first request's time: the bucket's times are from it
 	total int64 // its cost so far
-	// The requests the longest period still holds: their times and the
-	// cost up to and including each, since the first; dropped is how many
-	// came before at[0], before their cost.
-	at, cum []int64
-	dropped int
-	before  int64
-	heads   []int   // each period's oldest request in its window, counted from the first
-	peaks   []int64 // each period's most cost in any window
 	// For each rate (its emission interval T): the most of t_i − T·C(i−1)
 	// over the requests so far, and the most of T·C(j) − t_j plus it,
 	// which is T times the least burst.
 	lead, need []int64
 }
 
-// curves are every client's curves, by client number.
+// curves are every client's curves, by client number: the least bursts
+// as the requests come (see), the envelope once they are all in
+// (envelope), from the requests decided.
 type curves struct {
 	periods   []int64 // ascending
 	rates     []limiters.Limit
 	intervals []int64 // each rate's emission interval
 	of        []*curve
+	peaks     []int64 // [client·len(periods) + period]: its most in any window of it
 }
 
 func newCurves(periods []time.Duration, rates []limiters.Limit) *curves {
@@ -85,15 +80,15 @@ func newCurves(periods []time.Duration, rates []limiters.Limit) *curves {
 	return c
 }
 
-// see counts a request of client id, of cost n at at.
+// see counts a request of client id, of cost n at at, into its least
+// bursts: O(1) a rate.
 func (cs *curves) see(id int32, at, n int64) {
 	for int(id) >= len(cs.of) {
 		cs.of = append(cs.of, nil)
 	}
 	c := cs.of[id]
 	if c == nil {
-		c = &curve{first: at, heads: make([]int, len(cs.periods)), peaks: make([]int64, len(cs.periods)),
-			lead: make([]int64, len(cs.intervals)), need: make([]int64, len(cs.intervals))}
+		c = &curve{first: at, lead: make([]int64, len(cs.intervals)), need: make([]int64, len(cs.intervals))}
 		cs.of[id] = c
 	}
 	c.total += n
@@ -105,29 +100,54 @@ func (cs *curves) see(id int32, at, n int64) {
 		c.lead[k] = max(c.lead[k], t-T*(total-n))
 		c.need[k] = max(c.need[k], T*total-t+c.lead[k])
 	}
-	if len(cs.periods) == 0 {
-		return
+}
+
+// envelopes finds each client's most cost in any window of each period
+// from the requests decided, in the order decided: each client's requests
+// linked each to its next (4 bytes a request), and at each request, each
+// period's window moved on along its client's links. No client keeps its
+// requests: an hour's window of the shop's 10 million held them all once.
+func (cs *curves) envelopes(decided chunks) {
+	n := 0
+	for _, b := range decided {
+		n += len(b)
 	}
-	c.at, c.cum = append(c.at, at), append(c.cum, total)
-	last := c.dropped + len(c.at) - 1
-	for k, d := range cs.periods {
-		h := c.heads[k]
-		for h < last && c.at[h-c.dropped] <= at-d {
-			h++
-		}
-		c.heads[k] = h
-		b := c.before
-		if h > c.dropped {
-			b = c.cum[h-c.dropped-1]
-		}
-		c.peaks[k] = max(c.peaks[k], total-b)
+	at := func(i int32) *logged { return &decided[i/chunkSize][i%chunkSize] }
+	next := make([]int32, n)
+	last := make([]int32, len(cs.of))
+	for i := range last {
+		last[i] = -1
 	}
-	// What the longest period no longer holds, dropped once it is half.
-	if drop := c.heads[len(cs.periods)-1] - c.dropped; drop > 0 && drop >= len(c.at)/2 {
-		c.before = c.cum[drop-1]
-		c.at = c.at[:copy(c.at, c.at[drop:])]
-		c.cum = c.cum[:copy(c.cum, c.cum[drop:])]
-		c.dropped += drop
+	for i := int32(0); i < int32(n); i++ {
+		r := at(i)
+		if l := last[r.id]; l >= 0 {
+			next[l] = i
+		}
+		last[r.id] = i
+	}
+	P := len(cs.periods)
+	cs.peaks = make([]int64, len(cs.of)*P)
+	heads := make([]int32, len(cs.of)*P)
+	sums := make([]int64, len(cs.of)*P)
+	for i := range heads {
+		heads[i] = -1
+	}
+	for i := int32(0); i < int32(n); i++ {
+		r := at(i)
+		base := int(r.id) * P
+		for k, d := range cs.periods {
+			h := heads[base+k]
+			if h < 0 {
+				h = i // the client's first request
+			}
+			sums[base+k] += int64(r.n)
+			for h != i && at(h).at <= r.at-d {
+				sums[base+k] -= int64(at(h).n)
+				h = next[h]
+			}
+			heads[base+k] = h
+			cs.peaks[base+k] = max(cs.peaks[base+k], sums[base+k])
+		}
 	}
 }
 
@@ -139,8 +159,9 @@ func (cs *curves) burst(id int32, k int) int64 {
 	return max((c.need[k]+T-1)/T, 1)
 }
 
-// peak is the client's most cost in any window of period k.
-func (cs *curves) peak(id int32, k int) int64 { return cs.of[id].peaks[k] }
+// peak is the client's most cost in any window of period k (envelopes
+// first).
+func (cs *curves) peak(id int32, k int) int64 { return cs.peaks[int(id)*len(cs.periods)+k] }
 
 // EnvelopePoint is the clients' most cost in any window of one length:
 // quantiles over the clients, and the least N per Period that spares all
@@ -262,11 +283,9 @@ func knee(f []FrontierPoint, second int64) int {
 func perSecond(l limiters.Limit) float64 { return float64(l.N) / l.Per.Seconds() }
 
 // Tier is what the keys that look like many users get: the bucket
-// suggested, Scale times its rate and burst, the least power of two that
-// spares every one of them (a key's least burst at a higher rate is no
-// more than at the rate suggested, so Scale times the burst is enough).
+// suggested, Scale times its rate and burst (tierOf).
 type Tier struct {
-	Scale  int
+	Scale  float64
 	Policy limiters.Limit
 	Keys   int
 	// Share is the share of the log's requests they sent.
@@ -277,7 +296,7 @@ type Tier struct {
 // client's curves, the shared keys left out, and decides each frontier
 // point and the suggestion with the library's bucket over the requests
 // decided.
-func (p *Plan) curves(cs *clients, cv *curves, decided []logged) {
+func (p *Plan) curves(cs *clients, cv *curves, decided chunks) {
 	c := p.Config
 	var users, many []int32
 	var manyRequests int64
@@ -291,6 +310,7 @@ func (p *Plan) curves(cs *clients, cv *curves, decided []logged) {
 		}
 		users = append(users, int32(id))
 	}
+	cv.envelopes(decided)
 	p.Envelope = cv.envelope(users, c.Spare, p.Span)
 	p.Frontier = cv.frontier(users, c.Spare)
 	if len(p.Frontier) == 0 {
@@ -319,16 +339,8 @@ func (p *Plan) curves(cs *clients, cv *curves, decided []logged) {
 	}
 	p.Bucket = b
 	if len(many) > 0 {
-		var most int64
-		for _, id := range many {
-			most = max(most, cv.burst(id, k))
-		}
-		scale := 1
-		for int64(scale)*b.Burst < most {
-			scale *= 2
-		}
-		p.SharedTier = Tier{Scale: scale, Keys: len(many), Share: float64(manyRequests) / float64(max(p.Requests, 1)),
-			Policy: limiters.Limit{N: b.Rate.N * scale, Per: b.Rate.Per, Burst: int(b.Burst) * scale}}
+		p.SharedTier = tierOf(cv, many, k, b.Burst)
+		p.SharedTier.Keys, p.SharedTier.Share = len(many), float64(manyRequests)/float64(max(p.Requests, 1))
 	}
 	// Decided, each on a core: what the frontier's buckets refuse.
 	keys, in := make([]string, len(cs.all)), make([]bool, len(cs.all))
@@ -355,6 +367,32 @@ func (p *Plan) curves(cs *clients, cv *curves, decided []logged) {
 	wg.Wait()
 }
 
+// tierOf is the policy that spares every one of the clients many: the
+// bucket of rate k and burst b scaled, to the lowest rate of the grid at
+// which each needs no more than b times the scale (the grid's rate over
+// rate k); when none does, rate k's policy times the least power of two
+// that spares them (a key's least burst at a higher rate is no more than
+// at rate k, so that much burst is enough).
+func tierOf(cv *curves, many []int32, k int, b int64) Tier {
+	r := perSecond(cv.rates[k])
+	for j := k; j < len(cv.rates); j++ {
+		scale := perSecond(cv.rates[j]) / r
+		burst := int64(math.Ceil(float64(b) * scale))
+		if !slices.ContainsFunc(many, func(id int32) bool { return cv.burst(id, j) > burst }) {
+			return Tier{Scale: scale, Policy: limiters.Limit{N: cv.rates[j].N, Per: cv.rates[j].Per, Burst: int(burst)}}
+		}
+	}
+	var most int64
+	for _, id := range many {
+		most = max(most, cv.burst(id, k))
+	}
+	scale := int64(1)
+	for scale*b < most {
+		scale *= 2
+	}
+	return Tier{Scale: float64(scale), Policy: limiters.Limit{N: cv.rates[k].N * int(scale), Per: cv.rates[k].Per, Burst: int(b * scale)}}
+}
+
 func pointers[T any](s []T) []*T {
 	out := make([]*T, len(s))
 	for i := range s {
@@ -366,22 +404,24 @@ func pointers[T any](s []T) []*T {
 // refusedBy is how many of the requests decided of the clients in (by
 // number) the library's bucket at limit refuses, each key its own, and of
 // how many clients.
-func refusedBy(limit limiters.Limit, decided []logged, keys []string, in []bool) (requests, clients int64) {
+func refusedBy(limit limiters.Limit, decided chunks, keys []string, in []bool) (requests, clients int64) {
 	l, err := composite.NewAlgorithm(limiters.GCRA, limit, limiters.WithSweepInterval(-1))
 	if err != nil {
 		return -1, -1
 	}
 	defer l.Close()
 	hit := make([]bool, len(keys))
-	for _, r := range decided {
-		if !in[r.id] {
-			continue
-		}
-		d, err := l.Decide(context.Background(), limiters.Request{Key: keys[r.id], N: int(r.n), At: time.Unix(0, r.at)})
-		if err != nil || !d.Allowed {
-			requests++
-			if !hit[r.id] {
-				hit[r.id], clients = true, clients+1
+	for _, block := range decided {
+		for _, r := range block {
+			if !in[r.id] {
+				continue
+			}
+			d, err := l.Decide(context.Background(), limiters.Request{Key: keys[r.id], N: int(r.n), At: time.Unix(0, r.at)})
+			if err != nil || !d.Allowed {
+				requests++
+				if !hit[r.id] {
+					hit[r.id], clients = true, clients+1
+				}
 			}
 		}
 	}

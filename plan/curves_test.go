@@ -59,9 +59,12 @@ func TestCurvesAgainstBruteForce(t *testing.T) {
 	for seed := range uint64(20) {
 		l := randomLog(seed)
 		cs := newCurves(periods, DefaultRates)
+		var decided chunks
 		for i := range l.ids {
 			cs.see(l.ids[i], l.at[i], l.n[i])
+			decided.add(logged{id: l.ids[i], n: int32(l.n[i]), at: l.at[i]})
 		}
+		cs.envelopes(decided)
 		for id := range int32(len(cs.of)) {
 			var at, n []int64
 			for i := range l.ids {

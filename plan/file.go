@@ -174,7 +174,7 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 			row := results.Row{Workload: log, Limiter: "shared keys"}
 			row.Set(kind, kindPolicy)
 			row.Set(policySetting, t.Policy.String())
-			row.Add(scaleName, results.UnitCount, float64(t.Scale))
+			row.Add(scaleName, results.UnitCount, t.Scale)
 			row.Add(clientsCount, results.UnitCount, float64(t.Keys))
 			row.Add(shareName, results.UnitFraction, t.Share)
 			add(row)
@@ -303,13 +303,13 @@ var mode = report.Mode{
 			Title: "The policy to set",
 			Note: "A bucket's rate and burst, in --limit's words: the frontier's rate (below) chosen as the lowest at which the users need a burst of at most twice the most a client sends in a second, all but --spare of them (below it their bursts grow toward whole sessions); its burst what the users need there, times --headroom, and no less than the most any user needs. " +
 				"The users are the clients whose least burst is within ten times the median's; above them are those that send steadily faster than the rate, whom the bucket is for: the clients it refuses (who: the first five), and the requests (decided by the library's bucket). " +
-				"The keys that look like many users are left out of the arithmetic and get a tier of their own: the same policy times the least power of two that spares every one of them.",
+				"The keys that look like many users are left out of the arithmetic and get a tier of their own: the policy scaled, rate and burst, to the lowest rate of the frontier's at which it spares every one of them.",
 			Header: []string{"for", "policy", "clients refused", "requests refused", "who"},
 			Left:   2,
 			Keep:   isKind(kindPolicy),
 			Cells: func(r results.Row) []string {
 				if r.Limiter == "shared keys" {
-					return []string{r.Limiter, fmt.Sprintf("%s (×%d)", r.Setting(policySetting), r.Count(scaleName)), "", "",
+					return []string{r.Limiter, fmt.Sprintf("%s (×%g)", r.Setting(policySetting), r.Get(scaleName)), "", "",
 						fmt.Sprintf("%s keys, %s of the requests", results.Count(r.Count(clientsCount)), report.Percentage(r.Get(shareName)))}
 				}
 				return []string{"every other key", r.Setting(policySetting), results.Count(r.Count(clientsName)),

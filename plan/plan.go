@@ -133,7 +133,7 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	p := &Plan{Config: c}
 	cs := newClients(int64(c.Limits[0].Per))
 	cv := newCurves(c.Periods, c.Rates)
-	var decided []logged // every request decided, for the frontier's buckets
+	var decided chunks // every request decided, for the frontier's buckets
 	d, err := newDeciders(c)
 	if err != nil {
 		return nil, err
@@ -166,7 +166,7 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 				continue
 			}
 			cv.see(id, e.At, int64(e.N))
-			decided = append(decided, logged{id: id, n: int32(e.N), at: e.At})
+			decided.add(logged{id: id, n: int32(e.N), at: e.At})
 			out.reqs = append(out.reqs, request{id: id, n: int32(e.N), at: e.At, key: key})
 		}
 		d.send(out)
@@ -202,6 +202,21 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 type logged struct {
 	id, n int32
 	at    int64
+}
+
+// chunks are requests decided, kept in blocks of chunkSize: no block is
+// copied as they grow (10 million of them are 160 MB, and a slice that
+// doubled held up to three times that at once).
+type chunks [][]logged
+
+const chunkSize = 1 << 16
+
+func (c *chunks) add(l logged) {
+	if n := len(*c); n == 0 || len((*c)[n-1]) == chunkSize {
+		*c = append(*c, make([]logged, 0, chunkSize))
+	}
+	last := &(*c)[len(*c)-1]
+	*last = append(*last, l)
 }
 
 // batchSize is how many requests travel together, reader to planner to
