@@ -30,7 +30,14 @@ logged. It decides every request of the log with each algorithm at each
 limit of a sweep, in simulated time (the library's limiters, as ratelab
 replay decides them), and says what each limit would have refused, of
 which clients, and, for each algorithm, the lowest limit that refuses no
-more than --spare of the clients.
+more than --spare of the clients. Where one number a period fails (an app
+that opens with a fan-out peaks in a second as high as a scraper sends),
+it answers first with a policy: each client's envelope (its most in any
+window of 100ms to an hour, --periods) and, at each rate (--rates), the
+least burst under which a bucket never refuses it; the bucket suggested
+is the lowest rate at which the users need at most twice the burst of
+their busiest second, its burst what they need times --headroom. Keys
+that look like many users get a tier of their own.
 
 LOG is one or more access logs, read in the order given as one log
 (rotated files, oldest first), plain or gzip; - or none is standard input.
@@ -130,6 +137,8 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 type planFlags struct {
 	format, key, cost, limits, algos, spare, refused, out string
 	timeField, status, agent, path                        string // a JSON log's fields
+	periods, rates                                        string
+	headroom                                              float64
 	steps, top                                            int
 	reorder                                               time.Duration
 }
@@ -147,6 +156,9 @@ func (f *planFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.algos, "algos", "all", "the algorithms to try, comma-separated")
 	fs.StringVar(&f.spare, "spare", "0.1%", "the share of clients a suggested limit may refuse (0.1% or 0.001)")
 	fs.StringVar(&f.refused, "refused", "count", "the requests the log's server refused (429): count (decide them as the others) or drop")
+	fs.StringVar(&f.periods, "periods", "", "the envelope's window lengths, comma-separated (default: 100ms, 300ms, 1s, 3s, ... 1h, as far as the log reaches)")
+	fs.StringVar(&f.rates, "rates", "", "the rates of the buckets' frontier, comma-separated (default: 1/100s ... 1000/s, 1, 2 and 5 a decade)")
+	fs.Float64Var(&f.headroom, "headroom", 1.5, "what the bucket suggested allows above the burst the users were seen to need")
 	fs.IntVar(&f.top, "top", 10, "how many clients the tables name")
 	fs.DurationVar(&f.reorder, "reorder", 2*time.Second, "how far out of time order a log's lines may be and still be taken in order")
 	fs.StringVar(&f.out, "out", "out/plan", "the folder plan.json and the report go to")
@@ -171,6 +183,28 @@ func (f *planFlags) check() (plan.Config, accesslog.Options, error) {
 	if c.Spare, err = share(f.spare); err != nil {
 		return c, accesslog.Options{}, fmt.Errorf("--spare %s: %w", f.spare, err)
 	}
+	if f.periods != "" {
+		for p := range strings.SplitSeq(f.periods, ",") {
+			d, err := time.ParseDuration(strings.TrimSpace(p))
+			if err != nil || d <= 0 {
+				return c, accesslog.Options{}, fmt.Errorf("--periods %s: %q is not a positive duration (100ms, 1s, 5m)", f.periods, p)
+			}
+			c.Periods = append(c.Periods, d)
+		}
+	}
+	if f.rates != "" {
+		for r := range strings.SplitSeq(f.rates, ",") {
+			l, err := limiters.ParseLimit(strings.TrimSpace(r))
+			if err != nil {
+				return c, accesslog.Options{}, fmt.Errorf("--rates %s: %w", f.rates, err)
+			}
+			c.Rates = append(c.Rates, l)
+		}
+	}
+	if !(f.headroom >= 1) {
+		return c, accesslog.Options{}, fmt.Errorf("--headroom %g: want 1 or more", f.headroom)
+	}
+	c.Headroom = f.headroom
 	switch f.refused {
 	case "count":
 	case "drop":
