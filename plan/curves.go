@@ -350,18 +350,26 @@ func (p *Plan) curves(cs *clients, cv *curves, decided chunks) {
 	for _, id := range users {
 		in[id] = true
 	}
+	var pairCaught []int32
+	p.Windows, pairCaught = cv.windowPair(users, p.Span, c.Headroom)
+	for _, id := range pairCaught[:min(len(pairCaught), 100)] {
+		p.WindowsCaught = append(p.WindowsCaught, cs.all[id].key)
+	}
 	points := append([]*FrontierPoint{&p.Bucket}, pointers(p.Frontier)...)
-	work := make(chan *FrontierPoint)
+	work := make(chan func())
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(points)) {
+	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for f := range work {
-				f.Refused, f.decidedClients = refusedBy(f.Policy(), decided, keys, in)
+				f()
 			}
 		})
 	}
 	for _, f := range points {
-		work <- f
+		work <- func() { f.Refused, f.decidedClients = refusedBy(f.Policy(), decided, keys, in) }
+	}
+	if w := &p.Windows; w.Short.N > 0 {
+		work <- func() { w.Refused, w.decidedClients = refusedByPair(*w, decided, keys, in) }
 	}
 	close(work)
 	wg.Wait()
@@ -426,4 +434,104 @@ func refusedBy(limit limiters.Limit, decided chunks, keys []string, in []bool) (
 		}
 	}
 	return requests, clients
+}
+
+// WindowPair is a short and a long window together, as composite decides
+// them (a request admitted only if both admit it): the sliding log's N per
+// each period. A client is refused by it exactly when its envelope is
+// above either N at its period.
+type WindowPair struct {
+	Short, Long      limiters.Limit
+	Clients, Refused int64
+	// decidedClients is how many clients the composite refused, decided:
+	// Clients, which the envelope predicts.
+	decidedClients int64
+}
+
+// windowPair suggests a short and a long window from the envelope: at
+// each period, the users are the clients within ten times the median's
+// peak, and N the most any of them sent times headroom; of every pair of
+// periods the log reaches, the one that refuses the most clients (no user
+// among them, by its N), the shorter periods first among equals. It
+// returns the pair and the clients it refuses.
+func (cs *curves) windowPair(ids []int32, span time.Duration, headroom float64) (WindowPair, []int32) {
+	var periods []int
+	for k, d := range cs.periods {
+		if k == 0 || time.Duration(d) <= span {
+			periods = append(periods, k)
+		}
+	}
+	if len(periods) < 2 {
+		return WindowPair{}, nil
+	}
+	most := make([]int64, len(cs.periods)) // the users' most at each period, with headroom
+	v := make([]int64, len(ids))
+	for _, k := range periods {
+		for i, id := range ids {
+			v[i] = cs.peak(id, k)
+		}
+		slices.Sort(v)
+		within, _ := slices.BinarySearch(v, 10*max(v[len(v)/2], 1)+1)
+		most[k] = int64(math.Ceil(float64(v[max(within-1, 0)]) * headroom))
+	}
+	// Among pairs that refuse as many, the first: a second and more
+	// before the shorter windows, which a person reads less easily.
+	order := slices.Clone(periods)
+	slices.SortStableFunc(order, func(a, b int) int {
+		da, db := time.Duration(cs.periods[a]), time.Duration(cs.periods[b])
+		return cmp.Or(cmp.Compare(boolInt(da < time.Second), boolInt(db < time.Second)), cmp.Compare(da, db))
+	})
+	var best WindowPair
+	var caught []int32
+	for _, k1 := range order {
+		for _, k2 := range periods {
+			if k2 <= k1 {
+				continue
+			}
+			var refused []int32
+			for _, id := range ids {
+				if cs.peak(id, k1) > most[k1] || cs.peak(id, k2) > most[k2] {
+					refused = append(refused, id)
+				}
+			}
+			if best.Short.N == 0 || len(refused) > len(caught) {
+				best = WindowPair{Short: limiters.Limit{N: int(most[k1]), Per: time.Duration(cs.periods[k1])},
+					Long: limiters.Limit{N: int(most[k2]), Per: time.Duration(cs.periods[k2])}, Clients: int64(len(refused))}
+				caught = refused
+			}
+		}
+	}
+	return best, caught
+}
+
+// refusedByPair is refusedBy for a pair of windows, decided by composite.
+func refusedByPair(w WindowPair, decided chunks, keys []string, in []bool) (requests, clients int64) {
+	l, err := composite.New(limiters.SlidingLog, []limiters.Limit{w.Short, w.Long}, limiters.WithSweepInterval(-1))
+	if err != nil {
+		return -1, -1
+	}
+	defer l.Close()
+	hit := make([]bool, len(keys))
+	for _, block := range decided {
+		for _, r := range block {
+			if !in[r.id] {
+				continue
+			}
+			d, err := l.Decide(context.Background(), limiters.Request{Key: keys[r.id], N: int(r.n), At: time.Unix(0, r.at)})
+			if err != nil || !d.Allowed {
+				requests++
+				if !hit[r.id] {
+					hit[r.id], clients = true, clients+1
+				}
+			}
+		}
+	}
+	return requests, clients
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -170,6 +170,16 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 		row.Add(refusedName, results.UnitCount, float64(b.Refused))
 		row.Add(refusedShare, results.UnitFraction, float64(b.Refused)/float64(max(p.Decided, 1)))
 		add(row)
+		if w := p.Windows; w.Short.N > 0 {
+			row := results.Row{Workload: log, Limiter: "windows"}
+			row.Set(kind, kindPolicy)
+			row.Set(policySetting, w.Short.String()+", "+w.Long.String())
+			row.Set(caughtSetting, strings.Join(p.WindowsCaught[:min(len(p.WindowsCaught), 5)], " "))
+			row.Add(clientsName, results.UnitCount, float64(w.Clients))
+			row.Add(refusedName, results.UnitCount, float64(w.Refused))
+			row.Add(refusedShare, results.UnitFraction, float64(w.Refused)/float64(max(p.Decided, 1)))
+			add(row)
+		}
 		if t := p.SharedTier; t.Keys > 0 {
 			row := results.Row{Workload: log, Limiter: "shared keys"}
 			row.Set(kind, kindPolicy)
@@ -303,6 +313,7 @@ var mode = report.Mode{
 			Title: "The policy to set",
 			Note: "A bucket's rate and burst, in --limit's words: the frontier's rate (below) chosen as the lowest at which the users need a burst of at most twice the most a client sends in a second, all but --spare of them (below it their bursts grow toward whole sessions); its burst what the users need there, times --headroom, and no less than the most any user needs. " +
 				"The users are the clients whose least burst is within ten times the median's; above them are those that send steadily faster than the rate, whom the bucket is for: the clients it refuses (who: the first five), and the requests (decided by the library's bucket). " +
+				"Or two windows together, a short and a long (composite decides both): at each window length the users' most (the clients within ten times the median's) times --headroom, the pair of lengths that refuses the most clients. " +
 				"The keys that look like many users are left out of the arithmetic and get a tier of their own: the policy scaled, rate and burst, to the lowest rate of the frontier's at which it spares every one of them.",
 			Header: []string{"for", "policy", "clients refused", "requests refused", "who"},
 			Left:   2,
@@ -312,7 +323,11 @@ var mode = report.Mode{
 					return []string{r.Limiter, fmt.Sprintf("%s (×%g)", r.Setting(policySetting), r.Get(scaleName)), "", "",
 						fmt.Sprintf("%s keys, %s of the requests", results.Count(r.Count(clientsCount)), report.Percentage(r.Get(shareName)))}
 				}
-				return []string{"every other key", r.Setting(policySetting), results.Count(r.Count(clientsName)),
+				who := "every other key: a bucket"
+				if r.Limiter == "windows" {
+					who = "or two windows (sliding log)"
+				}
+				return []string{who, r.Setting(policySetting), results.Count(r.Count(clientsName)),
 					fmt.Sprintf("%s (%s)", results.Count(r.Count(refusedName)), report.Percentage(r.Get(refusedShare))), r.Setting(caughtSetting)}
 			},
 		},

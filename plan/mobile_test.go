@@ -55,6 +55,14 @@ func TestMobileNeedsTwoNumbers(t *testing.T) {
 				t.Errorf("seed %d: %s burst %d decided refuses %d clients; the curves say %d", seed, f.Rate, f.Burst, f.decidedClients, f.Clients)
 			}
 		}
+		t.Logf("windows %s, %s: %d clients, %d requests", p.Windows.Short, p.Windows.Long, p.Windows.Clients, p.Windows.Refused)
+		caught = slices.Sorted(slices.Values(p.WindowsCaught))
+		if want := slices.Sorted(slices.Values(truth.Sustained)); !slices.Equal(caught, want) {
+			t.Errorf("seed %d: the windows %s and %s refuse %q; want every sustained client and no app user: %q", seed, p.Windows.Short, p.Windows.Long, caught, want)
+		}
+		if p.Windows.decidedClients != p.Windows.Clients {
+			t.Errorf("seed %d: the windows decided refuse %d clients; the envelope says %d", seed, p.Windows.decidedClients, p.Windows.Clients)
+		}
 		var shared []string
 		for _, c := range p.Shared {
 			shared = append(shared, c.Key)

@@ -58,6 +58,10 @@ type Plan struct {
 	// Caught are the keys the bucket suggested refuses, the most burst
 	// needed first (at most 100).
 	Caught []string
+	// Windows is a short and a long window suggested together, and
+	// WindowsCaught the keys they refuse (at most 100).
+	Windows       WindowPair
+	WindowsCaught []string
 
 	clientsByID []string // each client's key, by its number in Point.refusedOf
 }
