@@ -3,9 +3,12 @@ package plan
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"math"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -534,4 +537,26 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TierFile is the bucket suggested as a ratelab serve --config file: every
+// key in the default tier, the keys that look like many users in a tier
+// of their own (at most Config.Top of them listed, as the tables do).
+// Empty when the plan suggested no bucket.
+func (p *Plan) TierFile(log string) []byte {
+	b := p.Bucket
+	if b.Rate.N == 0 {
+		return nil
+	}
+	var s strings.Builder
+	fmt.Fprintf(&s, "# ratelab plan's policy for %s: a bucket for every key, the keys that look\n# like many users in a tier of their own (ratelab serve --config FILE).\n", log)
+	s.WriteString("algorithm: gcra\ndefault_tier: users\ntiers:\n")
+	fmt.Fprintf(&s, "  users: [%s]\n", b.Policy())
+	if t := p.SharedTier; t.Keys > 0 && len(p.Shared) > 0 {
+		fmt.Fprintf(&s, "  shared: [%s]\nusers:\n", t.Policy)
+		for _, c := range p.Shared {
+			fmt.Fprintf(&s, "  %s: shared\n", strconv.Quote(c.Key))
+		}
+	}
+	return []byte(s.String())
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ratelab/ratelab/internal/config"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/workloads/accesslog"
 	"github.com/ratelab/ratelab/workloads/synthlog"
@@ -62,6 +63,11 @@ func TestMobileNeedsTwoNumbers(t *testing.T) {
 		}
 		if p.Windows.decidedClients != p.Windows.Clients {
 			t.Errorf("seed %d: the windows decided refuse %d clients; the envelope says %d", seed, p.Windows.decidedClients, p.Windows.Clients)
+		}
+		if cfg, err := config.Parse(p.TierFile("mobile.log")); err != nil {
+			t.Errorf("seed %d: the tier file does not load: %v\n%s", seed, err, p.TierFile("mobile.log"))
+		} else if got := cfg.Tiers.Users[truth.Shared[0]]; got != "shared" {
+			t.Errorf("seed %d: the tier file puts %s in %q; want shared\n%s", seed, truth.Shared[0], got, p.TierFile("mobile.log"))
 		}
 		var shared []string
 		for _, c := range p.Shared {

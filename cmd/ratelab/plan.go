@@ -386,11 +386,19 @@ func printPlan(stdout io.Writer, dir string, p *plan.Plan, log string, settings 
 	if _, err := plots.WriteReport(dir, f, plan.Modes(), saved); err != nil {
 		return fmt.Errorf("plan: the report: %w", err)
 	}
+	tiers := ""
+	if tf := p.TierFile(log); tf != nil {
+		tiers = filepath.Join(dir, "tiers.yaml")
+		if err := os.WriteFile(tiers, tf, 0o644); err != nil {
+			return fmt.Errorf("plan: %w", err)
+		}
+		tiers = "; the bucket as ratelab serve --config: " + tiers
+	}
 	clients := results.Count(int64(p.Clients)) + " clients"
 	if p.Clients == 1 {
 		clients = "1 client"
 	}
-	fmt.Fprintf(stdout, "Planned %s requests of %s at %d limits, %d algorithms, in %.1fs. Results: %s; the report: %s\n",
-		results.Count(int64(p.Decided)), clients, len(p.Config.Limits), len(p.Config.Algorithms), p.Took.Seconds(), saved, filepath.Join(dir, "report.html"))
+	fmt.Fprintf(stdout, "Planned %s requests of %s at %d limits, %d algorithms, in %.1fs. Results: %s; the report: %s%s\n",
+		results.Count(int64(p.Decided)), clients, len(p.Config.Limits), len(p.Config.Algorithms), p.Took.Seconds(), saved, filepath.Join(dir, "report.html"), tiers)
 	return nil
 }
