@@ -285,6 +285,13 @@ func knee(f []FrontierPoint, second int64) int {
 
 func perSecond(l limiters.Limit) float64 { return float64(l.N) / l.Per.Seconds() }
 
+// ClientCurves are one client's envelope at the plan's Envelope periods
+// and its least bursts at the Frontier's rates, for the charts.
+type ClientCurves struct {
+	Key              string
+	Envelope, Bursts []int64
+}
+
 // Tier is what the keys that look like many users get: the bucket
 // suggested, Scale times its rate and burst (tierOf).
 type Tier struct {
@@ -339,6 +346,16 @@ func (p *Plan) curves(cs *clients, cv *curves, decided chunks) {
 	slices.SortFunc(caught, func(x, y int32) int { return cmp.Or(cmp.Compare(cv.burst(y, k), cv.burst(x, k)), cmp.Compare(x, y)) })
 	for _, id := range caught[:min(len(caught), 100)] {
 		p.Caught = append(p.Caught, cs.all[id].key)
+	}
+	for _, id := range caught[:min(len(caught), 4)] {
+		cc := ClientCurves{Key: cs.all[id].key}
+		for _, e := range p.Envelope {
+			cc.Envelope = append(cc.Envelope, cv.peak(id, slices.Index(cv.periods, int64(e.Period))))
+		}
+		for _, f := range p.Frontier {
+			cc.Bursts = append(cc.Bursts, cv.burst(id, slices.Index(cv.rates, f.Rate)))
+		}
+		p.CaughtCurves = append(p.CaughtCurves, cc)
 	}
 	p.Bucket = b
 	if len(many) > 0 {

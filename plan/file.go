@@ -31,6 +31,7 @@ const (
 	kindEnv     = "envelope"
 	kindFront   = "frontier"
 	kindPolicy  = "policy"
+	kindCaught  = "caught"
 
 	// Settings.
 	limitSetting  = "limit"   // a limit as written
@@ -60,6 +61,8 @@ const (
 	spanName      = "span"            // the log's first to last request
 	cdfName       = "clients_at_most" // the peaks' CDF
 	seriesName    = "peak_over_time"  // a client's peak by bucket
+	envelopeName  = "envelope"        // a client's most in any window, by its length
+	burstsName    = "least_burst"     // a client's least burst, by rate
 	tookName      = "took"            // the plan's time
 	refusedByName = "refused_by_"     // a top client's, by algorithm, at its suggestion
 	belowClients  = "below_clients"   // the clients the limit below a suggestion refuses
@@ -220,6 +223,22 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 		row.Add(usersMostName, results.UnitCount, float64(f.UsersMost))
 		row.Add(clientsName, results.UnitCount, float64(f.Clients))
 		row.Add(refusedName, results.UnitCount, float64(f.Refused))
+		add(row)
+	}
+	for _, cc := range p.CaughtCurves {
+		row := results.Row{Workload: log, Limiter: "client"}
+		row.Set(kind, kindCaught)
+		row.Set(keySetting, cc.Key)
+		env := results.Series{Name: envelopeName, Unit: results.UnitCount, XUnit: results.UnitSeconds}
+		for i, e := range p.Envelope {
+			env.X, env.Y = append(env.X, e.Period.Seconds()), append(env.Y, float64(cc.Envelope[i]))
+		}
+		bursts := results.Series{Name: burstsName, Unit: results.UnitCount, XUnit: results.UnitCount}
+		for i, f := range p.Frontier {
+			bursts.X, bursts.Y = append(bursts.X, perSecond(f.Rate)), append(bursts.Y, float64(cc.Bursts[i]))
+		}
+		row.AddSeries(env)
+		row.AddSeries(bursts)
 		add(row)
 	}
 	for _, pt := range p.Sweep {
@@ -471,7 +490,7 @@ func short(a string) string {
 // with the suggestions marked, and the top clients' traffic over time
 // against them.
 func charts(_ *results.File, rows []results.Row) []report.Figure {
-	var out []report.Figure
+	out := curveCharts(rows)
 	var points, suggestions, top []results.Row
 	var peaks *results.Row
 	for i, r := range rows {
@@ -599,4 +618,85 @@ func plural(n int64, thing string) string {
 		return "1 " + thing
 	}
 	return results.Count(n) + " " + thing + "s"
+}
+
+// curveCharts are the envelope's and the frontier's charts: the clients'
+// quantiles against the window's length and against the rate, on log
+// axes, with the first clients the bucket suggested refuses drawn over
+// them, and the suggestion marked.
+func curveCharts(rows []results.Row) []report.Figure {
+	var env, front, caught []results.Row
+	var policy *results.Row
+	for i, r := range rows {
+		switch r.Setting(kind) {
+		case kindEnv:
+			env = append(env, r)
+		case kindFront:
+			front = append(front, r)
+		case kindCaught:
+			caught = append(caught, r)
+		case kindPolicy:
+			if r.Limiter == "bucket" {
+				policy = &rows[i]
+			}
+		}
+	}
+	var out []report.Figure
+	quantile := func(rs []results.Row, x func(results.Row) float64, names ...string) []report.Line {
+		shown := map[string]string{p50: "clients' median", p99: "clients' p99", maxName: "clients' most", usersName: "users' need"}
+		var lines []report.Line
+		for _, n := range names {
+			l := report.Line{Name: shown[n]}
+			for _, r := range rs {
+				l.Points = append(l.Points, report.XY{X: x(r), Y: max(r.Get(n), 1)})
+			}
+			lines = append(lines, l)
+		}
+		return lines
+	}
+	over := func(name string) []report.Line {
+		var lines []report.Line
+		for i, r := range caught {
+			s := r.Curve(name)
+			if s == nil {
+				continue
+			}
+			l := report.Line{Name: fmt.Sprintf("#%d %s", i+1, r.Setting(keySetting))}
+			for i := range s.X {
+				l.Points = append(l.Points, report.XY{X: s.X[i], Y: max(s.Y[i], 1)})
+			}
+			lines = append(lines, l)
+		}
+		return lines
+	}
+	if len(env) > 1 {
+		period := func(r results.Row) float64 {
+			d, _ := time.ParseDuration(r.Setting(periodSetting))
+			return d.Seconds()
+		}
+		lines := append(quantile(env, period, p50, p99, maxName), over(envelopeName)...)
+		out = append(out, report.Figure{Name: "plan-envelope", Title: "The clients' envelope",
+			Caption: "The most a client sent in any window of each length (log axes): the clients' median, 99th percentile and most, and the first clients the bucket suggested refuses, numbered. A user who opens with a fan-out is steep, then flat; one who sends steadily is a straight line far above.",
+			Panels: []report.Panel{{X: report.Axis{Label: "window (seconds)", Log: true, Ticks: report.TicksPlain},
+				Y: report.Axis{Label: "requests in the window", Log: true, Least: 1, Ticks: report.TicksPlain}, Lines: lines}},
+			Width: 10, RowHeight: 4.2, LegendWidth: 2.8})
+	}
+	if len(front) > 1 {
+		rate := func(r results.Row) float64 { return r.Get(rateName) }
+		lines := append(quantile(front, rate, p50, p99, usersName), over(burstsName)...)
+		var marks []report.Mark
+		if policy != nil {
+			for _, r := range front {
+				if strings.HasPrefix(policy.Setting(policySetting), r.Setting(limitSetting)+" burst ") {
+					marks = append(marks, report.Mark{Name: "suggested: " + policy.Setting(policySetting), OnX: true, At: r.Get(rateName)})
+				}
+			}
+		}
+		out = append(out, report.Figure{Name: "plan-frontier", Title: "The buckets' frontier",
+			Caption: "At each rate, the least burst under which a bucket never refuses a client (log axes): the clients' median and 99th percentile, the users' need (all but --spare of the clients within ten times the median's), and the first clients the bucket suggested refuses, numbered. The dashed line is the rate suggested.",
+			Panels: []report.Panel{{X: report.Axis{Label: "rate (requests a second)", Log: true, Ticks: report.TicksPlain},
+				Y: report.Axis{Label: "least burst", Log: true, Least: 1, Ticks: report.TicksPlain}, Lines: lines, Marks: marks}},
+			Width: 10, RowHeight: 4.2, LegendWidth: 2.8})
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package plan
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ratelab/ratelab/internal/config"
@@ -76,6 +77,20 @@ func TestMobileNeedsTwoNumbers(t *testing.T) {
 			t.Errorf("seed %d: the tier file does not load: %v\n%s", seed, err, p.TierFile("mobile.log"))
 		} else if got := cfg.Tiers.Users[truth.Shared[0]]; got != "shared" {
 			t.Errorf("seed %d: the tier file puts %s in %q; want shared\n%s", seed, truth.Shared[0], got, p.TierFile("mobile.log"))
+		}
+		f := p.File("mobile.log", nil)
+		figures := map[string]int{}
+		for _, fig := range charts(f, f.Rows) {
+			for _, panel := range fig.Panels {
+				for _, l := range panel.Lines {
+					if strings.HasPrefix(l.Name, "#") {
+						figures[fig.Name]++
+					}
+				}
+			}
+		}
+		if figures["plan-envelope"] != len(truth.Sustained) || figures["plan-frontier"] != len(truth.Sustained) {
+			t.Errorf("seed %d: the clients refused drawn in the charts: %v; want %d in the envelope's and the frontier's", seed, figures, len(truth.Sustained))
 		}
 		var shared []string
 		for _, c := range p.Shared {

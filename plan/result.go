@@ -58,6 +58,8 @@ type Plan struct {
 	// Caught are the keys the bucket suggested refuses, the most burst
 	// needed first (at most 100).
 	Caught []string
+	// CaughtCurves are the first few of them's own curves.
+	CaughtCurves []ClientCurves
 	// Windows is a short and a long window suggested together, and
 	// WindowsCaught the keys they refuse (at most 100).
 	Windows       WindowPair

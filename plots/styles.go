@@ -2,6 +2,7 @@ package plots
 
 import (
 	"image/color"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -69,6 +70,11 @@ var palette = map[string]color.Color{
 	// The Redis floors: what the round trip costs, alone and batched.
 	"(redis floor)":         rgb(0x888888),
 	"(redis batched floor)": rgb(0x888888),
+	// The plan's curves over its clients.
+	"clients' median": rgb(0xBBBBBB),
+	"clients' p99":    rgb(0x777777),
+	"clients' most":   rgb(0x333333),
+	"users' need":     rgb(0x000000),
 }
 
 // redisSuffix ends the name of ratelab's limiters kept in Redis,
@@ -106,6 +112,13 @@ func lineStyle(name string, peer bool) draw.LineStyle {
 	algorithm, packed := strings.CutSuffix(algorithm, packedSuffix)
 	algorithm, onRedis := strings.CutSuffix(algorithm, redisSuffix)
 	c, ok := palette[algorithm]
+	if n, _, numbered := strings.Cut(name, " "); !ok && numbered && len(n) > 1 && n[0] == '#' {
+		// A numbered series ("#2 203.0.113.21": a client the plan names)
+		// takes the series' colours in turn.
+		if i, err := strconv.Atoi(n[1:]); err == nil && i >= 1 {
+			c, ok = workloadColors[(i-1)%len(workloadColors)], true
+		}
+	}
 	if !ok {
 		c = rgb(0x333333)
 	}
