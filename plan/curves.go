@@ -314,7 +314,7 @@ func (p *Plan) curves(cs *clients, cv *curves, decided chunks) {
 		if id >= len(cv.of) || cv.of[id] == nil {
 			continue // every request of it dropped (--refused drop)
 		}
-		if cl.agents.n() >= sharedAgents {
+		if cl.agents.n() >= sharedAgents && !c.NoTiers {
 			many, manyRequests = append(many, int32(id)), manyRequests+cl.requests
 			continue
 		}
@@ -389,7 +389,17 @@ func (p *Plan) curves(cs *clients, cv *curves, decided chunks) {
 		work <- func() { f.Refused, f.decidedClients = refusedBy(f.Policy(), decided, keys, in) }
 	}
 	if w := &p.Windows; w.Short.N > 0 {
-		work <- func() { w.Refused, w.decidedClients = refusedByPair(*w, decided, keys, in) }
+		work <- func() { w.Refused, w.decidedClients = refusedByPair(limiters.SlidingLog, *w, decided, keys, in) }
+		// The same pair on the other window algorithms, decided: they
+		// refuse about whom the sliding log does (the envelope says the
+		// sliding log's exactly).
+		for _, a := range []limiters.Algorithm{limiters.FixedWindow, limiters.SlidingCounter} {
+			if slices.Contains(c.Algorithms, a) {
+				o := &WindowPair{Algorithm: a, Short: w.Short, Long: w.Long}
+				p.WindowsOthers = append(p.WindowsOthers, o)
+				work <- func() { o.Refused, o.Clients = refusedByPair(a, *o, decided, keys, in) }
+			}
+		}
 	}
 	close(work)
 	wg.Wait()
@@ -461,6 +471,9 @@ func refusedBy(limit limiters.Limit, decided chunks, keys []string, in []bool) (
 // each period. A client is refused by it exactly when its envelope is
 // above either N at its period.
 type WindowPair struct {
+	// Algorithm is the sliding log's (empty) or another window's, which
+	// the pair is decided with.
+	Algorithm        limiters.Algorithm
 	Short, Long      limiters.Limit
 	Clients, Refused int64
 	// decidedClients is how many clients the composite refused, decided:
@@ -524,9 +537,10 @@ func (cs *curves) windowPair(ids []int32, span time.Duration, headroom float64) 
 	return best, caught
 }
 
-// refusedByPair is refusedBy for a pair of windows, decided by composite.
-func refusedByPair(w WindowPair, decided chunks, keys []string, in []bool) (requests, clients int64) {
-	l, err := composite.New(limiters.SlidingLog, []limiters.Limit{w.Short, w.Long}, limiters.WithSweepInterval(-1))
+// refusedByPair is refusedBy for a pair of windows of algorithm a,
+// decided by composite.
+func refusedByPair(a limiters.Algorithm, w WindowPair, decided chunks, keys []string, in []bool) (requests, clients int64) {
+	l, err := composite.New(a, []limiters.Limit{w.Short, w.Long}, limiters.WithSweepInterval(-1))
 	if err != nil {
 		return -1, -1
 	}

@@ -183,6 +183,15 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 			row.Add(refusedShare, results.UnitFraction, float64(w.Refused)/float64(max(p.Decided, 1)))
 			add(row)
 		}
+		for _, o := range p.WindowsOthers {
+			row := results.Row{Workload: log, Limiter: "windows " + string(o.Algorithm)}
+			row.Set(kind, kindPolicy)
+			row.Set(policySetting, o.Short.String()+", "+o.Long.String())
+			row.Add(clientsName, results.UnitCount, float64(o.Clients))
+			row.Add(refusedName, results.UnitCount, float64(o.Refused))
+			row.Add(refusedShare, results.UnitFraction, float64(o.Refused)/float64(max(p.Decided, 1)))
+			add(row)
+		}
 		if t := p.SharedTier; t.Keys > 0 {
 			row := results.Row{Workload: log, Limiter: "shared keys"}
 			row.Set(kind, kindPolicy)
@@ -343,8 +352,11 @@ var mode = report.Mode{
 						fmt.Sprintf("%s keys, %s of the requests", results.Count(r.Count(clientsCount)), report.Percentage(r.Get(shareName)))}
 				}
 				who := "every other key: a bucket"
-				if r.Limiter == "windows" {
+				switch {
+				case r.Limiter == "windows":
 					who = "or two windows (sliding log)"
+				case strings.HasPrefix(r.Limiter, "windows "):
+					who = "  the same, " + strings.TrimPrefix(r.Limiter, "windows ")
 				}
 				return []string{who, r.Setting(policySetting), results.Count(r.Count(clientsName)),
 					fmt.Sprintf("%s (%s)", results.Count(r.Count(refusedName)), report.Percentage(r.Get(refusedShare))), r.Setting(caughtSetting)}

@@ -92,6 +92,14 @@ func TestMobileNeedsTwoNumbers(t *testing.T) {
 		if figures["plan-envelope"] != len(truth.Sustained) || figures["plan-frontier"] != len(truth.Sustained) {
 			t.Errorf("seed %d: the clients refused drawn in the charts: %v; want %d in the envelope's and the frontier's", seed, figures, len(truth.Sustained))
 		}
+		if seed == 1 {
+			// With --no-tiers the shared addresses are keys like the
+			// others: no tier, and, sending as thirty users do, refused.
+			q := planOf(t, log.Bytes(), o, Config{Limits: limits, Rates: rates, Spare: 0.001, NoTiers: true, Algorithms: []limiters.Algorithm{limiters.SlidingLog}})
+			if q.SharedTier.Keys != 0 || !slices.ContainsFunc(q.Caught, func(k string) bool { return slices.Contains(truth.Shared, k) }) {
+				t.Errorf("--no-tiers: tier %+v, caught %q; want no tier, the shared addresses among those refused", q.SharedTier, q.Caught)
+			}
+		}
 		var shared []string
 		for _, c := range p.Shared {
 			shared = append(shared, c.Key)

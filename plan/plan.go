@@ -47,6 +47,10 @@ type Config struct {
 	Periods  []time.Duration
 	Rates    []limiters.Limit
 	Headroom float64
+	// NoTiers leaves the keys that look like many users among the others
+	// (by default they are left out of the policy's arithmetic and given
+	// a tier of their own).
+	NoTiers bool
 	// Workers is how many goroutines decide (0: one a limit, which the
 	// scheduler balances over the cores better than a few of them,
 	// whose limits cost unequally, balance themselves).

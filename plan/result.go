@@ -64,6 +64,9 @@ type Plan struct {
 	// WindowsCaught the keys they refuse (at most 100).
 	Windows       WindowPair
 	WindowsCaught []string
+	// WindowsOthers are the same pair decided by the other window
+	// algorithms tried: the clients and requests each refuses.
+	WindowsOthers []*WindowPair
 
 	clientsByID []string // each client's key, by its number in Point.refusedOf
 }

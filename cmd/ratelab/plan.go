@@ -139,6 +139,7 @@ type planFlags struct {
 	timeField, status, agent, path                        string // a JSON log's fields
 	periods, rates                                        string
 	headroom                                              float64
+	noTiers                                               bool
 	steps, top                                            int
 	reorder                                               time.Duration
 }
@@ -159,6 +160,7 @@ func (f *planFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.periods, "periods", "", "the envelope's window lengths, comma-separated (default: 100ms, 300ms, 1s, 3s, ... 1h, as far as the log reaches)")
 	fs.StringVar(&f.rates, "rates", "", "the rates of the buckets' frontier, comma-separated (default: 1/100s ... 1000/s, 1, 2 and 5 a decade)")
 	fs.Float64Var(&f.headroom, "headroom", 1.5, "what the bucket suggested allows above the burst the users were seen to need")
+	fs.BoolVar(&f.noTiers, "no-tiers", false, "leave the keys that look like many users among the others, with no tier of their own")
 	fs.IntVar(&f.top, "top", 10, "how many clients the tables name")
 	fs.DurationVar(&f.reorder, "reorder", 2*time.Second, "how far out of time order a log's lines may be and still be taken in order")
 	fs.StringVar(&f.out, "out", "out/plan", "the folder plan.json and the report go to")
@@ -204,7 +206,7 @@ func (f *planFlags) check() (plan.Config, accesslog.Options, error) {
 	if !(f.headroom >= 1) {
 		return c, accesslog.Options{}, fmt.Errorf("--headroom %g: want 1 or more", f.headroom)
 	}
-	c.Headroom = f.headroom
+	c.Headroom, c.NoTiers = f.headroom, f.noTiers
 	switch f.refused {
 	case "count":
 	case "drop":
