@@ -66,11 +66,11 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 	start := p.x.now()
 	sent := p.requests
 	defer func() { cal.Requests, cal.Seconds = p.requests-sent+1, p.x.now().Sub(start).Seconds() }()
-	limitN := min(calibrationBurst, p.c.MaxRequests/4)
+	// Half the budget, at most: the lean fingerprint of a quota that large
+	// needs about one and a half more (a bucket's, one).
+	limitN := min(calibrationBurst, p.c.MaxRequests/2)
 	if claimed > 0 && claimed+8 <= p.c.MaxRequests/2 {
-		// A quota declared within half the budget is spent, not given up
-		// on: the lean fingerprint needs about one and a half more.
-		limitN = max(limitN, claimed+8)
+		limitN = max(limitN, claimed+8) // a quota declared within it is spent
 	}
 	q, err := p.quota(ctx, first, claimed, limitN)
 	if err != nil {
@@ -86,6 +86,12 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 	deadline := p.x.now().Add(p.c.MaxTime / 2)
 	pressed, quiet := first.Key, []string{p.key("quiet"), p.key("quiet")}
 	cal.Lean = p.lean(q)
+	if need := q + 300; cal.Lean && need > p.c.MaxRequests-p.requests {
+		// The press (about 200), and at the least a bucket's lean
+		// fingerprint (the quota and 40 more; a window's takes one and a
+		// half quotas): say so now rather than after the press's minute.
+		return cal, fmt.Errorf("calibration: a fresh key got %d back to back; probing a quota that large takes at least %d requests more (the spent key watched through its return, and the quota spent again), and %d are left: --max-requests %d or more (or give the limit with --limit)", q, need, p.c.MaxRequests-p.requests, p.requests+need)
+	}
 	if cal.Lean {
 		p.say("calibration: a fresh key got %d back to back; the fingerprint of that quota takes %d requests, more than the %d left: the spent key watched sparsely, alone", q, fingerprintCost(q), p.c.MaxRequests-p.requests)
 		quiet = nil
@@ -135,9 +141,19 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 	// when a silent key comes back, to within a factor of √2.
 	quietAt, quietBefore := time.Duration(0), time.Duration(0)
 	lastQuiet := map[string]time.Duration{}
+	// The press stops at half of --max-requests; when lean, where what
+	// is left is a bucket's lean fingerprint and the remaining check (the
+	// quota, and 60; a window's is checked when it is planned).
+	pressMost := p.c.MaxRequests / 2
+	if cal.Lean {
+		pressMost = p.c.MaxRequests - (q + 60) - 20
+	}
 	windowedAt := q // the run of admissions that is a window's
 	if cal.Lean {
-		windowedAt = leanRun
+		// Twenty in a row, or a twentieth of the quota: a bucket asked late
+		// (--max-rate thinned the press's first second) gives back what
+		// it refilled meanwhile in one run (nginx's 10/s, 9 after 0.9s).
+		windowedAt = max(leanRun, q/10)
 	}
 	done := func() bool {
 		switch {
@@ -177,7 +193,7 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 			}
 			lastQuiet[a.Key] = at
 		}
-		return !done() && p.x.now().Before(deadline) && p.requests+1 < p.c.MaxRequests/2
+		return !done() && p.x.now().Before(deadline) && p.requests+1 < pressMost
 	}
 	pressing := stop
 	if cal.Lean {
@@ -206,7 +222,7 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 		// came back at, for a rate or a second run.
 		gap := max(admits[0].Sub(spent)/time.Duration(2*q), time.Second/time.Duration(p.c.pacedMost()))
 		var more []request
-		for t := time.Duration(0); t < deadline.Sub(p.x.now()) && p.requests+len(more) < p.c.MaxRequests/2; t += gap {
+		for t := time.Duration(0); t < deadline.Sub(p.x.now()) && p.requests+len(more) < pressMost; t += gap {
 			more = append(more, request{Key: pressed, At: t})
 		}
 		if _, err := p.send(ctx, more, time.Time{}, stop); err != nil {
@@ -222,6 +238,15 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 	if len(admits) > 1 {
 		cal.Rate = float64(len(admits)-1) / admits[len(admits)-1].Sub(admits[0]).Seconds()
 	}
+	if cal.Lean && len(runs) >= 3 {
+		// From the second run on: a bucket asked late (--max-rate thinned
+		// the press's first second) gives back what it refilled meanwhile
+		// in one run first, which is no rate (nginx's 10/s read 18/s).
+		from := runs[1][0]
+		if span := admits[len(admits)-1].Sub(admits[from]).Seconds(); span > 0 {
+			cal.Rate = float64(len(admits)-1-from) / span
+		}
+	}
 	cal.Windowed = windowed(runs, windowedAt)
 	if len(runs) >= 2 {
 		cal.Gap = admits[runs[1][0]].Sub(admits[runs[0][0]]).Seconds()
@@ -231,8 +256,8 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 		cal.QuietSilence = (quietAt - quietBefore).Seconds()
 	}
 	cal.Counted = len(admits) == 0 && quietAt > 0
-	if len(admits) == 0 && quietAt == 0 && p.requests+1 >= p.c.MaxRequests/2 {
-		return cal, fmt.Errorf("calibration: a quota of %d at once, and then no room within half of --max-requests %d to watch how a spent key comes back (%d sent): give more with --max-requests, or the limit with --limit", q, p.c.MaxRequests, p.requests)
+	if len(admits) == 0 && quietAt == 0 && p.requests+1 >= pressMost {
+		return cal, fmt.Errorf("calibration: a quota of %d at once, and then no room within --max-requests %d to watch how a spent key comes back (%d sent): give more with --max-requests, or the limit with --limit", q, p.c.MaxRequests, p.requests)
 	}
 	if len(admits) == 0 && quietAt == 0 {
 		waited := p.x.now().Sub(spent).Round(time.Second)
@@ -310,6 +335,9 @@ func (p *prober) quota(ctx context.Context, first answer, claimed, most int) (in
 		for i := range plan {
 			plan[i] = request{Key: first.Key, At: time.Duration(i) * 100 * time.Microsecond}
 		}
+		// No round stops early: the answers in flight when a send stops
+		// are not kept, and a round's requests arrive in any order (one
+		// that stopped at four refusals counted nginx's 601 as 552).
 		got, err := p.send(ctx, plan, time.Time{}, nil)
 		if err != nil {
 			return 0, err
@@ -337,7 +365,7 @@ func (p *prober) quota(ctx context.Context, first answer, claimed, most int) (in
 		pay := (l.Window() * 5 / 2).Truncate(time.Minute) + time.Minute // the press's window, the halves', and room
 		return 0, fmt.Errorf("calibration: %d requests back to back on one key were all admitted, and the target declares %s: a quota of %d is more than half of --max-requests %d spends on it; probing it takes about %d requests (its lean fingerprint %d) and two and a half of its windows: --max-requests %d and --max-time %v or more", admitted, p.r.Claims.PolicyText, l.Quota(), p.c.MaxRequests, need, fp, need, pay)
 	case !refused:
-		return 0, fmt.Errorf("calibration: %d requests back to back on one key were all admitted: no limit found within a quarter of --max-requests; give the limit with --limit", admitted)
+		return 0, fmt.Errorf("calibration: %d requests back to back on one key were all admitted: no limit found within half of --max-requests; give the limit with --limit", admitted)
 	case admitted == 0:
 		return 0, fmt.Errorf("calibration: a fresh key's first requests were all refused: the target refuses everything, or keys users otherwise than --key says")
 	}

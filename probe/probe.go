@@ -372,7 +372,10 @@ func (p *prober) probe(ctx context.Context) error {
 	r.planned = shape
 	if cal := r.Calibration; cal.Lean || (cal.From == "--limit" && fingerprintCost(shape.N) > c.MaxRequests-p.requests) {
 		r.Calibration.Lean = true
-		p.leanBucket = c.Policy.Burst > 0 || (cal.Rate > 0 && !cal.Windowed && cal.Recovered < 3/cal.Rate)
+		// A bucket: back one at a time, and soon after it was spent (a
+		// window's first admission comes most of a window later), unless
+		// the press began after it was back (no refusal before).
+		p.leanBucket = c.Policy.Burst > 0 || (cal.Rate > 0 && !cal.Windowed && (cal.RefusedUntil == 0 || cal.Recovered < 3/cal.Rate))
 		g.lean = true
 	}
 	if err := p.fingerprint(ctx, shape); err != nil {
@@ -449,6 +452,10 @@ func (p *prober) fingerprint(ctx context.Context, limit limiters.Limit) error {
 		return fingerprintPlan(rng, p.prefix, limit, start)
 	}
 	plan := planFor(rand.New(rand.NewPCG(seed, 1)), start)
+	lean := ""
+	if p.r.Calibration.Lean {
+		lean = "lean "
+	}
 	// Later, if the requests just sent and the fingerprint's first second
 	// would pass --max-rate together: planned again from there, for its
 	// edges are the epoch's.
@@ -461,14 +468,10 @@ func (p *prober) fingerprint(ctx context.Context, limit limiters.Limit) error {
 		plan = planFor(rand.New(rand.NewPCG(seed, 1)), start)
 	}
 	if n := len(plan); p.requests+n > p.c.MaxRequests {
-		return fmt.Errorf("probe: the fingerprint of %s takes %d requests, more than the %d --max-requests leaves", limit, n, p.c.MaxRequests-p.requests)
+		return fmt.Errorf("probe: the %sfingerprint of %s takes %d requests, more than the %d --max-requests leaves: --max-requests %d or more", lean, limit, n, p.c.MaxRequests-p.requests, p.requests+n+20)
 	}
 	if busiest := busiest(plan); busiest > p.c.MaxRate {
 		return fmt.Errorf("probe: the fingerprint of %s sends %d requests in its busiest second, more than --max-rate %d", limit, busiest, p.c.MaxRate)
-	}
-	lean := ""
-	if p.r.Calibration.Lean {
-		lean = "lean "
 	}
 	p.say("the %sfingerprint: %d requests over %v, for about %s", lean, len(plan), plan[len(plan)-1].At.Round(time.Millisecond), limit)
 	answers, err := p.send(ctx, plan, start, nil)

@@ -149,6 +149,13 @@ func (p *prober) conclude(s *search) model {
 		f.Wrong = wrongOf(keys, e.Model, r.Start, 5)
 		r.Fit = append(r.Fit, f)
 	}
+	if len(best) == 0 {
+		// No model of the times searched went through the decisions at
+		// all: the calibration pointed the search far from the target.
+		r.Verdict = Verdict{Text: fmt.Sprintf("none of the six explains it: no model of the limits searched (around %s) went through the %d decisions", r.planned, len(p.obs)), Decisions: len(p.obs)}
+		p.say("%s", r.Verdict.Text)
+		return model{}
+	}
 	top := best[0]
 	v := &r.Verdict
 	v.Model, v.Explained, v.Decisions, v.Share = top.Model.String(), top.Explained, top.Decisions, top.Share()

@@ -247,8 +247,13 @@ func (s *search) pass(keys [][]observation, g guess) {
 			varied = append(varied, s.phased(keys, times, coarse, varied, try)...)
 			slices.SortStableFunc(varied, s.better)
 		case limiters.SlidingCounter:
-			varied = append(varied, s.counterPhased(times, coarse, varied, try)...)
-			slices.SortStableFunc(varied, s.better)
+			if !g.lean {
+				// (A lean probe's quota of hundreds makes each phase tried
+				// cost thousands of decisions: nginx's burst of 600 took
+				// six minutes of them.)
+				varied = append(varied, s.counterPhased(times, coarse, varied, try)...)
+				slices.SortStableFunc(varied, s.better)
+			}
 		}
 		// Fine: the best three, each at quotas one off and times within
 		// 5% in steps of 0.2%.
@@ -453,9 +458,10 @@ func (s *search) phased(keys [][]observation, times []time.Duration, coarse, var
 // decisions. A counter's admissions come back as the last window's
 // weight wanes, not when a window starts, so no key's return places its
 // grid (phaseOf): the phases are tried, a twentieth of a window apart at
-// each quota and time the coarse pass found best and at every time of
-// the search, the plain variant; then every variant at the best three,
-// and the phase narrowed around the best, to a two-thousandth.
+// each quota the coarse pass found best and at the times within 10% of
+// its best, the plain variant; then every variant at the best three, and
+// the phase narrowed around the best, to a two-thousandth. Not for a lean
+// probe (lean.go), whose every model tried costs a quota of hundreds.
 func (s *search) counterPhased(times []time.Duration, coarse, varied []explanation, try func(model, int) (explanation, bool)) []explanation {
 	n := s.decisions
 	if len(coarse) == 0 || len(varied) > 0 && float64(varied[0].Explained) >= 0.99*float64(n) {
@@ -476,8 +482,18 @@ func (s *search) counterPhased(times []time.Duration, coarse, varied []explanati
 		}
 	}
 	plain := model{Algorithm: limiters.SlidingCounter}
-	for _, q := range quotas {
+	// The times the coarse pass found best, and those within 10% of them:
+	// not every time of the search (seventy, each at twenty phases).
+	var near []time.Duration
+	for _, c := range coarse[:min(len(coarse), 4)] {
 		for _, t := range times {
+			if ct := c.Model.time(); t >= ct*9/10 && t <= ct*11/10 && !slices.Contains(near, t) {
+				near = append(near, t)
+			}
+		}
+	}
+	for _, q := range quotas {
+		for _, t := range near {
 			for f := range time.Duration(20) {
 				if ph := (t * f / 20).Round(time.Millisecond); ph > 0 {
 					at(q, t, ph, plain, n/10)
