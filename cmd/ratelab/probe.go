@@ -132,6 +132,10 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return werr
 		}
 	}
+	if r != nil && len(r.Fit) == 0 && err == nil {
+		// Nothing fitted at all: said, not an empty report.
+		return fmt.Errorf("probe: %s", r.Verdict.Text)
+	}
 	if err == nil && want != nil {
 		if strays := r.Strays(*want); len(strays) > 0 {
 			return fmt.Errorf("probe: the target strays from %q:\n  %s", want.String(), strings.Join(strays, "\n  "))
