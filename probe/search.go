@@ -195,6 +195,18 @@ func (s *search) pass(keys [][]observation, g guess) {
 		return e, true
 	}
 	quotas := spread(g.quotas)
+	var counterTimes []time.Duration
+	var counterCoarse, counterVaried []explanation
+	defer func() {
+		// A counter at a phase of its own only when nothing else explains
+		// 99%: tried beside a bucket that does, one at a phase tied with
+		// it by chance (5/350ms at 18ms, beside 10/s burst 6). Not for a
+		// lean probe, whose every model tried costs a quota of hundreds.
+		if b := s.best(); g.lean || (len(b) > 0 && b[0].Share() >= 0.99) {
+			return
+		}
+		s.counterPhased(counterTimes, counterCoarse, counterVaried, try)
+	}()
 	for _, a := range families {
 		times := grid(g.windows, a, 0.02)
 		if a.IsBucket() {
@@ -247,13 +259,7 @@ func (s *search) pass(keys [][]observation, g guess) {
 			varied = append(varied, s.phased(keys, times, coarse, varied, try)...)
 			slices.SortStableFunc(varied, s.better)
 		case limiters.SlidingCounter:
-			if !g.lean {
-				// (A lean probe's quota of hundreds makes each phase tried
-				// cost thousands of decisions: nginx's burst of 600 took
-				// six minutes of them.)
-				varied = append(varied, s.counterPhased(times, coarse, varied, try)...)
-				slices.SortStableFunc(varied, s.better)
-			}
+			counterTimes, counterCoarse, counterVaried = times, coarse, varied
 		}
 		// Fine: the best three, each at quotas one off and times within
 		// 5% in steps of 0.2%.
