@@ -386,10 +386,14 @@ func (p *Plan) curves(cs *clients, cv *curves, decided chunks) {
 		})
 	}
 	for _, f := range points {
-		work <- func() { f.Refused, f.decidedClients = refusedBy(f.Policy(), decided, keys, in) }
+		work <- func() {
+			f.Refused, f.decidedClients = refusedBy(limiters.GCRA, []limiters.Limit{f.Policy()}, decided, keys, in)
+		}
 	}
 	if w := &p.Windows; w.Short.N > 0 {
-		work <- func() { w.Refused, w.decidedClients = refusedByPair(limiters.SlidingLog, *w, decided, keys, in) }
+		work <- func() {
+			w.Refused, w.decidedClients = refusedBy(limiters.SlidingLog, []limiters.Limit{w.Short, w.Long}, decided, keys, in)
+		}
 		// The same pair on the other window algorithms, decided: they
 		// refuse about whom the sliding log does (the envelope says the
 		// sliding log's exactly).
@@ -397,7 +401,7 @@ func (p *Plan) curves(cs *clients, cv *curves, decided chunks) {
 			if slices.Contains(c.Algorithms, a) {
 				o := &WindowPair{Algorithm: a, Short: w.Short, Long: w.Long}
 				p.WindowsOthers = append(p.WindowsOthers, o)
-				work <- func() { o.Refused, o.Clients = refusedByPair(a, *o, decided, keys, in) }
+				work <- func() { o.Refused, o.Clients = refusedBy(a, []limiters.Limit{o.Short, o.Long}, decided, keys, in) }
 			}
 		}
 	}
@@ -440,10 +444,10 @@ func pointers[T any](s []T) []*T {
 }
 
 // refusedBy is how many of the requests decided of the clients in (by
-// number) the library's bucket at limit refuses, each key its own, and of
-// how many clients.
-func refusedBy(limit limiters.Limit, decided chunks, keys []string, in []bool) (requests, clients int64) {
-	l, err := composite.NewAlgorithm(limiters.GCRA, limit, limiters.WithSweepInterval(-1))
+// number) algorithm a at limits refuses (composite, each key its own),
+// and of how many clients.
+func refusedBy(a limiters.Algorithm, limits []limiters.Limit, decided chunks, keys []string, in []bool) (requests, clients int64) {
+	l, err := composite.New(a, limits, limiters.WithSweepInterval(-1))
 	if err != nil {
 		return -1, -1
 	}
@@ -535,32 +539,6 @@ func (cs *curves) windowPair(ids []int32, span time.Duration, headroom float64) 
 		}
 	}
 	return best, caught
-}
-
-// refusedByPair is refusedBy for a pair of windows of algorithm a,
-// decided by composite.
-func refusedByPair(a limiters.Algorithm, w WindowPair, decided chunks, keys []string, in []bool) (requests, clients int64) {
-	l, err := composite.New(a, []limiters.Limit{w.Short, w.Long}, limiters.WithSweepInterval(-1))
-	if err != nil {
-		return -1, -1
-	}
-	defer l.Close()
-	hit := make([]bool, len(keys))
-	for _, block := range decided {
-		for _, r := range block {
-			if !in[r.id] {
-				continue
-			}
-			d, err := l.Decide(context.Background(), limiters.Request{Key: keys[r.id], N: int(r.n), At: time.Unix(0, r.at)})
-			if err != nil || !d.Allowed {
-				requests++
-				if !hit[r.id] {
-					hit[r.id], clients = true, clients+1
-				}
-			}
-		}
-	}
-	return requests, clients
 }
 
 func boolInt(b bool) int {

@@ -424,26 +424,7 @@ func tickerWindow(t *testing.T, n int, w, phase time.Duration) http.Handler {
 		counts = map[string]int{}
 		mu.Unlock()
 	}
-	done := make(chan struct{})
-	t.Cleanup(func() { close(done) })
-	go func() {
-		select {
-		case <-time.After(first):
-		case <-done:
-			return
-		}
-		clear()
-		tick := time.NewTicker(w)
-		defer tick.Stop()
-		for {
-			select {
-			case <-tick.C:
-				clear()
-			case <-done:
-				return
-			}
-		}
-	}()
+	every(t, first, w, clear)
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -469,26 +450,7 @@ func tickerCounter(t *testing.T, n int, w, phase time.Duration) http.Handler {
 		prev, cur, rolled = cur, map[string]int{}, time.Now()
 		mu.Unlock()
 	}
-	done := make(chan struct{})
-	t.Cleanup(func() { close(done) })
-	go func() {
-		select {
-		case <-time.After(first):
-		case <-done:
-			return
-		}
-		roll()
-		tick := time.NewTicker(w)
-		defer tick.Stop()
-		for {
-			select {
-			case <-tick.C:
-				roll()
-			case <-done:
-				return
-			}
-		}
-	}()
+	every(t, first, w, roll)
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -503,4 +465,28 @@ func tickerCounter(t *testing.T, n int, w, phase time.Duration) http.Handler {
 		}
 		cur[k]++
 	})
+}
+
+// every calls f after first, then every w, until the test ends.
+func every(t *testing.T, first, w time.Duration, f func()) {
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	go func() {
+		select {
+		case <-time.After(first):
+		case <-done:
+			return
+		}
+		f()
+		tick := time.NewTicker(w)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				f()
+			case <-done:
+				return
+			}
+		}
+	}()
 }

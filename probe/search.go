@@ -420,12 +420,7 @@ func (s *search) phased(keys [][]observation, times []time.Duration, coarse, var
 	if len(coarse) == 0 || len(varied) > 0 && float64(varied[0].Explained) >= 0.99*float64(n) {
 		return nil
 	}
-	var quotas []int
-	for _, c := range coarse[:min(len(coarse), 4)] {
-		if !slices.Contains(quotas, c.Model.quota()) {
-			quotas = append(quotas, c.Model.quota())
-		}
-	}
+	quotas := bestQuotas(coarse)
 	var out []explanation
 	for _, t := range times {
 		st, ok := phaseOf(keys, t)
@@ -473,12 +468,7 @@ func (s *search) counterPhased(times []time.Duration, coarse, varied []explanati
 	if len(coarse) == 0 || len(varied) > 0 && float64(varied[0].Explained) >= 0.99*float64(n) {
 		return nil
 	}
-	var quotas []int
-	for _, c := range coarse[:min(len(coarse), 4)] {
-		if !slices.Contains(quotas, c.Model.quota()) {
-			quotas = append(quotas, c.Model.quota())
-		}
-	}
+	quotas := bestQuotas(coarse)
 	var out []explanation
 	at := func(q int, t, ph time.Duration, v model, wrong int) {
 		v = v.with(q, t)
@@ -531,4 +521,15 @@ func (s *search) counterPhased(times []time.Duration, coarse, varied []explanati
 		}
 	}
 	return out
+}
+
+// bestQuotas are the quotas of the best four of coarse, each once.
+func bestQuotas(coarse []explanation) []int {
+	var quotas []int
+	for _, c := range coarse[:min(len(coarse), 4)] {
+		if !slices.Contains(quotas, c.Model.quota()) {
+			quotas = append(quotas, c.Model.quota())
+		}
+	}
+	return quotas
 }
