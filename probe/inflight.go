@@ -553,7 +553,7 @@ func (p *prober) besideInFlight(ctx context.Context, g guess) model {
 	p.obs = rest
 	defer func() { p.obs = all }()
 	v := p.r.Verdict
-	rate := p.conclude(fit(rest, g))
+	rate := p.conclude(p.fit(rest, g))
 	if rate.Algorithm == "" {
 		p.r.Verdict = v
 		return model{}

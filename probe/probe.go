@@ -100,6 +100,26 @@ type prober struct {
 	inFlight inFlightModel
 	// leanBucket: the lean fingerprint is a bucket's (leanPlan).
 	leanBucket bool
+	// until is when --max-time runs out, on the wall clock: the fits'
+	// searches stop there (a fit of a noisy lean run tried 1.3 million
+	// models over 9.5 minutes).
+	until time.Time
+}
+
+// fitLeast is the least time a fit is given when --max-time has run out.
+const fitLeast = 10 * time.Second
+
+// fit is fit(obs, g) stopping at --max-time, or fitLeast from now.
+func (p *prober) fit(obs []observation, g guess) *search {
+	g.until = p.until
+	if least := time.Now().Add(fitLeast); g.until.Before(least) {
+		g.until = least
+	}
+	s := fit(obs, g)
+	if s.cut {
+		p.say("the fit stopped at --max-time after trying %d models: the best of those", len(s.tried))
+	}
+	return s
 }
 
 func (p *prober) say(format string, args ...any) {
@@ -306,7 +326,7 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 
 func run(ctx context.Context, c Config, x exchange, progress func(string)) (*Report, error) {
 	p := &prober{c: c, x: x, progress: progress, rng: rand.New(rand.NewPCG(c.Seed, 0)),
-		prefix: fmt.Sprintf("ratelab-probe-%08x-", rand.Uint32())}
+		prefix: fmt.Sprintf("ratelab-probe-%08x-", rand.Uint32()), until: time.Now().Add(c.MaxTime)}
 	r := &Report{Schema: ReportSchema, Target: c.Target.URL, Key: c.Target.Key.String(), Start: x.now(), prefix: p.prefix}
 	p.r = r
 	defer func() {
@@ -380,11 +400,11 @@ func (p *prober) probe(ctx context.Context) error {
 	}
 	if err := p.fingerprint(ctx, shape); err != nil {
 		if ctx.Err() != nil && len(p.obs) > 0 {
-			p.conclude(fit(p.obs, g)) // stopped: what was answered is judged all the same
+			p.conclude(p.fit(p.obs, g)) // stopped: what was answered is judged all the same
 		}
 		return err
 	}
-	s := fit(p.obs, g)
+	s := p.fit(p.obs, g)
 	if !slices.ContainsFunc(p.obs, func(o observation) bool { return !o.Admitted }) {
 		r.Verdict = Verdict{Text: fmt.Sprintf("no limit: all %d decided requests were admitted", len(p.obs)), Decisions: len(p.obs)}
 		r.Fit = []Fit{{Algorithm: NoLimit, Limit: "none seen", Explained: len(p.obs), Decisions: len(p.obs), Share: 1}}
@@ -583,7 +603,7 @@ func (p *prober) ask(ctx context.Context, s *search, g guess) (*search, error) {
 		}
 		asked.Requests = len(plan)
 		p.r.Asked = append(p.r.Asked, asked)
-		s = fit(p.obs, g.around(models))
+		s = p.fit(p.obs, g.around(models))
 	}
 	return s, nil
 }

@@ -164,6 +164,9 @@ func (p *prober) conclude(s *search) model {
 	// search ranks those as one).
 	if float64(s.top) < explainedEnough*float64(top.Decisions)-1e-9 {
 		v.Text = fmt.Sprintf("none of the six explains it: the best, %s, explains %.1f%% of %d decisions", describe(top.Model), 100*top.Share(), top.Decisions)
+		if s.cut {
+			v.Text += fmt.Sprintf(" (the search stopped at --max-time after %d models; a longer --max-time searches further)", len(s.tried))
+		}
 		p.say("%s", v.Text)
 		return model{}
 	}

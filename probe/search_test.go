@@ -86,3 +86,22 @@ func TestFitFindsEachVariant(t *testing.T) {
 		}
 	}
 }
+
+// A fit stops trying models at its guess's until, and says it stopped:
+// one whose until has passed tries none and is cut; the same with no
+// until tries every model it would and is not.
+func TestFitStopsAtUntil(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	m := model{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: 10, Per: time.Second, Burst: 8}}
+	obs := observeModel(rng, m, fingerprintSends(rng, m.Limit))
+	g := guess{quotas: []int{8}, windows: span{time.Second / 2, 2 * time.Second}, intervals: span{50 * time.Millisecond, 200 * time.Millisecond}}
+	whole := fit(obs, g)
+	if whole.cut || len(whole.tried) == 0 {
+		t.Fatalf("no until: cut %v after %d models", whole.cut, len(whole.tried))
+	}
+	g.until = time.Now().Add(-time.Second)
+	stopped := fit(obs, g)
+	if !stopped.cut || len(stopped.tried) != 0 {
+		t.Errorf("until passed: cut %v after %d models, want cut after none", stopped.cut, len(stopped.tried))
+	}
+}
