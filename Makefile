@@ -90,14 +90,16 @@ RACE_PKGS = ./limiters/redislimit ./cmd/ratelab ./limiters/composite ./harness .
 # each with no policy given: ratelab serve's twelve, nginx's four, npm's
 # nine (Node.js, which tools/with-node installs if it is missing, like
 # nginx with tools/with-nginx) and eleven planted; every fit must hold so,
-# within its budget of time. They run without the race detector, which
+# within its budget of time. Beside them, ./cmd/ratelab's closed loop
+# probes the plan's emitted nginx and tier file (TestPlanEmittedLoop, five
+# probes at once, and a slice of the log sent to nginx). They run without the race detector, which
 # makes the fits between rounds five to ten times slower and the budgets
 # meaningless; the probe's sender, where its goroutines are, runs under it
 # in the probes of TIMED_RACE, with the lab's outage run and the command's
 # probe.
-TIMED_PROBE := ^(TestProbeServe|TestProbeServeLarge|TestProbeNginx|TestProbeNode|TestProbePlanted)$$
+TIMED_PROBE := ^(TestProbeServe|TestProbeServeLarge|TestProbeNginx|TestProbeNode|TestProbePlanted|TestPlanEmittedLoop)$$
 TIMED_RACE := ^(TestProbeBySource|TestProbeCatchesLostUpdates|TestProbeStopped|TestProbeExpect|TestLabOutage)$$
-TIMED := ^(TestProbeServe|TestProbeServeLarge|TestProbeNginx|TestProbeNode|TestProbePlanted|TestProbeBySource|TestProbeCatchesLostUpdates|TestProbeStopped|TestProbeExpect|TestLabOutage)$$
+TIMED := ^(TestProbeServe|TestProbeServeLarge|TestProbeNginx|TestProbeNode|TestProbePlanted|TestPlanEmittedLoop|TestProbeBySource|TestProbeCatchesLostUpdates|TestProbeStopped|TestProbeExpect|TestLabOutage)$$
 
 # A binary built with -race sleeps a second before it exits, by default,
 # for a goroutine still running to report a race: a second for each of
@@ -119,7 +121,7 @@ norace:
 
 ## test-clocked: the tests that judge a limiter by the clock (the probes of ratelab serve, nginx, npm's limiters and planted ones, and the outage run), by themselves (about four minutes; CI runs it after make test)
 test-clocked:
-	REDIS_REQUIRED=1 tools/with-redis tools/with-nginx tools/with-node $(GO) test -vet=off -count=1 -parallel 50 -timeout 20m -run '$(TIMED_PROBE)' ./probe
+	REDIS_REQUIRED=1 tools/with-redis tools/with-nginx tools/with-node $(GO) test -vet=off -count=1 -parallel 50 -timeout 20m -run '$(TIMED_PROBE)' ./probe ./cmd/ratelab
 	GORACE='$(GORACE)' REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -vet=off -shuffle=on -count=1 -p 2 -parallel 2 -run '$(TIMED_RACE)' ./probe ./harness ./cmd/ratelab
 
 ## install-check: go install the command as a user does, from a module proxy on disk built from this tree's releases (tools/releases) and HEAD, then its quick lab in simulated time; and GOWORK=off go build and go vet (about a minute; CI runs it)

@@ -326,11 +326,22 @@ func (p *Plan) curves(cs *clients, cv *curves, decided chunks) {
 	if len(p.Frontier) == 0 {
 		return
 	}
+	// What fan-out is: the most the users send in a second, all but the
+	// spare share of them (the users: within ten times the median's, as
+	// the frontier has them; a stuck app at 40/s is not what a user's
+	// burst is measured against).
 	second := int64(1)
-	for _, e := range p.Envelope {
-		if e.Period <= time.Second {
-			second = e.Sparing
+	for k, d := range cv.periods {
+		if time.Duration(d) > time.Second {
+			continue
 		}
+		v := make([]int64, len(users))
+		for i, id := range users {
+			v[i] = cv.peak(id, k)
+		}
+		slices.Sort(v)
+		within, _ := slices.BinarySearch(v, 10*max(v[len(v)/2], 1)+1)
+		_, _, _, _, _, second = quantiles(v[:within], c.Spare)
 	}
 	b := p.Frontier[knee(p.Frontier, second)]
 	b.Burst = max(int64(math.Ceil(float64(b.Users)*c.Headroom)), b.UsersMost)
@@ -407,6 +418,9 @@ func (p *Plan) curves(cs *clients, cv *curves, decided chunks) {
 	}
 	close(work)
 	wg.Wait()
+	p.nginxPolicy(func(limits ...limiters.Limit) (int64, int64) {
+		return refusedBy(limiters.GCRA, limits, decided, keys, in)
+	})
 }
 
 // tierOf is the policy that spares every one of the clients many: the

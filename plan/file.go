@@ -173,6 +173,15 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 		row.Add(refusedName, results.UnitCount, float64(b.Refused))
 		row.Add(refusedShare, results.UnitFraction, float64(b.Refused)/float64(max(p.Decided, 1)))
 		add(row)
+		if n := p.NginxPolicy; n.Bucket.Rate != "" {
+			row := results.Row{Workload: log, Limiter: "nginx bucket"}
+			row.Set(kind, kindPolicy)
+			row.Set(policySetting, nginxLine(n.Bucket))
+			row.Add(clientsName, results.UnitCount, float64(n.Clients))
+			row.Add(refusedName, results.UnitCount, float64(n.Refused))
+			row.Add(refusedShare, results.UnitFraction, float64(n.Refused)/float64(max(p.Decided, 1)))
+			add(row)
+		}
 		if w := p.Windows; w.Short.N > 0 {
 			row := results.Row{Workload: log, Limiter: "windows"}
 			row.Set(kind, kindPolicy)
@@ -181,6 +190,15 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 			row.Add(clientsName, results.UnitCount, float64(w.Clients))
 			row.Add(refusedName, results.UnitCount, float64(w.Refused))
 			row.Add(refusedShare, results.UnitFraction, float64(w.Refused)/float64(max(p.Decided, 1)))
+			add(row)
+		}
+		if n := p.NginxPolicy; n.Short.Rate != "" {
+			row := results.Row{Workload: log, Limiter: "nginx windows"}
+			row.Set(kind, kindPolicy)
+			row.Set(policySetting, nginxLine(n.Short)+"; "+nginxLine(n.Long))
+			row.Add(clientsName, results.UnitCount, float64(n.PairClients))
+			row.Add(refusedName, results.UnitCount, float64(n.PairRefused))
+			row.Add(refusedShare, results.UnitFraction, float64(n.PairRefused)/float64(max(p.Decided, 1)))
 			add(row)
 		}
 		for _, o := range p.WindowsOthers {
@@ -342,7 +360,8 @@ var mode = report.Mode{
 			Note: "A bucket's rate and burst, in --limit's words: the frontier's rate (below) chosen as the lowest at which the users need a burst of at most twice the most a client sends in a second, all but --spare of them (below it their bursts grow toward whole sessions); its burst what the users need there, times --headroom, and no less than the most any user needs. " +
 				"The users are the clients whose least burst is within ten times the median's; above them are those that send steadily faster than the rate, whom the bucket is for: the clients it refuses (who: the first five), and the requests (decided by the library's bucket). " +
 				"Or two windows together, a short and a long (composite decides both): at each window length the users' most (the clients within ten times the median's) times --headroom, the pair of lengths that refuses the most clients. " +
-				"The keys that look like many users are left out of the arithmetic and get a tier of their own: the policy scaled, rate and burst, to the lowest rate of the frontier's at which it spares every one of them.",
+				"The keys that look like many users are left out of the arithmetic and get a tier of their own: the policy scaled, rate and burst, to the lowest rate of the frontier's at which it spares every one of them. " +
+				"In nginx (--emit nginx): limit_req's rate in whole requests a second or a minute (rounded up where the rate is neither, and kept by nginx in thousandths a second; the rounded bucket is decided again) and its burst one less than the bucket's (nginx admits the burst and one more at once); nginx has no window, and each window becomes a bucket of N at once refilled at N a period, decided as such.",
 			Header: []string{"for", "policy", "clients refused", "requests refused", "who"},
 			Left:   2,
 			Keep:   isKind(kindPolicy),
@@ -357,6 +376,10 @@ var mode = report.Mode{
 					who = "or two windows (sliding log)"
 				case strings.HasPrefix(r.Limiter, "windows "):
 					who = "  the same, " + strings.TrimPrefix(r.Limiter, "windows ")
+				case r.Limiter == "nginx bucket":
+					who = "  the bucket in nginx"
+				case r.Limiter == "nginx windows":
+					who = "  the windows in nginx (buckets)"
 				}
 				return []string{who, r.Setting(policySetting), results.Count(r.Count(clientsName)),
 					fmt.Sprintf("%s (%s)", results.Count(r.Count(refusedName)), report.Percentage(r.Get(refusedShare))), r.Setting(caughtSetting)}

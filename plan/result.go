@@ -67,6 +67,9 @@ type Plan struct {
 	// WindowsOthers are the same pair decided by the other window
 	// algorithms tried: the clients and requests each refuses.
 	WindowsOthers []*WindowPair
+	// NginxPolicy is the bucket, the tier and the windows as nginx's
+	// limit_req can write them, decided where nginx rounds.
+	NginxPolicy NginxPolicy
 
 	clientsByID []string // each client's key, by its number in Point.refusedOf
 }

@@ -2,35 +2,20 @@ package probe
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ratelab/ratelab/internal/nginxtest"
 )
 
 // nginxConf is the test's own nginx: three limits, each behind a location
 // of its own, in front of a static file (nginx's return directive answers
 // before limit_req runs, and would limit nothing).
-const nginxConf = `daemon off;
-master_process on;
-worker_processes 1;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log warn;
-events { worker_connections 1024; }
-http {
+const nginxConf = `http {
 	access_log off;
-	client_body_temp_path %[1]s/body;
-	proxy_temp_path %[1]s/proxy;
-	fastcgi_temp_path %[1]s/fastcgi;
-	uwsgi_temp_path %[1]s/uwsgi;
-	scgi_temp_path %[1]s/scgi;
-	limit_req_zone $http_x_user zone=burst:1m rate=10r/s;
+%[4]s	limit_req_zone $http_x_user zone=burst:1m rate=10r/s;
 	limit_req_zone $http_x_user zone=noburst:1m rate=10r/s;
 	limit_req_zone $binary_remote_addr zone=byip:1m rate=10r/s;
 	limit_req_zone $http_x_user zone=slow:1m rate=60r/m;
@@ -54,87 +39,13 @@ http {
 }
 `
 
-// startNginx starts Debian's nginx on a free loopback port with the
-// configuration above, /conn/ proxied to upstream (host:port), and
-// returns its base URL; it is stopped when the test ends. Without nginx
-// the test is skipped, unless NGINX_REQUIRED is set (make test installs
-// it, and sets it).
+// startNginx starts nginx (nginxtest) with the configuration above,
+// /conn/ proxied to upstream (host:port), and returns its base URL.
 func startNginx(t *testing.T, upstream string) string {
 	t.Helper()
-	bin, err := exec.LookPath("nginx")
-	if err != nil {
-		bin = "/usr/sbin/nginx"
-	}
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("NGINX_REQUIRED") != "" {
-			t.Fatalf("nginx is not installed, and NGINX_REQUIRED is set: %v", err)
-		}
-		t.Skip("nginx is not installed (make test installs Debian's nginx-light)")
-	}
-	// nginx's workers run as nobody: the folder must be readable by all.
-	dir, err := os.MkdirTemp("", "ratelab-nginx-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	for _, d := range []string{"www/burst", "www/noburst", "www/ip", "www/slow", "www/default"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, d, "index.html"), []byte("ok\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	conf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, port, upstream), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log"))
-	out := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = out, out
-	// The workers hold the output pipe too: stop waiting for it a moment
-	// after the master is gone.
-	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM) // nginx's fast shutdown: workers and master
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-			c.Close()
-			return "http://" + addr
-		}
-		select {
-		case err := <-done:
-			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			t.Fatalf("nginx exited: %v\n%s%s", err, out, log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nginx did not listen on %s within 10s\n%s", addr, out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return nginxtest.Start(t, func(dir string, port int) string {
+		return fmt.Sprintf(nginxConf, dir, port, upstream, nginxtest.Temps(dir))
+	}, "burst/index.html", "noburst/index.html", "ip/index.html", "slow/index.html", "default/index.html")
 }
 
 // nginx's limit_req, probed with no policy: with burst=5 nodelay it is

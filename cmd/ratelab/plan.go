@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,6 +59,16 @@ combined format, so a limit per second is judged on whole seconds.
 	'$remote_addr [$time_local] "$request" $status ...'
 	           an nginx log_format of your own, as written in nginx.conf
 
+or names the product that wrote it, whose fields it knows (--time,
+--status, --agent and --path still win; --key ip is the client's address
+each writes):
+
+	caddy      Caddy's JSON access log (ts, request.client_ip, headers as arrays)
+	traefik    Traefik's JSON access log (StartUTC, ClientHost, DownstreamStatus)
+	alb        AWS Application Load Balancer's (space-separated, client:port)
+	cloudflare Cloudflare's Logpush HTTP requests (EdgeStartTimestamp, ClientIP)
+	gcp        Google Cloud Load Balancing's, as exported (timestamp, httpRequest)
+
 --key says what a limit counts a request under: ip (the client's address),
 field:NAME (a variable of the format, or a JSON field, a.b for a nested
 one; .NAME is the same), header:NAME (a logged request header:
@@ -77,6 +88,14 @@ The log's server may have refused requests already (429 in the status):
 --refused drop leaves them out (each was sent again, and the log holds
 the retry too).
 
+--emit nginx prints the bucket suggested as nginx's limit_req lines, keyed
+as the plan was ($binary_remote_addr for ip, $http_x_api_key for
+header:X-Api-Key), the keys that look like many users sent to a zone of
+their own, and the two windows as nginx can say them (two buckets); the
+rates nginx cannot write are rounded up and decided again. --emit ratelab
+prints the ratelab serve --config file and the Go that builds the same
+limiter. Both are written beside plan.json either way.
+
 It prints the tables, and writes DIR/plan.json (the lab's results file:
 schema 4, mode "plan"; see docs/plan.md) with the report beside it:
 DIR/report.html, its charts in DIR/charts.
@@ -86,6 +105,7 @@ Examples:
 	ratelab plan /var/log/nginx/access.log.2.gz /var/log/nginx/access.log.1 /var/log/nginx/access.log
 	ratelab plan --limits 60/min..6000/min --key ip+path:2 access.log
 	ratelab plan --format json --time .ts --key .user_id --cost .tokens app.log
+	ratelab plan --format caddy --emit nginx access.json
 	ratelab plan --format json --time .timestamp --key .httpRequest.remoteIp \
 		--status .httpRequest.status --path .httpRequest.requestUrl lb.json
 	go run ./cmd/genlog -lines 1000000 | ratelab plan --limits 1/s..100/s
@@ -130,14 +150,14 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	for _, u := range p.Unseen {
 		fmt.Fprintf(stderr, "plan: %s\n", u)
 	}
-	return printPlan(stdout, f.out, p, logName(inputs), f.settings(fs))
+	return printPlan(stdout, &f, p, logName(inputs), f.settings(fs))
 }
 
 // planFlags are plan's flags.
 type planFlags struct {
 	format, key, cost, limits, algos, spare, refused, out string
 	timeField, status, agent, path                        string // a JSON log's fields
-	periods, rates                                        string
+	periods, rates, emit                                  string
 	headroom                                              float64
 	noTiers                                               bool
 	steps, top                                            int
@@ -145,7 +165,7 @@ type planFlags struct {
 }
 
 func (f *planFlags) define(fs *flag.FlagSet) {
-	fs.StringVar(&f.format, "format", "combined", "how the log is written: combined, common, json, csv, or an nginx log_format string")
+	fs.StringVar(&f.format, "format", "combined", "how the log is written: combined, common, json, csv, an nginx log_format string, or the product that wrote it: caddy, traefik, alb, cloudflare, gcp")
 	fs.StringVar(&f.key, "key", "ip", "what a limit counts a request under: ip, field:NAME, .NAME, header:NAME, each optionally +path:N")
 	fs.StringVar(&f.cost, "cost", "", "the field a request's cost is in (a log format's variable, a JSON field); each costs 1 if not given")
 	fs.StringVar(&f.timeField, "time", "", "a JSON log's time field (default: the first of time, timestamp, ts, @timestamp)")
@@ -164,6 +184,7 @@ func (f *planFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.top, "top", 10, "how many clients the tables name")
 	fs.DurationVar(&f.reorder, "reorder", 2*time.Second, "how far out of time order a log's lines may be and still be taken in order")
 	fs.StringVar(&f.out, "out", "out/plan", "the folder plan.json and the report go to")
+	fs.StringVar(&f.emit, "emit", "", "print the policy as a limiter's configuration after the tables: nginx, ratelab, or nginx,ratelab (written to --out either way)")
 }
 
 // check returns the plan and the reading f says.
@@ -216,6 +237,13 @@ func (f *planFlags) check() (plan.Config, accesslog.Options, error) {
 	}
 	if f.top < 1 {
 		return c, accesslog.Options{}, fmt.Errorf("--top %d: want 1 or more", f.top)
+	}
+	if f.emit != "" {
+		for e := range strings.SplitSeq(f.emit, ",") {
+			if !slices.Contains([]string{"nginx", "ratelab"}, strings.TrimSpace(e)) {
+				return c, accesslog.Options{}, fmt.Errorf("--emit %s: %q is not one of nginx, ratelab", f.emit, e)
+			}
+		}
 	}
 	c.Top = f.top
 	key, err := accesslog.ParseKey(f.key)
@@ -370,7 +398,8 @@ func planProgress(stderr io.Writer) plan.Progress {
 }
 
 // printPlan prints p's tables and writes its file and report to dir.
-func printPlan(stdout io.Writer, dir string, p *plan.Plan, log string, settings map[string]string) error {
+func printPlan(stdout io.Writer, pf *planFlags, p *plan.Plan, log string, settings map[string]string) error {
+	dir := pf.out
 	f := p.File(log, settings)
 	for _, tb := range report.Tables(f, plan.Modes()) {
 		if err := tb.Text(stdout); err != nil {
@@ -395,6 +424,30 @@ func printPlan(stdout io.Writer, dir string, p *plan.Plan, log string, settings 
 			return fmt.Errorf("plan: %w", err)
 		}
 		tiers = "; the bucket as ratelab serve --config: " + tiers
+	}
+	emitted := []struct{ name, text, emit string }{
+		{"nginx.conf", p.Nginx(pf.key, log), "nginx"},
+		{"nginx-windows.conf", p.NginxWindows(pf.key, log), "nginx"},
+		{"ratelab-go.txt", p.Go(log), "ratelab"},
+		{"tiers.yaml", string(p.TierFile(log)), "ratelab"},
+	}
+	var written []string
+	for _, e := range emitted {
+		if e.text == "" {
+			continue
+		}
+		if e.name != "tiers.yaml" {
+			written = append(written, e.name)
+			if err := os.WriteFile(filepath.Join(dir, e.name), []byte(e.text), 0o644); err != nil {
+				return fmt.Errorf("plan: %w", err)
+			}
+		}
+		if slices.Contains(strings.Split(pf.emit, ","), e.emit) {
+			fmt.Fprintf(stdout, "%s (%s)\n\n%s\n", map[string]string{"nginx": "For nginx", "ratelab": "For ratelab"}[e.emit], filepath.Join(dir, e.name), e.text)
+		}
+	}
+	if len(written) > 0 {
+		tiers += "; for nginx and the library: " + strings.Join(written, ", ") + " beside it (--emit prints them)"
 	}
 	clients := results.Count(int64(p.Clients)) + " clients"
 	if p.Clients == 1 {

@@ -181,3 +181,40 @@ func escaped(b []byte, i int) bool {
 	}
 	return n%2 == 1
 }
+
+// A preset is the log of a product, by name (--format caddy): the JSON
+// fields it writes each thing in, the likeliest first, or (format) a
+// log_format of its own. A field an option names wins over the preset's.
+type preset struct {
+	about                           string
+	format                          string // a log_format template; empty: JSON
+	time, addr, status, agent, path []string
+}
+
+// presets are the products' logs ratelab reads by name.
+var presets = map[string]preset{
+	"caddy": {about: "Caddy's JSON access log (ts in seconds, request.client_ip, headers as arrays)",
+		time: []string{"ts"}, addr: []string{"request.client_ip", "request.remote_ip", "request.remote_addr"},
+		status: []string{"status"}, agent: []string{"request.headers.User-Agent"}, path: []string{"request.uri"}},
+	"traefik": {about: "Traefik's JSON access log (StartUTC, ClientHost, DownstreamStatus; request_User-Agent when headers are kept)",
+		time: []string{"StartUTC", "time"}, addr: []string{"ClientHost", "ClientAddr"},
+		status: []string{"DownstreamStatus"}, agent: []string{"request_User-Agent"}, path: []string{"RequestPath"}},
+	"alb": {about: "AWS Application Load Balancer's access log (space-separated, client:port, the ELB's status)",
+		format: `$type $time_iso8601 $elb $client_port $target_port $request_processing_time $target_processing_time $response_processing_time $status $target_status_code $received_bytes $sent_bytes "$request" "$http_user_agent" $rest`},
+	"cloudflare": {about: "Cloudflare's HTTP request logs, Logpush JSON (EdgeStartTimestamp, ClientIP, EdgeResponseStatus)",
+		time: []string{"EdgeStartTimestamp"}, addr: []string{"ClientIP"},
+		status: []string{"EdgeResponseStatus"}, agent: []string{"ClientRequestUserAgent"}, path: []string{"ClientRequestURI", "ClientRequestPath"}},
+	"gcp": {about: "Google Cloud Load Balancing's request logs, as Cloud Logging exports them (timestamp, httpRequest.*)",
+		time: []string{"timestamp"}, addr: []string{"httpRequest.remoteIp"},
+		status: []string{"httpRequest.status"}, agent: []string{"httpRequest.userAgent"}, path: []string{"httpRequest.requestUrl"}},
+}
+
+// Presets are the names of the products' logs a Reader reads by name
+// (Options.Format), each with what it is, in order.
+func Presets() [][2]string {
+	var out [][2]string
+	for _, name := range []string{"caddy", "traefik", "alb", "cloudflare", "gcp"} {
+		out = append(out, [2]string{name, presets[name].about})
+	}
+	return out
+}

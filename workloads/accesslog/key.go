@@ -167,3 +167,19 @@ func lastAddress(list []byte) []byte {
 	}
 	return bytes.TrimSpace(list)
 }
+
+// addrOnly is the address of a client's address and port: "1.2.3.4" of
+// "1.2.3.4:5678" (ALB's client:port, Caddy's older remote_addr) and
+// "2001:db8::1" of "[2001:db8::1]:5678"; an address alone as it is (an
+// IPv6 address without brackets has colons of its own).
+func addrOnly(b []byte) []byte {
+	if len(b) > 0 && b[0] == '[' {
+		if end := bytes.IndexByte(b, ']'); end > 0 {
+			return b[1:end]
+		}
+	}
+	if i := bytes.IndexByte(b, ':'); i >= 0 && bytes.LastIndexByte(b, ':') == i {
+		return b[:i]
+	}
+	return b
+}

@@ -22,8 +22,12 @@ type parser interface {
 }
 
 func newParser(o Options) (parser, error) {
-	if o.Format == JSON {
-		return newJSONParser(o), nil
+	pr, isPreset := presets[o.Format]
+	if o.Format == JSON || isPreset && pr.format == "" {
+		return newJSONParser(o, pr), nil
+	}
+	if isPreset {
+		o.Format = pr.format
 	}
 	if o.Time != "" || o.Status != "" || o.Agent != "" || o.Path != "" {
 		return nil, errors.New("accesslog: --time, --status, --agent and --path name a JSON log's fields; a log format's are its variables ($time_local, $status, $http_user_agent, $request)")
@@ -42,7 +46,7 @@ func newParser(o Options) (parser, error) {
 	if strings.Contains(o.Format, "$") {
 		return newTemplateParser(o.Format, o)
 	}
-	return nil, fmt.Errorf("accesslog: format %q: want combined, common, json, csv, or an nginx log_format string ($remote_addr [$time_local] ...)", o.Format)
+	return nil, fmt.Errorf("accesslog: format %q: want combined, common, json, csv, caddy, traefik, alb, cloudflare, gcp, or an nginx log_format string ($remote_addr [$time_local] ...)", o.Format)
 }
 
 // The ways a log format writes the time.
@@ -91,7 +95,7 @@ func newTemplateParser(format string, o Options) (*templateParser, error) {
 		return nil, fmt.Errorf("accesslog: log format %q has no time: want $time_local, $time_iso8601 or $msec", format)
 	}
 	if o.Key.Field == "" {
-		p.keyAt = at("remote_addr", "binary_remote_addr")
+		p.keyAt = at("remote_addr", "binary_remote_addr", "client_port")
 		if p.keyAt < 0 {
 			return nil, fmt.Errorf("accesslog: --key ip, but log format %q has no $remote_addr: name a field (--key field:NAME)", format)
 		}
@@ -125,6 +129,9 @@ func (p *templateParser) parse(line []byte, e *Entry) error {
 	key := p.vals[p.keyAt]
 	if p.forwarded {
 		key = lastAddress(key)
+	}
+	if p.key.Field == "" {
+		key = addrOnly(key)
 	}
 	if len(key) == 0 || len(key) == 1 && key[0] == '-' {
 		return fmt.Errorf("$%s (the key) is empty", p.t.parts[p.keyAt].v)
@@ -279,13 +286,13 @@ type givenField struct {
 	seen        bool
 }
 
-func newJSONParser(o Options) *jsonParser {
+func newJSONParser(o Options, pr preset) *jsonParser {
 	p := &jsonParser{key: o.Key,
-		time:     []string{"time", "timestamp", "ts", "@timestamp"},
-		keyNames: []string{"remote_addr", "client_ip", "ip"},
-		status:   []string{"status", "status_code"},
-		agent:    []string{"user_agent", "http_user_agent", "userAgent"},
-		path:     []string{"path", "request_uri", "uri", "request"},
+		time:     orNames(pr.time, []string{"time", "timestamp", "ts", "@timestamp"}),
+		keyNames: orNames(pr.addr, []string{"remote_addr", "client_ip", "ip"}),
+		status:   orNames(pr.status, []string{"status", "status_code"}),
+		agent:    orNames(pr.agent, []string{"user_agent", "http_user_agent", "userAgent"}),
+		path:     orNames(pr.path, []string{"path", "request_uri", "uri", "request"}),
 	}
 	for _, f := range []struct {
 		given string
@@ -337,6 +344,9 @@ func (p *jsonParser) parse(line []byte, e *Entry) error {
 	kv, kname := p.scan.get(p.keyNames)
 	if forwardedFor(kname) {
 		kv.text = lastAddress(kv.text)
+	}
+	if p.key.Field == "" {
+		kv.text = addrOnly(kv.text)
 	}
 	if len(kv.text) == 0 || string(kv.text) == "-" {
 		return fmt.Errorf("no key (the field %s)", strings.Join(p.keyNames, ", "))
@@ -461,4 +471,12 @@ func unixNano(t time.Time) (int64, error) {
 		return 0, errors.New("not between 1970 and 2261")
 	}
 	return t.UnixNano(), nil
+}
+
+// orNames is a preset's field names, or the default's where it has none.
+func orNames(preset, def []string) []string {
+	if len(preset) > 0 {
+		return preset
+	}
+	return def
 }

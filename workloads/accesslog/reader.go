@@ -16,8 +16,9 @@ import (
 // Options say how to read a log. The zero value reads the combined
 // format, keyed by the client's address, each request costing 1.
 type Options struct {
-	// Format is combined, common, json, csv, or an nginx log_format
-	// string (it holds a $): "" is combined.
+	// Format is combined, common, json, csv, a product's log by name
+	// (Presets: caddy, traefik, alb, cloudflare, gcp), or an nginx
+	// log_format string (it holds a $): "" is combined.
 	Format string
 	// Key is what a request is counted under (ParseKey); the zero value
 	// is the client's address. A CSV trace's key is its key column.
@@ -228,6 +229,9 @@ func (r *Reader) formatName() string {
 	case "":
 		return Combined
 	case Combined, Common, JSON, CSV:
+		return r.o.Format
+	}
+	if _, ok := presets[r.o.Format]; ok {
 		return r.o.Format
 	}
 	return fmt.Sprintf("%q", r.o.Format)

@@ -31,6 +31,10 @@ type Mobile struct {
 	// how long it runs (0: 30 minutes).
 	Start time.Time
 	Span  time.Duration
+	// Scale divides every time after Start (0 or 1: none): 10 writes the
+	// log in a tenth of the time, each client ten times as fast, for a
+	// test that sends it to a server as logged.
+	Scale float64
 }
 
 // MobileTruth is who is who in a mobile log, by address.
@@ -111,6 +115,9 @@ func WriteMobile(w io.Writer, s Mobile) (MobileTruth, error) {
 			continue
 		}
 		at := s.Start.Add(l.at)
+		if s.Scale > 1 {
+			at = s.Start.Add(time.Duration(float64(l.at) / s.Scale))
+		}
 		buf = append(buf[:0], `{"level":"info","ts":`...)
 		buf = strconv.AppendFloat(buf, float64(at.UnixMicro())/1e6, 'f', 6, 64)
 		buf = append(buf, `,"logger":"http.log.access","msg":"handled request","request":{"remote_ip":"`...)

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/internal/config"
+	"github.com/ratelab/ratelab/internal/nginxtest"
+	"github.com/ratelab/ratelab/internal/server"
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/limiters/gcra"
+	"github.com/ratelab/ratelab/workloads/accesslog"
+	"github.com/ratelab/ratelab/workloads/synthlog"
+)
+
+// loopLog writes the mobile API's log in a tenth of its time (each client
+// ten times as fast, so that its policy is probed in a minute, not ten),
+// plans it as a user would, --format caddy --emit nginx,ratelab, and
+// returns the log's path, the plan's folder and its two policies: every
+// key's bucket and the shared keys' tier, read back from tiers.yaml.
+func loopLog(t *testing.T) (log, out string, users, shared limiters.Limit) {
+	t.Helper()
+	dir := t.TempDir()
+	log = filepath.Join(dir, "mobile.json")
+	f, err := os.Create(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := synthlog.WriteMobile(f, synthlog.Mobile{Scale: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out = filepath.Join(dir, "plan")
+	if _, stderr, code := ratelab(t, "", "plan", "--format", "caddy", "--emit", "nginx,ratelab", "--out", out, log); code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, stderr)
+	}
+	c, err := config.Load(filepath.Join(out, "tiers.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Tiers.Tiers["users"]) != 1 || len(c.Tiers.Tiers["shared"]) != 1 {
+		t.Fatalf("tiers.yaml: %+v: want a bucket for users and one for shared", c.Tiers.Tiers)
+	}
+	return log, out, c.Tiers.Tiers["users"][0], c.Tiers.Tiers["shared"][0]
+}
+
+// startEmitted starts nginx with the plan's nginx.conf as a person pastes
+// it: its first part in the http block, its limit_req lines in the one
+// location; edit changes the text first (nil: none).
+func startEmitted(t *testing.T, emitted string, edit func(string) string) string {
+	t.Helper()
+	if edit != nil {
+		emitted = edit(emitted)
+	}
+	httpPart, location, ok := strings.Cut(emitted, "# In the server or location:")
+	if !ok {
+		t.Fatalf("nginx.conf has no limit_req lines:\n%s", emitted)
+	}
+	return nginxtest.Start(t, func(dir string, port int) string {
+		return fmt.Sprintf(`http {
+	access_log off;
+%[5]s%[3]s
+	server {
+		listen 127.0.0.1:%[2]d;
+		root %[1]s/www;
+		location / {
+%[4]s
+		}
+	}
+}
+`, dir, port, httpPart, location, nginxtest.Temps(dir))
+	}, "index.html")
+}
+
+// probeExpects probes url as a user keyed by address would, expecting
+// want, and returns the exit code and the verdict's line. A burst of
+// hundreds takes more than the default 2,000 requests, sent faster than
+// the default 1,000 a second (the probe says how much more).
+func probeExpects(t *testing.T, url string, want limiters.Limit) (int, string) {
+	t.Helper()
+	stdout, stderr, code := ratelab(t, "", "probe", "--key", "source", "--expect", "gcra "+want.String(),
+		"--max-requests", "3000", "--max-rate", "2000", "--out", t.TempDir(), url)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	t.Logf("ratelab probe --expect %q: exit %d: %s\n%s", want, code, lines[len(lines)-1], stderr)
+	return code, lines[len(lines)-1]
+}
+
+// asShared puts the probe's addresses (127.0.0.2 to 127.0.0.254) where
+// the shared keys are listed: an nginx map's entries, or a tier file's
+// users; the policy lines are left as emitted.
+func asShared(emitted string) string {
+	entry := regexp.MustCompile(`(?m)^    "[0-9.]+" 1;$`)
+	seen := false
+	return entry.ReplaceAllStringFunc(emitted, func(string) string {
+		if seen {
+			return ""
+		}
+		seen = true
+		return `    "~^127\.0\.0\." 1;`
+	})
+}
+
+// The loop closed: the plan's nginx configuration, pasted into an nginx,
+// is the policy the plan says, as ratelab probe measures it from outside
+// (--expect passes for every key's bucket and for the shared keys'
+// tier); the same burst written without nginx's one more is not (the
+// check can fail); ratelab serve --config with the plan's tier file is
+// the same policy; and a slice of the log sent to the nginx as logged
+// is refused for the clients the plan says, no other.
+func TestPlanEmittedLoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("probes nginx and ratelab serve for a few minutes")
+	}
+	t.Parallel()
+	log, out, users, shared := loopLog(t)
+	emitted, err := os.ReadFile(filepath.Join(out, "nginx.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("plan: every key %s, the shared keys %s\n%s", users, shared, emitted)
+	t.Run("nginx", func(t *testing.T) {
+		t.Parallel()
+		base := startEmitted(t, string(emitted), nil)
+		if code, said := probeExpects(t, base+"/", users); code != 0 {
+			t.Errorf("nginx as emitted, --expect %s: exit %d\n%s", users, code, said)
+		}
+	})
+	t.Run("nginx shared tier", func(t *testing.T) {
+		t.Parallel()
+		base := startEmitted(t, string(emitted), asShared)
+		if code, said := probeExpects(t, base+"/", shared); code != 0 {
+			t.Errorf("nginx as emitted, the shared tier, --expect %s: exit %d\n%s", shared, code, said)
+		}
+	})
+	t.Run("nginx without the +1", func(t *testing.T) {
+		t.Parallel()
+		wrong := func(s string) string {
+			return strings.Replace(s, fmt.Sprintf("burst=%d nodelay", users.Burst-1), fmt.Sprintf("burst=%d nodelay", users.Burst), 1)
+		}
+		base := startEmitted(t, string(emitted), wrong)
+		if code, said := probeExpects(t, base+"/", users); code != 1 {
+			t.Errorf("nginx with burst=%d, --expect %s: exit %d, want 1 (strays)\n%s", users.Burst, users, code, said)
+		}
+	})
+	for _, tier := range []struct {
+		name string
+		want limiters.Limit
+		edit func(string) string
+	}{
+		{"serve", users, nil},
+		{"serve shared tier", shared, func(s string) string {
+			s, _, _ = strings.Cut(s, "users:\n")
+			var b strings.Builder
+			b.WriteString(s + "users:\n")
+			for i := 2; i <= 254; i++ {
+				fmt.Fprintf(&b, "  \"127.0.0.%d\": shared\n", i)
+			}
+			return b.String()
+		}},
+	} {
+		t.Run(tier.name, func(t *testing.T) {
+			t.Parallel()
+			file, err := os.ReadFile(filepath.Join(out, "tiers.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tier.edit != nil {
+				file = []byte(tier.edit(string(file)))
+			}
+			path := filepath.Join(t.TempDir(), "tiers.yaml")
+			if err := os.WriteFile(path, file, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			srv, err := server.New(server.Config{File: path, ClientIP: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go srv.Serve(ln)
+			t.Cleanup(func() { srv.Close() })
+			if code, said := probeExpects(t, "http://"+ln.Addr().String()+"/", tier.want); code != 0 {
+				t.Errorf("ratelab serve --config tiers.yaml, --expect %s: exit %d\n%s", tier.want, code, said)
+			}
+		})
+	}
+	t.Run("replayed", func(t *testing.T) {
+		t.Parallel()
+		base := startEmitted(t, string(emitted), nil)
+		replayAgainst(t, log, base, users)
+	})
+}
+
+// replayAgainst sends a slice of log to base as it was logged (each
+// client from an address of its own, its requests in order at their
+// logged times from the slice's start) and checks that nginx refuses
+// the clients that the bucket policy, deciding the same requests,
+// refuses, and no other.
+func replayAgainst(t *testing.T, log, base string, policy limiters.Limit) {
+	f, err := os.Open(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := accesslog.NewReader([]accesslog.Input{{Name: "mobile.json", R: f}}, accesslog.Options{Format: "caddy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The slice: 12 s from a minute in, when the stuck app retries, the
+	// crawler and a scraper send; the shared addresses left out (their
+	// tier is probed above), at most 200 clients (the loopback
+	// addresses a test has).
+	const from, span = 60 * time.Second, 12 * time.Second
+	type sent struct {
+		at  time.Duration
+		key string
+	}
+	var slice []sent
+	addr := map[string]string{}
+	var first int64
+	for {
+		e, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first == 0 {
+			first = e.At
+		}
+		at := time.Duration(e.At-first) - from
+		if at < 0 || strings.HasPrefix(e.Key, "100.64.") {
+			continue
+		}
+		if at >= span {
+			break
+		}
+		if _, ok := addr[e.Key]; !ok {
+			if len(addr) == 200 {
+				continue
+			}
+			addr[e.Key] = fmt.Sprintf("127.0.1.%d", len(addr)+1)
+		}
+		slice = append(slice, sent{at, e.Key})
+	}
+	// What the plan's bucket refuses of them, decided.
+	l, err := gcra.New(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	t0 := time.Unix(1_800_000_000, 0)
+	predicted := map[string]int{}
+	for _, s := range slice {
+		if d, _ := l.Decide(context.Background(), limiters.Request{Key: s.key, N: 1, At: t0.Add(s.at)}); !d.Allowed {
+			predicted[s.key]++
+		}
+	}
+	// Sent: each client in turn over its own connection.
+	byKey := map[string][]time.Duration{}
+	for _, s := range slice {
+		byKey[s.key] = append(byKey[s.key], s.at)
+	}
+	start := time.Now().Add(200 * time.Millisecond)
+	var mu sync.Mutex
+	refused, failed := map[string]int{}, 0
+	var wg sync.WaitGroup
+	for key, ats := range byKey {
+		wg.Go(func() {
+			local, _ := net.ResolveTCPAddr("tcp", addr[key]+":0")
+			client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: local}).DialContext}}
+			defer client.CloseIdleConnections()
+			for _, at := range ats {
+				time.Sleep(time.Until(start.Add(at)))
+				resp, err := client.Get(base + "/")
+				mu.Lock()
+				switch {
+				case err != nil:
+					failed++
+				case resp.StatusCode == http.StatusTooManyRequests:
+					refused[key]++
+				}
+				mu.Unlock()
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if failed > 0 {
+		t.Fatalf("%d of %d requests failed", failed, len(slice))
+	}
+	keys := func(m map[string]int) []string {
+		var out []string
+		for k := range m {
+			out = append(out, k)
+		}
+		slices.Sort(out)
+		return out
+	}
+	t.Logf("replayed %d requests of %d clients over %v: nginx refused %v, the plan's bucket %v", len(slice), len(byKey), span, refused, predicted)
+	if !slices.Equal(keys(refused), keys(predicted)) {
+		t.Errorf("nginx refused %v; the plan's bucket, deciding the same requests, refuses %v", keys(refused), keys(predicted))
+	}
+	if len(predicted) == 0 {
+		t.Error("the slice holds no client the bucket refuses: it tells nothing")
+	}
+}

@@ -1,0 +1,129 @@
+// Package nginxtest starts Debian's nginx for a test: on a free loopback
+// port, with a configuration the test writes, in a folder of its own,
+// stopped when the test ends. It never touches a system nginx.
+package nginxtest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Binary is nginx's path, or "" when it is not installed; then, if
+// NGINX_REQUIRED is set (make test-clocked installs nginx, and sets it),
+// the test fails.
+func Binary(t testing.TB) string {
+	t.Helper()
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		bin = "/usr/sbin/nginx"
+	}
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("NGINX_REQUIRED") != "" {
+			t.Fatalf("nginx is not installed, and NGINX_REQUIRED is set: %v", err)
+		}
+		return ""
+	}
+	return bin
+}
+
+// Temps are an http block's lines that keep nginx's temporary files in
+// dir, a folder of the test's own.
+func Temps(dir string) string {
+	return fmt.Sprintf("\tclient_body_temp_path %[1]s/body;\n\tproxy_temp_path %[1]s/proxy;\n\tfastcgi_temp_path %[1]s/fastcgi;\n\tuwsgi_temp_path %[1]s/uwsgi;\n\tscgi_temp_path %[1]s/scgi;\n", dir)
+}
+
+// head is the start of every configuration Start writes: the folder's
+// pid file, error log and temporary paths. Conf's text follows it.
+const head = `daemon off;
+master_process on;
+worker_processes 1;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events { worker_connections 1024; }
+`
+
+// Start starts nginx with the configuration conf(dir, port) returns (the
+// events block and what is above it are written for it: conf begins with
+// http, and Temps(dir) belongs in it), serving dir/www, where each of
+// files (a path under www) holds "ok". It returns nginx's base URL.
+// Without nginx the test is skipped (Binary).
+func Start(t testing.TB, conf func(dir string, port int) string, files ...string) string {
+	t.Helper()
+	bin := Binary(t)
+	if bin == "" {
+		t.Skip("nginx is not installed (make test-clocked installs Debian's nginx-light)")
+	}
+	// nginx's workers run as nobody: the folder must be readable by all.
+	dir, err := os.MkdirTemp("", "ratelab-nginx-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	for _, f := range files {
+		path := filepath.Join(dir, "www", f)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("ok\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	path := filepath.Join(dir, "nginx.conf")
+	text := fmt.Sprintf(head, dir) + conf(dir, port)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-p", dir, "-c", path, "-e", filepath.Join(dir, "error.log"))
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	// The workers hold the output pipe too: stop waiting for it a moment
+	// after the master is gone.
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM) // nginx's fast shutdown: workers and master
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+			c.Close()
+			return "http://" + addr
+		}
+		select {
+		case err := <-done:
+			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+			t.Fatalf("nginx exited: %v\n%s%s\n%s", err, out, log, text)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nginx did not listen on %s within 10s\n%s", addr, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,184 @@
+package plan
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/internal/nginxtest"
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/workloads/accesslog"
+	"github.com/ratelab/ratelab/workloads/synthlog"
+)
+
+// A bucket is written as nginx can: a whole rate a second, else a whole
+// rate a minute, else the rate a minute rounded up; nginx keeps a rate in
+// thousandths a second, truncated; its burst is one less than the
+// bucket's capacity.
+func TestNginxLimit(t *testing.T) {
+	for _, tt := range []struct {
+		want     limiters.Limit
+		rate     string
+		burst    int
+		enforced limiters.Limit
+		rounded  bool
+	}{
+		{limiters.Limit{N: 5, Per: time.Second, Burst: 47}, "5r/s", 46, limiters.Limit{N: 5, Per: time.Second, Burst: 47}, false},
+		{limiters.Limit{N: 1, Per: 2 * time.Second, Burst: 47}, "30r/m", 46, limiters.Limit{N: 30, Per: time.Minute, Burst: 47}, false},
+		{limiters.Limit{N: 120, Per: time.Minute, Burst: 1}, "2r/s", 0, limiters.Limit{N: 2, Per: time.Second, Burst: 1}, false},
+		{limiters.Limit{N: 95, Per: time.Minute, Burst: 95}, "95r/m", 94, limiters.Limit{N: 1583, Per: 1000 * time.Second, Burst: 95}, true},
+		{limiters.Limit{N: 1, Per: 7 * time.Second, Burst: 10}, "9r/m", 9, limiters.Limit{N: 9, Per: time.Minute, Burst: 10}, true},
+		{limiters.Limit{N: 1, Per: 100 * time.Second, Burst: 300}, "1r/m", 299, limiters.Limit{N: 16, Per: 1000 * time.Second, Burst: 300}, true},
+		{limiters.Limit{N: 120, Per: 10 * time.Second, Burst: 120}, "12r/s", 119, limiters.Limit{N: 12, Per: time.Second, Burst: 120}, false},
+	} {
+		got := nginxLimit(tt.want)
+		if got.Rate != tt.rate || got.Burst != tt.burst || got.Enforced != tt.enforced || got.Rounded != tt.rounded {
+			t.Errorf("%s: %s burst=%d, enforced %v, rounded %v; want %s burst=%d, %v, %v", tt.want, got.Rate, got.Burst, got.Enforced, got.Rounded, tt.rate, tt.burst, tt.enforced, tt.rounded)
+		}
+	}
+}
+
+// A rate nginx cannot write is decided again at what nginx enforces; one
+// it can is not.
+func TestNginxRoundedDecided(t *testing.T) {
+	p := &Plan{Bucket: FrontierPoint{Rate: limiters.Limit{N: 1, Per: 7 * time.Second}, Burst: 10, Clients: 3, Refused: 30}}
+	var asked [][]limiters.Limit
+	p.nginxPolicy(func(l ...limiters.Limit) (int64, int64) {
+		asked = append(asked, l)
+		return 31, 4
+	})
+	n := p.NginxPolicy
+	if len(asked) != 1 || asked[0][0] != n.Bucket.Enforced || n.Clients != 4 || n.Refused != 31 {
+		t.Errorf("decided %v, policy %+v: want the enforced bucket decided once, its 4 clients and 31 requests", asked, n)
+	}
+	p = &Plan{Bucket: FrontierPoint{Rate: limiters.Limit{N: 1, Per: 2 * time.Second}, Burst: 10, Clients: 3, Refused: 30}}
+	p.nginxPolicy(func(l ...limiters.Limit) (int64, int64) {
+		t.Errorf("decided %v: 30r/m is written exactly", l)
+		return 0, 0
+	})
+	if n := p.NginxPolicy; n.Clients != 3 || n.Refused != 30 {
+		t.Errorf("policy %+v: want the plan's bucket's 3 clients and 30 requests", n)
+	}
+}
+
+// The plan's nginx configuration, for each kind of key: nginx reads it
+// (nginx -t, where nginx is installed), each zone is keyed as the plan
+// was, the burst is the bucket's less one, and the map sends every key
+// that looks like many users to a zone of its own. The Go the plan writes
+// builds (go vet), and the two windows' buckets are decided.
+func TestEmitted(t *testing.T) {
+	var log bytes.Buffer
+	truth, err := synthlog.WriteMobile(&log, synthlog.Mobile{Seed: 1, Users: 600, PerNAT: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := accesslog.Options{Format: "caddy"}
+	var rates []limiters.Limit
+	for _, r := range DefaultRates {
+		if perSecond(r) >= 0.1 && perSecond(r) <= 20 {
+			rates = append(rates, r)
+		}
+	}
+	p := planOf(t, log.Bytes(), o, Config{Limits: []limiters.Limit{limiters.PerSecond(10)}, Rates: rates, Spare: 0.001, Algorithms: []limiters.Algorithm{limiters.SlidingLog}})
+	n := p.NginxPolicy
+	t.Logf("bucket %s as %s burst=%d; windows %s, %s as %+v, %+v: %d clients, %d requests (the windows: %d, %d)",
+		p.Bucket.Policy(), n.Bucket.Rate, n.Bucket.Burst, p.Windows.Short, p.Windows.Long, n.Short, n.Long, n.PairClients, n.PairRefused, p.Windows.Clients, p.Windows.Refused)
+	if n.Bucket.Burst != int(p.Bucket.Burst)-1 || n.Short.Burst != p.Windows.Short.N-1 || n.Long.Burst != p.Windows.Long.N-1 {
+		t.Errorf("bursts %d, %d, %d: want the bucket's %d and the windows' %d and %d, less one", n.Bucket.Burst, n.Short.Burst, n.Long.Burst, p.Bucket.Burst, p.Windows.Short.N, p.Windows.Long.N)
+	}
+	// Two buckets admit what the two windows do and more: they refuse
+	// no client the windows spare, and some the windows refuse.
+	if n.PairClients > p.Windows.Clients || n.PairClients == 0 || n.PairRefused > p.Windows.Refused {
+		t.Errorf("the windows as buckets refuse %d clients, %d requests; the windows %d, %d", n.PairClients, n.PairRefused, p.Windows.Clients, p.Windows.Refused)
+	}
+	for _, tt := range []struct {
+		key, zone string
+	}{
+		{"ip", "$binary_remote_addr"},
+		{"header:X-Api-Key", "$http_x_api_key"},
+		{"ip+path:2", "$binary_remote_addr$ratelab_route"},
+		{".user.id", "$http_user_id"},
+	} {
+		conf := p.Nginx(tt.key, "mobile.json")
+		for _, want := range []string{
+			fmt.Sprintf("default %s;", tt.zone),
+			fmt.Sprintf("zone=ratelab_users:1m rate=%s;", n.Bucket.Rate),
+			fmt.Sprintf("limit_req zone=ratelab_users burst=%d nodelay;", p.Bucket.Burst-1),
+			fmt.Sprintf("limit_req zone=ratelab_shared burst=%d nodelay;", p.SharedTier.Policy.Burst-1),
+			"limit_req_status 429;",
+		} {
+			if !strings.Contains(conf, want) {
+				t.Errorf("--key %s: no %q in\n%s", tt.key, want, conf)
+			}
+		}
+		for _, k := range truth.Shared {
+			if !strings.Contains(conf, fmt.Sprintf("%q 1;", k)) {
+				t.Errorf("--key %s: the shared key %s is not sent to its zone:\n%s", tt.key, k, conf)
+			}
+		}
+		nginxReads(t, conf)
+		nginxReads(t, p.NginxWindows(tt.key, "mobile.json"))
+	}
+	goBuilds(t, p.Go("mobile.json"))
+}
+
+// nginxReads checks that nginx reads conf, its first part in the http
+// block and its limit_req lines in a location (nginx -t), where nginx is
+// installed.
+func nginxReads(t *testing.T, conf string) {
+	t.Helper()
+	bin := nginxtest.Binary(t)
+	if bin == "" {
+		t.Log("nginx is not installed: the configuration is not read")
+		return
+	}
+	httpPart, location, _ := strings.Cut(conf, "# In the server or location:")
+	dir := t.TempDir()
+	full := fmt.Sprintf("pid %[1]s/nginx.pid;\nevents {}\nhttp {\n%[4]s%[2]s\nserver {\nlisten 127.0.0.1:1;\nlocation / {\n%[3]s\n}\n}\n}\n", dir, httpPart, location, nginxtest.Temps(dir))
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(full), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "-t", "-q", "-p", dir, "-c", path, "-e", filepath.Join(dir, "error.log")).CombinedOutput(); err != nil {
+		t.Errorf("nginx -t: %v\n%s\n%s", err, out, full)
+	}
+}
+
+// goBuilds checks that the Go the plan writes builds in a program of its
+// own beside this package (go vet).
+func goBuilds(t *testing.T, snippet string) {
+	t.Helper()
+	if _, err := os.Stat("testdata"); err != nil {
+		if err := os.Mkdir("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove("testdata") })
+	}
+	dir, err := os.MkdirTemp("testdata", "emitted-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	imports := []string{"github.com/ratelab/ratelab/limiters"}
+	for _, pkg := range []string{"gcra", "tiers", "composite"} {
+		if strings.Contains(snippet, pkg+".") {
+			imports = append(imports, "github.com/ratelab/ratelab/limiters/"+pkg)
+		}
+	}
+	if strings.Contains(snippet, "time.") {
+		imports = append(imports, "time")
+	}
+	src := "package main\n\nimport (\n\t\"" + strings.Join(imports, "\"\n\t\"") + "\"\n)\n\nfunc main() {\n" + snippet +
+		"\n_, _, _ = limiter, windows, err\n}\n"
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("go", "vet", "./"+dir).CombinedOutput(); err != nil {
+		t.Errorf("go vet of the Go the plan writes: %v\n%s\n%s", err, out, src)
+	}
+}

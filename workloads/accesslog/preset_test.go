@@ -1,0 +1,108 @@
+package accesslog
+
+import (
+	"slices"
+	"testing"
+)
+
+// Each product's log, read by its name, gives the requests its lines
+// hold, the same as read with the explicit fields; shaped as each
+// product's documentation shows its lines (quoted fields, arrays, nested
+// objects, times to the µs or ns, an address with its port).
+func TestPresets(t *testing.T) {
+	for _, tt := range []struct {
+		format string
+		lines  string
+		same   Options // the explicit flags the preset stands for
+		keys   []string
+		at     []int64
+		status []int
+		agent  string // the first line's
+		path   string // the first line's
+	}{
+		{
+			format: "caddy",
+			lines: `{"level":"info","ts":1646861401.524102,"logger":"http.log.access","msg":"handled request","request":{"remote_ip":"127.0.0.1","remote_port":"41342","client_ip":"203.0.113.9","proto":"HTTP/2.0","method":"GET","host":"localhost","uri":"/v1/feed?page=2","headers":{"User-Agent":["curl/7.82.0"],"Accept":["*/*"],"Accept-Encoding":["gzip, deflate, br"]},"tls":{"resumed":false,"version":772,"cipher_suite":4865,"proto":"h2","server_name":"example.com"}},"bytes_read":0,"user_id":"","duration":0.000929675,"size":10900,"status":200,"resp_headers":{"Server":["Caddy"],"Content-Type":["text/html; charset=utf-8"]}}
+{"level":"info","ts":1646861401.624102,"logger":"http.log.access","msg":"handled request","request":{"remote_ip":"127.0.0.1","remote_port":"41343","client_ip":"203.0.113.9","proto":"HTTP/2.0","method":"GET","host":"localhost","uri":"/v1/me","headers":{"User-Agent":["curl/7.82.0"]}},"duration":0.0002,"size":12,"status":429}
+`,
+			same:   Options{Format: JSON, Key: KeySpec{Field: "request.client_ip"}, Time: ".ts", Status: ".status", Agent: ".request.headers.User-Agent", Path: ".request.uri"},
+			keys:   []string{"203.0.113.9", "203.0.113.9"},
+			at:     []int64{1646861401_524102000, 1646861401_624102000},
+			status: []int{200, 429},
+			agent:  "curl/7.82.0", path: "/v1/feed",
+		},
+		{
+			format: "traefik",
+			lines: `{"ClientAddr":"192.168.1.10:54321","ClientHost":"192.168.1.10","ClientPort":"54321","ClientUsername":"-","DownstreamContentSize":19,"DownstreamStatus":200,"Duration":2087459,"OriginContentSize":19,"OriginDuration":1935042,"OriginStatus":200,"Overhead":152417,"RequestAddr":"whoami.localhost","RequestContentSize":0,"RequestCount":1,"RequestHost":"whoami.localhost","RequestMethod":"GET","RequestPath":"/api/v1/items?x=1","RequestPort":"-","RequestProtocol":"HTTP/1.1","RequestScheme":"http","RetryAttempts":0,"RouterName":"whoami@docker","ServiceAddr":"172.18.0.3:80","ServiceName":"whoami@docker","ServiceURL":"http://172.18.0.3:80","StartLocal":"2024-05-01T12:00:00.123456789+02:00","StartUTC":"2024-05-01T10:00:00.123456789Z","entryPointName":"web","level":"info","msg":"","request_User-Agent":"curl/8.5.0","time":"2024-05-01T10:00:00Z"}
+`,
+			same:   Options{Format: JSON, Key: KeySpec{Field: "ClientHost"}, Time: ".StartUTC", Status: ".DownstreamStatus", Agent: ".request_User-Agent", Path: ".RequestPath"},
+			keys:   []string{"192.168.1.10"},
+			at:     []int64{at("2024-05-01T10:00:00.123456789Z")},
+			status: []int{200},
+			agent:  "curl/8.5.0", path: "/api/v1/items",
+		},
+		{
+			format: "alb",
+			lines: `http 2018-07-02T22:23:00.186641Z app/my-loadbalancer/50dc6c495c0c9188 192.168.131.39:2817 10.0.0.1:80 0.000 0.001 0.000 200 200 34 366 "GET http://www.example.com:80/orders/17?x=1 HTTP/1.1" "curl/7.46.0" - - arn:aws:elasticloadbalancing:us-east-2:123456789012:targetgroup/my-targets/73e2d6bc24d8a067 "Root=1-58337262-36d228ad5d99923122bbe354" "-" "-" 0 2018-07-02T22:22:48.364000Z "forward" "-" "-" "10.0.0.1:80" "200" "-" "-" TID_1234abcd5678ef90
+https 2018-07-02T22:23:00.286641Z app/my-loadbalancer/50dc6c495c0c9188 [2001:db8::7]:2818 10.0.0.1:80 0.086 0.048 0.037 503 - 0 57 "GET https://www.example.com:443/ HTTP/1.1" "Mozilla/5.0 (X11; Linux)" ECDHE-RSA-AES128-GCM-SHA256 TLSv1.2 arn:aws:elasticloadbalancing:us-east-2:123456789012:targetgroup/my-targets/73e2d6bc24d8a067 "Root=1-58337281-1d84f3d73c47ec4e58577259" "www.example.com" "arn:aws:acm:us-east-2:123456789012:certificate/12345678-1234-1234-1234-123456789012" 1 2018-07-02T22:22:48.364000Z "forward" "-" "-" "10.0.0.1:80" "-" "-" "-" TID_1234abcd5678ef91
+`,
+			same:   Options{Format: `$type $time_iso8601 $elb $client_port $target_port $request_processing_time $target_processing_time $response_processing_time $status $target_status_code $received_bytes $sent_bytes "$request" "$http_user_agent" $rest`},
+			keys:   []string{"192.168.131.39", "2001:db8::7"},
+			at:     []int64{at("2018-07-02T22:23:00.186641Z"), at("2018-07-02T22:23:00.286641Z")},
+			status: []int{200, 503},
+			agent:  "curl/7.46.0", path: "/orders/17",
+		},
+		{
+			format: "cloudflare",
+			lines: `{"ClientIP":"192.0.2.1","ClientRequestHost":"example.com","ClientRequestMethod":"GET","ClientRequestURI":"/api/v1/items?page=2","ClientRequestUserAgent":"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7)","EdgeEndTimestamp":1700000000100000000,"EdgeResponseBytes":1234,"EdgeResponseStatus":200,"EdgeStartTimestamp":1700000000012345678,"RayID":"7f1a2b3c4d5e6f70"}
+{"ClientIP":"2001:db8::1","ClientRequestHost":"example.com","ClientRequestMethod":"POST","ClientRequestURI":"/login","ClientRequestUserAgent":"curl/8.0.1","EdgeEndTimestamp":1700000001100000000,"EdgeResponseBytes":10,"EdgeResponseStatus":429,"EdgeStartTimestamp":1700000001000000001,"RayID":"7f1a2b3c4d5e6f71"}
+`,
+			same:   Options{Format: JSON, Key: KeySpec{Field: "ClientIP"}, Time: ".EdgeStartTimestamp", Status: ".EdgeResponseStatus", Agent: ".ClientRequestUserAgent", Path: ".ClientRequestURI"},
+			keys:   []string{"192.0.2.1", "2001:db8::1"},
+			at:     []int64{1700000000012345678, 1700000001000000001},
+			status: []int{200, 429},
+			agent:  "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7)", path: "/api/v1/items",
+		},
+		{
+			format: "gcp",
+			lines: `{"httpRequest":{"requestMethod":"GET","requestUrl":"https://shop.example.com/api/v1/cart?id=3","requestSize":"123","status":200,"responseSize":"456","userAgent":"curl/8.0","remoteIp":"203.0.113.7","serverIp":"10.128.0.5","latency":"0.012345s"},"insertId":"1f2e3d4c","jsonPayload":{"@type":"type.googleapis.com/google.cloud.loadbalancing.type.LoadBalancerLogEntry","statusDetails":"response_sent_by_backend"},"logName":"projects/p/logs/requests","receiveTimestamp":"2024-05-01T10:00:00.234567891Z","resource":{"type":"http_load_balancer","labels":{"project_id":"p"}},"severity":"INFO","timestamp":"2024-05-01T10:00:00.123456Z"}
+`,
+			same:   Options{Format: JSON, Key: KeySpec{Field: "httpRequest.remoteIp"}, Time: ".timestamp", Status: ".httpRequest.status", Agent: ".httpRequest.userAgent", Path: ".httpRequest.requestUrl"},
+			keys:   []string{"203.0.113.7"},
+			at:     []int64{at("2024-05-01T10:00:00.123456Z")},
+			status: []int{200},
+			agent:  "curl/8.0", path: "/api/v1/cart",
+		},
+	} {
+		t.Run(tt.format, func(t *testing.T) {
+			got, r := read(t, tt.lines, Options{Format: tt.format})
+			if n, skips := r.Skipped(); n != 0 {
+				t.Fatalf("skipped %d lines: %v", n, skips)
+			}
+			want, _ := read(t, tt.lines, tt.same)
+			if !slices.Equal(got, want) {
+				t.Errorf("--format %s read\n%+v\nthe explicit fields\n%+v", tt.format, got, want)
+			}
+			var keys []string
+			var ats []int64
+			var status []int
+			for _, e := range got {
+				keys, ats, status = append(keys, e.Key), append(ats, e.At), append(status, e.Status)
+			}
+			if !slices.Equal(keys, tt.keys) || !slices.Equal(ats, tt.at) || !slices.Equal(status, tt.status) {
+				t.Errorf("keys %q, times %v, statuses %v; want %q, %v, %v", keys, ats, status, tt.keys, tt.at, tt.status)
+			}
+			if got[0].Agent != hashOf([]byte(tt.agent)) || got[0].Path != hashOf([]byte(tt.path)) {
+				t.Errorf("the first line's agent or path is not %q, %q", tt.agent, tt.path)
+			}
+			// A field an option names wins over the preset's.
+			if tt.same.Format == JSON {
+				o := Options{Format: tt.format, Status: ".nothing_here"}
+				e, _ := read(t, tt.lines, o)
+				if e[0].Status != 0 {
+					t.Errorf("--status .nothing_here beside --format %s: status %d, want none", tt.format, e[0].Status)
+				}
+			}
+		})
+	}
+}
