@@ -495,9 +495,17 @@ func (s *search) counterPhased(times []time.Duration, coarse, varied []explanati
 		}
 	}
 	plain := model{Algorithm: limiters.SlidingCounter}
-	// The times the coarse pass found best, and those within 10% of them:
-	// not every time of the search (seventy, each at twenty phases).
+	// The times the coarse pass found best, and those within 10% of them,
+	// and the whole seconds: not every time of the search (seventy, each
+	// at twenty phases). A ticker's windows are whole seconds, and the
+	// coarse pass, with no phase, can put its best far from them (20/2s
+	// at :00.700 was best as 20/1220ms, under three probes at once).
 	var near []time.Duration
+	for _, t := range times {
+		if t%time.Second == 0 {
+			near = append(near, t)
+		}
+	}
 	for _, c := range coarse[:min(len(coarse), 4)] {
 		for _, t := range times {
 			if ct := c.Model.time(); t >= ct*9/10 && t <= ct*11/10 && !slices.Contains(near, t) {
