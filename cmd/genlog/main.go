@@ -33,6 +33,7 @@ func main() {
 	var m synthlog.Mobile
 	kind := flag.String("log", "shop", "which log: shop (nginx's combined format, or JSON lines) or mobile (Caddy's JSON)")
 	flag.IntVar(&m.Users, "users", 2600, "with -log mobile: how many app users")
+	flag.IntVar(&m.PerNAT, "per-nat", 100, "with -log mobile: how many app users share each of the four carrier-NAT addresses")
 	flag.Float64Var(&m.Scale, "scale", 1, "with -log mobile: every time divided by it (10: the log in a tenth of the time, each client ten times as fast)")
 	flag.IntVar(&s.Lines, "lines", 1_000_000, "about how many lines to write, near ten million (the abusers and the offices send a fixed volume: a smaller log has more of them in it)")
 	flag.StringVar(&s.Format, "format", "combined", "combined or json")
