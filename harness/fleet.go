@@ -69,8 +69,8 @@ var fleetMode = mode{
 				"so keys are asked far beyond their limit: decisions a second, p99, round trips a decision, and the server's CPU a decision (INFO cpu). " +
 				"Plain: one round trip a decision; batched: decisions gathered into batches; cached: Redis's denials remembered in each process until their retry-after (exact); " +
 				"lease: each process leases units of a key's quota and admits from them for at most a lease time τ (approximate: at most C + (D+τ)·R in any interval D, where the exact limiter admits C + D·R).",
-			Header: []string{"workload", "limiter", "routing", "round trips/decision", "round trips/admitted", "false allows", "false denies", "most in any W", "differs",
-				"real time: decisions/s", "p99", "round trips/decision", "server CPU/decision"},
+			Header: []string{"workload", "limiter", "routing", "round trips a decision, an admission", "false allows, denies", "most in any W", "differs",
+				"real time: decisions a second", "p99", "round trips, server CPU a decision"},
 			Left:  3,
 			Cells: fleetCells,
 		}},
@@ -116,24 +116,26 @@ const (
 	serverCPU = "server_cpu"
 )
 
+// fleetCells are a fleet row's cells; two figures of a kind share a cell,
+// one a line (the table had thirteen columns, 150 wide).
 func fleetCells(r results.Row) []string {
-	row := []string{r.Workload, r.Limiter, fmt.Sprintf("%s, %d", r.Setting(routing), r.SettingInt(processes)), "", "", "", "", "", ""}
+	row := []string{r.Workload, r.Limiter, fmt.Sprintf("%s, %d", r.Setting(routing), r.SettingInt(processes)), "", "", "", ""}
 	if a, ok := r.AccuracyOf(); ok {
 		row[3] = report.Fixed(r.Get(tripsSimulated), 3)
 		if a.Admitted > 0 {
-			row[4] = report.Fixed(r.Get(tripsPerAdmitted), 3)
+			row[3] += "\n" + report.Fixed(r.Get(tripsPerAdmitted), 3)
 		}
-		row[5], row[6] = report.CountRate(a.FalseAllow, a.FalseAllowRate), report.CountRate(a.FalseDeny, a.FalseDenyRate)
-		row[7] = report.Fixed(a.MaxWindowRatio, 2)
+		row[4] = report.CountRate(a.FalseAllow, a.FalseAllowRate) + "\n" + report.CountRate(a.FalseDeny, a.FalseDenyRate)
+		row[5] = report.Fixed(a.MaxWindowRatio, 2)
 		if d, ok := r.Value(results.DiffersFromMemory); ok {
-			row[8] = results.Count(int64(d))
+			row[6] = results.Count(int64(d))
 		}
 	}
 	p99 := ""
 	if v, ok := r.Value(results.Latency + ".p99"); ok {
 		p99 = report.Nanos(v)
 	}
-	return append(row, report.Rate(r.Get(results.Throughput)), p99, report.Fixed(r.Get(trips), 3), report.Nanos(r.Get(serverCPU)))
+	return append(row, report.Rate(r.Get(results.Throughput)), p99, report.Fixed(r.Get(trips), 3)+"\n"+report.Nanos(r.Get(serverCPU)))
 }
 
 // fleetFigure is a panel per workload of the fleet rows: a line per

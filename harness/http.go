@@ -71,7 +71,7 @@ var httpMode = mode{
 				"Offered: 80% of the rate this machine sustains, found first (the knee: runs from 1,000 a second, doubling up to the rate asked, until vegeta sends under 95% of it or the median latency passes twice the first's and a millisecond), " +
 				"so that the latency is the server's, not a queue's. " +
 				"Sent: the requests a second vegeta achieved; BEHIND when under 95% of the offered rate, QUEUED when the median latency passed the knee's bound: that row's latency is a queue's, and not comparable. Latency runs from send to the end of the response.",
-			Header: []string{"workload", "limiter", "offered", "sent", "200", "429", "ideal 200s", "other", "errors", "p50", "p99", "max"},
+			Header: []string{"workload", "limiter", "offered, sent", "200", "429", "ideal 200s", "other", "errors", "p50", "p99", "max"},
 			Left:   2,
 			Cells: func(r results.Row) []string {
 				l, _ := r.LatencyOf(results.Latency)
@@ -87,7 +87,7 @@ var httpMode = mode{
 					sent += " QUEUED"
 				}
 				return []string{
-					r.Workload, r.Limiter, report.Rate(offered), sent,
+					r.Workload, r.Limiter, report.Rate(offered) + "\n" + sent,
 					results.Count(r.Count(answeredOK)), results.Count(r.Count(answeredLimited)), results.Count(r.Count(idealOK)),
 					results.Count(r.Count(answeredOther)), results.Count(r.Count(unanswered)),
 					report.Nanos(l.P50), report.Nanos(l.P99), report.Nanos(l.Max),

@@ -40,16 +40,16 @@ var realtimeMode = mode{
 			Title: "Accuracy against the ideal, in real time, for limiters that take no explicit time",
 			Note: "The workload is replayed by one sender on the real clock with time compressed (the limit's window alike), " +
 				"and the ideal is run on the times the requests were really sent. A workload too dense to send on time at the most compression is compressed less; " +
-				"send lag: how late requests went against their compressed schedule. Not reproducible to the request: the clock is real. " +
+				"time: how many times faster than the workload's clock it was sent; send lag: how late requests went against their compressed schedule. Not reproducible to the request: the clock is real. " +
 				"The quick lab replays each workload's first 8s.",
-			Header: append(slices.Clone(accuracyHeader), "compressed", "send lag p99"), Left: 3,
+			Header: append(slices.Clone(accuracyHeader), "time, send lag p99"), Left: 3,
 			Keep: func(r results.Row) bool { return r.Has(results.MostInWindow) },
 			Cells: func(r results.Row) []string {
 				lag := ""
 				if v, ok := r.Value(sendLagP99); ok {
-					lag = report.Nanos(v)
+					lag = "\n" + report.Nanos(v)
 				}
-				return append(accuracyCells(r), strconv.FormatFloat(1/r.Get(results.TimeScale), 'f', 0, 64)+"×", lag)
+				return append(accuracyCells(r), strconv.FormatFloat(1/r.Get(results.TimeScale), 'f', 0, 64)+"× faster"+lag)
 			},
 			Last: report.Twins,
 		}, {
@@ -60,8 +60,8 @@ var realtimeMode = mode{
 				"a run spans only a window or two of it, so buckets, which start full, admit more than they would in a long one. " +
 				"Kept pace: the share of the offered rate sent; late: decided more than 1ms after due; admitted: the share admitted. " +
 				"On a shared machine the tail beyond p99 is mostly the scheduler; the harness floor row is a limiter that decides nothing. " +
-				"Each run is repeated: every quantile is the median of the runs', and p99 of runs is their lowest and highest p99, so that one stall of the machine decides nothing.",
-			Header: []string{"workload", "limiter", "offered", "p50", "p90", "p99", "p99 of runs", "p99.9", "max", "kept pace", "late", "admitted"},
+				"Each run is repeated: every quantile is the median of the runs', and under p99 are the runs' lowest and highest, so that one stall of the machine decides nothing.",
+			Header: []string{"workload", "limiter", "offered", "p50", "p90", "p99 (of runs)", "p99.9, max", "kept pace", "late", "admitted"},
 			Left:   2,
 			Keep:   func(r results.Row) bool { return r.SettingFloat(results.Offered) > 0 && r.Has(results.Latency+".p50") },
 			Cells: func(r results.Row) []string {
@@ -72,7 +72,7 @@ var realtimeMode = mode{
 				}
 				return []string{
 					r.Workload, r.Limiter, fmt.Sprintf("%s by %d", report.Rate(r.SettingFloat(results.Offered)), r.SettingInt(results.Goroutines)),
-					report.Nanos(l.P50), report.Nanos(l.P90), report.Nanos(l.P99), spread(r.Curve(runP99)), report.Nanos(l.P999), report.Nanos(l.Max), kept,
+					report.Nanos(l.P50), report.Nanos(l.P90), strings.TrimSpace(report.Nanos(l.P99) + "\n" + spread(r.Curve(runP99))), report.Nanos(l.P999) + "\n" + report.Nanos(l.Max), kept,
 					report.Percent(r, late), report.Percent(r, admitted),
 				}
 			},

@@ -307,7 +307,7 @@ func (p *Plan) Go(log string) string {
 	}
 	if w := p.Windows; w.Short.N > 0 {
 		s.WriteString("\n// Or two windows together, a short and a long: a request is admitted\n// only if both admit it.\n")
-		fmt.Fprintf(&s, "windows, err := composite.New(limiters.SlidingLog, []limiters.Limit{%s, %s})\n", goLimit(w.Short), goLimit(w.Long))
+		fmt.Fprintf(&s, "windows, err := composite.New(limiters.SlidingLog, []limiters.Limit{\n\t%s,\n\t%s,\n})\n", goLimit(w.Short), goLimit(w.Long))
 	}
 	return s.String()
 }

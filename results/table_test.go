@@ -130,8 +130,8 @@ func TestTableSpec(t *testing.T) {
 func TestJudgedAndTwins(t *testing.T) {
 	r := accuracy(results.Row{}, 1000, results.Accuracy{MaxWindowRatio: 1})
 	for _, c := range []struct{ got, want string }{
-		{report.Judged(r, false), "N 100 per W 1s"},
-		{report.Judged(r, true), "C 100 over C/R 1s"},
+		{report.Judged(r, false), "100/1s"},
+		{report.Judged(r, true), "100/1s (C/R)"},
 		{report.Judged(results.Row{}, false), ""},
 	} {
 		if c.got != c.want {

@@ -28,7 +28,7 @@ func TestBenchRedis(t *testing.T) {
 	}
 	prose := strings.Join(strings.Fields(stdout), " ") // the notes, unwrapped
 	for _, want := range []string{
-		"│ boundary-attack │ gcra (redis) │ C 10 over C/R 1s │      120 │       60 │    60 │            0 │            0 │          1.00 │",
+		"│ boundary-attack │ gcra (redis) │ 10/1s (C/R) │      120 │       60 │    60 │      0 │      0 │   1.00 │",
 		"Each row kept in a server decided as the same algorithm in memory did on the same requests, all 120 of them.",
 		"Skipped: redis_rate on boundary-attack: accuracy not measured",
 		"Never more than N in any window: gcra. ",

@@ -453,7 +453,7 @@ func printPlan(stdout io.Writer, pf *planFlags, p *plan.Plan, log string, settin
 	if p.Clients == 1 {
 		clients = "1 client"
 	}
-	fmt.Fprintf(stdout, "Planned %s requests of %s at %d limits, %d algorithms, in %.1fs. Results: %s; the report: %s%s\n",
-		results.Count(int64(p.Decided)), clients, len(p.Config.Limits), len(p.Config.Algorithms), p.Took.Seconds(), saved, filepath.Join(dir, "report.html"), tiers)
+	fmt.Fprintln(stdout, results.Wrap(fmt.Sprintf("Planned %s requests of %s at %d limits, %d algorithms, in %.1fs. Results: %s; the report: %s%s",
+		results.Count(int64(p.Decided)), clients, len(p.Config.Limits), len(p.Config.Algorithms), p.Took.Seconds(), saved, filepath.Join(dir, "report.html"), tiers), 100))
 	return nil
 }

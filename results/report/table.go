@@ -170,17 +170,17 @@ func Twins(rows []results.Row) string {
 	return fmt.Sprintf(" Rows kept in a server that decided otherwise than the same algorithm in memory on the same requests (a bug): %s.", strings.Join(where, "; "))
 }
 
-// Judged formats the limit a row's accuracy was judged against: "N 100
-// per W 1s", or for a bucket "C 100 over C/R 1s"; "" for none.
+// Judged formats the limit a row's accuracy was judged against, N per W:
+// "100/1s", or for a bucket C per C/R, "100/1s (C/R)"; "" for none.
 func Judged(r results.Row, bucket bool) string {
 	n := r.Setting(results.JudgedN)
 	if n == "" {
 		return ""
 	}
 	if bucket {
-		return fmt.Sprintf("C %s over C/R %s", n, r.Setting(results.JudgedPer))
+		return fmt.Sprintf("%s/%s (C/R)", n, r.Setting(results.JudgedPer))
 	}
-	return fmt.Sprintf("N %s per W %s", n, r.Setting(results.JudgedPer))
+	return fmt.Sprintf("%s/%s", n, r.Setting(results.JudgedPer))
 }
 
 // Fixed formats v with digits after the point.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/pkg/twwidth"
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 
@@ -49,15 +50,134 @@ func (t Table) config() tablewriter.Config {
 	}
 }
 
-// Text writes t for a terminal: its title, the table, and its note.
+// TextWidth is the most columns a table's text takes: what an ordinary
+// terminal shows without wrapping its lines.
+const TextWidth = 120
+
+// fitted is t's configuration with its widest columns wrapped, in turn,
+// until the table fits width columns, or each of them is down to its
+// longest word (then it is as narrow as it goes).
+func (t Table) fitted(width int) tablewriter.Config {
+	c := t.config()
+	n := len(t.Header)
+	if n == 0 {
+		return c
+	}
+	cols, least, cells := make([]int, n), make([]int, n), make([]int, n)
+	measure := func(row []string, header bool) {
+		for i, cell := range row[:min(len(row), n)] {
+			for line := range strings.SplitSeq(cell, "\n") {
+				cols[i] = max(cols[i], twwidth.Width(line))
+				if !header {
+					cells[i] = max(cells[i], twwidth.Width(line))
+				}
+				for word := range strings.FieldsSeq(line) {
+					least[i] = max(least[i], twwidth.Width(word))
+				}
+			}
+		}
+	}
+	measure(t.Header, true)
+	for _, r := range t.Rows {
+		measure(r, false)
+	}
+	room := width - (3*n + 1) // each column's padding and border, and the last border
+	total := 0
+	for _, w := range cols {
+		total += w
+	}
+	if total <= room {
+		return c
+	}
+	// The words first (the label columns, and those whose cells say
+	// more than a figure), then any column: a figure wrapped reads worst.
+	wordy := make([]bool, n)
+	for i := range n {
+		wordy[i] = i < t.Left
+		for _, r := range t.Rows {
+			if i >= len(r) {
+				continue
+			}
+			for line := range strings.SplitSeq(r[i], "\n") {
+				wordy[i] = wordy[i] || len(strings.Fields(line)) > 2
+			}
+		}
+	}
+	// First the headers wider than their column's cells ("allocs per
+	// decision" over 0.00), down to the cells; then the words (the label
+	// columns, and those whose cells say more than a figure); then any
+	// column: a figure wrapped reads worst.
+	narrowed := map[int]bool{}
+	floors := []func(i int) int{
+		func(i int) int { return max(cells[i], least[i]) },
+		func(i int) int {
+			if wordy[i] {
+				return least[i]
+			}
+			return cols[i]
+		},
+		func(i int) int { return least[i] },
+	}
+	for _, floor := range floors {
+		for total > room {
+			widest := -1
+			for i, w := range cols {
+				if w > floor(i) && (widest < 0 || w > cols[widest]) {
+					widest = i
+				}
+			}
+			if widest < 0 {
+				break
+			}
+			cols[widest]--
+			total--
+			narrowed[widest] = true
+		}
+	}
+	per := tw.NewMapper[int, int]()
+	for i := range narrowed {
+		per.Set(i, cols[i])
+	}
+	for _, cc := range []*tw.CellConfig{&c.Header, &c.Row} {
+		cc.ColMaxWidths = tw.CellWidth{PerColumn: per}
+		cc.Formatting.AutoWrap = tw.WrapNormal
+	}
+	// A column wrapped is words, not a number: read from the left.
+	for i := range narrowed {
+		if wordy[i] {
+			c.Row.Alignment.PerColumn[i] = tw.AlignLeft
+		}
+	}
+	return c
+}
+
+// Text writes t for a terminal: its title, the table, and its note. A
+// table wider than TextWidth has its widest columns wrapped to fit.
 func (t Table) Text(w io.Writer) error {
 	fmt.Fprintf(w, "%s\n", t.Title)
-	tb := tablewriter.NewTable(w, tablewriter.WithConfig(t.config()))
-	tb.Header(t.Header)
-	if err := tb.Bulk(t.Rows); err != nil {
-		return err
+	// tablewriter wraps a column at a word, and may take a column or so
+	// more than asked: asked again for less, as often as it takes.
+	var out bytes.Buffer
+	for width := TextWidth; ; {
+		out.Reset()
+		tb := tablewriter.NewTable(&out, tablewriter.WithConfig(t.fitted(width)))
+		tb.Header(t.Header)
+		if err := tb.Bulk(t.Rows); err != nil {
+			return err
+		}
+		if err := tb.Render(); err != nil {
+			return err
+		}
+		over := 0
+		for line := range strings.SplitSeq(out.String(), "\n") {
+			over = max(over, twwidth.Width(line)-TextWidth)
+		}
+		if over <= 0 || width < TextWidth/2 {
+			break
+		}
+		width -= over
 	}
-	if err := tb.Render(); err != nil {
+	if _, err := w.Write(out.Bytes()); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "%s\n", results.Wrap(t.Note, 100))
@@ -72,7 +192,14 @@ func (t Table) MarkdownAt(w io.Writer, level int) error {
 	fmt.Fprintf(w, "%s %s\n\n%s\n\n", strings.Repeat("#", max(level, 1)), t.Title, t.Note)
 	tb := tablewriter.NewTable(w, tablewriter.WithRenderer(renderer.NewMarkdown()), tablewriter.WithConfig(t.config()))
 	tb.Header(t.Header)
-	if err := tb.Bulk(t.Rows); err != nil {
+	// A cell of two lines is one line of a Markdown table, broken.
+	rows := make([][]string, len(t.Rows))
+	for i, r := range t.Rows {
+		for _, c := range r {
+			rows[i] = append(rows[i], strings.ReplaceAll(c, "\n", "<br>"))
+		}
+	}
+	if err := tb.Bulk(rows); err != nil {
 		return err
 	}
 	return tb.Render()
