@@ -196,8 +196,12 @@ func TestChartDataTrue(t *testing.T) {
 		if strings.HasPrefix(pn.Title, "sliding-log:") && top > limit {
 			t.Errorf("the sliding log's edge panel peaks at %v, over N = %v", top, limit)
 		}
-		if !strings.HasSuffix(pn.Title, fmt.Sprintf(": peak %.2f×N", top/limit)) {
-			t.Errorf("edge panel %q: its peak is %.2f×N", pn.Title, top/limit)
+		// The title states the table's most in any W (over the whole
+		// run; harness.TestFiguresAgreeWithTables): the curve, its
+		// first windows, reaches no higher.
+		var most float64
+		if _, err := fmt.Sscanf(pn.Title[strings.LastIndex(pn.Title, ": ")+2:], "most in any W %f×N", &most); err != nil || top/limit > most+0.005 {
+			t.Errorf("edge panel %q: its curve peaks at %.2f×N, over the most it states (%v)", pn.Title, top/limit, err)
 		}
 	}
 	accuracy := figure(t, f, "accuracy")

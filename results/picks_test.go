@@ -40,7 +40,7 @@ func TestPicksFollowTheNumbers(t *testing.T) {
 	if p := pick(t, f, "Never more than N in any window"); p.Limiter != "sliding-log" {
 		t.Errorf("exact: %+v", p)
 	}
-	if p := pick(t, f, "Avoid where clients can time the window edge"); p.Limiter != "fixed-window, go-limiter" || !strings.Contains(p.Why, "fixed-window admitted 2.00×N to a boundary attacker and go-limiter 1.78×N") {
+	if p := pick(t, f, "Avoid where clients can time the window edge"); p.Limiter != "fixed-window, go-limiter" || !strings.Contains(p.Why, "fixed-window admitted 2.00×N to an attacker at the epoch's window edges (boundary-attack) and go-limiter 1.78×N (boundary-attack)") {
 		t.Errorf("edge: %+v", p)
 	}
 	if p := pick(t, f, "Most decisions per second under overload"); p.Limiter != "gcra" || !strings.Contains(p.Why, "45.10M/s with 2 goroutines") || !strings.Contains(p.Why, "x/time/rate, made 10.50M/s (4.3 times fewer)") {

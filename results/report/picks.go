@@ -212,11 +212,23 @@ func (c card) avoid() (Pick, bool) {
 	if len(over) == 0 {
 		return Pick{}, false
 	}
-	at := []string{fmt.Sprintf("%s admitted %.2f×N to a boundary attacker", over[0].name, over[0].attack)}
+	at := []string{fmt.Sprintf("%s admitted %.2f×N to %s", over[0].name, over[0].attack, attacker(over[0].attackedBy))}
 	for _, s := range over[1:] {
-		at = append(at, fmt.Sprintf("%s %.2f×N", s.name, s.attack))
+		at = append(at, fmt.Sprintf("%s %.2f×N (%s)", s.name, s.attack, s.attackedBy))
 	}
 	return Pick{Need: "Avoid where clients can time the window edge", Limiter: names(over), Why: fmt.Sprintf("In a single window, %s.", prose(at))}, true
+}
+
+// attacker names the attack of a workload: the epoch's window edges
+// (boundary-attack) or a key's own (anchored-attack).
+func attacker(workload string) string {
+	switch workload {
+	case "boundary-attack":
+		return "an attacker at the epoch's window edges (boundary-attack)"
+	case "anchored-attack":
+		return "an attacker at its own window's edges (anchored-attack)"
+	}
+	return "an attacker at the window edge (" + workload + ")"
 }
 
 // versus compares each peer with ratelab's limiter of the same algorithm

@@ -30,6 +30,8 @@ type score struct {
 	// workload where it was most; attack is that on the attacks on a
 	// window edge, the epoch's or a key's own.
 	worst, attack float64
+	// attackedBy is the attack's workload that attack is of.
+	attackedBy string
 	// wrong is the share of decisions that differ from the ideal's
 	// (false allows and false denies), averaged over workloads.
 	wrong    float64
@@ -97,8 +99,8 @@ func scores(f *results.File, ms Modes) (out []*score, floor *score) {
 		case r.Has(results.MostInWindow):
 			most := r.Get(results.MostInWindow)
 			s.worst = max(s.worst, most)
-			if r.Workload == "boundary-attack" || r.Workload == "anchored-attack" {
-				s.attack = max(s.attack, most)
+			if (r.Workload == "boundary-attack" || r.Workload == "anchored-attack") && most > s.attack {
+				s.attack, s.attackedBy = most, r.Workload
 			}
 			s.wrong += r.Wrong()
 			s.accuracy++
