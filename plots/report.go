@@ -287,18 +287,20 @@ h1 { font-size: 26px; margin: 8px 0 0; }
 h2 { font-size: 20px; margin: 40px 0 8px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
 h3 { font-size: 16px; margin: 28px 0 6px; }
 .sub { color: #666; margin: 0 0 16px; }
-nav { font-size: 14px; margin: 12px 0 0; }
-nav a { margin-right: 14px; }
+nav.toc { font-size: 14px; margin: 12px 0 0; background: #f6f8fa; border: 1px solid #e4e7eb; border-radius: 4px; padding: 8px 16px; }
+nav.toc ol { margin: 2px 0; padding-left: 20px; }
+nav.toc > ol > li { margin: 2px 0; }
+@media (min-width: 900px) { nav.toc ol ol { columns: 2; column-gap: 32px; } }
 a { color: #0b5cad; }
 dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; font-size: 14px; }
 dl.meta dt { color: #666; }
 dl.meta dd { margin: 0; }
 p.note, figcaption { color: #555; font-size: 14px; max-width: 900px; }
 table { border-collapse: collapse; font-size: 13px; margin: 8px 0 4px; }
-th, td { padding: 3px 10px; border-bottom: 1px solid #eee; white-space: nowrap; }
-th { background: #f3f3f3; text-align: center; font-weight: 600; }
-td.r { text-align: right; font-variant-numeric: tabular-nums; }
-td.l { text-align: left; }
+th, td { padding: 3px 10px; border-bottom: 1px solid #eee; vertical-align: top; }
+th { background: #f3f3f3; text-align: center; font-weight: 600; white-space: normal; }
+td.r { text-align: right; font-variant-numeric: tabular-nums; white-space: pre; }
+td.l { text-align: left; white-space: pre-line; min-width: 7em; }
 tbody tr:hover { background: #f6f9ff; }
 .scroll { overflow-x: auto; }
 table.picks { width: 100%; table-layout: fixed; }
@@ -315,7 +317,12 @@ figure img { width: 100%; height: auto; border: 1px solid #eee; }
 <main>
 <h1>{{.Title}}</h1>
 <p class="sub">{{.Subtitle}}</p>
-<nav>{{if not .Outside}}<a href="#pick">Which limiter should I pick?</a>{{end}}{{if .Charts}}<a href="#charts">Charts</a>{{end}}{{if .Tables}}<a href="#tables">Tables</a>{{end}}<a href="#run">The run</a></nav>
+<nav class="toc"><ol>
+{{if not .Outside}}<li><a href="#pick">Which limiter should I pick?</a></li>{{end}}
+{{if .Charts}}<li><a href="#charts">Charts</a><ol>{{range .Charts}}<li><a href="#{{.ID}}">{{.Title}}</a></li>{{end}}</ol></li>{{end}}
+{{if .Tables}}<li><a href="#tables">Tables</a><ol>{{range .Tables}}<li><a href="#table-{{anchor .Name}}">{{.Title}}</a></li>{{end}}</ol></li>{{end}}
+<li><a href="#run">The run</a></li>
+</ol></nav>
 
 {{if not .Outside}}<h2 id="pick">Which limiter should I pick?</h2>
 <p class="note">Each answer is this run's best for one need, read from the numbers below; on another machine or with other parameters it may change.</p>

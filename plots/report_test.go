@@ -154,7 +154,7 @@ func TestReportStructure(t *testing.T) {
 		for _, c := range charts(f, harness.Modes()) {
 			want = append(want, c.Caption)
 		}
-		flat := strings.Join(strings.Fields(strings.NewReplacer("|", "", "`", "", "**", "").Replace(text)), "")
+		flat := strings.Join(strings.Fields(strings.NewReplacer("|", "", "`", "", "**", "", "<br>", "").Replace(text)), "")
 		for _, w := range want {
 			if !strings.Contains(flat, strings.Join(strings.Fields(w), "")) {
 				t.Errorf("%s lacks %q", name, w)
