@@ -29,9 +29,9 @@ func TestParseFlags(t *testing.T) {
 		// "--" ends the flags: what follows is arguments, dashes or not.
 		{args: []string{"a.json", "--", "--all", "-b.json"}, rest: []string{"a.json", "--all", "-b.json"}},
 		{args: []string{"--", "a.json", "--out", "d"}, rest: []string{"a.json", "--out", "d"}},
-		{args: []string{"a.json", "--nope"}, err: "t: flag provided but not defined: -nope"},
-		{args: []string{"a.json", "--out"}, err: "t: flag needs an argument: -out"},
-		{args: []string{"a.json", "--all=maybe"}, err: `t: invalid boolean value "maybe" for -all`},
+		{args: []string{"a.json", "--nope"}, err: "t: flag provided but not defined: --nope"},
+		{args: []string{"a.json", "--out"}, err: "t: flag needs an argument: --out"},
+		{args: []string{"a.json", "--all=maybe"}, err: `t: invalid boolean value "maybe" for --all`},
 	} {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		out := fs.String("out", "", "")
@@ -59,13 +59,13 @@ func TestBadCommandLine(t *testing.T) {
 		says string // the first line, after "ratelab COMMAND: "
 	}
 	rows := []row{
-		{[]string{"compare", "--tolerance", "x", "a.json", "b.json"}, "flag provided but not defined: -tolerance"},
-		{[]string{"compare", "a.json", "b.json", "--memory-tolerance", "x"}, `invalid value "x" for flag -memory-tolerance: parse error`},
+		{[]string{"compare", "--tolerance", "x", "a.json", "b.json"}, "flag provided but not defined: --tolerance"},
+		{[]string{"compare", "a.json", "b.json", "--memory-tolerance", "x"}, `invalid value "x" for flag --memory-tolerance: parse error`},
 		{[]string{"compare", "--memory-tolerance", "-1", "a.json", "b.json"}, "--memory-tolerance must be a fraction from 0 to 10 (0.02 is 2%), got -1"},
 		{[]string{"compare", "a.json"}, "want two files, OLD.json and NEW.json, got 1"},
 		{[]string{"report"}, "want one RESULTS.json, got 0 arguments"},
 		{[]string{"report", "a.json", "b.json", "c.json"}, "want one RESULTS.json, got 3 arguments"},
-		{[]string{"report", "a.json", "--out"}, "flag needs an argument: -out"},
+		{[]string{"report", "a.json", "--out"}, "flag needs an argument: --out"},
 		{[]string{"merge", "--out", "m.json"}, "want --out FILE and at least one RUN.json"},
 		{[]string{"bench", "--quick", "extra"}, `no arguments, got "extra"`},
 		{[]string{"replay", "a.csv", "--algo", "gcra", "b.csv"}, "one trace at most, got 2"},
@@ -75,7 +75,7 @@ func TestBadCommandLine(t *testing.T) {
 		{[]string{"worker", "extra"}, `no arguments, got "extra"`},
 	}
 	for _, c := range commands() {
-		rows = append(rows, row{[]string{c.name, "--nope"}, "flag provided but not defined: -nope"})
+		rows = append(rows, row{[]string{c.name, "--nope"}, "flag provided but not defined: --nope"})
 	}
 	for _, tt := range rows {
 		stdout, stderr, code := ratelab(t, "", tt.args...)

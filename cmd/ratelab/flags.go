@@ -35,6 +35,74 @@ func goneFlag(err error) error {
 	return err
 }
 
+// asTyped is a flag error as the user wrote the flag: the flag package
+// names one with a single dash (-quik), whatever was typed (--quik); and
+// for a flag it does not know, the nearest it does.
+func asTyped(err error, args []string, fs *flag.FlagSet) error {
+	msg := err.Error()
+	i := strings.LastIndex(msg, " -")
+	if i < 0 {
+		return err
+	}
+	name, _, _ := strings.Cut(msg[i+2:], ":")
+	name, _, _ = strings.Cut(name, " ")
+	for _, a := range args {
+		typed, _, _ := strings.Cut(a, "=")
+		if strings.TrimLeft(typed, "-") == name && strings.HasPrefix(typed, "-") {
+			msg = msg[:i+1] + typed + msg[i+2+len(name):]
+			break
+		}
+	}
+	if strings.HasPrefix(msg, "flag provided but not defined: ") {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if near := nearest(name, names); near != "" {
+			msg += "; did you mean --" + near + "?"
+		}
+	}
+	return errors.New(msg)
+}
+
+// nearest is the one of names nearest s, if it is within an edit for
+// every three letters of s (a letter added, dropped, changed or two
+// swapped: --quik is --quick, plna is plan; nope is no flag's); "" if
+// none is.
+func nearest(s string, names []string) string {
+	best, most := "", max(1, len(s)/3)+1
+	for _, n := range names {
+		if d := edits(s, n); d < most {
+			best, most = n, d
+		}
+	}
+	return best
+}
+
+// edits is how many letters added, dropped, changed or swapped with the
+// next turn a into b (the optimal string alignment distance).
+func edits(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
+
 // algoLimit is how serve and replay are told what to decide with: --algo
 // and --limit, or a configuration file of tiers (--config).
 type algoLimit struct {

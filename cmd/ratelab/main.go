@@ -166,8 +166,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return c.run(ctx, args[1:], stdin, stdout, stderr)
 		}
 	}
-	usage(stderr)
-	return usagef("unknown command %q", name)
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	if near := nearest(name, names); near != "" {
+		return usagef("unknown command %q: did you mean %s? (ratelab help lists the commands)", name, near)
+	}
+	return usagef("unknown command %q; the commands: %s (ratelab help says what each does)", name, strings.Join(names, ", "))
 }
 
 // modes are the modes the command reports on a results file with: the
@@ -218,7 +224,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 			usage()
 			return err
 		case err != nil:
-			return badUsage(fs, fmt.Errorf("%s: %w", fs.Name(), goneFlag(err)))
+			return badUsage(fs, fmt.Errorf("%s: %w", fs.Name(), asTyped(goneFlag(err), args, fs)))
 		}
 		// Parse stops before the first argument, or just after a "--".
 		rest := fs.Args()

@@ -70,11 +70,11 @@ func TestExitStatus(t *testing.T) {
 		{"--help", "", []string{"--help"}, 0, "replay", ""},
 		{"help replay", "", []string{"help", "replay"}, 0, "TRACE is a CSV file", ""},
 		{"replay --help", "", []string{"replay", "--help"}, 0, "ratelab replay --algo ALGO", ""},
-		{"bad flag", "", []string{"replay", "--colour"}, 2, "", "flag provided but not defined: -colour"},
+		{"bad flag", "", []string{"replay", "--colour"}, 2, "", "flag provided but not defined: --colour"},
 		{"no algo", "", []string{"replay"}, 2, "", "--algo or --config is required"},
 		{"unknown algo", "", []string{"replay", "--algo", "magic"}, 2, "", `unknown algorithm "magic"`},
 		{"no limit", "", []string{"replay", "--algo", "sliding-log"}, 2, "", "sliding-log needs --limit, as in --limit 100/min"},
-		{"a limit without a period", "", []string{"replay", "--algo", "sliding-log", "--limit", "3"}, 2, "", `invalid value "3" for flag -limit: limiters: not a rate: "3": no / between the count and the period`},
+		{"a limit without a period", "", []string{"replay", "--algo", "sliding-log", "--limit", "3"}, 2, "", `invalid value "3" for flag --limit: limiters: not a rate: "3": no / between the count and the period`},
 		{"a burst on a window", "", []string{"replay", "--algo", "fixed-window", "--limit", "3/s burst 2"}, 2, "", "fixed-window has no burst"},
 		{"zero limit", "", []string{"replay", "--algo", "fixed-window", "--limit", "0/s"}, 2, "", "the count is zero"},
 		{"negative window", "", []string{"replay", "--algo", "fixed-window", "--limit", "1/-1s"}, 2, "", `the period "-1s" is not a unit`},
@@ -314,7 +314,7 @@ func TestCompare(t *testing.T) {
 		{"missing", []string{filepath.Join(dir, "nope.json"), same}, 2, "", "OLD: open"},
 		{"one file", []string{old}, 2, "", "want two files, OLD.json and NEW.json, got 1"},
 		{"bad tolerance", []string{"--memory-tolerance", "-1", old, same}, 2, "", "--memory-tolerance must be a fraction from 0 to 10"},
-		{"a tolerance of time, which compare has no more", []string{"--time-tolerance", "0.4", old, same}, 2, "", "flag provided but not defined: -time-tolerance"},
+		{"a tolerance of time, which compare has no more", []string{"--time-tolerance", "0.4", old, same}, 2, "", "flag provided but not defined: --time-tolerance"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out, errOut, code := ratelab(t, "", append([]string{"compare"}, tt.args...)...)

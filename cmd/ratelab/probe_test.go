@@ -27,7 +27,7 @@ func TestProbeBadFlags(t *testing.T) {
 		{"source off loopback without addresses", []string{"probe", "--key", "source", "--limit", "10/s", "http://192.0.2.1:1/"}, "--key source needs --source"},
 		{"bad source", []string{"probe", "--key", "source", "--source", "10.0.0.9-10.0.0.1", "--limit", "10/s", "http://127.0.0.1:1/"}, `--source "10.0.0.9-10.0.0.1"`},
 		{"bad key", []string{"probe", "--key", "cookie:x", "--limit", "10/s", "http://127.0.0.1:1/"}, `the key "cookie:x"`},
-		{"bad limit", []string{"probe", "--key", "header:X", "--limit", "ten a second", "http://127.0.0.1:1/"}, `probe: invalid value "ten a second" for flag -limit: limiters: not a rate`},
+		{"bad limit", []string{"probe", "--key", "header:X", "--limit", "ten a second", "http://127.0.0.1:1/"}, `probe: invalid value "ten a second" for flag --limit: limiters: not a rate`},
 		{"not a URL", []string{"probe", "--key", "header:X", "--limit", "10/s", "ftp://x"}, "want an http:// or https:// URL"},
 		{"bad deny status", []string{"probe", "--key", "header:X", "--limit", "10/s", "--deny-status", "302", "http://127.0.0.1:1/"}, "a refusal is a 4xx or a 5xx"},
 		{"bad header", []string{"probe", "--key", "header:X", "--header", "Authorization Bearer x", "http://127.0.0.1:1/"}, `--header "Authorization Bearer x": want "Name: value"`},

@@ -18,7 +18,7 @@ func TestServeBadFlags(t *testing.T) {
 		code   int
 		stderr string // a part of it
 	}{
-		{"unknown flag", []string{"serve", "--colour"}, 2, "flag provided but not defined: -colour"},
+		{"unknown flag", []string{"serve", "--colour"}, 2, "flag provided but not defined: --colour"},
 		{"no algo", []string{"serve"}, 2, "serve: --algo or --config is required"},
 		{"unknown algo", []string{"serve", "--algo", "magic"}, 2, `unknown algorithm "magic"`},
 		{"missing limit", []string{"serve", "--algo", "gcra"}, 2, "gcra needs --limit"},
