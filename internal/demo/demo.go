@@ -125,8 +125,9 @@ func burstThenRefill() (Scene, error) {
 	}
 	s.Steps[8].Note = "the last whole token"
 	s.Steps = append(s.Steps, step(l, "token-bucket", "alice", 4.5, 1, "half a token is not enough"))
-	s.Steps = append(s.Steps, step(l, "token-bucket", "alice", 5.5, 1, "a second later, it is"))
-	s.Outro = []string{"The burst is spent by 4s; from then on she gets what refills: one a second."}
+	s.Steps = append(s.Steps, step(l, "token-bucket", "alice", 5, 1, "a whole one has refilled"))
+	s.Steps = append(s.Steps, step(l, "token-bucket", "alice", 5.5, 1, "and half again is not"))
+	s.Outro = []string{"The burst is spent by 4s; from then on she gets what refills: one a second, every other request."}
 	return s, nil
 }
 

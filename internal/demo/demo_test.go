@@ -25,7 +25,7 @@ func TestDemoScenes(t *testing.T) {
 		return b.String()
 	}
 	for i, want := range []string{
-		"AAAAAAAAADA",       // Example 1: 9 allowed to t=4, denied at 4.5, allowed at 5.5
+		"AAAAAAAAADAD",      // Example 1: 9 allowed to t=4, denied at 4.5, allowed at 5, denied at 5.5
 		"AAAAAAAAAADAAAAAA", // Example 3: the burst of 10, an 11th denied, then the steady state
 		"AAADAAA",           // Example 2: alice's 4th denied, bob unaffected, both refilled at t=1
 	} {
