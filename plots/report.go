@@ -291,6 +291,7 @@ nav.toc { font-size: 14px; margin: 12px 0 0; background: #f6f8fa; border: 1px so
 nav.toc ol { margin: 2px 0; padding-left: 20px; }
 nav.toc > ol > li { margin: 2px 0; }
 @media (min-width: 900px) { nav.toc ol ol { columns: 2; column-gap: 32px; } }
+@media (max-width: 600px) { main { padding: 12px 12px 48px; } nav.toc { padding: 6px 8px; } nav.toc ol { padding-left: 16px; } }
 a { color: #0b5cad; }
 dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; font-size: 14px; }
 dl.meta dt { color: #666; }

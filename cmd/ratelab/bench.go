@@ -188,7 +188,7 @@ func readTrace(path string) (*workloads.Workload, error) {
 // printLab prints what the lab found: its tables, what it skipped, which
 // limiter to pick for which need, and where it saved the results (paths).
 func printLab(stdout io.Writer, f *results.File, paths []string) error {
-	fmt.Fprintf(stdout, "%s\n\n", report.MetaLine(f))
+	fmt.Fprintf(stdout, "%s\n\n", results.Wrap(report.MetaLine(f), 100))
 	for _, t := range report.Tables(f, modes()) {
 		if err := t.Text(stdout); err != nil {
 			return err

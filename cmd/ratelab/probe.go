@@ -291,7 +291,7 @@ func printProbe(stdout io.Writer, dir string, r *probe.Report) error {
 	if _, err := plots.WriteReport(dir, f, probe.Modes(), saved); err != nil {
 		return fmt.Errorf("probe: the report: %w", err)
 	}
-	fmt.Fprintf(stdout, "Results: %s (as the lab's: %s); the report: %s\n", filepath.Join(dir, "probe.json"), saved, filepath.Join(dir, "report.html"))
+	fmt.Fprintln(stdout, results.Wrap(fmt.Sprintf("Results: %s (as the lab's: %s); the report: %s", filepath.Join(dir, "probe.json"), saved, filepath.Join(dir, "report.html")), 100))
 	return nil
 }
 
