@@ -93,7 +93,7 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 		return cal, fmt.Errorf("calibration: a fresh key got %d back to back; probing a quota that large takes at least %d requests more (the spent key watched through its return, and the quota spent again), and %d are left: --max-requests %d or more (or give the limit with --limit)", q, need, p.c.MaxRequests-p.requests, p.requests+need)
 	}
 	if cal.Lean {
-		p.say("calibration: a fresh key got %d back to back; the fingerprint of that quota takes %d requests, more than the %d left: the spent key watched sparsely, alone", q, fingerprintCost(q), p.c.MaxRequests-p.requests)
+		p.say("calibration: a fresh key got %d back to back; the fingerprint of that quota takes %d requests, with the quiet keys and the press %d, more than the %d left: the spent key watched sparsely, alone", q, fingerprintCost(q), fingerprintCost(q)+2*(q+2)+pressCost, p.c.MaxRequests-p.requests)
 		quiet = nil
 	} else {
 		p.say("calibration: a fresh key got %d back to back; now how a spent key comes back", q)

@@ -38,9 +38,11 @@ func fingerprintCost(q int) int {
 // quiet keys and the whole fingerprint within the requests left, with
 // room for the press.
 func (p *prober) lean(q int) bool {
-	const press = 200
-	return 2*(q+2)+fingerprintCost(q)+press > p.c.MaxRequests-p.requests
+	return 2*(q+2)+fingerprintCost(q)+pressCost > p.c.MaxRequests-p.requests
 }
+
+// pressCost is what lean counts the calibration's press at.
+const pressCost = 200
 
 // leanPlan plans the lean fingerprint for about limit (a quota over the
 // time a spent quota takes to come back), each part on a key of its own
