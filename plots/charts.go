@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"slices"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
@@ -86,6 +88,7 @@ func peersOf(f *results.File) map[string]bool {
 // newChart makes fig ready to draw, the lines named in peers dashed as a
 // peer's.
 func newChart(fig report.Figure, peers map[string]bool) chart {
+	fig = coincident(fig)
 	c := chart{Figure: fig, w: vg.Length(fig.Width) * vg.Inch, legend: newLegend()}
 	c.Cols = max(c.Cols, 1)
 	c.legend.off = fig.NoLegend
@@ -189,4 +192,78 @@ func (c chart) draw(dc draw.Canvas) {
 	}
 	side := draw.Crop(dc, dc.Max.X-dc.Min.X-width+vg.Points(8), 0, 0, -vg.Points(34))
 	c.legend.Draw(side)
+}
+
+// identicalSuffix ends the name of lines drawn once (coincident).
+const identicalSuffix = ":\nidentical here"
+
+// coincident is fig with the lines that coincide on the whole chart drawn
+// once: lines of the same points in every panel (each in the same panels
+// as the others) become the first of them, named for all, a line each in
+// the legend ("fixed-window,", "sliding-log:", "identical here"), so that
+// no line hides under another.
+func coincident(fig report.Figure) report.Figure {
+	var names []string
+	seen := map[string]bool{}
+	for _, pn := range fig.Panels {
+		for _, l := range pn.Lines {
+			if !seen[l.Name] {
+				seen[l.Name] = true
+				names = append(names, l.Name)
+			}
+		}
+	}
+	// key is a line's points in every panel, written out: two lines of
+	// the same key coincide on the whole chart.
+	key := func(name string) string {
+		var b strings.Builder
+		for i, pn := range fig.Panels {
+			for _, l := range pn.Lines {
+				if l.Name == name {
+					fmt.Fprintf(&b, "%d:%v;", i, l.Points)
+				}
+			}
+		}
+		return b.String()
+	}
+	groups := map[string][]string{}
+	var order []string
+	for _, n := range names {
+		k := key(n)
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], n)
+	}
+	merged := map[string]string{} // a line's name to its group's, or "" to drop it
+	for _, k := range order {
+		g := groups[k]
+		if len(g) < 2 {
+			continue
+		}
+		merged[g[0]] = strings.Join(g, ",\n") + identicalSuffix
+		for _, n := range g[1:] {
+			merged[n] = ""
+		}
+	}
+	if len(merged) == 0 {
+		return fig
+	}
+	panels := slices.Clone(fig.Panels)
+	for i, pn := range panels {
+		var lines []report.Line
+		for _, l := range pn.Lines {
+			name, ok := merged[l.Name]
+			switch {
+			case !ok:
+				lines = append(lines, l)
+			case name != "":
+				l.Name = name
+				lines = append(lines, l)
+			}
+		}
+		panels[i].Lines = lines
+	}
+	fig.Panels = panels
+	return fig
 }

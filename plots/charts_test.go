@@ -73,3 +73,29 @@ func TestErrorBars(t *testing.T) {
 		}
 	}
 }
+
+// Lines that coincide on the whole chart are drawn once, named together;
+// lines alike in one panel but not in another are drawn apart.
+func TestCoincidentDrawnOnce(t *testing.T) {
+	a := []report.XY{{X: 1, Y: 1}, {X: 2, Y: 4}}
+	b := []report.XY{{X: 1, Y: 2}, {X: 2, Y: 3}}
+	fig := report.Figure{Panels: []report.Panel{
+		{Lines: []report.Line{{Name: "fixed-window", Points: a}, {Name: "sliding-log", Points: a}, {Name: "gcra", Points: a}, {Name: "token-bucket", Points: b}}},
+		{Lines: []report.Line{{Name: "fixed-window", Points: b}, {Name: "sliding-log", Points: b}, {Name: "gcra", Points: a}, {Name: "token-bucket", Points: b}}},
+	}}
+	got := coincident(fig)
+	var names []string
+	for _, l := range got.Panels[0].Lines {
+		names = append(names, l.Name)
+	}
+	want := []string{"fixed-window,\nsliding-log:\nidentical here", "gcra", "token-bucket"}
+	if !slices.Equal(names, want) {
+		t.Errorf("lines %q, want %q", names, want)
+	}
+	if len(got.Panels[1].Lines) != 3 || len(fig.Panels[0].Lines) != 4 {
+		t.Errorf("the second panel has %d lines, want 3; the figure given was changed: %d lines", len(got.Panels[1].Lines), len(fig.Panels[0].Lines))
+	}
+	if s := lineStyle(want[0], false); s.Color != lineStyle("fixed-window", false).Color {
+		t.Errorf("the lines drawn once are not in the first's colour")
+	}
+}

@@ -96,6 +96,9 @@ func rgb(v uint32) color.Color {
 // lineStyle is how the line of the limiter name is drawn; peer says it is
 // not ratelab's.
 func lineStyle(name string, peer bool) draw.LineStyle {
+	if first, _, together := strings.Cut(strings.TrimSuffix(name, identicalSuffix), ","); together && strings.HasSuffix(name, identicalSuffix) {
+		name = first // lines drawn once (coincident): the first's style
+	}
 	if algorithm, variant, ok := strings.Cut(name, " fleet ("); ok { // a fleet: its algorithm's colour, dashed by variant
 		s := draw.LineStyle{Color: palette[algorithm], Width: vg.Points(1.6)}
 		switch variant {
