@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -246,6 +247,7 @@ func markPlotters(marks []report.Mark, x, y span, over bool, leg *legend) []plot
 		style = markOver
 	}
 	var out []plot.Plotter
+	named := 0
 	for _, m := range marks {
 		xys := plotter.XYs{{X: x.min, Y: m.At}, {X: x.max, Y: m.At}}
 		if m.OnX {
@@ -256,6 +258,16 @@ func markPlotters(marks []report.Mark, x, y span, over bool, leg *legend) []plot
 			continue
 		}
 		ln.LineStyle = style
+		if m.Name != "" {
+			// Each reference line a style of its own (the plan's peaks
+			// drew --spare and every suggestion as one grey dash): a dash
+			// of its own, and an algorithm's colour where it names one.
+			ln.LineStyle.Dashes = markDashes[named%len(markDashes)]
+			if a, _, _ := strings.Cut(m.Name, " "); palette[a] != nil {
+				ln.LineStyle.Color = palette[a]
+			}
+			named++
+		}
 		out = append(out, ln)
 		leg.add(m.Name, ln)
 	}

@@ -156,3 +156,13 @@ var (
 	markBeneath = draw.LineStyle{Color: rgb(0x999999), Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
 	markOver    = draw.LineStyle{Color: rgb(0x222222), Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
 )
+
+// markDashes are the named reference lines' dashes, in turn.
+var markDashes = [][]vg.Length{
+	{vg.Points(4), vg.Points(3)},
+	{vg.Points(1), vg.Points(2)},
+	{vg.Points(8), vg.Points(3)},
+	{vg.Points(6), vg.Points(2), vg.Points(1), vg.Points(2)},
+	{vg.Points(2), vg.Points(5)},
+	{vg.Points(10), vg.Points(2), vg.Points(2), vg.Points(2), vg.Points(2), vg.Points(2)},
+}
