@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"unicode"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/workloads/accesslog"
 )
 
 // NginxLimit is a bucket as nginx's limit_req writes it: a rate in whole
@@ -78,32 +78,27 @@ type nginxKey struct {
 	route int
 }
 
-// nginxKeyOf reads a --key as nginx can key on it.
-func nginxKeyOf(key string) nginxKey {
-	base, route, _ := strings.Cut(key, "+")
-	var k nginxKey
-	if n, ok := strings.CutPrefix(route, "path:"); ok {
-		k.route, _ = strconv.Atoi(n)
-	}
+// nginxKeyOf is key as nginx can key on it (read by accesslog.ParseKey:
+// a header's field is http_ and its name, as nginx's variable is).
+func nginxKeyOf(key accesslog.KeySpec) nginxKey {
+	k := nginxKey{route: key.PathSegments}
 	switch {
-	case base == "" || base == "ip":
+	case key.Field == "":
 		k.zone, k.text = "$binary_remote_addr", "$remote_addr"
 		k.note = "Behind a proxy or load balancer, set_real_ip_from and real_ip_header make $remote_addr the client's"
-	case strings.HasPrefix(base, "header:"):
-		v := "$http_" + strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(base, "header:"), "-", "_"))
-		k.zone, k.text = v, v
+	case strings.HasPrefix(key.Field, "http_"):
+		k.zone, k.text = "$"+key.Field, "$"+key.Field
 	default:
 		// A field of the log nginx does not have: keyed here on a
 		// header of its name, which the person replaces.
-		f := strings.TrimPrefix(strings.TrimPrefix(base, "field:"), ".")
 		v := "$http_" + strings.Map(func(r rune) rune {
 			if r == '.' || r == '-' {
 				return '_'
 			}
 			return unicode.ToLower(r)
-		}, f)
+		}, key.Field)
 		k.zone, k.text = v, v
-		k.note = fmt.Sprintf("The log's field %s is the key, which nginx does not see: these lines key on %s, a request header of its name; put the variable that holds it in its place (a cookie's $cookie_..., an auth module's $jwt_claim_sub)", f, v)
+		k.note = fmt.Sprintf("The log's field %s is the key, which nginx does not see: these lines key on %s, a request header of its name; put the variable that holds it in its place (a cookie's $cookie_..., an auth module's $jwt_claim_sub)", key.Field, v)
 	}
 	if k.route > 0 {
 		// The plan's key is the client's, a space, and the route.
@@ -113,20 +108,27 @@ func nginxKeyOf(key string) nginxKey {
 	return k
 }
 
+// routeMap writes the map of the path's first segments a +path:N key needs.
+func (k nginxKey) routeMap(b *strings.Builder) {
+	if k.route > 0 {
+		fmt.Fprintf(b, "map $uri $ratelab_route {\n    \"~^(?<route>(/[^/]*){1,%d})\" $route;\n    default $uri;\n}\n", k.route)
+	}
+}
+
 // Nginx is the plan's bucket as nginx's configuration, keyed as the plan
 // was (key, as --key says it): a limit_req_zone for every client, one for
 // the keys that look like many users if the plan has such a tier (a map
 // sends each key to one of the two: nginx does not count a request whose
 // key is empty), and the limit_req lines. log names the log in the
 // comment. Empty when the plan suggested no bucket.
-func (p *Plan) Nginx(key, log string) string {
+func (p *Plan) Nginx(key accesslog.KeySpec, log string) string {
 	n := p.NginxPolicy
 	if n.Bucket.Rate == "" {
 		return ""
 	}
 	k := nginxKeyOf(key)
 	var b strings.Builder
-	comment(&b, fmt.Sprintf("ratelab plan's bucket for %s, keyed by %s: the lines of the http block, then limit_req in each server or location to limit.", log, cmp.Or(key, "ip")))
+	comment(&b, fmt.Sprintf("ratelab plan's bucket for %s, keyed by %s: the lines of the http block, then limit_req in each server or location to limit.", log, key))
 	if k.note != "" {
 		comment(&b, k.note+".")
 	}
@@ -135,15 +137,14 @@ func (p *Plan) Nginx(key, log string) string {
 		what += fmt.Sprintf(" Decided over the log, it refuses %d clients and %d requests; the bucket planned, %d and %d.", n.Clients, n.Refused, p.Bucket.Clients, p.Bucket.Refused)
 	}
 	comment(&b, what)
+	tier := p.SharedTier.Keys > 0 && len(p.Shared) > 0
 	users, shared := k.zone, ""
-	if t := p.SharedTier; t.Keys > 0 && len(p.Shared) > 0 {
+	if t := p.SharedTier; tier {
 		comment(&b, fmt.Sprintf("The %d keys that look like many users (%.1f%% of the requests): %s.", t.Keys, 100*t.Share, nginxSays(n.Shared)))
 	}
 	b.WriteString("\n")
-	if k.route > 0 {
-		fmt.Fprintf(&b, "map $uri $ratelab_route {\n    \"~^(?<route>(/[^/]*){1,%d})\" $route;\n    default $uri;\n}\n", k.route)
-	}
-	if t := p.SharedTier; t.Keys > 0 && len(p.Shared) > 0 {
+	k.routeMap(&b)
+	if tier {
 		fmt.Fprintf(&b, "map %s $ratelab_shared {\n    default 0;\n", k.text)
 		for _, c := range p.Shared {
 			fmt.Fprintf(&b, "    %s 1;\n", strconv.Quote(c.Key))
@@ -170,7 +171,7 @@ func (p *Plan) Nginx(key, log string) string {
 // no window limit, and each becomes a bucket of N at once refilled at N a
 // period, two zones on one key (nginx refuses a request either refuses).
 // Empty when the plan suggested no pair.
-func (p *Plan) NginxWindows(key, log string) string {
+func (p *Plan) NginxWindows(key accesslog.KeySpec, log string) string {
 	n := p.NginxPolicy
 	if n.Short.Rate == "" {
 		return ""
@@ -178,16 +179,14 @@ func (p *Plan) NginxWindows(key, log string) string {
 	k := nginxKeyOf(key)
 	var b strings.Builder
 	w := p.Windows
-	comment(&b, fmt.Sprintf("ratelab plan's two windows for %s (%s, %s), keyed by %s, as nginx can say them: nginx has no window, and each is a bucket of N at once refilled at N a period, which admits up to twice N in a period after a quiet one.", log, w.Short, w.Long, cmp.Or(key, "ip")))
+	comment(&b, fmt.Sprintf("ratelab plan's two windows for %s (%s, %s), keyed by %s, as nginx can say them: nginx has no window, and each is a bucket of N at once refilled at N a period, which admits up to twice N in a period after a quiet one.", log, w.Short, w.Long, key))
 	comment(&b, fmt.Sprintf("The short: %s. The long: %s.", nginxSays(n.Short), nginxSays(n.Long)))
 	comment(&b, fmt.Sprintf("Decided over the log, the two buckets refuse %d clients and %d requests; the windows, %d clients and %d requests.", n.PairClients, n.PairRefused, w.Clients, w.Refused))
 	if k.note != "" {
 		comment(&b, k.note+".")
 	}
 	b.WriteString("\n")
-	if k.route > 0 {
-		fmt.Fprintf(&b, "map $uri $ratelab_route {\n    \"~^(?<route>(/[^/]*){1,%d})\" $route;\n    default $uri;\n}\n", k.route)
-	}
+	k.routeMap(&b)
 	size := zoneSize(p.Clients)
 	fmt.Fprintf(&b, "limit_req_zone %s zone=ratelab_short:%s rate=%s;\n", k.zone, size, n.Short.Rate)
 	fmt.Fprintf(&b, "limit_req_zone %s zone=ratelab_long:%s rate=%s;\n", k.zone, size, n.Long.Rate)

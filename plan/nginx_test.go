@@ -104,7 +104,11 @@ func TestEmitted(t *testing.T) {
 		{"ip+path:2", "$binary_remote_addr$ratelab_route"},
 		{".user.id", "$http_user_id"},
 	} {
-		conf := p.Nginx(tt.key, "mobile.json")
+		key, err := accesslog.ParseKey(tt.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf := p.Nginx(key, "mobile.json")
 		for _, want := range []string{
 			fmt.Sprintf("default %s;", tt.zone),
 			fmt.Sprintf("zone=ratelab_users:1m rate=%s;", n.Bucket.Rate),
@@ -122,7 +126,7 @@ func TestEmitted(t *testing.T) {
 			}
 		}
 		nginxReads(t, conf)
-		nginxReads(t, p.NginxWindows(tt.key, "mobile.json"))
+		nginxReads(t, p.NginxWindows(key, "mobile.json"))
 	}
 	goBuilds(t, p.Go("mobile.json"))
 }

@@ -425,9 +425,13 @@ func printPlan(stdout io.Writer, pf *planFlags, p *plan.Plan, log string, settin
 		}
 		tiers = "; the bucket as ratelab serve --config: " + tiers
 	}
+	key, err := accesslog.ParseKey(pf.key) // checked with the flags
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
 	emitted := []struct{ name, text, emit string }{
-		{"nginx.conf", p.Nginx(pf.key, log), "nginx"},
-		{"nginx-windows.conf", p.NginxWindows(pf.key, log), "nginx"},
+		{"nginx.conf", p.Nginx(key, log), "nginx"},
+		{"nginx-windows.conf", p.NginxWindows(key, log), "nginx"},
 		{"ratelab-go.txt", p.Go(log), "ratelab"},
 		{"tiers.yaml", string(p.TierFile(log)), "ratelab"},
 	}
