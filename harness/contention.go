@@ -34,10 +34,37 @@ const (
 // be a hundred times the next round's. A round spans a few of the
 // scheduler's 10ms time slices, so that goroutines beyond the processors
 // get to run.
+//
+// A run whose rounds spread wide (wideRounds) is given more rounds, up
+// to widestRounds, so that its median is not one preemption's.
 const (
 	leastRounds, mostRounds = 3, 5
+	widestRounds            = 9
 	leastRound              = 25 * time.Millisecond
 )
+
+// wideSpread is the spread of a run's middle rounds (middleRounds) over
+// which wideRounds calls them wide.
+const wideSpread = 4
+
+// wideRounds reports whether the lock waits of the rounds each spread
+// wide: the highest of the middle rounds more than wideSpread times the
+// lowest, and over the chart's floor (a spread among waits it draws on
+// the floor is nobody's).
+func wideRounds(each []realTimeOutcome) bool {
+	waits := make([]float64, len(each))
+	for i, o := range each {
+		waits[i] = float64(o.LockWait) / float64(max(o.Decisions, 1))
+	}
+	return wide(waits)
+}
+
+// wide reports whether the lock waits a decision of a run's rounds spread
+// wide, as wideRounds says.
+func wide(waits []float64) bool {
+	lo, hi, ok := middleRounds(&results.Series{Y: waits})
+	return ok && hi > contentionFloor && hi > wideSpread*lo
+}
 
 // contentionRounds are how many rounds the unpaced run rt is, and each
 // round.
@@ -73,10 +100,25 @@ func setLockWait(r *results.Row, rt realTimeRun, each []realTimeOutcome) {
 	r.AddSeries(rounds)
 }
 
+// lockWaitCell is the contention table's cell: the median of the rounds'
+// waits, under it the range of the rounds but the lowest and highest
+// (middleRounds), where they differ.
 func lockWaitCell(r results.Row) string {
-	switch w, ok := r.Value(lockWaitNS); {
-	case !ok:
+	w, ok := r.Value(lockWaitNS)
+	if !ok {
 		return ""
+	}
+	cell := waitNanos(w)
+	if lo, hi, ok := middleRounds(r.Curve(lockWaitRounds)); ok && waitNanos(lo) != waitNanos(hi) {
+		cell += "\n" + waitNanos(lo) + "–" + waitNanos(hi)
+	}
+	return cell
+}
+
+// waitNanos is a lock wait a decision, to a tenth of a nanosecond under
+// ten.
+func waitNanos(w float64) string {
+	switch {
 	case w == 0:
 		return "0"
 	case w < 0.1:
@@ -143,19 +185,26 @@ func contentionFigure(rows []results.Row, procs int) report.Figure {
 // beyond one run's wait: the median of how many rounds, and what its bar
 // spans.
 func roundsSaid(rows []results.Row) string {
-	n := 0
+	least, most := math.MaxInt, 0
 	for _, r := range rows {
 		if c := r.Curve(lockWaitRounds); c != nil {
-			n = max(n, len(c.Y))
+			least, most = min(least, len(c.Y)), max(most, len(c.Y))
 		}
 	}
-	switch {
-	case n >= 5:
-		return fmt.Sprintf(": the median of %d rounds, its bar spanning all but the lowest and the highest", n)
-	case n >= 2:
-		return fmt.Sprintf(": the median of %d rounds, its bar spanning them all", n)
+	if most < 2 {
+		return ""
 	}
-	return ""
+	n := fmt.Sprint(most)
+	if least < most {
+		n = fmt.Sprintf("%d to %d", least, most) // wide rounds were given more
+	}
+	switch {
+	case least >= 5:
+		return fmt.Sprintf(": the median of %s rounds, its bar spanning all but the lowest and the highest", n)
+	case most >= 5:
+		return fmt.Sprintf(": the median of %s rounds, its bar spanning all but the lowest and the highest of five or more, all of fewer", n)
+	}
+	return fmt.Sprintf(": the median of %s rounds, its bar spanning them all", n)
 }
 
 // middleRounds is the range of the rounds of a run but its lowest and its

@@ -86,8 +86,14 @@ func TestRealTimeRounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	rounds := r.Curve(lockWaitRounds)
-	if made != 3 || rounds == nil || len(rounds.Y) != 3 {
-		t.Fatalf("%d limiters made, rounds %v; want 3 rounds, a limiter each", made, rounds)
+	if rounds == nil || made != len(rounds.Y) || len(rounds.Y) < 3 || len(rounds.Y) > widestRounds {
+		t.Fatalf("%d limiters made, rounds %v; want 3 to %d rounds, a limiter each", made, rounds, widestRounds)
+	}
+	// Three rounds, unless they spread wide: then more, until they do
+	// not or there are widestRounds.
+	n := len(rounds.Y)
+	if n > 3 && !wide(rounds.Y[:n-1]) || n < widestRounds && wide(rounds.Y) {
+		t.Errorf("%d rounds %v: wide after %d (%v), after all (%v)", n, rounds.Y, n-1, wide(rounds.Y[:n-1]), wide(rounds.Y))
 	}
 	// Four goroutines on one lock held 20µs a decision, two running at
 	// once: they queue on it, and a round shows the wait. How long is the
@@ -146,9 +152,82 @@ func TestContentionFigure(t *testing.T) {
 	if len(pn.Marks) != 1 || !pn.Marks[0].OnX || pn.Marks[0].At != 2 || pn.Y.Least != 1 || !pn.Y.Log {
 		t.Errorf("marks %+v, y axis %+v; want GOMAXPROCS marked at 2, a log axis from 1ns", pn.Marks, pn.Y)
 	}
-	for _, say := range []string{"median of 5 rounds", "kept in Redis are left out", "GOMAXPROCS 2", "preempted"} {
+	for _, say := range []string{"median of 3 to 5 rounds", "kept in Redis are left out", "GOMAXPROCS 2", "preempted"} {
 		if !strings.Contains(fig.Caption, say) {
 			t.Errorf("the caption does not say %q: %s", say, fig.Caption)
 		}
+	}
+}
+
+// Rounds spread wide when their middle (all of them, under five) spans
+// more than wideSpread times, over the chart's floor; the table's cell
+// says the median and, under it, that span.
+func TestWideRounds(t *testing.T) {
+	for _, c := range []struct {
+		waits []float64
+		wide  bool
+	}{
+		{[]float64{0, 0, 0}, false},
+		{[]float64{0.1, 0, 0.9}, false}, // all on the floor
+		{[]float64{10, 20, 30}, false},
+		{[]float64{2, 10, 50}, true},
+		{[]float64{0, 0, 3}, true},
+		{[]float64{1, 10, 12, 15, 400}, false}, // the lowest and highest left out
+		{[]float64{1, 2, 12, 15, 400}, true},
+	} {
+		if got := wide(c.waits); got != c.wide {
+			t.Errorf("wide(%v) = %v, want %v", c.waits, got, c.wide)
+		}
+	}
+	r := results.Row{}
+	r.Add(lockWaitNS, results.UnitNS, 1500)
+	r.AddSeries(results.Series{Name: lockWaitRounds, Unit: results.UnitNS, Y: []float64{900, 0, 2000, 1500, 30000}})
+	if got, want := lockWaitCell(r), report.Nanos(1500)+"\n"+report.Nanos(900)+"–"+report.Nanos(2000); got != want {
+		t.Errorf("lockWaitCell = %q, want %q", got, want)
+	}
+	r = results.Row{}
+	r.Add(lockWaitNS, results.UnitNS, 0)
+	r.AddSeries(results.Series{Name: lockWaitRounds, Unit: results.UnitNS, Y: []float64{0, 0, 0}})
+	if got := lockWaitCell(r); got != "0" {
+		t.Errorf("lockWaitCell of rounds all 0 = %q, want 0 with no range", got)
+	}
+}
+
+// The latency and scaling charts put the limiters kept in Redis in panels
+// of their own, each beside its workload's in memory.
+func TestPanelsBySide(t *testing.T) {
+	row := func(workload, limiter, backend string, g int, tput float64) results.Row {
+		r := results.Row{Mode: realTimeModeName, Workload: workload, Limiter: limiter, Library: results.LibraryRatelab, Backend: backend}
+		r.SetInt(results.Goroutines, g)
+		r.Add(results.Throughput, results.UnitPerS, tput)
+		return r
+	}
+	rows := []results.Row{
+		row("uniform", "gcra", results.BackendMemory, 1, 2e7),
+		row("uniform", "gcra (redis)", results.BackendRedis, 1, 2e4),
+		row("bursty", "gcra", results.BackendMemory, 1, 2e7),
+		row("bursty", "gcra (redis)", results.BackendRedis, 1, 2e4),
+		row("many-users", "gcra", results.BackendMemory, 1, 1e7),
+	}
+	var titles []string
+	for _, pn := range scalingFigure(rows, 2).Panels {
+		titles = append(titles, pn.Title)
+		redis := strings.HasSuffix(pn.Title, ", on Redis")
+		for _, l := range pn.Lines {
+			if strings.Contains(l.Name, "(redis") != redis {
+				t.Errorf("panel %q draws %s", pn.Title, l.Name)
+			}
+		}
+	}
+	want := []string{"uniform, in memory", "uniform, on Redis", "bursty, in memory", "bursty, on Redis", "many-users, in memory"}
+	if !slices.Equal(titles, want) {
+		t.Errorf("panels %q, want %q", titles, want)
+	}
+	var memoryOnly []string
+	for _, pn := range scalingFigure(rows[4:], 2).Panels {
+		memoryOnly = append(memoryOnly, pn.Title)
+	}
+	if !slices.Equal(memoryOnly, []string{"many-users"}) {
+		t.Errorf("without Redis rows, panels %q, want [many-users]", memoryOnly)
 	}
 }

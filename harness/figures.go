@@ -57,6 +57,33 @@ func panelsByWorkload(rows []results.Row, point func(results.Row) []report.XY) [
 	return out
 }
 
+// panelsBySide is panelsByWorkload with the limiters kept in Redis in
+// panels of their own, beside the workload's in the process: a decision
+// on Redis is a round trip, a thousand times one in memory, and on one
+// axis the two families crowd each other, a limiter and its Redis twin
+// in one colour. Without Redis rows it is panelsByWorkload.
+func panelsBySide(rows []results.Row, point func(results.Row) []report.XY) []report.Panel {
+	if !slices.ContainsFunc(rows, results.Row.Outside) {
+		return panelsByWorkload(rows, point)
+	}
+	var out []report.Panel
+	for _, pn := range panelsByWorkload(where(rows, func(r results.Row) bool { return !r.Outside() }), point) {
+		pn.Title += ", in memory"
+		out = append(out, pn)
+	}
+	for _, pn := range panelsByWorkload(where(rows, results.Row.Outside), point) {
+		pn.Title += ", on Redis"
+		// Beside the workload's panel in memory, where there is one.
+		at := slices.IndexFunc(out, func(p report.Panel) bool { return p.Title == strings.TrimSuffix(pn.Title, ", on Redis")+", in memory" })
+		if at < 0 {
+			out = append(out, pn)
+			continue
+		}
+		out = slices.Insert(out, at+1, pn)
+	}
+	return out
+}
+
 // where returns the rows of rows that ok reports true of.
 func where(rows []results.Row, ok func(results.Row) bool) []results.Row {
 	return slices.DeleteFunc(slices.Clone(rows), func(r results.Row) bool { return !ok(r) })

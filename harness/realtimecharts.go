@@ -24,7 +24,7 @@ func latencyFigure(rows []results.Row) report.Figure {
 			"Lower is better; lines that rise steeply at the right have a tail, and where every line rises together (the harness floor too) the machine, not the limiter, is the cause.",
 		Cols: 2, Width: 9, RowHeight: 3, YLabel: "latency from intended send time (log scale)"}
 	paced := where(rows, func(r results.Row) bool { return r.SettingFloat(results.Offered) > 0 && r.Curve(latencyCurve) != nil })
-	fig.Panels = panelsByWorkload(paced, func(r results.Row) []report.XY {
+	fig.Panels = panelsBySide(paced, func(r results.Row) []report.XY {
 		var pts []report.XY
 		c := r.Curve(latencyCurve)
 		for i, q := range c.X {
@@ -61,7 +61,7 @@ func scalingFigure(rows []results.Row, procs int) report.Figure {
 		Caption: fmt.Sprintf("Each line is a limiter's decisions per second as more goroutines send as fast as they can, both axes logarithmic, with GOMAXPROCS %d. "+
 			"Higher is better; a line that falls past %d goroutines is losing to contention, and the harness floor is a limiter that decides nothing.", procs, procs),
 		Cols: 2, Width: 9, RowHeight: 3, YLabel: "decisions per second (log scale)"}
-	fig.Panels = panelsByWorkload(unpacedRows(rows), func(r results.Row) []report.XY {
+	fig.Panels = panelsBySide(unpacedRows(rows), func(r results.Row) []report.XY {
 		if t := r.Get(results.Throughput); t > 0 && finite(t) {
 			return []report.XY{{X: float64(r.SettingInt(results.Goroutines)), Y: t / 1e6}}
 		}
