@@ -34,6 +34,7 @@ var simulatedMode = mode{
 			Scored: true,
 			Gates:  accuracyGates(results.CheckExact),
 		},
+		Heading: "Accuracy, in simulated time",
 		Tables: []report.TableSpec{{
 			Name:   "accuracy",
 			Title:  "Accuracy against the ideal (the sliding window log on the same requests), in simulated time",

@@ -137,7 +137,7 @@ func (c Config) Defaults() Config {
 // flags declares the lab's own settings on fs: what runs, the limit, and
 // the workloads' populations and span.
 func (c *Config) flags(fs *flag.FlagSet) {
-	fs.BoolVar(&c.Quick, "quick", c.Quick, "a short run, for CI and a first look")
+	fs.BoolVar(&c.Quick, "quick", c.Quick, "all but the outage runs, each shorter (100,000 users on many-users, not a million): a first look, and the gate's")
 	fs.Var(&c.Limit, "limit", "the limit every limiter is given, N/PERIOD (default 100/s): N per window for the window algorithms, a burst of N refilled over the period for the buckets")
 	fs.Var((*names)(&c.Limiters), "limiters", "comma-separated limiters to run (default all): fixed-window, sliding-log, sliding-counter, token-bucket, leaky-bucket, gcra, x/time/rate, go-limiter, throttled, and on Redis \"gcra (redis)\" and so on, and redis_rate")
 	fs.Var((*names)(&c.Workloads), "workloads", "comma-separated workloads (default all): uniform, bursty, boundary-attack, anchored-attack, many-users")

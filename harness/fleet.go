@@ -60,6 +60,7 @@ var fleetMode = mode{
 			About: "processes sharing one Redis, requests routed as a load balancer would: round trips, accuracy and the server's CPU",
 			Order: 60,
 		},
+		Heading: "A fleet sharing one Redis",
 		Tables: []report.TableSpec{{
 			Name:  "fleet",
 			Title: "A fleet: processes sharing one Redis, each with a client and a limiter of its own",

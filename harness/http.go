@@ -61,6 +61,7 @@ var httpMode = mode{
 			About: "over HTTP: ratelab serve on loopback attacked by vegeta, its 200s and 429s against the ideal's, and latency end to end",
 			Order: 50,
 		},
+		Heading: "Over HTTP",
 		Tables: []report.TableSpec{{
 			Name:  "http",
 			Title: "Over HTTP: ratelab serve on loopback, attacked by vegeta",

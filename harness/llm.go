@@ -114,6 +114,7 @@ var llmMode = mode{
 			Order: 70,
 			Gates: accuracyGates(results.CheckExact),
 		},
+		Heading: "Costs known only after the response",
 		Tables: []report.TableSpec{{
 			Name:  "llm",
 			Title: "Costs known after the response: an LLM endpoint limited in tokens, per way of charging, in simulated time",

@@ -27,6 +27,7 @@ var memoryMode = mode{
 			Scored: true,
 			Gates:  []results.Gate{{Metric: results.BytesPerUser, Label: "bytes/user", Check: results.CheckMemory, Digits: 1, Relative: true}},
 		},
+		Heading: "Memory per user",
 		Tables: []report.TableSpec{{
 			Name:  "memory",
 			Title: "Memory per user: live heap per key held, after garbage collection",

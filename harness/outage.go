@@ -101,6 +101,7 @@ var outageMode = mode{
 			About: "Redis taken away mid-run under ratelab serve: its answers per failure mode, and how soon it recovers (not in --quick)",
 			Order: 80,
 		},
+		Heading: "Redis taken away",
 		Tables: []report.TableSpec{{
 			Name:  "outage",
 			Title: "Redis taken away mid-run: what ratelab serve answers, per failure mode",

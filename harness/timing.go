@@ -42,6 +42,7 @@ var timingMode = mode{
 				timingGate("p90 × floor", func(c results.Cost) float64 { return c.P90 }),
 			},
 		},
+		Heading: "What one decision costs",
 		Tables: []report.TableSpec{{
 			Name:  "timing",
 			Title: "Cost of one decision, one goroutine, against the harness floor",

@@ -340,6 +340,7 @@ var mode = report.Mode{
 		Order:   95,
 		Outside: true,
 	},
+	Heading: "The plan",
 	Tables: []report.TableSpec{
 		{
 			Name:   "plan-log",
@@ -491,6 +492,7 @@ var mode = report.Mode{
 			},
 		},
 	},
+	Picks:  picks,
 	Charts: charts,
 	Page:   report.Page{Title: "ratelab plan: what limit the traffic wants", Of: "A plan of", Target: "Log"},
 }
@@ -732,6 +734,35 @@ func curveCharts(rows []results.Row) []report.Figure {
 			Panels: []report.Panel{{X: report.Axis{Label: "rate (requests a second)", Log: true, Ticks: report.TicksPlain},
 				Y: report.Axis{Label: "least burst", Log: true, Least: 1, Ticks: report.TicksPlain}, Lines: lines, Marks: marks}},
 			Width: 10, RowHeight: 4.2, LegendWidth: 2.8})
+	}
+	return out
+}
+
+// picks are the plan's answers, the first lines of its page: the bucket
+// for every key, or the two windows, and the tier for addresses shared by
+// many users; each with what it refuses.
+func picks(_ *results.File, rows []results.Row) []report.Pick {
+	var out []report.Pick
+	for _, r := range rows {
+		if r.Setting(kind) != kindPolicy {
+			continue
+		}
+		refuses := fmt.Sprintf("It refuses %s clients, %s requests (%s)", results.Count(r.Count(clientsName)), results.Count(r.Count(refusedName)), report.Percentage(r.Get(refusedShare)))
+		if who := r.Setting(caughtSetting); who != "" {
+			refuses += ": " + strings.ReplaceAll(who, " ", ", ")
+			if r.Count(clientsName) > int64(strings.Count(who, " ")+1) {
+				refuses += ", …"
+			}
+		}
+		switch r.Limiter {
+		case "bucket":
+			out = append(out, report.Pick{Need: "A bucket for every key", Limiter: r.Setting(policySetting), Why: refuses + "."})
+		case "windows":
+			out = append(out, report.Pick{Need: "Or two windows, a short and a long", Limiter: r.Setting(policySetting), Why: refuses + ", as a sliding log."})
+		case "shared keys":
+			out = append(out, report.Pick{Need: "Addresses shared by many users", Limiter: fmt.Sprintf("%s (×%g)", r.Setting(policySetting), r.Get(scaleName)),
+				Why: fmt.Sprintf("A tier of their own: %s keys, %s of the requests.", results.Count(r.Count(clientsCount)), report.Percentage(r.Get(shareName)))})
+		}
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package plots
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -128,8 +129,61 @@ type page struct {
 	Picks     []report.Pick
 	Versus    []string
 	Scorecard report.Table
-	Charts    []rendered
-	Tables    []report.Table
+	// Sections are the modes', in their order: each mode's charts and
+	// tables together under its heading.
+	Sections []section
+}
+
+// section is one mode's part of the page.
+type section struct {
+	ID, Heading, About string
+	Charts             []rendered
+	Tables             []report.Table
+}
+
+// sectionID is the anchor of the section of mode.
+func sectionID(mode string) string { return "mode-" + anchor(mode) }
+
+// sections puts each of charts and tables in the section of its mode, in
+// the order of ms; a mode with neither has none.
+func sections(ms report.Modes, charts []rendered, tables []report.Table) []section {
+	var out []section
+	for _, m := range ms {
+		s := section{ID: sectionID(m.Name), Heading: m.Heading, About: m.About}
+		for _, c := range charts {
+			if c.Mode == m.Name {
+				s.Charts = append(s.Charts, c)
+			}
+		}
+		for _, t := range tables {
+			if t.Mode == m.Name {
+				s.Tables = append(s.Tables, t)
+			}
+		}
+		if len(s.Charts)+len(s.Tables) == 0 {
+			continue
+		}
+		if s.Heading == "" {
+			s.Heading = strings.ToUpper(m.About[:1]) + m.About[1:]
+			if len(s.Tables) > 0 {
+				s.Heading = s.Tables[0].Title
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// evidenced are picks whose Evidence names a section of secs, the rest
+// with none: the verdict links only to what the page holds.
+func evidenced(picks []report.Pick, secs []section) []report.Pick {
+	out := slices.Clone(picks)
+	for i, p := range out {
+		if !slices.ContainsFunc(secs, func(s section) bool { return s.ID == sectionID(p.Evidence) }) {
+			out[i].Evidence = ""
+		}
+	}
+	return out
 }
 
 func newPage(f *results.File, ms report.Modes, charts []rendered, source string) page {
@@ -137,16 +191,16 @@ func newPage(f *results.File, ms report.Modes, charts []rendered, source string)
 	if f.Meta.Target != "" {
 		return outsidePage(f, ms, charts, source)
 	}
+	secs := sections(ms, charts, report.Tables(f, ms))
 	p := page{
 		Title:     "ratelab: which rate limiter, measured",
 		Subtitle:  "A run of " + f.Meta.Start.UTC().Format("2 January 2006 at 15:04 UTC"),
 		Source:    source,
 		Meta:      metaRows(f),
-		Picks:     picks,
+		Picks:     evidenced(picks, secs),
 		Versus:    versus,
 		Scorecard: report.Scorecard(f, ms),
-		Charts:    charts,
-		Tables:    report.Tables(f, ms),
+		Sections:  secs,
 	}
 	if s := report.SimulationSpeed(f); s != "" {
 		p.Notes = append(p.Notes, s)
@@ -181,14 +235,27 @@ func outsidePage(f *results.File, ms report.Modes, charts []rendered, source str
 		}
 		facts = append(facts, [2]string{"Flags", strings.Join(set, ", ")})
 	}
+	// The verdict is the mode's own answers (the probe's, the plan's).
+	secs := sections(ms, charts, report.Tables(f, ms))
+	var picks []report.Pick
+	for _, mode := range ms {
+		rows := slices.DeleteFunc(f.RowsOf(mode.Name), func(r results.Row) bool { return !r.Measured() })
+		if mode.Picks == nil || len(rows) == 0 {
+			continue
+		}
+		for _, p := range mode.Picks(f, rows) {
+			p.Evidence = cmp.Or(p.Evidence, mode.Name)
+			picks = append(picks, p)
+		}
+	}
 	return page{
 		Title:    head.Title,
 		Subtitle: head.Of + " " + m.Target + ", " + m.Start.UTC().Format("2 January 2006 at 15:04 UTC"),
 		Source:   source,
 		Outside:  true,
 		Meta:     facts,
-		Charts:   charts,
-		Tables:   report.Tables(f, ms),
+		Picks:    evidenced(picks, secs),
+		Sections: secs,
 	}
 }
 
@@ -310,6 +377,12 @@ table.picks th:nth-child(2) { width: 18%; }
 table.picks td { white-space: normal; vertical-align: top; overflow-wrap: anywhere; }
 table.picks td.need { font-weight: 600; }
 table.picks td.pick { font-family: ui-monospace, Menlo, monospace; }
+ol.verdict { margin: 8px 0 12px; padding-left: 22px; }
+ol.verdict li { margin: 1px 0; }
+ol.verdict .need { font-weight: 600; }
+ol.verdict code { font-family: ui-monospace, Menlo, monospace; font-size: 14px; }
+ol.verdict a { font-size: 13px; white-space: nowrap; }
+p.about { color: #555; font-size: 14px; margin: 0 0 8px; }
 figure { margin: 12px 0 28px; }
 figure img { width: 100%; height: auto; border: 1px solid #eee; }
 </style>
@@ -318,34 +391,37 @@ figure img { width: 100%; height: auto; border: 1px solid #eee; }
 <main>
 <h1>{{.Title}}</h1>
 <p class="sub">{{.Subtitle}}</p>
-<nav class="toc"><ol>
-{{if not .Outside}}<li><a href="#pick">Which limiter should I pick?</a></li>{{end}}
-{{if .Charts}}<li><a href="#charts">Charts</a><ol>{{range .Charts}}<li><a href="#{{.ID}}">{{.Title}}</a></li>{{end}}</ol></li>{{end}}
-{{if .Tables}}<li><a href="#tables">Tables</a><ol>{{range .Tables}}<li><a href="#table-{{anchor .Name}}">{{.Title}}</a></li>{{end}}</ol></li>{{end}}
-<li><a href="#run">The run</a></li>
+{{if .Picks}}<h2 id="verdict">The verdict</h2>
+<ol class="verdict">{{range .Picks}}
+<li><span class="need">{{.Need}}</span>: <code>{{or .Limiter "none"}}</code>{{with .Evidence}} <a href="#mode-{{anchor .}}">the evidence</a>{{end}}</li>{{end}}
+</ol>
+<p class="note">This run's answers, each read from the numbers of the section it links to; why each, with its numbers, is <a href="#pick">below</a>. On another machine or with other parameters an answer may change.</p>
+{{else if not .Outside}}<p>This run measured nothing to choose by.</p>
+{{end}}<nav class="toc"><ol>
+{{if .Picks}}<li><a href="#pick">Why these picks</a></li>{{end}}
+{{range .Sections}}<li><a href="#{{.ID}}">{{.Heading}}</a><ol>{{range .Charts}}<li><a href="#{{.ID}}">{{.Title}}</a> (chart)</li>{{end}}{{range .Tables}}<li><a href="#table-{{anchor .Name}}">{{.Title}}</a></li>{{end}}</ol></li>
+{{end}}<li><a href="#run">The run</a></li>
 </ol></nav>
 
-{{if not .Outside}}<h2 id="pick">Which limiter should I pick?</h2>
-<p class="note">Each answer is this run's best for one need, read from the numbers below; on another machine or with other parameters it may change.</p>
-{{if .Picks}}<div class="scroll"><table class="picks">
+{{if .Picks}}<h2 id="pick">Why these picks</h2>
+<div class="scroll"><table class="picks">
 <thead><tr><th>If you need</th><th>pick</th><th>because, in this run</th></tr></thead>
 <tbody>{{range .Picks}}
-<tr><td class="need">{{.Need}}</td><td class="pick">{{or .Limiter "none"}}</td><td>{{.Why}}</td></tr>{{end}}
-</tbody></table></div>{{else}}<p>This run measured nothing to choose by.</p>{{end}}
-{{if .Versus}}<h3>Against the peers</h3>
+<tr><td class="need">{{.Need}}</td><td class="pick">{{or .Limiter "none"}}</td><td>{{.Why}}{{with .Evidence}} <a href="#mode-{{anchor .}}">The evidence.</a>{{end}}</td></tr>{{end}}
+</tbody></table></div>
+{{end}}{{if .Versus}}<h3>Against the peers</h3>
 <ul>{{range .Versus}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{with .Scorecard}}{{if .Rows}}<h3>{{.Title}}</h3>
 <p class="note">{{.Note}}</p>
-{{template "table" .}}{{end}}{{end}}{{end}}
+{{template "table" .}}{{end}}{{end}}
 
-{{if .Charts}}<h2 id="charts">Charts</h2>
+{{range .Sections}}<h2 id="{{.ID}}">{{.Heading}}</h2>
+{{with .About}}<p class="about">What it measures: {{.}}.</p>{{end}}
 {{range .Charts}}<figure id="{{.ID}}">
 <img src="{{png .PNG}}" alt="{{.Title}}">
 <figcaption>{{.Caption}} <a href="{{.SVGPath}}">SVG</a> · <a href="{{.PNGPath}}">PNG</a></figcaption>
 </figure>
-{{end}}{{end}}
-{{if .Tables}}<h2 id="tables">Tables</h2>
-{{range .Tables}}<h3 id="table-{{anchor .Name}}">{{.Title}}</h3>
+{{end}}{{range .Tables}}<h3 id="table-{{anchor .Name}}">{{.Title}}</h3>
 <p class="note">{{.Note}}</p>
 {{template "table" .}}
 {{end}}{{end}}
@@ -376,21 +452,32 @@ func anchor(s string) string {
 func writeMarkdown(w io.Writer, p page) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# %s\n\n%s\n\n", p.Title, p.Subtitle)
-	if !p.Outside {
-		b.WriteString("## Which limiter should I pick?\n\n")
-		b.WriteString("Each answer is this run's best for one need, read from the numbers below; on another machine or with other parameters it may change.\n\n")
-	}
-	if len(p.Picks) == 0 && !p.Outside {
+	if len(p.Picks) > 0 {
+		b.WriteString("## The verdict\n\n")
+		for i, pk := range p.Picks {
+			fmt.Fprintf(&b, "%d. **%s**: %s", i+1, pk.Need, mdPick(pk.Limiter))
+			if pk.Evidence != "" {
+				fmt.Fprintf(&b, " ([the evidence](#%s))", sectionID(pk.Evidence))
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\nThis run's answers, each read from the numbers of the section it links to; why each, with its numbers, is below. On another machine or with other parameters an answer may change.\n\n")
+	} else if !p.Outside {
 		b.WriteString("This run measured nothing to choose by.\n\n")
 	}
-	for _, pk := range p.Picks {
-		pick := "none"
-		if pk.Limiter != "" {
-			pick = "`" + strings.ReplaceAll(pk.Limiter, ", ", "`, `") + "`"
-		}
-		fmt.Fprintf(&b, "- **%s**: %s. %s\n", pk.Need, pick, md(pk.Why))
-	}
+	b.WriteString("Contents:\n\n")
 	if len(p.Picks) > 0 {
+		b.WriteString("- [Why these picks](#pick)\n")
+	}
+	for _, s := range p.Sections {
+		fmt.Fprintf(&b, "- [%s](#%s)\n", md(s.Heading), s.ID)
+	}
+	b.WriteString("- [The run](#run)\n\n")
+	if len(p.Picks) > 0 {
+		b.WriteString("<a id=\"pick\"></a>\n\n## Why these picks\n\n")
+		for _, pk := range p.Picks {
+			fmt.Fprintf(&b, "- **%s**: %s. %s\n", pk.Need, mdPick(pk.Limiter), md(pk.Why))
+		}
 		b.WriteString("\n")
 	}
 	if len(p.Versus) > 0 {
@@ -406,21 +493,22 @@ func writeMarkdown(w io.Writer, p page) error {
 		}
 		b.WriteString("\n")
 	}
-	if len(p.Charts) > 0 {
-		b.WriteString("## Charts\n\n")
-		for _, c := range p.Charts {
+	for _, s := range p.Sections {
+		fmt.Fprintf(&b, "<a id=\"%s\"></a>\n\n## %s\n\n", s.ID, md(s.Heading))
+		if s.About != "" {
+			fmt.Fprintf(&b, "What it measures: %s.\n\n", md(s.About))
+		}
+		for _, c := range s.Charts {
 			fmt.Fprintf(&b, "### %s\n\n![%s](%s)\n\n%s ([SVG](%s))\n\n", md(c.Title), md(c.Title), c.PNGPath, md(c.Caption), c.SVGPath)
 		}
-	}
-	if len(p.Tables) > 0 {
-		b.WriteString("## Tables\n\n")
-	}
-	for _, t := range p.Tables {
-		if err := t.MarkdownAt(&b, 3); err != nil {
-			return err
+		for _, t := range s.Tables {
+			if err := t.MarkdownAt(&b, 3); err != nil {
+				return err
+			}
+			b.WriteString("\n")
 		}
-		b.WriteString("\n")
 	}
+	b.WriteString("<a id=\"run\"></a>\n\n")
 	b.WriteString("## The run\n\n")
 	for _, m := range p.Meta {
 		fmt.Fprintf(&b, "- %s: %s\n", m[0], md(m[1]))
@@ -434,6 +522,14 @@ func writeMarkdown(w io.Writer, p page) error {
 	}
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// mdPick is a pick's limiters as Markdown code, "none" for none.
+func mdPick(limiter string) string {
+	if limiter == "" {
+		return "none"
+	}
+	return "`" + strings.ReplaceAll(limiter, ", ", "`, `") + "`"
 }
 
 // md makes text safe in Markdown, where a "<" can open an HTML tag that

@@ -27,7 +27,10 @@ type htmlDoc struct {
 	headings []string // "h2 Charts"
 	images   []string // img src
 	links    []string // a href
-	text     string
+	// in is, for each element with an id, the h2 it is under ("" for
+	// none).
+	in   map[string]string
+	text string
 }
 
 // parseHTML reads an HTML page with encoding/xml in its lenient mode,
@@ -36,9 +39,9 @@ func parseHTML(t *testing.T, b []byte) htmlDoc {
 	t.Helper()
 	d := xml.NewDecoder(bytes.NewReader(b))
 	d.Strict, d.AutoClose, d.Entity = false, xml.HTMLAutoClose, xml.HTMLEntity
-	var doc htmlDoc
+	doc := htmlDoc{in: map[string]string{}}
 	var text strings.Builder
-	heading := ""
+	heading, h2 := "", ""
 	var open []string
 	for {
 		tok, err := d.Token()
@@ -59,6 +62,9 @@ func parseHTML(t *testing.T, b []byte) htmlDoc {
 				}
 				return ""
 			}
+			if id := attr("id"); id != "" {
+				doc.in[id] = h2
+			}
 			switch tk.Name.Local {
 			case "h1", "h2", "h3":
 				heading = tk.Name.Local + " "
@@ -74,6 +80,9 @@ func parseHTML(t *testing.T, b []byte) htmlDoc {
 			switch tk.Name.Local {
 			case "h1", "h2", "h3":
 				doc.headings = append(doc.headings, strings.TrimSpace(heading))
+				if tk.Name.Local == "h2" {
+					h2 = strings.TrimPrefix(strings.TrimSpace(heading), "h2 ")
+				}
 				heading = ""
 			}
 		case xml.CharData:
@@ -140,7 +149,7 @@ func TestReportStructure(t *testing.T) {
 		t.Fatalf("the fixture gives %d picks and %d comparisons with peers; want a fuller report", len(picks), len(versus))
 	}
 	for name, text := range map[string]string{"report.html": html.text, "report.md": md} {
-		want := []string{"Which limiter should I pick?", f.Meta.GoVersion, f.Meta.CPU, "Seed", "x/time v0.16.0", "ratelab report saved/results.json"}
+		want := []string{"The verdict", "Why these picks", f.Meta.GoVersion, f.Meta.CPU, "Seed", "x/time v0.16.0", "ratelab report saved/results.json"}
 		for _, p := range picks {
 			want = append(want, p.Need, p.Why)
 		}
@@ -163,6 +172,41 @@ func TestReportStructure(t *testing.T) {
 	}
 	if n, want := len(html.images), len(charts(f, harness.Modes())); n != want {
 		t.Errorf("report.html has %d images, want one per chart: %d", n, want)
+	}
+
+	// A section a mode: its charts and tables under its heading, every
+	// link of the page to a place in it, and each pick to its evidence.
+	heading := map[string]string{}
+	for _, m := range harness.Modes() {
+		heading[m.Name] = m.Heading
+	}
+	for _, c := range charts(f, harness.Modes()) {
+		if got := html.in["chart-"+c.Name]; got != heading[c.Mode] || got == "" {
+			t.Errorf("chart %s is under %q, want its mode's heading %q", c.Name, got, heading[c.Mode])
+		}
+	}
+	for _, tb := range report.Tables(f, harness.Modes()) {
+		if got := html.in["table-"+anchor(tb.Name)]; got != heading[tb.Mode] || got == "" {
+			t.Errorf("table %s is under %q, want its mode's heading %q", tb.Name, got, heading[tb.Mode])
+		}
+	}
+	for _, l := range html.links {
+		if id, ok := strings.CutPrefix(l, "#"); ok {
+			if _, there := html.in[id]; !there {
+				t.Errorf("report.html links to #%s, which is not on the page", id)
+			}
+		}
+	}
+	for _, p := range picks {
+		if p.Evidence == "" {
+			t.Errorf("pick %q names no evidence", p.Need)
+		} else if !slices.Contains(html.links, "#"+sectionID(p.Evidence)) {
+			t.Errorf("pick %q: no link to its evidence, #%s", p.Need, sectionID(p.Evidence))
+		}
+	}
+	// The verdict comes first: before the contents and every section.
+	if len(html.headings) < 2 || html.headings[1] != "h2 The verdict" {
+		t.Errorf("the page opens with %v, want the verdict after the title", html.headings[:min(3, len(html.headings))])
 	}
 }
 

@@ -36,6 +36,8 @@ const (
 	sentSetting    = "sent"
 	backSetting    = "back"
 	verdictSetting = "verdict"
+	// answerSetting is the probe's answer, on the first fit row.
+	answerSetting = "answer"
 	// An accuracy row's series: what the key had admitted in the trailing
 	// window after each of its requests; and its setting, the judged N.
 	inWindowName = "in_window"
@@ -62,6 +64,7 @@ var mode = report.Mode{
 		Order:   90,
 		Outside: true,
 	},
+	Heading: "What the probe found",
 	Tables: []report.TableSpec{
 		{
 			Name:   "probe-fit",
@@ -134,6 +137,7 @@ var mode = report.Mode{
 		},
 	},
 	Charts: charts,
+	Picks:  picks,
 	Page:   report.Page{Title: "ratelab probe: a limiter behind HTTP, judged from outside", Of: "A probe of", Target: "Target"},
 }
 
@@ -162,6 +166,7 @@ func (r *Report) File() *results.File {
 		}
 		if i == 0 {
 			row.Note = r.verdictNote()
+			row.Set(answerSetting, r.Verdict.Text)
 		}
 		row.Set(wrongSetting, strings.Join(ft.Wrong[:min(len(ft.Wrong), 3)], "; "))
 		row.Add(explained, results.UnitCount, float64(ft.Explained))
@@ -460,6 +465,35 @@ func paceVerdict(kept bool) string {
 		return "The sender kept pace."
 	}
 	return "THE SENDER FELL BEHIND (under 95% of the rate asked, or a request over a tenth of a refill late): the bursts and edges that tell the algorithms apart went out otherwise than planned, and the fit says less. Probe from a quieter host."
+}
+
+// picks are the probe's answers, the first lines of its page: what the
+// target behaves as, and which checks it failed (a verdict in capitals).
+func picks(_ *results.File, rows []results.Row) []report.Pick {
+	var out []report.Pick
+	var failed, checks []string
+	for _, r := range rows {
+		switch r.Setting(kind) {
+		case kindFit:
+			if a := r.Setting(answerSetting); a != "" {
+				out = append(out, report.Pick{Need: "What it behaves as", Limiter: a, Why: strings.TrimPrefix(r.Note, "Verdict: "+a+". ")})
+			}
+		case kindCheck:
+			checks = append(checks, r.Limiter)
+			if v, _, _ := strings.Cut(r.Setting(verdictSetting), " "); v != "" && strings.Trim(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZ:") == "" {
+				failed = append(failed, r.Limiter)
+			}
+		}
+	}
+	if len(checks) > 0 {
+		p := report.Pick{Need: "Its checks", Limiter: "all pass", Why: fmt.Sprintf("Of %d checks (%s), none failed.", len(checks), strings.Join(checks, ", "))}
+		if len(failed) > 0 {
+			p.Limiter = "failed: " + strings.Join(failed, ", ")
+			p.Why = fmt.Sprintf("%d of %d checks failed; the checks table says what was sent and what came back.", len(failed), len(checks))
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // Tables are the report as the lab's tables, from its rows (File): the

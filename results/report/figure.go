@@ -10,7 +10,10 @@ type Figure struct {
 	// Name is the chart's file name, without an extension; Title heads
 	// it; Caption says, in two sentences or so, how to read it.
 	Name, Title, Caption string
-	Panels               []Panel
+	// Mode is the mode whose section the figure goes in (Figures sets
+	// it to the mode that declared it).
+	Mode   string
+	Panels []Panel
 	// Cols is how many panels a row of the grid holds (0: one).
 	Cols int
 	// Width is the figure's width and RowHeight the height of a row of
@@ -136,6 +139,7 @@ func Figures(f *results.File, ms Modes) []Figure {
 		}
 		for _, fig := range m.Charts(f, measuredRows(f.RowsOf(m.Name))) {
 			if len(fig.Panels) > 0 {
+				fig.Mode = m.Name
 				out = append(out, fig)
 			}
 		}

@@ -18,6 +18,9 @@ type Mode struct {
 	// Page is how the report page of a file of this mode alone reads (a
 	// mode Outside the lab: the probe's, the plan's).
 	Page Page
+	// Heading heads the mode's section of the report, its charts and
+	// tables together ("Accuracy, in simulated time").
+	Heading string
 }
 
 // Page is the head of a report page of one outside mode's file.

@@ -19,6 +19,9 @@ type Pick struct {
 	// this run (or, for what to avoid, the ones to avoid, worst first), or
 	// "" for none, and Why says how close one came; Why gives the numbers.
 	Need, Limiter, Why string
+	// Evidence is the mode whose section of the report holds the
+	// numbers the pick was read from ("" for none).
+	Evidence string
 }
 
 // Picks answers "which limiter should I pick?" for the common needs from
@@ -32,23 +35,48 @@ func Picks(f *results.File, ms Modes) (picks []Pick, versus []string) {
 	everyone = slices.DeleteFunc(everyone, func(s *score) bool { return s.own }) // not held to the same limit
 	c := card{f: f, everyone: everyone, floor: floor, g: fullSpeed(f, ms),
 		all: slices.DeleteFunc(slices.Clone(everyone), func(s *score) bool { return s.outside })}
-	for _, need := range []func() (Pick, bool){c.exact, c.closest, c.fastest, c.steady, c.leanest} {
-		if p, ok := need(); ok {
+	// Each need of the scorecard's, and the metric it is read from: its
+	// evidence is the first mode that measured it.
+	for _, need := range []struct {
+		pick   func() (Pick, bool)
+		metric string
+	}{
+		{c.exact, results.MostInWindow}, {c.closest, results.MostInWindow}, {c.fastest, results.Throughput},
+		{c.steady, results.Latency + ".p50"}, {c.leanest, results.BytesPerUser},
+	} {
+		if p, ok := need.pick(); ok {
+			p.Evidence = modeWith(f, ms, need.metric)
 			picks = append(picks, p)
 		}
 	}
 	if p, ok := fleetPick(everyone, c.all, c.g); ok {
+		p.Evidence = modeWith(f, ms, results.Throughput)
 		picks = append(picks, p)
 	}
 	for _, m := range ms {
 		if rows := measuredRows(f.RowsOf(m.Name)); m.Picks != nil && len(rows) > 0 {
-			picks = append(picks, m.Picks(f, rows)...)
+			for _, p := range m.Picks(f, rows) {
+				p.Evidence = cmp.Or(p.Evidence, m.Name)
+				picks = append(picks, p)
+			}
 		}
 	}
 	if p, ok := c.avoid(); ok {
+		p.Evidence = modeWith(f, ms, results.MostInWindow)
 		picks = append(picks, p)
 	}
 	return picks, c.versus()
+}
+
+// modeWith is the first of ms, in their order, with a measured row of f
+// that has metric, or "".
+func modeWith(f *results.File, ms Modes, metric string) string {
+	for _, m := range ms {
+		if slices.ContainsFunc(measuredRows(f.RowsOf(m.Name)), func(r results.Row) bool { return r.Has(metric) }) {
+			return m.Name
+		}
+	}
+	return ""
 }
 
 // card is a run's scores, as the picks read them: everyone held to the

@@ -56,6 +56,7 @@ func Tables(f *results.File, ms Modes) []Table {
 		rows := measuredRows(f.RowsOf(m.Name))
 		for _, spec := range m.Tables {
 			if t := spec.build(rows); len(t.Rows) > 0 {
+				t.Mode = m.Name
 				out = append(out, t)
 			}
 		}

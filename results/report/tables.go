@@ -34,6 +34,8 @@ type Table struct {
 	// Left is how many leading columns are labels (aligned left); the
 	// rest are numbers (aligned right).
 	Left int
+	// Mode is the mode the table is of, whose section it goes in.
+	Mode string
 }
 
 func (t Table) config() tablewriter.Config {
