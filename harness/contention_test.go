@@ -80,7 +80,7 @@ func TestRealTimeRounds(t *testing.T) {
 	made := 0
 	s := Subject{Name: "hog", Library: results.LibraryRatelab, Backend: results.BackendMemory,
 		New: func(limiters.Limit) (limiters.Limiter, func(), error) { made++; return &hog{}, func() {}, nil }}
-	l := &lab{c: Config{LatencyRuns: 3}}
+	l := &lab{c: Config{LatencyRuns: 3}} // a full lab's: up to widestRounds
 	r, err := l.realTime(context.Background(), s, w, limiters.PerSecond(10), realTimeRun{Goroutines: 4, Duration: 25 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -86,7 +86,7 @@ var realtimeMode = mode{
 			perGoroutines("contention", "Lock contention: time blocked on locks per decision, unpaced",
 				"Time goroutines spent parked on a sync.Mutex, a sync.RWMutex or a lock inside the runtime, as the runtime counts it "+
 					"(/sync/mutex/wait/total, sampled), divided by decisions; for a limiter in the process, the median of its run's rounds "+
-					"(3 to 5, of 25ms or more; up to 9 where they spread more than fourfold), under it the rounds' range but their lowest and highest (all of them, under five). "+
+					"(3 to 5, of 25ms or more; where they spread more than fourfold, more: up to 9, 5 in a quick lab), under it the rounds' range but their lowest and highest (all of them, under five). "+
 					"Spinning before parking is not counted. "+
 					"The harness floor row is what the runtime and the harness add with no limiter at all.",
 				lockWaitCell, false),
@@ -192,7 +192,7 @@ func measureRealTime(ctx context.Context, l *lab, w *workloads.Workload, subject
 // and an unpaced one in the process in rounds (contentionRounds), each on a
 // limiter of its own.
 func (l *lab) realTime(ctx context.Context, s Subject, w *workloads.Workload, limit limiters.Limit, rt realTimeRun) (results.Row, error) {
-	repeat, round, widen := 1, rt, false
+	repeat, round, widest := 1, rt, 0
 	switch {
 	case rt.Rate > 0 && (s.Remote == nil || !l.c.Quick):
 		// The quick lab paces a limiter kept in a server once: its
@@ -203,10 +203,15 @@ func (l *lab) realTime(ctx context.Context, s Subject, w *workloads.Workload, li
 		// A limiter kept in a server is run once: its wait is its
 		// client's, which the contention chart leaves out.
 		repeat, round = contentionRounds(rt)
-		widen = true
+		// Rounds that spread wide get more: the quick lab's up to
+		// mostRounds, a full lab's up to widestRounds.
+		widest = widestRounds
+		if l.c.Quick {
+			widest = mostRounds
+		}
 	}
 	var each []realTimeOutcome
-	for len(each) < repeat || widen && len(each) < widestRounds && wideRounds(each) {
+	for len(each) < repeat || len(each) < widest && wideRounds(each) {
 		lim, stop, err := s.New(limit)
 		if err != nil {
 			return results.Row{}, err
