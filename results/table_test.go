@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/results/report"
@@ -154,5 +155,52 @@ func TestJudgedAndTwins(t *testing.T) {
 		if got := report.Twins(c.rows); got != c.want {
 			t.Errorf("Twins = %q, want %q", got, c.want)
 		}
+	}
+}
+
+// A table that cannot fit TextWidth by wrapping (too many columns, each
+// as narrow as its words) is split: its label columns again in each
+// part, every cell in one of them, no line over TextWidth.
+func TestTextSplitsWideTable(t *testing.T) {
+	tb := report.Table{Title: "Wide", Note: "The note.", Left: 2,
+		Header: []string{"workload", "limiter"}}
+	for i := range 11 {
+		tb.Header = append(tb.Header, fmt.Sprintf("metric %d", i))
+	}
+	for _, w := range []string{"uniform", "boundary-attack"} {
+		row := []string{w, "sliding-counter"}
+		for i := range 11 {
+			row = append(row, fmt.Sprintf("%d,595,299", 3+i))
+		}
+		tb.Rows = append(tb.Rows, row)
+	}
+	var b strings.Builder
+	if err := tb.Text(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, line := range strings.Split(out, "\n") {
+		if n := utf8.RuneCountInString(line); n > report.TextWidth {
+			t.Errorf("a line of %d columns: %s", n, line)
+		}
+	}
+	if strings.Count(out, "Wide (continued)\n") < 1 || strings.Count(out, "boundary-attack") < 2 || strings.Count(out, "The note.") != 1 {
+		t.Errorf("want the table split, labels in each part, the note once:\n%s", out)
+	}
+	for i := range 11 {
+		if !strings.Contains(out, fmt.Sprintf("%d,595,299", 3+i)) || !strings.Contains(out, fmt.Sprintf("metric %d", i)) {
+			t.Errorf("column %d is missing:\n%s", i, out)
+		}
+	}
+	// A table that fits is not split.
+	b.Reset()
+	if err := tb.Text(&b); err != nil {
+		t.Fatal(err)
+	}
+	small := tb
+	small.Header, small.Rows = tb.Header[:4], [][]string{tb.Rows[0][:4]}
+	b.Reset()
+	if err := small.Text(&b); err != nil || strings.Contains(b.String(), "continued") {
+		t.Errorf("a table that fits: %v\n%s", err, b.String())
 	}
 }

@@ -154,9 +154,89 @@ func (t Table) fitted(width int) tablewriter.Config {
 }
 
 // Text writes t for a terminal: its title, the table, and its note. A
-// table wider than TextWidth has its widest columns wrapped to fit.
+// table wider than TextWidth has its widest columns wrapped to fit; one
+// that cannot fit so (too many columns, as narrow as their words) is
+// split: its label columns and as many of the others as fit, then the
+// label columns again with the rest, "(continued)".
 func (t Table) Text(w io.Writer) error {
-	fmt.Fprintf(w, "%s\n", t.Title)
+	if err := t.textTable(w, t.Title); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%s\n", results.Wrap(t.Note, 100))
+	return err
+}
+
+// textTable writes t's table under title, split as Text says.
+func (t Table) textTable(w io.Writer, title string) error {
+	out, err := t.render()
+	if err != nil {
+		return err
+	}
+	n := len(t.Header)
+	if width(out) > TextWidth && n-t.Left >= 2 {
+		// The most columns whose table fits, at least one beyond the
+		// labels; then, if the rest would fit in one more table, the
+		// columns halved between the two (two tables of seven read better
+		// than one of ten and one of one).
+		for k := n - 1; k > t.Left; k-- {
+			out, err := t.columns(0, k).render()
+			if err != nil {
+				return err
+			}
+			if width(out) > TextWidth && k > t.Left+1 {
+				continue
+			}
+			if half := t.Left + (n-t.Left+1)/2; half < k {
+				rest, err := t.columns(half, n).render()
+				if err != nil {
+					return err
+				}
+				if width(rest) <= TextWidth {
+					k = half
+					if out, err = t.columns(0, k).render(); err != nil {
+						return err
+					}
+				}
+			}
+			fmt.Fprintf(w, "%s\n%s", title, out)
+			return t.columns(k, n).textTable(w, strings.TrimSuffix(t.Title, " (continued)")+" (continued)")
+		}
+	}
+	_, err = fmt.Fprintf(w, "%s\n%s", title, out)
+	return err
+}
+
+// columns is t with its label columns and its columns [from, to).
+func (t Table) columns(from, to int) Table {
+	pick := func(row []string) []string {
+		var out []string
+		for i, c := range row {
+			if i < t.Left || i >= max(from, t.Left) && i < to {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	c := t
+	c.Header = pick(t.Header)
+	c.Rows = make([][]string, len(t.Rows))
+	for i, r := range t.Rows {
+		c.Rows[i] = pick(r)
+	}
+	return c
+}
+
+// width is the most columns a line of out takes.
+func width(out string) int {
+	w := 0
+	for line := range strings.SplitSeq(out, "\n") {
+		w = max(w, twwidth.Width(line))
+	}
+	return w
+}
+
+// render draws t's table, fitted to TextWidth as far as its columns go.
+func (t Table) render() (string, error) {
 	// tablewriter wraps a column at a word, and may take a column or so
 	// more than asked: asked again for less, as often as it takes.
 	var out bytes.Buffer
@@ -165,10 +245,10 @@ func (t Table) Text(w io.Writer) error {
 		tb := tablewriter.NewTable(&out, tablewriter.WithConfig(t.fitted(width)))
 		tb.Header(t.Header)
 		if err := tb.Bulk(t.Rows); err != nil {
-			return err
+			return "", err
 		}
 		if err := tb.Render(); err != nil {
-			return err
+			return "", err
 		}
 		over := 0
 		for line := range strings.SplitSeq(out.String(), "\n") {
@@ -179,11 +259,7 @@ func (t Table) Text(w io.Writer) error {
 		}
 		width -= over
 	}
-	if _, err := w.Write(out.Bytes()); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintf(w, "%s\n", results.Wrap(t.Note, 100))
-	return err
+	return out.String(), nil
 }
 
 // Markdown writes t as a Markdown section: a heading, the note, the table.
