@@ -70,6 +70,29 @@ func main() {
 		fmt.Fprintln(os.Stderr, "genlog:", err)
 		os.Exit(1)
 	}
-	fmt.Fprintf(os.Stderr, "genlog: %d lines: %d of %d normal users, %d of %d abusers (%s), %d of %d offices (%s)\n",
-		t.Lines, t.NormalLines, len(t.Normal), t.AbuseLines, len(t.Abusers), strings.Join(t.Abusers, " "), t.OfficeLines, len(t.Offices), strings.Join(t.Offices, " "))
+	// A line each, the addresses wrapped: a terminal of 120 columns.
+	abusers := fmt.Sprintf("  %d of %d abusers (", t.AbuseLines, len(t.Abusers))
+	offices := fmt.Sprintf("  %d of %d offices (", t.OfficeLines, len(t.Offices))
+	fmt.Fprintf(os.Stderr, "genlog: %d lines: %d of %d normal users,\n%s%s),\n%s%s)\n",
+		t.Lines, t.NormalLines, len(t.Normal), abusers, addresses(t.Abusers, len(abusers)), offices, addresses(t.Offices, len(offices)))
+}
+
+// addresses lists addrs, a space between two, from column col, a line
+// break and an indent before one that would pass 100 columns.
+func addresses(addrs []string, col int) string {
+	var b strings.Builder
+	for i, a := range addrs {
+		if i > 0 {
+			if col+1+len(a) > 100 {
+				b.WriteString("\n    ")
+				col = 4
+			} else {
+				b.WriteByte(' ')
+				col++
+			}
+		}
+		b.WriteString(a)
+		col += len(a)
+	}
+	return b.String()
 }
