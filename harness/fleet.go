@@ -148,7 +148,7 @@ func fleetFigure(rows []results.Row) report.Figure {
 		Caption: "Each line is a fleet of processes sharing one Redis, through its two routings (each request to a process at random, or a key's to the same one): " +
 			"the round trips to Redis a decision against the share of decisions unlike the ideal's, in simulated time. " +
 			"Left is cheaper; lower is closer to the ideal. Exact fleets decide alike, so they sit at one height: the denial cache only moves left. " +
-			"Leases move further left and off that height (approximate); the token bucket's lease fleet decides as GCRA's, the same limit, and hides it.",
+			"Leases move further left and off that height (approximate); the token bucket's lease fleet decides as GCRA's, the same limit: one line, named for both.",
 		Cols: 2, Width: 10, RowHeight: 2.6, LegendWidth: 2.1}
 	rows = where(rows, func(r results.Row) bool { return r.Has(results.MostInWindow) })
 	fig.Panels = panelsByWorkload(rows, func(r results.Row) []report.XY {

@@ -318,19 +318,39 @@ func (p *prober) remaining(ctx context.Context, q int, m model) error {
 			break
 		}
 	}
+	judgeRemaining(rem, answers, q, m)
+	return nil
+}
+
+// judgeRemaining compares the remaining quota each of answers (one at a
+// time on a fresh key) advertises with what m leaves, into rem.
+func judgeRemaining(rem *Remaining, answers []answer, q int, m model) {
 	st, admitted := model{}.stateOr(m), 0
 	for _, a := range answers {
 		if !a.Decided() {
 			continue
 		}
-		t := a.Sent.UnixNano()
+		t, r := a.Sent.UnixNano(), max(a.Received.UnixNano(), a.Sent.UnixNano())
+		// The target decided at some instant between the send and the
+		// answer: an admission is tried at both ends (a window may turn
+		// in between), and the one the advertised figure agrees with is
+		// kept, else the earlier.
+		type decided struct {
+			st state
+			at int64 // the instant it was decided at
+		}
+		var at []decided
 		if a.Admitted {
 			admitted++
 			if st != nil {
-				st.admit(t, 1)
+				early, late := st.clone(), st.clone()
+				early.admit(t, 1)
+				late.admit(r, 1)
+				at, st = []decided{{early, t}, {late, r}}, early
 			}
 		} else if st != nil {
 			st.refuse(t, 1)
+			at = []decided{{st, t}}
 		}
 		s := read(a.Header, a.Received)
 		if !s.hasRemaining {
@@ -340,7 +360,27 @@ func (p *prober) remaining(ctx context.Context, q int, m model) error {
 		rem.Seen = append(rem.Seen, s.remaining)
 		lo, hi := q-admitted, q-admitted
 		if st != nil {
-			lo, hi = left(st, t, q), left(st, a.Received.UnixNano(), q)
+			// The state kept: the one whose figure at its instant is the
+			// advertised one, else the first whose interval's figures
+			// span it, else the earlier.
+			lo, hi = q, 0
+			exact, spans := -1, -1
+			for i, c := range at {
+				clo, chi := left(c.st, t, q), left(c.st, r, q)
+				lo, hi = min(lo, clo, chi), max(hi, clo, chi)
+				if exact < 0 && left(c.st, c.at, q) == s.remaining {
+					exact = i
+				}
+				if spans < 0 && s.remaining >= min(clo, chi) && s.remaining <= max(clo, chi) {
+					spans = i
+				}
+			}
+			switch {
+			case exact >= 0:
+				st = at[exact].st
+			case spans >= 0:
+				st = at[spans].st
+			}
 		}
 		if s.remaining < lo || s.remaining > hi {
 			want := fmt.Sprint(lo)
@@ -348,7 +388,7 @@ func (p *prober) remaining(ctx context.Context, q int, m model) error {
 				want = fmt.Sprintf("%d to %d", lo, hi)
 			}
 			rem.Verdict = fmt.Sprintf("off: %d remaining after %d admitted one at a time on a fresh key, where %s leaves %s", s.remaining, admitted, or(m.String(), fmt.Sprintf("a quota of %d", q)), want)
-			return nil
+			return
 		}
 	}
 	switch {
@@ -357,7 +397,6 @@ func (p *prober) remaining(ctx context.Context, q int, m model) error {
 	default:
 		rem.Verdict = "exact"
 	}
-	return nil
 }
 
 // burst is n requests at once, or as many as --max-rate allows when that

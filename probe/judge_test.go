@@ -386,3 +386,37 @@ func TestRepeated(t *testing.T) {
 		}
 	}
 }
+
+// The remaining check, one request at a time on a fixed window of 20 a
+// second whose edge falls inside the 11th's interval (sent before it,
+// answered after): the target counted it in the new window. Tried at
+// both ends of its interval, the 11th is kept where the advertised
+// figure says, and the run is exact; a figure no instant explains is off.
+func TestJudgeRemainingWindowTurns(t *testing.T) {
+	m := model{Algorithm: limiters.FixedWindow, Limit: limiters.Limit{N: 20, Per: time.Second}}
+	edge := time.Unix(1_000_000, 0)
+	var answers []answer
+	add := func(sent, received time.Time, remaining int) {
+		h := http.Header{}
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(remaining))
+		answers = append(answers, answer{observation: observation{Sent: sent, Received: received, Admitted: true}, Status: 200, Header: h})
+	}
+	start := edge.Add(-50 * time.Millisecond)
+	for i := range 10 {
+		at := start.Add(time.Duration(i) * 4 * time.Millisecond)
+		add(at, at.Add(time.Millisecond), 19-i)
+	}
+	add(edge.Add(-2*time.Millisecond), edge.Add(2*time.Millisecond), 19) // the 11th: the window turned
+	add(edge.Add(5*time.Millisecond), edge.Add(6*time.Millisecond), 18)
+	var rem Remaining
+	judgeRemaining(&rem, answers, 20, m)
+	if rem.Verdict != "exact" || rem.Checked != 12 {
+		t.Errorf("window turned in the 11th's interval: %+v, want exact over 12", rem)
+	}
+	answers[11].Header.Set("X-RateLimit-Remaining", "17")
+	rem = Remaining{}
+	judgeRemaining(&rem, answers, 20, m)
+	if !strings.HasPrefix(rem.Verdict, "off: 17 remaining after 12 admitted") {
+		t.Errorf("a figure off by one: %+v, want it off", rem)
+	}
+}
