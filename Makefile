@@ -24,16 +24,23 @@ BASELINE  ?= results/baseline.json
 COUNT     ?= 6
 BENCHTIME ?= 200ms
 
-.PHONY: all install test fmt-check vet staticcheck race norace test-clocked install-check soak soak-serve flood memcheck gate baseline bench bench-quick plan bench-go bench-go-run bench-go-report clean
+.PHONY: all install readme-check test-steps test-clocked-steps bench-steps bench-quick-steps plan-steps readme-check-steps test fmt-check vet staticcheck race norace test-clocked install-check soak soak-serve flood memcheck gate baseline bench bench-quick plan bench-go bench-go-run bench-go-report clean
 
 all: test
 
-## test: gofmt, go vet, staticcheck and the tests but the clocked ones (make test-clocked), shuffled; under the race detector where a test starts goroutines (about 2½ minutes on 2 cores where Go has built the dependencies before, 8½ from a fresh clone with an empty build cache)
+## test: gofmt, go vet, staticcheck and the tests but the clocked ones (make test-clocked), shuffled; under the race detector where a test starts goroutines (README.md's table says how long it takes)
 # (Staticcheck beside the first phase of the tests saved nothing: from a
 # fresh clone on an Intel Xeon host, 5:56 against 5:43 one after the other,
 # staticcheck 55s and the tests 129s alone, 191s together.) The tests that
 # judge a limiter by the clock are make test-clocked's, which CI runs too.
-test: fmt-check vet staticcheck race norace
+test-steps: fmt-check vet staticcheck race norace
+
+# The targets whose times README.md states: each runs through tools/timed,
+# which appends how long it took, and its largest process's peak memory,
+# to out/times.tsv; make readme-check compares them with the README.
+TIMED_TARGETS := test test-clocked bench bench-quick plan readme-check
+$(TIMED_TARGETS):
+	@OUT='$(OUT)' tools/timed $@ $(MAKE) --no-print-directory $@-steps
 
 fmt-check:
 	@files=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './out/*')); \
@@ -121,8 +128,8 @@ norace:
 	REDIS_REQUIRED=1 tools/with-redis $(GO) test -vet=off -shuffle=on -count=1 $(NORACE_PKGS)
 	REDIS_REQUIRED=1 tools/with-redis $(GO) test -vet=off -shuffle=on -count=1 -run '$(NORACE)' ./limiters ./limiters/composite ./limiters/internal/keytable ./limiters/redislimit ./probe
 
-## test-clocked: the tests that judge a limiter by the clock (the probes of ratelab serve, nginx, npm's limiters and planted ones, of the plan's emitted nginx and tier file, and the outage run), by themselves (about five minutes; CI runs it after make test)
-test-clocked:
+## test-clocked: the tests that judge a limiter by the clock (the probes of ratelab serve, nginx, npm's limiters and planted ones, of the plan's emitted nginx and tier file, and the outage run), by themselves (CI runs it after make test)
+test-clocked-steps:
 	REDIS_REQUIRED=1 tools/with-redis tools/with-nginx tools/with-node $(GO) test -vet=off -count=1 -parallel 50 -timeout 20m -run '$(TIMED_PROBE)' ./probe
 	tools/with-nginx $(GO) test -vet=off -count=1 -parallel 50 -run '$(TIMED_LOOP)' ./cmd/ratelab
 	GORACE='$(GORACE)' REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -vet=off -shuffle=on -count=1 -p 2 -parallel 2 -run '$(TIMED_RACE)' ./probe ./harness ./cmd/ratelab
@@ -146,7 +153,7 @@ install-check:
 	$(OUT)/install/ratelab bench --quick --modes simulated --out $(OUT)/install/lab > $(OUT)/install/bench.txt
 	@echo "make install-check: installed $(OUT)/install/ratelab from the proxy; its quick simulated lab: $(OUT)/install/bench.txt"
 
-## soak: the linearizability checks on 300 histories a case, not make test's 3 (a few minutes; Redis as for make test)
+## soak: the linearizability checks on 300 histories a case, not make test's 3 (Redis as for make test)
 soak:
 	REDIS_REQUIRED=1 tools/with-redis $(GO) test -count=1 -timeout 30m ./internal/lincheck -args -soak=300
 
@@ -186,19 +193,28 @@ baseline:
 	  git rev-parse HEAD; } > results/gate-base
 	@echo "The base is now $$(git rev-parse --short HEAD). Commit $(BASELINE) and results/gate-base (git diff --stat results/)."
 
-## bench: the lab: every limiter and its peers through every workload, then make plan (about 6 minutes on 2 cores, 8 with an empty build cache; the Redis rows need a server, else they are skipped)
-bench:
+## bench: the lab: every limiter and its peers through every workload, then make plan (the Redis rows need a server, else they are skipped)
+bench-steps:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/ratelab
 	$(BIN)/ratelab bench --out $(OUT)
 	@$(MAKE) --no-print-directory plan
 
-## plan: ratelab plan on the synthetic shop's access log (PLAN_LINES lines of nginx's combined format, written as they are read: two hours of users, a sale's peak, eight abusers and three offices), into out/plan (about 45 seconds on 2 cores)
+## plan: ratelab plan on the synthetic shop's access log (PLAN_LINES lines of nginx's combined format, written as they are read: two hours of users, a sale's peak, eight abusers and three offices), into out/plan
 PLAN_LINES ?= 10000000
-plan:
+plan-steps:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/ratelab ./cmd/genlog
 	$(BIN)/genlog -lines $(PLAN_LINES) | $(BIN)/ratelab plan --limits 1/s..100/s --out $(OUT)/plan
+
+## readme-check: the README's figures against this host: a quick lab, the plan of the synthetic shop, the memory benchmark, and the times in out/times.tsv; flags each figure outside the range the README states
+readme-check-steps:
+	@mkdir -p $(BIN) $(OUT)/readme
+	$(GO) build -o $(BIN)/ ./cmd/ratelab ./cmd/genlog
+	tools/with-redis $(BIN)/ratelab bench --quick --out $(OUT)/readme/lab > $(OUT)/readme/lab.txt
+	$(BIN)/genlog -lines $(PLAN_LINES) 2> $(OUT)/readme/genlog.txt | $(BIN)/ratelab plan --limits 1/s..100/s --out $(OUT)/readme/plan > $(OUT)/readme/plan.txt
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkMemory$$/lim=(fixed-window|sliding-log|sliding-counter|token-bucket|leaky-bucket|gcra)/' -benchtime 1x ./harness/peers > $(OUT)/readme/memory.txt
+	$(GO) test -count=1 -run '^TestREADME$$' -v ./internal/readme -args -measured=$(abspath $(OUT))/readme -times=$(abspath $(OUT))/times.tsv
 
 ## install: the ratelab command, from this tree, into go env GOBIN (else go env GOPATH's bin, $HOME/go/bin): on the PATH where that is (make bench leaves it in out/bin as well)
 install:
@@ -207,11 +223,11 @@ install:
 	echo "ratelab is $$dir/ratelab"; \
 	case ":$$PATH:" in *":$$dir:"*) ;; *) echo "$$dir is not on your PATH: export PATH=\"$$dir:\$$PATH\"";; esac
 
-## bench-quick: all but the outage runs, shorter (about a minute)
-bench-quick:
+## bench-quick: ratelab bench --quick: all but the outage runs, each shorter
+bench-quick-steps:
 	$(GO) run ./cmd/ratelab bench --quick --out $(OUT)
 
-## bench-go: the Go benchmarks of one decision, with benchstat (about 4 minutes)
+## bench-go: the Go benchmarks of one decision, with benchstat
 bench-go: bench-go-run bench-go-report
 
 bench-go-run:

@@ -64,9 +64,9 @@ over the period for the buckets.
 It writes results.json (the public format), tables.md and tables.txt, the
 charts (charts/*.png and *.svg) and the report that ties them together
 (report.html, one page that opens from disk, and report.md) into --out, and
-prints the tables and which limiter to pick for which need. A full run
-takes about six minutes on 2 cores, --quick about a minute. The same
---seed gives the same simulated runs, byte for byte.
+prints the tables and which limiter to pick for which need. What a run
+takes on two kinds of host is in README.md (make bench, make bench-quick).
+The same --seed gives the same simulated runs, byte for byte.
 
 Examples:
 
