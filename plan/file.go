@@ -756,7 +756,7 @@ func picks(_ *results.File, rows []results.Row) []report.Pick {
 		}
 		switch r.Limiter {
 		case "bucket":
-			out = append(out, report.Pick{Need: "A bucket for every key", Limiter: r.Setting(policySetting), Why: refuses + "."})
+			out = append(out, report.Pick{Need: "A bucket for every key", Limiter: r.Setting(policySetting), Why: sentence(refuses)})
 		case "windows":
 			out = append(out, report.Pick{Need: "Or two windows, a short and a long", Limiter: r.Setting(policySetting), Why: refuses + ", as a sliding log."})
 		case "shared keys":
@@ -765,4 +765,12 @@ func picks(_ *results.File, rows []results.Row) []report.Pick {
 		}
 	}
 	return out
+}
+
+// sentence ends s with a full stop, unless it ends with an ellipsis.
+func sentence(s string) string {
+	if strings.HasSuffix(s, "…") {
+		return s
+	}
+	return s + "."
 }
