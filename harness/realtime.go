@@ -86,7 +86,7 @@ var realtimeMode = mode{
 			perGoroutines("contention", "Lock contention: time blocked on locks per decision, unpaced",
 				"Time goroutines spent parked on a sync.Mutex, a sync.RWMutex or a lock inside the runtime, as the runtime counts it "+
 					"(/sync/mutex/wait/total, sampled), divided by decisions; for a limiter in the process, the median of its run's rounds "+
-					"(3 to 5, of 25ms or more; where they spread more than fourfold, more: up to 9, 5 in a quick lab), under it the rounds' range but their lowest and highest (all of them, under five). "+
+					"(3 to 5, of 25ms or more; where they spread more than fourfold, more, up to 9, but in a quick lab), under it the rounds' range but their lowest and highest (all of them, under five). "+
 					"Spinning before parking is not counted. "+
 					"The harness floor row is what the runtime and the harness add with no limiter at all.",
 				lockWaitCell, false),
@@ -203,11 +203,11 @@ func (l *lab) realTime(ctx context.Context, s Subject, w *workloads.Workload, li
 		// A limiter kept in a server is run once: its wait is its
 		// client's, which the contention chart leaves out.
 		repeat, round = contentionRounds(rt)
-		// Rounds that spread wide get more: the quick lab's up to
-		// mostRounds, a full lab's up to widestRounds.
-		widest = widestRounds
-		if l.c.Quick {
-			widest = mostRounds
+		// Rounds that spread wide get more, up to widestRounds, in a
+		// full lab: the quick lab, a first look (and the tests' lab, on
+		// make test's clock), keeps its three.
+		if !l.c.Quick {
+			widest = widestRounds
 		}
 	}
 	var each []realTimeOutcome

@@ -19,6 +19,7 @@ import (
 // no app user; the carrier-NAT addresses get a tier of their own. On two
 // logs of that kind.
 func TestMobileNeedsTwoNumbers(t *testing.T) {
+	t.Parallel() // seconds each under the race detector, and none shares a thing
 	for _, seed := range []uint64{1, 2} {
 		var log bytes.Buffer
 		truth, err := synthlog.WriteMobile(&log, synthlog.Mobile{Seed: seed, Users: 600, PerNAT: 30})

@@ -72,6 +72,7 @@ func TestNginxRoundedDecided(t *testing.T) {
 // that looks like many users to a zone of its own. The Go the plan writes
 // builds (go vet), and the two windows' buckets are decided.
 func TestEmitted(t *testing.T) {
+	t.Parallel() // seconds each under the race detector, and none shares a thing
 	var log bytes.Buffer
 	truth, err := synthlog.WriteMobile(&log, synthlog.Mobile{Seed: 1, Users: 600, PerNAT: 30})
 	if err != nil {

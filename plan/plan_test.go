@@ -48,6 +48,7 @@ func planOf(t *testing.T, log []byte, o accesslog.Options, c Config) *Plan {
 // On the synthetic shop's log, each algorithm's suggestion at a spare of
 // 0.1% refuses at most 0.1% of the normal users, and every abuser.
 func TestSuggestionSparesUsersCatchesAbusers(t *testing.T) {
+	t.Parallel() // seconds each under the race detector, and none shares a thing
 	var log bytes.Buffer
 	truth, err := synthlog.WriteShop(&log, synthlog.Shop{Users: 6000, Span: 10 * time.Minute, Abusers: 3, Offices: 1, Seed: 7})
 	if err != nil {
@@ -97,6 +98,7 @@ func TestSuggestionSparesUsersCatchesAbusers(t *testing.T) {
 
 // The same traffic as JSON lines and as the combined format plans alike.
 func TestJSONPlansAsCombined(t *testing.T) {
+	t.Parallel() // seconds each under the race detector, and none shares a thing
 	var combined, json bytes.Buffer
 	s := synthlog.Shop{Users: 1000, Span: 10 * time.Minute, Abusers: 2, Offices: 1, Seed: 3}
 	if _, err := synthlog.WriteShop(&combined, s); err != nil {
@@ -125,6 +127,7 @@ func TestJSONPlansAsCombined(t *testing.T) {
 // engine, with the limiter replay makes), on a trace of fractional times
 // and costs above 1.
 func TestPlanDecidesAsReplay(t *testing.T) {
+	t.Parallel() // seconds each under the race detector, and none shares a thing
 	rng := rand.New(rand.NewPCG(36, 1))
 	var trace bytes.Buffer
 	at := 0.0
@@ -296,6 +299,7 @@ func TestRunInterrupted(t *testing.T) {
 // The least N that spares all but the spare share is exact for the
 // sliding log: at it, the sliding log refuses no more; one less, more.
 func TestSparingIsExact(t *testing.T) {
+	t.Parallel() // seconds each under the race detector, and none shares a thing
 	var log bytes.Buffer
 	if _, err := synthlog.WriteShop(&log, synthlog.Shop{Users: 2000, Span: 10 * time.Minute, Abusers: 2, Offices: 1, Seed: 11, Format: "json", Millis: true}); err != nil {
 		t.Fatal(err)
