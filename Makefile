@@ -9,6 +9,11 @@
 # go.work. A pattern covers one module: PKGS names both.
 
 GO        ?= go
+# -trimpath: the build cache's keys then leave out where the tree is, so
+# that a fresh clone reuses what Go compiled for the same source anywhere
+# else: make test from a fresh clone with a warm cache compiled every
+# package of the project again (5:27 here, against 3:54 in place).
+export GOFLAGS := -trimpath $(GOFLAGS)
 OUT       ?= out
 PKGS      := ./... ./limiters/...
 # The pinned tools, built from tools/go.mod (outside the workspace: a
@@ -59,7 +64,7 @@ vet:
 	$(GO) vet -race $(PKGS)
 
 staticcheck: $(STATICCHECK)
-	GOFLAGS=-race $(STATICCHECK) $(PKGS)
+	GOFLAGS='$(GOFLAGS) -race' $(STATICCHECK) $(PKGS)
 
 $(STATICCHECK): tools/go.mod tools/go.sum
 	GOWORK=off $(GO) build -modfile=tools/go.mod -o $@ honnef.co/go/tools/cmd/staticcheck
