@@ -54,7 +54,7 @@ const wideSpread = 4
 func wideRounds(each []realTimeOutcome) bool {
 	waits := make([]float64, len(each))
 	for i, o := range each {
-		waits[i] = float64(o.LockWait) / float64(max(o.Decisions, 1))
+		waits[i] = perDecision(o.LockWait, o.Decisions)
 	}
 	return wide(waits)
 }
@@ -79,9 +79,6 @@ func contentionRounds(rt realTimeRun) (int, realTimeRun) {
 // each round's (lockWaitRounds); for a paced run, whose repeats are for
 // latency, the wait of them all over their decisions.
 func setLockWait(r *results.Row, rt realTimeRun, each []realTimeOutcome) {
-	perDecision := func(wait time.Duration, decisions int64) float64 {
-		return float64(wait) / float64(max(decisions, 1))
-	}
 	if rt.Rate > 0 || len(each) < 2 {
 		var wait time.Duration
 		var decisions int64
@@ -98,6 +95,12 @@ func setLockWait(r *results.Row, rt realTimeRun, each []realTimeOutcome) {
 	}
 	r.Add(lockWaitNS, results.UnitNS, median(rounds.Y))
 	r.AddSeries(rounds)
+}
+
+// perDecision is a lock wait over the decisions made in it, in
+// nanoseconds.
+func perDecision(wait time.Duration, decisions int64) float64 {
+	return float64(wait) / float64(max(decisions, 1))
 }
 
 // lockWaitCell is the contention table's cell: the median of the rounds'
