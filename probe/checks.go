@@ -138,7 +138,7 @@ func (p *prober) checks(ctx context.Context, named model) error {
 	return nil
 }
 
-const retryAbout = "Retry-After and key isolation: keys spent back to back and over half a window, then asked at 80% of the wait and at it"
+const retryAbout = "Retry-After and key isolation: spent keys asked again at 80% of the wait and at it"
 
 // isolatedIn reports whether a key's first request was admitted within a
 // second of another key's refusal.

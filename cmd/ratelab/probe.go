@@ -204,9 +204,10 @@ func (f *probeFlags) probeConfig(fs *flag.FlagSet, stderr io.Writer) (probe.Conf
 		return c, nil, usageError{err}
 	}
 	if f.limit.N == 0 {
-		fmt.Fprintf(stderr, "probe: no --limit: measuring %s's limit first, then asking what tells the algorithms apart, within %d requests and %v (--max-requests, --max-time)\n", t.URL, c.MaxRequests, c.MaxTime)
+		// Two lines: a URL of any length, and a terminal of 120 columns.
+		fmt.Fprintf(stderr, "probe: no --limit: measuring %s's limit first,\n  then asking what tells the algorithms apart, within %d requests and %v (--max-requests, --max-time)\n", t.URL, c.MaxRequests, c.MaxTime)
 	} else {
-		fmt.Fprintf(stderr, "probe: %s, said to keep %s, within %d requests and %v (--max-requests, --max-time)\n", t.URL, f.limit, c.MaxRequests, c.MaxTime)
+		fmt.Fprintf(stderr, "probe: %s, said to keep %s,\n  within %d requests and %v (--max-requests, --max-time)\n", t.URL, f.limit, c.MaxRequests, c.MaxTime)
 	}
 	return c, want, nil
 }
