@@ -128,9 +128,18 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 			quietGot = append(quietGot, a)
 		}
 	}
-	if n := admittedOf(quietGot); len(quiet) > 0 && n != len(quiet)*q {
-		p.say("calibration: %d more fresh keys got %d back to back, not %d each", len(quiet), n, q)
-		q = max(q, (n+len(quiet)-1)/len(quiet))
+	if each, n := admittedEach(quietGot), admittedOf(quietGot); len(quiet) > 0 && n != len(quiet)*q {
+		if m := each[quiet[0]]; m > 0 && m < q && n == len(quiet)*m {
+			// Each got the same, fewer: the first key's rounds, sent one
+			// after another, straddled a window's edge or took a refill
+			// (a fixed window of 20/s gave 40 to rounds that took 0.8s
+			// on a busy host); the quiet keys, sent at once, did not.
+			p.say("calibration: %d more fresh keys got %d each back to back, not %d: the first key's rounds straddled a refill; the quota is %d", len(quiet), m, q, m)
+			q, cal.Quota = m, m
+		} else {
+			p.say("calibration: %d more fresh keys got %d back to back in all, not %d each", len(quiet), n, q)
+			q = max(q, (n+len(quiet)-1)/len(quiet))
+		}
 	}
 	var admits []time.Time     // the pressed key's admissions, in order sent
 	var refusedUntil time.Time // its last refusal before the first of them
@@ -442,6 +451,17 @@ func (g guess) with(claims Claims) guess {
 		}
 	}
 	return g
+}
+
+// admittedEach is how many of answers were admitted, a key.
+func admittedEach(answers []answer) map[string]int {
+	each := map[string]int{}
+	for _, a := range answers {
+		if a.Admitted {
+			each[a.Key]++
+		}
+	}
+	return each
 }
 
 func admittedOf(answers []answer) int {

@@ -208,3 +208,32 @@ func TestProbeSimulatedLongWindow(t *testing.T) {
 		t.Errorf("%d requests in %.0fs, verdict %+v: want none named, in at most half of --max-time and 200 requests", r.Requests, r.Elapsed, r.Verdict)
 	}
 }
+
+// A fresh key's rounds that straddle a window's edge get more than the
+// quota (a fixed window of 20/s gave 40 on a busy host, its rounds
+// 0.8s long): the quiet keys, each spent at once, say the quota, and the
+// fingerprint is planned for it.
+func TestProbeSimulatedStraddle(t *testing.T) {
+	m := model{Algorithm: limiters.FixedWindow, Limit: limiters.PerSecond(20)}
+	sim := simulate(m, 1, 3*time.Millisecond)
+	sim.clock = time.Unix(1_800_000_000, 990_000_000) // 10ms before a window's edge
+	c := Config{Target: Target{URL: "http://sim/", Key: byUser}, Seed: 1, Timeout: time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
+	var log []string
+	r, err := run(context.Background(), c, sim, func(s string) { log = append(log, s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range log {
+		t.Log(l)
+	}
+	said := strings.Join(log, "\n")
+	if !strings.Contains(said, "the first key's rounds straddled a refill; the quota is 20") {
+		t.Errorf("the calibration said nothing of the straddle: want the quiet keys' 20 taken")
+	}
+	if r.Calibration.Quota != 20 || r.planned.N != 20 {
+		t.Errorf("calibrated %d, the fingerprint planned for %v: want 20, and 20/s", r.Calibration.Quota, r.planned)
+	}
+	if got, err := parseModel(r.Fit[0]); err != nil || !r.Verdict.Named || got.String() != m.String() {
+		t.Errorf("named %v (%s), want %s", got, r.Verdict.Text, m)
+	}
+}
