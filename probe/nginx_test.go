@@ -90,28 +90,26 @@ func TestProbeNginx(t *testing.T) {
 				}
 				target.Sources = src
 			}
-			r, err := probeOf(t, target)
-			if err != nil {
-				t.Fatal(err)
-			}
-			named(t, r, tt.want, time.Minute)
-			if r.Refusal.Status != tt.refusal || r.Undecided != 0 {
-				t.Errorf("%s, %d undecided: want refusals of %d, none undecided", r.Refusal, r.Undecided, tt.refusal)
-			}
-			if r.Concurrency.OverAdmits() || !r.Keys.Isolated || r.Keys.Keyless != tt.keyless {
-				t.Errorf("concurrency %+v, keys %+v: want no over-admission, isolated, keyless %q", r.Concurrency, r.Keys, tt.keyless)
-			}
-			if tt.path == "/conn/" {
-				return // a limit in flight: the rate's checks are not asked
-			}
-			if r.RetryAfter[0].Header != "" || len(r.Headers.OnRefused) != 0 || r.Remaining.Verdict != "not advertised" {
-				t.Errorf("Retry-After %+v, fields on refusal %v, remaining %+v: nginx sends none", r.RetryAfter, r.Headers.OnRefused, r.Remaining)
-			}
-			for _, acc := range r.Accuracy {
-				if acc.FalseAllows != 0 || acc.MostOverPromise > 1 {
-					t.Errorf("%+v: a bucket judged against its own promise keeps it", acc)
+			probeChecked(t, target, 2*time.Minute, func(t testing.TB, r *Report) {
+				named(t, r, tt.want, time.Minute)
+				if r.Refusal.Status != tt.refusal || r.Undecided != 0 {
+					t.Errorf("%s, %d undecided: want refusals of %d, none undecided", r.Refusal, r.Undecided, tt.refusal)
 				}
-			}
+				if r.Concurrency.OverAdmits() || !r.Keys.Isolated || r.Keys.Keyless != tt.keyless {
+					t.Errorf("concurrency %+v, keys %+v: want no over-admission, isolated, keyless %q", r.Concurrency, r.Keys, tt.keyless)
+				}
+				if tt.path == "/conn/" {
+					return // a limit in flight: the rate's checks are not asked
+				}
+				if r.RetryAfter[0].Header != "" || len(r.Headers.OnRefused) != 0 || r.Remaining.Verdict != "not advertised" {
+					t.Errorf("Retry-After %+v, fields on refusal %v, remaining %+v: nginx sends none", r.RetryAfter, r.Headers.OnRefused, r.Remaining)
+				}
+				for _, acc := range r.Accuracy {
+					if acc.FalseAllows != 0 || acc.MostOverPromise > 1 {
+						t.Errorf("%+v: a bucket judged against its own promise keeps it", acc)
+					}
+				}
+			})
 		})
 	}
 }

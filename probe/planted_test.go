@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,25 +178,29 @@ func TestProbePlanted(t *testing.T) {
 	t.Parallel()
 	var shared sync.Mutex
 	sharedCount := map[int64]int{}
+	// The tickers' phase: each found within 40ms of the phase its ticker
+	// took (700ms, or later when the host woke it late).
 	phase := 700 * time.Millisecond
+	clears, clearsTook := tickerWindow(t, 10, 2*time.Second, phase)
+	rolls, rollsTook := tickerCounter(t, 20, 2*time.Second, phase)
 	for _, tt := range []struct {
 		name   string
 		h      http.Handler
 		want   string // the model named; "" for none
 		budget time.Duration
-		check  func(t *testing.T, r *Report)
+		check  func(t testing.TB, r *Report)
 	}{
 		// 90 seconds when it is probed alone (81-87 s here); beside two
 		// other probes, which slow the fits between rounds, 94-101 s.
 		{"counts refusals, 20 per 10s", countingLog(20, 10*time.Second), "sliding-log 20/10s, refusals counted", 110 * time.Second, nil},
 		{"weighted count rounded", roundedCounter(30, 3*time.Second), "sliding-counter 30/3s, weighted count rounded", time.Minute, nil},
 		{"time in whole seconds", secondsCounter(30, 3*time.Second), "sliding-counter 30/3s, time in whole seconds", time.Minute, nil},
-		{"admits 70% at random", plant(func(_ *struct{}, _ time.Time, _ http.Header) bool { return rand.Float64() < 0.7 }), "", 2 * time.Minute, func(t *testing.T, r *Report) {
+		{"admits 70% at random", plant(func(_ *struct{}, _ time.Time, _ http.Header) bool { return rand.Float64() < 0.7 }), "", 2 * time.Minute, func(t testing.TB, r *Report) {
 			if s := r.Strays(Expect{Limit: r.Claims.Policy, Tolerance: 0.02}); len(s) == 0 || !strings.HasPrefix(s[0], "none of the six explains it") {
 				t.Errorf("--expect: strays %q, want it failed: none of the six explains it", s)
 			}
 		}},
-		{"a reset of the newest entry, rounded up", newestReset(20, 3*time.Second), "sliding-log 20/3s", time.Minute, func(t *testing.T, r *Report) {
+		{"a reset of the newest entry, rounded up", newestReset(20, 3*time.Second), "sliding-log 20/3s", time.Minute, func(t testing.TB, r *Report) {
 			// It declares 20 per about 4s (a reset 3s and a fraction
 			// away, rounded up): within the rounding of what it does.
 			if r.Verdict.Declared != "" || declaredVerdict(r) != "agrees" || r.Remaining.Verdict != "exact" {
@@ -207,7 +212,7 @@ func TestProbePlanted(t *testing.T) {
 		}},
 		{"a Remaining that lies", fixedWindow(10, time.Second, func(h http.Header, count int, end time.Time, ok bool) {
 			h.Set("X-RateLimit-Remaining", strconv.Itoa(10-count+3))
-		}), "fixed-window 10/s", time.Minute, func(t *testing.T, r *Report) {
+		}), "fixed-window 10/s", time.Minute, func(t testing.TB, r *Report) {
 			if !strings.HasPrefix(remainingVerdict(r.Remaining), "OFF") {
 				t.Errorf("remaining %+v: the lie was not caught", r.Remaining)
 			}
@@ -216,7 +221,7 @@ func TestProbePlanted(t *testing.T) {
 			if !ok {
 				h.Set("Retry-After", "0")
 			}
-		}), "fixed-window 10/s", time.Minute, func(t *testing.T, r *Report) {
+		}), "fixed-window 10/s", time.Minute, func(t testing.TB, r *Report) {
 			if !r.RetryAfter[0].Lies() || r.RetryAfter[0].Header != "Retry-After" {
 				t.Errorf("Retry-After %+v: the lie was not caught", r.RetryAfter)
 			}
@@ -228,7 +233,7 @@ func TestProbePlanted(t *testing.T) {
 			if !ok {
 				h.Set("Retry-After", waitTo(end, time.Now()))
 			}
-		}), "fixed-window 10/s", time.Minute, func(t *testing.T, r *Report) {
+		}), "fixed-window 10/s", time.Minute, func(t testing.TB, r *Report) {
 			for _, ra := range r.RetryAfter {
 				if ra.Lies() {
 					t.Errorf("Retry-After %+v: an honest wait called a lie", ra)
@@ -244,34 +249,34 @@ func TestProbePlanted(t *testing.T) {
 				return
 			}
 			sharedCount[k]++
-		}), "", 2 * time.Minute, func(t *testing.T, r *Report) {
+		}), "", 2 * time.Minute, func(t testing.TB, r *Report) {
 			if r.Keys.Isolated {
 				t.Errorf("keys %+v: one count for all, called isolated", r.Keys)
 			}
 		}},
 		{"a malformed RateLimit field", fixedWindow(20, 2*time.Second, func(h http.Header, count int, _ time.Time, _ bool) {
 			h.Set("RateLimit", `"default";r=`+strconv.Itoa(20-count)+`;t=`)
-		}), "fixed-window 20/2s", time.Minute, func(t *testing.T, r *Report) {
+		}), "fixed-window 20/2s", time.Minute, func(t testing.TB, r *Report) {
 			if len(r.Headers.Malformed) == 0 || !strings.Contains(r.Headers.Malformed[0], `RateLimit: "\"default\";r=`) {
 				t.Errorf("malformed %q: want the RateLimit field named, with its text", r.Headers.Malformed)
 			}
 		}},
-		{"in flight, 4 per key", inFlight(4, false, slow(150*time.Millisecond)), "in-flight 4 at once, per key", 30 * time.Second, func(t *testing.T, r *Report) {
+		{"in flight, 4 per key", inFlight(4, false, slow(150*time.Millisecond)), "in-flight 4 at once, per key", 30 * time.Second, func(t testing.TB, r *Report) {
 			if c := r.Concurrency; c.Admitted != 4 || !r.Keys.Isolated {
 				t.Errorf("concurrency %+v, keys %+v: want 4 admitted, keys kept apart", c, r.Keys)
 			}
 		}},
-		{"in flight, 3 for all keys", inFlight(3, true, slow(150*time.Millisecond)), "in-flight 3 at once, for all keys", 30 * time.Second, func(t *testing.T, r *Report) {
+		{"in flight, 3 for all keys", inFlight(3, true, slow(150*time.Millisecond)), "in-flight 3 at once, for all keys", 30 * time.Second, func(t testing.TB, r *Report) {
 			if c := r.Concurrency; c.Admitted != 3 || r.Keys.Isolated {
 				t.Errorf("concurrency %+v, keys %+v: want 3 admitted, keys not kept apart", c, r.Keys)
 			}
 		}},
-		{"in flight, 4 per key, and a bucket of 10/s burst 10 behind it", inFlight(4, false, gcraBefore(10, 10, slow(150*time.Millisecond))), "in-flight 4 at once, per key", 30 * time.Second, func(t *testing.T, r *Report) {
+		{"in flight, 4 per key, and a bucket of 10/s burst 10 behind it", inFlight(4, false, gcraBefore(10, 10, slow(150*time.Millisecond))), "in-flight 4 at once, per key", 30 * time.Second, func(t testing.TB, r *Report) {
 			if c := r.Calibration.InFlight; math.Abs(c.BesideRate-10) > 1 || c.BesideBurst < 8 || c.BesideBurst > 12 || !strings.Contains(r.Verdict.Beside, "a rate limit beside it") {
 				t.Errorf("beside: %q (%g/s burst %d), want a rate limit of about 10/s burst 10 said", r.Verdict.Beside, c.BesideRate, c.BesideBurst)
 			}
 		}},
-		{"a bucket of 10/s burst 5 in front of 150ms answers", gcraBefore(10, 5, slow(150*time.Millisecond)), "", time.Minute, func(t *testing.T, r *Report) {
+		{"a bucket of 10/s burst 5 in front of 150ms answers", gcraBefore(10, 5, slow(150*time.Millisecond)), "", time.Minute, func(t testing.TB, r *Report) {
 			// No limit in flight: tried as one (one request at a time is
 			// never refused, one more at once is), it explains too little,
 			// and the bucket is named. Its burst is not checked: with
@@ -281,41 +286,42 @@ func TestProbePlanted(t *testing.T) {
 				t.Errorf("named %v (%s; beside %q), want a bucket of 10/s and nothing beside", r.Fit[0], r.Verdict.Text, r.Verdict.Beside)
 			}
 		}},
-		{"a ticker clears every count each 2s, 700ms past an even second", tickerWindow(t, 10, 2*time.Second, phase), "", time.Minute, func(t *testing.T, r *Report) {
+		{"a ticker clears every count each 2s, 700ms past an even second", clears, "", time.Minute, func(t testing.TB, r *Report) {
 			// A fixed window of 10/2s whose windows start where the
 			// ticker clears: the phase measured within 2% of a window
 			// (what the probe calls one answer; alone here within 12ms,
 			// beside two other probes 39ms once).
 			f := r.Fit[0]
-			want := phaseText(2*time.Second, phase)
+			took := clearsTook()
+			want := phaseText(2*time.Second, took)
 			got := ""
 			if len(f.Variants) == 1 {
 				got = f.Variants[0]
 			}
 			var gotPhase float64
 			if _, err := fmt.Sscanf(got, "windows starting at :%f past each even second", &gotPhase); err != nil || !r.Verdict.Named || f.Algorithm != limiters.FixedWindow || f.Limit != "10/2s" ||
-				math.Abs(gotPhase-phase.Seconds()) > 0.04 {
+				math.Abs(gotPhase-took.Seconds()) > 0.04 {
 				t.Errorf("named %s %s %v (%s), want fixed-window 10/2s, %s, within 40ms", f.Algorithm, f.Limit, f.Variants, r.Verdict.Text, want)
 			}
 		}},
-		{"a ticker rolls a sliding counter's windows each 2s, 700ms past an even second", tickerCounter(t, 20, 2*time.Second, phase), "", time.Minute, func(t *testing.T, r *Report) {
+		{"a ticker rolls a sliding counter's windows each 2s, 700ms past an even second", rolls, "", time.Minute, func(t testing.TB, r *Report) {
 			// A sliding counter of 20/2s whose windows roll where the
 			// ticker ticks: the phase found by trying phases, as no key's
 			// return places a counter's grid.
-			f := r.Fit[0]
+			f, took := r.Fit[0], rollsTook()
 			got := ""
 			if len(f.Variants) == 1 {
 				got = f.Variants[0]
 			}
 			var gotPhase float64
 			if _, err := fmt.Sscanf(got, "windows starting at :%f past each even second", &gotPhase); err != nil || !r.Verdict.Named || f.Algorithm != limiters.SlidingCounter || f.Limit != "20/2s" ||
-				math.Abs(gotPhase-phase.Seconds()) > 0.04 {
-				t.Errorf("named %s %s %v (%s), want sliding-counter 20/2s, %s, within 40ms", f.Algorithm, f.Limit, f.Variants, r.Verdict.Text, phaseText(2*time.Second, phase))
+				math.Abs(gotPhase-took.Seconds()) > 0.04 {
+				t.Errorf("named %s %s %v (%s), want sliding-counter 20/2s, %s, within 40ms", f.Algorithm, f.Limit, f.Variants, r.Verdict.Text, phaseText(2*time.Second, took))
 			}
 		}},
 		{"declares 30 and keeps 20", fixedWindow(20, 2*time.Second, func(h http.Header, _ int, _ time.Time, _ bool) {
 			h.Set("RateLimit-Policy", `"default";q=30;w=2`)
-		}), "fixed-window 20/2s", time.Minute, func(t *testing.T, r *Report) {
+		}), "fixed-window 20/2s", time.Minute, func(t testing.TB, r *Report) {
 			if declaredVerdict(r) != "DIFFERS" || !strings.HasPrefix(r.Verdict.Declared, "declares 30/2s; behaves as fixed-window 20/2s") {
 				t.Errorf("declared %q: %q, want both said", r.Claims.PolicyText, r.Verdict.Declared)
 			}
@@ -325,20 +331,18 @@ func TestProbePlanted(t *testing.T) {
 			t.Parallel()
 			srv := httptest.NewServer(tt.h)
 			defer srv.Close()
-			r, err := probeOf(t, Target{URL: srv.URL, Key: byUser})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tt.want == "" {
-				if tt.name == "admits 70% at random" && r.Verdict.Named {
-					t.Errorf("named %s for a target that admits at random", r.Verdict.Text)
+			probeChecked(t, Target{URL: srv.URL, Key: byUser}, 2*time.Minute, func(t testing.TB, r *Report) {
+				if tt.want == "" {
+					if tt.name == "admits 70% at random" && r.Verdict.Named {
+						t.Errorf("named %s for a target that admits at random", r.Verdict.Text)
+					}
+				} else {
+					named(t, r, tt.want, tt.budget)
 				}
-			} else {
-				named(t, r, tt.want, tt.budget)
-			}
-			if tt.check != nil {
-				tt.check(t, r)
-			}
+				if tt.check != nil {
+					tt.check(t, r)
+				}
+			})
 		})
 	}
 }
@@ -415,7 +419,7 @@ func gcraBefore(rate float64, burst int, next http.Handler) http.Handler {
 // time at phase past one of the epoch's windows of w (a ticker started
 // then, as by a process that started then). It stops its ticker when the
 // test ends.
-func tickerWindow(t *testing.T, n int, w, phase time.Duration) http.Handler {
+func tickerWindow(t *testing.T, n int, w, phase time.Duration) (h http.Handler, took func() time.Duration) {
 	first := (phase - time.Duration(time.Now().UnixNano()%int64(w)) + 2*w) % w
 	var mu sync.Mutex
 	counts := map[string]int{}
@@ -424,7 +428,7 @@ func tickerWindow(t *testing.T, n int, w, phase time.Duration) http.Handler {
 		counts = map[string]int{}
 		mu.Unlock()
 	}
-	every(t, first, w, clear)
+	took = every(t, first, w, clear)
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -433,14 +437,14 @@ func tickerWindow(t *testing.T, n int, w, phase time.Duration) http.Handler {
 			return
 		}
 		counts[r.Header.Get("X-User")]++
-	})
+	}), took
 }
 
 // tickerCounter is a sliding counter of n per w, by the X-User header,
 // whose windows a ticker rolls for every key at once, phase past a
 // multiple of w: at each tick the counts become the previous window's,
 // which weighs what is left of the current one.
-func tickerCounter(t *testing.T, n int, w, phase time.Duration) http.Handler {
+func tickerCounter(t *testing.T, n int, w, phase time.Duration) (h http.Handler, took func() time.Duration) {
 	first := (phase - time.Duration(time.Now().UnixNano()%int64(w)) + 2*w) % w
 	var mu sync.Mutex
 	prev, cur := map[string]int{}, map[string]int{}
@@ -450,7 +454,7 @@ func tickerCounter(t *testing.T, n int, w, phase time.Duration) http.Handler {
 		prev, cur, rolled = cur, map[string]int{}, time.Now()
 		mu.Unlock()
 	}
-	every(t, first, w, roll)
+	took = every(t, first, w, roll)
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -464,13 +468,18 @@ func tickerCounter(t *testing.T, n int, w, phase time.Duration) http.Handler {
 			return
 		}
 		cur[k]++
-	})
+	}), took
 }
 
-// every calls f after first, then every w, until the test ends.
-func every(t *testing.T, first, w time.Duration, f func()) {
+// every calls f after first, then every w, until the test ends. It
+// returns the phase its ticker took, past a multiple of w: first, and
+// later by as much as the host woke it late (a busy host, 55ms once),
+// which every tick after keeps; -1 before it starts.
+func every(t *testing.T, first, w time.Duration, f func()) (took func() time.Duration) {
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
+	var phase atomic.Int64
+	phase.Store(-1)
 	go func() {
 		select {
 		case <-time.After(first):
@@ -479,6 +488,7 @@ func every(t *testing.T, first, w time.Duration, f func()) {
 		}
 		f()
 		tick := time.NewTicker(w)
+		phase.Store(time.Now().UnixNano() % int64(w))
 		defer tick.Stop()
 		for {
 			select {
@@ -489,4 +499,5 @@ func every(t *testing.T, first, w time.Duration, f func()) {
 			}
 		}
 	}()
+	return func() time.Duration { return time.Duration(phase.Load()) }
 }

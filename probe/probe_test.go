@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -36,6 +37,87 @@ func probeWithin(t *testing.T, target Target, most time.Duration) (*Report, erro
 	t.Helper()
 	probeSlots <- struct{}{}
 	defer func() { <-probeSlots }()
+	return probeRun(t, target, most)
+}
+
+// alone is held by a probe that takes every slot, so that two such never
+// hold some each.
+var alone sync.Mutex
+
+// probeChecked probes target as probeWithin does and judges its report
+// with check. A probe is a measurement on a shared host, three at once
+// on two cores: now and then one misnames a target that its next run
+// names (a tie within a busy host's noise, a bucket's quota read with a
+// second's refill in it: 3 of 41 probes in one CI run, none of the 3
+// again). When the probe fails or check does, what failed is logged, the
+// target probed again, alone, on fresh keys, and check judges that
+// probe: a probe wrong twice fails the test.
+func probeChecked(t *testing.T, target Target, most time.Duration, check func(t testing.TB, r *Report)) {
+	t.Helper()
+	r, err := probeWithin(t, target, most)
+	var missed []string
+	switch {
+	case err != nil:
+		missed = []string{err.Error()}
+	default:
+		missed = failures(t, r, check)
+	}
+	if len(missed) == 0 {
+		return
+	}
+	t.Logf("the probe missed: %s; probing again, alone", strings.Join(missed, "; "))
+	alone.Lock()
+	for range cap(probeSlots) {
+		probeSlots <- struct{}{}
+	}
+	r, err = probeRun(t, target, most)
+	for range cap(probeSlots) {
+		<-probeSlots
+	}
+	alone.Unlock()
+	if err != nil {
+		t.Errorf("%s, probed again: %v", target.URL, err)
+		return
+	}
+	check(t, r)
+}
+
+// failures runs check on r and returns what it reported, failing
+// nothing.
+func failures(t *testing.T, r *Report, check func(t testing.TB, r *Report)) (said []string) {
+	k := &keeper{TB: t}
+	defer func() {
+		if v := recover(); v != nil && v != k {
+			panic(v)
+		}
+		said = k.said
+	}()
+	check(k, r)
+	return k.said
+}
+
+// keeper is a testing.TB that keeps what a check reports rather than
+// failing the test; its Fatal ends the check alone.
+type keeper struct {
+	testing.TB
+	said []string
+}
+
+func (k *keeper) Helper()           {}
+func (k *keeper) Fail()             { k.said = append(k.said, "failed") }
+func (k *keeper) Failed() bool      { return len(k.said) > 0 }
+func (k *keeper) FailNow()          { k.Fail(); panic(k) }
+func (k *keeper) Error(args ...any) { k.said = append(k.said, fmt.Sprint(args...)) }
+func (k *keeper) Errorf(format string, args ...any) {
+	k.said = append(k.said, fmt.Sprintf(format, args...))
+}
+func (k *keeper) Fatal(args ...any)                 { k.Error(args...); panic(k) }
+func (k *keeper) Fatalf(format string, args ...any) { k.Errorf(format, args...); panic(k) }
+
+// probeRun probes target with no policy within most, and logs what the
+// probe said and what it found.
+func probeRun(t *testing.T, target Target, most time.Duration) (*Report, error) {
+	t.Helper()
 	c := Config{Target: target, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: most}
 	began := time.Now()
 	r, err := Run(context.Background(), c, func(s string) { t.Logf("%5.1fs %s", time.Since(began).Seconds(), s) })
@@ -54,7 +136,7 @@ func probeWithin(t *testing.T, target Target, most time.Duration) (*Report, erro
 // named checks that r names want (a model as its String writes it, the
 // bucket as gcra): its family, its quota, its rate within 2% and its
 // variants; and that the probe kept within budget, requests and seconds.
-func named(t *testing.T, r *Report, want string, budget time.Duration) {
+func named(t testing.TB, r *Report, want string, budget time.Duration) {
 	t.Helper()
 	if strings.HasPrefix(want, string(InFlight)+" ") {
 		// A limit in flight: its K and its variant, as written.
@@ -181,25 +263,22 @@ func TestProbeServeLarge(t *testing.T) {
 			if url == "" {
 				return
 			}
-			r, err := probeWithin(t, Target{URL: url, Key: byUser}, 3*time.Minute)
-			if err != nil {
-				t.Errorf("%s: %v", cfg.Algorithm, err)
-				return
-			}
-			want := model{Algorithm: cfg.Algorithm, Limit: cfg.Limit}
-			if want.Algorithm.IsBucket() {
-				want.Algorithm = limiters.GCRA
-			}
-			got, err := parseModel(r.Fit[0])
-			if err != nil || !r.Verdict.Named || !r.Calibration.Lean || got.Family() != want.Family() || got.quota() != want.quota() || differs(got, want) || len(got.variants()) != 0 {
-				t.Errorf("%s: named %v (%s; lean %v), want %s", cfg.Algorithm, got, r.Verdict.Text, r.Calibration.Lean, want)
-			}
-			if r.Requests > 2000 || r.Elapsed > 180 {
-				t.Errorf("%s: %d requests in %.1fs, want at most 2,000 within 3 minutes", cfg.Algorithm, r.Requests, r.Elapsed)
-			}
-			if len(r.Skipped) == 0 || !r.Keys.Isolated || r.Remaining.Verdict != "exact" {
-				t.Errorf("%s: skipped %q, keys %+v, remaining %+v: want the checks over budget said, keys apart, remaining exact", cfg.Algorithm, r.Skipped, r.Keys, r.Remaining)
-			}
+			probeChecked(t, Target{URL: url, Key: byUser}, 3*time.Minute, func(t testing.TB, r *Report) {
+				want := model{Algorithm: cfg.Algorithm, Limit: cfg.Limit}
+				if want.Algorithm.IsBucket() {
+					want.Algorithm = limiters.GCRA
+				}
+				got, err := parseModel(r.Fit[0])
+				if err != nil || !r.Verdict.Named || !r.Calibration.Lean || got.Family() != want.Family() || got.quota() != want.quota() || differs(got, want) || len(got.variants()) != 0 {
+					t.Errorf("%s: named %v (%s; lean %v), want %s", cfg.Algorithm, got, r.Verdict.Text, r.Calibration.Lean, want)
+				}
+				if r.Requests > 2000 || r.Elapsed > 180 {
+					t.Errorf("%s: %d requests in %.1fs, want at most 2,000 within 3 minutes", cfg.Algorithm, r.Requests, r.Elapsed)
+				}
+				if len(r.Skipped) == 0 || !r.Keys.Isolated || r.Remaining.Verdict != "exact" {
+					t.Errorf("%s: skipped %q, keys %+v, remaining %+v: want the checks over budget said, keys apart, remaining exact", cfg.Algorithm, r.Skipped, r.Keys, r.Remaining)
+				}
+			})
 		})
 	}
 	wg.Wait()
@@ -214,70 +293,67 @@ func probeServe(t *testing.T, cfg server.Config) {
 		return
 	}
 	name := string(a) + " in " + cfg.Backend
-	r, err := probeOf(t, Target{URL: url, Key: byUser})
-	if err != nil {
-		t.Errorf("%s: %v", name, err)
-		return
-	}
-	want := model{Algorithm: a, Limit: limit}
-	if a.IsBucket() {
-		want.Algorithm = limiters.GCRA
-	}
-	if got, err := parseModel(r.Fit[0]); err != nil || !r.Verdict.Named || got.Family() != want.Family() || got.quota() != want.quota() || differs(got, want) || len(got.variants()) != 0 {
-		t.Errorf("%s: named %v (%s), want %s", name, got, r.Verdict.Text, want)
-	}
-	if r.Requests > 2000 || r.Elapsed > 60 {
-		t.Errorf("%s: %d requests in %.1fs, want at most 2,000 within 60s", name, r.Requests, r.Elapsed)
-	}
-	if r.Concurrency.OverAdmits() || r.Concurrency.Admitted == 0 || r.Concurrency.Undecided != 0 {
-		t.Errorf("%s: concurrency %+v: want at most what the policy allows admitted, and every request decided", name, r.Concurrency)
-	}
-	for _, ra := range r.RetryAfter {
-		if !strings.HasPrefix(ra.Verdict, "honest") {
-			t.Errorf("%s: Retry-After: %+v", name, ra)
+	probeChecked(t, Target{URL: url, Key: byUser}, 2*time.Minute, func(t testing.TB, r *Report) {
+		want := model{Algorithm: a, Limit: limit}
+		if a.IsBucket() {
+			want.Algorithm = limiters.GCRA
 		}
-	}
-	if r.Remaining.Verdict != "exact" || r.Verdict.Declared != "" || declaredVerdict(r) != "agrees" || len(r.Headers.Malformed) != 0 {
-		t.Errorf("%s: remaining %+v, declared %q (%s), malformed %q: want exact, agreeing, none", name, r.Remaining, r.Claims.PolicyText, r.Verdict.Declared, r.Headers.Malformed)
-	}
-	if r.Undecided != 0 {
-		t.Errorf("%s: %d requests undecided", name, r.Undecided)
-	}
-	// The accuracy of each workload, as the lab judges: the sliding log is
-	// exact, the fixed window gives about 2N to the edge attack, a bucket
-	// keeps its promise.
-	if len(r.Accuracy) != len(workloadOf) {
-		t.Errorf("%s: accuracy of %d workloads, want %d: %+v", name, len(r.Accuracy), len(workloadOf), r.Accuracy)
-	}
-	for _, acc := range r.Accuracy {
-		switch {
-		case acc.Requests == 0 || acc.Admitted == 0:
-			t.Errorf("%s: %+v: nothing decided or admitted", name, acc)
-		case a == limiters.SlidingLog && (acc.FalseAllows != 0 || acc.MaxWindowRatio > 1):
-			t.Errorf("%s: %+v: want exact", name, acc)
-		case a == limiters.FixedWindow && acc.Workload == "boundary-attack" && r.interval() != limit.Interval() && !strings.HasPrefix(acc.Note, "sent again"):
-			// The fingerprint was planned for the calibration's guess,
-			// not the limit the rounds then named (a spent key of a 1s
-			// window came back 100ms on, the burst having been sent at
-			// the end of a second): its edges were not this window's,
-			// and the attack goes again at the named window's edges.
-			t.Errorf("%s: the edge attack was planned for a refill every %v, not %v, and not sent again: %+v", name, r.interval(), limit.Interval(), acc)
-		case a == limiters.FixedWindow && acc.Workload == "boundary-attack" && acc.MaxWindowRatio < 1.8:
-			t.Errorf("%s: %+v: want about 2N across the edge", name, acc)
-		case a.IsBucket() && (acc.MostOverPromise > 1 || acc.FalseAllows > acc.Requests/50):
-			// Over its promise is surely over; a false allow, judged on
-			// each request's interval, a busy host makes now and then
-			// (one of 51, once in six runs of the twelve servers).
-			t.Errorf("%s: %+v: a bucket keeps its promise", name, acc)
+		if got, err := parseModel(r.Fit[0]); err != nil || !r.Verdict.Named || got.Family() != want.Family() || got.quota() != want.quota() || differs(got, want) || len(got.variants()) != 0 {
+			t.Errorf("%s: named %v (%s), want %s", name, got, r.Verdict.Text, want)
 		}
-	}
-	if s := r.Strays(Expect{Algorithm: a, Limit: limit, Tolerance: 0.02}); len(s) != 0 {
-		t.Errorf("%s: strays from %s: %q", name, limit, s)
-	}
-	// ratelab serve answers a request without its key 400.
-	if !r.Keys.Isolated || r.Keys.Keyless != "refused (400)" {
-		t.Errorf("%s: keys %+v: want isolated, and a request without a key refused 400", name, r.Keys)
-	}
+		if r.Requests > 2000 || r.Elapsed > 60 {
+			t.Errorf("%s: %d requests in %.1fs, want at most 2,000 within 60s", name, r.Requests, r.Elapsed)
+		}
+		if r.Concurrency.OverAdmits() || r.Concurrency.Admitted == 0 || r.Concurrency.Undecided != 0 {
+			t.Errorf("%s: concurrency %+v: want at most what the policy allows admitted, and every request decided", name, r.Concurrency)
+		}
+		for _, ra := range r.RetryAfter {
+			if !strings.HasPrefix(ra.Verdict, "honest") {
+				t.Errorf("%s: Retry-After: %+v", name, ra)
+			}
+		}
+		if r.Remaining.Verdict != "exact" || r.Verdict.Declared != "" || declaredVerdict(r) != "agrees" || len(r.Headers.Malformed) != 0 {
+			t.Errorf("%s: remaining %+v, declared %q (%s), malformed %q: want exact, agreeing, none", name, r.Remaining, r.Claims.PolicyText, r.Verdict.Declared, r.Headers.Malformed)
+		}
+		if r.Undecided != 0 {
+			t.Errorf("%s: %d requests undecided", name, r.Undecided)
+		}
+		// The accuracy of each workload, as the lab judges: the sliding log is
+		// exact, the fixed window gives about 2N to the edge attack, a bucket
+		// keeps its promise.
+		if len(r.Accuracy) != len(workloadOf) {
+			t.Errorf("%s: accuracy of %d workloads, want %d: %+v", name, len(r.Accuracy), len(workloadOf), r.Accuracy)
+		}
+		for _, acc := range r.Accuracy {
+			switch {
+			case acc.Requests == 0 || acc.Admitted == 0:
+				t.Errorf("%s: %+v: nothing decided or admitted", name, acc)
+			case a == limiters.SlidingLog && (acc.FalseAllows != 0 || acc.MaxWindowRatio > 1):
+				t.Errorf("%s: %+v: want exact", name, acc)
+			case a == limiters.FixedWindow && acc.Workload == "boundary-attack" && r.interval() != limit.Interval() && !strings.HasPrefix(acc.Note, "sent again"):
+				// The fingerprint was planned for the calibration's guess,
+				// not the limit the rounds then named (a spent key of a 1s
+				// window came back 100ms on, the burst having been sent at
+				// the end of a second): its edges were not this window's,
+				// and the attack goes again at the named window's edges.
+				t.Errorf("%s: the edge attack was planned for a refill every %v, not %v, and not sent again: %+v", name, r.interval(), limit.Interval(), acc)
+			case a == limiters.FixedWindow && acc.Workload == "boundary-attack" && acc.MaxWindowRatio < 1.8:
+				t.Errorf("%s: %+v: want about 2N across the edge", name, acc)
+			case a.IsBucket() && (acc.MostOverPromise > 1 || acc.FalseAllows > acc.Requests/50):
+				// Over its promise is surely over; a false allow, judged on
+				// each request's interval, a busy host makes now and then
+				// (one of 51, once in six runs of the twelve servers).
+				t.Errorf("%s: %+v: a bucket keeps its promise", name, acc)
+			}
+		}
+		if s := r.Strays(Expect{Algorithm: a, Limit: limit, Tolerance: 0.02}); len(s) != 0 {
+			t.Errorf("%s: strays from %s: %q", name, limit, s)
+		}
+		// ratelab serve answers a request without its key 400.
+		if !r.Keys.Isolated || r.Keys.Keyless != "refused (400)" {
+			t.Errorf("%s: keys %+v: want isolated, and a request without a key refused 400", name, r.Keys)
+		}
+	})
 }
 
 // racy is a planted bug: a fixed window that reads its count, waits, and
@@ -416,4 +492,26 @@ func TestProbeWrongKey(t *testing.T) {
 	if r == nil || r.Requests != 5 || len(r.Fit) != 0 {
 		t.Errorf("report %+v; want 5 requests and no fit", r)
 	}
+}
+
+// A check's failures, Fatal's too, are kept by failures and fail nothing;
+// a panic of the check's own goes on.
+func TestFailuresKept(t *testing.T) {
+	said := failures(t, &Report{}, func(t testing.TB, r *Report) {
+		t.Errorf("named %d", 1)
+		t.Fatal("stops", "here")
+		t.Error("never")
+	})
+	if want := []string{"named 1", "stopshere"}; strings.Join(said, "|") != strings.Join(want, "|") || t.Failed() {
+		t.Errorf("kept %q (failed %v), want %q and the test not failed", said, t.Failed(), want)
+	}
+	if said := failures(t, &Report{}, func(testing.TB, *Report) {}); len(said) != 0 {
+		t.Errorf("kept %q of a check that passed", said)
+	}
+	defer func() {
+		if v := recover(); v != "its own" {
+			t.Errorf("recovered %v, want the check's own panic", v)
+		}
+	}()
+	failures(t, &Report{}, func(testing.TB, *Report) { panic("its own") })
 }
