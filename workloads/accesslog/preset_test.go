@@ -1,7 +1,9 @@
 package accesslog
 
 import (
+	"io"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -95,6 +97,12 @@ https 2018-07-02T22:23:00.286641Z app/my-loadbalancer/50dc6c495c0c9188 [2001:db8
 			if got[0].Agent != hashOf([]byte(tt.agent)) || got[0].Path != hashOf([]byte(tt.path)) {
 				t.Errorf("the first line's agent or path is not %q, %q", tt.agent, tt.path)
 			}
+			// A log of the product read as nginx's (the default) fails
+			// saying which it reads as.
+			first, _, _ := strings.Cut(tt.lines, "\n")
+			if err := readAll(strings.Repeat(first+"\n", hopeless), Options{}); err == nil || !strings.Contains(err.Error(), "format combined: it reads as --format "+tt.format+" (the first:") {
+				t.Errorf("%s's lines read as combined: %v; want it said they read as --format %s", tt.format, err, tt.format)
+			}
 			// A field an option names wins over the preset's.
 			if tt.same.Format == JSON {
 				o := Options{Format: tt.format, Status: ".nothing_here"}
@@ -104,5 +112,39 @@ https 2018-07-02T22:23:00.286641Z app/my-loadbalancer/50dc6c495c0c9188 [2001:db8
 				}
 			}
 		})
+	}
+}
+
+// readAll reads log to its end: nil, or the error that stopped it.
+func readAll(log string, o Options) error {
+	r, err := NewReader([]Input{{Name: "access.log", R: strings.NewReader(log)}}, o)
+	if err != nil {
+		return err
+	}
+	for {
+		if _, err := r.Read(); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// nginx's lines read as Caddy's: the error names nginx's format; lines
+// of no format ratelab knows: it asks, and names none.
+func TestReadsAs(t *testing.T) {
+	nginx := `203.0.113.9 - - [10/Oct/2026:13:55:36 +0000] "GET /v1/feed HTTP/1.1" 200 512 "-" "curl/8.0"` + "\n"
+	if err := readAll(nginx, Options{Format: "caddy"}); err == nil || !strings.HasPrefix(err.Error(), "no line is a request of the format caddy: it reads as --format combined (the first:") {
+		t.Errorf("nginx's line read as caddy's: %v; want it said that it reads as combined", err)
+	}
+	err := readAll(strings.Repeat("GET /v1/feed 200 0.004\n", hopeless), Options{})
+	if err == nil || !strings.Contains(err.Error(), "format combined: is it another? (--format) (the first:") {
+		t.Errorf("lines of no format: %v; want the format asked for", err)
+	}
+	// Fewer lines than a Reader gives up after: the same, at the end.
+	err = readAll("GET /v1/feed 200 0.004\n", Options{})
+	if err == nil || !strings.HasPrefix(err.Error(), "no line is a request of the format combined: is it another? (--format) (the first:") {
+		t.Errorf("a line of no format: %v; want the format asked for", err)
 	}
 }

@@ -108,6 +108,9 @@ type Reader struct {
 	skips                 int
 	kept                  []Skip
 	buf                   []byte
+	// unread is the first line not read as a request, for the formats
+	// it does read as (readsAs).
+	unread []byte
 }
 
 // Unseen says each field an option named (--status, --agent, --path of a
@@ -192,6 +195,9 @@ func (r *Reader) next() error {
 	if err := r.p.parse(line, e); err == errHeader {
 		return nil
 	} else if err != nil {
+		if r.unread == nil {
+			r.unread = bytes.Clone(line)
+		}
 		return r.skip(err.Error())
 	}
 	if e.N == 0 {
@@ -219,9 +225,44 @@ func (r *Reader) skip(why string) error {
 		r.kept = append(r.kept, Skip{Where: fmt.Sprintf("%s:%d", r.inputs[r.cur].Name, r.line), Why: why})
 	}
 	if r.requests == 0 && r.pending.len() == 0 && r.skips >= hopeless {
-		return fmt.Errorf("%s: none of the first %d lines is a request of the format %s: is it another? (--format; the first: %s)", r.inputs[r.cur].Name, r.skips, r.formatName(), r.kept[0].String())
+		return fmt.Errorf("%s: none of the first %d lines is a request of the format %s: %s (the first: %s)", r.inputs[r.cur].Name, r.skips, r.formatName(), r.another(), r.kept[0].String())
 	}
 	return nil
+}
+
+// another asks whether the lines are of another format, naming the one
+// the first unread line reads as, if any does.
+func (r *Reader) another() string {
+	if f := r.readsAs(); f != "" {
+		return "it reads as --format " + f
+	}
+	return "is it another? (--format)"
+}
+
+// readsAs is the first format, the products' before the generic ones,
+// that reads the first unread line as a request with a time: "" for
+// none.
+func (r *Reader) readsAs() string {
+	if r.unread == nil {
+		return ""
+	}
+	formats := []string{"caddy", "traefik", "cloudflare", "gcp", "alb", JSON, Combined, Common}
+	for _, f := range formats {
+		if f == r.formatName() {
+			continue
+		}
+		o := r.o
+		o.Format = f
+		p, err := newParser(o)
+		if err != nil {
+			continue
+		}
+		var e Entry
+		if p.parse(r.unread, &e) == nil && e.At != 0 {
+			return f
+		}
+	}
+	return ""
 }
 
 func (r *Reader) formatName() string {
@@ -242,7 +283,7 @@ func (r *Reader) open() error {
 	r.cur++
 	if r.cur >= len(r.inputs) {
 		if r.requests == 0 && r.pending.len() == 0 && r.skips > 0 {
-			return fmt.Errorf("no line is a request of the format %s (--format; the first: %s)", r.formatName(), r.kept[0])
+			return fmt.Errorf("no line is a request of the format %s: %s (the first: %s)", r.formatName(), r.another(), r.kept[0])
 		}
 		return nil
 	}
