@@ -346,6 +346,12 @@ func WriteJudged(w io.Writer, f *AB, r Rule, changes []ABChange, all bool) error
 	for _, u := range m.Unpaired {
 		fmt.Fprintln(w, results.Wrap("Not compared: "+u+".", 100))
 	}
+	return WriteVerdicts(w, r, changes, all)
+}
+
+// WriteVerdicts writes the table and the summary of WriteJudged alone:
+// for rounds timed again, whose builds and rule were said.
+func WriteVerdicts(w io.Writer, r Rule, changes []ABChange, all bool) error {
 	tally := map[string]int{}
 	var rows [][]string
 	for _, c := range changes {

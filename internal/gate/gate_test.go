@@ -54,9 +54,17 @@ func fakeWorker(kind string, args []string) int {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	slow := fs.Float64("slow", 1, "how much slower than the others this build is")
 	limiters := fs.String("limiters", "fixed-window,gcra", "")
+	once := fs.String("slow-once", "", "slower by --slow only when this file is not there, and it is made: the first worker started")
 	if len(args) == 0 || args[0] != "worker" || fs.Parse(args[1:]) != nil {
 		fmt.Fprintln(os.Stderr, "bad arguments:", args)
 		return 2
+	}
+	if *once != "" {
+		if f, err := os.OpenFile(*once, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err != nil {
+			*slow = 1 // a worker started before this one was the slow one
+		} else {
+			f.Close()
+		}
 	}
 	s := &fakeSampler{slow: *slow, limiters: strings.Split(*limiters, ",")}
 	if err := Serve(context.Background(), s, os.Stdin, os.Stdout); err != nil {
@@ -352,5 +360,66 @@ func TestBuild(t *testing.T) {
 	}
 	if _, err := buildRef(ctx, shallow, commits[0], "./cmd/app", filepath.Join(bins, "x")); !errors.Is(err, ErrNoBase) || !strings.Contains(err.Error(), "shallow") {
 		t.Errorf("a shallow clone: error %v, want one that says it is shallow", err)
+	}
+}
+
+// A regression stands when the cells that regressed, timed again by
+// fresh workers in rounds of another seed, regress again: a build slower
+// by 1.5 in every worker is confirmed, on every metric of every cell; one
+// slower only in the first worker it starts (a spell of the machine) is
+// not, and the rounds again time only the cells that regressed.
+func TestAgainConfirms(t *testing.T) {
+	t.Setenv("GATE_TEST_WORKER", "ok")
+	dir := t.TempDir()
+	wrap := func(name string, args ...string) string {
+		path := filepath.Join(dir, name)
+		script := fmt.Sprintf("#!/bin/sh\nexec %q \"$@\" %s\n", os.Args[0], strings.Join(args, " "))
+		if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	plan := Plan{Rounds: 8, Sample: time.Millisecond, Warm: time.Millisecond, Seed: 1, Limiters: []string{"gcra"}}
+	for _, tt := range []struct {
+		name      string
+		new       string
+		confirmed int
+	}{
+		{"slower in every worker", wrap("always", "--slow", "1.5"), 6},
+		{"slower in the first worker alone", wrap("once", "--slow", "1.5", "--slow-once", filepath.Join(dir, "started")), 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &builds{BaseBin: os.Args[0], NewBin: tt.new}
+			first, err := b.Time(context.Background(), plan, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			judged, err := Judge(first, DefaultRule)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := ABRegressions(judged); n != 6 {
+				t.Fatalf("%d regressed at first, want 6 (3 metrics of gcra on 2 workloads)", n)
+			}
+			// One cell regressed alone: the rounds again time it alone.
+			one := Again(plan, judged[:1])
+			if !slices.Equal(one.Limiters, []string{"gcra"}) || len(one.Workloads) != 1 || one.Seed == plan.Seed || one.Rounds != plan.Rounds {
+				t.Errorf("again of one regression: %+v, want gcra on one workload, another seed, as many rounds", one)
+			}
+			again, err := b.Time(context.Background(), Again(plan, judged), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(again.Cells) != 2 {
+				t.Errorf("timed again %d cells, want the 2 that regressed", len(again.Cells))
+			}
+			rejudged, err := Judge(again, DefaultRule)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := Confirmed(judged, rejudged); len(got) != tt.confirmed {
+				t.Errorf("%d confirmed, want %d: %+v", len(got), tt.confirmed, got)
+			}
+		})
 	}
 }
