@@ -139,7 +139,9 @@ norace:
 
 ## test-clocked: the tests that judge a limiter by the clock (the probes of ratelab serve, nginx, npm's limiters and planted ones, of the plan's emitted nginx and tier file, and the outage run), by themselves (CI runs it after make test)
 test-clocked-steps:
-	REDIS_REQUIRED=1 tools/with-redis tools/with-nginx tools/with-node $(GO) test -vet=off -count=1 -parallel 50 -timeout 20m -run '$(TIMED_PROBE)' ./probe
+	@mkdir -p $(OUT) && rm -f $(OUT)/probe-again.txt
+	PROBE_AGAIN_LOG=$(abspath $(OUT))/probe-again.txt REDIS_REQUIRED=1 tools/with-redis tools/with-nginx tools/with-node $(GO) test -vet=off -count=1 -parallel 50 -timeout 20m -run '$(TIMED_PROBE)' ./probe; \
+	  status=$$?; if [ -s $(OUT)/probe-again.txt ]; then echo "Probes that missed at first, three at once, and were probed again, alone:"; cat $(OUT)/probe-again.txt; fi; exit $$status
 	tools/with-nginx $(GO) test -vet=off -count=1 -parallel 50 -run '$(TIMED_LOOP)' ./cmd/ratelab
 	GORACE='$(GORACE)' REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -vet=off -shuffle=on -count=1 -p 2 -parallel 2 -run '$(TIMED_RACE)' ./probe ./harness ./cmd/ratelab
 
