@@ -128,8 +128,11 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 			quietGot = append(quietGot, a)
 		}
 	}
-	if each, n := admittedEach(quietGot), admittedOf(quietGot); len(quiet) > 0 && n != len(quiet)*q {
-		if m := each[quiet[0]]; m > 0 && m < q && n == len(quiet)*m {
+	if n := admittedOf(quietGot); len(quiet) > 0 && n != len(quiet)*q {
+		each := admittedEach(quietGot)
+		m := each[quiet[0]]
+		same := m > 0 && m < q && !slices.ContainsFunc(quiet, func(k string) bool { return each[k] != m })
+		if same {
 			// Each got the same, fewer: the first key's rounds, sent one
 			// after another, straddled a window's edge or took a refill
 			// (a fixed window of 20/s gave 40 to rounds that took 0.8s

@@ -81,8 +81,11 @@ func probeChecked(t *testing.T, target Target, most time.Duration, check func(t 
 		again(t, missed, "failed: "+err.Error())
 		return
 	}
-	again(t, missed, strings.Join(failures(t, r, check), "; "))
-	check(t, r)
+	second := failures(t, r, check)
+	again(t, missed, strings.Join(second, "; "))
+	for _, s := range second {
+		t.Error(s)
+	}
 }
 
 // again appends to the file PROBE_AGAIN_LOG names, if any, a line of a
@@ -97,7 +100,7 @@ func again(t *testing.T, missed []string, second string) {
 	}
 	cut := func(s string) string {
 		if len(s) > 300 {
-			return s[:300] + "…"
+			return strings.ToValidUTF8(s[:300], "") + "…"
 		}
 		return s
 	}

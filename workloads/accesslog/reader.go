@@ -246,8 +246,11 @@ func (r *Reader) readsAs() string {
 	if r.unread == nil {
 		return ""
 	}
-	formats := []string{"caddy", "traefik", "cloudflare", "gcp", "alb", JSON, Combined, Common}
-	for _, f := range formats {
+	var formats []string
+	for _, pr := range Presets() {
+		formats = append(formats, pr[0])
+	}
+	for _, f := range append(formats, JSON, Combined, Common) {
 		if f == r.formatName() {
 			continue
 		}
