@@ -60,13 +60,18 @@ type curve struct {
 
 // curves are every client's curves, by client number: the least bursts
 // as the requests come (see), the envelope once they are all in
-// (envelope), from the requests decided.
+// (envelopes), from the requests decided.
 type curves struct {
 	periods   []int64 // ascending
 	rates     []limiters.Limit
 	intervals []int64 // each rate's emission interval
 	of        []*curve
-	peaks     []int64 // [client·len(periods) + period]: its most in any window of it
+	// lengths are the windows the envelope is found at: the periods, and
+	// twice each (what a sliding counter of a period may weigh); at and
+	// at2 are each period's and its double's index in them.
+	lengths  []int64
+	at, at2  []int
+	peaks    []int64 // [client·len(lengths) + length]: its most in any window of it
 }
 
 func newCurves(periods []time.Duration, rates []limiters.Limit) *curves {
@@ -75,6 +80,17 @@ func newCurves(periods []time.Duration, rates []limiters.Limit) *curves {
 		c.periods = append(c.periods, int64(p))
 	}
 	slices.Sort(c.periods)
+	c.periods = slices.Compact(c.periods)
+	for _, p := range c.periods {
+		c.lengths = append(c.lengths, p, 2*p)
+	}
+	slices.Sort(c.lengths)
+	c.lengths = slices.Compact(c.lengths)
+	for _, p := range c.periods {
+		i, _ := slices.BinarySearch(c.lengths, p)
+		j, _ := slices.BinarySearch(c.lengths, 2*p)
+		c.at, c.at2 = append(c.at, i), append(c.at2, j)
+	}
 	c.rates = slices.Clone(rates)
 	slices.SortFunc(c.rates, func(a, b limiters.Limit) int { return cmp.Compare(perSecond(a), perSecond(b)) })
 	for _, r := range c.rates {
@@ -128,7 +144,7 @@ func (cs *curves) envelopes(decided chunks) {
 		}
 		last[r.id] = i
 	}
-	P := len(cs.periods)
+	P := len(cs.lengths)
 	cs.peaks = make([]int64, len(cs.of)*P)
 	heads := make([]int32, len(cs.of)*P)
 	sums := make([]int64, len(cs.of)*P)
@@ -138,7 +154,7 @@ func (cs *curves) envelopes(decided chunks) {
 	for i := int32(0); i < int32(n); i++ {
 		r := at(i)
 		base := int(r.id) * P
-		for k, d := range cs.periods {
+		for k, d := range cs.lengths {
 			h := heads[base+k]
 			if h < 0 {
 				h = i // the client's first request
@@ -163,33 +179,37 @@ func (cs *curves) burst(id int32, k int) int64 {
 }
 
 // peak is the client's most cost in any window of period k (envelopes
-// first).
-func (cs *curves) peak(id int32, k int) int64 { return cs.peaks[int(id)*len(cs.periods)+k] }
+// first); peak2 in any window of twice it.
+func (cs *curves) peak(id int32, k int) int64  { return cs.peaks[int(id)*len(cs.lengths)+cs.at[k]] }
+func (cs *curves) peak2(id int32, k int) int64 { return cs.peaks[int(id)*len(cs.lengths)+cs.at2[k]] }
 
 // EnvelopePoint is the clients' most cost in any window of one length:
-// quantiles over the clients, and the least N per Period that spares all
-// but the spare share of them (a sliding log of it refuses exactly the
-// clients above it).
+// quantiles over the clients, the least N per Period that spares all but
+// the spare share of them (a sliding log of it refuses exactly the
+// clients above it), and where a few of them stand apart from the rest
+// (Separated: at least Config.Margin apart).
 type EnvelopePoint struct {
 	Period                   time.Duration
 	P50, P90, P99, P999, Max float64
 	Sparing                  int64
+	Gap                      Gap
+	Separated                bool
 }
 
 // FrontierPoint is a bucket at one rate: the clients' least bursts there
-// (quantiles), the least burst that spares all but the spare share of
-// them, and what a bucket of that rate and burst refuses of the log:
-// the clients the curves say (those whose least burst is above it), and,
-// decided by the library's bucket, the requests.
+// (quantiles), where a few of them stand apart from the rest (Separated:
+// at least Config.Margin apart), and the least burst that spares all but
+// the spare share of them, with what a bucket of that rate and burst
+// refuses of the log: the clients the curves say (those whose least burst
+// is above it), and, decided by the library's bucket, the requests. The
+// bucket suggested is a FrontierPoint whose Burst is its own.
 type FrontierPoint struct {
 	Rate                     limiters.Limit
 	P50, P90, P99, P999, Max float64
+	Gap                      Gap
+	Separated                bool
 	Burst                    int64
 	Clients, Refused         int64
-	// Users is the least burst that spares all but the spare share of
-	// the users, the clients whose least burst is within ten times the
-	// median's (knee chooses by it); UsersMost the most any of them needs.
-	Users, UsersMost int64
 	// decidedClients is how many clients the bucket refused, decided:
 	// Clients, which the curves predict (a test holds them equal).
 	decidedClients int64
@@ -211,9 +231,10 @@ func quantiles(v []int64, spare float64) (p50, p90, p99, p999, most float64, spa
 	return q(0.5), q(0.9), q(0.99), q(0.999), float64(v[len(v)-1]), max(1, v[max(0, len(v)-1-above)])
 }
 
-// envelope is the clients' envelope at each period the log reaches
-// (and the shortest), of the clients ids.
-func (cs *curves) envelope(ids []int32, spare float64, span time.Duration) []EnvelopePoint {
+// envelope is the clients' envelope at each period the log reaches (and
+// the shortest), of the clients ids, with its gaps: at most maxOut of
+// them above, margin apart.
+func (cs *curves) envelope(ids []int32, spare float64, span time.Duration, maxOut int, margin float64) []EnvelopePoint {
 	var out []EnvelopePoint
 	v := make([]int64, len(ids))
 	for k, d := range cs.periods {
@@ -226,17 +247,16 @@ func (cs *curves) envelope(ids []int32, spare float64, span time.Duration) []Env
 		slices.Sort(v)
 		e := EnvelopePoint{Period: time.Duration(d)}
 		e.P50, e.P90, e.P99, e.P999, e.Max, e.Sparing = quantiles(v, spare)
+		e.Gap, e.Separated = separate(v, maxOut, margin)
 		out = append(out, e)
 	}
 	return out
 }
 
-// frontier is, at each rate, the least burst that spares all but spare
-// of the clients ids, and the clients it refuses: from the lowest rate
-// at which that burst is under the most any client sent in the log's
-// longest period (below, the burst is a whole visit), to the first rate
-// at which it stops falling.
-func (cs *curves) frontier(ids []int32, spare float64) []FrontierPoint {
+// frontier is, at each rate, the clients ids' least bursts: where a few
+// stand apart (at most maxOut of them, margin apart), and the least burst
+// that spares all but spare of them, with the clients it refuses.
+func (cs *curves) frontier(ids []int32, spare float64, maxOut int, margin float64) []FrontierPoint {
 	var out []FrontierPoint
 	v := make([]int64, len(ids))
 	for k := range cs.intervals {
@@ -246,41 +266,28 @@ func (cs *curves) frontier(ids []int32, spare float64) []FrontierPoint {
 		slices.Sort(v)
 		f := FrontierPoint{Rate: cs.rates[k]}
 		f.P50, f.P90, f.P99, f.P999, f.Max, f.Burst = quantiles(v, spare)
+		f.Gap, f.Separated = separate(v, maxOut, margin)
 		above, _ := slices.BinarySearch(v, f.Burst+1) // the first above it
 		f.Clients = int64(len(v) - above)
-		// The users: the clients within ten times the median's burst.
-		// Above are those that send steadily faster than the rate, whom
-		// a bucket of it is for.
-		within, _ := slices.BinarySearch(v, 10*max(int64(f.P50), 1)+1)
-		_, _, _, _, _, f.Users = quantiles(v[:within], spare)
-		f.UsersMost = v[max(within-1, 0)]
 		out = append(out, f)
 	}
-	// Trim: the low rates whose burst is a whole visit, and the high ones
-	// past where it stops falling, keeping one of each.
-	lo := 0
-	for lo+1 < len(out) && out[lo+1].Users == out[0].Users {
-		lo++
-	}
-	hi := len(out) - 1
-	for hi > lo && out[hi-1].Users == out[hi].Users {
-		hi--
-	}
-	return out[lo : hi+1]
+	return out
 }
 
-// knee is the frontier's point the plan suggests: the lowest rate at
-// which the users need a burst of at most twice what fan-out is, the most
-// a client sends in a second (all but the spare share of them); below it
-// their bursts grow toward whole sessions, and the rate buys little. The
-// highest rate when none is.
-func knee(f []FrontierPoint, second int64) int {
-	for i := range f {
-		if f[i].Users <= 2*second {
-			return i
-		}
+// trim cuts from f the low rates whose burst is a whole visit and the
+// high ones past where it stops falling (where the bursts that spare all
+// but spare no longer change), keeping one of each and point keep; it
+// returns what is left and the index of its first in f.
+func trim(f []FrontierPoint, keep int) ([]FrontierPoint, int) {
+	lo := 0
+	for lo+1 <= keep && f[lo+1].Burst == f[0].Burst && !f[lo].Separated {
+		lo++
 	}
-	return len(f) - 1
+	hi := len(f) - 1
+	for hi-1 >= keep && f[hi-1].Burst == f[hi].Burst && !f[hi].Separated {
+		hi--
+	}
+	return f[lo : hi+1], lo
 }
 
 func perSecond(l limiters.Limit) float64 { return float64(l.N) / l.Per.Seconds() }
@@ -302,11 +309,10 @@ type Tier struct {
 	Share float64
 }
 
-// curves fills the plan's envelope, frontier and bucket from each
-// client's curves, the shared keys left out, and decides each frontier
-// point and the suggestion with the library's bucket over the requests
-// decided.
-func (p *Plan) curves(cs *clients, cv *curves, decided chunks) {
+// curves fills the plan's envelope, frontier, policy and classes from
+// each client's curves, the shared keys left out (what it returns is the
+// rest, which decideCurves decides).
+func (p *Plan) curves(cs *clients, cv *curves, decided chunks) []int32 {
 	c := p.Config
 	var users, many []int32
 	var manyRequests int64
@@ -320,31 +326,19 @@ func (p *Plan) curves(cs *clients, cv *curves, decided chunks) {
 		}
 		users = append(users, int32(id))
 	}
+	if len(users) == 0 {
+		return nil
+	}
+	p.Users = len(users)
 	cv.envelopes(decided)
-	p.Envelope = cv.envelope(users, c.Spare, p.Span)
-	p.Frontier = cv.frontier(users, c.Spare)
-	if len(p.Frontier) == 0 {
-		return
-	}
-	// What fan-out is: the most the users send in a second, all but the
-	// spare share of them (the users: within ten times the median's, as
-	// the frontier has them; a stuck app at 40/s is not what a user's
-	// burst is measured against).
-	second := int64(1)
-	for k, d := range cv.periods {
-		if time.Duration(d) > time.Second {
-			continue
-		}
-		v := make([]int64, len(users))
-		for i, id := range users {
-			v[i] = cv.peak(id, k)
-		}
-		slices.Sort(v)
-		within, _ := slices.BinarySearch(v, 10*max(v[len(v)/2], 1)+1)
-		_, _, _, _, _, second = quantiles(v[:within], c.Spare)
-	}
-	b := p.Frontier[knee(p.Frontier, second)]
-	b.Burst = max(int64(math.Ceil(float64(b.Users)*c.Headroom)), b.UsersMost)
+	maxOut := maxOutliers(len(users), c.Outliers)
+	p.Envelope = cv.envelope(users, c.Spare, p.Span, maxOut, c.Margin)
+	front := cv.frontier(users, c.Spare, maxOut, c.Margin)
+	i, burst, separated := chooseBucket(front, c.Headroom, p.Envelope[len(p.Envelope)-1].Period)
+	b := front[i]
+	b.Burst, p.Separated = burst, separated
+	var first int
+	p.Frontier, first = trim(front, i)
 	k := slices.Index(cv.rates, b.Rate)
 	b.Clients = 0
 	var caught []int32
@@ -373,18 +367,33 @@ func (p *Plan) curves(cs *clients, cv *curves, decided chunks) {
 		p.SharedTier = tierOf(cv, many, k, b.Burst)
 		p.SharedTier.Keys, p.SharedTier.Share = len(many), float64(manyRequests)/float64(max(p.Requests, 1))
 	}
-	// Decided, each on a core: what the frontier's buckets refuse.
+	var pairCaught, apart []int32
+	if separated {
+		apart = caught
+	}
+	p.Windows, pairCaught = cv.windowPair(users, apart, p.Span, c)
+	for _, id := range pairCaught[:min(len(pairCaught), 100)] {
+		p.WindowsCaught = append(p.WindowsCaught, cs.all[id].key)
+	}
+	p.Classes = classesOf(cs, cv, users, caught, k, p.Span)
+	for i := range p.Classes { // as the tables and charts show them
+		c := &p.Classes[i]
+		c.Bursts, c.Envelope = c.Bursts[first:first+len(p.Frontier)], c.Envelope[:len(p.Envelope)]
+	}
+	return users
+}
+
+// decideCurves decides, each on a core, what the frontier's buckets, the
+// bucket suggested and the windows (as each window algorithm tried, and
+// as nginx writes them) refuse of the users.
+func (p *Plan) decideCurves(cs *clients, decided chunks, users []int32) {
+	c := p.Config
 	keys, in := make([]string, len(cs.all)), make([]bool, len(cs.all))
 	for id, cl := range cs.all {
 		keys[id] = cl.key
 	}
 	for _, id := range users {
 		in[id] = true
-	}
-	var pairCaught []int32
-	p.Windows, pairCaught = cv.windowPair(users, p.Span, c.Headroom)
-	for _, id := range pairCaught[:min(len(pairCaught), 100)] {
-		p.WindowsCaught = append(p.WindowsCaught, cs.all[id].key)
 	}
 	points := append([]*FrontierPoint{&p.Bucket}, pointers(p.Frontier)...)
 	work := make(chan func())
@@ -405,9 +414,8 @@ func (p *Plan) curves(cs *clients, cv *curves, decided chunks) {
 		work <- func() {
 			w.Refused, w.decidedClients = refusedBy(limiters.SlidingLog, []limiters.Limit{w.Short, w.Long}, decided, keys, in)
 		}
-		// The same pair on the other window algorithms, decided: they
-		// refuse about whom the sliding log does (the envelope says the
-		// sliding log's exactly).
+		// The same pair on the other window algorithms, decided: a pair
+		// suggested as a separation refuses the same keys in each form.
 		for _, a := range []limiters.Algorithm{limiters.FixedWindow, limiters.SlidingCounter} {
 			if slices.Contains(c.Algorithms, a) {
 				o := &WindowPair{Algorithm: a, Short: w.Short, Long: w.Long}
@@ -494,72 +502,16 @@ type WindowPair struct {
 	Algorithm        limiters.Algorithm
 	Short, Long      limiters.Limit
 	Clients, Refused int64
+	// Separated says the keys it refuses stand apart from the rest, by
+	// Margin: of each key refused, its most in the window that refuses it
+	// best over the most any kept key sends in it; the least of those.
+	Separated bool
+	Margin    float64
+	// keptMost is the most the kept keys send in each window.
+	keptMost [2]int64
 	// decidedClients is how many clients the composite refused, decided:
 	// Clients, which the envelope predicts.
 	decidedClients int64
-}
-
-// windowPair suggests a short and a long window from the envelope: at
-// each period, the users are the clients within ten times the median's
-// peak, and N the most any of them sent times headroom; of every pair of
-// periods the log reaches, the one that refuses the most clients (no user
-// among them, by its N), the shorter periods first among equals. It
-// returns the pair and the clients it refuses.
-func (cs *curves) windowPair(ids []int32, span time.Duration, headroom float64) (WindowPair, []int32) {
-	var periods []int
-	for k, d := range cs.periods {
-		if k == 0 || time.Duration(d) <= span {
-			periods = append(periods, k)
-		}
-	}
-	if len(periods) < 2 {
-		return WindowPair{}, nil
-	}
-	most := make([]int64, len(cs.periods)) // the users' most at each period, with headroom
-	v := make([]int64, len(ids))
-	for _, k := range periods {
-		for i, id := range ids {
-			v[i] = cs.peak(id, k)
-		}
-		slices.Sort(v)
-		within, _ := slices.BinarySearch(v, 10*max(v[len(v)/2], 1)+1)
-		most[k] = int64(math.Ceil(float64(v[max(within-1, 0)]) * headroom))
-	}
-	// Among pairs that refuse as many, the first: a second and more
-	// before the shorter windows, which a person reads less easily.
-	order := slices.Clone(periods)
-	slices.SortStableFunc(order, func(a, b int) int {
-		da, db := time.Duration(cs.periods[a]), time.Duration(cs.periods[b])
-		return cmp.Or(cmp.Compare(boolInt(da < time.Second), boolInt(db < time.Second)), cmp.Compare(da, db))
-	})
-	var best WindowPair
-	var caught []int32
-	for _, k1 := range order {
-		for _, k2 := range periods {
-			if k2 <= k1 {
-				continue
-			}
-			var refused []int32
-			for _, id := range ids {
-				if cs.peak(id, k1) > most[k1] || cs.peak(id, k2) > most[k2] {
-					refused = append(refused, id)
-				}
-			}
-			if best.Short.N == 0 || len(refused) > len(caught) {
-				best = WindowPair{Short: limiters.Limit{N: int(most[k1]), Per: time.Duration(cs.periods[k1])},
-					Long: limiters.Limit{N: int(most[k2]), Per: time.Duration(cs.periods[k2])}, Clients: int64(len(refused))}
-				caught = refused
-			}
-		}
-	}
-	return best, caught
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // TierFile is the bucket suggested as a ratelab serve --config file: every

@@ -73,8 +73,22 @@ const (
 	spareName     = "spare"           // the share of clients a suggestion may refuse
 	sparingName   = "sparing_n"       // the least N a sliding log spares all but spare with
 	burstName     = "burst"           // a frontier point's least burst sparing all but spare
-	usersName     = "users_burst"     // the users' burst (all but spare of them)
-	usersMostName = "users_most"      // the most any user needs
+	keptMostName  = "kept_most"       // a gap's: the most any key below it needs
+	outLeastName  = "out_least"       // the least any key above it needs
+	outName       = "out"             // the keys above it
+	gapName       = "gap"             // its ratio
+	separatedName = "separated"       // 1 if it is --margin wide or more
+	marginName    = "margin"          // a pair of windows': how far apart what it refuses stands
+	kindClass     = "class"           // a class of keys
+	shapeSetting  = "shape"           // a class's, in words
+	lengthsSet    = "lengths"         // the windows a class's typical envelope is given at
+	typicalName   = "typical_"        // a class's typical most in each of them, by index
+	rateOverName  = "rate_over_log"   // a class's median requests a second over the log
+	needName      = "need"            // the most any of its keys needs at the rate suggested
+	classBursts   = "class_bursts"    // a class's median least burst by rate (least and most: _least, _most)
+	classEnvelope = "class_envelope"  // a class's median envelope by period (and _least, _most)
+	policyRefused = "policy_refused"  // of the keys the policy refuses, how many a one-number limit does
+	policyKeys    = "policy_keys"     // of how many (the first 100)
 	rateName      = "rate"            // a bucket's rate, a second
 	scaleName     = "scale"           // the shared keys' tier: the policy times it
 	shareName     = "share"           // the shared keys' share of the requests
@@ -172,6 +186,9 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 		row.Add(clientsName, results.UnitCount, float64(b.Clients))
 		row.Add(refusedName, results.UnitCount, float64(b.Refused))
 		row.Add(refusedShare, results.UnitFraction, float64(b.Refused)/float64(max(p.Decided, 1)))
+		row.Add(clientsCount, results.UnitCount, float64(p.Users))
+		row.Add(spareName, results.UnitFraction, p.Config.Spare)
+		addGap(&row, b.Gap, p.Separated)
 		add(row)
 		if n := p.NginxPolicy; n.Bucket.Rate != "" {
 			row := results.Row{Workload: log, Limiter: "nginx bucket"}
@@ -187,6 +204,8 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 			row.Set(kind, kindPolicy)
 			row.Set(policySetting, w.Short.String()+", "+w.Long.String())
 			row.Set(caughtSetting, strings.Join(p.WindowsCaught[:min(len(p.WindowsCaught), 5)], " "))
+			row.Add(marginName, results.UnitRatio, w.Margin)
+			row.Add(separatedName, results.UnitCount, float64(boolInt(w.Separated)))
 			row.Add(clientsName, results.UnitCount, float64(w.Clients))
 			row.Add(refusedName, results.UnitCount, float64(w.Refused))
 			row.Add(refusedShare, results.UnitFraction, float64(w.Refused)/float64(max(p.Decided, 1)))
@@ -232,7 +251,11 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 		}
 		row.Add(sparingName, results.UnitCount, float64(e.Sparing))
 		row.Add(spareName, results.UnitFraction, p.Config.Spare)
+		addGap(&row, e.Gap, e.Separated)
 		add(row)
+	}
+	for _, c := range p.Classes {
+		add(p.classRow(c, log))
 	}
 	for _, f := range p.Frontier {
 		row := results.Row{Workload: log, Limiter: "bucket"}
@@ -246,8 +269,7 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 			row.Add(q.name, results.UnitCount, q.v)
 		}
 		row.Add(burstName, results.UnitCount, float64(f.Burst))
-		row.Add(usersName, results.UnitCount, float64(f.Users))
-		row.Add(usersMostName, results.UnitCount, float64(f.UsersMost))
+		addGap(&row, f.Gap, f.Separated)
 		row.Add(clientsName, results.UnitCount, float64(f.Clients))
 		row.Add(refusedName, results.UnitCount, float64(f.Refused))
 		add(row)
@@ -273,9 +295,28 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 		row.Set(kind, kindPoint)
 		add(row)
 	}
+	caughtIDs := make(map[string]int, len(p.Caught))
+	for _, k := range p.Caught {
+		caughtIDs[k] = -1
+	}
+	for id, k := range p.clientsByID {
+		if _, ok := caughtIDs[k]; ok {
+			caughtIDs[k] = id
+		}
+	}
 	for _, s := range p.Suggestions {
 		row := pointRow(s.Point, log, p)
 		row.Set(kind, kindSuggest)
+		if p.Bucket.Clients > 0 {
+			n := 0
+			for _, id := range caughtIDs {
+				if id >= 0 && id < len(s.Point.refusedOf) && s.Point.refusedOf[id] > 0 {
+					n++
+				}
+			}
+			row.Add(policyRefused, results.UnitCount, float64(n))
+			row.Add(policyKeys, results.UnitCount, float64(len(caughtIDs)))
+		}
 		row.Set(foundSetting, strconv.FormatBool(s.Found))
 		if s.Below.Limit.N > 0 {
 			row.Set(belowSetting, s.Below.Limit.String())
@@ -300,6 +341,15 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 	return f
 }
 
+// addGap adds a gap's figures to row.
+func addGap(row *results.Row, g Gap, separated bool) {
+	row.Add(keptMostName, results.UnitCount, float64(g.KeptMost))
+	row.Add(outLeastName, results.UnitCount, float64(g.OutLeast))
+	row.Add(outName, results.UnitCount, float64(g.Out))
+	row.Add(gapName, results.UnitRatio, g.Ratio())
+	row.Add(separatedName, results.UnitCount, float64(boolInt(separated)))
+}
+
 func pointRow(pt Point, log string, p *Plan) results.Row {
 	row := results.Row{Workload: log, Limiter: string(pt.Algorithm), Algorithm: string(pt.Algorithm), Library: results.LibraryRatelab, Backend: results.BackendMemory}
 	row.Set(limitSetting, pt.Limit.String())
@@ -312,6 +362,42 @@ func pointRow(pt Point, log string, p *Plan) results.Row {
 	row.Add(clients90Name, results.UnitCount, float64(pt.Clients90))
 	row.Add(onlyName, results.UnitCount, float64(pt.Only))
 	row.Add(onlyLetsName, results.UnitCount, float64(pt.OnlyLets))
+	return row
+}
+
+// classRow is a class of keys as a row: its typical envelope, its
+// need at the rate suggested, and its bursts at each rate of the frontier
+// and its envelope at each period (median, least and most) as series.
+func (p *Plan) classRow(c Class, log string) results.Row {
+	row := results.Row{Workload: log, Limiter: "class"}
+	row.Set(kind, kindClass)
+	row.Set(keySetting, c.Key)
+	row.Set(shapeSetting, c.Shape())
+	var lengths []string
+	for i, d := range c.Lengths {
+		lengths = append(lengths, d.String())
+		row.Add(typicalName+strconv.Itoa(i), results.UnitCount, float64(c.Typical[i]))
+	}
+	row.Set(lengthsSet, strings.Join(lengths, " "))
+	row.Add(clientsCount, results.UnitCount, float64(c.Keys))
+	row.Add(requestsName, results.UnitCount, float64(c.Requests))
+	row.Add(shareName, results.UnitFraction, float64(c.Requests)/float64(max(p.Requests, 1)))
+	row.Add(rateOverName, results.UnitPerS, c.Rate)
+	row.Add(needName, results.UnitCount, float64(c.Need))
+	row.Add(refusedName, results.UnitCount, float64(boolInt(c.Refused)))
+	for i, name := range []string{"", "_least", "_most"} {
+		idx := []int{1, 0, 2}[i]
+		b := results.Series{Name: classBursts + name, Unit: results.UnitCount, XUnit: results.UnitPerS}
+		for j, f := range p.Frontier {
+			b.X, b.Y = append(b.X, perSecond(f.Rate)), append(b.Y, float64(c.Bursts[j][idx]))
+		}
+		e := results.Series{Name: classEnvelope + name, Unit: results.UnitCount, XUnit: results.UnitSeconds}
+		for j, env := range p.Envelope {
+			e.X, e.Y = append(e.X, env.Period.Seconds()), append(e.Y, float64(c.Envelope[j][idx]))
+		}
+		row.AddSeries(b)
+		row.AddSeries(e)
+	}
 	return row
 }
 
@@ -356,25 +442,58 @@ var mode = report.Mode{
 			},
 		},
 		{
+			Name:  "plan-classes",
+			Title: "Who sends what",
+			Note: "The keys grouped by the shape of their traffic (the keys that look like many users left out): its shape in words, how many keys, their requests, what a typical one (the median) sends at most in about a second, a minute and a quarter hour, and a second over the log, and the most any of them needs at the rate suggested (its least burst there). " +
+				"Each key the policy refuses is a class of its own. The policy's line is where it is because of the gap between the classes' needs and the keys refused: the frontier's chart draws each class's band.",
+			Header: []string{"class", "keys", "requests", "most in 1s", "1m", "15m", "a second", "needs"},
+			Left:   1,
+			Keep:   isKind(kindClass),
+			Cells: func(r results.Row) []string {
+				name := r.Setting(shapeSetting)
+				if k := r.Setting(keySetting); k != "" {
+					name = "refused: " + k + ", " + name
+				}
+				typical := func(i int) string {
+					if m, ok := r.Value(typicalName + strconv.Itoa(i)); ok {
+						return results.Count(int64(m))
+					}
+					return ""
+				}
+				return []string{name, results.Count(r.Count(clientsCount)), fmt.Sprintf("%s (%s)", results.Count(r.Count(requestsName)), report.Percentage(r.Get(shareName))),
+					typical(0), typical(1), typical(2), fmt.Sprintf("%.3g", r.Get(rateOverName)), results.Count(r.Count(needName))}
+			},
+			More: func(rows []results.Row) string {
+				if len(rows) == 0 {
+					return ""
+				}
+				return " Most in a window: a typical key's in windows of " + strings.ReplaceAll(rows[0].Setting(lengthsSet), " ", ", ") + "; a second: its requests a second over the log; needs: the most any key of the class needs at the rate suggested."
+			},
+		},
+		{
 			Name:  "plan-policy",
 			Title: "The policy to set",
-			Note: "A bucket's rate and burst, in --limit's words: the frontier's rate (below) chosen as the lowest at which the users need a burst of at most twice the most a client sends in a second, all but --spare of them (below it their bursts grow toward whole sessions); its burst what the users need there, times --headroom, and no less than the most any user needs. " +
-				"The users are the clients whose least burst is within ten times the median's; above them are those that send steadily faster than the rate, whom the bucket is for: the clients it refuses (who: the first five), and the requests (decided by the library's bucket). " +
-				"Or two windows together, a short and a long (composite decides both): at each window length the users' most (the clients within ten times the median's) times --headroom, the pair of lengths that refuses the most clients. " +
+			Note: "A bucket's rate and burst, in --limit's words, chosen by separation: at each rate of the frontier (below) the keys' least bursts, sorted; where at most --outliers of them stand --margin or more above all the rest (the least any of them needs over the most any other does), they are what the bucket is for. " +
+				"Of those rates, the one that sets the most keys apart, then the widest gap; the burst inside it, what the kept keys need times --headroom. Where no rate separates, the bucket that spares all but --spare of the keys and lets the least through in the longest window the log reaches, and the keys it refuses are not called abusers. " +
+				"Or two windows together, a short and a long (composite decides both), from the envelope's gaps the same way: each N what the kept keys send in it times --headroom, and no less than what they send in twice its length, so that its forms (a sliding log, a fixed window, a sliding counter, nginx's buckets) refuse the same keys; a pair whose forms would not is not suggested. " +
 				"The keys that look like many users are left out of the arithmetic and get a tier of their own: the policy scaled, rate and burst, to the lowest rate of the frontier's at which it spares every one of them. " +
 				"In nginx (--emit nginx): limit_req's rate in whole requests a second or a minute (rounded up where the rate is neither, and kept by nginx in thousandths a second; the rounded bucket is decided again) and its burst one less than the bucket's (nginx admits the burst and one more at once); nginx has no window, and each window becomes a bucket of N at once refilled at N a period, decided as such.",
-			Header: []string{"for", "policy", "clients refused", "requests refused", "who"},
+			Header: []string{"for", "policy", "keys refused", "requests refused", "apart", "who"},
 			Left:   2,
 			Keep:   isKind(kindPolicy),
 			Cells: func(r results.Row) []string {
 				if r.Limiter == "shared keys" {
-					return []string{r.Limiter, fmt.Sprintf("%s (×%g)", r.Setting(policySetting), r.Get(scaleName)), "", "",
+					return []string{r.Limiter, fmt.Sprintf("%s (×%g)", r.Setting(policySetting), r.Get(scaleName)), "", "", "",
 						fmt.Sprintf("%s keys, %s of the requests", results.Count(r.Count(clientsCount)), report.Percentage(r.Get(shareName)))}
 				}
 				who := "every other key: a bucket"
+				apart := ""
 				switch {
+				case r.Limiter == "bucket":
+					apart = apartWords(r.Get(gapName), r.Get(separatedName) == 1)
 				case r.Limiter == "windows":
 					who = "or two windows (sliding log)"
+					apart = apartWords(r.Get(marginName), r.Get(separatedName) == 1)
 				case strings.HasPrefix(r.Limiter, "windows "):
 					who = "  the same, " + strings.TrimPrefix(r.Limiter, "windows ")
 				case r.Limiter == "nginx bucket":
@@ -383,31 +502,32 @@ var mode = report.Mode{
 					who = "  the windows in nginx (buckets)"
 				}
 				return []string{who, r.Setting(policySetting), results.Count(r.Count(clientsName)),
-					fmt.Sprintf("%s (%s)", results.Count(r.Count(refusedName)), report.Percentage(r.Get(refusedShare))), r.Setting(caughtSetting)}
+					fmt.Sprintf("%s (%s)", results.Count(r.Count(refusedName)), report.Percentage(r.Get(refusedShare))), apart, r.Setting(caughtSetting)}
 			},
+			Last: formsDiffer,
 		},
 		{
 			Name:   "plan-envelope",
 			Title:  "The clients' envelope",
-			Note:   "Each client's most cost in any window of each length (exact), the keys that look like many users left out: quantiles over the clients, and the least N per that length a sliding log would spare all but --spare of them with. A fan-out user is steep, then flat; one that sends steadily grows in proportion.",
-			Header: []string{"window", "p50", "p90", "p99", "p99.9", "max", "N sparing all but --spare"},
+			Note:   "Each client's most cost in any window of each length (exact), the keys that look like many users left out: quantiles over the clients; where a few stand apart (at most --outliers of them, the most any other sends below and the least any of them sends above, and the ratio: apart at --margin or more), and the least N per that length a sliding log would spare all but --spare of them with. A fan-out user is steep, then flat; one that sends steadily grows in proportion.",
+			Header: []string{"window", "p50", "p99", "max", "the rest's most", "apart's least", "apart", "N sparing all but --spare"},
 			Left:   1,
 			Keep:   isKind(kindEnv),
 			Cells: func(r results.Row) []string {
-				return []string{r.Setting(periodSetting), fmt.Sprint(r.Get(p50)), fmt.Sprint(r.Get(p90)), fmt.Sprint(r.Get(p99)), fmt.Sprint(r.Get(p999)), fmt.Sprint(r.Get(maxName)),
-					fmt.Sprintf("%v (%s)", r.Get(sparingName), report.Percentage(r.Get(spareName)))}
+				return append([]string{r.Setting(periodSetting), fmt.Sprint(r.Get(p50)), fmt.Sprint(r.Get(p99)), fmt.Sprint(r.Get(maxName))},
+					append(gapCells(r), fmt.Sprintf("%v (%s)", r.Get(sparingName), report.Percentage(r.Get(spareName))))...)
 			},
 		},
 		{
 			Name:   "plan-frontier",
 			Title:  "The buckets' frontier",
-			Note:   "At each rate, each client's least burst under which a bucket of that rate never refuses it (exact: the most of its cost in any stretch less the rate times the stretch): quantiles over the clients; the least burst that spares all but --spare of them, and the clients and requests a bucket of it refuses (the clients from the bursts, the requests decided by the library's bucket); the users' burst (all but --spare of them) and the most any user needs.",
-			Header: []string{"rate", "p50", "p99", "max", "burst (--spare)", "clients refused", "requests refused", "users' burst", "users' most"},
+			Note:   "At each rate, each client's least burst under which a bucket of that rate never refuses it (exact: the most of its cost in any stretch less the rate times the stretch): quantiles over the clients; where a few stand apart (at most --outliers of them: the most any other needs, the least any of them needs, the ratio, apart at --margin or more); the least burst that spares all but --spare of them, and the clients and requests a bucket of it refuses (the clients from the bursts, the requests decided by the library's bucket).",
+			Header: []string{"rate", "p50", "p99", "max", "the rest's most", "apart's least", "apart", "burst (--spare)", "keys refused", "requests refused"},
 			Left:   1,
 			Keep:   isKind(kindFront),
 			Cells: func(r results.Row) []string {
-				return []string{r.Setting(limitSetting), fmt.Sprint(r.Get(p50)), fmt.Sprint(r.Get(p99)), fmt.Sprint(r.Get(maxName)), results.Count(r.Count(burstName)),
-					results.Count(r.Count(clientsName)), results.Count(r.Count(refusedName)), results.Count(r.Count(usersName)), results.Count(r.Count(usersMostName))}
+				return append(append([]string{r.Setting(limitSetting), fmt.Sprint(r.Get(p50)), fmt.Sprint(r.Get(p99)), fmt.Sprint(r.Get(maxName))}, gapCells(r)...),
+					results.Count(r.Count(burstName)), results.Count(r.Count(clientsName)), results.Count(r.Count(refusedName)))
 			},
 		},
 		{
@@ -424,9 +544,9 @@ var mode = report.Mode{
 		},
 		{
 			Name:   "plan-suggestions",
-			Title:  "The limit to set, by algorithm",
-			Note:   "For each algorithm, the lowest limit of the sweep at which no more than --spare of the clients would have been refused even once (the limit below it refuses more: its clients refused say why), and what it refuses there: of the requests decided, and of the clients; how few clients take 90% of its refusals; the requests it alone refused of the algorithms at that limit, and those it alone admitted (a fixed window lets a burst through at its edge, a bucket a burst after quiet; the sliding counter, estimating, refuses some the others admit). The token bucket, the leaky bucket and GCRA are one policy: what they alone refuse, they refuse together.",
-			Header: []string{"algorithm", "limit", "the limit below refuses", "requests refused", "clients refused", "90% of refusals", "it alone refused", "it alone admitted"},
+			Title:  "If one number a period is all you can set",
+			Note:   "Not the policy (above): the answer for a limiter that takes one number a period and no burst, and what it lets through. The last column counts, of the keys the policy refuses, those this limit refuses at all: a fan-out or a batch needs as much in a second as a steady abuser sends, and one number that spares the one lets the other through. For each algorithm, the lowest limit of the sweep at which no more than --spare of the clients would have been refused even once (the limit below it refuses more: its clients refused say why), and what it refuses there: of the requests decided, and of the clients; how few clients take 90% of its refusals; the requests it alone refused of the algorithms at that limit, and those it alone admitted (a fixed window lets a burst through at its edge, a bucket a burst after quiet; the sliding counter, estimating, refuses some the others admit). The token bucket, the leaky bucket and GCRA are one policy: what they alone refuse, they refuse together.",
+			Header: []string{"algorithm", "limit", "the limit below refuses", "requests refused", "clients refused", "90% of refusals", "it alone refused", "it alone admitted", "of the policy's refused"},
 			Left:   3,
 			Keep:   isKind(kindSuggest),
 			Cells: func(r results.Row) []string {
@@ -437,7 +557,7 @@ var mode = report.Mode{
 					below = fmt.Sprintf("%s: %s clients (%s)", b, results.Count(r.Count(belowClients)), report.Percentage(r.Get(belowShare)))
 				}
 				return []string{r.Limiter, lim, below, report.Percentage(r.Get(refusedShare)), fmt.Sprintf("%s (%s)", results.Count(r.Count(clientsName)), report.Percentage(r.Get(clientsShare))),
-					plural(r.Count(clients90Name), "client"), results.Count(r.Count(onlyName)), results.Count(r.Count(onlyLetsName))}
+					plural(r.Count(clients90Name), "client"), results.Count(r.Count(onlyName)), results.Count(r.Count(onlyLetsName)), ofPolicy(r)}
 			},
 		},
 		{
@@ -495,6 +615,71 @@ var mode = report.Mode{
 	Picks:  picks,
 	Charts: charts,
 	Page:   report.Page{Title: "ratelab plan: what limit the traffic wants", Of: "A plan of", Target: "Log"},
+}
+
+// ofPolicy says how many of the keys the policy refuses a one-number
+// limit refuses at all: "1 of 4".
+func ofPolicy(r results.Row) string {
+	if !r.Has(policyKeys) {
+		return ""
+	}
+	return fmt.Sprintf("%d of %d", r.Count(policyRefused), r.Count(policyKeys))
+}
+
+// apartWords is a gap's ratio as the policy table says it: "31× apart",
+// or, short of --margin, that it does not separate.
+func apartWords(ratio float64, separated bool) string {
+	switch {
+	case separated:
+		return fmt.Sprintf("%s× apart", roundWords(ratio))
+	case ratio > 0:
+		return fmt.Sprintf("none (at most %.2g×)", ratio)
+	}
+	return "none"
+}
+
+// gapCells are a gap's columns: the rest's most, the least of those
+// apart, and how far apart (with a mark where it separates).
+func gapCells(r results.Row) []string {
+	if r.Get(outName) == 0 {
+		return []string{"", "", ""}
+	}
+	ratio := fmt.Sprintf("%.3g× (%s)", r.Get(gapName), plural(r.Count(outName), "key"))
+	if r.Get(separatedName) == 1 {
+		ratio = "✓ " + ratio
+	}
+	return []string{results.Count(r.Count(keptMostName)), results.Count(r.Count(outLeastName)), ratio}
+}
+
+// formsDiffer says, after the policy's table, which forms of the windows
+// refuse other keys than the sliding log does, and why.
+func formsDiffer(rows []results.Row) string {
+	var log int64 = -1
+	for _, r := range rows {
+		if r.Limiter == "windows" {
+			log = r.Count(clientsName)
+		}
+	}
+	var out []string
+	for _, r := range rows {
+		n := r.Count(clientsName)
+		if log < 0 || n == log {
+			continue
+		}
+		var why string
+		switch r.Limiter {
+		case "windows fixed-window":
+			why = "a fixed window counts each window apart: a burst across its edge is split in two, and up to twice N passes there"
+		case "windows sliding-counter":
+			why = "a sliding counter weighs the window before: a key whose two windows together pass N is refused though no window holds N"
+		case "nginx windows":
+			why = "nginx's buckets admit N at once and refill N a period: up to twice N in a period after a quiet one"
+		default:
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s refuses %s keys where the sliding log refuses %s: %s.", strings.TrimPrefix(r.Limiter, "windows "), results.Count(n), results.Count(log), why))
+	}
+	return strings.Join(out, " ")
 }
 
 // agents writes a count of distinct agents or paths, counted to
@@ -662,10 +847,14 @@ func plural(n int64, thing string) string {
 // axes, with the first clients the bucket suggested refuses drawn over
 // them, and the suggestion marked.
 func curveCharts(rows []results.Row) []report.Figure {
-	var env, front, caught []results.Row
+	var env, front, caught, classes []results.Row
 	var policy *results.Row
 	for i, r := range rows {
 		switch r.Setting(kind) {
+		case kindClass:
+			if r.Setting(keySetting) == "" {
+				classes = append(classes, r)
+			}
 		case kindEnv:
 			env = append(env, r)
 		case kindFront:
@@ -679,13 +868,18 @@ func curveCharts(rows []results.Row) []report.Figure {
 		}
 	}
 	var out []report.Figure
-	quantile := func(rs []results.Row, x func(results.Row) float64, names ...string) []report.Line {
-		shown := map[string]string{p50: "clients' median", p99: "clients' p99", maxName: "clients' most", usersName: "users' need"}
+	// Each class a band: its median, and the least and most of its keys
+	// about it; the keys refused each a line, numbered.
+	bands := func(series string) []report.Line {
 		var lines []report.Line
-		for _, n := range names {
-			l := report.Line{Name: shown[n]}
-			for _, r := range rs {
-				l.Points = append(l.Points, report.XY{X: x(r), Y: max(r.Get(n), 1)})
+		for _, r := range classes {
+			mid, lo, hi := r.Curve(series), r.Curve(series+"_least"), r.Curve(series+"_most")
+			if mid == nil || lo == nil || hi == nil {
+				continue
+			}
+			l := report.Line{Name: fmt.Sprintf("%s keys: %s", results.Count(r.Count(clientsCount)), r.Setting(shapeSetting))}
+			for i := range mid.X {
+				l.Points = append(l.Points, report.XY{X: mid.X[i], Y: max(mid.Y[i], 1), Lo: max(lo.Y[i], 1), Hi: max(hi.Y[i], 1)})
 			}
 			lines = append(lines, l)
 		}
@@ -706,21 +900,20 @@ func curveCharts(rows []results.Row) []report.Figure {
 		}
 		return lines
 	}
+	refused := "the first keys the bucket suggested refuses, numbered"
+	if policy != nil && policy.Get(separatedName) != 1 {
+		refused = "the first keys the bucket refuses (nothing stands apart: it spares all but --spare), numbered"
+	}
 	if len(env) > 1 {
-		period := func(r results.Row) float64 {
-			d, _ := time.ParseDuration(r.Setting(periodSetting))
-			return d.Seconds()
-		}
-		lines := append(quantile(env, period, p50, p99, maxName), over(envelopeName)...)
+		lines := append(bands(classEnvelope), over(envelopeName)...)
 		out = append(out, report.Figure{Name: "plan-envelope", Title: "The clients' envelope",
-			Caption: "The most a client sent in any window of each length (log axes): the clients' median, 99th percentile and most, and the first clients the bucket suggested refuses, numbered. A user who opens with a fan-out is steep, then flat; one who sends steadily is a straight line far above.",
+			Caption: "The most a key sent in any window of each length (log axes): each class of keys (Who sends what) as its median, with a bar from the least to the most of its keys, and " + refused + ". A user who opens with a fan-out is steep, then flat; a batch is steep to its size, then flat to its period; one who sends steadily is a straight line.",
 			Panels: []report.Panel{{X: report.Axis{Label: "window (seconds)", Log: true, Ticks: report.TicksPlain},
 				Y: report.Axis{Label: "requests in the window", Log: true, Least: 1, Ticks: report.TicksPlain}, Lines: lines}},
-			Width: 10, RowHeight: 4.2, LegendWidth: 2.8})
+			Width: 10, RowHeight: 4.2, LegendWidth: 3.4})
 	}
 	if len(front) > 1 {
-		rate := func(r results.Row) float64 { return r.Get(rateName) }
-		lines := append(quantile(front, rate, p50, p99, usersName), over(burstsName)...)
+		lines := append(bands(classBursts), over(burstsName)...)
 		var marks []report.Mark
 		if policy != nil {
 			for _, r := range front {
@@ -728,12 +921,15 @@ func curveCharts(rows []results.Row) []report.Figure {
 					marks = append(marks, report.Mark{Name: "suggested: " + policy.Setting(policySetting), OnX: true, At: r.Get(rateName)})
 				}
 			}
+			if l, err := limiters.ParseLimit(policy.Setting(policySetting)); err == nil && l.Burst > 0 {
+				marks = append(marks, report.Mark{At: float64(l.Burst)})
+			}
 		}
 		out = append(out, report.Figure{Name: "plan-frontier", Title: "The buckets' frontier",
-			Caption: "At each rate, the least burst under which a bucket never refuses a client (log axes): the clients' median and 99th percentile, the users' need (all but --spare of the clients within ten times the median's), and the first clients the bucket suggested refuses, numbered. The dashed line is the rate suggested.",
+			Caption: "At each rate, the least burst under which a bucket never refuses a key (log axes): each class of keys as its median, with a bar from the least to the most of its keys, and " + refused + ". The dashed lines are the rate and the burst suggested: the classes below the burst, the keys refused above it; where the gap between them is widest is where the line goes.",
 			Panels: []report.Panel{{X: report.Axis{Label: "rate (requests a second)", Log: true, Ticks: report.TicksPlain},
 				Y: report.Axis{Label: "least burst", Log: true, Least: 1, Ticks: report.TicksPlain}, Lines: lines, Marks: marks}},
-			Width: 10, RowHeight: 4.2, LegendWidth: 2.8})
+			Width: 10, RowHeight: 4.2, LegendWidth: 3.4})
 	}
 	return out
 }

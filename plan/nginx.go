@@ -227,6 +227,9 @@ func nginxSays(l NginxLimit) string {
 
 // rateWords says a bucket's rate: "1 every 2s", "10 a second".
 func rateWords(l limiters.Limit) string {
+	if l.N == 1 && l.Per == time.Second {
+		return "1 a second"
+	}
 	if l.N == 1 {
 		return "1 every " + l.Per.String()
 	}

@@ -47,6 +47,12 @@ type Config struct {
 	Periods  []time.Duration
 	Rates    []limiters.Limit
 	Headroom float64
+	// Outliers is the share of the keys a policy may set apart from the
+	// rest as those it is for (0: 1%; always one key at least), Margin
+	// how far apart, at least, they must stand (0: 3, a ratio): the least
+	// any of them needs over the most any of the rest does. Where none
+	// does, the policy spares all but Spare of the keys.
+	Outliers, Margin float64
 	// NoTiers leaves the keys that look like many users among the others
 	// (by default they are left out of the policy's arithmetic and given
 	// a tier of their own).
@@ -109,10 +115,22 @@ func (c *Config) check() error {
 		}
 	}
 	switch {
+	case c.Outliers == 0:
+		c.Outliers = 0.01
+	case !(c.Outliers > 0 && c.Outliers <= 0.5):
+		return fmt.Errorf("plan: outliers %v: want a share above 0, at most a half", c.Outliers)
+	}
+	switch {
 	case c.Headroom == 0:
 		c.Headroom = 1.5
 	case !(c.Headroom >= 1):
 		return fmt.Errorf("plan: headroom %v: want 1 or more", c.Headroom)
+	}
+	switch {
+	case c.Margin == 0:
+		c.Margin = 3
+	case !(c.Margin >= c.Headroom && c.Margin > 1):
+		return fmt.Errorf("plan: margin %v: want a ratio above 1, no less than the headroom (%v): a burst is set inside the gap", c.Margin, c.Headroom)
 	}
 	if c.Workers <= 0 {
 		c.Workers = len(c.Limits)
@@ -197,7 +215,9 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	p.WholeSeconds = !fractions
 	p.Took = time.Since(began)
 	p.finish(cs, d)
-	p.curves(cs, cv, decided)
+	if users := p.curves(cs, cv, decided); users != nil {
+		p.decideCurves(cs, decided, users)
+	}
 	p.Took = time.Since(began)
 	return p, nil
 }

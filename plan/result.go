@@ -47,14 +47,24 @@ type Plan struct {
 	Shared []Client
 
 	// Envelope is the clients' most in any window of each period, the
-	// shared keys left out; Frontier, at each rate, the least burst of a
-	// bucket that spares all but the spare share of them; Bucket the
-	// frontier's point the plan suggests (knee), with its headroom, and
-	// SharedTier what the shared keys get: the same scaled.
+	// shared keys left out; Frontier, at each rate, their least bursts
+	// under a bucket of it: where a few stand apart, and the burst that
+	// spares all but the spare share of them. Bucket is the policy the
+	// plan suggests (chooseBucket), Separated whether it sets a few keys
+	// apart (its Gap) or, none standing apart, spares all but Spare of
+	// them; SharedTier is what the shared keys get: the same scaled.
 	Envelope   []EnvelopePoint
 	Frontier   []FrontierPoint
 	Bucket     FrontierPoint
+	Separated  bool
+	// Users is how many keys the policy was chosen over: all but the
+	// shared ones.
+	Users      int
 	SharedTier Tier
+	// Classes are the keys (the shared ones left out) grouped by the
+	// shape of their traffic, those the bucket refuses each a class of
+	// its own, named.
+	Classes []Class
 	// Caught are the keys the bucket suggested refuses, the most burst
 	// needed first (at most 100).
 	Caught []string

@@ -31,7 +31,7 @@ import (
 func main() {
 	var s synthlog.Shop
 	var m synthlog.Mobile
-	kind := flag.String("log", "shop", "which log: shop (nginx's combined format, or JSON lines) or mobile (Caddy's JSON)")
+	kind := flag.String("log", "shop", "which log: shop (nginx's combined format, or JSON lines), mobile (Caddy's JSON), b2b (Traefik's JSON, keyed by API key)")
 	flag.IntVar(&m.Users, "users", 2600, "with -log mobile: how many app users")
 	flag.IntVar(&m.PerNAT, "per-nat", 100, "with -log mobile: how many app users share each of the four carrier-NAT addresses")
 	flag.Float64Var(&m.Scale, "scale", 1, "with -log mobile: every time divided by it (10: the log in a tenth of the time, each client ten times as fast)")
@@ -61,8 +61,29 @@ func main() {
 		}
 		fmt.Fprintf(os.Stderr, "genlog: %d lines: %d app users, sustained %s, shared %s\n", t.Lines, len(t.Users), strings.Join(t.Sustained, " "), strings.Join(t.Shared, " "))
 		return
+	case "b2b":
+		w := synthlog.B2B(s.Seed)
+		if span := flag.Lookup("span"); span.Value.String() != span.DefValue {
+			w.Span = s.Span
+		}
+		_, keys, lines, err := w.WriteTraefik(os.Stdout)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "genlog:", err)
+			os.Exit(1)
+		}
+		var abusers []string
+		classes := map[string]int{}
+		for _, k := range keys {
+			classes[k.Class]++
+			if k.Role == synthlog.Abuser {
+				abusers = append(abusers, k.Key+" ("+k.Class+")")
+			}
+		}
+		fmt.Fprintf(os.Stderr, "genlog: %d lines of %d keys: %d dashboards, %d integrations, %d relays, %d partner keys; abusers:\n  %s\n",
+			lines, len(keys), classes["dashboards"], classes["integrations"], classes["relays"], classes["partners"], strings.Join(abusers, "\n  "))
+		return
 	default:
-		fmt.Fprintf(os.Stderr, "genlog: -log %q: want shop or mobile\n", *kind)
+		fmt.Fprintf(os.Stderr, "genlog: -log %q: want shop, mobile or b2b\n", *kind)
 		os.Exit(2)
 	}
 	t, err := synthlog.WriteShop(os.Stdout, s)

@@ -401,6 +401,7 @@ func planProgress(stderr io.Writer) plan.Progress {
 func printPlan(stdout io.Writer, pf *planFlags, p *plan.Plan, log string, settings map[string]string) error {
 	dir := pf.out
 	f := p.File(log, settings)
+	fmt.Fprintf(stdout, "%s\n\n", results.Wrap(p.Verdict(), 100))
 	for _, tb := range report.Tables(f, plan.Modes()) {
 		if err := tb.Text(stdout); err != nil {
 			return err

@@ -1,0 +1,217 @@
+package plan
+
+import (
+	"hash/maphash"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/workloads/accesslog"
+	"github.com/ratelab/ratelab/workloads/synthlog"
+)
+
+// policyOf is the policy the plan chooses for a world's traffic, from its
+// curves as Run finds them (each user of a key an agent of its own), the
+// decisions left out: the curves predict them exactly
+// (TestCurvesPredictTheBucket), and the rule is what is tested here.
+func policyOf(t *testing.T, w synthlog.World, c Config) (*Plan, []synthlog.Request, []synthlog.KeyTruth) {
+	t.Helper()
+	reqs, keys := w.Generate()
+	c.Limits = []limiters.Limit{limiters.PerSecond(10)}
+	if err := c.check(); err != nil {
+		t.Fatal(err)
+	}
+	p := &Plan{Config: c, Requests: len(reqs), Decided: len(reqs)}
+	cs := newClients(int64(time.Second))
+	cv := newCurves(c.Periods, c.Rates)
+	var decided chunks
+	seed := maphash.MakeSeed()
+	for _, r := range reqs {
+		e := accesslog.Entry{At: int64(r.At), Key: keys[r.Key].Key, N: 1, Agent: maphash.Comparable(seed, r.User) | 1}
+		id, _ := cs.see(&e, true)
+		cv.see(id, e.At, 1)
+		decided.add(logged{id: id, n: 1, at: e.At})
+	}
+	p.Span = reqs[len(reqs)-1].At - reqs[0].At
+	p.curves(cs, cv, decided)
+	return p, reqs, keys
+}
+
+// truth is what brute force over a world's keys says: at each rate of
+// the frontier, the least any abuser needs over the most any legitimate
+// key does (the keys shared by many users left out, as the plan leaves
+// them); the widest of those, where the abusers are minApart above; and
+// whether some pair of windows refuses every abuser and no legitimate
+// key in each of its forms (each N the legitimate keys' most times 1.5
+// and no less than their most in twice its length, every abuser above
+// twice N in one of the two).
+type truth struct {
+	bucket  float64
+	windows bool
+}
+
+func truthOf(reqs []synthlog.Request, keys []synthlog.KeyTruth, periods []time.Duration, span time.Duration) truth {
+	times := make([][]int64, len(keys))
+	for _, r := range reqs {
+		times[r.Key] = append(times[r.Key], int64(r.At))
+	}
+	// The least burst at rate 1/T of requests at ts: the most, over every
+	// stretch i..j, of its requests less the rate times its length.
+	burst := func(ts []int64, T int64) int64 {
+		var most int64 = 1
+		lead := int64(math.MinInt64)
+		for j, t := range ts {
+			lead = max(lead, t-T*int64(j)) // t_i − T·(requests before i)
+			most = max(most, (T*int64(j+1)-t+lead+T-1)/T)
+		}
+		return most
+	}
+	// The most requests at ts in any window of d.
+	peak := func(ts []int64, d int64) int64 {
+		var most int64
+		for i, j := 0, 0; j < len(ts); j++ {
+			for ts[i] <= ts[j]-d {
+				i++
+			}
+			most = max(most, int64(j-i+1))
+		}
+		return most
+	}
+	var tr truth
+	for _, r := range DefaultRates {
+		T := int64(r.Interval())
+		var legit, abuser int64 = 0, math.MaxInt64
+		for k, ts := range times {
+			switch b := burst(ts, T); keys[k].Role {
+			case synthlog.Legit:
+				legit = max(legit, b)
+			case synthlog.Abuser:
+				abuser = min(abuser, b)
+			}
+		}
+		if abuser < math.MaxInt64 && abuser-legit >= minApart {
+			tr.bucket = max(tr.bucket, float64(abuser)/float64(max(legit, 1)))
+		}
+	}
+	var reached []time.Duration
+	for i, d := range periods {
+		if i == 0 || d <= span {
+			reached = append(reached, d)
+		}
+	}
+	// Each key's most in any window of each length, and of twice it.
+	peaks := make([][][2]int64, len(keys))
+	for k, ts := range times {
+		for _, d := range reached {
+			peaks[k] = append(peaks[k], [2]int64{peak(ts, int64(d)), peak(ts, int64(2*d))})
+		}
+	}
+	for i := range reached {
+		for j := i + 1; j < len(reached); j++ {
+			var n [2]int64
+			for k := range times {
+				if keys[k].Role == synthlog.Legit {
+					for x, l := range []int{i, j} {
+						n[x] = max(n[x], int64(math.Ceil(1.5*float64(peaks[k][l][0]))), peaks[k][l][1])
+					}
+				}
+			}
+			if n[0] >= n[1] {
+				continue
+			}
+			all, some := true, false
+			for k := range times {
+				if keys[k].Role == synthlog.Abuser {
+					some = true
+					all = all && (peaks[k][i][0] > 2*n[0] || peaks[k][j][0] > 2*n[1])
+				}
+			}
+			tr.windows = tr.windows || some && all
+		}
+	}
+	return tr
+}
+
+// The plan's rule on 100 random worlds of other shapes than the ones it
+// was built on (synthlog.RandomWorld: fan-out apps, dashboards, batch
+// syncs, relays, cron jobs, shared keys; scrapers, enumerators, runaway
+// retries, greedy batches). Never confidently wrong: where it says a few
+// keys stand apart, every one of them is an abuser and its bucket and
+// windows refuse no other key. Where brute force says some bucket sets
+// every abuser 3× (--margin) apart from every legitimate key, the plan's
+// bucket refuses every abuser and no legitimate key, and so do its
+// windows where some pair can in each of its forms. Where it says none
+// stands apart, its bucket and windows keep --spare.
+func TestPolicyOnRandomWorlds(t *testing.T) {
+	const worlds = 100
+	var separable, separated, right, windowsSeparable, windowsRight, none, noAbuser int
+	for seed := range uint64(worlds) {
+		w := synthlog.RandomWorld(seed + 1)
+		p, reqs, keys := policyOf(t, w, Config{Spare: 0.001})
+		tr := truthOf(reqs, keys, DefaultPeriods, p.Span)
+		role := map[string]synthlog.Role{}
+		var abusers []string
+		for _, k := range keys {
+			role[k.Key] = k.Role
+			if k.Role == synthlog.Abuser {
+				abusers = append(abusers, k.Key)
+			}
+		}
+		slices.Sort(abusers)
+		caught := slices.Sorted(slices.Values(p.Caught))
+		pair := slices.Sorted(slices.Values(p.WindowsCaught))
+		if len(abusers) == 0 {
+			noAbuser++
+		}
+		for _, c := range w.Classes {
+			t.Logf("seed %d: %d × %s (%s) %s", seed+1, c.Keys, c.Name, c.Role, c.Shape.Describe())
+		}
+		t.Logf("seed %d: truth %+v; %s", seed+1, tr, p.Verdict())
+		if p.Separated {
+			separated++
+			for _, k := range caught {
+				if role[k] != synthlog.Abuser {
+					t.Errorf("seed %d: the bucket %s sets apart %s, a %s key: %s", seed+1, p.Bucket.Policy(), k, role[k], p.Verdict())
+				}
+			}
+		} else {
+			none++
+			if most := int64(math.Floor(p.Config.Spare * float64(p.Users))); p.Bucket.Clients > most {
+				t.Errorf("seed %d: nothing stands apart, and the bucket %s refuses %d keys; --spare allows %d", seed+1, p.Bucket.Policy(), p.Bucket.Clients, most)
+			}
+		}
+		if p.Windows.Separated {
+			for _, k := range pair {
+				if role[k] != synthlog.Abuser {
+					t.Errorf("seed %d: the windows %s, %s set apart %s, a %s key", seed+1, p.Windows.Short, p.Windows.Long, k, role[k])
+				}
+			}
+		} else if most := int64(math.Floor(p.Config.Spare * float64(p.Users))); p.Windows.Clients > most {
+			t.Errorf("seed %d: no windows set keys apart, and %s, %s refuse %d keys; --spare allows %d", seed+1, p.Windows.Short, p.Windows.Long, p.Windows.Clients, most)
+		}
+		if tr.bucket < p.Config.Margin || len(abusers) > maxOutliers(p.Users, p.Config.Outliers) {
+			continue
+		}
+		separable++
+		if !slices.Equal(caught, abusers) {
+			t.Errorf("seed %d: brute force sets every abuser %.3g× apart; the bucket %s refuses %d keys (%s)", seed+1, tr.bucket, p.Bucket.Policy(), len(caught), p.Verdict())
+			continue
+		}
+		right++
+		if tr.windows {
+			windowsSeparable++
+			if !slices.Equal(pair, abusers) {
+				t.Errorf("seed %d: some pair of windows refuses every abuser and no other key in each form; the plan's %s, %s refuse %d keys", seed+1, p.Windows.Short, p.Windows.Long, len(pair))
+				continue
+			}
+			windowsRight++
+		}
+	}
+	t.Logf("%d worlds (%d with no abuser): %d separable by a bucket, the plan right on %d; %d of those by windows too, right on %d; the plan set keys apart in %d, none in %d",
+		worlds, noAbuser, separable, right, windowsSeparable, windowsRight, separated, none)
+	if separable < worlds/4 || none < worlds/10 {
+		t.Errorf("the worlds drawn are not varied enough to test the rule: %d of %d separable, %d where nothing stands apart", separable, worlds, none)
+	}
+}
