@@ -69,9 +69,9 @@ type curves struct {
 	// lengths are the windows the envelope is found at: the periods, and
 	// twice each (what a sliding counter of a period may weigh); at and
 	// at2 are each period's and its double's index in them.
-	lengths  []int64
-	at, at2  []int
-	peaks    []int64 // [client·len(lengths) + length]: its most in any window of it
+	lengths []int64
+	at, at2 []int
+	peaks   []int64 // [client·len(lengths) + length]: its most in any window of it
 }
 
 func newCurves(periods []time.Duration, rates []limiters.Limit) *curves {

@@ -53,10 +53,10 @@ type Plan struct {
 	// plan suggests (chooseBucket), Separated whether it sets a few keys
 	// apart (its Gap) or, none standing apart, spares all but Spare of
 	// them; SharedTier is what the shared keys get: the same scaled.
-	Envelope   []EnvelopePoint
-	Frontier   []FrontierPoint
-	Bucket     FrontierPoint
-	Separated  bool
+	Envelope  []EnvelopePoint
+	Frontier  []FrontierPoint
+	Bucket    FrontierPoint
+	Separated bool
 	// Users is how many keys the policy was chosen over: all but the
 	// shared ones.
 	Users      int

@@ -253,7 +253,9 @@ func (w World) Generate() ([]Request, []KeyTruth) {
 			keys = append(keys, k)
 		}
 	}
-	slices.SortFunc(reqs, func(a, b Request) int { return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.Key, b.Key), cmp.Compare(a.User, b.User)) })
+	slices.SortFunc(reqs, func(a, b Request) int {
+		return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.Key, b.Key), cmp.Compare(a.User, b.User))
+	})
 	return reqs, keys
 }
 
