@@ -90,11 +90,12 @@ $(BENCHSTAT): tools/go.mod tools/go.sum
 # one goroutine (a limiter with no sweeper, decided in turn: the model
 # checks, the many-keys memory check, the key table against a map, the
 # probe's models against the limiters, its fit and its whole run against
-# targets in simulated time, whose parallel subtests share nothing); and
-# TestDecisionAllocations, which the detector's sync.Pool would fail.
+# targets in simulated time, whose parallel subtests share nothing; the
+# plan's rule on random worlds and the B2B API's log, from the curves);
+# and TestDecisionAllocations, which the detector's sync.Pool would fail.
 # Without the detector the model checks run their full 300 seeds, not 40.
 NORACE_PKGS := ./plots ./results ./workloads
-NORACE := ^(TestManyKeys|TestAgainstModel|FuzzAgainstModel|TestSettleAgainstModel|FuzzSettleAgainstModel|TestDenialsAgreeWithPeek|TestAgainstMap|TestDecisionAllocations|TestProbeSimulated|TestProbeSimulatedNone|TestProbeSimulatedFields|TestProbeSimulatedLongWindow|TestProbeSimulatedRefusal|TestProbeSimulatedMaxRate|TestProbeSimulatedLarge|TestProbeDeclaredTooLarge|TestProbeSimulatedPhase|TestProbeSimulatedStraddle|TestProbeUndecided|TestFitFindsEachVariant|TestModelsAgree)$$
+NORACE := ^(TestManyKeys|TestAgainstModel|FuzzAgainstModel|TestSettleAgainstModel|FuzzSettleAgainstModel|TestDenialsAgreeWithPeek|TestAgainstMap|TestDecisionAllocations|TestProbeSimulated|TestProbeSimulatedNone|TestProbeSimulatedFields|TestProbeSimulatedLongWindow|TestProbeSimulatedRefusal|TestProbeSimulatedMaxRate|TestProbeSimulatedLarge|TestProbeDeclaredTooLarge|TestProbeSimulatedPhase|TestProbeSimulatedStraddle|TestProbeUndecided|TestFitFindsEachVariant|TestModelsAgree|TestPolicyOnRandomWorlds|TestB2B)$$
 # Every other package, the slowest first (go test runs them in this order).
 RACE_PKGS = ./limiters/redislimit ./cmd/ratelab ./limiters/composite ./harness ./limiters \
 	$(filter-out $(shell $(GO) list $(NORACE_PKGS)),$(shell $(GO) list $(PKGS)))
@@ -135,7 +136,7 @@ norace:
 	@if grep -n -E '(^|[^a-zA-Z_.])go (func|[a-zA-Z_][a-zA-Z0-9_.]*\()' $(addsuffix /*.go,$(NORACE_PKGS)); then \
 	  echo "make norace: the lines above start goroutines: move their package from NORACE_PKGS to the race-detected run"; exit 1; fi
 	REDIS_REQUIRED=1 tools/with-redis $(GO) test -vet=off -shuffle=on -count=1 $(NORACE_PKGS)
-	REDIS_REQUIRED=1 tools/with-redis $(GO) test -vet=off -shuffle=on -count=1 -run '$(NORACE)' ./limiters ./limiters/composite ./limiters/internal/keytable ./limiters/redislimit ./probe
+	REDIS_REQUIRED=1 tools/with-redis $(GO) test -vet=off -shuffle=on -count=1 -run '$(NORACE)' ./limiters ./limiters/composite ./limiters/internal/keytable ./limiters/redislimit ./probe ./plan
 
 ## test-clocked: the tests that judge a limiter by the clock (the probes of ratelab serve, nginx, npm's limiters and planted ones, of the plan's emitted nginx and tier file, and the outage run), by themselves (CI runs it after make test)
 test-clocked-steps:

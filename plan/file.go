@@ -120,12 +120,15 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 	row.Set(kind, kindLog)
 	row.Set(periodSetting, per.String())
 	var notes []string
-	if p.Skipped > 0 {
+	if p.NoKey > 0 {
+		notes = append(notes, fmt.Sprintf("%s lines were requests without the key, counted and not decided; the first, %s.", results.Count(int64(p.NoKey)), p.FirstNoKey))
+	}
+	if p.Skipped > p.NoKey {
 		var first []string
 		for _, s := range p.Skips {
 			first = append(first, s.String())
 		}
-		notes = append(notes, fmt.Sprintf("%s lines were not read; the first: %s.", results.Count(int64(p.Skipped)), strings.Join(first, "; ")))
+		notes = append(notes, fmt.Sprintf("%s lines were not read; the first: %s.", results.Count(int64(p.Skipped-p.NoKey)), strings.Join(first, "; ")))
 	}
 	for _, u := range p.Unseen {
 		notes = append(notes, fmt.Sprintf("%s, and what it was to say counts nothing.", u))
@@ -446,7 +449,7 @@ var mode = report.Mode{
 			Title: "Who sends what",
 			Note: "The keys grouped by the shape of their traffic (the keys that look like many users left out): its shape in words, how many keys, their requests, what a typical one (the median) sends at most in about a second, a minute and a quarter hour, and a second over the log, and the most any of them needs at the rate suggested (its least burst there). " +
 				"Each key the policy refuses is a class of its own. The policy's line is where it is because of the gap between the classes' needs and the keys refused: the frontier's chart draws each class's band.",
-			Header: []string{"class", "keys", "requests", "most in 1s", "1m", "15m", "a second", "needs"},
+			Header: []string{"class", "keys", "requests", "most in 1s", "in 1m", "in 15m", "a second", "needs"},
 			Left:   1,
 			Keep:   isKind(kindClass),
 			Cells: func(r results.Row) []string {
@@ -454,20 +457,22 @@ var mode = report.Mode{
 				if k := r.Setting(keySetting); k != "" {
 					name = "refused: " + k + ", " + name
 				}
+				lengths := strings.Fields(r.Setting(lengthsSet))
 				typical := func(i int) string {
-					if m, ok := r.Value(typicalName + strconv.Itoa(i)); ok {
-						return results.Count(int64(m))
+					m, ok := r.Value(typicalName + strconv.Itoa(i))
+					if !ok || i >= len(lengths) {
+						return ""
 					}
-					return ""
+					if d, _ := time.ParseDuration(lengths[i]); d != classHeads[i] {
+						return fmt.Sprintf("%s (%s)", results.Count(int64(m)), strings.TrimSuffix(strings.TrimSuffix(lengths[i], "0s"), "0m"))
+					}
+					return results.Count(int64(m))
 				}
 				return []string{name, results.Count(r.Count(clientsCount)), fmt.Sprintf("%s (%s)", results.Count(r.Count(requestsName)), report.Percentage(r.Get(shareName))),
 					typical(0), typical(1), typical(2), fmt.Sprintf("%.3g", r.Get(rateOverName)), results.Count(r.Count(needName))}
 			},
 			More: func(rows []results.Row) string {
-				if len(rows) == 0 {
-					return ""
-				}
-				return " Most in a window: a typical key's in windows of " + strings.ReplaceAll(rows[0].Setting(lengthsSet), " ", ", ") + "; a second: its requests a second over the log; needs: the most any key of the class needs at the rate suggested."
+				return " Most in a window: a typical key's (where the log or --periods has no window of that length, the nearest, named); a second: its requests a second over the log; needs: the most any key of the class needs at the rate suggested."
 			},
 		},
 		{
@@ -616,6 +621,9 @@ var mode = report.Mode{
 	Charts: charts,
 	Page:   report.Page{Title: "ratelab plan: what limit the traffic wants", Of: "A plan of", Target: "Log"},
 }
+
+// classHeads are the windows the classes' table heads its columns with.
+var classHeads = []time.Duration{time.Second, time.Minute, 15 * time.Minute}
 
 // ofPolicy says how many of the keys the policy refuses a one-number
 // limit refuses at all: "1 of 4".

@@ -124,8 +124,9 @@ func chooseBucket(f []FrontierPoint, headroom float64, horizon time.Duration) (k
 // too), margin apart. Of those, the pair that sets the most keys apart,
 // then by the widest margin (each refused key's most over the kept keys'
 // most, in the window that refuses it best: the least of those), then
-// the shortest. Where none is, the pair that spares all but spare of the
-// keys, not called a separation.
+// the shortest. Where none is: none, for the keys given (a pair that
+// refuses others would be a rival answer); else the pair that spares all
+// but spare of the keys, not called a separation.
 func (cs *curves) windowPair(ids, apart []int32, span time.Duration, c Config) (WindowPair, []int32) {
 	var lengths []int
 	for k, d := range cs.periods {
@@ -203,8 +204,8 @@ func (cs *curves) windowPair(ids, apart []int32, span time.Duration, c Config) (
 			}
 		}
 	}
-	if best.Separated {
-		return best, caught
+	if best.Separated || apart != nil {
+		return best, caught // none, when no pair sets the bucket's keys apart
 	}
 	return cs.sparingPair(ids, lengths, c)
 }
@@ -288,8 +289,8 @@ func (p *Plan) Verdict() string {
 	var s strings.Builder
 	g := b.Gap
 	if p.Separated {
-		fmt.Fprintf(&s, "%s of %s stand apart from all the rest: at %s every other key needs a burst of at most %s, each of %s at least %s: %s× apart. ",
-			plural(int64(g.Out), "key"), results.Count(int64(p.Users)), rateWords(b.Rate), results.Count(g.KeptMost), them(g.Out), results.Count(g.OutLeast), roundWords(g.Ratio()))
+		fmt.Fprintf(&s, "%s of %s %s apart from all the rest: at %s every other key needs a burst of at most %s, each of %s at least %s: %s× apart. ",
+			plural(int64(g.Out), "key"), results.Count(int64(p.Users)), verb(g.Out, "stand"), rateWords(b.Rate), results.Count(g.KeptMost), them(g.Out), results.Count(g.OutLeast), roundWords(g.Ratio()))
 		fmt.Fprintf(&s, "The policy: a bucket of %s for every key, which refuses only %s (%s of the requests)", b.Policy(), them(g.Out), percent(b.Refused, p.Decided))
 	} else {
 		widest := ""
@@ -303,7 +304,9 @@ func (p *Plan) Verdict() string {
 		fmt.Fprintf(&s, "The policy spares all but --spare (%s) of the keys: a bucket of %s, refusing %s; it is no line between customers and abusers",
 			report.Percentage(p.Config.Spare), b.Policy(), plural(b.Clients, "key"))
 	}
-	if w := p.Windows; w.Short.N > 0 {
+	if w := p.Windows; w.Short.N == 0 && p.Separated {
+		fmt.Fprintf(&s, "; no two windows set %s apart in each of their forms", them(g.Out))
+	} else if w.Short.N > 0 {
 		switch {
 		case w.Separated && sameKeys(p.Caught, p.WindowsCaught):
 			fmt.Fprintf(&s, "; or two windows, %s and %s (%s× apart), refusing the same", w.Short, w.Long, roundWords(w.Margin))
@@ -314,10 +317,20 @@ func (p *Plan) Verdict() string {
 		}
 	}
 	s.WriteString(".")
-	if t := p.SharedTier; t.Keys > 0 {
-		fmt.Fprintf(&s, " The %s that look like many users: a tier of %s.", plural(int64(t.Keys), "key"), t.Policy)
+	if t := p.SharedTier; t.Keys > 0 && t.Scale == 1 {
+		fmt.Fprintf(&s, " The bucket spares the %s that %s like many users as it is.", plural(int64(t.Keys), "key"), verb(t.Keys, "look"))
+	} else if t.Keys > 0 {
+		fmt.Fprintf(&s, " The %s that %s like many users: a tier of %s, the bucket ×%g.", plural(int64(t.Keys), "key"), verb(t.Keys, "look"), t.Policy, t.Scale)
 	}
 	return s.String()
+}
+
+// verb is v as n things do it: "looks" for one.
+func verb(n int, v string) string {
+	if n == 1 {
+		return v + "s"
+	}
+	return v
 }
 
 // them is "them" for several keys, "it" for one.

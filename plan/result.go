@@ -20,6 +20,10 @@ type Plan struct {
 	// first request to the last.
 	Lines, Requests, Free, Skipped int
 	Skips                          []accesslog.Skip
+	// NoKey are the lines skipped that were requests without the key (a
+	// health check with no API key), FirstNoKey the first.
+	NoKey      int
+	FirstNoKey accesslog.Skip
 	// Unseen are the fields an option named that no line had (an agent
 	// field named wrong: every client then counts no agents).
 	Unseen             []string

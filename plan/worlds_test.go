@@ -2,8 +2,12 @@ package plan
 
 import (
 	"hash/maphash"
+	"io"
+	"os"
+	"path/filepath"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,24 +23,36 @@ import (
 func policyOf(t *testing.T, w synthlog.World, c Config) (*Plan, []synthlog.Request, []synthlog.KeyTruth) {
 	t.Helper()
 	reqs, keys := w.Generate()
+	seed := maphash.MakeSeed()
+	entries := make([]accesslog.Entry, len(reqs))
+	for i, r := range reqs {
+		entries[i] = accesslog.Entry{At: int64(r.At), Key: keys[r.Key].Key, N: 1, Agent: maphash.Comparable(seed, r.User) | 1}
+	}
+	return policyFrom(t, entries, c), reqs, keys
+}
+
+// policyFrom is the policy the plan chooses for requests read (in time
+// order), the decisions left out.
+func policyFrom(t *testing.T, entries []accesslog.Entry, c Config) *Plan {
+	t.Helper()
 	c.Limits = []limiters.Limit{limiters.PerSecond(10)}
 	if err := c.check(); err != nil {
 		t.Fatal(err)
 	}
-	p := &Plan{Config: c, Requests: len(reqs), Decided: len(reqs)}
+	p := &Plan{Config: c, Requests: len(entries), Decided: len(entries)}
 	cs := newClients(int64(time.Second))
 	cv := newCurves(c.Periods, c.Rates)
 	var decided chunks
-	seed := maphash.MakeSeed()
-	for _, r := range reqs {
-		e := accesslog.Entry{At: int64(r.At), Key: keys[r.Key].Key, N: 1, Agent: maphash.Comparable(seed, r.User) | 1}
-		id, _ := cs.see(&e, true)
-		cv.see(id, e.At, 1)
-		decided.add(logged{id: id, n: 1, at: e.At})
+	for i := range entries {
+		e := &entries[i]
+		id, _ := cs.see(e, true)
+		cv.see(id, e.At, int64(e.N))
+		decided.add(logged{id: id, n: int32(e.N), at: e.At})
 	}
-	p.Span = reqs[len(reqs)-1].At - reqs[0].At
+	p.Span = time.Duration(entries[len(entries)-1].At - entries[0].At)
+	p.Shared = shared(cs, c.Top, cs.grid)
 	p.curves(cs, cv, decided)
-	return p, reqs, keys
+	return p
 }
 
 // truth is what brute force over a world's keys says: at each rate of
@@ -213,5 +229,95 @@ func TestPolicyOnRandomWorlds(t *testing.T) {
 		worlds, noAbuser, separable, right, windowsSeparable, windowsRight, separated, none)
 	if separable < worlds/4 || none < worlds/10 {
 		t.Errorf("the worlds drawn are not varied enough to test the rule: %d of %d separable, %d where nothing stands apart", separable, worlds, none)
+	}
+}
+
+// The B2B API whose integrations a rule fitted to fan-outs refused, two
+// seeds of it, read as Traefik wrote it and keyed by its X-Api-Key
+// header: the bucket and the windows refuse the four abusers and no
+// customer, by a margin of 3× or more; the partner keys are spared (by
+// a tier, or by the bucket as it is); the health checks, which carry no
+// key, are counted apart; and the classes are the customers' own:
+// dashboards, integrations and relays.
+func TestB2B(t *testing.T) {
+	key, err := accesslog.ParseKey("header:X-Api-Key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seed := range []uint64{3, 4} {
+		// In a file: 140 MB in memory cost seconds of page faults here,
+		// the page cache a tenth of one.
+		log, err := os.Create(filepath.Join(t.TempDir(), "access.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer log.Close()
+		w := synthlog.B2B(seed)
+		_, keys, lines, err := w.WriteTraefik(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := log.Seek(0, io.SeekStart); err != nil {
+			t.Fatal(err)
+		}
+		r, err := accesslog.NewReader([]accesslog.Input{{Name: "access.json", R: log}}, accesslog.Options{Format: "traefik", Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var entries []accesslog.Entry
+		for {
+			e, err := r.Read()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries = append(entries, e)
+		}
+		noKey, first := r.NoKey()
+		if skipped, _ := r.Skipped(); skipped != noKey || noKey == 0 || len(entries)+noKey != lines || !strings.HasSuffix(first.Why, "/healthz") {
+			t.Errorf("seed %d: %d requests, %d lines skipped, %d without a key (the first %v) of %d lines; want the health checks alone skipped", seed, len(entries), skipped, noKey, first, lines)
+		}
+		p := policyFrom(t, entries, Config{Spare: 0.001})
+		t.Log(p.Verdict())
+		var abusers, partners []string
+		for _, k := range keys {
+			switch k.Role {
+			case synthlog.Abuser:
+				abusers = append(abusers, k.Key)
+			case synthlog.Shared:
+				partners = append(partners, k.Key)
+			}
+		}
+		slices.Sort(abusers)
+		if caught := slices.Sorted(slices.Values(p.Caught)); !p.Separated || !slices.Equal(caught, abusers) || p.Bucket.Gap.Ratio() < 3 {
+			t.Errorf("seed %d: the bucket %s (separated %v, %.3g× apart) refuses %q; want the abusers alone, %q", seed, p.Bucket.Policy(), p.Separated, p.Bucket.Gap.Ratio(), caught, abusers)
+		}
+		if pair := slices.Sorted(slices.Values(p.WindowsCaught)); !p.Windows.Separated || !slices.Equal(pair, abusers) {
+			t.Errorf("seed %d: the windows %s, %s refuse %q; want the abusers alone", seed, p.Windows.Short, p.Windows.Long, pair)
+		}
+		var shared []string
+		for _, c := range p.Shared {
+			shared = append(shared, c.Key)
+		}
+		if slices.Sort(shared); !slices.Equal(shared, slices.Sorted(slices.Values(partners))) || p.SharedTier.Keys != len(partners) {
+			t.Errorf("seed %d: the keys shared by many agents %q, tier %+v; want the partners', %q", seed, shared, p.SharedTier, partners)
+		}
+		// The integrations and the relays each a class of their own, the
+		// dashboards the rest (the heaviest users, maybe, apart).
+		var groups []int
+		rest := 0
+		for _, c := range p.Classes {
+			if !c.Refused {
+				groups = append(groups, c.Keys)
+				if c.Keys != 150 && c.Keys != 40 {
+					rest += c.Keys
+				}
+			}
+		}
+		if !slices.Contains(groups, 150) || !slices.Contains(groups, 40) || rest != 600 {
+			t.Errorf("seed %d: classes of %v keys; want the integrations' 150 and the relays' 40 each a class, the dashboards' 600 the rest", seed, groups)
+		}
 	}
 }

@@ -30,7 +30,7 @@ func TestPlanCommand(t *testing.T) {
 		t.Fatalf("plan: %v\n%s", err, stderr.String())
 	}
 	out := stdout.String()
-	for _, want := range []string{"The limit to set, by algorithm", "│ sliding-log     │ 14/s  │", "The clients hit hardest", truth.Abusers[0], "Keys that look like many users", truth.Offices[0], "plan.json"} {
+	for _, want := range []string{"If one number a period is all you can set", "Who sends what", "apart from all the rest", "│ sliding-log     │ 14/s  │", "The clients hit hardest", truth.Abusers[0], "Keys that look like many users", truth.Offices[0], "plan.json"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the output lacks %q:\n%s", want, out)
 		}

@@ -16,6 +16,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/textproto"
+	"slices"
 	"strings"
 )
 
@@ -189,24 +191,51 @@ type preset struct {
 	about                           string
 	format                          string // a log_format template; empty: JSON
 	time, addr, status, agent, path []string
+	// headers are the fields a request header of the name given is
+	// logged in, the likeliest first; nil: the product logs none but
+	// those it names (noHeaders says so).
+	headers   func(name string) []string
+	noHeaders string
+}
+
+// headerFields are the fields a JSON log of no product's may log a
+// request header in: nginx's variable (a log_format with escape=json),
+// the name as given, and Go's canonical form.
+func headerFields(name string) []string {
+	out := []string{"http_" + strings.ToLower(strings.ReplaceAll(name, "-", "_"))}
+	for _, n := range []string{name, textproto.CanonicalMIMEHeaderKey(name), strings.ToLower(name)} {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // presets are the products' logs ratelab reads by name.
 var presets = map[string]preset{
 	"caddy": {about: "Caddy's JSON access log (ts in seconds, request.client_ip, headers as arrays)",
 		time: []string{"ts"}, addr: []string{"request.client_ip", "request.remote_ip", "request.remote_addr"},
-		status: []string{"status"}, agent: []string{"request.headers.User-Agent"}, path: []string{"request.uri"}},
+		status: []string{"status"}, agent: []string{"request.headers.User-Agent"}, path: []string{"request.uri"},
+		headers: func(h string) []string { return []string{"request.headers." + textproto.CanonicalMIMEHeaderKey(h)} }},
 	"traefik": {about: "Traefik's JSON access log (StartUTC, ClientHost, DownstreamStatus; request_User-Agent when headers are kept)",
 		time: []string{"StartUTC", "time"}, addr: []string{"ClientHost", "ClientAddr"},
-		status: []string{"DownstreamStatus"}, agent: []string{"request_User-Agent"}, path: []string{"RequestPath"}},
+		status: []string{"DownstreamStatus"}, agent: []string{"request_User-Agent"}, path: []string{"RequestPath"},
+		headers: func(h string) []string {
+			return slices.Compact([]string{"request_" + textproto.CanonicalMIMEHeaderKey(h), "request_" + h})
+		}},
 	"alb": {about: "AWS Application Load Balancer's access log (space-separated, client:port, the ELB's status)",
-		format: `$type $time_iso8601 $elb $client_port $target_port $request_processing_time $target_processing_time $response_processing_time $status $target_status_code $received_bytes $sent_bytes "$request" "$http_user_agent" $rest`},
+		format:    `$type $time_iso8601 $elb $client_port $target_port $request_processing_time $target_processing_time $response_processing_time $status $target_status_code $received_bytes $sent_bytes "$request" "$http_user_agent" $rest`,
+		noHeaders: "AWS ALB's access log keeps no request header but the user agent"},
 	"cloudflare": {about: "Cloudflare's HTTP request logs, Logpush JSON (EdgeStartTimestamp, ClientIP, EdgeResponseStatus)",
 		time: []string{"EdgeStartTimestamp"}, addr: []string{"ClientIP"},
-		status: []string{"EdgeResponseStatus"}, agent: []string{"ClientRequestUserAgent"}, path: []string{"ClientRequestURI", "ClientRequestPath"}},
+		status: []string{"EdgeResponseStatus"}, agent: []string{"ClientRequestUserAgent"}, path: []string{"ClientRequestURI", "ClientRequestPath"},
+		// Logpush writes the headers a zone's custom fields name, under
+		// RequestHeaders, their names in lower case.
+		headers: func(h string) []string { return []string{"RequestHeaders." + strings.ToLower(h)} }},
 	"gcp": {about: "Google Cloud Load Balancing's request logs, as Cloud Logging exports them (timestamp, httpRequest.*)",
 		time: []string{"timestamp"}, addr: []string{"httpRequest.remoteIp"},
-		status: []string{"httpRequest.status"}, agent: []string{"httpRequest.userAgent"}, path: []string{"httpRequest.requestUrl"}},
+		status: []string{"httpRequest.status"}, agent: []string{"httpRequest.userAgent"}, path: []string{"httpRequest.requestUrl"},
+		noHeaders: "Google Cloud Load Balancing's request log keeps no request header but the user agent and the referer"},
 }
 
 // Presets are the names of the products' logs a Reader reads by name

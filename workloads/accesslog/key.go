@@ -24,6 +24,12 @@ type KeySpec struct {
 	// Field is the variable or JSON path the key is read from; empty for
 	// the client's address.
 	Field string
+	// Header is the request header the key is, as --key names it
+	// (header:X-Api-Key), empty for another key: each product logs a
+	// header under a field of its own (Traefik request_X-Api-Key, Caddy
+	// request.headers.X-Api-Key, nginx $http_x_api_key), and Field is
+	// nginx's.
+	Header string
 	// PathSegments, if above 0, appends the first segments of the
 	// request's path to the key.
 	PathSegments int
@@ -53,7 +59,7 @@ func ParseKey(s string) (KeySpec, error) {
 		if h == "" {
 			return KeySpec{}, fmt.Errorf("key %q: header: names no header", s)
 		}
-		k.Field = "http_" + strings.ToLower(strings.ReplaceAll(h, "-", "_"))
+		k.Header, k.Field = h, "http_"+strings.ToLower(strings.ReplaceAll(h, "-", "_"))
 	default:
 		return KeySpec{}, fmt.Errorf("key %q: want ip, field:NAME, .NAME or header:NAME, optionally followed by +path:N", s)
 	}

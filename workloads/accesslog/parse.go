@@ -15,6 +15,20 @@ import (
 	"github.com/ratelab/ratelab/workloads"
 )
 
+// noKey is a line of a request without the key (a health check with no
+// API key): counted apart, the first named by its path.
+type noKey struct {
+	why  string
+	path []byte
+}
+
+func (e noKey) Error() string {
+	if len(e.path) == 0 {
+		return e.why
+	}
+	return fmt.Sprintf("%s: %s", e.why, e.path)
+}
+
 // A parser reads one line into an entry: its time, key, cost, status,
 // agent and path (Line and Input are the Reader's).
 type parser interface {
@@ -23,6 +37,9 @@ type parser interface {
 
 func newParser(o Options) (parser, error) {
 	pr, isPreset := presets[o.Format]
+	if o.Key.Header != "" && pr.noHeaders != "" {
+		return nil, fmt.Errorf("accesslog: --key %s: %s: key by ip, or by a field the log has (--key field:NAME)", o.Key, pr.noHeaders)
+	}
 	if o.Format == JSON || isPreset && pr.format == "" {
 		return newJSONParser(o, pr), nil
 	}
@@ -133,13 +150,13 @@ func (p *templateParser) parse(line []byte, e *Entry) error {
 	if p.key.Field == "" {
 		key = addrOnly(key)
 	}
-	if len(key) == 0 || len(key) == 1 && key[0] == '-' {
-		return fmt.Errorf("$%s (the key) is empty", p.t.parts[p.keyAt].v)
-	}
 	var path []byte
 	if p.pathAt >= 0 {
 		path = pathOf(p.vals[p.pathAt], p.t.parts[p.pathAt].v == "request")
 		e.Path = hashOf(path)
+	}
+	if len(key) == 0 || len(key) == 1 && key[0] == '-' {
+		return noKey{fmt.Sprintf("$%s (the key) is empty", p.t.parts[p.keyAt].v), path}
 	}
 	e.Key = p.key.of(&p.keyBuf, key, path)
 	e.N, e.Status, e.Agent = 1, 0, 0
@@ -310,7 +327,12 @@ func newJSONParser(o Options, pr preset) *jsonParser {
 			p.given = append(p.given, givenField{flag: f.flag, field: f.given, names: f.names})
 		}
 	}
-	if o.Key.Field != "" {
+	switch {
+	case o.Key.Header != "" && pr.headers != nil:
+		p.keyNames = pr.headers(o.Key.Header)
+	case o.Key.Header != "":
+		p.keyNames = headerFields(o.Key.Header)
+	case o.Key.Field != "":
 		p.keyNames = []string{o.Key.Field}
 	}
 	p.scan = newJSONScanner(slices.Concat(p.time, p.keyNames, p.cost, p.status, p.agent, p.path))
@@ -348,11 +370,11 @@ func (p *jsonParser) parse(line []byte, e *Entry) error {
 	if p.key.Field == "" {
 		kv.text = addrOnly(kv.text)
 	}
-	if len(kv.text) == 0 || string(kv.text) == "-" {
-		return fmt.Errorf("no key (the field %s)", strings.Join(p.keyNames, ", "))
-	}
 	pv, pname := p.scan.get(p.path)
 	path := pathOf(pv.text, pname == "request")
+	if len(kv.text) == 0 || string(kv.text) == "-" {
+		return noKey{fmt.Sprintf("no key (the field %s)", strings.Join(p.keyNames, ", ")), path}
+	}
 	e.Path = hashOf(path)
 	if p.key.PathSegments > 0 && !pv.set {
 		return errors.New("no path (the field path, request_uri, uri or request), which --key +path: needs")

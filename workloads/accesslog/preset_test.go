@@ -148,3 +148,58 @@ func TestReadsAs(t *testing.T) {
 		t.Errorf("a line of no format: %v; want the format asked for", err)
 	}
 }
+
+// --key header:X-Api-Key reads each product's own field for a logged
+// header: Traefik's request_X-Api-Key, Caddy's request.headers.X-Api-Key
+// (an array), Cloudflare's RequestHeaders.x-api-key, nginx's
+// $http_x_api_key, a JSON log's http_x_api_key; a product that logs no
+// header says so. A line without the key (a health check) is counted
+// apart and named by its path.
+func TestHeaderKeyByProduct(t *testing.T) {
+	key, err := ParseKey("header:x-api-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		format, lines string
+	}{
+		{"traefik", `{"ClientHost":"192.0.2.1","DownstreamStatus":200,"RequestPath":"/v1/orders","StartUTC":"2026-11-27T08:00:00.1Z","request_User-Agent":"acme-sync/2.4.1","request_X-Api-Key":"key_1"}
+{"ClientHost":"192.0.2.9","DownstreamStatus":200,"RequestPath":"/healthz","StartUTC":"2026-11-27T08:00:00.2Z","request_User-Agent":"kube-probe/1.31"}
+`},
+		{"caddy", `{"ts":1764230400.1,"request":{"client_ip":"192.0.2.1","uri":"/v1/orders","headers":{"User-Agent":["acme-sync/2.4.1"],"X-Api-Key":["key_1"]}},"status":200}
+{"ts":1764230400.2,"request":{"client_ip":"192.0.2.9","uri":"/healthz","headers":{"User-Agent":["kube-probe/1.31"]}},"status":200}
+`},
+		{"cloudflare", `{"ClientIP":"192.0.2.1","ClientRequestURI":"/v1/orders","EdgeResponseStatus":200,"EdgeStartTimestamp":1764230400100000000,"RequestHeaders":{"x-api-key":"key_1"}}
+{"ClientIP":"192.0.2.9","ClientRequestURI":"/healthz","EdgeResponseStatus":200,"EdgeStartTimestamp":1764230400200000000,"RequestHeaders":{}}
+`},
+		{"json", `{"time":"2026-11-27T08:00:00.1Z","remote_addr":"192.0.2.1","path":"/v1/orders","status":200,"http_x_api_key":"key_1"}
+{"time":"2026-11-27T08:00:00.2Z","remote_addr":"192.0.2.9","path":"/healthz","status":200,"http_x_api_key":""}
+`},
+		{`$remote_addr [$time_iso8601] "$request" $status "$http_x_api_key"`, `192.0.2.1 [2026-11-27T08:00:00+00:00] "GET /v1/orders HTTP/1.1" 200 "key_1"
+192.0.2.9 [2026-11-27T08:00:01+00:00] "GET /healthz HTTP/1.1" 200 "-"
+`},
+	} {
+		r, err := NewReader([]Input{{Name: "access.log", R: strings.NewReader(tt.lines)}}, Options{Format: tt.format, Key: key})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.format, err)
+		}
+		e, err := r.Read()
+		if err != nil || e.Key != "key_1" {
+			t.Errorf("%s: the first request's key %q (%v); want key_1", tt.format, e.Key, err)
+			continue
+		}
+		if _, err := r.Read(); err != io.EOF {
+			t.Errorf("%s: a second request read (%v); the health check has no key", tt.format, err)
+		}
+		n, first := r.NoKey()
+		if skipped, _ := r.Skipped(); n != 1 || skipped != 1 || first.Where != "access.log:2" || !strings.HasSuffix(first.Why, "/healthz") {
+			t.Errorf("%s: %d lines without a key (%d skipped), the first %v; want 1, access.log:2, naming /healthz", tt.format, n, skipped, first)
+		}
+	}
+	for _, format := range []string{"gcp", "alb"} {
+		_, err := NewReader([]Input{{Name: "lb.log", R: strings.NewReader("")}}, Options{Format: format, Key: key})
+		if err == nil || !strings.Contains(err.Error(), "keeps no request header") {
+			t.Errorf("%s with --key header:x-api-key: %v; want an error saying it logs no header", format, err)
+		}
+	}
+}

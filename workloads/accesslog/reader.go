@@ -107,6 +107,9 @@ type Reader struct {
 	lines, requests, free int
 	skips                 int
 	kept                  []Skip
+	// noKey are the lines of a request without the key, and the first.
+	noKey      int
+	firstNoKey Skip
 	buf                   []byte
 	// unread is the first line not read as a request, for the formats
 	// it does read as (readsAs).
@@ -147,6 +150,10 @@ func (r *Reader) Free() int     { return r.free }
 // Skipped is how many lines were not taken as requests (blank and comment
 // lines aside), and the first few of them with why.
 func (r *Reader) Skipped() (int, []Skip) { return r.skips, r.kept }
+
+// NoKey is how many of the lines skipped were requests without the key
+// (a health check that sends no API key), and the first of them.
+func (r *Reader) NoKey() (int, Skip) { return r.noKey, r.firstNoKey }
 
 // Read returns the next request in time order, io.EOF after the last, or
 // the error that stopped an input (naming it and its line).
@@ -197,6 +204,11 @@ func (r *Reader) next() error {
 	} else if err != nil {
 		if r.unread == nil {
 			r.unread = bytes.Clone(line)
+		}
+		if _, ok := err.(noKey); ok {
+			if r.noKey++; r.noKey == 1 {
+				r.firstNoKey = Skip{Where: fmt.Sprintf("%s:%d", r.inputs[r.cur].Name, r.line), Why: err.Error()}
+			}
 		}
 		return r.skip(err.Error())
 	}
