@@ -32,6 +32,7 @@ type Class struct {
 	Bursts   [][3]int64
 	Envelope [][3]int64
 	Refused  bool
+	ids      []int32 // its keys, by number
 }
 
 // Shape says the class's traffic in a few words, from its typical
@@ -215,7 +216,7 @@ func classesOf(cl *clients, cs *curves, ids, refused []int32, rate int, span tim
 
 // classOf describes the keys ids as one class.
 func (cs *curves) classOf(cl *clients, ids []int32, lengths []int, rate int, span time.Duration) Class {
-	c := Class{Keys: len(ids)}
+	c := Class{Keys: len(ids), ids: ids}
 	v := make([]int64, len(ids))
 	spread := func(of func(int32) int64) [3]int64 {
 		for i, id := range ids {

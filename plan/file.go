@@ -42,58 +42,60 @@ const (
 	periodSetting = "period"  // the limits' period, as written (1s)
 
 	// Metrics.
-	refusedName   = "refused"         // requests refused
-	refusedShare  = "refused_share"   // of the requests decided
-	clientsName   = "clients_refused" // clients refused at least once
-	clientsShare  = "clients_share"   // of the clients
-	clients90Name = "clients_90"      // clients with 90% of the refusals
-	onlyName      = "only_refused"    // requests it alone refused
-	onlyLetsName  = "only_admitted"   // requests it alone admitted
-	requestsName  = "requests"        // a client's, or the log's
-	logged429Name = "logged_429"      // refused by the log's own server
-	peakName      = "peak"            // a client's most in any window
-	agentsName    = "agents"          // distinct user agents, to maxDistinct
-	pathsName     = "paths"           // distinct paths, to maxDistinct
-	linesName     = "lines"           // the log's lines
-	skippedName   = "skipped"         // lines not read
-	freeName      = "free"            // lines of cost 0
-	clientsCount  = "clients"         // the log's clients
-	spanName      = "span"            // the log's first to last request
-	cdfName       = "clients_at_most" // the peaks' CDF
-	seriesName    = "peak_over_time"  // a client's peak by bucket
-	envelopeName  = "envelope"        // a client's most in any window, by its length
-	burstsName    = "least_burst"     // a client's least burst, by rate
-	tookName      = "took"            // the plan's time
-	refusedByName = "refused_by_"     // a top client's, by algorithm, at its suggestion
-	belowClients  = "below_clients"   // the clients the limit below a suggestion refuses
-	belowShare    = "below_share"     // of the clients
-	p50, p90      = "p50", "p90"      // the peaks' quantiles
-	p99, p999     = "p99", "p999"     //
-	maxName       = "max"             //
-	spareName     = "spare"           // the share of clients a suggestion may refuse
-	sparingName   = "sparing_n"       // the least N a sliding log spares all but spare with
-	burstName     = "burst"           // a frontier point's least burst sparing all but spare
-	keptMostName  = "kept_most"       // a gap's: the most any key below it needs
-	outLeastName  = "out_least"       // the least any key above it needs
-	outName       = "out"             // the keys above it
-	gapName       = "gap"             // its ratio
-	separatedName = "separated"       // 1 if it is --margin wide or more
-	marginName    = "margin"          // a pair of windows': how far apart what it refuses stands
-	kindClass     = "class"           // a class of keys
-	shapeSetting  = "shape"           // a class's, in words
-	lengthsSet    = "lengths"         // the windows a class's typical envelope is given at
-	typicalName   = "typical_"        // a class's typical most in each of them, by index
-	rateOverName  = "rate_over_log"   // a class's median requests a second over the log
-	needName      = "need"            // the most any of its keys needs at the rate suggested
-	classBursts   = "class_bursts"    // a class's median least burst by rate (least and most: _least, _most)
-	classEnvelope = "class_envelope"  // a class's median envelope by period (and _least, _most)
-	policyRefused = "policy_refused"  // of the keys the policy refuses, how many a one-number limit does
-	policyKeys    = "policy_keys"     // of how many (the first 100)
-	rateName      = "rate"            // a bucket's rate, a second
-	scaleName     = "scale"           // the shared keys' tier: the policy times it
-	shareName     = "share"           // the shared keys' share of the requests
-	caughtSetting = "caught"          // the keys the bucket suggested refuses, the first few
-	policySetting = "policy"          // a policy in --limit's words
+	refusedName    = "refused"         // requests refused
+	refusedShare   = "refused_share"   // of the requests decided
+	clientsName    = "clients_refused" // clients refused at least once
+	clientsShare   = "clients_share"   // of the clients
+	clients90Name  = "clients_90"      // clients with 90% of the refusals
+	onlyName       = "only_refused"    // requests it alone refused
+	onlyLetsName   = "only_admitted"   // requests it alone admitted
+	requestsName   = "requests"        // a client's, or the log's
+	logged429Name  = "logged_429"      // refused by the log's own server
+	peakName       = "peak"            // a client's most in any window
+	agentsName     = "agents"          // distinct user agents, to maxDistinct
+	pathsName      = "paths"           // distinct paths, to maxDistinct
+	linesName      = "lines"           // the log's lines
+	skippedName    = "skipped"         // lines not read
+	freeName       = "free"            // lines of cost 0
+	clientsCount   = "clients"         // the log's clients
+	spanName       = "span"            // the log's first to last request
+	cdfName        = "clients_at_most" // the peaks' CDF
+	seriesName     = "peak_over_time"  // a client's peak by bucket
+	envelopeName   = "envelope"        // a client's most in any window, by its length
+	burstsName     = "least_burst"     // a client's least burst, by rate
+	tookName       = "took"            // the plan's time
+	refusedByName  = "refused_by_"     // a top client's, by algorithm, at its suggestion
+	belowClients   = "below_clients"   // the clients the limit below a suggestion refuses
+	belowShare     = "below_share"     // of the clients
+	p50, p90       = "p50", "p90"      // the peaks' quantiles
+	p99, p999      = "p99", "p999"     //
+	maxName        = "max"             //
+	spareName      = "spare"           // the share of clients a suggestion may refuse
+	sparingName    = "sparing_n"       // the least N a sliding log spares all but spare with
+	burstName      = "burst"           // a frontier point's least burst sparing all but spare
+	keptMostName   = "kept_most"       // a gap's: the most any key below it needs
+	outLeastName   = "out_least"       // the least any key above it needs
+	outName        = "out"             // the keys above it
+	gapName        = "gap"             // its ratio
+	separatedName  = "separated"       // 1 if it is --margin wide or more
+	marginName     = "margin"          // a pair of windows': how far apart what it refuses stands
+	kindClass      = "class"           // a class of keys
+	kindCurrent    = "current"         // the limit run today (--current)
+	byClassSetting = "by_class"        // what it refuses, by class
+	shapeSetting   = "shape"           // a class's, in words
+	lengthsSet     = "lengths"         // the windows a class's typical envelope is given at
+	typicalName    = "typical_"        // a class's typical most in each of them, by index
+	rateOverName   = "rate_over_log"   // a class's median requests a second over the log
+	needName       = "need"            // the most any of its keys needs at the rate suggested
+	classBursts    = "class_bursts"    // a class's median least burst by rate (least and most: _least, _most)
+	classEnvelope  = "class_envelope"  // a class's median envelope by period (and _least, _most)
+	policyRefused  = "policy_refused"  // of the keys the policy refuses, how many a one-number limit does
+	policyKeys     = "policy_keys"     // of how many (the first 100)
+	rateName       = "rate"            // a bucket's rate, a second
+	scaleName      = "scale"           // the shared keys' tier: the policy times it
+	shareName      = "share"           // the shared keys' share of the requests
+	caughtSetting  = "caught"          // the keys the bucket suggested refuses, the first few
+	policySetting  = "policy"          // a policy in --limit's words
 )
 
 func isKind(k string) func(results.Row) bool {
@@ -241,6 +243,18 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 			row.Add(shareName, results.UnitFraction, t.Share)
 			add(row)
 		}
+	}
+	if r := p.Current; r != nil {
+		row := results.Row{Workload: log, Limiter: "current"}
+		row.Set(kind, kindCurrent)
+		row.Set(policySetting, r.Name)
+		row.Set(caughtSetting, strings.Join(r.Caught, " "))
+		row.Set(byClassSetting, r.byClassWords(p.Classes))
+		row.Note = strings.Join(r.Notes, "; ")
+		row.Add(clientsName, results.UnitCount, float64(r.Clients))
+		row.Add(refusedName, results.UnitCount, float64(r.Refused))
+		row.Add(refusedShare, results.UnitFraction, float64(r.Refused)/float64(max(p.Decided, 1)))
+		add(row)
 	}
 	for _, e := range p.Envelope {
 		row := results.Row{Workload: log, Limiter: "clients"}
@@ -510,6 +524,18 @@ var mode = report.Mode{
 					fmt.Sprintf("%s (%s)", results.Count(r.Count(refusedName)), report.Percentage(r.Get(refusedShare))), apart, r.Setting(caughtSetting)}
 			},
 			Last: formsDiffer,
+		},
+		{
+			Name:   "plan-current",
+			Title:  "Your limit today",
+			Note:   "The limit --current names, decided over the log as the policy is (nginx's limit_req as a bucket of its rate and burst+1, refusing the same requests with or without nodelay; a tier file's tiers; a limit with no algorithm named as a sliding log, with a burst as GCRA): the keys it refuses at least once and the requests, and of which classes (Who sends what).",
+			Header: []string{"limit", "keys refused", "requests refused", "of which", "who"},
+			Left:   1,
+			Keep:   isKind(kindCurrent),
+			Cells: func(r results.Row) []string {
+				return []string{r.Setting(policySetting), results.Count(r.Count(clientsName)), fmt.Sprintf("%s (%s)", results.Count(r.Count(refusedName)), report.Percentage(r.Get(refusedShare))),
+					r.Setting(byClassSetting), r.Setting(caughtSetting)}
+			},
 		},
 		{
 			Name:   "plan-envelope",

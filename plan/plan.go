@@ -53,6 +53,9 @@ type Config struct {
 	// any of them needs over the most any of the rest does. Where none
 	// does, the policy spares all but Spare of the keys.
 	Outliers, Margin float64
+	// Current, if set, is the limit run today, decided over the log as
+	// the policy is (Plan.Current).
+	Current *Current
 	// NoTiers leaves the keys that look like many users among the others
 	// (by default they are left out of the policy's arithmetic and given
 	// a tier of their own).
@@ -218,6 +221,11 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	p.finish(cs, d)
 	if users := p.curves(cs, cv, decided); users != nil {
 		p.decideCurves(cs, decided, users)
+		if c.Current != nil {
+			if err := p.decideCurrent(cs, decided, users); err != nil {
+				return nil, err
+			}
+		}
 	}
 	p.Took = time.Since(began)
 	return p, nil

@@ -346,3 +346,77 @@ func TestUnseenFieldSaid(t *testing.T) {
 		t.Errorf("unseen %q, top %+v; want none, and two agents (the arrays' first values)", p.Unseen, p.Top)
 	}
 }
+
+// --current reads the limit a user runs today: ratelab's words (an
+// algorithm or not, several limits), a tier file, nginx's limit_req lines
+// (a bucket of the zone's rate and burst+1, the zones a map applies to a
+// key, none where its key is empty); and says what is wrong with one it
+// cannot read, naming the line.
+func TestParseCurrent(t *testing.T) {
+	ip, _ := accesslog.ParseKey("ip")
+	for _, tt := range []struct {
+		arg, file string
+		want      string // Name
+		tiers     map[string][]limiters.Limit
+		tierOf    map[string]string // a key's tier, for nginx's maps
+	}{
+		{arg: "100/min", want: "100/min (sliding-log)", tiers: map[string][]limiters.Limit{"current": {{N: 100, Per: time.Minute}}}},
+		{arg: "gcra 10/s burst 20", want: "10/s burst 20 (gcra)", tiers: map[string][]limiters.Limit{"current": {{N: 10, Per: time.Second, Burst: 20}}}},
+		{arg: "5/s, 40/min", want: "5/s, 40/min (sliding-log)", tiers: map[string][]limiters.Limit{"current": {{N: 5, Per: time.Second}, {N: 40, Per: time.Minute}}}},
+		{arg: "tiers.yaml", file: "algorithm: fixed-window\ndefault_tier: free\ntiers:\n  free: [10/s]\n", want: "tiers.yaml",
+			tiers: map[string][]limiters.Limit{"free": {{N: 10, Per: time.Second}}}},
+		{arg: "nginx.conf", file: "limit_req_zone $binary_remote_addr zone=one:10m rate=5r/s; # the example\nlocation / {\n  limit_req zone=one burst=10;\n}\n",
+			want: "nginx.conf: one rate=5r/s burst=10", tiers: map[string][]limiters.Limit{"one": {{N: 5, Per: time.Second, Burst: 11}}}, tierOf: map[string]string{"203.0.113.9": "one"}},
+		{arg: "nginx.conf", file: `map $remote_addr $shared {
+    default 0;
+    "100.64.0.1" 1;
+}
+map $shared $users {
+    1 "";
+    default $binary_remote_addr;
+}
+map $shared $shared_key {
+    1 $binary_remote_addr;
+    default "";
+}
+limit_req_zone $users zone=users:1m rate=30r/m;
+limit_req_zone $shared_key zone=shared:1m rate=10r/s;
+limit_req zone=users burst=46 nodelay;
+limit_req zone=shared burst=939 nodelay;
+`, want: "nginx.conf: users rate=30r/m burst=46; shared rate=10r/s burst=939",
+			tiers:  map[string][]limiters.Limit{"users": {{N: 30, Per: time.Minute, Burst: 47}}, "shared": {{N: 10, Per: time.Second, Burst: 940}}, "users+shared": {{N: 30, Per: time.Minute, Burst: 47}, {N: 10, Per: time.Second, Burst: 940}}},
+			tierOf: map[string]string{"100.64.0.1": "shared", "10.0.0.1": "users"}},
+	} {
+		var file []byte
+		if tt.file != "" {
+			file = []byte(tt.file)
+		}
+		c, err := ParseCurrent(tt.arg, file, tt.arg, ip)
+		if err != nil {
+			t.Errorf("ParseCurrent(%q): %v", tt.arg, err)
+			continue
+		}
+		if c.Name != tt.want || !reflect.DeepEqual(c.Tiers.Tiers, tt.tiers) {
+			t.Errorf("ParseCurrent(%q) = %q, %v; want %q, %v", tt.arg, c.Name, c.Tiers.Tiers, tt.want, tt.tiers)
+		}
+		for key, want := range tt.tierOf {
+			if got := c.tierOf(key); got != want {
+				t.Errorf("ParseCurrent(%q): the key %s is in %q; want %q", tt.arg, key, got, want)
+			}
+		}
+	}
+	for _, tt := range []struct{ arg, file, want string }{
+		{"100/fortnight", "", "not a rate"},
+		{"nginx.conf", "limit_req zone=api burst=5;\n", "no limit_req_zone names it"},
+		{"nginx.conf", "limit_req_zone $binary_remote_addr zone=api:10m rate=5r/h;\nlimit_req zone=api;\n", "nginx.conf:1: rate=5r/h"},
+		{"tiers.yaml", "tiers: [", "neither nginx's limit_req lines nor a tier file"},
+	} {
+		var file []byte
+		if tt.file != "" {
+			file = []byte(tt.file)
+		}
+		if _, err := ParseCurrent(tt.arg, file, tt.arg, ip); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParseCurrent(%q, %q): %v; want an error saying %q", tt.arg, tt.file, err, tt.want)
+		}
+	}
+}

@@ -322,6 +322,13 @@ func (p *Plan) Verdict() string {
 	} else if t.Keys > 0 {
 		fmt.Fprintf(&s, " The %s that %s like many users: a tier of %s, the bucket ×%g.", plural(int64(t.Keys), "key"), verb(t.Keys, "look"), t.Policy, t.Scale)
 	}
+	if r := p.Current; r != nil {
+		fmt.Fprintf(&s, " Your limit today, %s, refuses %s", r.Name, plural(r.Clients, "key"))
+		if w := r.byClassWords(p.Classes); w != "" {
+			fmt.Fprintf(&s, ": %s", w)
+		}
+		s.WriteString(".")
+	}
 	return s.String()
 }
 

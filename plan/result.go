@@ -81,6 +81,8 @@ type Plan struct {
 	// WindowsOthers are the same pair decided by the other window
 	// algorithms tried: the clients and requests each refuses.
 	WindowsOthers []*WindowPair
+	// Current is what the limit run today (Config.Current) refuses.
+	Current *CurrentResult
 	// NginxPolicy is the bucket, the tier and the windows as nginx's
 	// limit_req can write them, decided where nginx rounds.
 	NginxPolicy NginxPolicy

@@ -3,9 +3,9 @@ package plan
 import (
 	"hash/maphash"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
-	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -51,7 +51,11 @@ func policyFrom(t *testing.T, entries []accesslog.Entry, c Config) *Plan {
 	}
 	p.Span = time.Duration(entries[len(entries)-1].At - entries[0].At)
 	p.Shared = shared(cs, c.Top, cs.grid)
-	p.curves(cs, cv, decided)
+	if users := p.curves(cs, cv, decided); c.Current != nil {
+		if err := p.decideCurrent(cs, decided, users); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return p
 }
 
@@ -279,7 +283,13 @@ func TestB2B(t *testing.T) {
 		if skipped, _ := r.Skipped(); skipped != noKey || noKey == 0 || len(entries)+noKey != lines || !strings.HasSuffix(first.Why, "/healthz") {
 			t.Errorf("seed %d: %d requests, %d lines skipped, %d without a key (the first %v) of %d lines; want the health checks alone skipped", seed, len(entries), skipped, noKey, first, lines)
 		}
-		p := policyFrom(t, entries, Config{Spare: 0.001})
+		// A limit of 100 a minute, as many set by hand: it refuses every
+		// integration, whose sync sends up to 300 in half a minute.
+		today, err := ParseCurrent("100/min", nil, "", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := policyFrom(t, entries, Config{Spare: 0.001, Current: &today})
 		t.Log(p.Verdict())
 		var abusers, partners []string
 		for _, k := range keys {
@@ -308,7 +318,10 @@ func TestB2B(t *testing.T) {
 		// dashboards the rest (the heaviest users, maybe, apart).
 		var groups []int
 		rest := 0
-		for _, c := range p.Classes {
+		for i, c := range p.Classes {
+			if c.Keys == 150 && p.Current.ByClass[i] != 150 {
+				t.Errorf("seed %d: 100/min refuses %d of the 150 integrations; want every one: %s", seed, p.Current.ByClass[i], p.Verdict())
+			}
 			if !c.Refused {
 				groups = append(groups, c.Keys)
 				if c.Keys != 150 && c.Keys != 40 {

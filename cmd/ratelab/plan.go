@@ -157,7 +157,7 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 type planFlags struct {
 	format, key, cost, limits, algos, spare, refused, out string
 	timeField, status, agent, path                        string // a JSON log's fields
-	periods, rates, emit                                  string
+	periods, rates, emit, current                         string
 	headroom                                              float64
 	noTiers                                               bool
 	steps, top                                            int
@@ -184,6 +184,7 @@ func (f *planFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.top, "top", 10, "how many clients the tables name")
 	fs.DurationVar(&f.reorder, "reorder", 2*time.Second, "how far out of time order a log's lines may be and still be taken in order")
 	fs.StringVar(&f.out, "out", "out/plan", "the folder plan.json and the report go to")
+	fs.StringVar(&f.current, "current", "", "the limit you run today, decided over the log beside the policy: a limit (100/min, gcra 10/s burst 20, 5/s, 40/min) or a file: nginx.conf, a tier file")
 	fs.StringVar(&f.emit, "emit", "", "print the policy as a limiter's configuration after the tables: nginx, ratelab, or nginx,ratelab (written to --out either way)")
 }
 
@@ -249,6 +250,19 @@ func (f *planFlags) check() (plan.Config, accesslog.Options, error) {
 	key, err := accesslog.ParseKey(f.key)
 	if err != nil {
 		return c, accesslog.Options{}, err
+	}
+	if f.current != "" {
+		var file []byte
+		if st, err := os.Stat(f.current); err == nil && !st.IsDir() {
+			if file, err = os.ReadFile(f.current); err != nil {
+				return c, accesslog.Options{}, err
+			}
+		}
+		cur, err := plan.ParseCurrent(f.current, file, filepath.Base(f.current), key)
+		if err != nil {
+			return c, accesslog.Options{}, err
+		}
+		c.Current = &cur
 	}
 	reorder := f.reorder
 	if reorder == 0 {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,38 @@ func TestPlanCommand(t *testing.T) {
 	saved := filepath.Join(dir, "plan.json")
 	if err := run(context.Background(), []string{"compare", saved, saved}, nil, &stdout, &stderr); err == nil || !strings.Contains(err.Error(), "nothing to compare") {
 		t.Errorf("compare of plan.json with itself: %v; want nothing to compare", err)
+	}
+	// The nginx.conf it wrote, given back as the limit run today, refuses
+	// what the policy in nginx does.
+	var again bytes.Buffer
+	log.Reset()
+	zw = gzip.NewWriter(&log)
+	synthlog.WriteShop(zw, synthlog.Shop{Users: 1500, Span: 10 * time.Minute, Abusers: 1, Offices: 1})
+	zw.Close()
+	if err := run(context.Background(), []string{"plan", "--limits", "2/s..50/s", "--steps", "6", "--spare", "0.2%", "--out", t.TempDir(), "--current", filepath.Join(dir, "nginx.conf")}, &log, &again, &stderr); err != nil {
+		t.Fatalf("plan --current nginx.conf: %v\n%s", err, stderr.String())
+	}
+	nginxRow := regexp.MustCompile(`the bucket in nginx +│ rate=\S+ burst=\d+ +│ +(\d+) │ +([\d,]+)`).FindStringSubmatch(out)
+	todayRow := regexp.MustCompile(`│ nginx.conf: ratelab_users[^│]*│ +(\d+) │ +([\d,]+)`).FindStringSubmatch(again.String())
+	if nginxRow == nil || todayRow == nil || nginxRow[1] != todayRow[1] || nginxRow[2] != todayRow[2] {
+		t.Errorf("the policy in nginx refuses %q; its nginx.conf as --current %q\n%s", nginxRow, todayRow, again.String())
+	}
+}
+
+// A --current that cannot be read fails with the line it could not read.
+func TestPlanCurrentBad(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nginx.conf")
+	os.WriteFile(conf, []byte("limit_req_zone $binary_remote_addr zone=one:10m rate=5r/h;\nlimit_req zone=one;\n"), 0o644)
+	for _, c := range []struct{ current, want string }{
+		{"100/fortnight", "not a rate"},
+		{conf, "nginx.conf:1: rate=5r/h"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), []string{"plan", "--out", dir, "--current", c.current, "-"}, strings.NewReader(""), &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), c.want) || exitCode(err, &bytes.Buffer{}) != 2 {
+			t.Errorf("plan --current %q: %v; want exit 2 saying %q", c.current, err, c.want)
+		}
 	}
 }
 
