@@ -110,7 +110,7 @@ type Reader struct {
 	// noKey are the lines of a request without the key, and the first.
 	noKey      int
 	firstNoKey Skip
-	buf                   []byte
+	buf        []byte
 	// unread is the first line not read as a request, for the formats
 	// it does read as (readsAs).
 	unread []byte
