@@ -82,6 +82,7 @@ const (
 	kindClass      = "class"           // a class of keys
 	kindCurrent    = "current"         // the limit run today (--current)
 	byClassSetting = "by_class"        // what it refuses, by class
+	letterSetting  = "letter"          // a class's letter in the charts
 	shapeSetting   = "shape"           // a class's, in words
 	lengthsSet     = "lengths"         // the windows a class's typical envelope is given at
 	typicalName    = "typical_"        // a class's typical most in each of them, by index
@@ -271,8 +272,14 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 		addGap(&row, e.Gap, e.Separated)
 		add(row)
 	}
+	letter := 'A'
 	for _, c := range p.Classes {
-		add(p.classRow(c, log))
+		row := p.classRow(c, log)
+		if !c.Refused && letter <= 'Z' {
+			row.Set(letterSetting, string(letter))
+			letter++
+		}
+		add(row)
 	}
 	for _, f := range p.Frontier {
 		row := results.Row{Workload: log, Limiter: "bucket"}
@@ -467,9 +474,9 @@ var mode = report.Mode{
 			Left:   1,
 			Keep:   isKind(kindClass),
 			Cells: func(r results.Row) []string {
-				name := r.Setting(shapeSetting)
+				name := fmt.Sprintf("(%s) %s", r.Setting(letterSetting), r.Setting(shapeSetting))
 				if k := r.Setting(keySetting); k != "" {
-					name = "refused: " + k + ", " + name
+					name = "refused: " + k + ", " + r.Setting(shapeSetting)
 				}
 				lengths := strings.Fields(r.Setting(lengthsSet))
 				typical := func(i int) string {
@@ -908,10 +915,10 @@ func curveCharts(rows []results.Row) []report.Figure {
 		var lines []report.Line
 		for _, r := range classes {
 			mid, lo, hi := r.Curve(series), r.Curve(series+"_least"), r.Curve(series+"_most")
-			if mid == nil || lo == nil || hi == nil {
+			if mid == nil || lo == nil || hi == nil || r.Setting(letterSetting) == "" {
 				continue
 			}
-			l := report.Line{Name: fmt.Sprintf("%s keys: %s", results.Count(r.Count(clientsCount)), r.Setting(shapeSetting))}
+			l := report.Line{Name: fmt.Sprintf("(%s) %s keys: %s", r.Setting(letterSetting), results.Count(r.Count(clientsCount)), r.Setting(shapeSetting))}
 			for i := range mid.X {
 				l.Points = append(l.Points, report.XY{X: mid.X[i], Y: max(mid.Y[i], 1), Lo: max(lo.Y[i], 1), Hi: max(hi.Y[i], 1)})
 			}

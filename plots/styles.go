@@ -93,6 +93,15 @@ func rgb(v uint32) color.Color {
 	return color.RGBA{R: uint8(v >> 16), G: uint8(v >> 8), B: uint8(v), A: 255}
 }
 
+// classLetter is the index of a class's letter in a series named for a
+// class of keys, "(A) 600 keys: ...": 0 for A.
+func classLetter(name string) (int, bool) {
+	if len(name) > 4 && name[0] == '(' && name[2] == ')' && name[3] == ' ' && name[1] >= 'A' && name[1] <= 'Z' {
+		return int(name[1] - 'A'), true
+	}
+	return 0, false
+}
+
 // lineStyle is how the line of the limiter name is drawn; peer says it is
 // not ratelab's.
 func lineStyle(name string, peer bool) draw.LineStyle {
@@ -121,6 +130,12 @@ func lineStyle(name string, peer bool) draw.LineStyle {
 		if i, err := strconv.Atoi(n[1:]); err == nil && i >= 1 {
 			c, ok = workloadColors[(i-1)%len(workloadColors)], true
 		}
+	}
+	if i, class := classLetter(name); !ok && class {
+		// A class of keys ("(B) 150 keys: ..."): the plan's kept keys, in
+		// greys and dashes, beneath the coloured keys it refuses.
+		return draw.LineStyle{Color: []color.Color{rgb(0x333333), rgb(0x777777), rgb(0x999999)}[i%3], Width: vg.Points(1.6),
+			Dashes: [][]vg.Length{nil, {vg.Points(5), vg.Points(3)}, {vg.Points(1.5), vg.Points(2)}, {vg.Points(7), vg.Points(2), vg.Points(1.5), vg.Points(2)}}[i%4]}
 	}
 	if !ok {
 		c = rgb(0x333333)
