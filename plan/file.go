@@ -559,13 +559,13 @@ var mode = report.Mode{
 		{
 			Name:   "plan-frontier",
 			Title:  "The buckets' frontier",
-			Note:   "At each rate, each client's least burst under which a bucket of that rate never refuses it (exact: the most of its cost in any stretch less the rate times the stretch): quantiles over the clients; where a few stand apart (at most --outliers of them: the most any other needs, the least any of them needs, the ratio, apart at --margin or more); the least burst that spares all but --spare of them, and the clients and requests a bucket of it refuses (the clients from the bursts, the requests decided by the library's bucket).",
+			Note:   "At each rate, each client's least burst under which a bucket of that rate never refuses it (exact: the most of its cost in any stretch less the rate times the stretch): quantiles over the clients; where a few stand apart (at most --outliers of them: the most any other needs, the least any of them needs, the ratio, apart at --margin or more); the least burst that spares all but --spare of them, and the clients and requests a bucket of it refuses (the clients from the bursts, the requests decided by the library's bucket, at the rates within ten times the one suggested).",
 			Header: []string{"rate", "p50", "p99", "max", "the rest's most", "apart's least", "apart", "burst (--spare)", "keys refused", "requests refused"},
 			Left:   1,
 			Keep:   isKind(kindFront),
 			Cells: func(r results.Row) []string {
 				return append(append([]string{r.Setting(limitSetting), fmt.Sprint(r.Get(p50)), fmt.Sprint(r.Get(p99)), fmt.Sprint(r.Get(maxName))}, gapCells(r)...),
-					results.Count(r.Count(burstName)), results.Count(r.Count(clientsName)), results.Count(r.Count(refusedName)))
+					results.Count(r.Count(burstName)), results.Count(r.Count(clientsName)), decidedCount(r.Count(refusedName)))
 			},
 		},
 		{
@@ -653,6 +653,14 @@ var mode = report.Mode{
 	Picks:  picks,
 	Charts: charts,
 	Page:   report.Page{Title: "ratelab plan: what limit the traffic wants", Of: "A plan of", Target: "Log"},
+}
+
+// decidedCount is a count decided, or nothing for one not (-1).
+func decidedCount(n int64) string {
+	if n < 0 {
+		return ""
+	}
+	return results.Count(n)
 }
 
 // classHeads are the windows the classes' table heads its columns with.

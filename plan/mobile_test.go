@@ -61,10 +61,18 @@ func TestMobileNeedsTwoNumbers(t *testing.T) {
 		if p.Bucket.decidedClients != p.Bucket.Clients || p.Bucket.Refused == 0 {
 			t.Errorf("seed %d: the bucket decided refuses %d clients (%d requests); the curves say %d", seed, p.Bucket.decidedClients, p.Bucket.Refused, p.Bucket.Clients)
 		}
+		decided := 0
 		for _, f := range p.Frontier {
+			if f.decidedClients < 0 {
+				continue // not decided: away from the answer
+			}
+			decided++
 			if f.decidedClients != f.Clients {
 				t.Errorf("seed %d: %s burst %d decided refuses %d clients; the curves say %d", seed, f.Rate, f.Burst, f.decidedClients, f.Clients)
 			}
+		}
+		if decided < 3 {
+			t.Errorf("seed %d: %d of the frontier's %d points decided; want the suggestion's neighbours", seed, decided, len(p.Frontier))
 		}
 		t.Logf("windows %s, %s: %d clients, %d requests", p.Windows.Short, p.Windows.Long, p.Windows.Clients, p.Windows.Refused)
 		caught = slices.Sorted(slices.Values(p.WindowsCaught))
