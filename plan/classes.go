@@ -37,7 +37,9 @@ type Class struct {
 
 // Shape says the class's traffic in a few words, from its typical
 // envelope: steady (its most grows with the window), batches (far more in
-// a minute than a second, and not much more in a quarter hour) or bursts.
+// a minute than a second, and not much more in a quarter hour), runs (far
+// more in a minute than a second, and more again in a quarter hour, but
+// not steadily) or bursts.
 func (c Class) Shape() string {
 	a, b := float64(c.Typical[0]), float64(c.Typical[min(1, len(c.Typical)-1)])
 	switch c.shape() {
@@ -45,6 +47,8 @@ func (c Class) Shape() string {
 		return fmt.Sprintf("steady, about %s a %s", roundWords(b), lengthWords(c.Lengths[1]))
 	case batches:
 		return fmt.Sprintf("batches of about %s at %s a %s", roundWords(b), roundWords(a), lengthWords(c.Lengths[0]))
+	case runs:
+		return fmt.Sprintf("runs of about %s a %s", roundWords(b), lengthWords(c.Lengths[1]))
 	}
 	return fmt.Sprintf("bursts of about %s", roundWords(a))
 }
@@ -54,6 +58,7 @@ const (
 	bursts = iota
 	steady
 	batches
+	runs // steady for a while, then not
 )
 
 func (c Class) shape() int {
@@ -67,6 +72,8 @@ func (c Class) shape() int {
 		return steady
 	case b >= 10*a && l < 2.5*b:
 		return batches
+	case b >= 10*a:
+		return runs
 	}
 	return bursts
 }

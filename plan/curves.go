@@ -220,8 +220,12 @@ type FrontierPoint struct {
 	P50, P90, P99, P999, Max float64
 	Gap                      Gap
 	Separated                bool
-	Burst                    int64
-	Clients, Refused         int64
+	// Users is the least burst that spares all but the spare share of the
+	// keys kept below the gap (all of them where none stands apart), and
+	// UsersMost the most any of them needs.
+	Users, UsersMost int64
+	Burst            int64
+	Clients, Refused int64
 	// decidedClients is how many clients the bucket refused, decided:
 	// Clients, which the curves predict (a test holds them equal).
 	decidedClients int64
@@ -279,6 +283,12 @@ func (cs *curves) frontier(ids []int32, spare float64, maxOut int, margin float6
 		f := FrontierPoint{Rate: cs.rates[k]}
 		f.P50, f.P90, f.P99, f.P999, f.Max, f.Burst = quantiles(v, spare)
 		f.Gap, f.Separated = separate(v, maxOut, margin)
+		kept := v
+		if f.Separated {
+			kept = v[:f.Gap.Kept]
+		}
+		_, _, _, _, _, f.Users = quantiles(kept, spare)
+		f.UsersMost = kept[len(kept)-1]
 		above, _ := slices.BinarySearch(v, f.Burst+1) // the first above it
 		f.Clients = int64(len(v) - above)
 		out = append(out, f)

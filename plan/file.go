@@ -73,6 +73,8 @@ const (
 	spareName      = "spare"           // the share of clients a suggestion may refuse
 	sparingName    = "sparing_n"       // the least N a sliding log spares all but spare with
 	burstName      = "burst"           // a frontier point's least burst sparing all but spare
+	usersName      = "users_burst"     // the kept keys' burst (all but spare of them)
+	usersMostName  = "users_most"      // the most any kept key needs
 	keptMostName   = "kept_most"       // a gap's: the most any key below it needs
 	outLeastName   = "out_least"       // the least any key above it needs
 	outName        = "out"             // the keys above it
@@ -294,6 +296,8 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 		}
 		row.Add(burstName, results.UnitCount, float64(f.Burst))
 		addGap(&row, f.Gap, f.Separated)
+		row.Add(usersName, results.UnitCount, float64(f.Users))
+		row.Add(usersMostName, results.UnitCount, float64(f.UsersMost))
 		row.Add(clientsName, results.UnitCount, float64(f.Clients))
 		row.Add(refusedName, results.UnitCount, float64(f.Refused))
 		add(row)

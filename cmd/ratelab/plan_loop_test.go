@@ -26,14 +26,13 @@ import (
 
 // loopLog writes the mobile API's log in a tenth of its time (each client
 // ten times as fast, so that its policy is probed in a minute, not ten;
-// 10 users behind each NAT address, whose tier, 10/s burst 94, a probe
-// measures as it does the users' 5/s burst 47: with 100 behind each it
-// was 100/s burst 940, which under make test-clocked's load a probe could
-// not press; with 20, 20/s burst 188, which it probed lean, in 3 s but
-// under 99% twice in five runs, or in full, in 130-180 s, once under),
-// plans it as a user would, --format caddy --emit nginx,ratelab, and
-// returns the log's path, the plan's folder and its two policies: every
-// key's bucket and the shared keys' tier, read back from tiers.yaml.
+// 10 users behind each NAT address, so that their tier is one a probe can
+// press: with 100 behind each it was 100/s burst 940, which under make
+// test-clocked's load a probe could not; now every key's bucket, 20/s
+// burst 38, spares them as it is, and the tier is the same), plans it as
+// a user would, --format caddy --emit nginx,ratelab, and returns the
+// log's path, the plan's folder and its two policies: every key's bucket
+// and the shared keys' tier, read back from tiers.yaml.
 func loopLog(t *testing.T) (log, out string, users, shared limiters.Limit) {
 	t.Helper()
 	dir := t.TempDir()
