@@ -1005,7 +1005,13 @@ func picks(_ *results.File, rows []results.Row) []report.Pick {
 		}
 		switch r.Limiter {
 		case "bucket":
-			out = append(out, report.Pick{Need: "A bucket for every key", Limiter: r.Setting(policySetting), Why: sentence(refuses)})
+			why := sentence(refuses)
+			if r.Get(separatedName) == 1 {
+				why = fmt.Sprintf("%s keys stand %s× apart from all the rest. %s", results.Count(r.Count(outName)), roundWords(r.Get(gapName)), why)
+			} else {
+				why = fmt.Sprintf("No key stands apart: it spares all but --spare (%s). %s", report.Percentage(r.Get(spareName)), why)
+			}
+			out = append(out, report.Pick{Need: "A bucket for every key", Limiter: r.Setting(policySetting), Why: why})
 		case "windows":
 			out = append(out, report.Pick{Need: "Or two windows, a short and a long", Limiter: r.Setting(policySetting), Why: refuses + ", as a sliding log."})
 		case "shared keys":

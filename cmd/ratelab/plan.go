@@ -31,14 +31,19 @@ logged. It decides every request of the log with each algorithm at each
 limit of a sweep, in simulated time (the library's limiters, as ratelab
 replay decides them), and says what each limit would have refused, of
 which clients, and, for each algorithm, the lowest limit that refuses no
-more than --spare of the clients. Where one number a period fails (an app
-that opens with a fan-out peaks in a second as high as a scraper sends),
-it answers first with a policy: each client's envelope (its most in any
-window of 100ms to an hour, --periods) and, at each rate (--rates), the
-least burst under which a bucket never refuses it; the bucket suggested
-is the lowest rate at which the users need at most twice the burst of
-their busiest second, its burst what they need times --headroom. Keys
-that look like many users get a tier of their own.
+more than --spare of the clients. Where one number a period fails (an
+app that opens with a fan-out, a sync that sends hundreds at once, peak
+in a second as high as a scraper sends), it answers first with a
+policy: each key's envelope (its most in any window of 100ms to an hour,
+--periods) and, at each rate (--rates), the least burst under which a
+bucket never refuses it. The bucket suggested is where a few keys (at
+most --outliers of them) stand --margin times or more above all the
+rest, at the rate that sets the most apart, its burst what the rest need
+times --headroom; or, where none stands apart, it says so, and the bucket
+spares all but --spare. Two windows are suggested the same way, the keys
+grouped by the shape of their traffic, and keys that look like many
+users get a tier of their own. --current decides the limit you run today
+beside it.
 
 LOG is one or more access logs, read in the order given as one log
 (rotated files, oldest first), plain or gzip; - or none is standard input.
@@ -158,8 +163,9 @@ type planFlags struct {
 	format, key, cost, limits, algos, spare, refused, out string
 	timeField, status, agent, path                        string // a JSON log's fields
 	periods, rates, emit, current                         string
-	headroom                                              float64
+	headroom, outliers, margin                            float64
 	noTiers                                               bool
+	outliersFlag                                          string
 	steps, top                                            int
 	reorder                                               time.Duration
 }
@@ -179,12 +185,14 @@ func (f *planFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.refused, "refused", "count", "the requests the log's server refused (429): count (decide them as the others) or drop")
 	fs.StringVar(&f.periods, "periods", "", "the envelope's window lengths, comma-separated (default: 100ms, 300ms, 1s, 3s, ... 1h, as far as the log reaches)")
 	fs.StringVar(&f.rates, "rates", "", "the rates of the buckets' frontier, comma-separated (default: 1/100s ... 1000/s, 1, 2 and 5 a decade)")
-	fs.Float64Var(&f.headroom, "headroom", 1.5, "what the bucket suggested allows above the burst the users were seen to need")
+	fs.Float64Var(&f.headroom, "headroom", 1.5, "what the policy allows above what the keys it spares were seen to need")
+	fs.StringVar(&f.outliersFlag, "outliers", "1%", "the share of the keys a policy may set apart from the rest (1% or 0.01)")
+	fs.Float64Var(&f.margin, "margin", 3, "how far apart, at least, the keys set apart stand from the rest (a ratio)")
 	fs.BoolVar(&f.noTiers, "no-tiers", false, "leave the keys that look like many users among the others, with no tier of their own")
 	fs.IntVar(&f.top, "top", 10, "how many clients the tables name")
 	fs.DurationVar(&f.reorder, "reorder", 2*time.Second, "how far out of time order a log's lines may be and still be taken in order")
 	fs.StringVar(&f.out, "out", "out/plan", "the folder plan.json and the report go to")
-	fs.StringVar(&f.current, "current", "", "the limit you run today, decided over the log beside the policy: a limit (100/min, gcra 10/s burst 20, 5/s, 40/min) or a file: nginx.conf, a tier file")
+	fs.StringVar(&f.current, "current", "", "the limit you run today, decided beside the policy: 100/min, gcra 10/s burst 20, or nginx.conf, a tier file")
 	fs.StringVar(&f.emit, "emit", "", "print the policy as a limiter's configuration after the tables: nginx, ratelab, or nginx,ratelab (written to --out either way)")
 }
 
@@ -229,6 +237,13 @@ func (f *planFlags) check() (plan.Config, accesslog.Options, error) {
 		return c, accesslog.Options{}, fmt.Errorf("--headroom %g: want 1 or more", f.headroom)
 	}
 	c.Headroom, c.NoTiers = f.headroom, f.noTiers
+	if c.Outliers, err = share(f.outliersFlag); err != nil || c.Outliers == 0 || c.Outliers > 0.5 {
+		return c, accesslog.Options{}, fmt.Errorf("--outliers %s: want a share above 0, at most 50%%", f.outliersFlag)
+	}
+	if !(f.margin > 1 && f.margin >= f.headroom) {
+		return c, accesslog.Options{}, fmt.Errorf("--margin %g: want a ratio above 1, no less than --headroom (%g): the burst is set inside the gap", f.margin, f.headroom)
+	}
+	c.Margin = f.margin
 	switch f.refused {
 	case "count":
 	case "drop":
