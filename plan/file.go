@@ -1015,8 +1015,12 @@ func picks(_ *results.File, rows []results.Row) []report.Pick {
 		case "windows":
 			out = append(out, report.Pick{Need: "Or two windows, a short and a long", Limiter: r.Setting(policySetting), Why: refuses + ", as a sliding log."})
 		case "shared keys":
-			out = append(out, report.Pick{Need: "Addresses shared by many users", Limiter: fmt.Sprintf("%s (×%g)", r.Setting(policySetting), r.Get(scaleName)),
-				Why: fmt.Sprintf("A tier of their own: %s keys, %s of the requests.", results.Count(r.Count(clientsCount)), report.Percentage(r.Get(shareName)))})
+			why := "A tier of their own"
+			if r.Get(scaleName) == 1 {
+				why = "The bucket spares them as it is, the same tier"
+			}
+			out = append(out, report.Pick{Need: "Keys shared by many users", Limiter: fmt.Sprintf("%s (×%g)", r.Setting(policySetting), r.Get(scaleName)),
+				Why: fmt.Sprintf("%s: %s keys, %s of the requests.", why, results.Count(r.Count(clientsCount)), report.Percentage(r.Get(shareName)))})
 		}
 	}
 	return out
