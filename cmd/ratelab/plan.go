@@ -163,7 +163,7 @@ type planFlags struct {
 	format, key, cost, limits, algos, spare, refused, out string
 	timeField, status, agent, path                        string // a JSON log's fields
 	periods, rates, emit, current                         string
-	headroom, outliers, margin                            float64
+	headroom, margin                                      float64
 	noTiers                                               bool
 	outliersFlag                                          string
 	steps, top                                            int
