@@ -116,33 +116,48 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 		}
 	}
 	var got []answer
-	if len(spend) > 0 {
-		if got, err = p.send(ctx, spend, time.Time{}, nil); err != nil {
-			return cal, err
+	var spent time.Time
+	// A target that delays answers the spending's last admissions when
+	// its queue lets them go, its bucket refilled by then: the press is
+	// sent with the spending, in one plan, on its own time (below).
+	together := p.queued && len(spend) > 0
+	if together {
+		last := spend[len(spend)-1].At + time.Millisecond
+		spent = p.x.now().Add(20 * time.Millisecond).Add(last)
+	} else {
+		if len(spend) > 0 {
+			if got, err = p.send(ctx, spend, time.Time{}, nil); err != nil {
+				return cal, err
+			}
+		}
+		spent = p.x.now()
+	}
+	quietCorrected := func() {
+		var quietGot []answer
+		for _, a := range got {
+			if a.Key != pressed {
+				quietGot = append(quietGot, a)
+			}
+		}
+		if n := admittedOf(quietGot); len(quiet) > 0 && n != len(quiet)*q {
+			each := admittedEach(quietGot)
+			m := each[quiet[0]]
+			same := m > 0 && m < q && !slices.ContainsFunc(quiet, func(k string) bool { return each[k] != m })
+			if same {
+				// Each got the same, fewer: the first key's rounds, sent one
+				// after another, straddled a window's edge or took a refill
+				// (a fixed window of 20/s gave 40 to rounds that took 0.8s
+				// on a busy host); the quiet keys, sent at once, did not.
+				p.say("calibration: %d more fresh keys got %d each back to back, not %d: the first key's rounds straddled a refill; the quota is %d", len(quiet), m, q, m)
+				q, cal.Quota = m, m
+			} else {
+				p.say("calibration: %d more fresh keys got %d back to back in all, not %d each", len(quiet), n, q)
+				q = max(q, (n+len(quiet)-1)/len(quiet))
+			}
 		}
 	}
-	spent := p.x.now()
-	var quietGot []answer
-	for _, a := range got {
-		if a.Key != pressed {
-			quietGot = append(quietGot, a)
-		}
-	}
-	if n := admittedOf(quietGot); len(quiet) > 0 && n != len(quiet)*q {
-		each := admittedEach(quietGot)
-		m := each[quiet[0]]
-		same := m > 0 && m < q && !slices.ContainsFunc(quiet, func(k string) bool { return each[k] != m })
-		if same {
-			// Each got the same, fewer: the first key's rounds, sent one
-			// after another, straddled a window's edge or took a refill
-			// (a fixed window of 20/s gave 40 to rounds that took 0.8s
-			// on a busy host); the quiet keys, sent at once, did not.
-			p.say("calibration: %d more fresh keys got %d each back to back, not %d: the first key's rounds straddled a refill; the quota is %d", len(quiet), m, q, m)
-			q, cal.Quota = m, m
-		} else {
-			p.say("calibration: %d more fresh keys got %d back to back in all, not %d each", len(quiet), n, q)
-			q = max(q, (n+len(quiet)-1)/len(quiet))
-		}
+	if !together {
+		quietCorrected()
 	}
 	var admits []time.Time     // the pressed key's admissions, in order sent
 	var refusedUntil time.Time // its last refusal before the first of them
@@ -175,17 +190,40 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 			return true // two runs: a window's length apart
 		case cal.Lean && windowed(runs, windowedAt):
 			return true // one run: its length unspent, when lean
-		case len(admits) == 0 && quietAt > 0 && p.x.now().Sub(spent) > max(quietAt*6/5, quietAt+time.Second):
-			return true // the quiet key came back a while ago; the pressed one never
+		case len(admits) == 0 && quietAt > 0 && p.x.now().Sub(spent) > max(quietAt*6/5, quietAt+time.Second)+p.mostHeld():
+			return true // the quiet key came back a while ago; the pressed one never (nor held)
 		}
 		return false
 	}
+	var pressedGot []answer // the pressed key's, in the order sent
 	stop := func(a answer) bool {
 		if !a.Decided() {
 			return true
 		}
 		switch a.Key {
 		case pressed:
+			if p.queued {
+				// A held admission comes back after refusals sent later:
+				// the key's answers read again in the order sent.
+				i, _ := slices.BinarySearchFunc(pressedGot, a.Sent, func(x answer, t time.Time) int { return x.Sent.Compare(t) })
+				pressedGot = slices.Insert(pressedGot, i, a)
+				admits, runs, refusedUntil, prevAdmitted = nil, nil, time.Time{}, false
+				for _, a := range pressedGot {
+					if !a.Admitted && len(admits) == 0 {
+						refusedUntil = a.Sent
+					}
+					if a.Admitted {
+						admits = append(admits, a.Sent)
+						if prevAdmitted {
+							runs[len(runs)-1][1] = len(admits) - 1
+						} else {
+							runs = append(runs, [2]int{len(admits) - 1, len(admits) - 1})
+						}
+					}
+					prevAdmitted = a.Admitted
+				}
+				break
+			}
 			if !a.Admitted && len(admits) == 0 {
 				refusedUntil = a.Sent
 			}
@@ -226,7 +264,33 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 		per = leanPress
 	}
 	plan := p.thin(pressPlan(pressed, quiet, per, deadline.Sub(spent), most), spent)
-	if _, err := p.send(ctx, plan, spent, pressing); err != nil {
+	if together {
+		// The spending and the press in one plan: the press on its own
+		// time after the spending, whose answers (the queue's late ones
+		// among them) are read once all are in.
+		begin := spent.Add(-(spend[len(spend)-1].At + time.Millisecond))
+		offset := spent.Sub(begin)
+		both := slices.Clone(spend)
+		for _, r := range plan {
+			both = append(both, request{Key: r.Key, At: r.At + offset})
+		}
+		both = p.thin(both, begin)
+		answers, err := p.send(ctx, both, begin, func(a answer) bool {
+			if a.Intended.Before(spent) {
+				return true // the spending's
+			}
+			return pressing(a)
+		})
+		if err != nil {
+			return cal, err
+		}
+		for _, a := range answers {
+			if a.Intended.Before(spent) {
+				got = append(got, a)
+			}
+		}
+		quietCorrected()
+	} else if _, err := p.send(ctx, plan, spent, pressing); err != nil {
 		return cal, err
 	}
 	if len(admits) > 0 && !done() && p.x.now().Before(deadline) {

@@ -100,6 +100,12 @@ type prober struct {
 	inFlight inFlightModel
 	// leanBucket: the lean fingerprint is a bucket's (leanPlan).
 	leanBucket bool
+	// service is the target's own time to answer (its fastest
+	// admission), holdAfter the time past which an admission was held,
+	// and queued whether the target holds admissions as a queue does
+	// (holding).
+	service, holdAfter time.Duration
+	queued             bool
 	// until is when --max-time runs out, on the wall clock: the fits'
 	// searches stop there (a fit of a noisy lean run tried 1.3 million
 	// models over 9.5 minutes).
@@ -179,8 +185,9 @@ func (p *prober) send(ctx context.Context, plan []request, start time.Time, stop
 	} else {
 		p.observe(got)
 	}
+	p.holding()
 	p.r.Requests = p.requests
-	p.lat, p.late = spreadOf(p.r.all)
+	p.lat, p.late = spreadOf(p.r.all, p.held)
 	if dead && err == nil {
 		err = fmt.Errorf("%w: %s", errNotDeciding, undecidedWhy(p.c.Target, got))
 	}
@@ -192,7 +199,7 @@ func (p *prober) observe(answers []answer) {
 	for _, a := range answers {
 		switch {
 		case a.Decided():
-			p.obs = append(p.obs, a.observation)
+			p.obs = append(p.obs, p.decided(a))
 		case a.Key != "":
 			// Requests without a key are the keyless check's, judged by
 			// their status there (a 400 for a missing key is an answer).
@@ -288,12 +295,13 @@ func busiestWith(sent []time.Time, plan []request, start time.Time) int {
 	return most
 }
 
-// spreadOf returns the 99th percentile of the answers' latency and of
-// the sender's lateness.
-func spreadOf(all []answer) (lat, late time.Duration) {
+// spreadOf returns the 99th percentile of the answers' latency (but
+// those held: a queue's release says nothing of the exchange's own time)
+// and of the sender's lateness.
+func spreadOf(all []answer, held func(answer) bool) (lat, late time.Duration) {
 	var ls, ds []time.Duration
 	for _, a := range all {
-		if a.Decided() {
+		if a.Decided() && !held(a) {
 			ls = append(ls, a.Received.Sub(a.Sent))
 		}
 		if !a.Intended.IsZero() && !a.Sent.IsZero() {

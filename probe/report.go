@@ -38,6 +38,9 @@ type Report struct {
 	Fit []Fit `json:"fit"`
 	// Asked are the rounds of experiments sent to tell models apart.
 	Asked []Round `json:"asked,omitempty"`
+	// Queue is what a limiter that delays holds (none for one that
+	// answers at once).
+	Queue *Queue `json:"queue,omitempty"`
 	// Policy is the limit the accuracy and checks were judged against:
 	// the verdict's, else --limit's, else the one declared.
 	Policy string `json:"policy"`
@@ -193,6 +196,10 @@ func (p *prober) conclude(s *search) model {
 	}
 	v.Named = true
 	v.Text = fmt.Sprintf("%s: %.1f%% of %d decisions", describe(top.Model), 100*top.Share(), top.Decisions)
+	if q := p.queueOf(top.Model); q != nil {
+		r.Queue = q
+		v.Text = fmt.Sprintf("%s: %.1f%% of %d decisions; %d of %d held answers on its schedule", describeQueued(top.Model, *q), 100*top.Share(), top.Decisions, q.OnSchedule, q.Checked)
+	}
 	v.Declared = declaredAgainst(p.c.Policy, r.Claims, top.Model)
 	p.say("behaves as %s", v.Text)
 	return top.Model
@@ -220,6 +227,13 @@ func describe(m model) string {
 		name = "bucket (token bucket, leaky bucket, GCRA)"
 	}
 	return strings.Join(append([]string{name + " " + shown(m.Limit).String()}, m.variants()...), ", ")
+}
+
+// describeQueued names a bucket with a queue: its rate, what it admits
+// at once, what it holds and for how long, and its variants.
+func describeQueued(m model, q Queue) string {
+	rate := limiters.Limit{N: m.Limit.N, Per: m.Limit.Per}
+	return strings.Join(append([]string{fmt.Sprintf("a bucket with a queue: %s, %s", shown(rate), q)}, m.variants()...), ", ")
 }
 
 // rival is a model that explains at least 99% of the decisions, as the

@@ -222,9 +222,24 @@ func sendPlan(ctx context.Context, t Target, plan []request, start time.Time, ti
 		}
 		return out
 	}
+	record := func(res *vegeta.Result) (int, bool) {
+		i, err := seqOf(res.URL)
+		if err != nil || i < 0 || i >= len(plan) {
+			return 0, false
+		}
+		answers[i] = answerOf(plan[i], res)
+		answers[i].Intended = began.Add(paced[i].At)
+		seen[i] = true
+		received++
+		return i, true
+	}
 	halt := func() {
 		a.Stop()
-		for range results { // drain: vegeta closes it once its workers end
+		// Drain: vegeta closes it once its workers end. The answers of
+		// requests in flight are kept: the target decided them (a queue
+		// held them), and what it decided is what it is.
+		for res := range results {
+			record(res)
 		}
 	}
 	for {
@@ -236,14 +251,10 @@ func sendPlan(ctx context.Context, t Target, plan []request, start time.Time, ti
 			if !ok {
 				return got(), nil
 			}
-			i, err := seqOf(res.URL)
-			if err != nil || i < 0 || i >= len(plan) {
+			i, ok := record(res)
+			if !ok {
 				continue
 			}
-			answers[i] = answerOf(plan[i], res)
-			answers[i].Intended = began.Add(paced[i].At)
-			seen[i] = true
-			received++
 			if stop != nil && !stop(answers[i]) {
 				halt()
 				return got(), nil

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"math/rand/v2"
 	"net/http"
@@ -19,6 +20,9 @@ type simulated struct {
 	rng    *rand.Rand
 	lat    time.Duration
 	decide func(key string, t time.Time) (bool, http.Header)
+	// held, if set, decides in decide's place, and says how long an
+	// admission is held before its answer goes back (a queue).
+	held func(key string, t time.Time) (bool, time.Duration, http.Header)
 	// deny is the status of a refusal (0: 429), and always, when not 0,
 	// the status of every answer, none of them decided.
 	deny, always int
@@ -55,31 +59,33 @@ func (s *simulated) send(_ context.Context, plan []request, start time.Time, sto
 	if start.IsZero() || start.Before(s.clock) {
 		start = s.clock
 	}
-	type event struct {
-		i      int
-		at     time.Time
-		answer bool // the answer coming back, not the request arriving
-	}
 	answers := make([]answer, len(plan))
-	var events []event
+	events := &simEvents{}
+	back := make([]time.Duration, len(plan)) // each answer's way back
 	for i, r := range plan {
 		sent := start.Add(r.At).Add(time.Duration(s.rng.Int64N(int64(50 * time.Microsecond))))
 		answers[i] = answer{observation: observation{Key: r.Key, N: 1, Sent: sent}, Intended: start.Add(r.At)}
-		arrive := sent.Add(time.Duration(s.rng.Int64N(int64(s.lat) + 1)))
-		back := arrive.Add(time.Duration(s.rng.Int64N(int64(s.lat) + 1)))
-		answers[i].Received = back
-		events = append(events, event{i, arrive, false}, event{i, back, true})
+		heap.Push(events, simEvent{i, sent.Add(time.Duration(s.rng.Int64N(int64(s.lat) + 1))), false})
+		back[i] = time.Duration(s.rng.Int64N(int64(s.lat) + 1))
 	}
-	slices.SortStableFunc(events, func(a, b event) int { return a.at.Compare(b.at) })
 	stopped := time.Time{}
 	var got []int
-	for _, e := range events {
+	last := s.clock
+	for events.Len() > 0 {
+		e := heap.Pop(events).(simEvent)
 		a := &answers[e.i]
-		if !stopped.IsZero() && a.Sent.After(stopped) {
+		if !e.answer && !stopped.IsZero() && a.Sent.After(stopped) {
 			continue // never sent
 		}
+		last = e.at
 		if !e.answer {
-			admitted, h := s.decide(plan[e.i].Key, e.at)
+			var hold time.Duration
+			admitted, h := false, http.Header(nil)
+			if s.held != nil {
+				admitted, hold, h = s.held(plan[e.i].Key, e.at)
+			} else {
+				admitted, h = s.decide(plan[e.i].Key, e.at)
+			}
 			a.Admitted, a.Header, a.Status = admitted, h, http.StatusOK
 			switch {
 			case s.always != 0:
@@ -90,19 +96,21 @@ func (s *simulated) send(_ context.Context, plan []request, start time.Time, sto
 			if a.Header == nil {
 				a.Header = http.Header{}
 			}
+			a.Received = e.at.Add(hold).Add(back[e.i])
+			heap.Push(events, simEvent{e.i, a.Received, true})
 			continue
 		}
+		got = append(got, e.i)
 		if !stopped.IsZero() {
-			continue // the answer of a request in flight when it stopped
+			continue // the answer of a request in flight when it stopped: kept, as the wire keeps it
 		}
 		s.clock = e.at
-		got = append(got, e.i)
 		if stop != nil && !stop(*a) {
 			stopped = e.at
 		}
 	}
-	if stopped.IsZero() && len(events) > 0 {
-		s.clock = events[len(events)-1].at
+	if last.After(s.clock) {
+		s.clock = last
 	}
 	slices.Sort(got)
 	out := make([]answer, len(got))
@@ -110,6 +118,53 @@ func (s *simulated) send(_ context.Context, plan []request, start time.Time, sto
 		out[j] = answers[i]
 	}
 	return out, nil
+}
+
+// simEvent is a request arriving at a simulated target, or its answer
+// coming back; simEvents are them in time order (a heap).
+type simEvent struct {
+	i      int
+	at     time.Time
+	answer bool
+}
+
+type simEvents []simEvent
+
+func (h simEvents) Len() int { return len(h) }
+func (h simEvents) Less(i, j int) bool {
+	return h[i].at.Before(h[j].at) || h[i].at.Equal(h[j].at) && h[i].i < h[j].i
+}
+func (h simEvents) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *simEvents) Push(x any)   { *h = append(*h, x.(simEvent)) }
+func (h *simEvents) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// queued returns a simulated target that keeps a bucket of rate 1/T
+// with a queue, per key: b at once, up to q more held and released one
+// every T (a request held max(0, tat−t−(b−1)T)), refused beyond; as
+// nginx's limit_req without nodelay (b = 1) or with delay=b−1, and a
+// handler waiting on rate.Limiter.Wait.
+func queued(T time.Duration, b, q int, seed uint64, lat time.Duration) *simulated {
+	tats := map[string]int64{}
+	s := &simulated{clock: time.Unix(1_800_000_000, 123_456_789), rng: rand.New(rand.NewPCG(seed, 99)), lat: lat}
+	s.held = func(key string, at time.Time) (bool, time.Duration, http.Header) {
+		t := at.UnixNano()
+		tat, ok := tats[key]
+		if !ok || tat < t {
+			tat = t
+		}
+		wait := tat - t - int64(b-1)*int64(T)
+		if wait > int64(q)*int64(T) {
+			return false, 0, nil
+		}
+		tats[key] = tat + int64(T)
+		return true, time.Duration(max(wait, 0)), nil
+	}
+	return s
 }
 
 // honestFields makes a simulated target that decides as m send the

@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -235,5 +236,52 @@ func TestProbeSimulatedStraddle(t *testing.T) {
 	}
 	if got, err := parseModel(r.Fit[0]); err != nil || !r.Verdict.Named || got.String() != m.String() {
 		t.Errorf("named %v (%s), want %s", got, r.Verdict.Text, m)
+	}
+}
+
+// Limiters that delay, in simulated time: a bucket with a queue, b at
+// once and q more held and released one every 1/r, refused beyond, as
+// nginx's limit_req without nodelay (burst=10 at 5r/s: 1 at once, 10
+// held), with delay= (burst=12 delay=8 at 10r/s: 9 at once, 4 held), and
+// a handler waiting on rate.Limiter.Wait (4/s burst 4, a deadline of a
+// second: 4 at once, 4 held), and others. The probe names each as a
+// bucket with a queue, its rate within 2%, what it admits at once and
+// holds exactly, and the held answers on the schedule it says.
+func TestProbeSimulatedQueue(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		T    time.Duration
+		b, q int
+	}{
+		{"nginx 5r/s burst=10", 200 * time.Millisecond, 1, 10},
+		{"nginx 10r/s burst=12 delay=8", 100 * time.Millisecond, 9, 4},
+		{"Wait 4/s burst 4, 1s", 250 * time.Millisecond, 4, 4},
+		{"nginx 20r/s burst=30", 50 * time.Millisecond, 1, 30},
+		{"nginx 2r/s burst=10 delay=4", 500 * time.Millisecond, 5, 6},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			sim := queued(tt.T, tt.b, tt.q, 1, 2*time.Millisecond)
+			c := Config{Target: Target{URL: "http://sim/", Key: byUser}, Seed: 1, Timeout: 5 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
+			var said []string
+			r, err := run(context.Background(), c, sim, func(s string) { said = append(said, s) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d requests in %.1fs: %s", r.Requests, r.Elapsed, r.Verdict.Text)
+			for _, s := range said {
+				t.Log(s)
+			}
+			q := r.Queue
+			if !r.Verdict.Named || q == nil {
+				t.Fatalf("verdict %q, queue %+v: want a bucket with a queue named", r.Verdict.Text, q)
+			}
+			if q.AtOnce != tt.b || q.Held != tt.q || math.Abs(float64(q.Interval-tt.T)) > 0.02*float64(tt.T) {
+				t.Errorf("queue %d at once, %d held, one every %v; want %d, %d, %v", q.AtOnce, q.Held, q.Interval, tt.b, tt.q, tt.T)
+			}
+			if q.Checked == 0 || float64(q.OnSchedule) < 0.9*float64(q.Checked) {
+				t.Errorf("%d of %d held answers on the schedule; want 90%% or more", q.OnSchedule, q.Checked)
+			}
+		})
 	}
 }
