@@ -20,6 +20,8 @@ const nginxConf = `http {
 	limit_req_zone $binary_remote_addr zone=byip:1m rate=10r/s;
 	limit_req_zone $http_x_user zone=slow:1m rate=60r/m;
 	limit_req_zone $http_x_user zone=default:1m rate=10r/s;
+	limit_req_zone $http_x_user zone=queue:1m rate=5r/s;
+	limit_req_zone $http_x_user zone=delay:1m rate=10r/s;
 	limit_conn_zone $http_x_user zone=conn:1m;
 	server {
 		listen 127.0.0.1:%[2]d;
@@ -31,6 +33,10 @@ const nginxConf = `http {
 		# As most configurations leave it: no limit_req_status, so
 		# nginx refuses with its default, 503.
 		location /default/ { limit_req zone=default burst=5 nodelay; }
+		# nginx's own example, no nodelay: 1 at once, 10 held and let go
+		# one every 200ms; and two stages, 9 at once, 4 held.
+		location /queue/ { limit_req zone=queue burst=10; limit_req_status 429; }
+		location /delay/ { limit_req zone=delay burst=12 delay=8; limit_req_status 429; }
 		# Four requests in flight per user, in front of an upstream that
 		# takes 150ms (the test's own): refused with limit_conn's default
 		# status, 503.
@@ -45,7 +51,7 @@ func startNginx(t *testing.T, upstream string) string {
 	t.Helper()
 	return nginxtest.Start(t, func(dir string, port int) string {
 		return fmt.Sprintf(nginxConf, dir, port, upstream, nginxtest.Temps(dir))
-	}, "burst/index.html", "noburst/index.html", "ip/index.html", "slow/index.html", "default/index.html")
+	}, "burst/index.html", "noburst/index.html", "ip/index.html", "slow/index.html", "default/index.html", "queue/index.html", "delay/index.html")
 }
 
 // nginx's limit_req, probed with no policy: with burst=5 nodelay it is
@@ -79,6 +85,8 @@ func TestProbeNginx(t *testing.T) {
 		{"by address", "/ip/", Key{Kind: "source"}, "gcra 10/s burst 6", "not asked: every request has an address", 429},
 		{"default status", "/default/", byUser, "gcra 10/s burst 6", "not limited", 503},
 		{"limit_conn 4", "/conn/", byUser, "in-flight 4 at once, per key", "not limited", 503},
+		{"burst=10, no nodelay", "/queue/", byUser, "gcra 5/s burst 1 queue 10", "not limited", 429},
+		{"burst=12 delay=8", "/delay/", byUser, "gcra 10/s burst 9 queue 4", "not limited", 429},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -12,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/ratelab/ratelab/limiters"
 )
@@ -276,6 +279,10 @@ func TestProbePlanted(t *testing.T) {
 				t.Errorf("beside: %q (%g/s burst %d), want a rate limit of about 10/s burst 10 said", r.Verdict.Beside, c.BesideRate, c.BesideBurst)
 			}
 		}},
+		// A handler waiting on rate.Limiter.Wait: 4 at once, 4 more held
+		// within the second's deadline, one every 250ms, refused beyond.
+		{"Wait on x/time/rate 4/s burst 4, a deadline of 1s", waiting(4, 4, time.Second), "gcra 4/s burst 4 queue 4", time.Minute, nil},
+		{"Wait on x/time/rate 20/s burst 10, a deadline of 500ms", waiting(20, 10, 500*time.Millisecond), "gcra 20/s burst 10 queue 10", time.Minute, nil},
 		{"a bucket of 10/s burst 5 in front of 150ms answers", gcraBefore(10, 5, slow(150*time.Millisecond)), "", time.Minute, func(t testing.TB, r *Report) {
 			// No limit in flight: tried as one (one request at a time is
 			// never refused, one more at once is), it explains too little,
@@ -381,6 +388,30 @@ func inFlight(k int, shared bool, next http.Handler) http.Handler {
 			mu.Unlock()
 		}()
 		next.ServeHTTP(w, r)
+	})
+}
+
+// waiting is Go middleware built on x/time/rate: a limiter of r a
+// second and burst b per key, each request waiting for its token up to
+// deadline (rate.Limiter.Wait fails at once when the wait would pass
+// the context's deadline), refused with 429 when it would.
+func waiting(r rate.Limit, b int, deadline time.Duration) http.Handler {
+	var mu sync.Mutex
+	each := map[string]*rate.Limiter{}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		key := req.Header.Get("X-User")
+		mu.Lock()
+		l, ok := each[key]
+		if !ok {
+			l = rate.NewLimiter(r, b)
+			each[key] = l
+		}
+		mu.Unlock()
+		ctx, cancel := context.WithTimeout(req.Context(), deadline)
+		defer cancel()
+		if err := l.Wait(ctx); err != nil {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
 	})
 }
 

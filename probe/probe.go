@@ -171,6 +171,11 @@ func (p *prober) send(ctx context.Context, plan []request, start time.Time, stop
 		}
 		return stop == nil || stop(a)
 	}
+	if w, ok := p.x.(interface{ wait(time.Duration) }); ok && p.queued {
+		// A queue's last admissions come when it lets them go: wait for
+		// them twice as long as the longest held yet, and a second.
+		w.wait(min(max(p.c.Timeout, 2*p.mostHeld()+time.Second), p.c.MaxTime/2))
+	}
 	got, err := p.x.send(ctx, plan, start, counted)
 	for i := range got {
 		got[i] = p.classify(got[i])
@@ -329,7 +334,7 @@ func Run(ctx context.Context, c Config, progress func(string)) (*Report, error) 
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	return run(ctx, c, wire{c.Target, c.Timeout}, progress)
+	return run(ctx, c, &wire{c.Target, c.Timeout}, progress)
 }
 
 func run(ctx context.Context, c Config, x exchange, progress func(string)) (*Report, error) {

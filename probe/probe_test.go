@@ -191,9 +191,27 @@ func named(t testing.TB, r *Report, want string, budget time.Duration) {
 		}
 		return
 	}
+	// A bucket with a queue: "gcra 5/s burst 1 queue 10", b at once and
+	// q held, a bucket of b+q as decisions go.
+	held := 0
+	if w, q, ok := strings.Cut(want, " queue "); ok {
+		n, err := strconv.Atoi(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, held = w, n
+	}
 	m, err := parseModelString(want)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if held > 0 {
+		if q := r.Queue; q == nil || q.AtOnce != m.Limit.Burst || q.Held != held || q.Checked == 0 || float64(q.OnSchedule) < 0.9*float64(q.Checked) {
+			t.Errorf("queue %+v (%s), want %d at once, %d held, 90%% on schedule", q, r.Verdict.Text, m.Limit.Burst, held)
+		}
+		m.Limit.Burst += held
+	} else if r.Queue != nil {
+		t.Errorf("a queue named, %+v (%s): want none", *r.Queue, r.Verdict.Text)
 	}
 	if !r.Verdict.Named {
 		t.Errorf("named nothing (%s), want %s", r.Verdict.Text, want)

@@ -152,11 +152,15 @@ type wire struct {
 	timeout time.Duration
 }
 
-func (w wire) now() time.Time { return time.Now() }
+func (w *wire) now() time.Time { return time.Now() }
 
-func (w wire) send(ctx context.Context, plan []request, start time.Time, stop func(answer) bool) ([]answer, error) {
+func (w *wire) send(ctx context.Context, plan []request, start time.Time, stop func(answer) bool) ([]answer, error) {
 	return sendPlan(ctx, w.target, plan, start, w.timeout, stop)
 }
+
+// wait sets how long a request waits for its answer: longer than
+// --timeout for a target that holds its admissions longer.
+func (w *wire) wait(d time.Duration) { w.timeout = d }
 
 // sendPlan sends plan to t, each request at its time after start (vegeta's
 // attacker, paced by the plan; a zero start is now), and returns the
