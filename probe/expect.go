@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ratelab/ratelab/limiters"
 )
@@ -16,7 +17,32 @@ import (
 type Expect struct {
 	Algorithm limiters.Algorithm
 	Limit     limiters.Limit
+	// Queue, for a bucket with a queue ("10/s burst 9 queue 4": 9 at once,
+	// 4 more held), is how many it holds; Limit's burst is then what it
+	// admits at once and holds together, as its decisions go.
+	Queue     int
 	Tolerance float64
+}
+
+// ParseQueued reads a limit that may end with a queue, as --limit and
+// --expect write a bucket that delays: "10/s burst 9 queue 4" is 9 at
+// once and 4 more held, a bucket of 13 as its decisions go (the limit
+// returned), and 4.
+func ParseQueued(s string) (limiters.Limit, int, error) {
+	rest, q, ok := strings.Cut(strings.TrimSpace(s), " queue ")
+	l, err := limiters.ParseLimit(rest)
+	if err != nil || !ok {
+		return l, 0, err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(q))
+	if err != nil || n < 1 {
+		return l, 0, fmt.Errorf("probe: %q: after queue want how many it holds, as in \"10/s burst 9 queue 4\"", s)
+	}
+	if l.Burst == 0 {
+		l.Burst = l.N // a rate written alone admits N at once
+	}
+	l.Burst += n
+	return l, n, nil
 }
 
 // ParseExpect reads --expect: a limit in the lab's syntax, after an
@@ -44,10 +70,14 @@ func ParseExpect(s string, tolerance float64) (Expect, error) {
 		}
 		e.Algorithm, rest = a, limit
 	}
-	l, err := limiters.ParseLimit(rest)
+	l, q, err := ParseQueued(rest)
 	if err != nil {
 		return e, fmt.Errorf("probe: --expect %q: %w", s, err)
 	}
+	if q > 0 && e.Algorithm != "" && !e.Algorithm.IsBucket() {
+		return e, fmt.Errorf("probe: --expect %q: a queue is a bucket's", s)
+	}
+	e.Queue = q
 	if e.Algorithm != "" {
 		if err := l.Validate(e.Algorithm); err != nil {
 			return e, fmt.Errorf("probe: --expect %q: %w", s, err)
@@ -62,10 +92,16 @@ func (e Expect) String() string {
 	if e.Algorithm == InFlight {
 		return fmt.Sprintf("%s %d", InFlight, e.Limit.N)
 	}
-	if e.Algorithm == "" {
-		return e.Limit.String()
+	l, queue := e.Limit.String(), ""
+	if e.Queue > 0 {
+		b := e.Limit
+		b.Burst -= e.Queue
+		l, queue = b.String(), fmt.Sprintf(" queue %d", e.Queue)
 	}
-	return string(e.Algorithm) + " " + e.Limit.String()
+	if e.Algorithm == "" {
+		return l + queue
+	}
+	return string(e.Algorithm) + " " + l + queue
 }
 
 // Strays returns what of r strays from e, one line each; none when the
@@ -104,6 +140,20 @@ func (r *Report) Strays(e Expect) []string {
 	}
 	if got, want := fitted.Quota(), e.Limit.Quota(); math.Abs(float64(got-want)) > e.Tolerance*float64(want)+1e-9 {
 		add("quota: %d at once, expected %d", got, want)
+	}
+	near := func(got, want int) bool { return math.Abs(float64(got-want)) <= e.Tolerance*float64(want)+1e-9 }
+	switch q := r.Queue; {
+	case q == nil && e.Queue > 0:
+		add("queue: every admission answered at once, expected %d more held", e.Queue)
+	case q != nil && e.Queue == 0:
+		add("queue: %d at once and %d more held up to %v, expected every admission answered at once", q.AtOnce, q.Held, q.MostHeld.Round(time.Millisecond))
+	case q != nil:
+		if want := e.Limit.Quota() - e.Queue; !near(q.AtOnce, want) || !near(q.Held, e.Queue) {
+			add("queue: %d at once and %d more held, expected %d and %d", q.AtOnce, q.Held, want, e.Queue)
+		}
+		if float64(q.OnSchedule) < 0.9*float64(q.Checked) {
+			add("queue: %d of %d held answers on the schedule of its rate", q.OnSchedule, q.Checked)
+		}
 	}
 	a := e.Algorithm
 	if a == "" {

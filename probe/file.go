@@ -208,12 +208,24 @@ func (r *Report) File() *results.File {
 		row.Set(verdictSetting, c[3])
 		add(row)
 	}
-	for _, t := range []struct {
+	timings := []struct {
 		name string
 		l    Latency
-	}{{"admitted", r.Timing.Admitted}, {"refused", r.Timing.Refused}, {"late", r.Timing.Late}} {
+	}{{"admitted", r.Timing.Admitted}, {"refused", r.Timing.Refused}, {"late", r.Timing.Late}}
+	if r.Timing.Held.N > 0 {
+		timings = append(timings[:1], append([]struct {
+			name string
+			l    Latency
+		}{{"admitted at once", r.Timing.Unheld}, {"held", r.Timing.Held}}, timings[1:]...)...)
+	}
+	for _, t := range timings {
 		row := results.Row{Mode: modeName, Workload: t.name, Limiter: t.name}
 		row.Set(kind, kindTiming)
+		if t.name == "held" && r.Queue != nil {
+			q := r.Queue
+			row.Note = fmt.Sprintf("Held: an admission answered past %v (twice the target's own time, %v, and 20ms), less that time: when the queue let it go. %d of %d on the schedule of %s (within 10%% or 20ms).",
+				q.Threshold.Round(time.Millisecond), q.Service.Round(time.Microsecond), q.OnSchedule, q.Checked, q)
+		}
 		if t.name == "late" {
 			row.Note = fmt.Sprintf("The fingerprint asked %.0f requests/s and was sent at %.0f/s. %s", r.Timing.AskedRate, r.Timing.AchievedRate, paceVerdict(r.Timing.KeptPace))
 			if len(r.fp) == 0 {

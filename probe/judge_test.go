@@ -162,6 +162,35 @@ func TestStrays(t *testing.T) {
 			t.Errorf("--expect %q: no error", bad)
 		}
 	}
+	// A bucket with a queue: 9 at once, 4 more held, a bucket of 13 as
+	// its decisions go; expected of one, and of a bucket that answers at
+	// once, and the other way.
+	if e := expect("gcra 10/s burst 9 queue 4"); e.Limit.Burst != 13 || e.Queue != 4 || e.String() != "gcra 10/s burst 9 queue 4" {
+		t.Errorf("--expect gcra 10/s burst 9 queue 4: %+v, %q", e, e)
+	}
+	queued := *r
+	queued.Fit = []Fit{{Algorithm: limiters.GCRA, Limit: "10/s burst 13", Share: 1, Decisions: 300}}
+	queued.Concurrency = Concurrency{Sent: 26, Admitted: 13, Quota: 13, Allowed: 13}
+	queued.Queue = &Queue{AtOnce: 9, Held: 4, Interval: 100 * time.Millisecond, MostHeld: 400 * time.Millisecond, OnSchedule: 70, Checked: 70}
+	if s := queued.Strays(expect("10/s burst 9 queue 4")); len(s) != 0 {
+		t.Errorf("10/s burst 9 queue 4 of itself: strays %q, want none", s)
+	}
+	for e, want := range map[string]string{
+		"10/s burst 8 queue 5": "queue: 9 at once and 4 more held, expected 8 and 5",
+		"10/s burst 13":        "queue: 9 at once and 4 more held up to 400ms, expected every admission answered at once",
+	} {
+		if s := queued.Strays(expect(e)); len(s) != 1 || s[0] != want {
+			t.Errorf("%s of 10/s burst 9 queue 4: strays %q, want %q", e, s, want)
+		}
+	}
+	if s := r.Strays(expect("10/s burst 2 queue 4")); len(s) != 1 || s[0] != "queue: every admission answered at once, expected 4 more held" {
+		t.Errorf("10/s burst 2 queue 4 of a bucket that answers at once: strays %q", s)
+	}
+	for _, bad := range []string{"10/s burst 9 queue", "10/s burst 9 queue none", "sliding-log 10/s queue 4"} {
+		if _, err := ParseExpect(bad, 0.02); err == nil {
+			t.Errorf("--expect %q: no error", bad)
+		}
+	}
 }
 
 func TestLatencyOf(t *testing.T) {

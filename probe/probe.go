@@ -344,7 +344,7 @@ func run(ctx context.Context, c Config, x exchange, progress func(string)) (*Rep
 	p.r = r
 	defer func() {
 		r.Elapsed = x.now().Sub(r.Start).Seconds()
-		r.Timing = timingOf(r.all, r.fp, r.Calibration.Lean)
+		r.Timing = timingOf(r.all, r.fp, r.Calibration.Lean, p.held, p.service)
 		r.Timing.KeptPace = r.Timing.keptPace(r.interval())
 		r.Refusal = p.refusalSeen()
 	}()

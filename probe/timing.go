@@ -10,6 +10,11 @@ import (
 type Timing struct {
 	Admitted Latency `json:"admitted"`
 	Refused  Latency `json:"refused"`
+	// Held, of a limiter that delays, are its held admissions' holds (the
+	// time to answer past the target's own), and Unheld its admissions
+	// answered at once; both empty for one that does not delay.
+	Held   Latency `json:"held"`
+	Unheld Latency `json:"unheld"`
 	// AskedRate is the fingerprint's requests over the time it was
 	// planned to take, AchievedRate over the time it took to send them.
 	AskedRate    float64 `json:"asked_rate"`
@@ -58,8 +63,8 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // timingOf summarises all, every answer of the probe, and the
 // fingerprint's own (lean: the lean fingerprint's, whose bursts are not
 // judged for pace).
-func timingOf(all, fingerprint []answer, lean bool) Timing {
-	var admitted, refused, late []time.Duration
+func timingOf(all, fingerprint []answer, lean bool, held func(answer) bool, service time.Duration) Timing {
+	var admitted, refused, late, holds, unheld []time.Duration
 	for _, a := range all {
 		if !a.Intended.IsZero() && !a.Sent.IsZero() {
 			late = append(late, max(a.Sent.Sub(a.Intended), 0))
@@ -68,11 +73,19 @@ func timingOf(all, fingerprint []answer, lean bool) Timing {
 		case !a.Decided():
 		case a.Admitted:
 			admitted = append(admitted, a.Received.Sub(a.Sent))
+			if held(a) {
+				holds = append(holds, a.Received.Sub(a.Sent)-service)
+			} else {
+				unheld = append(unheld, a.Received.Sub(a.Sent))
+			}
 		default:
 			refused = append(refused, a.Received.Sub(a.Sent))
 		}
 	}
 	t := Timing{Admitted: latencyOf(admitted), Refused: latencyOf(refused), Late: latencyOf(late)}
+	if len(holds) > 0 {
+		t.Held, t.Unheld = latencyOf(holds), latencyOf(unheld)
+	}
 	var fpLate []time.Duration
 	last := map[string]time.Time{} // each key's last intended instant
 	for _, a := range fingerprint {

@@ -89,10 +89,16 @@ report.md and the charts.
 still says when the target behaves otherwise), and the accuracy is
 judged against it when no model is named. For CI, --expect names what
 the target should do, as an algorithm and a limit in the lab's syntax or
-a limit alone. The probe exits 1, naming what strayed, when none of the
+a limit alone, a bucket with a queue as "5/s burst 1 queue 10" (1 at
+once, 10 more held: nginx's burst=10 without nodelay). A limiter that
+delays (nginx without nodelay or with delay=, a handler waiting on
+rate.Limiter.Wait) is named as a bucket with a queue: its rate, what it
+admits at once, what it holds and for how long, from when its
+admissions were answered. The probe exits 1, naming what strayed, when none of the
 six explains the target, it cannot tell two apart, the model named is of
 another family (the three buckets are one), its rate or quota is off by
-more than --tolerance, a workload had more admitted in a window than the
+more than --tolerance (a queue's too, or one found where none was
+expected), a workload had more admitted in a window than the
 algorithm allows (N for the sliding log, 2N for the others; for a
 bucket, more than C + R·t in any interval t), 2N at once admitted more
 than the policy allows, a wait advertised lied, or a key's exhaustion
@@ -151,12 +157,34 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	return nil
 }
 
+// queuedLimit is --limit: a limit in the lab's syntax, or a bucket with a
+// queue ("5/s burst 1 queue 10": 1 at once, 10 more held), which decides
+// as a bucket of the two together.
+type queuedLimit struct {
+	limiters.Limit
+	queue int
+}
+
+func (q *queuedLimit) Set(s string) (err error) {
+	q.Limit, q.queue, err = probe.ParseQueued(s)
+	return err
+}
+
+func (q *queuedLimit) String() string {
+	if q.queue == 0 {
+		return q.Limit.String()
+	}
+	b := q.Limit
+	b.Burst -= q.queue
+	return fmt.Sprintf("%s queue %d", b, q.queue)
+}
+
 // probeFlags are probe's flags.
 type probeFlags struct {
 	key, source, deny, expect, out string
 	method, body                   string
 	headers                        stringList
-	limit                          limiters.Limit
+	limit                          queuedLimit
 	c                              probe.Config
 	tolerance                      float64
 }
@@ -164,7 +192,7 @@ type probeFlags struct {
 func (f *probeFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.key, "key", "", "how the target tells users apart: header:NAME, query:NAME, or source (the client's address)")
 	fs.StringVar(&f.source, "source", "", "with --key source, the addresses users send from (default on loopback: 127.0.0.2-127.0.0.254)")
-	fs.Var(&f.limit, "limit", `what the target is meant to keep: "10/s burst 6", "100/1m"; none: measured`)
+	fs.Var(&f.limit, "limit", `what the target is meant to keep: "10/s burst 6", "100/1m", "5/s burst 1 queue 10"; none: measured`)
 	fs.StringVar(&f.deny, "deny-status", "", "statuses that mean refused, comma-separated, a 5xx too (default: 429, or learned: nginx's 503)")
 	fs.StringVar(&f.method, "method", "", "the method each request uses (default GET, or POST with --body)")
 	fs.Var(&f.headers, "header", `a header each request carries, "Name: value" (repeatable), as in "Authorization: Bearer TOKEN"`)
@@ -191,7 +219,7 @@ func (f *probeFlags) probeConfig(fs *flag.FlagSet, stderr io.Writer) (probe.Conf
 	if err != nil {
 		return c, nil, badUsage(fs, err)
 	}
-	c.Target, c.Policy = t, f.limit
+	c.Target, c.Policy = t, f.limit.Limit
 	var want *probe.Expect
 	if f.expect != "" {
 		e, err := probe.ParseExpect(f.expect, f.tolerance)
@@ -203,11 +231,11 @@ func (f *probeFlags) probeConfig(fs *flag.FlagSet, stderr io.Writer) (probe.Conf
 	if err := c.Validate(); err != nil {
 		return c, nil, usageError{err}
 	}
-	if f.limit.N == 0 {
+	if f.limit.Limit.N == 0 {
 		// Two lines: a URL of any length, and a terminal of 120 columns.
 		fmt.Fprintf(stderr, "probe: no --limit: measuring %s's limit first,\n  then asking what tells the algorithms apart, within %d requests and %v (--max-requests, --max-time)\n", t.URL, c.MaxRequests, c.MaxTime)
 	} else {
-		fmt.Fprintf(stderr, "probe: %s, said to keep %s,\n  within %d requests and %v (--max-requests, --max-time)\n", t.URL, f.limit, c.MaxRequests, c.MaxTime)
+		fmt.Fprintf(stderr, "probe: %s, said to keep %s,\n  within %d requests and %v (--max-requests, --max-time)\n", t.URL, &f.limit, c.MaxRequests, c.MaxTime)
 	}
 	return c, want, nil
 }
