@@ -247,6 +247,9 @@ func (r *Report) verdictNote() string {
 	if v.Declared != "" {
 		parts = append(parts, "The target "+v.Declared+".")
 	}
+	if q := r.Queue; q != nil && q.Nginx != "" {
+		parts = append(parts, "In nginx: "+q.Nginx)
+	}
 	for _, u := range v.Unresolved {
 		parts = append(parts, "Not told apart: "+u+".")
 	}

@@ -54,9 +54,14 @@ func (q Queue) String() string {
 }
 
 // holdsAfter is the time past which an admission was held, given the
-// target's own time to answer: twice it and 20ms more (an answer's time
-// varies, and a busy host delays one now and then).
-func holdsAfter(service time.Duration) time.Duration { return 2*service + 20*time.Millisecond }
+// target's own time to answer and how long its refusals take (the 90th
+// percentile): twice the first, the second, and 20ms more. An answer's
+// time varies, and a busy host delays many at once (ratelab serve, 76
+// requests at once on a loaded host: admissions up to 92ms, the fastest
+// in 56µs), refusals with them; a queue holds its admissions alone.
+func holdsAfter(service, refusals time.Duration) time.Duration {
+	return 2*service + refusals + 20*time.Millisecond
+}
 
 // holding reads, from every answer so far, the target's own time to
 // answer (its fastest admission) and whether it holds admissions as a
@@ -76,7 +81,13 @@ func (p *prober) holding() {
 	if service < 0 {
 		return
 	}
-	after := holdsAfter(service)
+	var refused []time.Duration
+	for _, a := range p.r.all {
+		if a.Refused {
+			refused = append(refused, a.Received.Sub(a.Sent))
+		}
+	}
+	after := holdsAfter(service, pct(refused, 0.9))
 	held, admitted := 0, 0
 	var most time.Duration
 	for _, a := range p.r.all {
@@ -134,7 +145,8 @@ func (p *prober) decided(a answer) observation {
 // delays: its capacity split into b at once and q held, the b that best
 // explains when each admission was answered (the answer's time less the
 // target's own, against max(0, tat−t−(b−1)/r) replayed through m's
-// decisions), and how many held admissions came on that schedule.
+// decisions), and how many held admissions came on that schedule; none
+// when none is held, or fewer than four in five keep it (a busy host).
 func (p *prober) queueOf(m model) *Queue {
 	if !p.queued || !m.Algorithm.IsBucket() {
 		return nil
@@ -214,6 +226,12 @@ func (p *prober) queueOf(m model) *Queue {
 		if d := math.Abs(float64(x.held - want)); d <= max(0.1*float64(want), float64(20*time.Millisecond)) {
 			q.OnSchedule++
 		}
+	}
+	if q.Held == 0 || q.Checked < 3 || float64(q.OnSchedule) < 0.8*float64(q.Checked) {
+		// Admissions answered late, but not as a queue lets them go: a
+		// busy host's, or a slow handler's (the decisions still read as
+		// made on arrival).
+		return nil
 	}
 	q.Nginx = nginxQueue(m, *q)
 	return q
