@@ -232,8 +232,11 @@ func describe(m model) string {
 // describeQueued names a bucket with a queue: its rate, what it admits
 // at once, what it holds and for how long, and its variants.
 func describeQueued(m model, q Queue) string {
-	rate := limiters.Limit{N: m.Limit.N, Per: m.Limit.Per}
-	return strings.Join(append([]string{fmt.Sprintf("a bucket with a queue: %s, %s", shown(rate), q)}, m.variants()...), ", ")
+	rate := shown(limiters.Limit{N: m.Limit.N, Per: m.Limit.Per}).String()
+	if per := m.Limit.Per / time.Duration(max(m.Limit.N, 1)); per < time.Second && time.Second%per != 0 {
+		rate = fmt.Sprintf("%.3g/s", float64(m.Limit.N)/m.Limit.Per.Seconds()) // 1/50.4ms is 19.8/s
+	}
+	return strings.Join(append([]string{fmt.Sprintf("a bucket with a queue: %s, %s", rate, q)}, m.variants()...), ", ")
 }
 
 // rival is a model that explains at least 99% of the decisions, as the
