@@ -95,7 +95,7 @@ $(BENCHSTAT): tools/go.mod tools/go.sum
 # and TestDecisionAllocations, which the detector's sync.Pool would fail.
 # Without the detector the model checks run their full 300 seeds, not 40.
 NORACE_PKGS := ./plots ./results ./workloads
-NORACE := ^(TestManyKeys|TestAgainstModel|FuzzAgainstModel|TestSettleAgainstModel|FuzzSettleAgainstModel|TestDenialsAgreeWithPeek|TestAgainstMap|TestDecisionAllocations|TestProbeSimulated|TestProbeSimulatedNone|TestProbeSimulatedFields|TestProbeSimulatedLongWindow|TestProbeSimulatedRefusal|TestProbeSimulatedMaxRate|TestProbeSimulatedLarge|TestProbeDeclaredTooLarge|TestProbeSimulatedPhase|TestProbeSimulatedStraddle|TestProbeSimulatedQueue|TestProbeUndecided|TestFitFindsEachVariant|TestModelsAgree|TestPolicyOnRandomWorlds|TestB2B)$$
+NORACE := ^(TestManyKeys|TestAgainstModel|FuzzAgainstModel|TestSettleAgainstModel|FuzzSettleAgainstModel|TestDenialsAgreeWithPeek|TestAgainstMap|TestDecisionAllocations|TestProbeSimulated|TestProbeSimulatedNone|TestProbeSimulatedFields|TestProbeSimulatedLongWindow|TestProbeSimulatedRefusal|TestProbeSimulatedMaxRate|TestProbeSimulatedLarge|TestProbeDeclaredTooLarge|TestProbeSimulatedPhase|TestProbeSimulatedStraddle|TestProbeSimulatedQueue|TestProbeSimulatedTwoLimits|TestProbeUndecided|TestFitFindsEachVariant|TestModelsAgree|TestPolicyOnRandomWorlds|TestB2B)$$
 # Every other package, the slowest first (go test runs them in this order).
 RACE_PKGS = ./limiters/redislimit ./cmd/ratelab ./limiters/composite ./harness ./limiters \
 	$(filter-out $(shell $(GO) list $(NORACE_PKGS)),$(shell $(GO) list $(PKGS)))
@@ -115,10 +115,10 @@ RACE_PKGS = ./limiters/redislimit ./cmd/ratelab ./limiters/composite ./harness .
 # meaningless; the probe's sender, where its goroutines are, runs under it
 # in the probes of TIMED_RACE, with the lab's outage run and the command's
 # probe.
-TIMED_PROBE := ^(TestProbeServe|TestProbeServeLarge|TestProbeNginx|TestProbeNode|TestProbePlanted)$$
+TIMED_PROBE := ^(TestProbeServe|TestProbeServeLarge|TestProbeNginx|TestProbeNode|TestProbePlanted|TestProbeTwoLimits)$$
 TIMED_LOOP := ^TestPlanEmittedLoop$$
 TIMED_RACE := ^(TestProbeBySource|TestProbeCatchesLostUpdates|TestProbeStopped|TestProbeExpect|TestLabOutage)$$
-TIMED := ^(TestProbeServe|TestProbeServeLarge|TestProbeNginx|TestProbeNode|TestProbePlanted|TestPlanEmittedLoop|TestProbeBySource|TestProbeCatchesLostUpdates|TestProbeStopped|TestProbeExpect|TestLabOutage)$$
+TIMED := ^(TestProbeServe|TestProbeServeLarge|TestProbeNginx|TestProbeNode|TestProbePlanted|TestProbeTwoLimits|TestPlanEmittedLoop|TestProbeBySource|TestProbeCatchesLostUpdates|TestProbeStopped|TestProbeExpect|TestLabOutage)$$
 
 # A binary built with -race sleeps a second before it exits, by default,
 # for a goroutine still running to report a race: a second for each of

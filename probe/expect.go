@@ -20,8 +20,12 @@ type Expect struct {
 	// Queue, for a bucket with a queue ("10/s burst 9 queue 4": 9 at once,
 	// 4 more held), is how many it holds; Limit's burst is then what it
 	// admits at once and holds together, as its decisions go.
-	Queue     int
-	Tolerance float64
+	Queue int
+	// Also is a second, longer limit expected beside the first ("5/s,
+	// 40/min"), of AlsoAlgorithm (empty: any); zero: none.
+	Also          limiters.Limit
+	AlsoAlgorithm limiters.Algorithm
+	Tolerance     float64
 }
 
 // ParseQueued reads a limit that may end with a queue, as --limit and
@@ -54,6 +58,23 @@ func ParseExpect(s string, tolerance float64) (Expect, error) {
 		return e, fmt.Errorf("probe: --tolerance %v: want a fraction, 0 or more and under 1", tolerance)
 	}
 	rest := strings.TrimSpace(s)
+	if first, second, ok := strings.Cut(rest, ","); ok {
+		// Two limits at once: "5/s, 40/min", each after its algorithm's
+		// name or not.
+		e, err := ParseExpect(first, tolerance)
+		if err != nil {
+			return e, err
+		}
+		o, err := ParseExpect(second, tolerance)
+		if err != nil {
+			return e, err
+		}
+		if o.Queue > 0 || o.Also.N > 0 || o.Algorithm == InFlight || e.Algorithm == InFlight || o.Limit.Window() <= e.Limit.Window() {
+			return e, fmt.Errorf("probe: --expect %q: want a second limit after the first, plain and longer, as in \"5/s, 40/min\"", s)
+		}
+		e.Also, e.AlsoAlgorithm = o.Limit, o.Algorithm
+		return e, nil
+	}
 	if k, ok := strings.CutPrefix(rest, string(InFlight)+" "); ok {
 		// A limit in flight: "in-flight 4", K at once.
 		n, err := strconv.Atoi(strings.TrimSpace(k))
@@ -98,10 +119,14 @@ func (e Expect) String() string {
 		b.Burst -= e.Queue
 		l, queue = b.String(), fmt.Sprintf(" queue %d", e.Queue)
 	}
-	if e.Algorithm == "" {
-		return l + queue
+	s := l + queue
+	if e.Algorithm != "" {
+		s = string(e.Algorithm) + " " + s
 	}
-	return string(e.Algorithm) + " " + l + queue
+	if e.Also.N > 0 {
+		s += ", " + Expect{Algorithm: e.AlsoAlgorithm, Limit: e.Also}.String()
+	}
+	return s
 }
 
 // Strays returns what of r strays from e, one line each; none when the
@@ -142,6 +167,7 @@ func (r *Report) Strays(e Expect) []string {
 		add("quota: %d at once, expected %d", got, want)
 	}
 	near := func(got, want int) bool { return math.Abs(float64(got-want)) <= e.Tolerance*float64(want)+1e-9 }
+	out = append(out, r.straysSecond(e)...)
 	switch q := r.Queue; {
 	case q == nil && e.Queue > 0:
 		add("queue: every admission answered at once, expected %d more held", e.Queue)
@@ -184,6 +210,44 @@ func (r *Report) Strays(e Expect) []string {
 	}
 	if !r.Keys.Isolated {
 		add("keys: a fresh key was refused right after another was exhausted")
+	}
+	return out
+}
+
+// straysSecond is what strays of a second, longer limit: none found
+// where one was expected (or one where none was, when the probe looked),
+// or one of another family, rate or quota.
+func (r *Report) straysSecond(e Expect) []string {
+	var found model
+	if l := r.Longer; l != nil && l.Second != "" {
+		lim, err := limiters.ParseLimit(l.Limit)
+		if err != nil {
+			return []string{fmt.Sprintf("the second limit %q: %v", l.Limit, err)}
+		}
+		found = model{Algorithm: l.Algorithm, Limit: lim}
+	}
+	switch {
+	case e.Also.N == 0 && found.Limit.N == 0:
+		return nil
+	case e.Also.N == 0:
+		return []string{fmt.Sprintf("a second limit: %s, expected none", found)}
+	case found.Limit.N == 0:
+		looked := "the probe did not look (--look)"
+		if r.Longer != nil {
+			looked = r.Longer.Looked
+		}
+		return []string{fmt.Sprintf("second limit: %s, expected %s", looked, Expect{Algorithm: e.AlsoAlgorithm, Limit: e.Also})}
+	}
+	var out []string
+	if e.AlsoAlgorithm != "" && family(found.Algorithm) != family(e.AlsoAlgorithm) {
+		out = append(out, fmt.Sprintf("second limit: behaves as %s, not %s", found, e.AlsoAlgorithm))
+	}
+	rate := func(l limiters.Limit) float64 { return float64(l.N) / l.Per.Seconds() }
+	if off := rate(found.Limit)/rate(e.Also) - 1; math.Abs(off) > e.Tolerance+1e-9 {
+		out = append(out, fmt.Sprintf("second limit: %s is %+.1f%% from %s, beyond %.1f%%", found.Limit, 100*off, e.Also, 100*e.Tolerance))
+	}
+	if got, want := found.Limit.Quota(), e.Also.Quota(); math.Abs(float64(got-want)) > e.Tolerance*float64(want)+1e-9 {
+		out = append(out, fmt.Sprintf("second limit: %d, expected %d", got, want))
 	}
 	return out
 }

@@ -38,6 +38,9 @@ type said struct {
 	quota  int
 	window time.Duration
 	from   string
+	// also are the further policies declared with a window (a limit of a
+	// minute beside one of a second), each a claim too.
+	also []limiters.Limit
 	// remaining: the quota the answer says is left.
 	remaining    int
 	hasRemaining bool
@@ -108,11 +111,14 @@ func (s *said) readPolicy(l httpsfv.List) {
 			}
 		}
 		w, okw := intParam(it.Params, "w")
-		if okq && q > 0 && s.quota == 0 {
+		switch {
+		case okq && q > 0 && s.quota == 0:
 			s.quota, s.from = q, "RateLimit-Policy"
 			if okw && w > 0 {
 				s.window = time.Duration(w) * time.Second
 			}
+		case okq && q > 0 && okw && w > 0:
+			s.also = append(s.also, limiters.Limit{N: q, Per: time.Duration(w) * time.Second})
 		}
 	}
 }
@@ -239,6 +245,9 @@ type Claims struct {
 	// Exact: the window was declared (RateLimit-Policy's w), not read off
 	// a reset.
 	Exact bool `json:"exact,omitempty"`
+	// Also are further limits declared (RateLimit-Policy's other
+	// policies), each a claim too.
+	Also []limiters.Limit `json:"-"`
 	// Fields names the rate-limit fields on that answer.
 	Fields []string `json:"fields"`
 	// Malformed are fields that did not parse, with their text.
@@ -254,6 +263,10 @@ func claimsOf(a answer) Claims {
 	case s.window > 0:
 		c.Policy = limiters.Limit{N: s.quota, Per: s.window}
 		c.PolicyText, c.Exact = c.Policy.String(), true
+		for _, l := range s.also {
+			c.Also = append(c.Also, l)
+			c.PolicyText += ", " + l.String()
+		}
 	case s.reset > 0:
 		// The reset a fresh key is given is its window, whole seconds,
 		// most often rounded up: about it.

@@ -186,7 +186,32 @@ func TestStrays(t *testing.T) {
 	if s := r.Strays(expect("10/s burst 2 queue 4")); len(s) != 1 || s[0] != "queue: every admission answered at once, expected 4 more held" {
 		t.Errorf("10/s burst 2 queue 4 of a bucket that answers at once: strays %q", s)
 	}
-	for _, bad := range []string{"10/s burst 9 queue", "10/s burst 9 queue none", "sliding-log 10/s queue 4"} {
+	// Two limits at once: expected and found, or not.
+	two := *r
+	two.Fit = []Fit{{Algorithm: limiters.SlidingLog, Limit: "5/s", Share: 1, Decisions: 400}}
+	two.Accuracy = nil
+	two.Concurrency = Concurrency{Sent: 10, Admitted: 5, Quota: 5, Allowed: 5}
+	two.Longer = &Longer{Looked: "a second limit: sliding-log 40/min", Second: "sliding-log 40/min", Algorithm: limiters.SlidingLog, Limit: "40/min"}
+	if e := expect("sliding-log 5/s, sliding-log 40/min"); e.Also.N != 40 || e.String() != "sliding-log 5/s, sliding-log 40/min" {
+		t.Errorf("--expect sliding-log 5/s, sliding-log 40/min: %+v, %q", e, e)
+	}
+	if s := two.Strays(expect("5/s, 40/min")); len(s) != 0 {
+		t.Errorf("5/s, 40/min of itself: strays %q, want none", s)
+	}
+	for e, want := range map[string]string{
+		"5/s, 40/50s": "second limit: 40/min is -16.7% from 40/50s, beyond 2.0%",
+		"5/s":         "a second limit: sliding-log 40/min, expected none",
+	} {
+		if s := two.Strays(expect(e)); len(s) != 1 || s[0] != want {
+			t.Errorf("%s of 5/s with 40/min: strays %q, want %q", e, s, want)
+		}
+	}
+	one := two
+	one.Longer = &Longer{Looked: "no second limit up to 1m0s at 4.75 a second"}
+	if s := one.Strays(expect("5/s, 40/min")); len(s) != 1 || s[0] != "second limit: no second limit up to 1m0s at 4.75 a second, expected 40/min" {
+		t.Errorf("5/s, 40/min of 5/s alone: strays %q", s)
+	}
+	for _, bad := range []string{"10/s burst 9 queue", "10/s burst 9 queue none", "sliding-log 10/s queue 4", "40/min, 5/s", "5/s, in-flight 4"} {
 		if _, err := ParseExpect(bad, 0.02); err == nil {
 			t.Errorf("--expect %q: no error", bad)
 		}

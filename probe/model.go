@@ -17,6 +17,7 @@
 package probe
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -56,6 +57,27 @@ type model struct {
 	// limiter's own (a ticker that clears every count, a library that
 	// aligns its windows to its start). 0: on the epoch.
 	Phase time.Duration
+	// Also is a second limit the target keeps on the same key, of
+	// AlsoAlgorithm (empty: the model's), plain: a request is admitted
+	// only if both admit it, and a refusal consumes from neither (as
+	// composite decides, and nginx's two limit_req lines). Zero: none.
+	Also          limiters.Limit
+	AlsoAlgorithm limiters.Algorithm
+}
+
+// second is m's second limit as a model of its own (plain), and whether
+// it has one.
+func (m model) second() (model, bool) {
+	if m.Also.N == 0 {
+		return model{}, false
+	}
+	return model{Algorithm: cmp.Or(m.AlsoAlgorithm, m.Algorithm), Limit: m.Also}, true
+}
+
+// first is m without its second limit.
+func (m model) first() model {
+	m.Also, m.AlsoAlgorithm = limiters.Limit{}, ""
+	return m
 }
 
 // rounding is how a sliding window counter rounds the previous window's
@@ -76,7 +98,11 @@ const (
 // "fixed-window 20/2s, first request, refusals counted".
 func (m model) String() string {
 	s := []string{string(m.Algorithm) + " " + m.Limit.String()}
-	return strings.Join(append(s, m.variants()...), ", ")
+	s = append(s, m.variants()...)
+	if o, ok := m.second(); ok {
+		return strings.Join(s, ", ") + "; and " + o.String()
+	}
+	return strings.Join(s, ", ")
 }
 
 // variants names what m does that the exact, epoch-aligned model of its
@@ -150,8 +176,17 @@ func family(a limiters.Algorithm) string {
 }
 
 // Validate reports whether the model can be replayed: a limit its
-// algorithm takes, and each variant on an algorithm that has it.
+// algorithm takes, and each variant on an algorithm that has it; a second
+// limit longer than the first.
 func (m model) Validate() error {
+	if o, ok := m.second(); ok {
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		if o.Limit.Window() <= m.Limit.Window() {
+			return fmt.Errorf("probe: %s: the second limit's window is the longer", m)
+		}
+	}
 	if err := m.Limit.Validate(m.Algorithm); err != nil {
 		return fmt.Errorf("probe: %s: %w", m, err)
 	}
@@ -215,6 +250,9 @@ type state interface {
 
 // newState returns a fresh key's state under m.
 func (m model) newState() state {
+	if o, ok := m.second(); ok {
+		return &both{m.first().newState(), o.newState()}
+	}
 	n, per := int64(m.Limit.N), int64(m.Limit.Per)
 	var st state
 	switch {
@@ -235,6 +273,15 @@ func (m model) newState() state {
 	}
 	return st
 }
+
+// both is a key's state under two limits at once: admitted only if both
+// admit, recorded in both; a refusal is each one's to count.
+type both struct{ a, b state }
+
+func (s *both) admits(t int64, n int) bool { return s.a.admits(t, n) && s.b.admits(t, n) }
+func (s *both) admit(t int64, n int)       { s.a.admit(t, n); s.b.admit(t, n) }
+func (s *both) refuse(t int64, n int)      { s.a.refuse(t, n); s.b.refuse(t, n) }
+func (s *both) clone() state               { return &both{s.a.clone(), s.b.clone()} }
 
 // inSeconds is a state that reads the clock in whole seconds.
 type inSeconds struct{ state }

@@ -21,6 +21,8 @@ const nginxConf = `http {
 	limit_req_zone $http_x_user zone=slow:1m rate=60r/m;
 	limit_req_zone $http_x_user zone=default:1m rate=10r/s;
 	limit_req_zone $http_x_user zone=queue:1m rate=5r/s;
+	limit_req_zone $http_x_user zone=w1:1m rate=5r/s;
+	limit_req_zone $http_x_user zone=w2:1m rate=40r/m;
 	limit_req_zone $http_x_user zone=delay:1m rate=10r/s;
 	limit_conn_zone $http_x_user zone=conn:1m;
 	server {
@@ -37,6 +39,9 @@ const nginxConf = `http {
 		# one every 200ms; and two stages, 9 at once, 4 held.
 		location /queue/ { limit_req zone=queue burst=10; limit_req_status 429; }
 		location /delay/ { limit_req zone=delay burst=12 delay=8; limit_req_status 429; }
+		# Two zones on one location, as ratelab plan writes two windows:
+		# a bucket of 5/s, 5 at once, and one of 40 a minute, 40 at once.
+		location /two/ { limit_req zone=w1 burst=4 nodelay; limit_req zone=w2 burst=39 nodelay; limit_req_status 429; }
 		# Four requests in flight per user, in front of an upstream that
 		# takes 150ms (the test's own): refused with limit_conn's default
 		# status, 503.
@@ -51,7 +56,7 @@ func startNginx(t *testing.T, upstream string) string {
 	t.Helper()
 	return nginxtest.Start(t, func(dir string, port int) string {
 		return fmt.Sprintf(nginxConf, dir, port, upstream, nginxtest.Temps(dir))
-	}, "burst/index.html", "noburst/index.html", "ip/index.html", "slow/index.html", "default/index.html", "queue/index.html", "delay/index.html")
+	}, "burst/index.html", "noburst/index.html", "ip/index.html", "slow/index.html", "default/index.html", "queue/index.html", "delay/index.html", "two/index.html")
 }
 
 // nginx's limit_req, probed with no policy: with burst=5 nodelay it is

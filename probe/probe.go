@@ -29,6 +29,11 @@ type Config struct {
 	// MaxRate those it sends in any one second, and MaxTime its time.
 	MaxRequests, MaxRate int
 	MaxTime              time.Duration
+	// Look is how long at most, once a limit is named, the probe presses
+	// a fresh key just under its rate for a second, longer limit (longer
+	// where the target declares one, within MaxTime and MaxRequests); 0:
+	// it does not look.
+	Look time.Duration
 }
 
 // Validate reports whether c can be run.
@@ -431,6 +436,11 @@ func (p *prober) probe(ctx context.Context) error {
 	best := p.conclude(s)
 	if best.Algorithm == "" && r.Calibration.InFlight.Share > 0 {
 		best = p.besideInFlight(ctx, g)
+	}
+	if best.Algorithm != "" && r.Verdict.Named && c.Look > 0 {
+		if best, err = p.longer(ctx, best); err != nil {
+			return err
+		}
 	}
 	return p.checks(ctx, best)
 }

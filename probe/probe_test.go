@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +42,10 @@ func probeWithin(t *testing.T, target Target, most time.Duration) (*Report, erro
 	defer func() { <-probeSlots }()
 	return probeRun(t, target, most)
 }
+
+// looking holds how long a probe of a target (by URL) looks for a second
+// limit: none, unless a test stores it.
+var looking sync.Map
 
 // alone is held by a probe that takes every slot, so that two such never
 // hold some each.
@@ -162,6 +168,9 @@ func (k *keeper) Fatalf(format string, args ...any) { k.Errorf(format, args...);
 func probeRun(t *testing.T, target Target, most time.Duration) (*Report, error) {
 	t.Helper()
 	c := Config{Target: target, Seed: 1, Timeout: 2 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: most}
+	if d, ok := looking.Load(target.URL); ok {
+		c.Look = d.(time.Duration)
+	}
 	began := time.Now()
 	r, err := Run(context.Background(), c, func(s string) { t.Logf("%5.1fs %s", time.Since(began).Seconds(), s) })
 	if r != nil {
@@ -575,4 +584,60 @@ func TestFailuresKept(t *testing.T) {
 		}
 	}()
 	failures(t, &Report{}, func(testing.TB, *Report) { panic("its own") })
+}
+
+// Two limits at once on one key, probed with no hint but a minute to
+// look for a second: ratelab serve's tier of a second's and a minute's
+// sliding logs (its RateLimit-Policy declares both), and nginx's two
+// zones on one location (a bucket of 5/s, 5 at once, and one of 40 a
+// minute, 40 at once). Each named with both limits, the second within 2%.
+func TestProbeTwoLimits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("probes two limits for about 90 seconds each")
+	}
+	t.Parallel()
+	conf := filepath.Join(t.TempDir(), "tiers.yaml")
+	if err := os.WriteFile(conf, []byte("algorithm: sliding-log\ndefault_tier: both\ntiers:\n  both: [5/s, 40/min]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, first, second string
+		url                 func() string
+	}{
+		{"serve, a tier of 5/s and 40/min", "sliding-log 5/s", "sliding-log 40/min", func() string {
+			return serveWith(t, server.Config{File: conf, KeyHeader: "X-User", Headers: httplimit.AllHeaders})
+		}},
+		{"nginx, two zones", "gcra 5/s burst 5", "gcra 40/min burst 40", func() string { return startNginx(t, "127.0.0.1:1") + "/two/" }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			url := tt.url()
+			if url == "" {
+				return
+			}
+			looking.Store(url, time.Minute)
+			probeChecked(t, Target{URL: url, Key: byUser}, 3*time.Minute, func(t testing.TB, r *Report) {
+				named(t, r, tt.first, 3*time.Minute)
+				if r.Longer == nil || r.Longer.Second == "" {
+					t.Errorf("second limit: %+v, want %s", r.Longer, tt.second)
+					return
+				}
+				got, err := parseModelString(r.Longer.Second)
+				want, err2 := parseModelString(tt.second)
+				if err != nil || err2 != nil {
+					t.Fatal(err, err2)
+				}
+				if got.Family() != want.Family() || math.Abs(float64(got.Limit.Quota()-want.Limit.Quota())) > 0.02*float64(want.Limit.Quota()) || differs(got, want) {
+					t.Errorf("second limit %s, want %s", got, want)
+				}
+				e, err := ParseExpect(tt.first+", "+tt.second, 0.02)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s := r.Strays(e); len(s) != 0 {
+					t.Errorf("--expect %q: strays %q", e, s)
+				}
+			})
+		})
+	}
 }

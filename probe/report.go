@@ -38,6 +38,9 @@ type Report struct {
 	Fit []Fit `json:"fit"`
 	// Asked are the rounds of experiments sent to tell models apart.
 	Asked []Round `json:"asked,omitempty"`
+	// Longer is what the probe found of a second, longer limit beside the
+	// one named.
+	Longer *Longer `json:"longer,omitempty"`
 	// Queue is what a limiter that delays holds (none for one that
 	// answers at once).
 	Queue *Queue `json:"queue,omitempty"`
@@ -226,7 +229,11 @@ func describe(m model) string {
 	if m.Algorithm.IsBucket() {
 		name = "bucket (token bucket, leaky bucket, GCRA)"
 	}
-	return strings.Join(append([]string{name + " " + shown(m.Limit).String()}, m.variants()...), ", ")
+	s := strings.Join(append([]string{name + " " + shown(m.Limit).String()}, m.first().variants()...), ", ")
+	if o, ok := m.second(); ok {
+		s += "; and " + describe(o)
+	}
+	return s
 }
 
 // describeQueued names a bucket with a queue: its rate, what it admits

@@ -285,3 +285,51 @@ func TestProbeSimulatedQueue(t *testing.T) {
 		})
 	}
 }
+
+// Two limits at once, in simulated time, as ratelab serve's tier of a
+// second's and a minute's sliding logs, and nginx's two zones on one
+// location (a bucket of 5/s burst 5 and one of 40 a minute, 40 at once):
+// each named with both, each within 2%.
+func TestProbeSimulatedTwoLimits(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		m    model
+	}{
+		{"sliding logs 5/s and 40/min", model{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: 5, Per: time.Second}, Also: limiters.Limit{N: 40, Per: time.Minute}}},
+		{"buckets 5/s burst 5 and 40/min burst 40", model{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: 5, Per: time.Second, Burst: 5}, Also: limiters.Limit{N: 40, Per: time.Minute, Burst: 40}}},
+		{"a fixed window 10/s and a sliding log 30/10s", model{Algorithm: limiters.FixedWindow, Limit: limiters.Limit{N: 10, Per: time.Second}, Also: limiters.Limit{N: 30, Per: 10 * time.Second}, AlsoAlgorithm: limiters.SlidingLog}},
+		{"one limit, 20/2s", model{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: 20, Per: 2 * time.Second}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			sim := simulate(tt.m, 1, 2*time.Millisecond)
+			c := Config{Target: Target{URL: "http://sim/", Key: byUser}, Seed: 1, Timeout: 5 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 3 * time.Minute, Look: time.Minute}
+			var said []string
+			r, err := run(context.Background(), c, sim, func(s string) { said = append(said, s) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d requests in %.1fs: %s", r.Requests, r.Elapsed, r.Verdict.Text)
+			for _, s := range said {
+				t.Log(s)
+			}
+			if _, two := tt.m.second(); !two {
+				if !r.Verdict.Named || r.Longer == nil || r.Longer.Second != "" || !strings.HasPrefix(r.Longer.Looked, "no second limit up to ") {
+					t.Errorf("verdict %q, longer %+v: want one limit named, and how far it looked for a second", r.Verdict.Text, r.Longer)
+				}
+				return
+			}
+			if !r.Verdict.Named || r.Longer == nil || r.Longer.Second == "" {
+				t.Fatalf("verdict %q, longer %+v: want both limits named", r.Verdict.Text, r.Longer)
+			}
+			got, err := parseModelString(r.Longer.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := tt.m.second()
+			if got.Family() != want.Family() || math.Abs(float64(got.Limit.Quota()-want.Limit.Quota())) > 0.02*float64(want.Limit.Quota()) || differs(got, want) {
+				t.Errorf("second limit %s, want %s", got, want)
+			}
+		})
+	}
+}

@@ -1,0 +1,272 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+)
+
+// Most published limits are more than one number: 80 a minute with 500
+// an hour, 5 a second with 1,000 an hour, nginx's two zones on one
+// location. A fingerprint planned for the first limit never reaches a
+// longer one, and a fit that explains every decision it saw says 100%;
+// but a limit the probe did not press is not one it may call absent.
+// So once the first is named, a fresh key is sent a steady run just under
+// its rate, as long as the budget allows (or a little longer than the
+// longest window the target declares): a refusal there is a second
+// limit's, which is then fitted with the first held, every family at
+// the quotas and windows the run allows; and where none comes, the probe
+// says how far it looked.
+
+// Longer is what the probe found of a second, longer limit.
+type Longer struct {
+	// Looked says how far it looked: "no second limit up to 1m30s at
+	// 4.75/s", or "a second limit: sliding-log 40/min".
+	Looked string `json:"looked"`
+	// Second is the second limit named, in the lab's syntax, after its
+	// algorithm ("" for none): Algorithm's Limit.
+	Second    string             `json:"second,omitempty"`
+	Algorithm limiters.Algorithm `json:"algorithm,omitempty"`
+	Limit     string             `json:"limit,omitempty"`
+	// Requests and Seconds are what the run took.
+	Requests int     `json:"requests"`
+	Seconds  float64 `json:"seconds"`
+}
+
+// sustained is the rate of m's first limit a second: what a key sends
+// forever without a refusal.
+func sustained(m model) float64 { return float64(m.Limit.N) / m.Limit.Per.Seconds() }
+
+// longer looks for a second limit beside m, the model named, and returns
+// the model with it (m when none is found, or none explains enough).
+func (p *prober) longer(ctx context.Context, m model) (model, error) {
+	r, c := p.r, p.c
+	if m.Algorithm == "" || m.Algorithm == InFlight || m.Limit.Per <= 0 {
+		return m, nil
+	}
+	rate := min(0.95*sustained(m), float64(c.pacedMost()))
+	// What the checks after it need, about: kept back.
+	keepRequests := max(200, 4*m.quota())
+	keepTime := c.MaxTime / 5
+	left := c.MaxRequests - p.requests - keepRequests
+	until := p.until.Add(-keepTime)
+	span := time.Duration(float64(left) / rate * float64(time.Second))
+	if d := time.Until(until); d < span {
+		span = d
+	}
+	look := c.Look
+	if declared := longestDeclared(r.Claims); declared > 0 {
+		// A limit the target declares: pressed a little past its window.
+		look = max(look, declared*13/10+m.Limit.Window())
+	}
+	span = min(span, look)
+	if span < min(5*m.Limit.Window(), look) || rate < 1e-3 {
+		r.Longer = &Longer{Looked: fmt.Sprintf("no room to look for a second limit (%d requests and %v left after the checks')", max(left, 0), time.Until(until).Round(time.Second))}
+		p.say("%s", r.Longer.Looked)
+		return m, nil
+	}
+	key := p.key("longer")
+	gap := time.Duration(float64(time.Second) / rate)
+	var plan []request
+	for at := time.Duration(0); at < span; at += gap {
+		plan = append(plan, request{Key: key, At: at})
+	}
+	p.say("a second limit? %d requests on a fresh key at %.3g a second, under the first's %.3g, for up to %v", len(plan), rate, sustained(m), span.Round(time.Second))
+	began, sent := p.x.now(), p.requests
+	// Stopped once the second limit has gone round once: refused, then
+	// admitted again, then refused again (a window's recovery and its
+	// end, which tell a log from a fixed window); or at the run's end.
+	var firstRefused time.Time
+	admittedAfter, refusedAgain := 0, false
+	stop := func(a answer) bool {
+		if !a.Decided() {
+			return true
+		}
+		switch {
+		case !a.Admitted && firstRefused.IsZero():
+			firstRefused = a.Sent
+		case a.Admitted && !firstRefused.IsZero() && a.Sent.After(firstRefused):
+			admittedAfter++
+		case !a.Admitted && admittedAfter >= 3:
+			refusedAgain = true
+		}
+		return !refusedAgain || a.Sent.Sub(began) < 2*firstRefused.Sub(began)
+	}
+	got, err := p.send(ctx, plan, time.Time{}, stop)
+	if err != nil {
+		return m, err
+	}
+	l := &Longer{Requests: p.requests - sent, Seconds: p.x.now().Sub(began).Seconds()}
+	r.Longer = l
+	var run []observation
+	for _, a := range got {
+		if a.Decided() {
+			run = append(run, p.decided(a))
+		}
+	}
+	ran := spanOf(got, func(a answer) time.Time { return a.Sent })
+	if n, _ := explain(byKey(run), m, len(run)); n == len(run) {
+		l.Looked = fmt.Sprintf("no second limit up to %v at %.3g a second", ran.Round(time.Second), rate)
+		r.Verdict.Text += "; " + l.Looked
+		p.say("%s", l.Looked)
+		return m, nil
+	}
+	both, explained := p.fitSecond(m, run, ran)
+	if both.Also.N == 0 {
+		l.Looked = fmt.Sprintf("a second limit refused the run at %.3g a second after %v, and none of the six beside the first explains it", rate, firstRefused.Sub(began).Round(time.Millisecond))
+		p.say("%s", l.Looked)
+		return m, nil
+	}
+	o, _ := both.second()
+	l.Second, l.Algorithm, l.Limit = o.String(), o.Algorithm, o.Limit.String()
+	l.Looked = fmt.Sprintf("a second limit: %s", describe(o))
+	v := &r.Verdict
+	v.Model, v.Explained, v.Decisions = both.String(), explained, len(p.obs)
+	v.Share = float64(explained) / float64(max(len(p.obs), 1))
+	v.Text = fmt.Sprintf("%s: %.1f%% of %d decisions", describe(both), 100*v.Share, v.Decisions)
+	if v.Share < explainedEnough-1e-9 {
+		v.Named = false
+		v.Text = "none of the six explains it with a second limit: the best, " + v.Text
+		p.say("%s", v.Text)
+		return m, nil
+	}
+	p.say("behaves as %s", v.Text)
+	return both, nil
+}
+
+// longestDeclared is the longest window the target declares, its
+// further policies' (0: none).
+func longestDeclared(c Claims) time.Duration {
+	var most time.Duration
+	for _, l := range c.Also {
+		most = max(most, l.Window())
+	}
+	return most
+}
+
+// fitSecond fits a second limit beside m's over every decision: each
+// family, plain, at the quotas the run's first refusal allows and the
+// windows from its time to three times the run's span, in steps of 2%,
+// then the best narrowed to 0.2%; the one that explains the most (the
+// roundest window among equals). It returns m with it and how many
+// decisions it explains, or m as it was when no second limit explains
+// more than m alone.
+func (p *prober) fitSecond(m model, run []observation, ran time.Duration) (model, int) {
+	keys := byKey(p.obs)
+	alone, _ := explain(keys, m, len(p.obs))
+	// The run's admissions before its first refusal: the second quota,
+	// give or take the first limit's and the network's.
+	n0 := 0
+	var firstRefusal time.Time
+	for _, o := range run {
+		if !o.Admitted {
+			firstRefusal = o.Sent
+			break
+		}
+		n0++
+	}
+	if n0 == 0 || firstRefusal.IsZero() {
+		return m, alone
+	}
+	toRefusal := firstRefusal.Sub(run[0].Sent)
+	// The second quota: from half the admissions before the run's first
+	// refusal (a bucket refills meanwhile) to a few more (the first
+	// limit's and the network's), every one to 60, then 2% apart.
+	var quotas []int
+	for q := max(n0/2, m.quota()+1); q <= n0+3; q += max(1, q/50) {
+		quotas = append(quotas, q)
+	}
+	for _, l := range p.r.Claims.Also {
+		if !slices.Contains(quotas, l.N) {
+			quotas = append(quotas, l.N)
+		}
+	}
+	type found struct {
+		m model
+		n int
+	}
+	bestOf := map[limiters.Algorithm]found{}
+	try := func(a limiters.Algorithm, q int, w time.Duration) {
+		l := limiters.Limit{N: q, Per: w}
+		if a.IsBucket() {
+			l.Burst = q
+		}
+		cand := m
+		cand.Also, cand.AlsoAlgorithm = l, a
+		if a == m.Algorithm || a.IsBucket() && m.Algorithm.IsBucket() {
+			cand.AlsoAlgorithm = "" // the first's
+		}
+		if cand.Validate() != nil {
+			return
+		}
+		b := bestOf[a]
+		n, _ := explain(keys, cand, len(p.obs)-b.n)
+		if n > b.n || n == b.n && b.m.Also.N > 0 && roughness(model{Algorithm: a, Limit: l}) < roughness(model{Algorithm: a, Limit: b.m.Also}) {
+			bestOf[a] = found{cand, n}
+		}
+	}
+	lo := max(toRefusal*9/10, m.Limit.Window()*2)
+	hi := max(3*ran, lo*2)
+	// A bucket's rate shows in the run at once: its admissions after the
+	// first refusal come one a refill apart.
+	var after []time.Time
+	for _, o := range run {
+		if o.Admitted && o.Sent.After(firstRefusal) {
+			after = append(after, o.Sent)
+		}
+	}
+	refill := 0.0
+	if len(after) >= 3 {
+		refill = float64(len(after)-1) / after[len(after)-1].Sub(after[0]).Seconds()
+	}
+	for _, a := range families {
+		for _, q := range quotas {
+			for w := lo; w <= hi; w = w * 102 / 100 {
+				try(a, q, w)
+			}
+			for _, l := range p.r.Claims.Also {
+				try(a, q, l.Window())
+			}
+			if refill > 0 {
+				w := time.Duration(float64(q) / refill * float64(time.Second))
+				for _, f := range []int{98, 99, 100, 101, 102} {
+					try(a, q, w*time.Duration(f)/100)
+				}
+			}
+		}
+		// Each family's best narrowed, and rounded where a round window
+		// explains as many.
+		b := bestOf[a]
+		if b.m.Also.N == 0 {
+			continue
+		}
+		w0, q0 := b.m.Also.Per, b.m.Also.N
+		for w := w0 * 97 / 100; w <= w0*103/100; w += max(w0/500, time.Millisecond) {
+			for q := q0 - 2; q <= q0+2; q++ {
+				try(a, q, w)
+			}
+		}
+		for _, w := range []time.Duration{w0.Round(time.Second), w0.Round(10 * time.Second), w0.Round(time.Minute)} {
+			if w > 0 {
+				try(a, bestOf[a].m.Also.N, w)
+			}
+		}
+	}
+	best, bestN := m, alone
+	for _, a := range families {
+		b := bestOf[a]
+		if b.n > bestN || b.n == bestN && best.Also.N > 0 && roughness(model{Algorithm: a, Limit: b.m.Also}) < roughness(model{Algorithm: cmpOrAlgorithm(best), Limit: best.Also}) {
+			best, bestN = b.m, b.n
+		}
+	}
+	return best, bestN
+}
+
+// cmpOrAlgorithm is the second limit's algorithm of m.
+func cmpOrAlgorithm(m model) limiters.Algorithm {
+	o, _ := m.second()
+	return o.Algorithm
+}
