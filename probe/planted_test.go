@@ -106,6 +106,26 @@ func roundedCounter(n int, w time.Duration) http.Handler {
 	})
 }
 
+// roundedCounterFrom is go-chi/httprate's sliding counter, written
+// plainly: n per w, the weighted count rounded, its windows starting at
+// the instant it was made (its phase, w's remainder of it), a refusal
+// not counted. It returns the phase.
+func roundedCounterFrom(n int, w time.Duration) (http.Handler, time.Duration) {
+	made := time.Now()
+	off := time.Duration(made.UnixNano() % int64(w))
+	return plant(func(st *counterState, now time.Time, _ http.Header) bool {
+		k := (now.UnixNano() - int64(off)) / int64(w)
+		st.turn(k)
+		into := float64(now.UnixNano()-int64(off)-k*int64(w)) / float64(w)
+		weighted := math.Round(st.prev * (1 - into))
+		if weighted+st.curr+1 > float64(n) {
+			return false
+		}
+		st.curr++
+		return true
+	}), off
+}
+
 // secondsCounter is a sliding window counter of n per w (whole seconds)
 // that reads the clock in whole seconds, as stores keyed by a Unix time
 // do.
@@ -186,6 +206,7 @@ func TestProbePlanted(t *testing.T) {
 	phase := 700 * time.Millisecond
 	clears, clearsTook := tickerWindow(t, 10, 2*time.Second, phase)
 	rolls, rollsTook := tickerCounter(t, 20, 2*time.Second, phase)
+	httprate, httprateAt := roundedCounterFrom(20, 2*time.Second)
 	for _, tt := range []struct {
 		name   string
 		h      http.Handler
@@ -324,6 +345,21 @@ func TestProbePlanted(t *testing.T) {
 			if _, err := fmt.Sscanf(got, "windows starting at :%f past each even second", &gotPhase); err != nil || !r.Verdict.Named || f.Algorithm != limiters.SlidingCounter || f.Limit != "20/2s" ||
 				math.Abs(gotPhase-took.Seconds()) > 0.04 {
 				t.Errorf("named %s %s %v (%s), want sliding-counter 20/2s, %s, within 40ms", f.Algorithm, f.Limit, f.Variants, r.Verdict.Text, phaseText(2*time.Second, took))
+			}
+		}},
+		{"httprate's counter: 20/2s rounded, windows from its start", httprate, "", time.Minute, func(t testing.TB, r *Report) {
+			// go-chi/httprate v0.16.1: its weighted count rounded, its
+			// windows from when it was made (before, 98.3%: the phases were
+			// tried weighed exactly, and ranked by a stale best).
+			f := r.Fit[0]
+			var gotPhase float64
+			matched := len(f.Variants) == 2 && f.Variants[0] == "weighted count rounded"
+			if matched {
+				_, err := fmt.Sscanf(f.Variants[1], "windows starting at :%f past each even second", &gotPhase)
+				matched = err == nil
+			}
+			if !matched || !r.Verdict.Named || f.Algorithm != limiters.SlidingCounter || f.Limit != "20/2s" || math.Abs(gotPhase-httprateAt.Seconds()) > 0.04 {
+				t.Errorf("named %s %s %v (%s), want sliding-counter 20/2s, weighted count rounded, %s, within 40ms", f.Algorithm, f.Limit, f.Variants, r.Verdict.Text, phaseText(2*time.Second, httprateAt))
 			}
 		}},
 		{"declares 30 and keeps 20", fixedWindow(20, 2*time.Second, func(h http.Header, _ int, _ time.Time, _ bool) {

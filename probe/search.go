@@ -515,13 +515,23 @@ func (s *search) counterPhased(times []time.Duration, coarse, varied []explanati
 	}
 	for _, q := range quotas {
 		for _, t := range near {
-			for f := range time.Duration(20) {
-				if ph := (t * f / 20).Round(time.Millisecond); ph > 0 {
-					at(q, t, ph, plain, n/10)
+			for f := range time.Duration(40) {
+				if ph := (t * f / 40).Round(time.Millisecond); ph > 0 {
+					// Each rounding of the weighted count: a counter
+					// that rounds it (go-chi/httprate) misses a tenth at
+					// its own window and phase when weighed exactly.
+					for _, r := range []rounding{exact, rounded, truncated} {
+						v := plain
+						v.Rounding = r
+						at(q, t, ph, v, n/10)
+					}
 				}
 			}
 		}
 	}
+	// Ranked by what is best now, not before the phases were tried: a
+	// stale best makes every model above it a tie, and the plainer wins.
+	s.tier()
 	slices.SortStableFunc(out, s.better)
 	for _, b := range slices.Clone(out[:min(len(out), 3)]) {
 		q, t, ph := b.Model.quota(), b.Model.time(), b.Model.Phase
@@ -532,6 +542,7 @@ func (s *search) counterPhased(times []time.Duration, coarse, varied []explanati
 		}
 	}
 	for _, step := range []int64{200, 2000} {
+		s.tier()
 		slices.SortStableFunc(out, s.better)
 		if len(out) == 0 {
 			break
