@@ -20,6 +20,7 @@ import (
 	"github.com/ratelab/ratelab/internal/server"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/gcra"
+	"github.com/ratelab/ratelab/plan"
 	"github.com/ratelab/ratelab/workloads/accesslog"
 	"github.com/ratelab/ratelab/workloads/synthlog"
 )
@@ -90,11 +91,19 @@ func startEmitted(t *testing.T, emitted string, edit func(string) string) string
 }
 
 // probeExpects probes url as a user keyed by address would, expecting
-// want, and returns the exit code and the verdict's line.
+// want (one bucket: not looking for a second), and returns the exit code
+// and the verdict's line.
 func probeExpects(t *testing.T, url string, want limiters.Limit) (int, string) {
 	t.Helper()
-	stdout, stderr, code := ratelab(t, "", "probe", "--key", "source", "--expect", "gcra "+want.String(),
-		"--out", t.TempDir(), url)
+	return probeExpectsAll(t, url, "gcra "+want.String(), "--look", "0s")
+}
+
+// probeExpectsAll is probeExpects of want as --expect writes it, with
+// more flags.
+func probeExpectsAll(t *testing.T, url, want string, flags ...string) (int, string) {
+	t.Helper()
+	args := append([]string{"probe", "--key", "source", "--expect", want, "--out", t.TempDir()}, flags...)
+	stdout, stderr, code := ratelab(t, "", append(args, url)...)
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	t.Logf("ratelab probe --expect %q: exit %d: %s\n%s", want, code, lines[len(lines)-1], stderr)
 	return code, lines[len(lines)-1]
@@ -138,6 +147,33 @@ func TestPlanEmittedLoop(t *testing.T) {
 		base := startEmitted(t, string(emitted), nil)
 		if code, said := probeExpects(t, base+"/", users); code != 0 {
 			t.Errorf("nginx as emitted, --expect %s: exit %d\n%s", users, code, said)
+		}
+	})
+	t.Run("nginx windows", func(t *testing.T) {
+		// The two windows as nginx writes them, two zones on one
+		// location: both named, as --expect the pair says.
+		t.Parallel()
+		windows, err := os.ReadFile(filepath.Join(out, "nginx-windows.conf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur, err := plan.ParseCurrent("", windows, "nginx-windows.conf", accesslog.KeySpec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pair := cur.Tiers.Tiers[cur.Tiers.Default]
+		if len(pair) != 2 {
+			t.Fatalf("nginx-windows.conf: %v, want two buckets", pair)
+		}
+		want := fmt.Sprintf("gcra %s, gcra %s", pair[0], pair[1])
+		base := startEmitted(t, string(windows), nil)
+		if code, said := probeExpectsAll(t, base+"/", want, "--max-requests", "3000"); code != 0 {
+			t.Errorf("nginx-windows.conf as emitted, --expect %s: exit %d\n%s", want, code, said)
+		}
+		// Another nginx: keyed by address, the first probe's are spent.
+		wrong := fmt.Sprintf("gcra %s, gcra %s", pair[0], limiters.Limit{N: pair[1].N * 2, Per: pair[1].Per, Burst: pair[1].Burst * 2})
+		if code, said := probeExpectsAll(t, startEmitted(t, string(windows), nil)+"/", wrong, "--max-requests", "3000"); code != 1 {
+			t.Errorf("nginx-windows.conf as emitted, --expect %s (the second doubled): exit %d, want 1\n%s", wrong, code, said)
 		}
 	})
 	t.Run("nginx shared tier", func(t *testing.T) {

@@ -85,6 +85,12 @@ probe.json (schema 4) into --out, every request and its answer
 ratelab report draws again), and the lab's report of it: report.html,
 report.md and the charts.
 
+Once a limit is named, the probe looks for a second, longer one (a
+minute's beside a second's, nginx's two zones on one location): a fresh
+key sent a steady run just under the first's rate for up to --look, or a
+little past the longest window the target declares, within --max-time
+and --max-requests; it names the second, or says how far it looked.
+
 --limit says what the target is meant to keep: the fit starts there (and
 still says when the target behaves otherwise), and the accuracy is
 judged against it when no model is named. For CI, --expect names what
@@ -203,6 +209,7 @@ func (f *probeFlags) define(fs *flag.FlagSet) {
 	fs.Float64Var(&f.tolerance, "tolerance", 0.02, "how far from --expect the measured rate and quota may be, as a fraction")
 	fs.IntVar(&f.c.MaxRate, "max-rate", 1000, "the most requests the probe may send in any one second")
 	fs.DurationVar(&f.c.MaxTime, "max-time", 3*time.Minute, "the longest the probe may take; a window too long for it is said")
+	fs.DurationVar(&f.c.Look, "look", time.Minute, "how long to look for a second, longer limit once one is named (longer where declared); 0: not")
 	fs.Uint64Var(&f.c.Seed, "seed", 1, "the seed of the sustained run's jitter")
 	fs.StringVar(&f.out, "out", "out/probe", "the folder probe.json goes to")
 }
