@@ -58,7 +58,7 @@ func (p *prober) longer(ctx context.Context, m model) (model, error) {
 		span = d
 	}
 	look := c.Look
-	if declared := longestDeclared(r.Claims); declared > 0 {
+	if declared := max(longestDeclared(r.Claims), c.PolicyAlso.Window()); declared > 0 {
 		// A limit the target declares: pressed a little past its window.
 		look = max(look, declared*13/10+m.Limit.Window())
 	}
@@ -147,6 +147,15 @@ func longestDeclared(c Claims) time.Duration {
 	return most
 }
 
+// claimed are the second limits the target declares and the user says.
+func (p *prober) claimed() []limiters.Limit {
+	out := slices.Clone(p.r.Claims.Also)
+	if l := p.c.PolicyAlso; l.N > 0 {
+		out = append(out, l)
+	}
+	return out
+}
+
 // fitSecond fits a second limit beside m's over every decision: each
 // family, plain, at the quotas the run's first refusal allows and the
 // windows from its time to three times the run's span, in steps of 2%,
@@ -179,7 +188,7 @@ func (p *prober) fitSecond(m model, run []observation, ran time.Duration) (model
 	for q := max(n0/2, m.quota()+1); q <= n0+3; q += max(1, q/50) {
 		quotas = append(quotas, q)
 	}
-	for _, l := range p.r.Claims.Also {
+	for _, l := range p.claimed() {
 		if !slices.Contains(quotas, l.N) {
 			quotas = append(quotas, l.N)
 		}
@@ -227,7 +236,7 @@ func (p *prober) fitSecond(m model, run []observation, ran time.Duration) (model
 			for w := lo; w <= hi; w = w * 102 / 100 {
 				try(a, q, w)
 			}
-			for _, l := range p.r.Claims.Also {
+			for _, l := range p.claimed() {
 				try(a, q, l.Window())
 			}
 			if refill > 0 {

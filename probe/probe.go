@@ -29,6 +29,10 @@ type Config struct {
 	// MaxRate those it sends in any one second, and MaxTime its time.
 	MaxRequests, MaxRate int
 	MaxTime              time.Duration
+	// PolicyAlso is a second, longer limit the user says the target keeps
+	// beside Policy (--limit "5/s, 40/min"): where the look for one
+	// presses to, and where its fit looks.
+	PolicyAlso limiters.Limit
 	// Look is how long at most, once a limit is named, the probe presses
 	// a fresh key just under its rate for a second, longer limit (longer
 	// where the target declares one, within MaxTime and MaxRequests); 0:

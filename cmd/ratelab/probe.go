@@ -169,20 +169,35 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 type queuedLimit struct {
 	limiters.Limit
 	queue int
+	// also is a second, longer limit ("5/s, 40/min").
+	also limiters.Limit
 }
 
 func (q *queuedLimit) Set(s string) (err error) {
-	q.Limit, q.queue, err = probe.ParseQueued(s)
-	return err
+	first, second, two := strings.Cut(s, ",")
+	if q.Limit, q.queue, err = probe.ParseQueued(first); err != nil || !two {
+		return err
+	}
+	if q.also, err = limiters.ParseLimit(strings.TrimSpace(second)); err != nil {
+		return err
+	}
+	if q.also.Window() <= q.Limit.Window() {
+		return fmt.Errorf("the second limit (%s) must be the longer, as in \"5/s, 40/min\"", q.also)
+	}
+	return nil
 }
 
 func (q *queuedLimit) String() string {
-	if q.queue == 0 {
-		return q.Limit.String()
+	s := q.Limit.String()
+	if q.queue > 0 {
+		b := q.Limit
+		b.Burst -= q.queue
+		s = fmt.Sprintf("%s queue %d", b, q.queue)
 	}
-	b := q.Limit
-	b.Burst -= q.queue
-	return fmt.Sprintf("%s queue %d", b, q.queue)
+	if q.also.N > 0 {
+		s += ", " + q.also.String()
+	}
+	return s
 }
 
 // probeFlags are probe's flags.
@@ -198,7 +213,7 @@ type probeFlags struct {
 func (f *probeFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.key, "key", "", "how the target tells users apart: header:NAME, query:NAME, or source (the client's address)")
 	fs.StringVar(&f.source, "source", "", "with --key source, the addresses users send from (default on loopback: 127.0.0.2-127.0.0.254)")
-	fs.Var(&f.limit, "limit", `what the target is meant to keep: "10/s burst 6", "100/1m", "5/s burst 1 queue 10"; none: measured`)
+	fs.Var(&f.limit, "limit", `what the target is meant to keep: "10/s burst 6", "5/s, 40/min", "5/s burst 1 queue 10"; none: measured`)
 	fs.StringVar(&f.deny, "deny-status", "", "statuses that mean refused, comma-separated, a 5xx too (default: 429, or learned: nginx's 503)")
 	fs.StringVar(&f.method, "method", "", "the method each request uses (default GET, or POST with --body)")
 	fs.Var(&f.headers, "header", `a header each request carries, "Name: value" (repeatable), as in "Authorization: Bearer TOKEN"`)
@@ -226,7 +241,7 @@ func (f *probeFlags) probeConfig(fs *flag.FlagSet, stderr io.Writer) (probe.Conf
 	if err != nil {
 		return c, nil, badUsage(fs, err)
 	}
-	c.Target, c.Policy = t, f.limit.Limit
+	c.Target, c.Policy, c.PolicyAlso = t, f.limit.Limit, f.limit.also
 	var want *probe.Expect
 	if f.expect != "" {
 		e, err := probe.ParseExpect(f.expect, f.tolerance)

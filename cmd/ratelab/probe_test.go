@@ -28,6 +28,7 @@ func TestProbeBadFlags(t *testing.T) {
 		{"bad source", []string{"probe", "--key", "source", "--source", "10.0.0.9-10.0.0.1", "--limit", "10/s", "http://127.0.0.1:1/"}, `--source "10.0.0.9-10.0.0.1"`},
 		{"bad key", []string{"probe", "--key", "cookie:x", "--limit", "10/s", "http://127.0.0.1:1/"}, `the key "cookie:x"`},
 		{"bad limit", []string{"probe", "--key", "header:X", "--limit", "ten a second", "http://127.0.0.1:1/"}, `probe: invalid value "ten a second" for flag --limit: limiters: not a rate`},
+		{"second limit shorter", []string{"probe", "--key", "header:X", "--limit", "40/min, 5/s", "http://127.0.0.1:1/"}, `the second limit (5/s) must be the longer`},
 		{"not a URL", []string{"probe", "--key", "header:X", "--limit", "10/s", "ftp://x"}, "want an http:// or https:// URL"},
 		{"bad deny status", []string{"probe", "--key", "header:X", "--limit", "10/s", "--deny-status", "302", "http://127.0.0.1:1/"}, "a refusal is a 4xx or a 5xx"},
 		{"bad header", []string{"probe", "--key", "header:X", "--header", "Authorization Bearer x", "http://127.0.0.1:1/"}, `--header "Authorization Bearer x": want "Name: value"`},
