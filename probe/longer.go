@@ -213,7 +213,13 @@ func (p *prober) fitSecond(m model, run []observation, ran time.Duration) (model
 		}
 		b := bestOf[a]
 		n, _ := explain(keys, cand, len(p.obs)-b.n)
-		if n > b.n || n == b.n && b.m.Also.N > 0 && roughness(model{Algorithm: a, Limit: l}) < roughness(model{Algorithm: a, Limit: b.m.Also}) {
+		// Among as many explained: the limit claimed (a window the run
+		// was too short to see end is the one declared), then the rounder.
+		claimed := func(l limiters.Limit) bool {
+			return slices.ContainsFunc(p.claimed(), func(c limiters.Limit) bool { return c.N == l.N && c.Window() == l.Window() })
+		}
+		tie := n == b.n && b.m.Also.N > 0
+		if n > b.n || tie && claimed(l) && !claimed(b.m.Also) || tie && claimed(l) == claimed(b.m.Also) && roughness(model{Algorithm: a, Limit: l}) < roughness(model{Algorithm: a, Limit: b.m.Also}) {
 			bestOf[a] = found{cand, n}
 		}
 	}
