@@ -133,6 +133,10 @@ func (p *prober) longer(ctx context.Context, m model) (model, error) {
 		p.say("%s", v.Text)
 		return m, nil
 	}
+	// Told apart only where the run went round: within its span, a
+	// second limit of another family may explain as much (the first's
+	// family is named, as one configuration most often keeps one).
+	v.Unresolved = append(v.Unresolved, p.secondRivals...)
 	p.say("behaves as %s", v.Text)
 	return both, nil
 }
@@ -245,6 +249,16 @@ func (p *prober) fitSecond(m model, run []observation, ran time.Duration) (model
 			for _, l := range p.claimed() {
 				try(a, q, l.Window())
 			}
+			// Whole seconds (windows on the epoch are configured so), and
+			// whole ten seconds past two minutes.
+			for w := lo.Round(time.Second); w <= hi; {
+				try(a, q, w)
+				if w < 2*time.Minute {
+					w += time.Second
+				} else {
+					w += 10 * time.Second
+				}
+			}
 			if refill > 0 {
 				w := time.Duration(float64(q) / refill * float64(time.Second))
 				for _, f := range []int{98, 99, 100, 101, 102} {
@@ -270,11 +284,32 @@ func (p *prober) fitSecond(m model, run []observation, ran time.Duration) (model
 			}
 		}
 	}
+	// Of the families, those within the noise of the best (a decision in
+	// two hundred, two at least: a loaded host's), the first limit's own
+	// first (nginx's two zones are two buckets, a tier's limits one
+	// algorithm), then the most explained.
+	most := alone
+	for _, b := range bestOf {
+		most = max(most, b.n)
+	}
+	noise := max(2, len(p.obs)/200)
 	best, bestN := m, alone
 	for _, a := range families {
 		b := bestOf[a]
-		if b.n > bestN || b.n == bestN && best.Also.N > 0 && roughness(model{Algorithm: a, Limit: b.m.Also}) < roughness(model{Algorithm: cmpOrAlgorithm(best), Limit: best.Also}) {
+		if b.m.Also.N == 0 || b.n < most-noise || b.n <= alone {
+			continue
+		}
+		own := family(a) == m.Family()
+		bestOwn := best.Also.N > 0 && family(cmpOrAlgorithm(best)) == m.Family()
+		if best.Also.N == 0 || own && !bestOwn || own == bestOwn && b.n > bestN {
 			best, bestN = b.m, b.n
+		}
+	}
+	p.secondRivals = nil
+	for _, a := range families {
+		if b := bestOf[a]; b.m.Also.N > 0 && b.n >= most-noise && b.m != best {
+			o, _ := b.m.second()
+			p.secondRivals = append(p.secondRivals, fmt.Sprintf("a second limit of %s explains as many (%d decisions)", describe(o), b.n))
 		}
 	}
 	return best, bestN

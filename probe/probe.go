@@ -115,6 +115,9 @@ type prober struct {
 	// (holding).
 	service, holdAfter time.Duration
 	queued             bool
+	// secondRivals are second limits of other families that explain as
+	// many decisions as the one named (fitSecond).
+	secondRivals []string
 	// until is when --max-time runs out, on the wall clock: the fits'
 	// searches stop there (a fit of a noisy lean run tried 1.3 million
 	// models over 9.5 minutes).

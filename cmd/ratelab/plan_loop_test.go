@@ -142,17 +142,11 @@ func TestPlanEmittedLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("plan: every key %s, the shared keys %s\n%s", users, shared, emitted)
-	t.Run("nginx", func(t *testing.T) {
-		t.Parallel()
-		base := startEmitted(t, string(emitted), nil)
-		if code, said := probeExpects(t, base+"/", users); code != 0 {
-			t.Errorf("nginx as emitted, --expect %s: exit %d\n%s", users, code, said)
-		}
-	})
 	t.Run("nginx windows", func(t *testing.T) {
 		// The two windows as nginx writes them, two zones on one
-		// location: both named, as --expect the pair says.
-		t.Parallel()
+		// location: both named, as --expect the pair says. Alone, before
+		// the others (two probes at 45 a second beside five more made
+		// ratelab serve's burst of 76 take a refill, and its check fail).
 		windows, err := os.ReadFile(filepath.Join(out, "nginx-windows.conf"))
 		if err != nil {
 			t.Fatal(err)
@@ -174,6 +168,13 @@ func TestPlanEmittedLoop(t *testing.T) {
 		wrong := fmt.Sprintf("gcra %s, gcra %s", pair[0], limiters.Limit{N: pair[1].N * 2, Per: pair[1].Per, Burst: pair[1].Burst * 2})
 		if code, said := probeExpectsAll(t, startEmitted(t, string(windows), nil)+"/", wrong, "--max-requests", "3000"); code != 1 {
 			t.Errorf("nginx-windows.conf as emitted, --expect %s (the second doubled): exit %d, want 1\n%s", wrong, code, said)
+		}
+	})
+	t.Run("nginx", func(t *testing.T) {
+		t.Parallel()
+		base := startEmitted(t, string(emitted), nil)
+		if code, said := probeExpects(t, base+"/", users); code != 0 {
+			t.Errorf("nginx as emitted, --expect %s: exit %d\n%s", users, code, said)
 		}
 	})
 	t.Run("nginx shared tier", func(t *testing.T) {
