@@ -196,46 +196,39 @@ func (p *prober) calibrate(ctx context.Context, first answer, claimed int) (cal 
 		return false
 	}
 	var pressedGot []answer // the pressed key's, in the order sent
+	// pressedOne reads the pressed key's next answer in the order sent.
+	pressedOne := func(a answer) {
+		if !a.Admitted && len(admits) == 0 {
+			refusedUntil = a.Sent
+		}
+		if a.Admitted {
+			admits = append(admits, a.Sent)
+			if prevAdmitted {
+				runs[len(runs)-1][1] = len(admits) - 1
+			} else {
+				runs = append(runs, [2]int{len(admits) - 1, len(admits) - 1})
+			}
+		}
+		prevAdmitted = a.Admitted
+	}
 	stop := func(a answer) bool {
 		if !a.Decided() {
 			return true
 		}
 		switch a.Key {
 		case pressed:
-			if p.queued {
-				// A held admission comes back after refusals sent later:
-				// the key's answers read again in the order sent.
-				i, _ := slices.BinarySearchFunc(pressedGot, a.Sent, func(x answer, t time.Time) int { return x.Sent.Compare(t) })
-				pressedGot = slices.Insert(pressedGot, i, a)
-				admits, runs, refusedUntil, prevAdmitted = nil, nil, time.Time{}, false
-				for _, a := range pressedGot {
-					if !a.Admitted && len(admits) == 0 {
-						refusedUntil = a.Sent
-					}
-					if a.Admitted {
-						admits = append(admits, a.Sent)
-						if prevAdmitted {
-							runs[len(runs)-1][1] = len(admits) - 1
-						} else {
-							runs = append(runs, [2]int{len(admits) - 1, len(admits) - 1})
-						}
-					}
-					prevAdmitted = a.Admitted
-				}
+			if !p.queued {
+				pressedOne(a)
 				break
 			}
-			if !a.Admitted && len(admits) == 0 {
-				refusedUntil = a.Sent
+			// A held admission comes back after refusals sent later: the
+			// key's answers read again in the order sent.
+			i, _ := slices.BinarySearchFunc(pressedGot, a.Sent, func(x answer, t time.Time) int { return x.Sent.Compare(t) })
+			pressedGot = slices.Insert(pressedGot, i, a)
+			admits, runs, refusedUntil, prevAdmitted = nil, nil, time.Time{}, false
+			for _, a := range pressedGot {
+				pressedOne(a)
 			}
-			if a.Admitted {
-				admits = append(admits, a.Sent)
-				if prevAdmitted {
-					runs[len(runs)-1][1] = len(admits) - 1
-				} else {
-					runs = append(runs, [2]int{len(admits) - 1, len(admits) - 1})
-				}
-			}
-			prevAdmitted = a.Admitted
 		default:
 			at := a.Sent.Sub(spent)
 			if a.Admitted && quietAt == 0 {

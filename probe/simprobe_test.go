@@ -261,17 +261,7 @@ func TestProbeSimulatedQueue(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			sim := queued(tt.T, tt.b, tt.q, 1, 2*time.Millisecond)
-			c := Config{Target: Target{URL: "http://sim/", Key: byUser}, Seed: 1, Timeout: 5 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 2 * time.Minute}
-			var said []string
-			r, err := run(context.Background(), c, sim, func(s string) { said = append(said, s) })
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%d requests in %.1fs: %s", r.Requests, r.Elapsed, r.Verdict.Text)
-			for _, s := range said {
-				t.Log(s)
-			}
+			r := runLogged(t, queued(tt.T, tt.b, tt.q, 1, 2*time.Millisecond), 2*time.Minute, 0)
 			q := r.Queue
 			if !r.Verdict.Named || q == nil {
 				t.Fatalf("verdict %q, queue %+v: want a bucket with a queue named", r.Verdict.Text, q)
@@ -302,17 +292,7 @@ func TestProbeSimulatedTwoLimits(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			sim := simulate(tt.m, 1, 2*time.Millisecond)
-			c := Config{Target: Target{URL: "http://sim/", Key: byUser}, Seed: 1, Timeout: 5 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: 3 * time.Minute, Look: time.Minute}
-			var said []string
-			r, err := run(context.Background(), c, sim, func(s string) { said = append(said, s) })
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%d requests in %.1fs: %s", r.Requests, r.Elapsed, r.Verdict.Text)
-			for _, s := range said {
-				t.Log(s)
-			}
+			r := runLogged(t, simulate(tt.m, 1, 2*time.Millisecond), 3*time.Minute, time.Minute)
 			if _, two := tt.m.second(); !two {
 				if !r.Verdict.Named || r.Longer == nil || r.Longer.Second != "" || !strings.HasPrefix(r.Longer.Looked, "no second limit up to ") {
 					t.Errorf("verdict %q, longer %+v: want one limit named, and how far it looked for a second", r.Verdict.Text, r.Longer)
@@ -332,4 +312,21 @@ func TestProbeSimulatedTwoLimits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runLogged probes sim with no hint within most, looking for a second
+// limit for up to look, and logs what the probe said.
+func runLogged(t *testing.T, sim *simulated, most, look time.Duration) *Report {
+	t.Helper()
+	c := Config{Target: Target{URL: "http://sim/", Key: byUser}, Seed: 1, Timeout: 5 * time.Second, MaxRequests: 2000, MaxRate: 1000, MaxTime: most, Look: look}
+	var said []string
+	r, err := run(context.Background(), c, sim, func(s string) { said = append(said, s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d requests in %.1fs: %s", r.Requests, r.Elapsed, r.Verdict.Text)
+	for _, s := range said {
+		t.Log(s)
+	}
+	return r
 }
