@@ -83,15 +83,17 @@ func TestProbeNginx(t *testing.T) {
 		want    string
 		keyless string
 		refusal int
+		second  string // a second limit, looked for a minute
 	}{
-		{"burst=5 nodelay", "/burst/", byUser, "gcra 10/s burst 6", "not limited", 429},
-		{"no burst", "/noburst/", byUser, "gcra 10/s burst 1", "not limited", 429},
-		{"60r/m", "/slow/", byUser, "gcra 1/s burst 1", "not limited", 429},
-		{"by address", "/ip/", Key{Kind: "source"}, "gcra 10/s burst 6", "not asked: every request has an address", 429},
-		{"default status", "/default/", byUser, "gcra 10/s burst 6", "not limited", 503},
-		{"limit_conn 4", "/conn/", byUser, "in-flight 4 at once, per key", "not limited", 503},
-		{"burst=10, no nodelay", "/queue/", byUser, "gcra 5/s burst 1 queue 10", "not limited", 429},
-		{"burst=12 delay=8", "/delay/", byUser, "gcra 10/s burst 9 queue 4", "not limited", 429},
+		{"burst=5 nodelay", "/burst/", byUser, "gcra 10/s burst 6", "not limited", 429, ""},
+		{"no burst", "/noburst/", byUser, "gcra 10/s burst 1", "not limited", 429, ""},
+		{"60r/m", "/slow/", byUser, "gcra 1/s burst 1", "not limited", 429, ""},
+		{"by address", "/ip/", Key{Kind: "source"}, "gcra 10/s burst 6", "not asked: every request has an address", 429, ""},
+		{"default status", "/default/", byUser, "gcra 10/s burst 6", "not limited", 503, ""},
+		{"limit_conn 4", "/conn/", byUser, "in-flight 4 at once, per key", "not limited", 503, ""},
+		{"burst=10, no nodelay", "/queue/", byUser, "gcra 5/s burst 1 queue 10", "not limited", 429, ""},
+		{"burst=12 delay=8", "/delay/", byUser, "gcra 10/s burst 9 queue 4", "not limited", 429, ""},
+		{"two zones", "/two/", byUser, "gcra 5/s burst 5", "not limited", 429, "gcra 40/min burst 40"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -103,7 +105,16 @@ func TestProbeNginx(t *testing.T) {
 				}
 				target.Sources = src
 			}
-			probeChecked(t, target, 2*time.Minute, func(t testing.TB, r *Report) {
+			most := 2 * time.Minute
+			if tt.second != "" {
+				looking.Store(target.URL, time.Minute)
+				most = 3 * time.Minute
+			}
+			probeChecked(t, target, most, func(t testing.TB, r *Report) {
+				if tt.second != "" {
+					twoNamed(t, r, tt.want, tt.second)
+					return
+				}
 				named(t, r, tt.want, time.Minute)
 				if r.Refusal.Status != tt.refusal || r.Undecided != 0 {
 					t.Errorf("%s, %d undecided: want refusals of %d, none undecided", r.Refusal, r.Undecided, tt.refusal)

@@ -588,56 +588,51 @@ func TestFailuresKept(t *testing.T) {
 
 // Two limits at once on one key, probed with no hint but a minute to
 // look for a second: ratelab serve's tier of a second's and a minute's
-// sliding logs (its RateLimit-Policy declares both), and nginx's two
-// zones on one location (a bucket of 5/s, 5 at once, and one of 40 a
-// minute, 40 at once). Each named with both limits, the second within 2%.
+// sliding logs (its RateLimit-Policy declares both); nginx's two zones
+// on one location are TestProbeNginx's. Named with both limits, the
+// second within 2%.
 func TestProbeTwoLimits(t *testing.T) {
 	if testing.Short() {
-		t.Skip("probes two limits for about 90 seconds each")
+		t.Skip("probes two limits for about 80 seconds")
 	}
 	t.Parallel()
 	conf := filepath.Join(t.TempDir(), "tiers.yaml")
 	if err := os.WriteFile(conf, []byte("algorithm: sliding-log\ndefault_tier: both\ntiers:\n  both: [5/s, 40/min]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, tt := range []struct {
-		name, first, second string
-		url                 func() string
-	}{
-		{"serve, a tier of 5/s and 40/min", "sliding-log 5/s", "sliding-log 40/min", func() string {
-			return serveWith(t, server.Config{File: conf, KeyHeader: "X-User", Headers: httplimit.AllHeaders})
-		}},
-		{"nginx, two zones", "gcra 5/s burst 5", "gcra 40/min burst 40", func() string { return startNginx(t, "127.0.0.1:1") + "/two/" }},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			url := tt.url()
-			if url == "" {
-				return
-			}
-			looking.Store(url, time.Minute)
-			probeChecked(t, Target{URL: url, Key: byUser}, 3*time.Minute, func(t testing.TB, r *Report) {
-				named(t, r, tt.first, 3*time.Minute)
-				if r.Longer == nil || r.Longer.Second == "" {
-					t.Errorf("second limit: %+v, want %s", r.Longer, tt.second)
-					return
-				}
-				got, err := parseModelString(r.Longer.Second)
-				want, err2 := parseModelString(tt.second)
-				if err != nil || err2 != nil {
-					t.Fatal(err, err2)
-				}
-				if got.Family() != want.Family() || math.Abs(float64(got.Limit.Quota()-want.Limit.Quota())) > 0.02*float64(want.Limit.Quota()) || differs(got, want) {
-					t.Errorf("second limit %s, want %s", got, want)
-				}
-				e, err := ParseExpect(tt.first+", "+tt.second, 0.02)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if s := r.Strays(e); len(s) != 0 {
-					t.Errorf("--expect %q: strays %q", e, s)
-				}
-			})
-		})
+	url := serveWith(t, server.Config{File: conf, KeyHeader: "X-User", Headers: httplimit.AllHeaders})
+	if url == "" {
+		return
+	}
+	looking.Store(url, time.Minute)
+	probeChecked(t, Target{URL: url, Key: byUser}, 3*time.Minute, func(t testing.TB, r *Report) {
+		twoNamed(t, r, "sliding-log 5/s", "sliding-log 40/min")
+	})
+}
+
+// twoNamed checks that r names first (as named does) and beside it the
+// second limit, its family, quota within 2% and its rate; and that
+// --expect the pair passes.
+func twoNamed(t testing.TB, r *Report, first, second string) {
+	t.Helper()
+	named(t, r, first, 3*time.Minute)
+	if r.Longer == nil || r.Longer.Second == "" {
+		t.Errorf("second limit: %+v, want %s", r.Longer, second)
+		return
+	}
+	got, err := parseModelString(r.Longer.Second)
+	want, err2 := parseModelString(second)
+	if err != nil || err2 != nil {
+		t.Fatal(err, err2)
+	}
+	if got.Family() != want.Family() || math.Abs(float64(got.Limit.Quota()-want.Limit.Quota())) > 0.02*float64(want.Limit.Quota()) || differs(got, want) {
+		t.Errorf("second limit %s, want %s", got, want)
+	}
+	e, err := ParseExpect(first+", "+second, 0.02)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := r.Strays(e); len(s) != 0 {
+		t.Errorf("--expect %q: strays %q", e, s)
 	}
 }

@@ -113,6 +113,16 @@ func Start(t testing.TB, conf func(dir string, port int) string, files ...string
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
 			c.Close()
+			// Its own nginx that answered, not another started at once
+			// on the same free port (this one then failed to bind, and
+			// the other's went with its test: "connection refused" for
+			// every probe of this one).
+			select {
+			case err := <-done:
+				log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+				t.Fatalf("nginx exited though %s answered (another on its port?): %v\n%s%s", addr, err, out, log)
+			case <-time.After(300 * time.Millisecond):
+			}
 			return "http://" + addr
 		}
 		select {
