@@ -167,3 +167,12 @@ func (c *client) halve() {
 	}
 	c.series, c.from = c.series[:n], from
 }
+
+// keys is each client's key, by number.
+func (cs *clients) keys() []string {
+	out := make([]string, len(cs.all))
+	for id, c := range cs.all {
+		out[id] = c.key
+	}
+	return out
+}

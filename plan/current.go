@@ -307,10 +307,7 @@ type CurrentResult struct {
 func (p *Plan) decideCurrent(cs *clients, decided chunks, users []int32) error {
 	cur := p.Config.Current
 	t := cur.Tiers
-	keys := make([]string, len(cs.all))
-	for id, cl := range cs.all {
-		keys[id] = cl.key
-	}
+	keys := cs.keys()
 	exempt := make([]bool, len(cs.all))
 	if cur.tierOf != nil {
 		t.Users = map[string]string{}

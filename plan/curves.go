@@ -410,10 +410,7 @@ func (p *Plan) curves(cs *clients, cv *curves, decided chunks) []int32 {
 // as nginx writes them) refuse of the users.
 func (p *Plan) decideCurves(cs *clients, decided chunks, users []int32) {
 	c := p.Config
-	keys, in := make([]string, len(cs.all)), make([]bool, len(cs.all))
-	for id, cl := range cs.all {
-		keys[id] = cl.key
-	}
+	keys, in := cs.keys(), make([]bool, len(cs.all))
 	for _, id := range users {
 		in[id] = true
 	}

@@ -99,7 +99,7 @@ func (p *prober) holding() {
 			}
 		}
 	}
-	p.service, p.holdAfter = service, after
+	p.service, p.holdAfter, p.longest = service, after, most
 	// A queue holds a good share of what it admits (all but b of a
 	// burst); a loaded host delays a few (nginx at 45 a second beside
 	// two other probes: 72 of 866 up to 117ms, refusals fast).
@@ -116,15 +116,13 @@ func (p *prober) holding() {
 
 // mostHeld is the longest an admission was held so far (0 for a target
 // that does not delay): how much later than its decision an answer may
-// still come.
+// still come. holding keeps it, with the answers it reads: the press's
+// stop asks it of every answer.
 func (p *prober) mostHeld() time.Duration {
-	var most time.Duration
-	for _, a := range p.r.all {
-		if p.held(a) {
-			most = max(most, a.Received.Sub(a.Sent))
-		}
+	if !p.queued {
+		return 0
 	}
-	return most
+	return p.longest
 }
 
 // held reports whether a was an admission held past the target's own

@@ -268,10 +268,17 @@ func (f *planFlags) check() (plan.Config, accesslog.Options, error) {
 	}
 	if f.current != "" {
 		var file []byte
-		if st, err := os.Stat(f.current); err == nil && !st.IsDir() {
+		st, err := os.Stat(f.current)
+		switch {
+		case err == nil && !st.IsDir():
 			if file, err = os.ReadFile(f.current); err != nil {
 				return c, accesslog.Options{}, err
 			}
+		case strings.HasSuffix(f.current, ".conf") || strings.HasSuffix(f.current, ".yaml") || strings.HasSuffix(f.current, ".yml") ||
+			strings.HasPrefix(f.current, "/") || strings.HasPrefix(f.current, "."):
+			// A file's name, and no such file: said so, rather than
+			// "not a rate".
+			return c, accesslog.Options{}, fmt.Errorf("--current %s: no such file (nginx.conf or a tier file)", f.current)
 		}
 		cur, err := plan.ParseCurrent(f.current, file, filepath.Base(f.current), key)
 		if err != nil {

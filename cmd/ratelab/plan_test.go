@@ -91,6 +91,7 @@ func TestPlanCurrentBad(t *testing.T) {
 	os.WriteFile(conf, []byte("limit_req_zone $binary_remote_addr zone=one:10m rate=5r/h;\nlimit_req zone=one;\n"), 0o644)
 	for _, c := range []struct{ current, want string }{
 		{"100/fortnight", "not a rate"},
+		{filepath.Join(dir, "missing.conf"), "no such file"},
 		{conf, "nginx.conf:1: rate=5r/h"},
 	} {
 		var stdout, stderr bytes.Buffer
