@@ -115,6 +115,7 @@ type prober struct {
 	// (holding).
 	service, holdAfter time.Duration
 	queued             bool
+	backlogSaid        bool          // a backlog's slow answers said once
 	longest            time.Duration // the longest admission held (holding)
 	// secondRivals are second limits of other families that explain as
 	// many decisions as the one named (fitSecond).

@@ -23,6 +23,11 @@ type simulated struct {
 	// held, if set, decides in decide's place, and says how long an
 	// admission is held before its answer goes back (a queue).
 	held func(key string, t time.Time) (bool, time.Duration, http.Header)
+	// backlog, if not 0, is a host that answers its admissions one after
+	// another, each taking backlog (a handler that works; a loaded
+	// host), and its refusals at once: it decides on arrival and holds
+	// nothing, but a burst's last admissions come back late.
+	backlog time.Duration
 	// deny is the status of a refusal (0: 429), and always, when not 0,
 	// the status of every answer, none of them decided.
 	deny, always int
@@ -70,6 +75,7 @@ func (s *simulated) send(_ context.Context, plan []request, start time.Time, sto
 	}
 	stopped := time.Time{}
 	var got []int
+	var busy time.Time // when a backlogged host is free
 	last := s.clock
 	for events.Len() > 0 {
 		e := heap.Pop(events).(simEvent)
@@ -95,6 +101,10 @@ func (s *simulated) send(_ context.Context, plan []request, start time.Time, sto
 			}
 			if a.Header == nil {
 				a.Header = http.Header{}
+			}
+			if s.backlog > 0 && admitted {
+				busy = later(busy, e.at).Add(s.backlog)
+				hold = busy.Sub(e.at)
 			}
 			a.Received = e.at.Add(hold).Add(back[e.i])
 			heap.Push(events, simEvent{e.i, a.Received, true})
@@ -198,4 +208,11 @@ func honestFields(s *simulated, m model) *simulated {
 		return admitted, h
 	}
 	return s
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
