@@ -308,6 +308,7 @@ func (p *prober) fitSecond(m model, run []observation, ran time.Duration) (model
 	// Then the first limit narrowed with the second beside it: its
 	// fingerprint saw seconds, the run a minute, and a rate a thousandth
 	// off drifts a request in a few hundred.
+	unnarrowed := best
 	if best.Also.N > 0 {
 		for f := 990; f <= 1010; f++ {
 			cand := best
@@ -317,6 +318,22 @@ func (p *prober) fitSecond(m model, run []observation, ran time.Duration) (model
 			}
 			if n, _ := explain(keys, cand, len(p.obs)-bestN); n > bestN {
 				best, bestN = cand, n
+			}
+		}
+	}
+	// Two buckets may be nginx's two zones: on its clock, each refill
+	// since the last admission rounded down to a thousandth of a
+	// request, the zone of a minute falls behind a plain bucket's by a
+	// request in a few hundred over a press of the first's pace.
+	if best.Also.N > 0 && best.Algorithm.IsBucket() && cmpOrAlgorithm(best).IsBucket() {
+		from := best
+		for _, c := range []model{unnarrowed, from} {
+			c.Nginx = true
+			if c.Validate() != nil {
+				continue
+			}
+			if n, _ := explain(keys, c, len(p.obs)-bestN); n > bestN {
+				best, bestN = c, n
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -122,6 +123,19 @@ func TestVariants(t *testing.T) {
 			{ms(0), 1, true}, {ms(50), 1, false}, // tat 100, then 200
 			{ms(150), 1, false}, // tat 300
 			{ms(300), 1, true},
+		}},
+		// limit_req rate=40r/m burst=39: 40 at once on a fresh key, then
+		// 666 thousandths a second (40000/60 rounded down), refilled from
+		// the last admission's millisecond: 1.5s gives 999, not a request.
+		{"nginx's clock: a minute's zone", model{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: 40, Per: time.Minute, Burst: 40}, Nginx: true}, append(slices.Repeat([]step{{ms(0), 1, true}}, 40),
+			step{ms(1), 1, false}, step{ms(1500), 1, false}, // a plain bucket admits at 1500
+			step{ms(1502), 1, true},                           // 666·1502/1000 = 1000
+			step{ms(3003), 1, false}, step{ms(3004), 1, true}, // from 1502 again: 999 at 3003
+		)},
+		{"nginx's clock: whole milliseconds", model{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: 10, Per: time.Second, Burst: 1}, Nginx: true}, []step{
+			{ms(0) + 900_000, 1, true},   // millisecond 0
+			{ms(100) + 100_000, 1, true}, // millisecond 100: 100ms on nginx's clock, 99.2 on ours
+			{ms(199) + 999_999, 1, false},
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -101,7 +101,11 @@ func parseModel(f Fit) (model, error) {
 		return model{}, err
 	}
 	m := model{Algorithm: f.Algorithm, Limit: l}
-	for _, v := range allVariants(f.Algorithm) {
+	vs := allVariants(f.Algorithm)
+	if f.Algorithm.IsBucket() {
+		vs = append(vs, model{Algorithm: f.Algorithm, Nginx: true})
+	}
+	for _, v := range vs {
 		v.Limit = l
 		if fmt.Sprint(v.variants()) == fmt.Sprint(f.Variants) {
 			return v, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/ratelab/ratelab/internal/server"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/gcra"
+	"github.com/ratelab/ratelab/plan"
 	"github.com/ratelab/ratelab/workloads/accesslog"
 	"github.com/ratelab/ratelab/workloads/synthlog"
 )
@@ -141,6 +142,34 @@ func TestPlanEmittedLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("plan: every key %s, the shared keys %s\n%s", users, shared, emitted)
+	t.Run("nginx windows", func(t *testing.T) {
+		// The two windows as nginx writes them, two zones on one
+		// location: both named, as --expect the pair says. Alone, before
+		// the others (two probes at 45 a second beside five more made
+		// ratelab serve's burst of 76 take a refill, and its check fail).
+		windows, err := os.ReadFile(filepath.Join(out, "nginx-windows.conf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur, err := plan.ParseCurrent("", windows, "nginx-windows.conf", accesslog.KeySpec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pair := cur.Tiers.Tiers[cur.Tiers.Default]
+		if len(pair) != 2 {
+			t.Fatalf("nginx-windows.conf: %v, want two buckets", pair)
+		}
+		want := fmt.Sprintf("gcra %s, gcra %s", pair[0], pair[1])
+		base := startEmitted(t, string(windows), nil)
+		if code, said := probeExpectsAll(t, base+"/", want, "--max-requests", "3000"); code != 0 {
+			t.Errorf("nginx-windows.conf as emitted, --expect %s: exit %d\n%s", want, code, said)
+		}
+		// Another nginx: keyed by address, the first probe's are spent.
+		wrong := fmt.Sprintf("gcra %s, gcra %s", pair[0], limiters.Limit{N: pair[1].N * 2, Per: pair[1].Per, Burst: pair[1].Burst * 2})
+		if code, said := probeExpectsAll(t, startEmitted(t, string(windows), nil)+"/", wrong, "--max-requests", "3000"); code != 1 {
+			t.Errorf("nginx-windows.conf as emitted, --expect %s (the second doubled): exit %d, want 1\n%s", wrong, code, said)
+		}
+	})
 	t.Run("nginx", func(t *testing.T) {
 		t.Parallel()
 		base := startEmitted(t, string(emitted), nil)
