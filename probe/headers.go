@@ -1,9 +1,11 @@
 package probe
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +27,13 @@ func fieldsOf(h http.Header) []string {
 	for _, f := range rateLimitFields {
 		if h.Get(f) != "" {
 			out = append(out, f)
+		}
+		if strings.HasSuffix(f, "-Limit") {
+			for _, u := range unitFields {
+				if h.Get(f+"-"+u.unit) != "" {
+					out = append(out, f+"-"+u.unit)
+				}
+			}
 		}
 	}
 	return out
@@ -80,6 +89,7 @@ func read(h http.Header, at time.Time) said {
 	}
 	for _, prefix := range []string{"RateLimit-", "X-RateLimit-"} {
 		s.readPlain(h, prefix, at, bad)
+		s.readUnits(h, prefix, bad)
 	}
 	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
 		if n, err := strconv.ParseFloat(v, 64); err == nil && n >= 0 && !math.IsInf(n, 0) {
@@ -193,7 +203,9 @@ func (s *said) readPlain(h http.Header, prefix string, at time.Time, bad func(na
 		}
 		return n, true
 	}
-	if n, ok := num("Limit"); ok && s.quota == 0 && n >= 1 {
+	if v := strings.TrimSpace(h.Get(prefix + "Limit")); strings.ContainsAny(v, ",;") {
+		s.readQuotaPolicies(prefix+"Limit", v, bad)
+	} else if n, ok := num("Limit"); ok && s.quota == 0 && n >= 1 {
 		s.quota, s.from = int(n), prefix+"Limit"
 	}
 	if n, ok := num("Remaining"); ok && !s.hasRemaining {
@@ -201,6 +213,103 @@ func (s *said) readPlain(h http.Header, prefix string, at time.Time, bad func(na
 	}
 	if n, ok := num("Reset"); ok && s.resetFrom == "" {
 		s.reset, s.resetFrom = resetOf(n, at), prefix+"Reset"
+	}
+}
+
+// readQuotaPolicies reads a limit field of several values, as an older
+// draft wrote it and servers still do: the quota now, then each policy,
+// "N;w=SECONDS" ("10, 10;w=1, 1000;w=3600"), each a claim.
+func (s *said) readQuotaPolicies(name, v string, bad func(name, why string)) {
+	l, err := httpsfv.UnmarshalList([]string{v})
+	if err != nil {
+		bad(name, err.Error())
+		return
+	}
+	quota := 0
+	var policies []limiters.Limit
+	for _, m := range l {
+		it, ok := m.(httpsfv.Item)
+		if !ok {
+			continue
+		}
+		n, ok := it.Value.(int64)
+		if !ok || n < 1 {
+			continue
+		}
+		if w, ok := intParam(it.Params, "w"); ok && w > 0 {
+			policies = append(policies, limiters.Limit{N: int(n), Per: time.Duration(w) * time.Second})
+		} else if quota == 0 {
+			quota = int(n)
+		}
+	}
+	if quota == 0 && len(policies) == 0 {
+		bad(name, "no quota")
+		return
+	}
+	s.declare(name, quota, policies)
+}
+
+// unitFields are the limit fields of one window each, as Kong writes
+// them (X-RateLimit-Limit-Second: 5, X-RateLimit-Limit-Hour: 1000).
+var unitFields = []struct {
+	unit string
+	per  time.Duration
+}{{"Second", time.Second}, {"Minute", time.Minute}, {"Hour", time.Hour}, {"Day", 24 * time.Hour}, {"Month", 30 * 24 * time.Hour}, {"Year", 365 * 24 * time.Hour}}
+
+// readUnits reads the limit fields of one window each, under prefix.
+func (s *said) readUnits(h http.Header, prefix string, bad func(name, why string)) {
+	var policies []limiters.Limit
+	from := ""
+	for _, u := range unitFields {
+		name := prefix + "Limit-" + u.unit
+		v := strings.TrimSpace(h.Get(name))
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			bad(name, "not a count")
+			continue
+		}
+		policies = append(policies, limiters.Limit{N: n, Per: u.per})
+		if from == "" {
+			from = name
+		}
+	}
+	if len(policies) > 0 {
+		s.declare(from, 0, policies)
+	}
+}
+
+// declare takes the policies a field declares (and the quota it says is
+// now, 0 when it says none): the policy of that quota, else the shortest,
+// is the limit declared, unless a field read before declared one; the
+// others are further claims.
+func (s *said) declare(from string, quota int, policies []limiters.Limit) {
+	slices.SortStableFunc(policies, func(a, b limiters.Limit) int { return cmp.Compare(a.Per, b.Per) })
+	first := -1
+	if s.quota == 0 || s.window == 0 {
+		want := cmp.Or(s.quota, quota)
+		for i, p := range policies {
+			if want == 0 || p.N == want {
+				first = i
+				break
+			}
+		}
+		switch {
+		case first >= 0 && (s.quota == 0 || s.quota == policies[first].N):
+			s.quota, s.window = policies[first].N, policies[first].Per
+			if s.from == "" || s.from == from {
+				s.from = from
+			}
+		case s.quota == 0 && quota > 0:
+			s.quota, s.from = quota, from
+		}
+	}
+	for i, p := range policies {
+		if i != first && p.Per > s.window && !slices.Contains(s.also, p) {
+			s.also = append(s.also, p)
+		}
 	}
 }
 

@@ -253,6 +253,14 @@ func TestHeaders(t *testing.T) {
 		{http.Header{"X-Ratelimit-Limit": {"20"}, "X-Ratelimit-Reset": {"1700000011"}, "Retry-After": {"9.834"}}, "20 per about 11s (X-RateLimit-Limit, and X-RateLimit-Reset on a fresh key)", "X-RateLimit-Limit", "", "9.834s Retry-After", ""},
 		{http.Header{"Ratelimit-Limit": {"20"}, "Ratelimit-Remaining": {"19"}, "Ratelimit-Reset": {"10"}}, "20 per about 10s (RateLimit-Limit, and RateLimit-Reset on a fresh key)", "RateLimit-Limit", "19", "10s RateLimit-Reset", ""},
 		{http.Header{"X-Ratelimit-Limit": {"20"}}, "a quota of 20, no window (X-RateLimit-Limit)", "X-RateLimit-Limit", "", "", ""},
+		// A limit field of several values, as an older draft wrote it.
+		{http.Header{"X-Ratelimit-Limit": {"5, 5;w=1, 40;w=60"}, "X-Ratelimit-Remaining": {"4"}}, "5/s, 40/min", "X-RateLimit-Limit", "4", "", ""},
+		{http.Header{"Ratelimit-Limit": {"1000;w=3600, 10;w=1"}}, "10/s, 1000/h", "RateLimit-Limit", "", "", ""},
+		// Kong's fields: a window each, and the quota nearest its end.
+		{http.Header{"Ratelimit-Limit": {"5"}, "Ratelimit-Remaining": {"4"}, "X-Ratelimit-Limit-Second": {"5"}, "X-Ratelimit-Limit-Hour": {"1000"}, "X-Ratelimit-Remaining-Second": {"4"}}, "5/s, 1000/h", "RateLimit-Limit", "4", "", ""},
+		{http.Header{"X-Ratelimit-Limit-Minute": {"40"}, "X-Ratelimit-Limit-Second": {"5"}}, "5/s, 40/min", "X-RateLimit-Limit-Second", "", "", ""},
+		{http.Header{"X-Ratelimit-Limit": {"5, 40;w=x"}}, "a quota of 5, no window (X-RateLimit-Limit)", "X-RateLimit-Limit", "", "", ""},
+		{http.Header{"X-Ratelimit-Limit-Hour": {"many"}}, "", "", "", "", "X-RateLimit-Limit-Hour"},
 		{http.Header{"Ratelimit": {`r=5;;t=`}}, "", "", "", "", `RateLimit: "r=5;;t="`},
 		{http.Header{"Ratelimit-Policy": {`q=10, w=`}}, "", "", "", "", "RateLimit-Policy"},
 		{http.Header{"X-Ratelimit-Remaining": {"lots"}}, "", "", "", "", "X-RateLimit-Remaining"},
