@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -325,15 +326,22 @@ func (p *prober) fitSecond(m model, run []observation, ran time.Duration) (model
 	// since the last admission rounded down to a thousandth of a
 	// request, the zone of a minute falls behind a plain bucket's by a
 	// request in a few hundred over a press of the first's pace.
+	// nginx says a rate in whole requests a second or a minute: each
+	// limit's nearest of those, its burst as found.
 	if best.Also.N > 0 && best.Algorithm.IsBucket() && cmpOrAlgorithm(best).IsBucket() {
 		from := best
 		for _, c := range []model{unnarrowed, from} {
-			c.Nginx = true
-			if c.Validate() != nil {
-				continue
-			}
-			if n, _ := explain(keys, c, len(p.obs)-bestN); n > bestN {
-				best, bestN = c, n
+			for _, first := range nginxRates(c.Limit) {
+				for _, second := range nginxRates(c.Also) {
+					cand := c
+					cand.Limit, cand.Also, cand.Nginx = first, second, true
+					if cand.Validate() != nil {
+						continue
+					}
+					if n, _ := explain(keys, cand, len(p.obs)-bestN); n > bestN {
+						best, bestN = cand, n
+					}
+				}
 			}
 		}
 	}
@@ -351,4 +359,18 @@ func (p *prober) fitSecond(m model, run []observation, ran time.Duration) (model
 func cmpOrAlgorithm(m model) limiters.Algorithm {
 	o, _ := m.second()
 	return o.Algorithm
+}
+
+// nginxRates are the rates nginx can say within 1% of l's, and one more
+// either side: whole requests a second and a minute, its burst kept (a
+// plain bucket fitted to nginx's 299r/m said 299/60.3s).
+func nginxRates(l limiters.Limit) []limiters.Limit {
+	var out []limiters.Limit
+	for _, per := range []time.Duration{time.Second, time.Minute} {
+		r := float64(l.N) * float64(per) / float64(l.Per)
+		for n := max(int(math.Floor(r*0.99))-1, 1); n <= int(math.Ceil(r*1.01))+1; n++ {
+			out = append(out, limiters.Limit{N: n, Per: per, Burst: l.Burst})
+		}
+	}
+	return out
 }

@@ -229,9 +229,17 @@ func describe(m model) string {
 	if m.Algorithm.IsBucket() {
 		name = "bucket (token bucket, leaky bucket, GCRA)"
 	}
-	s := strings.Join(append([]string{name + " " + shown(m.Limit).String()}, m.first().variants()...), ", ")
+	first, nginx := m.first(), false
+	if _, two := m.second(); two && m.Nginx {
+		first.Nginx, nginx = false, true // said once, of both
+	}
+	s := strings.Join(append([]string{name + " " + shown(m.Limit).String()}, first.variants()...), ", ")
 	if o, ok := m.second(); ok {
+		o.Nginx = false
 		s += "; and " + describe(o)
+	}
+	if nginx {
+		s += "; both on nginx's clock (whole milliseconds and thousandths of a request)"
 	}
 	return s
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -282,21 +283,35 @@ func TestProbeSimulatedQueue(t *testing.T) {
 
 // Two limits at once, in simulated time, as ratelab serve's tier of a
 // second's and a minute's sliding logs, and nginx's two zones on one
-// location (a bucket of 5/s burst 5 and one of 40 a minute, 40 at once):
-// each named with both, each within 2%.
+// location (a bucket of 5/s burst 5 and one of 40 a minute, 40 at once;
+// the plan's pair, 47/s and 299/min, on nginx's clock), and a bucket
+// beside an hourly log that the target declares (Kong's fields): each
+// named with both, each within 2%.
 func TestProbeSimulatedTwoLimits(t *testing.T) {
 	for _, tt := range []struct {
-		name string
-		m    model
+		name    string
+		m       model
+		declare http.Header
 	}{
-		{"sliding logs 5/s and 40/min", model{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: 5, Per: time.Second}, Also: limiters.Limit{N: 40, Per: time.Minute}}},
-		{"buckets 5/s burst 5 and 40/min burst 40", model{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: 5, Per: time.Second, Burst: 5}, Also: limiters.Limit{N: 40, Per: time.Minute, Burst: 40}}},
-		{"a fixed window 10/s and another of 30/10s", model{Algorithm: limiters.FixedWindow, Limit: limiters.Limit{N: 10, Per: time.Second}, Also: limiters.Limit{N: 30, Per: 10 * time.Second}}},
-		{"one limit, 20/2s", model{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: 20, Per: 2 * time.Second}}},
+		{"nginx's zones 47/s and 299/min, on its clock", model{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: 47, Per: time.Second, Burst: 47}, Also: limiters.Limit{N: 299, Per: time.Minute, Burst: 299}, Nginx: true}, nil},
+		{"a bucket 10/s burst 10 and a sliding log 1000/h, declared", model{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: 10, Per: time.Second, Burst: 10}, Also: limiters.Limit{N: 1000, Per: time.Hour}, AlsoAlgorithm: limiters.SlidingLog},
+			http.Header{"X-Ratelimit-Limit-Second": {"10"}, "X-Ratelimit-Limit-Hour": {"1000"}}},
+		{"sliding logs 5/s and 40/min", model{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: 5, Per: time.Second}, Also: limiters.Limit{N: 40, Per: time.Minute}}, nil},
+		{"buckets 5/s burst 5 and 40/min burst 40", model{Algorithm: limiters.GCRA, Limit: limiters.Limit{N: 5, Per: time.Second, Burst: 5}, Also: limiters.Limit{N: 40, Per: time.Minute, Burst: 40}}, nil},
+		{"a fixed window 10/s and another of 30/10s", model{Algorithm: limiters.FixedWindow, Limit: limiters.Limit{N: 10, Per: time.Second}, Also: limiters.Limit{N: 30, Per: 10 * time.Second}}, nil},
+		{"one limit, 20/2s", model{Algorithm: limiters.SlidingLog, Limit: limiters.Limit{N: 20, Per: 2 * time.Second}}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := runLogged(t, simulate(tt.m, 1, 2*time.Millisecond), 3*time.Minute, time.Minute)
+			sim := simulate(tt.m, 1, 2*time.Millisecond)
+			if tt.declare != nil {
+				decide := sim.decide
+				sim.decide = func(key string, at time.Time) (bool, http.Header) {
+					ok, _ := decide(key, at)
+					return ok, tt.declare.Clone()
+				}
+			}
+			r := runLogged(t, sim, 3*time.Minute, time.Minute)
 			if _, two := tt.m.second(); !two {
 				if !r.Verdict.Named || r.Longer == nil || r.Longer.Second != "" || !strings.HasPrefix(r.Longer.Looked, "no second limit up to ") {
 					t.Errorf("verdict %q, longer %+v: want one limit named, and how far it looked for a second", r.Verdict.Text, r.Longer)
@@ -311,7 +326,14 @@ func TestProbeSimulatedTwoLimits(t *testing.T) {
 				t.Fatal(err)
 			}
 			want, _ := tt.m.second()
-			if got.Family() != want.Family() || math.Abs(float64(got.Limit.Quota()-want.Limit.Quota())) > 0.02*float64(want.Limit.Quota()) || differs(got, want) {
+			if got.Family() != want.Family() && !slices.ContainsFunc(r.Verdict.Unresolved, func(u string) bool { return strings.Contains(u, want.Family()) }) {
+				// Within the hour it ran, an hourly log and an hourly
+				// window on the epoch decide alike: either, the other
+				// said to explain as much.
+				t.Errorf("second limit %s, want %s, or it among those that explain as many: %q", got, want, r.Verdict.Unresolved)
+			}
+			want.Algorithm = got.Algorithm
+			if math.Abs(float64(got.Limit.Quota()-want.Limit.Quota())) > 0.02*float64(want.Limit.Quota()) || differs(got, want) {
 				t.Errorf("second limit %s, want %s", got, want)
 			}
 		})
