@@ -120,7 +120,7 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 		r.Mode = modeName
 		f.Rows = append(f.Rows, r)
 	}
-	per := p.Config.Limits[0].Per
+	per := p.Config.period()
 	row := results.Row{Workload: log, Limiter: "log"}
 	row.Set(kind, kindLog)
 	row.Set(periodSetting, per.String())
@@ -575,7 +575,7 @@ var mode = report.Mode{
 		{
 			Name:   "plan-peaks",
 			Title:  "The clients' peaks",
-			Note:   "Each client's peak is the most it sent in any window of the limits' period (its cost, if the log says one). A limit of N per period on the sliding log refuses exactly the clients whose peak is above N; the other algorithms come close. Quantiles over the clients; then the least N at which the sliding log refuses no more than --spare of them, wherever it falls between the sweep's limits.",
+			Note:   "Each client's peak is the most it sent in any window of the sweep's period (a second without --limits; its cost, if the log says one). A limit of N per period on the sliding log refuses exactly the clients whose peak is above N; the other algorithms come close. Quantiles over the clients; then the least N at which the sliding log refuses no more than --spare of them.",
 			Header: []string{"clients", "period", "p50", "p90", "p99", "p99.9", "max", "N sparing all but --spare"},
 			Left:   2,
 			Keep:   isKind(kindPeaks),

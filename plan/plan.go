@@ -27,8 +27,10 @@ import (
 type Config struct {
 	// Algorithms are decided in turn (default: all six).
 	Algorithms []limiters.Algorithm
-	// Limits are the candidates, one period (a client's peak is counted
-	// over it), in increasing order.
+	// Limits are the sweep's candidates, one period (a client's peak is
+	// counted over it), in increasing order: every request is decided by
+	// each algorithm at each of them. None: no sweep, the policy alone
+	// (and the clients' peaks counted over a second).
 	Limits []limiters.Limit
 	// Spare is the share of clients a suggested limit may refuse at
 	// least once (0: none).
@@ -78,9 +80,6 @@ func (c *Config) check() error {
 		if slices.Contains(c.Algorithms[:i], a) {
 			return fmt.Errorf("plan: %s twice", a)
 		}
-	}
-	if len(c.Limits) == 0 {
-		return errors.New("plan: no limit to try")
 	}
 	for i, l := range c.Limits {
 		for _, a := range c.Algorithms {
@@ -142,6 +141,15 @@ func (c *Config) check() error {
 	return nil
 }
 
+// period is the sweep's period, over which a client's peak is counted:
+// a second when there is no sweep.
+func (c *Config) period() time.Duration {
+	if len(c.Limits) == 0 {
+		return time.Second
+	}
+	return c.Limits[0].Per
+}
+
 // ErrNoRequest is a log with no request in it: nothing to plan on.
 var ErrNoRequest = errors.New("plan: the log holds no request")
 
@@ -156,7 +164,7 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	}
 	began := time.Now()
 	p := &Plan{Config: c}
-	cs := newClients(int64(c.Limits[0].Per))
+	cs := newClients(int64(c.period()))
 	cv := newCurves(c.Periods, c.Rates)
 	var decided chunks // every request decided, for the frontier's buckets
 	d, err := newDeciders(c)
@@ -169,6 +177,7 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	readErr := make(chan error, 1)
 	go func() { readErr <- readBatches(ctx, r, batches, free) }()
 
+	sweeping := len(c.Limits) > 0
 	var first, last int64
 	var fractions bool // a time not of a whole second
 	var lastProgress time.Time
@@ -192,9 +201,13 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 			}
 			cv.see(id, e.At, int64(e.N))
 			decided.add(logged{id: id, n: int32(e.N), at: e.At})
-			out.reqs = append(out.reqs, request{id: id, n: int32(e.N), at: e.At, key: key})
+			if sweeping {
+				out.reqs = append(out.reqs, request{id: id, n: int32(e.N), at: e.At, key: key})
+			}
 		}
-		d.send(out)
+		if sweeping {
+			d.send(out)
+		}
 		select {
 		case free <- batch.entries: // the reader fills it again
 		default:

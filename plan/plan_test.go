@@ -275,7 +275,7 @@ func TestConfigRejected(t *testing.T) {
 		want string
 	}{
 		{Config{Limits: one, Algorithms: []limiters.Algorithm{limiters.GCRA, limiters.GCRA}}, "gcra twice"},
-		{Config{}, "no limit"},
+		{Config{Spare: 1}, "spare"}, // no sweep (the policy alone), and still checked
 		{Config{Limits: []limiters.Limit{limiters.PerSecond(5), limiters.PerSecond(2)}}, "increasing order"},
 		{Config{Limits: []limiters.Limit{limiters.PerSecond(5), limiters.PerMinute(20)}}, "one period"},
 		{Config{Limits: one, Spare: 1}, "spare"},
@@ -418,5 +418,33 @@ limit_req zone=shared burst=939 nodelay;
 		if _, err := ParseCurrent(tt.arg, file, tt.arg, ip); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("ParseCurrent(%q, %q): %v; want an error saying %q", tt.arg, tt.file, err, tt.want)
 		}
+	}
+}
+
+// The sweep is asked for, and the policy does not rest on it: a plan with
+// none (Limits empty, a client's peak over a second) sets the same bucket,
+// refusing the same keys and requests, the same windows and classes, and
+// no sweep or one-number suggestion.
+func TestPolicyWithoutSweep(t *testing.T) {
+	t.Parallel()
+	var log bytes.Buffer
+	if _, err := synthlog.WriteShop(&log, synthlog.Shop{Users: 3000, Span: 10 * time.Minute, Abusers: 3, Offices: 1, Seed: 11}); err != nil {
+		t.Fatal(err)
+	}
+	with := planOf(t, log.Bytes(), accesslog.Options{}, Config{Limits: sweep(), Spare: 0.001})
+	alone := planOf(t, log.Bytes(), accesslog.Options{}, Config{Spare: 0.001})
+	if len(alone.Sweep) != 0 || len(alone.Suggestions) != 0 || len(with.Sweep) == 0 {
+		t.Fatalf("%d points and %d suggestions without a sweep, %d with one", len(alone.Sweep), len(alone.Suggestions), len(with.Sweep))
+	}
+	if alone.Bucket != with.Bucket || !slices.Equal(alone.Caught, with.Caught) || alone.Windows != with.Windows || alone.SharedTier != with.SharedTier {
+		t.Errorf("without a sweep: %s refusing %d keys, %d requests; windows %+v; shared %+v\nwith one: %s refusing %d keys, %d requests; windows %+v; shared %+v",
+			alone.Bucket.Policy(), alone.Bucket.Clients, alone.Bucket.Refused, alone.Windows, alone.SharedTier,
+			with.Bucket.Policy(), with.Bucket.Clients, with.Bucket.Refused, with.Windows, with.SharedTier)
+	}
+	if len(alone.Classes) != len(with.Classes) || alone.Verdict() != with.Verdict() {
+		t.Errorf("%d classes without a sweep, %d with; verdicts\n%s\n%s", len(alone.Classes), len(with.Classes), alone.Verdict(), with.Verdict())
+	}
+	if with.Bucket.Clients == 0 {
+		t.Errorf("the bucket %s refuses no key: the comparison proves little", with.Bucket.Policy())
 	}
 }

@@ -192,6 +192,9 @@ func (p *Plan) finish(cs *clients, d *deciders) {
 		}
 	}
 	for a, alg := range c.Algorithms {
+		if len(c.Limits) == 0 {
+			break // no sweep: no suggestion of one number
+		}
 		pts := p.Sweep[a*len(c.Limits) : (a+1)*len(c.Limits)]
 		s := Suggestion{Algorithm: alg, Point: pts[len(pts)-1]}
 		for i, pt := range pts {
