@@ -428,7 +428,7 @@ limit_req zone=shared burst=939 nodelay;
 func TestPolicyWithoutSweep(t *testing.T) {
 	t.Parallel()
 	var log bytes.Buffer
-	if _, err := synthlog.WriteShop(&log, synthlog.Shop{Users: 3000, Span: 10 * time.Minute, Abusers: 3, Offices: 1, Seed: 11}); err != nil {
+	if _, err := synthlog.WriteShop(&log, synthlog.Shop{Users: 2000, Span: 10 * time.Minute, Abusers: 3, Offices: 1, Seed: 11}); err != nil {
 		t.Fatal(err)
 	}
 	with := planOf(t, log.Bytes(), accesslog.Options{}, Config{Limits: sweep(), Spare: 0.001})
