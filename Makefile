@@ -95,7 +95,7 @@ $(BENCHSTAT): tools/go.mod tools/go.sum
 # and TestDecisionAllocations, which the detector's sync.Pool would fail.
 # Without the detector the model checks run their full 300 seeds, not 40.
 NORACE_PKGS := ./plots ./results ./workloads
-NORACE := ^(TestManyKeys|TestAgainstModel|FuzzAgainstModel|TestSettleAgainstModel|FuzzSettleAgainstModel|TestDenialsAgreeWithPeek|TestAgainstMap|TestDecisionAllocations|TestProbeSimulated|TestProbeSimulatedNone|TestProbeSimulatedFields|TestProbeSimulatedLongWindow|TestProbeSimulatedRefusal|TestProbeSimulatedMaxRate|TestProbeSimulatedLarge|TestProbeDeclaredTooLarge|TestProbeSimulatedPhase|TestProbeSimulatedStraddle|TestProbeSimulatedQueue|TestProbeSimulatedTwoLimits|TestProbeUndecided|TestFitFindsEachVariant|TestModelsAgree|TestPolicyOnRandomWorlds|TestB2B|TestPolicyWithoutSweep)$$
+NORACE := ^(TestManyKeys|TestAgainstModel|FuzzAgainstModel|TestSettleAgainstModel|FuzzSettleAgainstModel|TestDenialsAgreeWithPeek|TestAgainstMap|TestDecisionAllocations|TestProbeSimulated|TestProbeSimulatedNone|TestProbeSimulatedFields|TestProbeSimulatedLongWindow|TestProbeSimulatedRefusal|TestProbeSimulatedMaxRate|TestProbeSimulatedLarge|TestProbeDeclaredTooLarge|TestProbeSimulatedPhase|TestProbeSimulatedStraddle|TestProbeSimulatedQueue|TestProbeSimulatedTwoLimits|TestProbeUndecided|TestFitFindsEachVariant|TestModelsAgree|TestPolicyOnRandomWorlds|TestB2B|TestPolicyWithoutSweep|TestStretchesMergeExactly|TestSummariesMergeAsOnePass)$$
 # Every other package, the slowest first (go test runs them in this order).
 RACE_PKGS = ./limiters/redislimit ./cmd/ratelab ./limiters/composite ./harness ./limiters \
 	$(filter-out $(shell $(GO) list $(NORACE_PKGS)),$(shell $(GO) list $(PKGS)))

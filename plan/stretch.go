@@ -27,7 +27,7 @@ import (
 // longest length of its first request (Head) and of its last (Tail).
 type stretch struct {
 	First, Last int64 // its first and last requests' times
-	Cost        int64
+	Count, Cost int64 // its requests, and what they cost (a request may cost 0)
 	// Per rate of the plan's grid, times relative to First.
 	Lead, Pre, Need []int64
 	// Per length of the plan's envelope: the most cost in a window of it.
@@ -60,7 +60,7 @@ func (s shape) newStretch() *stretch {
 // rate and a length (each length's window moved along the Tail). Only a
 // stretch built by add is added to, not one merge made.
 func (s shape) add(st *stretch, at, n int64) {
-	if st.Cost == 0 {
+	if st.Count == 0 {
 		st.First = at
 		st.heads, st.sums = make([]int, len(s.lengths)), make([]int64, len(s.lengths))
 	}
@@ -72,6 +72,7 @@ func (s shape) add(st *stretch, at, n int64) {
 		st.Need[k] = max(st.Need[k], T*(st.Cost+n)-t+st.Lead[k])
 	}
 	st.Cost += n
+	st.Count++
 	if at < st.First+s.longest() {
 		st.Head = append(st.Head, stamp{at, n})
 	}
@@ -113,9 +114,9 @@ func (s shape) trim(st *stretch) {
 // no earlier than a's last. Neither is changed.
 func (s shape) merge(a, b *stretch) (*stretch, error) {
 	switch {
-	case a.Cost == 0:
+	case a.Count == 0:
 		return b, nil
-	case b.Cost == 0:
+	case b.Count == 0:
 		return a, nil
 	case b.First < a.Last:
 		return nil, fmt.Errorf("plan: a stretch from %d merged after one to %d: stretches merge in time order", b.First, a.Last)
@@ -123,7 +124,7 @@ func (s shape) merge(a, b *stretch) (*stretch, error) {
 	s.trim(a)
 	s.trim(b)
 	m := s.newStretch()
-	m.First, m.Last, m.Cost = a.First, b.Last, a.Cost+b.Cost
+	m.First, m.Last, m.Count, m.Cost = a.First, b.Last, a.Count+b.Count, a.Cost+b.Cost
 	off := b.First - a.First
 	for k, T := range s.intervals {
 		m.Need[k] = max(a.Need[k], b.Need[k], a.Lead[k]+T*a.Cost+b.Pre[k]-off)

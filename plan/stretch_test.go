@@ -1,10 +1,15 @@
 package plan
 
 import (
+	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ratelab/ratelab/workloads/accesslog"
+	"github.com/ratelab/ratelab/workloads/synthlog"
 )
 
 // A key's requests cut at random points into stretches, each summed up
@@ -120,6 +125,122 @@ func bruteForce(t *testing.T, s shape, st *stretch, at, n []int64) {
 		}
 		if got := s.burst(st, k); got != want {
 			t.Errorf("least burst at one every %v: %d, want %d", time.Duration(T), got, want)
+		}
+	}
+}
+
+// A log cut at random points into stretches (as files or byte ranges
+// would cut it), each summed up apart and merged in order, equals the one
+// pass over it, key by key, and the one pass equals what the plan itself
+// finds: each key's requests, cost, 429s, agents and paths, its least
+// burst at every rate and its most in every window, to the request. On
+// two mobile APIs' logs (fan-outs, scrapers, carrier NATs) and 20 random
+// ones.
+func TestSummariesMergeAsOnePass(t *testing.T) {
+	t.Parallel()
+	type log struct {
+		name    string
+		entries []accesslog.Entry
+	}
+	var logs []log
+	for _, seed := range []uint64{1, 2} {
+		var b bytes.Buffer
+		if _, err := synthlog.WriteMobile(&b, synthlog.Mobile{Seed: seed, Users: 200, PerNAT: 20}); err != nil {
+			t.Fatal(err)
+		}
+		key, _ := accesslog.ParseKey(".request.remote_ip")
+		r, err := accesslog.NewReader([]accesslog.Input{{Name: "mobile.json", R: &b}}, accesslog.Options{Format: accesslog.JSON, Key: key, Agent: ".request.headers.User-Agent", Path: ".request.uri"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var es []accesslog.Entry
+		for {
+			e, err := r.Read()
+			if err != nil {
+				break
+			}
+			es = append(es, e)
+		}
+		logs = append(logs, log{fmt.Sprintf("mobile %d", seed), es})
+	}
+	for seed := range uint64(20) {
+		l := randomLog(seed)
+		var es []accesslog.Entry
+		for i := range l.ids {
+			es = append(es, accesslog.Entry{At: l.at[i], Key: fmt.Sprint("k", l.ids[i]), N: int(l.n[i]), Status: []int{200, 429}[i%7/6], Agent: uint64(l.ids[i])*7 + uint64(i%3)})
+		}
+		logs = append(logs, log{fmt.Sprintf("random %d", seed), es})
+	}
+	for i, lg := range logs {
+		cv := newCurves(DefaultPeriods, DefaultRates)
+		s := shape{intervals: cv.intervals, lengths: cv.lengths}
+		cs := newClients(int64(time.Second))
+		var decided chunks
+		whole := &summaries{ids: map[string]int{}}
+		for _, e := range lg.entries {
+			id, _ := cs.see(&e, true)
+			cv.see(id, e.At, int64(e.N))
+			decided.add(logged{id: id, n: int32(e.N), at: e.At})
+			if int(id) == len(whole.keys) {
+				whole.ids[e.Key] = len(whole.keys)
+				whole.keys = append(whole.keys, &keySummary{Key: e.Key, Decided: s.newStretch()})
+			}
+			s.see(whole.keys[id], &e, true)
+		}
+		cv.envelopes(decided)
+		rng := rand.New(rand.NewPCG(uint64(i), 11))
+		cuts := []int{0, len(lg.entries)}
+		for range 1 + rng.IntN(5) {
+			cuts = append(cuts, rng.IntN(len(lg.entries)+1))
+		}
+		slices.Sort(cuts)
+		var merged *summaries
+		for j := 1; j < len(cuts); j++ {
+			part := &summaries{ids: map[string]int{}}
+			for _, e := range lg.entries[cuts[j-1]:cuts[j]] {
+				k, ok := part.ids[e.Key]
+				if !ok {
+					k = len(part.keys)
+					part.ids[e.Key] = k
+					part.keys = append(part.keys, &keySummary{Key: e.Key, Decided: s.newStretch()})
+				}
+				s.see(part.keys[k], &e, true)
+			}
+			if merged == nil {
+				merged = part
+				continue
+			}
+			var err error
+			if merged, err = s.then(merged, part); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(merged.keys) != len(whole.keys) || len(whole.keys) != len(cs.all) {
+			t.Fatalf("%s: %d keys merged, %d in one pass, %d in the plan's", lg.name, len(merged.keys), len(whole.keys), len(cs.all))
+		}
+		for id, w := range whole.keys {
+			m, c := merged.keys[id], cs.all[id]
+			if m.Key != w.Key || m.Key != c.key {
+				t.Fatalf("%s: key %d is %q merged, %q in one pass, %q in the plan's", lg.name, id, m.Key, w.Key, c.key)
+			}
+			if m.Requests != c.requests || m.Cost != c.cost || m.Logged429 != c.logged429 || m.Agents.n() != c.agents.n() || m.Paths.n() != c.paths.n() {
+				t.Errorf("%s, %s: merged %d requests, cost %d, %d 429s, %d agents, %d paths; the plan's %d, %d, %d, %d, %d", lg.name, m.Key,
+					m.Requests, m.Cost, m.Logged429, m.Agents.n(), m.Paths.n(), c.requests, c.cost, c.logged429, c.agents.n(), c.paths.n())
+			}
+			same(t, s, uint64(i), "from a cut log", w.Decided, m.Decided)
+			for k := range cv.intervals {
+				if got, want := s.burst(m.Decided, k), cv.burst(int32(id), k); got != want {
+					t.Errorf("%s, %s: least burst at %s merged %d, the plan's %d", lg.name, m.Key, cv.rates[k], got, want)
+				}
+			}
+			for k := range cv.periods {
+				if got, want := m.Decided.Peaks[cv.at[k]], cv.peak(int32(id), k); got != want {
+					t.Errorf("%s, %s: most in %v merged %d, the plan's %d", lg.name, m.Key, time.Duration(cv.periods[k]), got, want)
+				}
+				if got, want := m.Decided.Peaks[cv.at2[k]], cv.peak2(int32(id), k); got != want {
+					t.Errorf("%s, %s: most in twice %v merged %d, the plan's %d", lg.name, m.Key, time.Duration(cv.periods[k]), got, want)
+				}
+			}
 		}
 	}
 }

@@ -1,0 +1,114 @@
+package plan
+
+import (
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/ratelab/ratelab/workloads/accesslog"
+)
+
+// keySummary is what a plan needs of one key over a stretch of a log,
+// all of it merging exactly with the key's next stretch: its counts, its
+// distinct agents and paths (to maxDistinct, which is all that is asked
+// of them: four make a key look like many users), and its least bursts
+// and envelope (stretch).
+type keySummary struct {
+	Key                       string
+	Requests, Cost, Logged429 int64
+	Agents, Paths             distinct
+	// Decided is the stretch of the requests decided (all of them, unless
+	// the log's 429s are dropped).
+	Decided *stretch
+}
+
+// see counts e into k; decided says whether it is decided (a 429 dropped
+// is counted, not decided).
+func (s shape) see(k *keySummary, e *accesslog.Entry, decided bool) {
+	k.Requests++
+	k.Cost += int64(e.N)
+	if e.Status == 429 {
+		k.Logged429++
+	}
+	k.Agents.add(e.Agent)
+	k.Paths.add(e.Path)
+	if decided {
+		s.add(k.Decided, e.At, int64(e.N))
+	}
+}
+
+// mergeKey returns the summary of a's stretch of the key then b's (b's
+// first request no earlier than a's last).
+func (s shape) mergeKey(a, b *keySummary) (*keySummary, error) {
+	if a.Key != b.Key {
+		return nil, fmt.Errorf("plan: the summaries of %q and %q merged as one key's", a.Key, b.Key)
+	}
+	st, err := s.merge(a.Decided, b.Decided)
+	if err != nil {
+		return nil, fmt.Errorf("plan: key %q: %w", a.Key, err)
+	}
+	m := &keySummary{Key: a.Key, Requests: a.Requests + b.Requests, Cost: a.Cost + b.Cost, Logged429: a.Logged429 + b.Logged429, Decided: st}
+	m.Agents.seen, m.Paths.seen = slices.Clone(a.Agents.seen), slices.Clone(a.Paths.seen)
+	for _, h := range b.Agents.seen {
+		m.Agents.add(h)
+	}
+	for _, h := range b.Paths.seen {
+		m.Paths.add(h)
+	}
+	return m, nil
+}
+
+// summaries are a stretch of a log summed up by key, in order of each
+// key's first request.
+type summaries struct {
+	keys []*keySummary
+	ids  map[string]int
+}
+
+// summarize reads r to its end into each key's summary on shape s.
+func (s shape) summarize(r *accesslog.Reader, dropRefused bool) (*summaries, error) {
+	out := &summaries{ids: map[string]int{}}
+	for {
+		e, err := r.Read()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		i, ok := out.ids[e.Key]
+		if !ok {
+			i = len(out.keys)
+			out.ids[e.Key] = i
+			out.keys = append(out.keys, &keySummary{Key: e.Key, Decided: s.newStretch()})
+		}
+		s.see(out.keys[i], &e, !(dropRefused && e.Status == 429))
+	}
+}
+
+// then returns the summaries of a's stretch of the log then b's: each key
+// in both merged, each in one kept, in order of first request.
+func (s shape) then(a, b *summaries) (*summaries, error) {
+	out := &summaries{ids: map[string]int{}}
+	put := func(k *keySummary) {
+		out.ids[k.Key] = len(out.keys)
+		out.keys = append(out.keys, k)
+	}
+	for _, k := range a.keys {
+		if j, ok := b.ids[k.Key]; ok {
+			m, err := s.mergeKey(k, b.keys[j])
+			if err != nil {
+				return nil, err
+			}
+			put(m)
+			continue
+		}
+		put(k)
+	}
+	for _, k := range b.keys {
+		if _, ok := a.ids[k.Key]; !ok {
+			put(k)
+		}
+	}
+	return out, nil
+}
