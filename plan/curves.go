@@ -352,7 +352,9 @@ func (p *Plan) curves(cs *clients, cv *curves, decided chunks) []int32 {
 		return nil
 	}
 	p.Users = len(users)
-	cv.envelopes(decided)
+	if cv.peaks == nil { // a merged plan's come from its shards
+		cv.envelopes(decided)
+	}
 	maxOut := maxOutliers(len(users), c.Outliers)
 	p.Envelope = cv.envelope(users, c.Spare, p.Span, maxOut, c.Margin)
 	front := cv.frontier(users, c.Spare, maxOut, c.Margin)

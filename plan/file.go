@@ -192,8 +192,7 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 		row.Set(policySetting, b.Policy().String())
 		row.Set(caughtSetting, strings.Join(p.Caught[:min(len(p.Caught), 5)], " "))
 		row.Add(clientsName, results.UnitCount, float64(b.Clients))
-		row.Add(refusedName, results.UnitCount, float64(b.Refused))
-		row.Add(refusedShare, results.UnitFraction, float64(b.Refused)/float64(max(p.Decided, 1)))
+		addRefused(&row, b.Refused, p.Decided)
 		row.Add(clientsCount, results.UnitCount, float64(p.Users))
 		row.Add(spareName, results.UnitFraction, p.Config.Spare)
 		addGap(&row, b.Gap, p.Separated)
@@ -202,9 +201,8 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 			row := results.Row{Workload: log, Limiter: "nginx bucket"}
 			row.Set(kind, kindPolicy)
 			row.Set(policySetting, nginxLine(n.Bucket))
-			row.Add(clientsName, results.UnitCount, float64(n.Clients))
-			row.Add(refusedName, results.UnitCount, float64(n.Refused))
-			row.Add(refusedShare, results.UnitFraction, float64(n.Refused)/float64(max(p.Decided, 1)))
+			addCount(&row, clientsName, n.Clients)
+			addRefused(&row, n.Refused, p.Decided)
 			add(row)
 		}
 		if w := p.Windows; w.Short.N > 0 {
@@ -215,17 +213,15 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 			row.Add(marginName, results.UnitRatio, w.Margin)
 			row.Add(separatedName, results.UnitCount, float64(boolInt(w.Separated)))
 			row.Add(clientsName, results.UnitCount, float64(w.Clients))
-			row.Add(refusedName, results.UnitCount, float64(w.Refused))
-			row.Add(refusedShare, results.UnitFraction, float64(w.Refused)/float64(max(p.Decided, 1)))
+			addRefused(&row, w.Refused, p.Decided)
 			add(row)
 		}
 		if n := p.NginxPolicy; n.Short.Rate != "" {
 			row := results.Row{Workload: log, Limiter: "nginx windows"}
 			row.Set(kind, kindPolicy)
 			row.Set(policySetting, nginxLine(n.Short)+"; "+nginxLine(n.Long))
-			row.Add(clientsName, results.UnitCount, float64(n.PairClients))
-			row.Add(refusedName, results.UnitCount, float64(n.PairRefused))
-			row.Add(refusedShare, results.UnitFraction, float64(n.PairRefused)/float64(max(p.Decided, 1)))
+			addCount(&row, clientsName, n.PairClients)
+			addRefused(&row, n.PairRefused, p.Decided)
 			add(row)
 		}
 		for _, o := range p.WindowsOthers {
@@ -233,8 +229,7 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 			row.Set(kind, kindPolicy)
 			row.Set(policySetting, o.Short.String()+", "+o.Long.String())
 			row.Add(clientsName, results.UnitCount, float64(o.Clients))
-			row.Add(refusedName, results.UnitCount, float64(o.Refused))
-			row.Add(refusedShare, results.UnitFraction, float64(o.Refused)/float64(max(p.Decided, 1)))
+			addRefused(&row, o.Refused, p.Decided)
 			add(row)
 		}
 		if t := p.SharedTier; t.Keys > 0 {
@@ -255,8 +250,7 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 		row.Set(byClassSetting, r.byClassWords(p.Classes))
 		row.Note = strings.Join(r.Notes, "; ")
 		row.Add(clientsName, results.UnitCount, float64(r.Clients))
-		row.Add(refusedName, results.UnitCount, float64(r.Refused))
-		row.Add(refusedShare, results.UnitFraction, float64(r.Refused)/float64(max(p.Decided, 1)))
+		addRefused(&row, r.Refused, p.Decided)
 		add(row)
 	}
 	for _, e := range p.Envelope {
@@ -383,8 +377,7 @@ func pointRow(pt Point, log string, p *Plan) results.Row {
 	row.Set(limitSetting, pt.Limit.String())
 	row.SetInt(limitN, pt.Limit.N)
 	row.Add(results.Decisions, results.UnitCount, float64(p.Decided))
-	row.Add(refusedName, results.UnitCount, float64(pt.Refused))
-	row.Add(refusedShare, results.UnitFraction, float64(pt.Refused)/float64(max(p.Decided, 1)))
+	addRefused(&row, pt.Refused, p.Decided)
 	row.Add(clientsName, results.UnitCount, float64(pt.Clients))
 	row.Add(clientsShare, results.UnitFraction, float64(pt.Clients)/float64(max(p.Clients, 1)))
 	row.Add(clients90Name, results.UnitCount, float64(pt.Clients90))
@@ -531,8 +524,7 @@ var mode = report.Mode{
 				case r.Limiter == "nginx windows":
 					who = "  the windows in nginx (buckets)"
 				}
-				return []string{who, r.Setting(policySetting), results.Count(r.Count(clientsName)),
-					fmt.Sprintf("%s (%s)", results.Count(r.Count(refusedName)), report.Percentage(r.Get(refusedShare))), apart, r.Setting(caughtSetting)}
+				return []string{who, r.Setting(policySetting), countCell(r, clientsName), refusedCell(r), apart, r.Setting(caughtSetting)}
 			},
 			Last: formsDiffer,
 		},
@@ -660,6 +652,23 @@ var mode = report.Mode{
 }
 
 // decidedCount is a count decided, or nothing for one not (-1).
+// refusedCell is a row's requests refused and their share, or "not
+// decided" (a plan merged from shards decides no request).
+func refusedCell(r results.Row) string {
+	if !r.Has(refusedName) {
+		return "not decided"
+	}
+	return fmt.Sprintf("%s (%s)", results.Count(r.Count(refusedName)), report.Percentage(r.Get(refusedShare)))
+}
+
+// countCell is a row's count of name, or "not decided".
+func countCell(r results.Row, name string) string {
+	if !r.Has(name) {
+		return "not decided"
+	}
+	return results.Count(r.Count(name))
+}
+
 func decidedCount(n int64) string {
 	if n < 0 {
 		return ""
@@ -1032,4 +1041,22 @@ func sentence(s string) string {
 		return s
 	}
 	return s + "."
+}
+
+// addRefused adds the requests a policy refused, and their share of those
+// decided: nothing when they were not decided (-1: a point of the
+// frontier far from the answer, or a plan merged from shards).
+func addRefused(row *results.Row, refused int64, decided int) {
+	if refused < 0 {
+		return
+	}
+	row.Add(refusedName, results.UnitCount, float64(refused))
+	row.Add(refusedShare, results.UnitFraction, float64(refused)/float64(max(decided, 1)))
+}
+
+// addCount adds a count, or nothing when it was not decided (-1).
+func addCount(row *results.Row, name string, n int64) {
+	if n >= 0 {
+		row.Add(name, results.UnitCount, float64(n))
+	}
 }

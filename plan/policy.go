@@ -291,7 +291,11 @@ func (p *Plan) Verdict() string {
 	if p.Separated {
 		fmt.Fprintf(&s, "%s of %s %s apart from all the rest: at %s every other key needs a burst of at most %s, each of %s at least %s: %s× apart. ",
 			plural(int64(g.Out), "key"), results.Count(int64(p.Users)), verb(g.Out, "stand"), rateWords(b.Rate), results.Count(g.KeptMost), them(g.Out), results.Count(g.OutLeast), roundWords(g.Ratio()))
-		fmt.Fprintf(&s, "The policy: a bucket of %s for every key, which refuses only %s (%s of the requests)", b.Policy(), them(g.Out), percent(b.Refused, p.Decided))
+		share := ""
+		if b.Refused >= 0 { // a merged plan decides no request
+			share = fmt.Sprintf(" (%s of the requests)", percent(b.Refused, p.Decided))
+		}
+		fmt.Fprintf(&s, "The policy: a bucket of %s for every key, which refuses only %s%s", b.Policy(), them(g.Out), share)
 	} else {
 		widest := ""
 		for _, f := range p.Frontier {

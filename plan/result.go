@@ -35,6 +35,10 @@ type Plan struct {
 	WholeSeconds bool
 	// Took is how long the plan ran.
 	Took time.Duration
+	// Merged is how many shards the plan was merged from (Merge), 0 for a
+	// plan of one pass: a merged plan decides no request, and every
+	// count of requests refused in it is -1.
+	Merged int
 
 	// Peaks are the clients' peaks: the most each sent in any window of
 	// the limits' period.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -120,9 +121,15 @@ Flags:
 `
 
 func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "merge" {
+		return runPlanMerge(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	var f planFlags
 	f.define(fs)
+	var shard, summary string
+	fs.StringVar(&shard, "shard", "", "sum up only the keys of shard I of N (I/N; N alone takes I from JOB_COMPLETION_INDEX) into --summary, for ratelab plan merge")
+	fs.StringVar(&summary, "summary", "", "the file --shard writes its summary to")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), planUsage)
 		fs.PrintDefaults()
@@ -145,6 +152,13 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	r, err := accesslog.NewReader(inputs, o)
 	if err != nil {
 		return badUsage(fs, fmt.Errorf("plan: %w", err))
+	}
+	if shard != "" || summary != "" {
+		index, of, err := shardFlag(shard, summary, f.current)
+		if err != nil {
+			return badUsage(fs, fmt.Errorf("plan: %w", err))
+		}
+		return writeShard(ctx, r, c, index, of, summary, stdout, stderr)
 	}
 	p, err := plan.Run(ctx, r, c, planProgress(stderr))
 	if errors.Is(err, context.Canceled) {
@@ -498,6 +512,11 @@ func printPlan(stdout io.Writer, pf *planFlags, p *plan.Plan, log string, settin
 	if p.Clients == 1 {
 		clients = "1 client"
 	}
+	if p.Merged > 0 {
+		fmt.Fprintln(stdout, results.Wrap(fmt.Sprintf("Merged %d shards into the plan of %s requests of %s in %.1fs%s: the policy and whom it refuses, exactly; what it refuses in requests is not decided (a plan of the whole log decides it). Results: %s; the report: %s%s",
+			p.Merged, results.Count(int64(p.Decided)), clients, p.Took.Seconds(), peakRSS(), saved, filepath.Join(dir, "report.html"), tiers), 100))
+		return nil
+	}
 	what := "the policy alone (--limits adds a sweep)"
 	if n := len(p.Config.Limits); n > 0 {
 		what = fmt.Sprintf("the policy and a sweep of %d limits, %d algorithms", n, len(p.Config.Algorithms))
@@ -505,4 +524,131 @@ func printPlan(stdout io.Writer, pf *planFlags, p *plan.Plan, log string, settin
 	fmt.Fprintln(stdout, results.Wrap(fmt.Sprintf("Planned %s requests of %s, %s, in %.1fs (%s lines a second%s). Results: %s; the report: %s%s",
 		results.Count(int64(p.Decided)), clients, what, p.Took.Seconds(), results.Count(int64(float64(p.Lines)/max(p.Took.Seconds(), 1e-3))), peakRSS(), saved, filepath.Join(dir, "report.html"), tiers), 100))
 	return nil
+}
+
+// shardFlag reads --shard: I/N, or N with I from JOB_COMPLETION_INDEX (a
+// Kubernetes Indexed Job's); it and --summary go together, and --current
+// decides requests, which a shard cannot.
+func shardFlag(shard, summary, current string) (index, of int, err error) {
+	switch {
+	case shard == "":
+		return 0, 0, errors.New("--summary FILE is where --shard I/N writes: give both")
+	case summary == "":
+		return 0, 0, errors.New("--shard I/N writes a summary: give --summary FILE")
+	case current != "":
+		return 0, 0, errors.New("--current decides requests over the whole log: give it to ratelab plan merge")
+	}
+	i, n, explicit := strings.Cut(shard, "/")
+	if !explicit {
+		n, i = i, os.Getenv("JOB_COMPLETION_INDEX")
+		if i == "" {
+			return 0, 0, fmt.Errorf("--shard %s: no index: I/N, or N with JOB_COMPLETION_INDEX set (a Kubernetes Indexed Job sets it)", shard)
+		}
+	}
+	index, err1 := strconv.Atoi(strings.TrimSpace(i))
+	of, err2 := strconv.Atoi(strings.TrimSpace(n))
+	if err1 != nil || err2 != nil || of < 1 || of > 10_000 || index < 0 || index >= of {
+		return 0, 0, fmt.Errorf("--shard %s (index %q): want I/N, I from 0 to N-1, N from 1 to 10000", shard, i)
+	}
+	return index, of, nil
+}
+
+// writeShard sums up shard index of of and writes it to path.
+func writeShard(ctx context.Context, r *accesslog.Reader, c plan.Config, index, of int, path string, stdout, stderr io.Writer) error {
+	began := time.Now()
+	s, err := plan.Summarize(ctx, r, c, index, of)
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	if err != nil {
+		return usageError{err}
+	}
+	for _, u := range s.Unseen {
+		fmt.Fprintf(stderr, "plan: %s\n", u)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	if err := s.Write(w); err != nil {
+		f.Close()
+		return fmt.Errorf("plan: %s: %w", path, err)
+	}
+	if err := errors.Join(w.Flush(), f.Close()); err != nil {
+		return fmt.Errorf("plan: %s: %w", path, err)
+	}
+	took := time.Since(began)
+	fmt.Fprintln(stdout, results.Wrap(fmt.Sprintf("Shard %d of %d: %s keys of %s summed up from %s lines in %.1fs (%s lines a second%s): %s. ratelab plan merge turns shards 0 to %d into the plan.",
+		index, of, results.Count(int64(len(s.Keys))), results.Count(int64(s.Requests)), results.Count(int64(s.Lines)), took.Seconds(),
+		results.Count(int64(float64(s.Lines)/max(took.Seconds(), 1e-3))), peakRSS(), path, of-1), 100))
+	return nil
+}
+
+const planMergeUsage = `Usage:
+
+	ratelab plan merge [flags] SHARD...
+
+Merge turns the summaries ratelab plan --shard I/N --summary FILE wrote,
+shards 0 to N-1 of one log, into its plan: the policy, the envelope, the
+frontier, the classes and the tiers of one pass over the log, exactly.
+Each shard reads the whole log and sums up only its keys, so the shards
+run where the log is, one a machine (docs/plan.md: a Kubernetes Indexed
+Job, then the merge). A merged plan decides no request: whom the policy
+refuses is exact (each key's least bursts and envelope), how many of
+their requests is not said. The plan's flags that shape the policy
+(--periods, --rates, --spare, --outliers, --margin, --headroom,
+--refused, --no-tiers, --top) must be the shards' own; --key names the
+key in the nginx lines it writes.
+
+Examples:
+
+	ratelab plan --shard 0/2 --summary s0.bin access.log
+	ratelab plan --shard 1/2 --summary s1.bin access.log
+	ratelab plan merge --emit nginx s0.bin s1.bin
+
+Flags:
+`
+
+// runPlanMerge merges shards into a plan and prints it as plan does.
+func runPlanMerge(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("plan merge", flag.ContinueOnError)
+	var f planFlags
+	f.define(fs)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), planMergeUsage)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	c, _, err := f.check()
+	switch {
+	case err != nil:
+		return badUsage(fs, fmt.Errorf("plan merge: %w", err))
+	case len(c.Limits) > 0:
+		return badUsage(fs, errors.New("plan merge: --limits: a sweep decides every request, which a merge of summaries cannot; plan the whole log for one"))
+	case c.Current != nil:
+		return badUsage(fs, errors.New("plan merge: --current decides requests, which a merge of summaries cannot"))
+	case fs.NArg() == 0:
+		return badUsage(fs, errors.New("plan merge: no SHARD given: the files ratelab plan --shard I/N --summary FILE wrote"))
+	}
+	var shards []*plan.Shard
+	for _, name := range fs.Args() {
+		file, err := os.Open(name)
+		if err != nil {
+			return usageError{fmt.Errorf("plan merge: %w", err)}
+		}
+		s, err := plan.ReadShard(bufio.NewReader(file), name)
+		file.Close()
+		if err != nil {
+			return usageError{err}
+		}
+		shards = append(shards, s)
+	}
+	p, err := plan.Merge(c, shards)
+	if err != nil {
+		return usageError{err}
+	}
+	return printPlan(stdout, &f, p, fmt.Sprintf("%d shards", len(shards)), f.settings(fs))
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -152,6 +153,76 @@ func TestSweep(t *testing.T) {
 		}
 		if err != nil || strings.Join(s, " ") != c.want {
 			t.Errorf("sweep(%q, %d) = %v, %v; want %s", c.limits, c.steps, s, err, c.want)
+		}
+	}
+}
+
+// ratelab plan --shard I/N --summary FILE, then ratelab plan merge: three
+// shards (one taking its index from JOB_COMPLETION_INDEX, as a Kubernetes
+// Indexed Job's pod does) merged into the plan one pass makes, its first
+// paragraph the same but for the share of requests refused, which a merge
+// does not decide; and the shards of a cut with one missing, or a shard
+// without its summary, refused with a reason.
+func TestPlanShardsMerge(t *testing.T) {
+	var log bytes.Buffer
+	if _, err := synthlog.WriteShop(&log, synthlog.Shop{Users: 1500, Span: 10 * time.Minute, Abusers: 2, Offices: 1, Seed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "access.log")
+	if err := os.WriteFile(path, log.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plan := func(args ...string) (string, error) {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), append([]string{"plan"}, args...), strings.NewReader(""), &stdout, &stderr)
+		return stdout.String() + stderr.String(), err
+	}
+	one, err := plan("--out", filepath.Join(dir, "one"), path)
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, one)
+	}
+	var shards []string
+	for i := range 3 {
+		s := filepath.Join(dir, fmt.Sprintf("shard-%d.bin", i))
+		args := []string{"--shard", fmt.Sprintf("%d/3", i), "--summary", s, path}
+		if i == 2 {
+			t.Setenv("JOB_COMPLETION_INDEX", "2")
+			args[1] = "3"
+		}
+		if out, err := plan(args...); err != nil || !strings.Contains(out, fmt.Sprintf("Shard %d of 3:", i)) {
+			t.Fatalf("plan %q: %v\n%s", args, err, out)
+		}
+		shards = append(shards, s)
+	}
+	merged, err := plan(append([]string{"merge", "--out", filepath.Join(dir, "merged")}, shards...)...)
+	if err != nil {
+		t.Fatalf("plan merge: %v\n%s", err, merged)
+	}
+	first := func(s string) string {
+		p, _, _ := strings.Cut(s, "\n\n")
+		return regexp.MustCompile(` \([0-9.]+% of the requests\)`).ReplaceAllString(strings.Join(strings.Fields(p), " "), "")
+	}
+	if first(merged) != first(one) || !strings.Contains(one, "% of the requests)") {
+		t.Errorf("merged:\n%s\none pass:\n%s", first(merged), first(one))
+	}
+	if !strings.Contains(merged, "Merged 3 shards") || !strings.Contains(merged, "not decided") {
+		t.Errorf("a merged plan that does not say it decided no request:\n%s", merged)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{append([]string{"merge"}, shards[:2]...), "shard 2 of 3 is missing"},
+		{append([]string{"merge"}, shards[0], shards[0], shards[1]), "twice"},
+		{[]string{"merge", path}, "is not a shard"},
+		{[]string{"merge", "--limits", "1/s..10/s", shards[0]}, "--limits"},
+		{[]string{"--shard", "0/3", path}, "--summary"},
+		{[]string{"--shard", "3/3", "--summary", filepath.Join(dir, "x"), path}, "want I/N"},
+	} {
+		out, err := plan(tt.args...)
+		if err == nil || !strings.Contains(out+err.Error(), tt.want) {
+			t.Errorf("plan %q: %v, want an error saying %q\n%s", tt.args, err, tt.want, out)
 		}
 	}
 }

@@ -1,0 +1,102 @@
+package plan
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/ratelab/ratelab/workloads/accesslog"
+	"github.com/ratelab/ratelab/workloads/synthlog"
+)
+
+// A log cut into 1, 2 and 7 shards by key, each summed up apart, written
+// and read back, and merged, plans as one pass does: the same bucket and
+// the keys it refuses, the same windows, shared tier, classes, envelope
+// and frontier (its keys), the same verdict but for the share of requests
+// refused, which a merged plan leaves undecided (-1). On a mobile API's
+// log, whose policy sets its scrapers apart and gives its carrier NATs a
+// tier.
+func TestShardsMergeAsOnePass(t *testing.T) {
+	t.Parallel()
+	var log bytes.Buffer
+	if _, err := synthlog.WriteMobile(&log, synthlog.Mobile{Seed: 1, Users: 600, PerNAT: 30}); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := accesslog.ParseKey(".request.remote_ip")
+	o := accesslog.Options{Format: accesslog.JSON, Key: key, Agent: ".request.headers.User-Agent", Path: ".request.uri"}
+	reader := func() *accesslog.Reader {
+		r, err := accesslog.NewReader([]accesslog.Input{{Name: "mobile.json", R: bytes.NewReader(log.Bytes())}}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	c := Config{Spare: 0.001}
+	one, err := Run(context.Background(), reader(), c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !one.Separated || one.Bucket.Clients == 0 {
+		t.Fatalf("one pass: %s, separated %v, refusing %d keys: the comparison proves little", one.Bucket.Policy(), one.Separated, one.Bucket.Clients)
+	}
+	for _, n := range []int{1, 2, 7} {
+		var shards []*Shard
+		for i := range n {
+			s, err := Summarize(context.Background(), reader(), c, i, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b bytes.Buffer
+			if err := s.Write(&b); err != nil {
+				t.Fatal(err)
+			}
+			back, err := ReadShard(&b, "shard")
+			if err != nil {
+				t.Fatal(err)
+			}
+			shards = append(shards, back)
+		}
+		slices.Reverse(shards) // any order
+		m, err := Merge(c, shards)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := m.Bucket, one.Bucket
+		got.Refused, want.Refused, got.decidedClients, want.decidedClients = 0, 0, 0, 0
+		if got != want || !slices.Equal(m.Caught, one.Caught) || m.Separated != one.Separated || m.SharedTier.Policy != one.SharedTier.Policy || m.SharedTier.Keys != one.SharedTier.Keys {
+			t.Errorf("%d shards: %s refusing %q, shared %+v; one pass: %s refusing %q, shared %+v", n, m.Bucket.Policy(), m.Caught, m.SharedTier, one.Bucket.Policy(), one.Caught, one.SharedTier)
+		}
+		if m.Bucket.Refused != -1 || m.Merged != n {
+			t.Errorf("%d shards: %d requests refused, merged from %d: want -1 (undecided), %d", n, m.Bucket.Refused, m.Merged, n)
+		}
+		mw, ow := m.Windows, one.Windows
+		mw.Refused, ow.Refused, mw.decidedClients, ow.decidedClients = 0, 0, 0, 0
+		if mw != ow || !slices.Equal(m.WindowsCaught, one.WindowsCaught) {
+			t.Errorf("%d shards: windows %+v; one pass: %+v", n, m.Windows, one.Windows)
+		}
+		if len(m.Classes) != len(one.Classes) || len(m.Envelope) != len(one.Envelope) || len(m.Frontier) != len(one.Frontier) {
+			t.Fatalf("%d shards: %d classes, %d envelope points, %d frontier points; one pass %d, %d, %d", n, len(m.Classes), len(m.Envelope), len(m.Frontier), len(one.Classes), len(one.Envelope), len(one.Frontier))
+		}
+		for i := range m.Classes {
+			if a, b := m.Classes[i], one.Classes[i]; a.Shape() != b.Shape() || a.Key != b.Key || a.Keys != b.Keys || a.Requests != b.Requests {
+				t.Errorf("%d shards: class %d %q of %d keys, %d requests; one pass %q, %d, %d", n, i, a.Shape(), a.Keys, a.Requests, b.Shape(), b.Keys, b.Requests)
+			}
+		}
+		for i := range m.Envelope {
+			if m.Envelope[i] != one.Envelope[i] {
+				t.Errorf("%d shards: envelope %+v; one pass %+v", n, m.Envelope[i], one.Envelope[i])
+			}
+		}
+		for i := range m.Frontier {
+			a, b := m.Frontier[i], one.Frontier[i]
+			a.Refused, b.Refused, a.decidedClients, b.decidedClients = 0, 0, 0, 0
+			if a != b {
+				t.Errorf("%d shards: frontier %+v; one pass %+v", n, a, b)
+			}
+		}
+		if m.Clients != one.Clients || m.Requests != one.Requests || m.Lines != one.Lines || m.Span != one.Span || len(m.Shared) != len(one.Shared) {
+			t.Errorf("%d shards: %d clients, %d requests, %d lines, %v, %d shared; one pass %d, %d, %d, %v, %d", n, m.Clients, m.Requests, m.Lines, m.Span, len(m.Shared), one.Clients, one.Requests, one.Lines, one.Span, len(one.Shared))
+		}
+	}
+}
