@@ -115,7 +115,7 @@ func commands() []command {
 		{"serve", "an HTTP server that rate-limits requests and echoes each decision", runServe},
 		{"demo", "a narrated walk through the limiters at work, in simulated time", runDemo},
 		{"probe", "judge a rate limiter behind HTTP from the outside: what it runs, how it strays", runProbe},
-		{"plan", "what limit to set: an access log's traffic decided at a sweep of limits", runPlan},
+		{"plan", "what limit to set: a policy from an access log (plan merge: from its shards)", runPlan},
 		{"worker", "time decisions on request, for the gate (it runs one in each build)", runWorker},
 	}
 }

@@ -103,6 +103,14 @@ rates nginx cannot write are rounded up and decided again. --emit ratelab
 prints the ratelab serve --config file and the Go that builds the same
 limiter. Both are written beside plan.json either way.
 
+A log too large for one machine is planned in shards: --shard I/N
+--summary FILE sums up only the keys of shard I of N (each shard reads
+the whole log; N alone takes I from JOB_COMPLETION_INDEX, as a
+Kubernetes Indexed Job's pods have it), and ratelab plan merge FILE...
+turns shards 0 to N-1 into the plan of one pass: the same policy, and
+whom it refuses; the requests it refuses it does not decide
+(docs/plan.md, docs/plan/shards-job.yaml).
+
 It prints the tables, and writes DIR/plan.json (the lab's results file:
 schema 4, mode "plan"; see docs/plan.md) with the report beside it:
 DIR/report.html, its charts in DIR/charts.

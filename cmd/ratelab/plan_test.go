@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/workloads/synthlog"
+	"gopkg.in/yaml.v3"
 )
 
 // ratelab plan on a gzip log from standard input: the tables, plan.json
@@ -224,5 +225,106 @@ func TestPlanShardsMerge(t *testing.T) {
 		if err == nil || !strings.Contains(out+err.Error(), tt.want) {
 			t.Errorf("plan %q: %v, want an error saying %q\n%s", tt.args, err, tt.want, out)
 		}
+	}
+}
+
+// The Kubernetes Indexed Job docs/plan gives (shards-job.yaml, then
+// merge-job.yaml), checked as a cluster would read it, a batch/v1 Job,
+// Indexed, as many pods at once as shards, and its commands run as its
+// pods would: each shard with JOB_COMPLETION_INDEX set and $(VAR)
+// expanded, its volumes in a directory here, then the merge, whose plan's
+// first paragraph is one pass's but for the requests.
+func TestPlanShardsJob(t *testing.T) {
+	type container struct {
+		Command []string `yaml:"command"`
+	}
+	type job struct {
+		APIVersion string `yaml:"apiVersion"`
+		Kind       string `yaml:"kind"`
+		Spec       struct {
+			CompletionMode string `yaml:"completionMode"`
+			Completions    int    `yaml:"completions"`
+			Parallelism    int    `yaml:"parallelism"`
+			Template       struct {
+				Spec struct {
+					RestartPolicy string      `yaml:"restartPolicy"`
+					Containers    []container `yaml:"containers"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	read := func(name string) job {
+		b, err := os.ReadFile(filepath.Join("..", "..", "docs", "plan", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var j job
+		if err := yaml.Unmarshal(b, &j); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if j.APIVersion != "batch/v1" || j.Kind != "Job" || j.Spec.Template.Spec.RestartPolicy != "Never" || len(j.Spec.Template.Spec.Containers) != 1 {
+			t.Fatalf("%s: %s %s, restart %q, %d containers: want a batch/v1 Job of one container, never restarted", name, j.APIVersion, j.Kind, j.Spec.Template.Spec.RestartPolicy, len(j.Spec.Template.Spec.Containers))
+		}
+		return j
+	}
+	shards, merge := read("shards-job.yaml"), read("merge-job.yaml")
+	n := shards.Spec.Completions
+	if shards.Spec.CompletionMode != "Indexed" || n < 2 || shards.Spec.Parallelism != n {
+		t.Fatalf("shards-job.yaml: %q, %d completions, %d at once: want Indexed, each shard a pod, all at once", shards.Spec.CompletionMode, n, shards.Spec.Parallelism)
+	}
+	var log bytes.Buffer
+	if _, err := synthlog.WriteShop(&log, synthlog.Shop{Users: 1500, Span: 10 * time.Minute, Abusers: 2, Offices: 1, Seed: 9}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, d := range []string{"logs", "summaries"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "logs", "access.log"), log.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// runPod runs a container's command as its pod would: $(VAR) from
+	// env, the volumes under dir.
+	runPod := func(cmd []string, env map[string]string) string {
+		t.Helper()
+		if len(cmd) < 3 || cmd[0] != "ratelab" || cmd[1] != "plan" {
+			t.Fatalf("command %q: want ratelab plan", cmd)
+		}
+		var args []string
+		for _, a := range cmd[1:] {
+			a = regexp.MustCompile(`\$\((\w+)\)`).ReplaceAllStringFunc(a, func(v string) string { return env[v[2:len(v)-1]] })
+			for _, vol := range []string{"/logs", "/summaries"} {
+				if strings.HasPrefix(a, vol+"/") {
+					a = filepath.Join(dir, a)
+				}
+			}
+			args = append(args, a)
+		}
+		var stdout, stderr bytes.Buffer
+		if err := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr); err != nil {
+			t.Fatalf("%q: %v\n%s", args, err, stderr.String())
+		}
+		return stdout.String()
+	}
+	for i := range n {
+		index := fmt.Sprint(i)
+		t.Setenv("JOB_COMPLETION_INDEX", index)
+		if out := runPod(shards.Spec.Template.Spec.Containers[0].Command, map[string]string{"JOB_COMPLETION_INDEX": index}); !strings.Contains(out, fmt.Sprintf("Shard %d of %d:", i, n)) {
+			t.Errorf("pod %d: %s", i, out)
+		}
+	}
+	merged := runPod(merge.Spec.Template.Spec.Containers[0].Command, nil)
+	var one bytes.Buffer
+	if err := run(context.Background(), []string{"plan", "--out", filepath.Join(dir, "one"), filepath.Join(dir, "logs", "access.log")}, strings.NewReader(""), &one, &one); err != nil {
+		t.Fatal(err)
+	}
+	first := func(s string) string {
+		p, _, _ := strings.Cut(s, "\n\n")
+		return regexp.MustCompile(` \([0-9.]+% of the requests\)`).ReplaceAllString(strings.Join(strings.Fields(p), " "), "")
+	}
+	if !strings.Contains(merged, fmt.Sprintf("Merged %d shards", n)) || first(merged) != first(one.String()) {
+		t.Errorf("the merge Job's plan:\n%s\none pass's:\n%s", merged, first(one.String()))
 	}
 }
