@@ -78,7 +78,7 @@ func shardOf(key string, n int) int {
 // Summarize reads r to its end and sums up the keys of shard index of of,
 // on c's grid. c must ask for no sweep (a sweep decides every request,
 // which a shard cannot do for the keys of others).
-func Summarize(ctx context.Context, r *accesslog.Reader, c Config, index, of int) (*Shard, error) {
+func Summarize(ctx context.Context, r *accesslog.Reader, c Config, index, of int, progress Progress) (*Shard, error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
@@ -90,14 +90,19 @@ func Summarize(ctx context.Context, r *accesslog.Reader, c Config, index, of int
 	}
 	cs := newClients(int64(c.period()))
 	cv := newCurves(c.Periods, c.Rates)
-	sh := shape{intervals: cv.intervals, lengths: cv.lengths}
+	sh := shape{intervals: cv.intervals, lengths: cv.lengths, noHead: true}
 	var stretches []*stretch
 	var order []int64
 	out := &Shard{Index: index, Of: of, Periods: slices.Clone(c.Periods), Rates: slices.Clone(c.Rates), Period: c.period(), DropRefused: c.DropRefused}
+	var lastProgress time.Time
 	for n := int64(0); ; n++ {
 		if n%batchSize == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
+			}
+			if progress != nil && time.Since(lastProgress) > time.Second {
+				progress(r.Lines(), out.Requests, time.Duration(out.Last-out.First))
+				lastProgress = time.Now()
 			}
 		}
 		e, err := r.Read()

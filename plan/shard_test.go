@@ -43,7 +43,7 @@ func TestShardsMergeAsOnePass(t *testing.T) {
 	for _, n := range []int{1, 2, 7} {
 		var shards []*Shard
 		for i := range n {
-			s, err := Summarize(context.Background(), reader(), c, i, n)
+			s, err := Summarize(context.Background(), reader(), c, i, n, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -46,6 +46,9 @@ type stretch struct {
 // the envelope's lengths (ascending).
 type shape struct {
 	intervals, lengths []int64
+	// noHead: the stretches are not merged after another in time (a
+	// shard by key holds all of a key's requests), and keep no Head.
+	noHead bool
 }
 
 func (s shape) longest() int64 { return s.lengths[len(s.lengths)-1] }
@@ -73,7 +76,7 @@ func (s shape) add(st *stretch, at, n int64) {
 	}
 	st.Cost += n
 	st.Count++
-	if at < st.First+s.longest() {
+	if at < st.First+s.longest() && !s.noHead {
 		st.Head = append(st.Head, stamp{at, n})
 	}
 	st.Tail = append(st.Tail, stamp{at, n})

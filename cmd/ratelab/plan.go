@@ -564,7 +564,7 @@ func shardFlag(shard, summary, current string) (index, of int, err error) {
 // writeShard sums up shard index of of and writes it to path.
 func writeShard(ctx context.Context, r *accesslog.Reader, c plan.Config, index, of int, path string, stdout, stderr io.Writer) error {
 	began := time.Now()
-	s, err := plan.Summarize(ctx, r, c, index, of)
+	s, err := plan.Summarize(ctx, r, c, index, of, planProgress(stderr))
 	if errors.Is(err, context.Canceled) {
 		return err
 	}

@@ -166,7 +166,7 @@ func TestSweep(t *testing.T) {
 // without its summary, refused with a reason.
 func TestPlanShardsMerge(t *testing.T) {
 	var log bytes.Buffer
-	if _, err := synthlog.WriteShop(&log, synthlog.Shop{Users: 1500, Span: 10 * time.Minute, Abusers: 2, Offices: 1, Seed: 5}); err != nil {
+	if _, err := synthlog.WriteShop(&log, synthlog.Shop{Users: 500, Span: 10 * time.Minute, Abusers: 2, Offices: 1, Seed: 5}); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -273,7 +273,7 @@ func TestPlanShardsJob(t *testing.T) {
 		t.Fatalf("shards-job.yaml: %q, %d completions, %d at once: want Indexed, each shard a pod, all at once", shards.Spec.CompletionMode, n, shards.Spec.Parallelism)
 	}
 	var log bytes.Buffer
-	if _, err := synthlog.WriteShop(&log, synthlog.Shop{Users: 1500, Span: 10 * time.Minute, Abusers: 2, Offices: 1, Seed: 9}); err != nil {
+	if _, err := synthlog.WriteShop(&log, synthlog.Shop{Users: 500, Span: 10 * time.Minute, Abusers: 2, Offices: 1, Seed: 9}); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
