@@ -2,7 +2,6 @@ package plan
 
 import (
 	"fmt"
-	"io"
 	"slices"
 
 	"github.com/ratelab/ratelab/workloads/accesslog"
@@ -63,27 +62,6 @@ func (s shape) mergeKey(a, b *keySummary) (*keySummary, error) {
 type summaries struct {
 	keys []*keySummary
 	ids  map[string]int
-}
-
-// summarize reads r to its end into each key's summary on shape s.
-func (s shape) summarize(r *accesslog.Reader, dropRefused bool) (*summaries, error) {
-	out := &summaries{ids: map[string]int{}}
-	for {
-		e, err := r.Read()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		i, ok := out.ids[e.Key]
-		if !ok {
-			i = len(out.keys)
-			out.ids[e.Key] = i
-			out.keys = append(out.keys, &keySummary{Key: e.Key, Decided: s.newStretch()})
-		}
-		s.see(out.keys[i], &e, !(dropRefused && e.Status == 429))
-	}
 }
 
 // then returns the summaries of a's stretch of the log then b's: each key
