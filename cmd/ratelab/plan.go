@@ -604,10 +604,10 @@ Each shard reads the whole log and sums up only its keys, so the shards
 run where the log is, one a machine (docs/plan.md: a Kubernetes Indexed
 Job, then the merge). A merged plan decides no request: whom the policy
 refuses is exact (each key's least bursts and envelope), how many of
-their requests is not said. The plan's flags that shape the policy
-(--periods, --rates, --spare, --outliers, --margin, --headroom,
---refused, --no-tiers, --top) must be the shards' own; --key names the
-key in the nginx lines it writes.
+their requests is not said. --periods, --rates and --refused must be
+the shards' own (the merge says which shard differs); the policy's
+--spare, --outliers, --margin, --headroom and --no-tiers are the
+merge's to choose; --key names the key in the nginx lines it writes.
 
 Examples:
 
