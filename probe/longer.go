@@ -322,29 +322,7 @@ func (p *prober) fitSecond(m model, run []observation, ran time.Duration) (model
 			}
 		}
 	}
-	// Two buckets may be nginx's two zones: on its clock, each refill
-	// since the last admission rounded down to a thousandth of a
-	// request, the zone of a minute falls behind a plain bucket's by a
-	// request in a few hundred over a press of the first's pace.
-	// nginx says a rate in whole requests a second or a minute: each
-	// limit's nearest of those, its burst as found.
-	if best.Also.N > 0 && best.Algorithm.IsBucket() && cmpOrAlgorithm(best).IsBucket() {
-		from := best
-		for _, c := range []model{unnarrowed, from} {
-			for _, first := range nginxRates(c.Limit) {
-				for _, second := range nginxRates(c.Also) {
-					cand := c
-					cand.Limit, cand.Also, cand.Nginx = first, second, true
-					if cand.Validate() != nil {
-						continue
-					}
-					if n, _ := explain(keys, cand, len(p.obs)-bestN); n > bestN {
-						best, bestN = cand, n
-					}
-				}
-			}
-		}
-	}
+	best, bestN = onNginxClock(keys, best, unnarrowed, bestN)
 	p.secondRivals = nil
 	for _, a := range families {
 		if b := bestOf[a]; b.m.Also.N > 0 && b.n >= most-noise && b.m != best {
@@ -359,6 +337,40 @@ func (p *prober) fitSecond(m model, run []observation, ran time.Duration) (model
 func cmpOrAlgorithm(m model) limiters.Algorithm {
 	o, _ := m.second()
 	return o.Algorithm
+}
+
+// onNginxClock tries best, two buckets, as nginx's two zones: on its
+// clock, each refill since the last admission rounded down to a
+// thousandth of a request, the zone of a minute falls behind a plain
+// bucket's by a request in a few hundred over a press of the first's
+// pace; and nginx says a rate in whole requests a second or a minute.
+// Each limit's nearest of those (from best, and from unnarrowed, the fit
+// before the first limit was narrowed), its burst as found; the one that
+// explains more than bestN, else best.
+func onNginxClock(keys [][]observation, best, unnarrowed model, bestN int) (model, int) {
+	if best.Also.N == 0 || !best.Algorithm.IsBucket() || !cmpOrAlgorithm(best).IsBucket() {
+		return best, bestN
+	}
+	total := 0
+	for _, k := range keys {
+		total += len(k)
+	}
+	from := best
+	for _, c := range []model{unnarrowed, from} {
+		for _, first := range nginxRates(c.Limit) {
+			for _, second := range nginxRates(c.Also) {
+				cand := c
+				cand.Limit, cand.Also, cand.Nginx = first, second, true
+				if cand.Validate() != nil {
+					continue
+				}
+				if n, _ := explain(keys, cand, total-bestN); n > bestN {
+					best, bestN = cand, n
+				}
+			}
+		}
+	}
+	return best, bestN
 }
 
 // nginxRates are the rates nginx can say within 1% of l's, and one more
