@@ -443,7 +443,7 @@ func clientRow(c Client, log string) results.Row {
 var mode = report.Mode{
 	Mode: results.Mode{
 		Name:    modeName,
-		About:   "an access log's traffic, decided at a sweep of limits (ratelab plan)",
+		About:   "an access log's traffic: the policy it calls for, and, asked (--limits), a sweep of limits (ratelab plan)",
 		Order:   95,
 		Outside: true,
 	},
@@ -837,7 +837,7 @@ func charts(_ *results.File, rows []results.Row) []report.Figure {
 				ms = append(ms, m)
 			}
 			out = append(out, report.Figure{Name: "plan-peaks", Title: "The clients' peaks, and the limits suggested",
-				Caption: fmt.Sprintf("The share of clients whose peak (the most they sent in any window of %s) is above X: those a sliding log of N = X refuses at least once, and about those the other algorithms do. The dashed lines are --spare and the limits suggested, each for the algorithms it names.", peaks.Setting(periodSetting)),
+				Caption: fmt.Sprintf("The share of clients whose peak (the most they sent in any window of %s) is above X: those a sliding log of N = X refuses at least once, and about those the other algorithms do. The dashed lines are --spare and the limits a sweep suggested (with --limits), each for the algorithms it names.", peaks.Setting(periodSetting)),
 				Panels: []report.Panel{{X: report.Axis{Label: "peak: requests in any " + peaks.Setting(periodSetting), Log: true, Ticks: report.TicksPlain},
 					Y: report.Axis{Label: "% of clients above", Log: true, Least: least, Ticks: report.TicksPlain, Max: 100}, Lines: []report.Line{line}, Steps: true, Marks: ms}},
 				Width: 10, RowHeight: 3.6, LegendWidth: 2.8})
