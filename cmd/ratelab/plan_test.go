@@ -210,6 +210,11 @@ func TestPlanShardsMerge(t *testing.T) {
 	if !strings.Contains(merged, "Merged 3 shards") || !strings.Contains(merged, "not decided") {
 		t.Errorf("a merged plan that does not say it decided no request:\n%s", merged)
 	}
+	// The same on two cores of this machine, in one command.
+	cores, err := plan("--cores", "2", "--out", filepath.Join(dir, "cores"), path)
+	if err != nil || first(cores) != first(one) || !strings.Contains(cores, "Merged 2 shards") {
+		t.Errorf("plan --cores 2: %v\n%s\none pass:\n%s", err, first(cores), first(one))
+	}
 	for _, tt := range []struct {
 		args []string
 		want string
@@ -219,6 +224,9 @@ func TestPlanShardsMerge(t *testing.T) {
 		{[]string{"merge", path}, "is not a shard"},
 		{[]string{"merge", "--limits", "1/s..10/s", shards[0]}, "--limits"},
 		{[]string{"--shard", "0/3", path}, "--summary"},
+		{[]string{"--cores", "1", path}, "want 2 to 256"},
+		{[]string{"--cores", "2"}, "name the LOG files"},
+		{[]string{"--cores", "2", "--shard", "0/2", "--summary", filepath.Join(dir, "x"), path}, "a machine's part"},
 		{[]string{"--shard", "3/3", "--summary", filepath.Join(dir, "x"), path}, "want I/N"},
 	} {
 		out, err := plan(tt.args...)
