@@ -138,7 +138,7 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	f.define(fs)
 	var shard, summary string
 	var cores int
-	fs.IntVar(&cores, "cores", 0, "the policy on this many cores at once: as many shards by key, each reading the LOG files, merged (the requests it refuses not decided)")
+	fs.IntVar(&cores, "cores", 0, "the policy on this many cores: as many shards by key, each reading the LOG files, merged")
 	fs.StringVar(&shard, "shard", "", "sum up only the keys of shard I of N (I/N; N alone takes I from JOB_COMPLETION_INDEX) into --summary, for ratelab plan merge")
 	fs.StringVar(&summary, "summary", "", "the file --shard writes its summary to")
 	fs.Usage = func() {
