@@ -3,6 +3,7 @@ package plan
 import (
 	"bytes"
 	"context"
+	"hash/fnv"
 	"slices"
 	"testing"
 
@@ -98,5 +99,20 @@ func TestShardsMergeAsOnePass(t *testing.T) {
 		if m.Clients != one.Clients || m.Requests != one.Requests || m.Lines != one.Lines || m.Span != one.Span || len(m.Shared) != len(one.Shared) {
 			t.Errorf("%d shards: %d clients, %d requests, %d lines, %v, %d shared; one pass %d, %d, %d, %v, %d", n, m.Clients, m.Requests, m.Lines, m.Span, len(m.Shared), one.Clients, one.Requests, one.Lines, one.Span, len(one.Shared))
 		}
+	}
+}
+
+// shardOf is FNV-1a, as hash/fnv computes it, and allocates nothing: it
+// runs on every line of every shard.
+func TestShardOf(t *testing.T) {
+	for _, key := range []string{"", "203.0.0.1", "a key with spaces", "ключ"} {
+		h := fnv.New64a()
+		h.Write([]byte(key))
+		if got, want := shardOf(key, 7), int(h.Sum64()%7); got != want {
+			t.Errorf("shardOf(%q, 7) = %d, want %d", key, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { shardOf("203.0.0.1", 8) }); n != 0 {
+		t.Errorf("%v allocations a call, want 0", n)
 	}
 }
