@@ -127,13 +127,7 @@ func (cs *clients) see(e *accesslog.Entry, decided bool) (int32, string) {
 		cs.all = append(cs.all, &client{key: e.Key, first: e.At})
 	}
 	c := cs.all[id]
-	c.requests++
-	c.cost += int64(e.N)
-	if e.Status == 429 {
-		c.logged429++
-	}
-	c.agents.add(e.Agent)
-	c.paths.add(e.Path)
+	c.count(e)
 	if !decided {
 		return id, c.key
 	}
@@ -147,6 +141,17 @@ func (cs *clients) see(e *accesslog.Entry, decided bool) (int32, string) {
 	}
 	c.series[b-c.from] = max(c.series[b-c.from], uint32(min(s, 1<<32-1)))
 	return id, c.key
+}
+
+// count counts e in the client's requests, cost, 429s, agents and paths.
+func (c *client) count(e *accesslog.Entry) {
+	c.requests++
+	c.cost += int64(e.N)
+	if e.Status == 429 {
+		c.logged429++
+	}
+	c.agents.add(e.Agent)
+	c.paths.add(e.Path)
 }
 
 // halve merges the client's buckets in pairs, for a grid twice as wide:

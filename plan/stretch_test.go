@@ -183,7 +183,7 @@ func TestSummariesMergeAsOnePass(t *testing.T) {
 			decided.add(logged{id: id, n: int32(e.N), at: e.At})
 			if int(id) == len(whole.keys) {
 				whole.ids[e.Key] = len(whole.keys)
-				whole.keys = append(whole.keys, &keySummary{Key: e.Key, Decided: s.newStretch()})
+				whole.keys = append(whole.keys, &keySummary{counts: client{key: e.Key}, Decided: s.newStretch()})
 			}
 			s.see(whole.keys[id], &e, true)
 		}
@@ -202,7 +202,7 @@ func TestSummariesMergeAsOnePass(t *testing.T) {
 				if !ok {
 					k = len(part.keys)
 					part.ids[e.Key] = k
-					part.keys = append(part.keys, &keySummary{Key: e.Key, Decided: s.newStretch()})
+					part.keys = append(part.keys, &keySummary{counts: client{key: e.Key}, Decided: s.newStretch()})
 				}
 				s.see(part.keys[k], &e, true)
 			}
@@ -220,25 +220,26 @@ func TestSummariesMergeAsOnePass(t *testing.T) {
 		}
 		for id, w := range whole.keys {
 			m, c := merged.keys[id], cs.all[id]
-			if m.Key != w.Key || m.Key != c.key {
-				t.Fatalf("%s: key %d is %q merged, %q in one pass, %q in the plan's", lg.name, id, m.Key, w.Key, c.key)
+			mc := &m.counts
+			if mc.key != w.counts.key || mc.key != c.key {
+				t.Fatalf("%s: key %d is %q merged, %q in one pass, %q in the plan's", lg.name, id, mc.key, w.counts.key, c.key)
 			}
-			if m.Requests != c.requests || m.Cost != c.cost || m.Logged429 != c.logged429 || m.Agents.n() != c.agents.n() || m.Paths.n() != c.paths.n() {
-				t.Errorf("%s, %s: merged %d requests, cost %d, %d 429s, %d agents, %d paths; the plan's %d, %d, %d, %d, %d", lg.name, m.Key,
-					m.Requests, m.Cost, m.Logged429, m.Agents.n(), m.Paths.n(), c.requests, c.cost, c.logged429, c.agents.n(), c.paths.n())
+			if mc.requests != c.requests || mc.cost != c.cost || mc.logged429 != c.logged429 || mc.agents.n() != c.agents.n() || mc.paths.n() != c.paths.n() {
+				t.Errorf("%s, %s: merged %d requests, cost %d, %d 429s, %d agents, %d paths; the plan's %d, %d, %d, %d, %d", lg.name, mc.key,
+					mc.requests, mc.cost, mc.logged429, mc.agents.n(), mc.paths.n(), c.requests, c.cost, c.logged429, c.agents.n(), c.paths.n())
 			}
 			same(t, s, uint64(i), "from a cut log", w.Decided, m.Decided)
 			for k := range cv.intervals {
 				if got, want := s.burst(m.Decided, k), cv.burst(int32(id), k); got != want {
-					t.Errorf("%s, %s: least burst at %s merged %d, the plan's %d", lg.name, m.Key, cv.rates[k], got, want)
+					t.Errorf("%s, %s: least burst at %s merged %d, the plan's %d", lg.name, mc.key, cv.rates[k], got, want)
 				}
 			}
 			for k := range cv.periods {
 				if got, want := m.Decided.Peaks[cv.at[k]], cv.peak(int32(id), k); got != want {
-					t.Errorf("%s, %s: most in %v merged %d, the plan's %d", lg.name, m.Key, time.Duration(cv.periods[k]), got, want)
+					t.Errorf("%s, %s: most in %v merged %d, the plan's %d", lg.name, mc.key, time.Duration(cv.periods[k]), got, want)
 				}
 				if got, want := m.Decided.Peaks[cv.at2[k]], cv.peak2(int32(id), k); got != want {
-					t.Errorf("%s, %s: most in twice %v merged %d, the plan's %d", lg.name, m.Key, time.Duration(cv.periods[k]), got, want)
+					t.Errorf("%s, %s: most in twice %v merged %d, the plan's %d", lg.name, mc.key, time.Duration(cv.periods[k]), got, want)
 				}
 			}
 		}

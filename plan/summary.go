@@ -13,9 +13,9 @@ import (
 // of them: four make a key look like many users), and its least bursts
 // and envelope (stretch).
 type keySummary struct {
-	Key                       string
-	Requests, Cost, Logged429 int64
-	Agents, Paths             distinct
+	// counts are the key's requests, cost, 429s, agents and paths, as a
+	// client counts them (count).
+	counts client
 	// Decided is the stretch of the requests decided (all of them, unless
 	// the log's 429s are dropped).
 	Decided *stretch
@@ -24,13 +24,7 @@ type keySummary struct {
 // see counts e into k; decided says whether it is decided (a 429 dropped
 // is counted, not decided).
 func (s shape) see(k *keySummary, e *accesslog.Entry, decided bool) {
-	k.Requests++
-	k.Cost += int64(e.N)
-	if e.Status == 429 {
-		k.Logged429++
-	}
-	k.Agents.add(e.Agent)
-	k.Paths.add(e.Path)
+	k.counts.count(e)
 	if decided {
 		s.add(k.Decided, e.At, int64(e.N))
 	}
@@ -39,20 +33,21 @@ func (s shape) see(k *keySummary, e *accesslog.Entry, decided bool) {
 // mergeKey returns the summary of a's stretch of the key then b's (b's
 // first request no earlier than a's last).
 func (s shape) mergeKey(a, b *keySummary) (*keySummary, error) {
-	if a.Key != b.Key {
-		return nil, fmt.Errorf("plan: the summaries of %q and %q merged as one key's", a.Key, b.Key)
+	ca, cb := &a.counts, &b.counts
+	if ca.key != cb.key {
+		return nil, fmt.Errorf("plan: the summaries of %q and %q merged as one key's", ca.key, cb.key)
 	}
 	st, err := s.merge(a.Decided, b.Decided)
 	if err != nil {
-		return nil, fmt.Errorf("plan: key %q: %w", a.Key, err)
+		return nil, fmt.Errorf("plan: key %q: %w", ca.key, err)
 	}
-	m := &keySummary{Key: a.Key, Requests: a.Requests + b.Requests, Cost: a.Cost + b.Cost, Logged429: a.Logged429 + b.Logged429, Decided: st}
-	m.Agents.seen, m.Paths.seen = slices.Clone(a.Agents.seen), slices.Clone(a.Paths.seen)
-	for _, h := range b.Agents.seen {
-		m.Agents.add(h)
+	m := &keySummary{Decided: st, counts: client{key: ca.key, requests: ca.requests + cb.requests, cost: ca.cost + cb.cost, logged429: ca.logged429 + cb.logged429,
+		agents: distinct{seen: slices.Clone(ca.agents.seen)}, paths: distinct{seen: slices.Clone(ca.paths.seen)}}}
+	for _, h := range cb.agents.seen {
+		m.counts.agents.add(h)
 	}
-	for _, h := range b.Paths.seen {
-		m.Paths.add(h)
+	for _, h := range cb.paths.seen {
+		m.counts.paths.add(h)
 	}
 	return m, nil
 }
@@ -69,11 +64,11 @@ type summaries struct {
 func (s shape) then(a, b *summaries) (*summaries, error) {
 	out := &summaries{ids: map[string]int{}}
 	put := func(k *keySummary) {
-		out.ids[k.Key] = len(out.keys)
+		out.ids[k.counts.key] = len(out.keys)
 		out.keys = append(out.keys, k)
 	}
 	for _, k := range a.keys {
-		if j, ok := b.ids[k.Key]; ok {
+		if j, ok := b.ids[k.counts.key]; ok {
 			m, err := s.mergeKey(k, b.keys[j])
 			if err != nil {
 				return nil, err
@@ -84,7 +79,7 @@ func (s shape) then(a, b *summaries) (*summaries, error) {
 		put(k)
 	}
 	for _, k := range b.keys {
-		if _, ok := a.ids[k.Key]; !ok {
+		if _, ok := a.ids[k.counts.key]; !ok {
 			put(k)
 		}
 	}
