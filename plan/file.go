@@ -651,7 +651,6 @@ var mode = report.Mode{
 	Page:   report.Page{Title: "ratelab plan: what limit the traffic wants", Of: "A plan of", Target: "Log"},
 }
 
-// decidedCount is a count decided, or nothing for one not (-1).
 // refusedCell is a row's requests refused and their share, or "not
 // decided" (a plan merged from shards decides no request).
 func refusedCell(r results.Row) string {
@@ -669,6 +668,7 @@ func countCell(r results.Row, name string) string {
 	return results.Count(r.Count(name))
 }
 
+// decidedCount is a count decided, or nothing for one not (-1).
 func decidedCount(n int64) string {
 	if n < 0 {
 		return ""
@@ -1005,7 +1005,10 @@ func picks(_ *results.File, rows []results.Row) []report.Pick {
 		if r.Setting(kind) != kindPolicy {
 			continue
 		}
-		refuses := fmt.Sprintf("It refuses %s clients, %s requests (%s)", results.Count(r.Count(clientsName)), results.Count(r.Count(refusedName)), report.Percentage(r.Get(refusedShare)))
+		refuses := fmt.Sprintf("It refuses %s clients, %s requests", results.Count(r.Count(clientsName)), refusedCell(r))
+		if !r.Has(refusedName) {
+			refuses = fmt.Sprintf("It refuses %s clients (the requests it refuses are not decided in a plan merged from shards)", results.Count(r.Count(clientsName)))
+		}
 		if who := r.Setting(caughtSetting); who != "" {
 			refuses += ": " + strings.ReplaceAll(who, " ", ", ")
 			if r.Count(clientsName) > int64(strings.Count(who, " ")+1) {

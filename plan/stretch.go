@@ -34,7 +34,8 @@ type stretch struct {
 	Peaks []int64
 	// Head are its requests within the longest length of First, Tail of
 	// Last, in time order (all of them, in both, for a stretch shorter
-	// than that).
+	// than that), a stamp for each instant with the cost of all its
+	// requests.
 	Head, Tail []stamp
 	// heads and sums are add's windows: at each length, the first of the
 	// Tail in the window ending at the last request, and their cost.
@@ -76,10 +77,13 @@ func (s shape) add(st *stretch, at, n int64) {
 	}
 	st.Cost += n
 	st.Count++
+	// Requests at one instant are in every window together: one stamp
+	// holds them (a log in whole seconds keeps a key's Tail to the
+	// seconds of the longest length, however many it sent in each).
 	if at < st.First+s.longest() && !s.noHead {
-		st.Head = append(st.Head, stamp{at, n})
+		st.Head = appendStamp(st.Head, stamp{at, n})
 	}
-	st.Tail = append(st.Tail, stamp{at, n})
+	st.Tail = appendStamp(st.Tail, stamp{at, n})
 	for k, d := range s.lengths {
 		h := st.heads[k]
 		st.sums[k] += n
@@ -159,7 +163,7 @@ func (s shape) merge(a, b *stretch) (*stretch, error) {
 	m.Head = slices.Clone(a.Head)
 	for _, r := range b.Head {
 		if r.at < a.First+D {
-			m.Head = append(m.Head, r)
+			m.Head = appendStamp(m.Head, r)
 		}
 	}
 	for _, r := range a.Tail {
@@ -167,8 +171,20 @@ func (s shape) merge(a, b *stretch) (*stretch, error) {
 			m.Tail = append(m.Tail, r)
 		}
 	}
-	m.Tail = append(m.Tail, b.Tail...)
+	for _, r := range b.Tail {
+		m.Tail = appendStamp(m.Tail, r)
+	}
 	return m, nil
+}
+
+// appendStamp appends r to stamps in time order, adding it to the last
+// stamp if that is at the same instant.
+func appendStamp(stamps []stamp, r stamp) []stamp {
+	if l := len(stamps) - 1; l >= 0 && stamps[l].at == r.at {
+		stamps[l].n += r.n
+		return stamps
+	}
+	return append(stamps, r)
 }
 
 // burst is the least burst at rate k (at least the largest request's).

@@ -210,6 +210,14 @@ func TestPlanShardsMerge(t *testing.T) {
 	if flat := strings.Join(strings.Fields(merged), " "); !strings.Contains(flat, "Merged 3 shards") || !strings.Contains(flat, "what it refuses in requests is not decided") {
 		t.Errorf("a merged plan that does not say it decided no request:\n%s", merged)
 	}
+	// Its report's picks too: no "0 requests (0%)" for what was not decided.
+	md, err := os.ReadFile(filepath.Join(dir, "merged", "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flat := strings.Join(strings.Fields(string(md)), " "); strings.Contains(flat, "0 requests (0%)") || !strings.Contains(flat, "the requests it refuses are not decided") {
+		t.Errorf("the merged plan's report says it decided requests:\n%s", md)
+	}
 	// The same on two cores of this machine, in one command.
 	cores, err := plan("--cores", "2", "--out", filepath.Join(dir, "cores"), path)
 	if err != nil || first(cores) != first(one) || !strings.Contains(strings.Join(strings.Fields(cores), " "), "Merged 2 shards") {

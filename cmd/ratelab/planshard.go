@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -75,9 +76,13 @@ func writeShard(ctx context.Context, r *accesslog.Reader, c plan.Config, index, 
 		return fmt.Errorf("plan: %s: %w", path, err)
 	}
 	took := time.Since(began)
-	fmt.Fprintln(stdout, results.Wrap(fmt.Sprintf("Shard %d of %d: %s keys of %s summed up from %s lines in %.1fs (%s lines a second%s): %s. ratelab plan merge turns shards 0 to %d into the plan.",
+	next := fmt.Sprintf("ratelab plan merge turns shards 0 to %d into the plan", of-1)
+	if of == 1 {
+		next = "ratelab plan merge " + path + " turns it into the plan"
+	}
+	fmt.Fprintln(stdout, results.Wrap(fmt.Sprintf("Shard %d of %d: %s keys of %s summed up from %s lines in %.1fs (%s lines a second%s): %s. %s.",
 		index, of, results.Count(int64(len(s.Keys))), results.Count(int64(s.Requests)), results.Count(int64(s.Lines)), took.Seconds(),
-		results.Count(int64(float64(s.Lines)/max(took.Seconds(), 1e-3))), peakRSS(), path, of-1), 100))
+		results.Count(int64(float64(s.Lines)/max(took.Seconds(), 1e-3))), peakRSS(), path, next), 100))
 	return nil
 }
 
@@ -146,7 +151,10 @@ func runPlanMerge(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err}
 	}
-	return printPlan(stdout, &f, p, fmt.Sprintf("%d shards", len(shards)), f.settings(fs))
+	if f.out == "" {
+		f.out = filepath.Join("out", "plan-merged")
+	}
+	return printPlan(stdout, &f, p, shardsOf(len(shards)), f.settings(fs))
 }
 
 // coresFlag checks --cores: 2 or more, files to read once a core, and
@@ -201,4 +209,12 @@ func planOnCores(ctx context.Context, logs []string, o accesslog.Options, c plan
 		p.Took = time.Since(began)
 	}
 	return p, err
+}
+
+// shardsOf names the log of a merged plan: "the log in 3 shards".
+func shardsOf(n int) string {
+	if n == 1 {
+		return "the log in 1 shard"
+	}
+	return fmt.Sprintf("the log in %d shards", n)
 }
