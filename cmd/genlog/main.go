@@ -35,7 +35,7 @@ func main() {
 	flag.IntVar(&m.Users, "users", 2600, "with -log mobile: how many app users")
 	flag.IntVar(&m.PerNAT, "per-nat", 100, "with -log mobile: how many app users share each of the four carrier-NAT addresses")
 	flag.Float64Var(&m.Scale, "scale", 1, "with -log mobile: every time divided by it (10: the log in a tenth of the time, each client ten times as fast)")
-	flag.IntVar(&s.Lines, "lines", 1_000_000, "about how many lines to write, near ten million (the abusers and the offices send a fixed volume: a smaller log has more of them in it)")
+	flag.IntVar(&s.Lines, "lines", 1_000_000, "about how many lines to write (a million: about 200 MB; make plan's log is ten million); the abusers send some 4% of any, the offices a fixed volume")
 	flag.StringVar(&s.Format, "format", "combined", "combined or json")
 	flag.BoolVar(&s.Millis, "millis", false, "JSON times to the millisecond (the combined format's are whole seconds)")
 	flag.Uint64Var(&s.Seed, "seed", 1, "the seed the log is made from")

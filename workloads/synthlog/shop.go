@@ -38,7 +38,9 @@ type Shop struct {
 	Seed uint64
 	// Start is the log's first second (the zero value: 2026-11-27 08:00
 	// UTC); Span how long it runs (0: two hours). The sale is its middle
-	// sixth; each abuser sends for a tenth to a third of it.
+	// sixth; each abuser sends for a tenth to a third of it in a log of
+	// ten million lines or more, and for as much less in a smaller one
+	// (a minute at least), so that the abusers send some 4% of any log.
 	Start time.Time
 	Span  time.Duration
 }
@@ -58,6 +60,7 @@ const (
 	pagePeak       = 5     // a page view's requests at most, normally
 	salePagePeak   = 8     // and in the sale
 	todaysLimit    = 30    // the server's own limit a second, beyond which it answered 429
+	fullLog        = 1e7   // the lines of a log whose abusers send for all their time
 	usersPerSecond = 0.058 // a user's requests a second, over the log, about
 )
 
@@ -128,8 +131,14 @@ func WriteShop(w io.Writer, s Shop) (Truth, error) {
 	span := s.Span
 	saleFrom, saleTo := span*5/12, span*7/12
 	rng := rand.New(rand.NewPCG(s.Seed, 36))
+	// The abusers send for as much less as the log is smaller than ten
+	// million lines: at a fixed volume they were 58% of a million.
+	abuse := 1.0
+	if s.Lines > 0 && s.Lines < fullLog {
+		abuse = float64(s.Lines) / fullLog
+	}
 	// What the abusers and the offices send, about: the rest is the users'.
-	others := float64(s.Abusers)*42*0.22*span.Seconds() + float64(s.Offices*55+15*s.Offices*(s.Offices-1))*usersPerSecond*1.2*span.Seconds()
+	others := float64(s.Abusers)*42*0.22*abuse*span.Seconds() + float64(s.Offices*55+15*s.Offices*(s.Offices-1))*usersPerSecond*1.2*span.Seconds()
 	users := max(100, int((float64(s.Lines)-others)/(span.Seconds()*usersPerSecond)))
 	if s.Users > 0 {
 		users = s.Users
@@ -161,7 +170,11 @@ func WriteShop(w io.Writer, s Shop) (Truth, error) {
 	var abusers []abuser
 	for a := range s.Abusers {
 		from := time.Duration(rng.Float64() * float64(span*6/10))
-		ab := abuser{ip: address(203, a), rate: 25 + rng.IntN(36), from: from, to: from + span/10 + time.Duration(rng.Float64()*float64(span*7/30))}
+		length := span/10 + time.Duration(rng.Float64()*float64(span*7/30))
+		if abuse < 1 {
+			length = max(time.Duration(abuse*float64(length)), time.Minute)
+		}
+		ab := abuser{ip: address(203, a), rate: 25 + rng.IntN(36), from: from, to: from + length}
 		abusers = append(abusers, ab)
 		truth.Abusers = append(truth.Abusers, ab.ip)
 	}
