@@ -170,11 +170,12 @@ func WriteShop(w io.Writer, s Shop) (Truth, error) {
 	var abusers []abuser
 	for a := range s.Abusers {
 		from := time.Duration(rng.Float64() * float64(span*6/10))
+		rate := 25 + rng.IntN(36) // drawn before the length, as ever: the seed's logs stay
 		length := span/10 + time.Duration(rng.Float64()*float64(span*7/30))
 		if abuse < 1 {
 			length = max(time.Duration(abuse*float64(length)), time.Minute)
 		}
-		ab := abuser{ip: address(203, a), rate: 25 + rng.IntN(36), from: from, to: from + length}
+		ab := abuser{ip: address(203, a), rate: rate, from: from, to: from + length}
 		abusers = append(abusers, ab)
 		truth.Abusers = append(truth.Abusers, ab.ip)
 	}
