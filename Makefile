@@ -237,7 +237,7 @@ install:
 
 ## bench-quick: ratelab bench --quick: all but the outage runs, each shorter
 bench-quick-steps:
-	$(GO) run ./cmd/ratelab bench --quick --out $(OUT)
+	$(GO) run ./cmd/ratelab bench --quick --out $(OUT)/quick
 
 ## bench-go: the Go benchmarks of one decision, with benchstat
 bench-go: bench-go-run bench-go-report

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -91,6 +92,12 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return err
 	}
+	if f.out == "" {
+		f.out = "out"
+		if c.Quick {
+			f.out = filepath.Join("out", "quick")
+		}
+	}
 	if c.Redis.URL != "" {
 		redis.SetLogger(quietRedis{}) // a server that does not answer is said once, in the results
 	}
@@ -128,9 +135,9 @@ func (f *benchFlags) define(fs *flag.FlagSet) {
 	seedFlag(fs, &f.c)
 	fs.StringVar(&f.trace, "trace", "", "also run this trace (a t,key[,n] CSV, as for replay) as workload \"trace\"")
 	fs.StringVar(&f.config, "config", "", "also run the limiter this configuration file describes (its tiers; users not listed are in its default tier), as limiter \"config\"")
-	fs.StringVar(&f.redisURL, "redis-url", "redis://127.0.0.1:6379/0", "the Redis server of the Redis rows, as redis://[user:password@]host:port/db (default: $REDIS_ADDR, host:port, when it is set)")
+	fs.StringVar(&f.redisURL, "redis-url", "redis://127.0.0.1:6379/0", "the Redis server of the Redis rows, as redis://[user:password@]host:port/db; $REDIS_ADDR (host:port), when set, before the default")
 	fs.BoolVar(&f.redis, "redis", true, "run the Redis rows (ratelab's algorithms on Redis, and go-redis/redis_rate); --redis=false leaves them out")
-	fs.StringVar(&f.out, "out", "out", "the folder results go to")
+	fs.StringVar(&f.out, "out", "", "the folder results go to (default out, and out/quick with --quick: a quick run leaves the full one's)")
 }
 
 // labConfig is the lab's configuration the flags of fs give, checked, with

@@ -160,6 +160,9 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return usageError{fmt.Errorf("plan: %w", err)}
 	}
 	defer closeAll()
+	if f.out == "" {
+		f.out = planOut(fs.Args())
+	}
 	r, err := accesslog.NewReader(inputs, o)
 	if err != nil {
 		return badUsage(fs, fmt.Errorf("plan: %w", err))
@@ -230,7 +233,7 @@ func (f *planFlags) define(fs *flag.FlagSet) {
 	fs.BoolVar(&f.noTiers, "no-tiers", false, "leave the keys that look like many users among the others, with no tier of their own")
 	fs.IntVar(&f.top, "top", 10, "how many clients the tables name")
 	fs.DurationVar(&f.reorder, "reorder", 2*time.Second, "how far out of time order a log's lines may be and still be taken in order")
-	fs.StringVar(&f.out, "out", "out/plan", "the folder plan.json and the report go to")
+	fs.StringVar(&f.out, "out", "", "the folder plan.json and the report go to (default out/plan-NAME, NAME the first log's name without its extension; a merge's out/plan-merged)")
 	fs.StringVar(&f.current, "current", "", "the limit you run today, decided beside the policy: 100/min, gcra 10/s burst 20, or nginx.conf, a tier file")
 	fs.StringVar(&f.emit, "emit", "", "print the policy as a limiter's configuration after the tables: nginx, ratelab, or nginx,ratelab (written to --out either way)")
 }
@@ -451,6 +454,23 @@ func logName(inputs []accesslog.Input) string {
 	return strings.Join(names, ", ")
 }
 
+// planOut is where a plan of logs goes unless --out says: out/plan-NAME,
+// NAME the first log's name without its extension (access.log.gz:
+// access), so that plans of other logs, and make plan's out/plan, stay.
+func planOut(logs []string) string {
+	if len(logs) == 0 || logs[0] == "-" {
+		return filepath.Join("out", "plan-stdin")
+	}
+	name := filepath.Base(logs[0])
+	for _, ext := range []string{".gz", ".zst", ".bz2", ".xz"} {
+		name = strings.TrimSuffix(name, ext)
+	}
+	if n := strings.TrimSuffix(name, filepath.Ext(name)); n != "" {
+		name = n
+	}
+	return filepath.Join("out", "plan-"+name)
+}
+
 // planProgress says how far a plan has read, every few seconds after the
 // first few: on a terminal one line redrawn, elsewhere a line every
 // progressInterval.
@@ -537,8 +557,8 @@ func printPlan(stdout io.Writer, pf *planFlags, p *plan.Plan, log string, settin
 		clients = "1 client"
 	}
 	if p.Merged > 0 {
-		fmt.Fprintln(stdout, results.Wrap(fmt.Sprintf("Merged %d shards into the plan of %s requests of %s in %.1fs (%s lines a second%s): the policy and whom it refuses, exactly; what it refuses in requests is not decided (a plan of the whole log decides it). Results: %s; the report: %s%s",
-			p.Merged, results.Count(int64(p.Decided)), clients, p.Took.Seconds(), results.Count(int64(float64(p.Lines)/max(p.Took.Seconds(), 1e-3))), peakRSS(), saved, filepath.Join(dir, "report.html"), tiers), 100))
+		fmt.Fprintln(stdout, results.Wrap(fmt.Sprintf("Merged %s into the plan of %s requests of %s in %.1fs (%s lines a second%s): the policy and whom it refuses, exactly; what it refuses in requests is not decided (a plan of the whole log decides it). Results: %s; the report: %s%s",
+			strings.TrimPrefix(shardsOf(p.Merged), "the log in "), results.Count(int64(p.Decided)), clients, p.Took.Seconds(), results.Count(int64(float64(p.Lines)/max(p.Took.Seconds(), 1e-3))), peakRSS(), saved, filepath.Join(dir, "report.html"), tiers), 100))
 		return nil
 	}
 	what := "the policy alone (--limits adds a sweep)"

@@ -344,3 +344,23 @@ func TestPlanShardsJob(t *testing.T) {
 		t.Errorf("the merge Job's plan:\n%s\none pass's:\n%s", merged, first(one.String()))
 	}
 }
+
+// A plan goes, unasked, to a folder of its log's own: a plan of another
+// log, or make plan's out/plan, is not written over.
+func TestPlanOut(t *testing.T) {
+	for _, tt := range []struct {
+		logs []string
+		want string
+	}{
+		{[]string{"access.log"}, "out/plan-access"},
+		{[]string{"/var/log/nginx/access.log.gz", "b.log"}, "out/plan-access"},
+		{[]string{"shop.2026-11-27.json"}, "out/plan-shop.2026-11-27"},
+		{[]string{".hidden"}, "out/plan-.hidden"},
+		{[]string{"-"}, "out/plan-stdin"},
+		{nil, "out/plan-stdin"},
+	} {
+		if got := planOut(tt.logs); got != filepath.FromSlash(tt.want) {
+			t.Errorf("planOut(%q) = %q, want %q", tt.logs, got, tt.want)
+		}
+	}
+}

@@ -107,7 +107,8 @@ var number = regexp.MustCompile(`\d(?:[\d,.:–]*\d)?½?`)
 
 // Unaccounted returns the numbers of readme, each with its line, that no
 // figure's match covers. It reads the prose, the tables and the quoted
-// output, not Go code (a ```go block) or code spans (names and examples).
+// output, not Go code (a ```go block), commands to type (a ```sh block)
+// or code spans (names and examples).
 func Unaccounted(readme string) []string {
 	covered := make([]bool, len(readme))
 	cover := func(lo, hi int) {
@@ -120,7 +121,7 @@ func Unaccounted(readme string) []string {
 			cover(loc[0], loc[1])
 		}
 	}
-	for _, loc := range goBlock.FindAllStringIndex(readme, -1) {
+	for _, loc := range codeBlock.FindAllStringIndex(readme, -1) {
 		cover(loc[0], loc[1])
 	}
 	for _, loc := range codeSpan.FindAllStringIndex(readme, -1) {
@@ -140,8 +141,8 @@ func Unaccounted(readme string) []string {
 }
 
 var (
-	goBlock  = regexp.MustCompile("(?s)```go\n.*?```")
-	codeSpan = regexp.MustCompile("`[^`\n]+`")
+	codeBlock = regexp.MustCompile("(?s)```(?:go|sh)\n.*?```")
+	codeSpan  = regexp.MustCompile("`[^`\n]+`")
 	// listMarker is an ordered list's "1. ".
 	listMarker = regexp.MustCompile(`(?m)^\d+\. `)
 )
