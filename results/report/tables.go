@@ -65,24 +65,7 @@ func (t Table) fitted(width int) tablewriter.Config {
 	if n == 0 {
 		return c
 	}
-	cols, least, cells := make([]int, n), make([]int, n), make([]int, n)
-	measure := func(row []string, header bool) {
-		for i, cell := range row[:min(len(row), n)] {
-			for line := range strings.SplitSeq(cell, "\n") {
-				cols[i] = max(cols[i], twwidth.Width(line))
-				if !header {
-					cells[i] = max(cells[i], twwidth.Width(line))
-				}
-				for word := range strings.FieldsSeq(line) {
-					least[i] = max(least[i], twwidth.Width(word))
-				}
-			}
-		}
-	}
-	measure(t.Header, true)
-	for _, r := range t.Rows {
-		measure(r, false)
-	}
+	cols, cells, least := t.measure()
 	room := width - (3*n + 1) // each column's padding and border, and the last border
 	total := 0
 	for _, w := range cols {
@@ -91,26 +74,12 @@ func (t Table) fitted(width int) tablewriter.Config {
 	if total <= room {
 		return c
 	}
-	// The words first (the label columns, and those whose cells say
-	// more than a figure), then any column: a figure wrapped reads worst.
-	wordy := make([]bool, n)
-	for i := range n {
-		wordy[i] = i < t.Left
-		for _, r := range t.Rows {
-			if i >= len(r) {
-				continue
-			}
-			for line := range strings.SplitSeq(r[i], "\n") {
-				wordy[i] = wordy[i] || len(strings.Fields(line)) > 2
-			}
-		}
-	}
 	// First the headers wider than their column's cells ("allocs per
 	// decision" over 0.00), down to the cells; then the words (the label
 	// columns, and those whose cells say more than a figure); then any
 	// column: a figure wrapped reads worst.
-	narrowed := map[int]bool{}
-	floors := []func(i int) int{
+	wordy := t.wordy()
+	narrowed := narrow(cols, total-room,
 		func(i int) int { return max(cells[i], least[i]) },
 		func(i int) int {
 			if wordy[i] {
@@ -118,24 +87,7 @@ func (t Table) fitted(width int) tablewriter.Config {
 			}
 			return cols[i]
 		},
-		func(i int) int { return least[i] },
-	}
-	for _, floor := range floors {
-		for total > room {
-			widest := -1
-			for i, w := range cols {
-				if w > floor(i) && (widest < 0 || w > cols[widest]) {
-					widest = i
-				}
-			}
-			if widest < 0 {
-				break
-			}
-			cols[widest]--
-			total--
-			narrowed[widest] = true
-		}
-	}
+		func(i int) int { return least[i] })
 	per := tw.NewMapper[int, int]()
 	for i := range narrowed {
 		per.Set(i, cols[i])
@@ -151,6 +103,73 @@ func (t Table) fitted(width int) tablewriter.Config {
 		}
 	}
 	return c
+}
+
+// measure returns, for each of t's columns, its widest line (the header's
+// too), its widest cell's line, and its longest word.
+func (t Table) measure() (cols, cells, least []int) {
+	n := len(t.Header)
+	cols, least, cells = make([]int, n), make([]int, n), make([]int, n)
+	add := func(row []string, header bool) {
+		for i, cell := range row[:min(len(row), n)] {
+			for line := range strings.SplitSeq(cell, "\n") {
+				cols[i] = max(cols[i], twwidth.Width(line))
+				if !header {
+					cells[i] = max(cells[i], twwidth.Width(line))
+				}
+				for word := range strings.FieldsSeq(line) {
+					least[i] = max(least[i], twwidth.Width(word))
+				}
+			}
+		}
+	}
+	add(t.Header, true)
+	for _, r := range t.Rows {
+		add(r, false)
+	}
+	return cols, cells, least
+}
+
+// wordy says which of t's columns are words: the label columns, and
+// those whose cells say more than a figure.
+func (t Table) wordy() []bool {
+	wordy := make([]bool, len(t.Header))
+	for i := range wordy {
+		wordy[i] = i < t.Left
+		for _, r := range t.Rows {
+			if i >= len(r) {
+				continue
+			}
+			for line := range strings.SplitSeq(r[i], "\n") {
+				wordy[i] = wordy[i] || len(strings.Fields(line)) > 2
+			}
+		}
+	}
+	return wordy
+}
+
+// narrow takes over columns from cols, a column at a time from the
+// widest, down to each floor in turn (a column's least width at that
+// step), and says which it narrowed.
+func narrow(cols []int, over int, floors ...func(i int) int) map[int]bool {
+	narrowed := map[int]bool{}
+	for _, floor := range floors {
+		for over > 0 {
+			widest := -1
+			for i, w := range cols {
+				if w > floor(i) && (widest < 0 || w > cols[widest]) {
+					widest = i
+				}
+			}
+			if widest < 0 {
+				break
+			}
+			cols[widest]--
+			over--
+			narrowed[widest] = true
+		}
+	}
+	return narrowed
 }
 
 // Text writes t for a terminal: its title, the table, and its note. A
