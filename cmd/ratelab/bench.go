@@ -83,7 +83,7 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	f.define(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), benchUsage, modeList())
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err

@@ -95,6 +95,11 @@ func TestHelp(t *testing.T) {
 			if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "Usage:\n\n\tratelab "+c.name) || !strings.Contains(stdout, "Flags:\n") {
 				t.Errorf("ratelab %s: exit %d, stderr %q, stdout %.60q...; want 0, nothing, the usage", strings.Join(args, " "), code, stderr, stdout)
 			}
+			for i, line := range strings.Split(stdout, "\n") {
+				if w := columns(line); w > helpWidth {
+					t.Errorf("ratelab %s: line %d is %d columns, more than %d:\n%s", strings.Join(args, " "), i+1, w, helpWidth, line)
+				}
+			}
 		}
 	}
 }
@@ -144,4 +149,18 @@ func TestFlagsAfterArguments(t *testing.T) {
 	if _, err := os.Stat(merged); err != nil {
 		t.Error(err)
 	}
+}
+
+// columns is how wide line shows in a terminal: a tab to the next
+// multiple of eight, a rune a column.
+func columns(line string) int {
+	n := 0
+	for _, r := range line {
+		if r == '\t' {
+			n += 8 - n%8
+			continue
+		}
+		n++
+	}
+	return n
 }

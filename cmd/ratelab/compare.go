@@ -48,7 +48,7 @@ func runCompare(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs.Float64Var(&tol.Memory, "memory-tolerance", tol.Memory, "how much bytes per user may grow, as a fraction (or by 2 bytes)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), compareUsage)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err

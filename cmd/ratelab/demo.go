@@ -36,7 +36,7 @@ func runDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	color := fs.String("color", "auto", "colour the text: auto (on a terminal, unless NO_COLOR is set or TERM=dumb), always or never")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), demoUsage)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err

@@ -75,7 +75,7 @@ func runGate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	f.define(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), gateUsage)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 	"github.com/ratelab/ratelab/harness"
 	"github.com/ratelab/ratelab/plan"
 	"github.com/ratelab/ratelab/probe"
+	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/results/report"
 )
 
@@ -203,6 +204,32 @@ func given(fs *flag.FlagSet) map[string]bool {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	return set
+}
+
+// helpWidth is the columns a command's help fits in: an ordinary
+// terminal's, as the tables.
+const helpWidth = 120
+
+// printDefaults prints fs's flags as flag.PrintDefaults does, each one's
+// words wrapped to fit helpWidth beside their indent (four spaces and a
+// tab: eight columns).
+func printDefaults(fs *flag.FlagSet) {
+	w := fs.Output()
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		head := "  -" + f.Name
+		if name != "" {
+			head += " " + name
+		}
+		switch def := f.DefValue; {
+		case def == "" || def == "false" || def == "0" || def == "0s":
+		case strings.HasSuffix(fmt.Sprintf("%T", f.Value), ".stringValue"):
+			usage += fmt.Sprintf(" (default %q)", def)
+		default:
+			usage += fmt.Sprintf(" (default %v)", def)
+		}
+		fmt.Fprintf(w, "%s\n    \t%s\n", head, strings.ReplaceAll(results.Wrap(usage, helpWidth-8), "\n", "\n    \t"))
+	})
 }
 
 // parseFlags parses args with fs, flags and arguments in any order, as

@@ -425,6 +425,11 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	golden.Check(t, "demo.golden", []byte(out)) // piped: plain text
+	for i, line := range strings.Split(out, "\n") {
+		if w := columns(line); w > helpWidth {
+			t.Errorf("the demo's line %d is %d columns, more than %d:\n%s", i+1, w, helpWidth, line)
+		}
+	}
 	out, _, code = ratelab(t, "", "demo", "--json")
 	var doc struct {
 		Scenes []struct {

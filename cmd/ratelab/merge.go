@@ -23,7 +23,8 @@ be the same in every run. make baseline pools three quick runs.
 
 Examples:
 
-	ratelab merge --out results/baseline.json out/baseline/1/results.json out/baseline/2/results.json out/baseline/3/results.json
+	ratelab merge --out results/baseline.json \
+	    out/baseline/1/results.json out/baseline/2/results.json out/baseline/3/results.json
 
 Flags:
 `
@@ -33,7 +34,7 @@ func runMerge(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	out := fs.String("out", "", "the file to write (required)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), mergeUsage)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err

@@ -143,7 +143,7 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs.StringVar(&summary, "summary", "", "the file --shard writes its summary to")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), planUsage)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err

@@ -118,7 +118,7 @@ func runPlanMerge(args []string, stdout, stderr io.Writer) error {
 	f.define(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), planMergeUsage)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err

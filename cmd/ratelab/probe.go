@@ -128,7 +128,7 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	f.define(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), probeUsage)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err

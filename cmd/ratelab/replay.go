@@ -90,7 +90,7 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	f.define(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), replayUsage)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err

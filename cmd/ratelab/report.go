@@ -35,7 +35,7 @@ func runReport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	out := fs.String("out", "", "the folder the charts and the report go to (default: the folder of RESULTS.json)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), reportUsage)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err

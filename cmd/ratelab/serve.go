@@ -80,7 +80,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	f.define(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), serveUsage)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err

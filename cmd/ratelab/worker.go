@@ -33,7 +33,7 @@ func runWorker(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	seedFlag(fs, &c)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), workerUsage)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err

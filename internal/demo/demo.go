@@ -311,7 +311,7 @@ func hourly() (Scene, error) {
 		s.Steps = append(s.Steps, st)
 	}
 	s.Steps[99].Note = "the hundredth this hour"
-	s.Steps[100].Note = "the hour's limit denies, until the first leaves the hour"
+	s.Steps[100].Note = "denied until the first leaves the hour"
 	s.Outro = []string{
 		fmt.Sprintf("Only the hour denied. The other limits would have admitted, and were not charged: olga still has %d of her 2 a second and %d of her 60 a minute.",
 			peek(each[0], "olga", t), peek(each[1], "olga", t)),
