@@ -97,8 +97,8 @@ $(BENCHSTAT): tools/go.mod tools/go.sum
 NORACE_PKGS := ./plots ./results ./workloads
 NORACE := ^(TestManyKeys|TestAgainstModel|FuzzAgainstModel|TestSettleAgainstModel|FuzzSettleAgainstModel|TestDenialsAgreeWithPeek|TestAgainstMap|TestDecisionAllocations|TestProbeSimulated|TestProbeSimulatedNone|TestProbeSimulatedFields|TestProbeSimulatedLongWindow|TestProbeSimulatedRefusal|TestProbeSimulatedMaxRate|TestProbeSimulatedLarge|TestProbeDeclaredTooLarge|TestProbeSimulatedPhase|TestProbeSimulatedStraddle|TestProbeSimulatedQueue|TestProbeSimulatedTwoLimits|TestProbeUndecided|TestFitFindsEachVariant|TestModelsAgree|TestPolicyOnRandomWorlds|TestB2B|TestPolicyWithoutSweep|TestStretchesMergeExactly|TestSummariesMergeAsOnePass|TestShardsMergeAsOnePass|TestMobileNeedsTwoNumbers)$$
 # Every other package, the slowest first (go test runs them in this order).
-RACE_PKGS = ./limiters/redislimit ./cmd/ratelab ./limiters/composite ./harness ./limiters \
-	$(filter-out $(shell $(GO) list $(NORACE_PKGS)),$(shell $(GO) list $(PKGS)))
+RACE_FIRST = $(shell $(GO) list ./limiters/redislimit ./cmd/ratelab ./limiters/composite ./harness ./limiters)
+RACE_PKGS = $(RACE_FIRST) $(filter-out $(RACE_FIRST) $(shell $(GO) list $(NORACE_PKGS)),$(shell $(GO) list $(PKGS)))
 
 # The tests that judge a limiter by the clock over loopback (the probes,
 # the outage run) are make test-clocked's: beside other test binaries on
@@ -127,8 +127,11 @@ TIMED := ^(TestProbeServe|TestProbeServeLarge|TestProbeNginx|TestProbeNode|TestP
 # tenth of a second is left for one that does not.
 GORACE ?= atexit_sleep_ms=100
 
+# The two runs' command lines name every package and test they take
+# (2,462 and 638 characters): each says what it runs in a line instead.
 race:
-	GORACE='$(GORACE)' REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -vet=off -shuffle=on -count=1 -p 3 -skip '$(TIMED)|$(NORACE)' $(RACE_PKGS)
+	@echo "go test -race -shuffle=on -p 3: $(words $(RACE_PKGS)) packages, the slowest first, but for the tests of make test-clocked and NORACE"
+	@GORACE='$(GORACE)' REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -vet=off -shuffle=on -count=1 -p 3 -skip '$(TIMED)|$(NORACE)' $(RACE_PKGS)
 
 # What keeps NORACE_PKGS free of goroutines: a go statement in one of
 # them fails make test, which then says where it belongs.
@@ -136,7 +139,8 @@ norace:
 	@if grep -n -E '(^|[^a-zA-Z_.])go (func|[a-zA-Z_][a-zA-Z0-9_.]*\()' $(addsuffix /*.go,$(NORACE_PKGS)); then \
 	  echo "make norace: the lines above start goroutines: move their package from NORACE_PKGS to the race-detected run"; exit 1; fi
 	REDIS_REQUIRED=1 tools/with-redis $(GO) test -vet=off -shuffle=on -count=1 $(NORACE_PKGS)
-	REDIS_REQUIRED=1 tools/with-redis $(GO) test -vet=off -shuffle=on -count=1 -run '$(NORACE)' ./limiters ./limiters/composite ./limiters/internal/keytable ./limiters/redislimit ./probe ./plan
+	@echo "go test -shuffle=on -run NORACE (the Makefile lists them) ./limiters ./limiters/composite ./limiters/internal/keytable ./limiters/redislimit ./probe ./plan"
+	@REDIS_REQUIRED=1 tools/with-redis $(GO) test -vet=off -shuffle=on -count=1 -run '$(NORACE)' ./limiters ./limiters/composite ./limiters/internal/keytable ./limiters/redislimit ./probe ./plan
 
 ## test-clocked: the tests that judge a limiter by the clock (the probes of ratelab serve, nginx, npm's limiters and planted ones, of the plan's emitted nginx and tier file, and the outage run), by themselves (CI runs it after make test)
 test-clocked-steps:

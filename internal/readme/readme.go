@@ -41,7 +41,8 @@ func Drifted(rs []Result) []Result {
 	return out
 }
 
-// Write prints rs as a table: figure, the README, the run, the verdict.
+// Write prints rs as a table, figure, the README, the run, the verdict,
+// each line within 120 columns.
 func Write(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "figure\tthe README says\tthis run\tverdict")
@@ -53,7 +54,7 @@ func Write(w io.Writer, rs []Result) error {
 		case r.Got == "":
 			verdict = "not measured: " + r.Why
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Figure, clip(r.Says, 48), clip(r.Got, 48), verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", clip(r.Figure, 44), clip(r.Says, 24), clip(r.Got, 24), clip(verdict, 20))
 	}
 	return tw.Flush()
 }
@@ -181,16 +182,25 @@ func spread(s string, parse func(string) (float64, error)) (lo, hi float64, err 
 }
 
 // cellRange is the range a cell of the times' table states: m:ss, or
-// GB for a peak of memory.
+// GB for a peak of memory; "within" a figure is a bound, which any time
+// or peak under it holds (a faster run is no drift).
 func cellRange(cell string, memory bool) (lo, hi float64, err error) {
+	v, bound := strings.CutPrefix(cell, "within ")
 	if memory {
-		v, ok := strings.CutSuffix(cell, " GB")
-		if !ok {
+		var ok bool
+		if v, ok = strings.CutSuffix(v, " GB"); !ok {
 			return 0, 0, fmt.Errorf("%q is not in GB", cell)
 		}
-		return spread(v, parseFloat)
 	}
-	return spread(cell, clock)
+	parse := clock
+	if memory {
+		parse = parseFloat
+	}
+	if bound {
+		hi, err = parse(v)
+		return 0, hi, err
+	}
+	return spread(v, parse)
 }
 
 // clock reads m:ss as seconds.

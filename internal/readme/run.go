@@ -99,8 +99,11 @@ func readTimes(path string) ([]Timing, error) {
 	sc := bufio.NewScanner(f)
 	for line := 1; sc.Scan(); line++ {
 		fields := strings.Split(sc.Text(), "\t")
-		if len(fields) != 6 {
-			return nil, fmt.Errorf("%s:%d: want 6 fields (target, seconds, peak KB, cache, cpu, date), got %d", path, line, len(fields))
+		if len(fields) != 6 && len(fields) != 7 {
+			return nil, fmt.Errorf("%s:%d: want 6 or 7 fields (target, seconds, peak KB, cache, cpu, date, exit status), got %d", path, line, len(fields))
+		}
+		if len(fields) == 7 && fields[6] != "0" {
+			continue // a run that failed: its time is kept, not held to the README
 		}
 		t := Timing{Target: fields[0], EmptyCache: fields[3] == "empty", CPU: fields[4], When: fields[5]}
 		if t.Seconds, err = strconv.ParseFloat(fields[1], 64); err != nil {
