@@ -101,12 +101,14 @@ func accuracyCharts(f *results.File, _ []results.Row) []report.Figure {
 
 // edgeFigure is a panel per row of one boundary attacker's admitted cost
 // in the trailing window (the series inWindow, of a window of window
-// seconds), with the limit N as a mark and its most in any W over N (the table's) in the title.
+// seconds), the attacker and the windows those of the row's most in any
+// W, with the limit N as a mark and that most over N (the table's) in the
+// title: the line reaches the title's figure.
 // A series that is empty, or whose times and counts do not pair up, is
 // left out.
 func edgeFigure(rows []results.Row, window float64) report.Figure {
 	fig := report.Figure{Name: "edge", Title: "The window edge: what one boundary attacker had admitted in the last W",
-		Caption: "The attacker spends a full quota just before and just after every window edge; each panel follows what it had admitted in the trailing window W, with the limit N as a grey dashed line and, in the title, the most it had admitted in any W over N, as the accuracy table says it. " +
+		Caption: "The attackers spend a full quota just before and just after every window edge; each panel follows what one had admitted in the trailing window W, over the windows around the most any attacker had admitted in one W (in the title, over N, as the accuracy table says it), with the limit N as a grey dashed line. " +
 			"A limiter the attack gets past rises towards 2N around an edge; an exact one never passes N.",
 		Cols: 3, Width: 9, RowHeight: 2.5, YLabel: "requests admitted in the trailing window W", NoLegend: true}
 	top := 0.0 // one scale for every panel, so that they compare
@@ -131,8 +133,6 @@ func edgeFigure(rows []results.Row, window float64) report.Figure {
 			title += " (real time)"
 		}
 		if n > 0 {
-			// The table's figure, most in any W: the curve is sampled,
-			// and its peak can fall short of it (1.15 against 1.45).
 			title = fmt.Sprintf("%s: most in any W %.2f×N", title, r.Get(results.MostInWindow))
 		}
 		top = max(top, 2.2*n, 1.1*peak)

@@ -74,7 +74,8 @@ func judge(w *workloads.Workload, allowed, ideal []bool, limit limiters.Limit) r
 		acc.FalseAllowRate = float64(acc.FalseAllow) / n
 		acc.FalseDenyRate = float64(acc.FalseDeny) / n
 	}
-	acc.MaxWindowRatio = float64(maxInWindow(w, allowed, limit.Per)) / float64(limit.N)
+	most, _, _ := maxInWindow(w, allowed, limit.Per)
+	acc.MaxWindowRatio = float64(most) / float64(limit.N)
 	return acc
 }
 
@@ -84,16 +85,21 @@ const edgeWindows = 4
 // inWindow names the edge series.
 const inWindow = "in_window"
 
-// edgeSeries returns what user 0 had admitted in the trailing window of
-// length, in cost, after each of its requests (at X seconds) before
-// windows windows have passed: the series inWindow.
+// edgeSeries returns what one user had admitted in the trailing window of
+// length, in cost, after each of its requests (at X seconds), over windows
+// windows: the series inWindow. The user and the windows are those of the
+// most any user had admitted in a window (maxInWindow), the windows
+// aligned to the epoch and, where they can be, centred on it: the stretch
+// that holds the figure the accuracy table gives.
 func edgeSeries(w *workloads.Workload, allowed []bool, length time.Duration, windows int) results.Series {
 	s := results.Series{Name: inWindow, Unit: "cost", XUnit: results.UnitSeconds}
-	end := time.Duration(windows) * length
-	var mine []workloads.Arrival // user 0's admitted requests, in order
+	_, user, at := maxInWindow(w, allowed, length)
+	begin := max(0, (at/length-time.Duration(windows/2))*length)
+	end := begin + time.Duration(windows)*length
+	var mine []workloads.Arrival // the user's admitted requests, in order
 	sum, lo := int64(0), 0
 	for i, a := range w.Arrivals {
-		if a.User != 0 {
+		if int(a.User) != user || a.T <= begin-length {
 			continue
 		}
 		if a.T >= end {
@@ -107,15 +113,17 @@ func edgeSeries(w *workloads.Workload, allowed []bool, length time.Duration, win
 			sum -= int64(mine[lo].N)
 			lo++
 		}
-		s.X = append(s.X, a.T.Seconds())
-		s.Y = append(s.Y, float64(sum))
+		if a.T >= begin {
+			s.X = append(s.X, a.T.Seconds())
+			s.Y = append(s.Y, float64(sum))
+		}
 	}
 	return s
 }
 
 // maxInWindow returns the most cost any one user had admitted in an
-// interval (t - length, t].
-func maxInWindow(w *workloads.Workload, allowed []bool, length time.Duration) int64 {
+// interval (t - length, t], and the first user and t that reached it.
+func maxInWindow(w *workloads.Workload, allowed []bool, length time.Duration) (most int64, user int, at time.Duration) {
 	// Group the admitted arrivals by user (a counting sort keeps each
 	// user's in time order), then slide a window over each user's.
 	start := make([]int32, w.Params.Users+1)
@@ -135,7 +143,6 @@ func maxInWindow(w *workloads.Workload, allowed []bool, length time.Duration) in
 			next[a.User]++
 		}
 	}
-	best := int64(0)
 	for u := 0; u < w.Params.Users; u++ {
 		mine := byUser[start[u]:start[u+1]]
 		sum, lo := int64(0), 0
@@ -145,8 +152,10 @@ func maxInWindow(w *workloads.Workload, allowed []bool, length time.Duration) in
 				sum -= int64(mine[lo].N)
 				lo++
 			}
-			best = max(best, sum)
+			if sum > most {
+				most, user, at = sum, u, a.T
+			}
 		}
 	}
-	return best
+	return most, user, at
 }

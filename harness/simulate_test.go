@@ -18,11 +18,11 @@ func TestMaxInWindow(t *testing.T) {
 		{T: 1200 * time.Millisecond, User: 1, N: 1},
 	}}
 	all := []bool{true, true, true, true, true, true}
-	if got := maxInWindow(w, all, time.Second); got != 7 {
+	if got, _, _ := maxInWindow(w, all, time.Second); got != 7 {
 		t.Errorf("MaxInWindow = %d, want 7 (user 0: 2+1+4 in (0.1s, 1.1s])", got)
 	}
 	some := []bool{true, true, true, true, false, true}
-	if got := maxInWindow(w, some, time.Second); got != 6 {
+	if got, _, _ := maxInWindow(w, some, time.Second); got != 6 {
 		t.Errorf("MaxInWindow without the 4 = %d, want 6 (user 1: 5+1)", got)
 	}
 }
@@ -86,5 +86,16 @@ func TestEdgeSeries(t *testing.T) {
 	// edges at 1, 2 and 3s, and the 10 just before the edge at 4s.
 	if len(fs.X) != 70 || len(fs.Y) != len(fs.X) || fs.Name != "in_window" || fs.X[len(fs.X)-1] >= 4 {
 		t.Fatalf("series %q of %d points (%d values) ending at %v", fs.Name, len(fs.X), len(fs.Y), fs.X[len(fs.X)-1])
+	}
+	// Where the most in any W is another attacker's, later, the series
+	// is that attacker's around it: its peak is the table's figure.
+	late := make([]bool, len(w.Arrivals))
+	for i, a := range w.Arrivals {
+		late[i] = a.User == 2 && a.T >= 4*time.Second && a.T < 5200*time.Millisecond
+	}
+	most, user, at := maxInWindow(w, late, time.Second)
+	ls := edgeSeries(w, late, time.Second, 4)
+	if user != 2 || at < 4*time.Second || most < 11 || top(ls.Y) != float64(most) || ls.X[0] < 2 {
+		t.Errorf("most %d by user %d at %v; the series peaks at %v from %vs; want user 2's peak, from 2s on", most, user, at, top(ls.Y), ls.X[0])
 	}
 }
