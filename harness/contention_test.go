@@ -210,24 +210,31 @@ func TestPanelsBySide(t *testing.T) {
 		row("many-users", "gcra", results.BackendMemory, 1, 1e7),
 	}
 	var titles []string
-	for _, pn := range scalingFigure(rows, 2).Panels {
-		titles = append(titles, pn.Title)
-		redis := strings.HasSuffix(pn.Title, ", on Redis")
-		for _, l := range pn.Lines {
-			if strings.Contains(l.Name, "(redis") != redis {
-				t.Errorf("panel %q draws %s", pn.Title, l.Name)
+	for _, fig := range scalingFigures(rows, 2) {
+		redis := strings.HasSuffix(fig.Name, "-redis")
+		if redis != strings.HasSuffix(fig.Title, ", on Redis") {
+			t.Errorf("figure %s titled %q", fig.Name, fig.Title)
+		}
+		for _, pn := range fig.Panels {
+			titles = append(titles, fig.Name+": "+pn.Title)
+			for _, l := range pn.Lines {
+				if strings.Contains(l.Name, "(redis") != redis {
+					t.Errorf("%s, panel %q draws %s", fig.Name, pn.Title, l.Name)
+				}
 			}
 		}
 	}
-	want := []string{"uniform, in memory", "uniform, on Redis", "bursty, in memory", "bursty, on Redis", "many-users, in memory"}
+	want := []string{"scaling: uniform", "scaling: bursty", "scaling: many-users", "scaling-redis: uniform", "scaling-redis: bursty"}
 	if !slices.Equal(titles, want) {
 		t.Errorf("panels %q, want %q", titles, want)
 	}
 	var memoryOnly []string
-	for _, pn := range scalingFigure(rows[4:], 2).Panels {
-		memoryOnly = append(memoryOnly, pn.Title)
+	for _, fig := range scalingFigures(rows[4:], 2) {
+		for _, pn := range fig.Panels {
+			memoryOnly = append(memoryOnly, fig.Name+": "+pn.Title)
+		}
 	}
-	if !slices.Equal(memoryOnly, []string{"many-users"}) {
-		t.Errorf("without Redis rows, panels %q, want [many-users]", memoryOnly)
+	if !slices.Equal(memoryOnly, []string{"scaling: many-users"}) {
+		t.Errorf("without Redis rows, panels %q, want [scaling: many-users]", memoryOnly)
 	}
 }

@@ -57,31 +57,24 @@ func panelsByWorkload(rows []results.Row, point func(results.Row) []report.XY) [
 	return out
 }
 
-// panelsBySide is panelsByWorkload with the limiters kept in Redis in
-// panels of their own, beside the workload's in the process: a decision
-// on Redis is a round trip, a thousand times one in memory, and on one
-// axis the two families crowd each other, a limiter and its Redis twin
-// in one colour. Without Redis rows it is panelsByWorkload.
-func panelsBySide(rows []results.Row, point func(results.Row) []report.XY) []report.Panel {
+// bySide is fig with a panel per workload (panelsByWorkload), and with
+// the limiters kept in Redis in a figure of their own beside it, named
+// NAME-redis: a decision on Redis is a round trip, a thousand times one
+// in memory, and on one chart the two families crowded each other, a
+// limiter and its Redis twin in one colour, twenty lines in one legend.
+// Without Redis rows it is fig alone.
+func bySide(fig report.Figure, rows []results.Row, point func(results.Row) []report.XY) []report.Figure {
 	if !slices.ContainsFunc(rows, results.Row.Outside) {
-		return panelsByWorkload(rows, point)
+		fig.Panels = panelsByWorkload(rows, point)
+		return []report.Figure{fig}
 	}
-	var out []report.Panel
-	for _, pn := range panelsByWorkload(where(rows, func(r results.Row) bool { return !r.Outside() }), point) {
-		pn.Title += ", in memory"
-		out = append(out, pn)
-	}
-	for _, pn := range panelsByWorkload(where(rows, results.Row.Outside), point) {
-		pn.Title += ", on Redis"
-		// Beside the workload's panel in memory, where there is one.
-		at := slices.IndexFunc(out, func(p report.Panel) bool { return p.Title == strings.TrimSuffix(pn.Title, ", on Redis")+", in memory" })
-		if at < 0 {
-			out = append(out, pn)
-			continue
-		}
-		out = slices.Insert(out, at+1, pn)
-	}
-	return out
+	memory, redis := fig, fig
+	memory.Title += ", in memory"
+	memory.Panels = panelsByWorkload(where(rows, func(r results.Row) bool { return !r.Outside() }), point)
+	redis.Name += "-redis"
+	redis.Title += ", on Redis"
+	redis.Panels = panelsByWorkload(where(rows, results.Row.Outside), point)
+	return []report.Figure{memory, redis}
 }
 
 // where returns the rows of rows that ok reports true of.

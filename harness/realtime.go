@@ -92,7 +92,7 @@ var realtimeMode = mode{
 				lockWaitCell, false),
 		},
 		Charts: func(f *results.File, rows []results.Row) []report.Figure {
-			return []report.Figure{latencyFigure(rows), scalingFigure(rows, f.Meta.GOMAXPROCS), contentionFigure(rows, f.Meta.GOMAXPROCS)}
+			return slices.Concat(latencyFigures(rows), scalingFigures(rows, f.Meta.GOMAXPROCS), []report.Figure{contentionFigure(rows, f.Meta.GOMAXPROCS)})
 		},
 	},
 	steps: func(c Config, subjects []Subject) int {

@@ -15,16 +15,16 @@ import (
 // latency or a lock wait of zero is drawn there.
 const drawnFloor = 0.1
 
-// latencyFigure is a panel per workload of the paced runs' latency: X is
-// 1/(1-q) (2 for the median, 100 for p99, 10,000 for p99.99), Y the
-// latency in nanoseconds.
-func latencyFigure(rows []results.Row) report.Figure {
+// latencyFigures are a panel per workload of the paced runs' latency (in
+// memory, and on Redis: bySide): X is 1/(1-q) (2 for the median, 100 for
+// p99, 10,000 for p99.99), Y the latency in nanoseconds.
+func latencyFigures(rows []results.Row) []report.Figure {
 	fig := report.Figure{Name: "latency", Title: "Latency of one decision, from its intended send time (paced, open loop)",
 		Caption: "Each line is one limiter's latency distribution, from the median at the left to four nines at the right, both axes logarithmic. " +
 			"Lower is better; lines that rise steeply at the right have a tail, and where every line rises together (the harness floor too) the machine, not the limiter, is the cause.",
 		Cols: 2, Width: 9, RowHeight: 3, YLabel: "latency from intended send time (log scale)"}
 	paced := where(rows, func(r results.Row) bool { return r.SettingFloat(results.Offered) > 0 && r.Curve(latencyCurve) != nil })
-	fig.Panels = panelsBySide(paced, func(r results.Row) []report.XY {
+	figs := bySide(fig, paced, func(r results.Row) []report.XY {
 		var pts []report.XY
 		c := r.Curve(latencyCurve)
 		for i, q := range c.X {
@@ -38,10 +38,12 @@ func latencyFigure(rows []results.Row) report.Figure {
 	})
 	x := report.Axis{Label: "percentile", Log: true, Min: 2, Max: 10000,
 		Labels: []report.Tick{{At: 2, Label: "p50"}, {At: 10, Label: "p90"}, {At: 100, Label: "p99"}, {At: 1000, Label: "p99.9"}, {At: 10000, Label: "p99.99"}}}
-	for i := range fig.Panels {
-		fig.Panels[i].X, fig.Panels[i].Y = x, report.Axis{Log: true, Least: drawnFloor, Ticks: report.TicksNanos}
+	for _, f := range figs {
+		for i := range f.Panels {
+			f.Panels[i].X, f.Panels[i].Y = x, report.Axis{Log: true, Least: drawnFloor, Ticks: report.TicksNanos}
+		}
 	}
-	return fig
+	return figs
 }
 
 // unpacedRows are the rows of runs with no offered rate, each goroutine
@@ -52,23 +54,25 @@ func unpacedRows(rows []results.Row) []results.Row {
 	})
 }
 
-// scalingFigure is a panel per workload of unpaced throughput, in
+// scalingFigures are a panel per workload of unpaced throughput, in
 // millions of decisions a second, against goroutines, with procs of them
-// running at once.
-func scalingFigure(rows []results.Row, procs int) report.Figure {
+// running at once (in memory, and on Redis: bySide).
+func scalingFigures(rows []results.Row, procs int) []report.Figure {
 	procs = max(procs, 1)
 	fig := report.Figure{Name: "scaling", Title: "Throughput under overload against goroutines (unpaced)",
 		Caption: fmt.Sprintf("Each line is a limiter's decisions per second as more goroutines send as fast as they can, both axes logarithmic, with GOMAXPROCS %d. "+
 			"Higher is better; a line that falls past %d goroutines is losing to contention, and the harness floor is a limiter that decides nothing.", procs, procs),
 		Cols: 2, Width: 9, RowHeight: 3, YLabel: "decisions per second (log scale)"}
-	fig.Panels = panelsBySide(unpacedRows(rows), func(r results.Row) []report.XY {
+	figs := bySide(fig, unpacedRows(rows), func(r results.Row) []report.XY {
 		if t := r.Get(results.Throughput); t > 0 && finite(t) {
 			return []report.XY{{X: float64(r.SettingInt(results.Goroutines)), Y: t / 1e6}}
 		}
 		return nil
 	})
-	againstGoroutines(fig.Panels, report.Axis{Log: true, Least: 1e-6, Ticks: report.TicksMillions}) // one decision a second
-	return fig
+	for _, f := range figs {
+		againstGoroutines(f.Panels, report.Axis{Log: true, Least: 1e-6, Ticks: report.TicksMillions}) // one decision a second
+	}
+	return figs
 }
 
 // againstGoroutines gives panels of a value against goroutines their
