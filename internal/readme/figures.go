@@ -363,6 +363,9 @@ var algorithmOf = map[string]string{
 func checkPicks(m []string, r *Run) []Result {
 	pct, _ := parseFloat(m[3])
 	factor, _ := parseFloat(m[4])
+	if r.Host != "" && hostKind(r.Host) != m[2] {
+		factor = math.Inf(1) // a rate is the host's: held only on the excerpt's kind
+	}
 	var run map[string]string
 	if r.LabText != "" {
 		_, after, _ := strings.Cut(r.LabText, "Which limiter should I pick? This run's answers, from the numbers above:\n")

@@ -140,6 +140,26 @@ func TestCheckFlagsDrift(t *testing.T) {
 	}
 }
 
+// A rate is the host's: the excerpt's rates are held on its kind of host
+// alone, its bytes and ×N on any.
+func TestPicksOnAnotherHost(t *testing.T) {
+	readme := readREADME(t)
+	r := agreeing(t, readme)
+	r.Host = "Intel(R) Xeon(R) Processor"
+	r.LabText = strings.Replace(r.LabText, "26.33M/s", "8.10M/s", 1)
+	rs, err := Check(readme, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range Drifted(rs) {
+		t.Errorf("on another kind of host, a rate a third of the excerpt's drifted: %+v", res)
+	}
+	r.LabText = strings.Replace(r.LabText, "held 22.7 bytes", "held 25.0 bytes", 1)
+	if rs, _ := Check(readme, r); len(Drifted(rs)) != 1 || !strings.Contains(Drifted(rs)[0].Figure, "Least memory per user") {
+		t.Errorf("on another kind of host, bytes grown 10%%: drifted %+v, want the memory pick", Drifted(rs))
+	}
+}
+
 // TestUnaccounted: a number the README gains is caught, with its line.
 func TestUnaccounted(t *testing.T) {
 	readme := readREADME(t)
