@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
@@ -79,33 +81,108 @@ func shardOf(key string, n int) int {
 	return int(h % uint64(n))
 }
 
+// summarizer sums up the keys of one shard as a log's requests come:
+// each request of the whole log is seen (the grid, the first and last
+// times and the counts are the log's), and those of its keys summed up.
+type summarizer struct {
+	c         Config
+	index, of int
+	cs        *clients
+	sh        shape
+	stretches []*stretch
+	order     []int64 // each key's first request's place among the log's
+	out       *Shard
+}
+
+func newSummarizer(c Config, index, of int) *summarizer {
+	cv := newCurves(c.Periods, c.Rates)
+	return &summarizer{c: c, index: index, of: of, cs: newClients(int64(c.period())),
+		sh:  shape{intervals: cv.intervals, lengths: cv.lengths, noHead: true},
+		out: &Shard{Index: index, Of: of, Periods: slices.Clone(c.Periods), Rates: slices.Clone(c.Rates), Period: c.period(), DropRefused: c.DropRefused}}
+}
+
+// see counts e, the log's next request.
+func (s *summarizer) see(e *accesslog.Entry) {
+	out := s.out
+	n := int64(out.Requests)
+	if out.Requests == 0 {
+		out.First = e.At
+	}
+	out.Last = e.At
+	out.Fractions = out.Fractions || e.At%int64(time.Second) != 0
+	out.Requests++
+	if e.Status == 429 {
+		out.Logged429++
+	}
+	decided := !(s.c.DropRefused && e.Status == 429)
+	if shardOf(e.Key, s.of) != s.index {
+		if decided {
+			s.cs.grid.bucket(e.At, s.cs.all) // the grid is the whole log's
+		}
+		return
+	}
+	id, _ := s.cs.see(e, decided)
+	if int(id) == len(s.stretches) {
+		s.stretches, s.order = append(s.stretches, s.sh.newStretch()), append(s.order, n)
+	}
+	if decided {
+		s.sh.add(s.stretches[id], e.At, int64(e.N))
+	}
+}
+
+// shard is the summary, once r, which gave every request seen, is read
+// to its end.
+func (s *summarizer) shard(r *accesslog.Reader) *Shard {
+	out := s.out
+	out.Lines, out.Free = r.Lines(), r.Free()
+	out.Skipped, out.Skips = r.Skipped()
+	out.NoKey, out.FirstNoKey = r.NoKey()
+	out.Unseen = r.Unseen()
+	g := s.cs.grid
+	out.Grid = ShardGrid{Origin: g.origin, Width: g.width, Last: g.last, Begun: g.begun}
+	for id, cl := range s.cs.all {
+		st := s.stretches[id]
+		out.Keys = append(out.Keys, ShardKey{Key: cl.key, Order: s.order[id], Requests: cl.requests, Cost: cl.cost, Logged429: cl.logged429,
+			First: cl.first, Peak: cl.peak, Agents: cl.agents.seen, Paths: cl.paths.seen, Series: cl.series, From: cl.from,
+			Decided: st.Count > 0, DecidedFirst: st.First, DecidedCost: st.Cost, Lead: st.Lead, Need: st.Need, Peaks: st.Peaks})
+	}
+	return out
+}
+
+// checkShards checks c, filling in its defaults, and a cut into of
+// shards for a summary.
+func checkShards(c *Config, of int) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	if len(c.Limits) > 0 {
+		return errors.New("plan: a shard sums up keys and decides no sweep: --limits is for a plan of the whole log")
+	}
+	if of < 1 {
+		return fmt.Errorf("plan: %d shards: want 1 or more", of)
+	}
+	return nil
+}
+
 // Summarize reads r to its end and sums up the keys of shard index of of,
 // on c's grid. c must ask for no sweep (a sweep decides every request,
 // which a shard cannot do for the keys of others).
 func Summarize(ctx context.Context, r *accesslog.Reader, c Config, index, of int, progress Progress) (*Shard, error) {
-	if err := c.check(); err != nil {
+	if err := checkShards(&c, of); err != nil {
 		return nil, err
 	}
-	if len(c.Limits) > 0 {
-		return nil, errors.New("plan: a shard sums up keys and decides no sweep: --limits is for a plan of the whole log")
-	}
-	if of < 1 || index < 0 || index >= of {
+	if index < 0 || index >= of {
 		return nil, fmt.Errorf("plan: shard %d of %d: want 0 to %d", index, of, of-1)
 	}
-	cs := newClients(int64(c.period()))
-	cv := newCurves(c.Periods, c.Rates)
-	sh := shape{intervals: cv.intervals, lengths: cv.lengths, noHead: true}
-	var stretches []*stretch
-	var order []int64
-	out := &Shard{Index: index, Of: of, Periods: slices.Clone(c.Periods), Rates: slices.Clone(c.Rates), Period: c.period(), DropRefused: c.DropRefused}
+	s := newSummarizer(c, index, of)
 	var lastProgress time.Time
-	for n := int64(0); ; n++ {
+	for n := 0; ; n++ {
 		if n%batchSize == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
 			if progress != nil && time.Since(lastProgress) > time.Second {
-				progress(r.Lines(), out.Requests, time.Duration(out.Last-out.First))
+				progress(r.Lines(), s.out.Requests, time.Duration(s.out.Last-s.out.First))
 				lastProgress = time.Now()
 			}
 		}
@@ -116,43 +193,103 @@ func Summarize(ctx context.Context, r *accesslog.Reader, c Config, index, of int
 		if err != nil {
 			return nil, fmt.Errorf("plan: %w", err)
 		}
-		if out.Requests == 0 {
-			out.First = e.At
-		}
-		out.Last = e.At
-		out.Fractions = out.Fractions || e.At%int64(time.Second) != 0
-		out.Requests++
-		if e.Status == 429 {
-			out.Logged429++
-		}
-		decided := !(c.DropRefused && e.Status == 429)
-		if shardOf(e.Key, of) != index {
-			if decided {
-				cs.grid.bucket(e.At, cs.all) // the grid is the whole log's
+		s.see(&e)
+	}
+	return s.shard(r), nil
+}
+
+// SummarizeAll reads r once, to its end, and sums up all of shards 0 to
+// of−1 at once, one goroutine each: the log is parsed once and each
+// request handed to every shard (which sums up its own keys and counts
+// the rest), so that one process plans on several cores a log it can read
+// only once, standard input too. The shards are Summarize's, exactly.
+func SummarizeAll(ctx context.Context, r *accesslog.Reader, c Config, of int, progress Progress) ([]*Shard, error) {
+	if err := checkShards(&c, of); err != nil {
+		return nil, err
+	}
+	// A batch goes to every shard, and back to be filled again once the
+	// last is done with it.
+	type batch struct {
+		entries []accesslog.Entry
+		left    atomic.Int32
+	}
+	ss := make([]*summarizer, of)
+	in := make([]chan *batch, of)
+	free := make(chan *batch, 4*of+2)
+	var wg sync.WaitGroup
+	for i := range of {
+		ss[i], in[i] = newSummarizer(c, i, of), make(chan *batch, 4)
+		wg.Go(func() {
+			for b := range in[i] {
+				for j := range b.entries {
+					ss[i].see(&b.entries[j])
+				}
+				if b.left.Add(-1) == 0 {
+					select {
+					case free <- b:
+					default: // the collector's
+					}
+				}
 			}
-			continue
-		}
-		id, _ := cs.see(&e, decided)
-		if int(id) == len(stretches) {
-			stretches, order = append(stretches, sh.newStretch()), append(order, n)
-		}
-		if decided {
-			sh.add(stretches[id], e.At, int64(e.N))
+		})
+	}
+	read := func() error {
+		requests, first, last := 0, int64(0), int64(0)
+		var lastProgress time.Time
+		for {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			var b *batch
+			select {
+			case b = <-free:
+				b.entries = b.entries[:0]
+			default:
+				b = &batch{entries: make([]accesslog.Entry, 0, batchSize)}
+			}
+			for len(b.entries) < batchSize {
+				e, err := r.Read()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					return fmt.Errorf("plan: %w", err)
+				}
+				if requests == 0 {
+					first = e.At
+				}
+				requests, last = requests+1, e.At
+				b.entries = append(b.entries, e)
+			}
+			if len(b.entries) == 0 {
+				return nil
+			}
+			b.left.Store(int32(of))
+			for _, ch := range in {
+				ch <- b
+			}
+			if progress != nil && time.Since(lastProgress) > time.Second {
+				progress(r.Lines(), requests, time.Duration(last-first))
+				lastProgress = time.Now()
+			}
+			if len(b.entries) < batchSize {
+				return nil
+			}
 		}
 	}
-	out.Lines, out.Free = r.Lines(), r.Free()
-	out.Skipped, out.Skips = r.Skipped()
-	out.NoKey, out.FirstNoKey = r.NoKey()
-	out.Unseen = r.Unseen()
-	g := cs.grid
-	out.Grid = ShardGrid{Origin: g.origin, Width: g.width, Last: g.last, Begun: g.begun}
-	for id, cl := range cs.all {
-		st := stretches[id]
-		out.Keys = append(out.Keys, ShardKey{Key: cl.key, Order: order[id], Requests: cl.requests, Cost: cl.cost, Logged429: cl.logged429,
-			First: cl.first, Peak: cl.peak, Agents: cl.agents.seen, Paths: cl.paths.seen, Series: cl.series, From: cl.from,
-			Decided: st.Count > 0, DecidedFirst: st.First, DecidedCost: st.Cost, Lead: st.Lead, Need: st.Need, Peaks: st.Peaks})
+	err := read()
+	for _, ch := range in {
+		close(ch)
 	}
-	return out, nil
+	wg.Wait()
+	if err != nil {
+		return nil, err
+	}
+	shards := make([]*Shard, of)
+	for i, s := range ss {
+		shards[i] = s.shard(r)
+	}
+	return shards, nil
 }
 
 // shardVersion is the shard file's format: a file of another is refused.

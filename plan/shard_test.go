@@ -3,6 +3,7 @@ package plan
 import (
 	"bytes"
 	"context"
+	"errors"
 	"hash/fnv"
 	"slices"
 	"testing"
@@ -57,6 +58,21 @@ func TestShardsMergeAsOnePass(t *testing.T) {
 				t.Fatal(err)
 			}
 			shards = append(shards, back)
+		}
+		// Read once and summed up on n goroutines, the same shards, to
+		// the byte.
+		all, err := SummarizeAll(context.Background(), reader(), c, n, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			var a, b bytes.Buffer
+			if err := errors.Join(all[i].Write(&a), shards[i].Write(&b)); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(a.Bytes(), b.Bytes()) {
+				t.Errorf("%d shards: SummarizeAll's shard %d (%d keys) differs from Summarize's (%d keys)", n, i, len(all[i].Keys), len(shards[i].Keys))
+			}
 		}
 		slices.Reverse(shards) // any order
 		m, err := Merge(c, shards)

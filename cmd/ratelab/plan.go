@@ -138,7 +138,7 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	f.define(fs)
 	var shard, summary string
 	var cores int
-	fs.IntVar(&cores, "cores", 0, "the policy on this many cores: as many shards by key, each reading the LOG files, merged")
+	fs.IntVar(&cores, "cores", 0, "the policy on this many cores: the log read once, its keys summed up in as many shards at once, merged")
 	fs.StringVar(&shard, "shard", "", "sum up only the keys of shard I of N (I/N; N alone takes I from JOB_COMPLETION_INDEX) into --summary, for ratelab plan merge")
 	fs.StringVar(&summary, "summary", "", "the file --shard writes its summary to")
 	fs.Usage = func() {
@@ -168,10 +168,10 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return badUsage(fs, fmt.Errorf("plan: %w", err))
 	}
 	if cores != 0 {
-		if err := coresFlag(cores, fs.Args(), shard, summary, f.current); err != nil {
+		if err := coresFlag(cores, shard, summary, f.current); err != nil {
 			return badUsage(fs, fmt.Errorf("plan: %w", err))
 		}
-		p, err := planOnCores(ctx, fs.Args(), o, c, cores, stderr)
+		p, err := planOnCores(ctx, r, c, cores, stderr)
 		if errors.Is(err, context.Canceled) {
 			return err
 		}

@@ -174,11 +174,12 @@ func TestPlanShardsMerge(t *testing.T) {
 	if err := os.WriteFile(path, log.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	plan := func(args ...string) (string, error) {
+	planIn := func(stdin string, args ...string) (string, error) {
 		var stdout, stderr bytes.Buffer
-		err := run(context.Background(), append([]string{"plan"}, args...), strings.NewReader(""), &stdout, &stderr)
+		err := run(context.Background(), append([]string{"plan"}, args...), strings.NewReader(stdin), &stdout, &stderr)
 		return stdout.String() + stderr.String(), err
 	}
+	plan := func(args ...string) (string, error) { return planIn("", args...) }
 	one, err := plan("--out", filepath.Join(dir, "one"), path)
 	if err != nil {
 		t.Fatalf("plan: %v\n%s", err, one)
@@ -218,10 +219,15 @@ func TestPlanShardsMerge(t *testing.T) {
 	if flat := strings.Join(strings.Fields(string(md)), " "); strings.Contains(flat, "0 requests (0%)") || !strings.Contains(flat, "the requests it refuses are not decided") {
 		t.Errorf("the merged plan's report says it decided requests:\n%s", md)
 	}
-	// The same on two cores of this machine, in one command.
+	// The same on two cores of this machine, in one command, from the
+	// file or piped in (the log read once).
 	cores, err := plan("--cores", "2", "--out", filepath.Join(dir, "cores"), path)
 	if err != nil || first(cores) != first(one) || !strings.Contains(strings.Join(strings.Fields(cores), " "), "Merged 2 shards") {
 		t.Errorf("plan --cores 2: %v\n%s\none pass:\n%s", err, first(cores), first(one))
+	}
+	piped, err := planIn(log.String(), "--cores", "3", "--out", filepath.Join(dir, "piped"))
+	if err != nil || first(piped) != first(one) || !strings.Contains(strings.Join(strings.Fields(piped), " "), "Merged 3 shards") {
+		t.Errorf("plan --cores 3 < log: %v\n%s\none pass:\n%s", err, first(piped), first(one))
 	}
 	for _, tt := range []struct {
 		args []string
@@ -233,7 +239,7 @@ func TestPlanShardsMerge(t *testing.T) {
 		{[]string{"merge", "--limits", "1/s..10/s", shards[0]}, "--limits"},
 		{[]string{"--shard", "0/3", path}, "--summary"},
 		{[]string{"--cores", "1", path}, "want 2 to 256"},
-		{[]string{"--cores", "2"}, "name the LOG files"},
+		{[]string{"--cores", "2", "--current", "10/s", path}, "plan without --cores"},
 		{[]string{"--cores", "2", "--shard", "0/2", "--summary", filepath.Join(dir, "x"), path}, "a machine's part"},
 		{[]string{"--shard", "3/3", "--summary", filepath.Join(dir, "x"), path}, "want I/N"},
 	} {

@@ -9,10 +9,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ratelab/ratelab/plan"
@@ -157,9 +155,9 @@ func runPlanMerge(args []string, stdout, stderr io.Writer) error {
 	return printPlan(stdout, &f, p, shardsOf(len(shards)), f.settings(fs))
 }
 
-// coresFlag checks --cores: 2 or more, files to read once a core, and
-// neither a shard of its own nor --current (which decides requests).
-func coresFlag(cores int, logs []string, shard, summary, current string) error {
+// coresFlag checks --cores: 2 or more, and neither a shard of the log
+// (--shard, --summary) nor --current, which decides requests.
+func coresFlag(cores int, shard, summary, current string) error {
 	switch {
 	case cores < 2 || cores > 256:
 		return fmt.Errorf("--cores %d: want 2 to 256 (one core is the plan of one pass)", cores)
@@ -167,41 +165,16 @@ func coresFlag(cores int, logs []string, shard, summary, current string) error {
 		return errors.New("--cores plans the whole log on this machine; --shard and --summary are a machine's part of it")
 	case current != "":
 		return errors.New("--current decides requests over the whole log: plan without --cores for it")
-	case len(logs) == 0 || slices.Contains(logs, "-"):
-		return errors.New("--cores reads the log once a core: name the LOG files (standard input is read once)")
 	}
 	return nil
 }
 
-// planOnCores sums up the logs in n shards by key at once, each a
-// goroutine reading the files on its own, and merges them.
-func planOnCores(ctx context.Context, logs []string, o accesslog.Options, c plan.Config, n int, stderr io.Writer) (*plan.Plan, error) {
+// planOnCores reads the log once and sums up its keys in n shards at
+// once, each request handed to every shard, then merges them.
+func planOnCores(ctx context.Context, r *accesslog.Reader, c plan.Config, n int, stderr io.Writer) (*plan.Plan, error) {
 	began := time.Now()
-	shards := make([]*plan.Shard, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			inputs, closeAll, err := openLogs(logs, nil)
-			if err != nil {
-				errs[i] = fmt.Errorf("plan: %w", err)
-				return
-			}
-			defer closeAll()
-			r, err := accesslog.NewReader(inputs, o)
-			if err != nil {
-				errs[i] = fmt.Errorf("plan: %w", err)
-				return
-			}
-			var progress plan.Progress
-			if i == 0 {
-				progress = planProgress(stderr) // one says how far they are: they read alike
-			}
-			shards[i], errs[i] = plan.Summarize(ctx, r, c, i, n, progress)
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	shards, err := plan.SummarizeAll(ctx, r, c, n, planProgress(stderr))
+	if err != nil {
 		return nil, err
 	}
 	p, err := plan.Merge(c, shards)
