@@ -163,6 +163,9 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if f.out == "" {
 		f.out = planOut(fs.Args())
 	}
+	if cores > 1 {
+		o.Parsers = cores // a log format's lines parsed on every core, taken in order
+	}
 	r, err := accesslog.NewReader(inputs, o)
 	if err != nil {
 		return badUsage(fs, fmt.Errorf("plan: %w", err))

@@ -436,3 +436,97 @@ func TestEscapedQuotesAndLastLiteral(t *testing.T) {
 		t.Errorf("$uri; with a ; in the uri: %+v, skipped %d %v; want it read", got, n, s)
 	}
 }
+
+// A parallel parse reads as one goroutine does: the same entries in the
+// same order, the same lines, skips (where and why), free lines, lines
+// without the key, and the same error where one stops the log; over
+// blocks of lines, with bad, blank, too long and out-of-order lines, two
+// rotated files, and a log of no request at all.
+func TestParallelParse(t *testing.T) {
+	var big strings.Builder
+	for i := range 3*parseBlock + 77 {
+		sec := i / 40
+		if i%97 == 5 {
+			sec -= 1 // out of order, within --reorder
+		}
+		switch {
+		case i%1013 == 7:
+			big.WriteString("not a log line\n")
+		case i%2039 == 11:
+			big.WriteString("\n# a comment\n")
+		case i%4093 == 13:
+			big.WriteString(strings.Repeat("x", maxLine+10) + "\n")
+		case i%3001 == 17:
+			fmt.Fprintf(&big, "- - - [28/Nov/2026:10:%02d:%02d +0000] \"GET / HTTP/1.1\" 200 1 \"-\" \"-\"\n", sec/60%60, sec%60)
+		default:
+			fmt.Fprintf(&big, "10.0.%d.%d - - [28/Nov/2026:10:%02d:%02d +0000] \"GET /p/%d HTTP/1.1\" %d 1 \"-\" \"agent %d\"\n",
+				i%7, i%250, sec/60%60, sec%60, i%13, []int{200, 200, 429, 304}[i%4], i%5)
+		}
+	}
+	bad := strings.Repeat("not a log line\n", 2*hopeless)
+	for _, tt := range []struct {
+		name string
+		logs []string
+		o    Options
+	}{
+		{"one file over four blocks", []string{big.String()}, Options{}},
+		{"two rotated files", []string{combinedLog, big.String()}, Options{}},
+		{"by path, a cost", []string{combinedLog + big.String()}, Options{Key: KeySpec{PathSegments: 2}, Reorder: -1}},
+		{"no request in the first lines", []string{bad + big.String()}, Options{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			type result struct {
+				entries                  []Entry
+				err                      string
+				lines, requests, skipped int
+				skips                    []Skip
+				noKey                    int
+				firstNoKey               Skip
+			}
+			readAll := func(parsers int) result {
+				var inputs []Input
+				for i, l := range tt.logs {
+					inputs = append(inputs, Input{Name: fmt.Sprintf("access.log.%d", len(tt.logs)-i), R: strings.NewReader(l)})
+				}
+				o := tt.o
+				o.Parsers = parsers
+				r, err := NewReader(inputs, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if (r.parsers != nil) != (parsers > 1) {
+					t.Fatalf("%d parsers: parsed in parallel %v", parsers, r.parsers != nil)
+				}
+				var out result
+				for {
+					e, err := r.Read()
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						out.err = err.Error()
+						break
+					}
+					out.entries = append(out.entries, e)
+				}
+				out.lines, out.requests = r.Lines(), r.Requests()
+				out.skipped, out.skips = r.Skipped()
+				out.noKey, out.firstNoKey = r.NoKey()
+				return out
+			}
+			one := readAll(1)
+			t.Logf("one goroutine: %d entries of %d lines, %d skipped, %d without the key, error %q", len(one.entries), one.lines, one.skipped, one.noKey, one.err)
+			if len(one.entries) == 0 && one.err == "" {
+				t.Fatal("one goroutine read nothing: the comparison proves little")
+			}
+			for _, k := range []int{2, 3} {
+				got := readAll(k)
+				if got.err != one.err || got.lines != one.lines || got.requests != one.requests || got.skipped != one.skipped || got.noKey != one.noKey ||
+					got.firstNoKey != one.firstNoKey || !slices.Equal(got.skips, one.skips) || !slices.Equal(got.entries, one.entries) {
+					t.Errorf("%d parsers: %d entries, %d lines, %d skipped %v, error %q; one: %d, %d, %d %v, %q",
+						k, len(got.entries), got.lines, got.skipped, got.skips, got.err, len(one.entries), one.lines, one.skipped, one.skips, one.err)
+				}
+			}
+		})
+	}
+}
