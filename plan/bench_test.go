@@ -14,15 +14,20 @@ import (
 // BenchmarkPlan is what a plan costs a line, beside the parse floor, on
 // the synthetic shop's log (4,000 users, 20 minutes): the log read and
 // its clients counted (the floor); the policy in one pass (no sweep);
-// one shard of two, summed up; and the merge of two shards. Two shards
-// at once on two cores, then the merge, is the policy on every core.
+// one shard of two, summed up; the merge of two shards; and the policy
+// on two cores as plan --cores 2 makes it (the log parsed on both, two
+// shards summed up at once, merged), in wall time a line.
 func BenchmarkPlan(b *testing.B) {
 	var log bytes.Buffer
 	if _, err := synthlog.WriteShop(&log, synthlog.Shop{Users: 4000, Span: 20 * time.Minute, Abusers: 4, Offices: 2, Seed: 3}); err != nil {
 		b.Fatal(err)
 	}
-	reader := func() *accesslog.Reader {
-		r, err := accesslog.NewReader([]accesslog.Input{{Name: "access.log", R: bytes.NewReader(log.Bytes())}}, accesslog.Options{})
+	reader := func(parsers ...int) *accesslog.Reader {
+		o := accesslog.Options{}
+		if len(parsers) > 0 {
+			o.Parsers = parsers[0]
+		}
+		r, err := accesslog.NewReader([]accesslog.Input{{Name: "access.log", R: bytes.NewReader(log.Bytes())}}, o)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -75,6 +80,18 @@ func BenchmarkPlan(b *testing.B) {
 	b.Run("step=merge-of-2", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := Merge(c, shards); err != nil {
+				b.Fatal(err)
+			}
+		}
+		lines(b, n)
+	})
+	b.Run("step=cores-2", func(b *testing.B) {
+		for b.Loop() {
+			all, err := SummarizeAll(context.Background(), reader(2), c, 2, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := Merge(c, all); err != nil {
 				b.Fatal(err)
 			}
 		}
