@@ -207,18 +207,21 @@ func SummarizeAll(ctx context.Context, r *accesslog.Reader, c Config, of int, pr
 	if err := checkShards(&c, of); err != nil {
 		return nil, err
 	}
-	// A batch goes to every shard, and back to be filled again once the
-	// last is done with it.
-	type batch struct {
+	// The reader's batches (readBatches, as a plan of one pass reads)
+	// go to every shard, and back to be filled again once the last is
+	// done with one.
+	type shared struct {
 		entries []accesslog.Entry
 		left    atomic.Int32
 	}
+	batches, free := make(chan read, 4), make(chan []accesslog.Entry, 4*of+2)
+	readErr := make(chan error, 1)
+	go func() { readErr <- readBatches(ctx, r, batches, free) }()
 	ss := make([]*summarizer, of)
-	in := make([]chan *batch, of)
-	free := make(chan *batch, 4*of+2)
+	in := make([]chan *shared, of)
 	var wg sync.WaitGroup
 	for i := range of {
-		ss[i], in[i] = newSummarizer(c, i, of), make(chan *batch, 4)
+		ss[i], in[i] = newSummarizer(c, i, of), make(chan *shared, 4)
 		wg.Go(func() {
 			for b := range in[i] {
 				for j := range b.entries {
@@ -226,64 +229,36 @@ func SummarizeAll(ctx context.Context, r *accesslog.Reader, c Config, of int, pr
 				}
 				if b.left.Add(-1) == 0 {
 					select {
-					case free <- b:
+					case free <- b.entries:
 					default: // the collector's
 					}
 				}
 			}
 		})
 	}
-	read := func() error {
-		requests, first, last := 0, int64(0), int64(0)
-		var lastProgress time.Time
-		for {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			var b *batch
-			select {
-			case b = <-free:
-				b.entries = b.entries[:0]
-			default:
-				b = &batch{entries: make([]accesslog.Entry, 0, batchSize)}
-			}
-			for len(b.entries) < batchSize {
-				e, err := r.Read()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					return fmt.Errorf("plan: %w", err)
-				}
-				if requests == 0 {
-					first = e.At
-				}
-				requests, last = requests+1, e.At
-				b.entries = append(b.entries, e)
-			}
-			if len(b.entries) == 0 {
-				return nil
-			}
-			b.left.Store(int32(of))
-			for _, ch := range in {
-				ch <- b
-			}
-			if progress != nil && time.Since(lastProgress) > time.Second {
-				progress(r.Lines(), requests, time.Duration(last-first))
-				lastProgress = time.Now()
-			}
-			if len(b.entries) < batchSize {
-				return nil
-			}
+	requests, first, last := 0, int64(0), int64(0)
+	var lastProgress time.Time
+	for rb := range batches {
+		if requests == 0 {
+			first = rb.entries[0].At
+		}
+		requests, last = requests+len(rb.entries), rb.entries[len(rb.entries)-1].At
+		b := &shared{entries: rb.entries}
+		b.left.Store(int32(of))
+		for _, ch := range in {
+			ch <- b
+		}
+		if progress != nil && time.Since(lastProgress) > time.Second {
+			progress(rb.lines, requests, time.Duration(last-first))
+			lastProgress = time.Now()
 		}
 	}
-	err := read()
 	for _, ch := range in {
 		close(ch)
 	}
 	wg.Wait()
-	if err != nil {
-		return nil, err
+	if err := <-readErr; err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
 	}
 	shards := make([]*Shard, of)
 	for i, s := range ss {
