@@ -32,6 +32,7 @@ const (
 	kindFront   = "frontier"
 	kindPolicy  = "policy"
 	kindCaught  = "caught"
+	kindSource  = "source"
 
 	// Settings.
 	limitSetting  = "limit"   // a limit as written
@@ -98,6 +99,10 @@ const (
 	scaleName      = "scale"           // the shared keys' tier: the policy times it
 	shareName      = "share"           // the shared keys' share of the requests
 	caughtSetting  = "caught"          // the keys the bucket suggested refuses, the first few
+	filesName      = "files"           // a source's files
+	firstName      = "first"           // a source's first request, seconds since 1970
+	lastName       = "last"            // and its last
+	atOnceName     = "at_once"         // how many of a source's files overlap at most
 	policySetting  = "policy"          // a policy in --limit's words
 )
 
@@ -165,6 +170,20 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 	row.Add(spanName, results.UnitSeconds, p.Span.Seconds())
 	row.Add(tookName, results.UnitSeconds, p.Took.Seconds())
 	add(row)
+	if len(p.Sources) > 1 {
+		for _, src := range p.Sources {
+			row := results.Row{Workload: log, Limiter: src.Name}
+			row.Set(kind, kindSource)
+			row.Add(filesName, results.UnitCount, float64(src.Files))
+			row.Add(linesName, results.UnitCount, float64(src.Lines))
+			row.Add(requestsName, results.UnitCount, float64(src.Requests))
+			row.Add(skippedName, results.UnitCount, float64(src.Skipped))
+			row.Add(firstName, results.UnitSeconds, float64(src.First)/1e9)
+			row.Add(lastName, results.UnitSeconds, float64(src.Last)/1e9)
+			row.Add(atOnceName, results.UnitCount, float64(src.AtOnce))
+			add(row)
+		}
+	}
 
 	row = results.Row{Workload: log, Limiter: "clients"}
 	row.Set(kind, kindPeaks)
@@ -460,6 +479,22 @@ var mode = report.Mode{
 				return []string{r.Workload, results.Count(r.Count(linesName)), results.Count(r.Count(requestsName)), results.Count(r.Count(skippedName)),
 					results.Count(r.Count(freeName)), results.Count(r.Count(logged429Name)), results.Count(r.Count(results.Decisions)),
 					results.Count(r.Count(clientsCount)), (time.Duration(r.Get(spanName) * float64(time.Second))).Round(time.Second).String()}
+			},
+		},
+		{
+			Name:   "plan-sources",
+			Title:  "Where it came from",
+			Note:   "The log's sources, merged by time: each file, or the files of each node of a load balancer or host of a fleet (the part of their names that tells one from another), or the files all together where their names tell no nodes.",
+			Header: []string{"source", "files", "lines", "requests", "not read", "from", "to"},
+			Left:   1,
+			Keep:   isKind(kindSource),
+			Cells: func(r results.Row) []string {
+				name := r.Limiter
+				if n := r.Count(atOnceName); n > 1 {
+					name += fmt.Sprintf(" (up to %d at once)", n)
+				}
+				return []string{name, results.Count(r.Count(filesName)), results.Count(r.Count(linesName)), results.Count(r.Count(requestsName)),
+					results.Count(r.Count(skippedName)), instant(r.Get(firstName)), instant(r.Get(lastName))}
 			},
 		},
 		{
@@ -1062,4 +1097,13 @@ func addCount(row *results.Row, name string, n int64) {
 	if n >= 0 {
 		row.Add(name, results.UnitCount, float64(n))
 	}
+}
+
+// instant is a time in seconds since 1970 as a person reads it, in UTC
+// to the second: "2026-12-05 23:55:02".
+func instant(sec float64) string {
+	if sec == 0 {
+		return "-"
+	}
+	return time.Unix(0, int64(sec*1e9)).UTC().Format(time.DateTime)
 }

@@ -227,7 +227,7 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	p.Lines, p.Free = r.Lines(), r.Free()
 	p.Skipped, p.Skips = r.Skipped()
 	p.NoKey, p.FirstNoKey = r.NoKey()
-	p.Unseen = r.Unseen()
+	p.Unseen, p.Sources = r.Unseen(), r.Sources()
 	p.Span = time.Duration(last - first)
 	p.WholeSeconds = !fractions
 	p.Took = time.Since(began)

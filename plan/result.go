@@ -26,7 +26,10 @@ type Plan struct {
 	FirstNoKey accesslog.Skip
 	// Unseen are the fields an option named that no line had (an agent
 	// field named wrong: every client then counts no agents).
-	Unseen             []string
+	Unseen []string
+	// Sources are where the log came from (accesslog.Reader.Sources): a
+	// file, or the files of each node of a fleet.
+	Sources            []accesslog.Source
 	Logged429, Decided int
 	Clients            int
 	Span               time.Duration

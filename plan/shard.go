@@ -39,6 +39,7 @@ type Shard struct {
 	Skips                                            []accesslog.Skip
 	FirstNoKey                                       accesslog.Skip
 	Unseen                                           []string
+	Sources                                          []accesslog.Source
 	First, Last                                      int64
 	Fractions, DropRefused                           bool
 	Grid                                             ShardGrid
@@ -137,7 +138,7 @@ func (s *summarizer) shard(r *accesslog.Reader) *Shard {
 	out.Lines, out.Free = r.Lines(), r.Free()
 	out.Skipped, out.Skips = r.Skipped()
 	out.NoKey, out.FirstNoKey = r.NoKey()
-	out.Unseen = r.Unseen()
+	out.Unseen, out.Sources = r.Unseen(), r.Sources()
 	g := s.cs.grid
 	out.Grid = ShardGrid{Origin: g.origin, Width: g.width, Last: g.last, Begun: g.begun}
 	for id, cl := range s.cs.all {
@@ -361,7 +362,7 @@ func Merge(c Config, shards []*Shard) (*Plan, error) {
 		copy(cv.peaks[id*len(cv.lengths):], k.Peaks)
 	}
 	p := &Plan{Config: c, Lines: first.Lines, Requests: first.Requests, Free: first.Free, Skipped: first.Skipped, Skips: first.Skips,
-		NoKey: first.NoKey, FirstNoKey: first.FirstNoKey, Unseen: first.Unseen, Logged429: first.Logged429,
+		NoKey: first.NoKey, FirstNoKey: first.FirstNoKey, Unseen: first.Unseen, Sources: first.Sources, Logged429: first.Logged429,
 		Span: time.Duration(first.Last - first.First), WholeSeconds: !first.Fractions, Merged: len(shards)}
 	if p.Requests == 0 {
 		return nil, ErrNoRequest

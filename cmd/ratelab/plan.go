@@ -41,11 +41,13 @@ clients, and each algorithm's lowest limit that refuses no more than
 --spare of them (one number a period, which fails where an app opens
 with a fan-out as high in a second as a scraper sends).
 
-LOG is one or more access logs, read in the order given as one log
-(rotated files, oldest first), plain or gzip; - or none is standard input.
-Lines out of time order by up to --reorder are put back in order; a line
-that is not a request is counted and the first few are shown with their
-line numbers. A log's times are what it says: whole seconds in the
+LOG is one or more access logs, plain or gzip, merged by time into one
+log whatever their order: a log and its rotated files, the logs of a
+fleet's hosts, a load balancer's nodes' files (logs/*.log.gz); - or none
+is standard input. Each file is opened when the merge comes to its
+times. Lines of one file out of time order by up to --reorder are put
+back in order; a line that is not a request is counted and the first few
+are shown with their line numbers. A log's times are what it says: whole seconds in the
 combined format, so a limit per second is judged on whole seconds.
 
 --format says how the log is written:
@@ -152,11 +154,10 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if fs.NArg() == 0 && isTerminal(stdin) {
 		return badUsage(fs, errors.New("plan: no LOG given, and standard input is a terminal (or a device): name a log, or pipe one in"))
 	}
-	inputs, closeAll, err := openLogs(fs.Args(), stdin)
+	inputs, err := openLogs(fs.Args(), stdin)
 	if err != nil {
 		return usageError{fmt.Errorf("plan: %w", err)}
 	}
-	defer closeAll()
 	if f.out == "" {
 		f.out = planOut(fs.Args())
 	}
@@ -178,7 +179,7 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		if err != nil {
 			return usageError{err}
 		}
-		return printPlan(stdout, &f, p, logName(inputs), f.settings(fs))
+		return printPlan(stdout, &f, p, logName(inputs, p.Sources), f.settings(fs))
 	}
 	if shard != "" || summary != "" {
 		index, of, err := shardFlag(shard, summary, f.current)
@@ -197,7 +198,7 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	for _, u := range p.Unseen {
 		fmt.Fprintf(stderr, "plan: %s\n", u)
 	}
-	return printPlan(stdout, &f, p, logName(inputs), f.settings(fs))
+	return printPlan(stdout, &f, p, logName(inputs, p.Sources), f.settings(fs))
 }
 
 // planFlags are plan's flags.
@@ -232,7 +233,7 @@ func (f *planFlags) define(fs *flag.FlagSet) {
 	fs.Float64Var(&f.margin, "margin", 3, "how far apart, at least, the keys set apart stand from the rest (a ratio)")
 	fs.BoolVar(&f.noTiers, "no-tiers", false, "leave the keys that look like many users among the others, with no tier of their own")
 	fs.IntVar(&f.top, "top", 10, "how many clients the tables name")
-	fs.DurationVar(&f.reorder, "reorder", 2*time.Second, "how far out of time order a log's lines may be and still be taken in order")
+	fs.DurationVar(&f.reorder, "reorder", 2*time.Second, "how far out of time order the lines of one file may be and still be taken in order (files are merged by time whatever it is)")
 	fs.StringVar(&f.out, "out", "", "the folder plan.json and the report go to (default out/plan-NAME, NAME the first log's name without its extension; a merge's out/plan-merged)")
 	fs.StringVar(&f.current, "current", "", "the limit you run today, decided beside the policy: 100/min, gcra 10/s burst 20, or nginx.conf, a tier file")
 	fs.StringVar(&f.emit, "emit", "", "print the policy as a limiter's configuration after the tables: nginx, ratelab, or nginx,ratelab (written to --out either way)")

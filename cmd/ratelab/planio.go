@@ -19,18 +19,15 @@ import (
 // What a plan reads and what it leaves: the logs it opens, where its
 // results go, how far it has read, and its tables, file and report.
 
-// openLogs opens the logs named (standard input for none or -).
-func openLogs(names []string, stdin io.Reader) ([]accesslog.Input, func(), error) {
+// openLogs gives the logs named (standard input for none or -) as the
+// plan's inputs: each file is opened when the merge by time comes to it
+// (a fleet's thousand files are not all open at once), after a check
+// here that each can be.
+func openLogs(names []string, stdin io.Reader) ([]accesslog.Input, error) {
 	if len(names) == 0 {
 		names = []string{"-"}
 	}
 	var inputs []accesslog.Input
-	var files []*os.File
-	closeAll := func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}
 	for _, n := range names {
 		if n == "-" {
 			inputs = append(inputs, accesslog.Input{Name: "standard input", R: stdin})
@@ -38,21 +35,45 @@ func openLogs(names []string, stdin io.Reader) ([]accesslog.Input, func(), error
 		}
 		f, err := os.Open(n)
 		if err != nil {
-			closeAll()
-			return nil, nil, err
+			return nil, err
 		}
-		files = append(files, f)
-		inputs = append(inputs, accesslog.Input{Name: n, R: f})
+		st, err := f.Stat()
+		f.Close()
+		if err == nil && st.IsDir() {
+			err = fmt.Errorf("%s is a directory: name its files (%s/*)", n, strings.TrimSuffix(n, "/"))
+		}
+		if err != nil {
+			return nil, err
+		}
+		inputs = append(inputs, accesslog.Input{Name: n, Open: func() (io.ReadCloser, error) { return os.Open(n) }})
 	}
-	return inputs, closeAll, nil
+	return inputs, nil
 }
 
-func logName(inputs []accesslog.Input) string {
+// logName names the log of a plan in a few words, as the tables and the
+// report's title say it: its file's name, two or three files' names, or
+// how many files and from which sources ("576 files from 10.0.1.10 and
+// 10.0.1.11").
+func logName(inputs []accesslog.Input, sources []accesslog.Source) string {
 	var names []string
 	for _, in := range inputs {
 		names = append(names, filepath.Base(in.Name))
 	}
-	return strings.Join(names, ", ")
+	if len(names) <= 3 {
+		return strings.Join(names, ", ")
+	}
+	files := fmt.Sprintf("%d files", len(names))
+	var of []string
+	for _, s := range sources {
+		of = append(of, s.Name)
+	}
+	switch {
+	case len(sources) < 2:
+		return files
+	case len(sources) <= 3:
+		return files + " from " + strings.Join(of[:len(of)-1], ", ") + " and " + of[len(of)-1]
+	}
+	return fmt.Sprintf("%s from %d sources", files, len(sources))
 }
 
 // planOut is where a plan of logs goes unless --out says: out/plan-NAME,

@@ -26,65 +26,67 @@ const parseBlock = 8192
 
 // nextParsed takes the next line of the block read ahead into pending,
 // as next does, reading and parsing the next block first if none is left.
-func (r *Reader) nextParsed() error {
-	if r.at == len(r.ahead) {
-		r.fill()
-		if len(r.ahead) == 0 {
-			r.closeInput()
+func (s *stream) nextParsed() error {
+	if s.at == len(s.ahead) {
+		s.fill()
+		if len(s.ahead) == 0 {
+			s.close()
 			return nil
 		}
 	}
-	p := &r.ahead[r.at]
-	r.at++
-	r.line = p.line
+	p := &s.ahead[s.at]
+	s.at++
+	s.line = p.line
 	switch {
 	case p.readErr == errTooLong:
-		r.lines++
-		return r.skip(p.readErr.Error())
+		s.lines++
+		s.c.lines++
+		return s.skip(p.readErr.Error())
 	case p.readErr != nil:
-		return fmt.Errorf("%s:%d: %w", r.inputs[r.cur].Name, r.line, p.readErr)
+		return fmt.Errorf("%s:%d: %w", s.in.Name, s.line, p.readErr)
 	}
-	r.lines++
+	s.lines++
+	s.c.lines++
 	if p.blank {
 		return nil
 	}
-	r.e = p.e
-	return r.take(r.block[p.off:p.end], p.parseErr)
+	s.e = p.e
+	return s.take(s.block[p.off:p.end], p.parseErr)
 }
 
 // fill reads the next block of lines of the input, up to its end, and
 // parses them, a share of them a parser at once.
-func (r *Reader) fill() {
-	r.ahead, r.at, r.block = r.ahead[:0], 0, r.block[:0]
-	for len(r.ahead) < parseBlock {
-		line, err := r.readLine()
+func (s *stream) fill() {
+	s.ahead, s.at, s.block = s.ahead[:0], 0, s.block[:0]
+	for len(s.ahead) < parseBlock {
+		line, err := s.readLine()
 		if err == io.EOF {
 			break
 		}
-		p := parsed{line: r.line, readErr: err}
+		p := parsed{line: s.line, readErr: err}
 		if err == nil {
-			p.off = len(r.block)
-			r.block = append(r.block, line...)
-			p.end = len(r.block)
+			p.off = len(s.block)
+			s.block = append(s.block, line...)
+			p.end = len(s.block)
 			p.blank = blank(line)
 		}
-		r.ahead = append(r.ahead, p)
+		s.ahead = append(s.ahead, p)
 		if err != nil && err != errTooLong {
 			break // the input failed: nothing after it is read
 		}
 	}
-	k := len(r.parsers)
-	share := (len(r.ahead) + k - 1) / k
+	k := len(s.parsers)
+	share := (len(s.ahead) + k - 1) / k
 	var wg sync.WaitGroup
-	for j, q := range r.parsers {
-		lo, hi := j*share, min(len(r.ahead), (j+1)*share)
+	for j, q := range s.parsers {
+		lo, hi := j*share, min(len(s.ahead), (j+1)*share)
 		if lo >= hi {
 			break
 		}
 		wg.Go(func() {
 			for i := lo; i < hi; i++ {
-				if p := &r.ahead[i]; p.readErr == nil && !p.blank {
-					p.parseErr = q.parse(r.block[p.off:p.end], &p.e)
+				if p := &s.ahead[i]; p.readErr == nil && !p.blank {
+					p.parseErr = q.parse(s.block[p.off:p.end], &p.e)
 				}
 			}
 		})

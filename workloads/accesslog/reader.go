@@ -1,15 +1,12 @@
 package accesslog
 
 import (
-	"bufio"
-	"bytes"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"io"
+	"math"
 	"slices"
-	"sort"
 	"time"
 )
 
@@ -38,9 +35,10 @@ type Options struct {
 	// request_uri, uri, request), for a log that nests or names them
 	// otherwise (.httpRequest.status).
 	Status, Agent, Path string
-	// Reorder is how far out of time order lines may be and still be
-	// taken in order (0: 2s; below 0: none). A line earlier than one
-	// already taken is skipped, and said so.
+	// Reorder is how far out of time order the lines of one input may be
+	// and still be taken in order (0: 2s; below 0: none). A line earlier
+	// than one of its input already taken is skipped, and said so.
+	// Inputs are merged by time whatever their order.
 	Reorder time.Duration
 	// Parsers is how many goroutines parse the lines of a log format
 	// (combined, common, a log_format) at once, in blocks, the lines then
@@ -69,10 +67,13 @@ type Entry struct {
 }
 
 // Input is a log to read: its name (for messages) and its bytes, plain or
-// gzip.
+// gzip: from R, or from what Open returns (a file), which a Reader opens
+// when it comes to it and closes after its last line, so that a fleet's
+// thousand files are not open at once.
 type Input struct {
 	Name string
 	R    io.Reader
+	Open func() (io.ReadCloser, error)
 }
 
 // A Skip is a line that was not taken as a request.
@@ -90,207 +91,318 @@ const keptSkips = 5
 // the log is not in the format it was told.
 const hopeless = 100
 
-// A Reader reads the requests of a run of logs (rotated files in order),
-// in time order within Options.Reorder.
+// A Reader reads the requests of several inputs as one log, merged by
+// time: the rotated files of one log, the logs of a fleet's hosts or of a
+// load balancer's nodes, a log shipper's batches, in any order. Each
+// input is read in its own time order (within Options.Reorder), and an
+// input is opened when the merge comes to its first line's time, so that
+// only the inputs whose times overlap are open at once.
 type Reader struct {
 	o      Options
 	inputs []Input
-	cur    int // the input being read
-	br     *bufio.Reader
-	rc     io.Closer // the gzip reader of the input, if any
-	line   int
-	p      parser
+	c      counts
+	// streams are the inputs', by index (nil: not begun); order the
+	// inputs by their first time, firstAt, which a peek found; next the
+	// first of order not begun.
+	streams []*stream
+	order   []int
+	firstAt []int64
+	next    int
+	begun   bool
+	// open are the streams with a request in hand (heads), a heap by its
+	// time then input; advance is the stream whose head was last taken,
+	// read on at the next Read.
+	open    []*stream
+	heads   []Entry // by input
+	advance *stream
+	// The requests taken, the last one's time, and each input's: how
+	// many, the first and last one's time.
+	requests int
+	last     int64
+	of       []taken
+}
 
-	pending  pending // read, not yet taken: in time order within Reorder
-	newest   int64   // the latest time read
-	taken    int64   // the time of the last entry returned
-	anyTaken bool
-	// fromInput is how many requests the input being read has given.
-	fromInput int
-	e         Entry // the line being read
+// taken is what a Reader took of one input.
+type taken struct {
+	requests    int
+	first, last int64
+}
 
-	lines, requests, free int
-	skips                 int
-	kept                  []Skip
-	// noKey are the lines of a request without the key, and the first.
-	noKey      int
-	firstNoKey Skip
-	buf        []byte
-	// unread is the first line not read as a request, for the formats
-	// it does read as (readsAs).
-	unread []byte
-
-	// A parallel parse (Options.Parsers): a parser a goroutine, and the
-	// block of lines read and parsed ahead, taken from at on; their bytes
-	// are in block.
-	parsers []parser
-	ahead   []parsed
-	at      int
-	block   []byte
+// NewReader returns a reader of inputs, merged by time as one log.
+func NewReader(inputs []Input, o Options) (*Reader, error) {
+	if o.Reorder == 0 {
+		o.Reorder = 2 * time.Second
+	}
+	if _, err := newParser(o); err != nil {
+		return nil, err
+	}
+	if len(inputs) == 0 {
+		return nil, errors.New("accesslog: no input")
+	}
+	n := len(inputs)
+	return &Reader{o: o, inputs: inputs, streams: make([]*stream, n), heads: make([]Entry, n), of: make([]taken, n)}, nil
 }
 
 // Unseen says each field an option named (--status, --agent, --path of a
 // JSON log) that no line read so far had: a field named wrong counts
 // nothing, and should be said once rather than read as "none".
 func (r *Reader) Unseen() []string {
-	if u, ok := r.p.(interface{ unseen() []string }); ok && r.lines > 0 {
-		return u.unseen()
-	}
-	return nil
-}
-
-// NewReader returns a reader of inputs, read in turn as one log.
-func NewReader(inputs []Input, o Options) (*Reader, error) {
-	if o.Reorder == 0 {
-		o.Reorder = 2 * time.Second
-	}
-	p, err := newParser(o)
-	if err != nil {
-		return nil, err
-	}
-	if len(inputs) == 0 {
-		return nil, errors.New("accesslog: no input")
-	}
-	r := &Reader{o: o, inputs: inputs, cur: -1, p: p}
-	if _, ok := p.(*templateParser); ok && o.Parsers > 1 {
-		for range o.Parsers {
-			q, _ := newParser(o) // as p was: no error
-			r.parsers = append(r.parsers, q)
+	var out []string
+	first := true
+	for _, s := range r.streams {
+		if s == nil || s.lines == 0 {
+			continue
 		}
+		u := s.unseen
+		if !s.done {
+			if p, ok := s.p.(interface{ unseen() []string }); ok {
+				u = p.unseen()
+			}
+		}
+		if first {
+			out, first = slices.Clone(u), false
+			continue
+		}
+		// Unseen in all: a field one input has is seen.
+		out = slices.DeleteFunc(out, func(x string) bool { return !slices.Contains(u, x) })
 	}
-	return r, nil
+	return out
 }
 
 // Lines is how many lines have been read; Requests how many were taken
 // as requests; Free how many cost 0 (a cost field of 0), taken by none.
-func (r *Reader) Lines() int    { return r.lines }
+func (r *Reader) Lines() int    { return r.c.lines }
 func (r *Reader) Requests() int { return r.requests }
-func (r *Reader) Free() int     { return r.free }
+func (r *Reader) Free() int     { return r.c.free }
 
 // Skipped is how many lines were not taken as requests (blank and comment
 // lines aside), and the first few of them with why.
-func (r *Reader) Skipped() (int, []Skip) { return r.skips, r.kept }
+func (r *Reader) Skipped() (int, []Skip) { return r.c.skips, r.c.kept }
 
 // NoKey is how many of the lines skipped were requests without the key
 // (a health check that sends no API key), and the first of them.
-func (r *Reader) NoKey() (int, Skip) { return r.noKey, r.firstNoKey }
+func (r *Reader) NoKey() (int, Skip) { return r.c.noKey, r.c.firstNoKey }
 
 // Read returns the next request in time order, io.EOF after the last, or
 // the error that stopped an input (naming it and its line).
 func (r *Reader) Read() (Entry, error) {
-	for {
-		if r.pending.len() > 0 && (r.pending.firstAt() <= r.newest-int64(r.o.Reorder) || r.cur >= len(r.inputs) || r.o.Reorder < 0) {
-			e := r.pending.pop()
-			r.taken, r.anyTaken = e.At, true
-			r.requests++
-			return e, nil
-		}
-		if r.cur >= len(r.inputs) {
-			return Entry{}, io.EOF
-		}
-		if err := r.next(); err != nil {
+	if !r.begun {
+		if err := r.begin(); err != nil {
 			return Entry{}, err
 		}
 	}
-}
-
-// next reads a line into pending, or moves to the next input.
-func (r *Reader) next() error {
-	if r.br == nil {
-		return r.open()
-	}
-	if r.parsers != nil {
-		return r.nextParsed()
-	}
-	line, err := r.readLine()
-	if err == io.EOF {
-		r.closeInput()
-		return nil
-	}
-	if err == errTooLong {
-		r.lines++
-		return r.skip(err.Error())
-	}
-	if err != nil {
-		return fmt.Errorf("%s:%d: %w", r.inputs[r.cur].Name, r.line, err)
-	}
-	r.lines++
-	if blank(line) {
-		return nil
-	}
-	// The parser fills r.e, the Reader's own: a local's address given to
-	// an interface's method escapes, an allocation a line.
-	r.e = Entry{}
-	return r.take(line, r.p.parse(line, &r.e))
-}
-
-// blank says whether line is empty or a comment: no request, no skip.
-func blank(line []byte) bool {
-	s := bytes.TrimSpace(line)
-	return len(s) == 0 || s[0] == '#'
-}
-
-// take puts r.e, which line parsed into (err: how it did not), into
-// pending, or counts the line as skipped.
-func (r *Reader) take(line []byte, err error) error {
-	e := &r.e
-	if err == errHeader {
-		return nil
-	} else if err != nil {
-		if r.unread == nil {
-			r.unread = bytes.Clone(line)
+	if s := r.advance; s != nil {
+		r.advance = nil
+		if err := r.pull(s); err != nil {
+			return Entry{}, err
 		}
-		if _, ok := err.(noKey); ok {
-			if r.noKey++; r.noKey == 1 {
-				r.firstNoKey = Skip{Where: fmt.Sprintf("%s:%d", r.inputs[r.cur].Name, r.line), Why: err.Error()}
+	}
+	for {
+		// An input begins before the merge takes a request later than
+		// its first line less Reorder: its lines before are its own.
+		if r.next < len(r.order) {
+			i := r.order[r.next]
+			if len(r.open) == 0 || r.firstAt[i] <= r.heads[r.open[0].index].At+r.slack() {
+				r.next++
+				if err := r.start(i); err != nil {
+					return Entry{}, err
+				}
+				continue
 			}
 		}
-		return r.skip(err.Error())
+		if len(r.open) == 0 {
+			return Entry{}, r.end()
+		}
+		s := r.pop()
+		e := r.heads[s.index]
+		if r.requests > 0 && e.At < r.last {
+			// Earlier than its own first line by more than Reorder, and
+			// than what another input gave already.
+			s.line = e.Line
+			if err := s.skip(fmt.Sprintf("%v earlier than a line of another input already taken: out of order by more than --reorder %v",
+				time.Duration(r.last-e.At).Round(time.Millisecond), r.o.Reorder)); err != nil {
+				return Entry{}, err
+			}
+			if err := r.pull(s); err != nil {
+				return Entry{}, err
+			}
+			continue
+		}
+		r.advance, r.last = s, e.At
+		r.requests++
+		t := &r.of[s.index]
+		if t.requests++; t.requests == 1 {
+			t.first = e.At
+		}
+		t.last = e.At
+		return e, nil
 	}
-	if e.N == 0 {
-		r.free++
+}
+
+// slack is how much earlier than its first line an input's requests may
+// be: Reorder, or none.
+func (r *Reader) slack() int64 { return max(int64(r.o.Reorder), 0) }
+
+// end is io.EOF, or why no line of the log was a request.
+func (r *Reader) end() error {
+	if r.requests == 0 && r.c.skips > 0 {
+		return fmt.Errorf("no line is a request of the format %s: %s (the first: %s)", formatName(r.o), another(r.o, r.c.unread), r.c.kept[0])
+	}
+	return io.EOF
+}
+
+// start begins input i's stream (a peek may have begun it) and takes its
+// first request in hand.
+func (r *Reader) start(i int) error {
+	if r.streams[i] == nil {
+		s, err := newStream(r.inputs[i], i, r.o, &r.c)
+		if err != nil {
+			return err
+		}
+		r.streams[i] = s
+	}
+	return r.pull(r.streams[i])
+}
+
+// pull reads s's next request into its head, s among the open streams;
+// or, after its last, lets it go.
+func (r *Reader) pull(s *stream) error {
+	e, err := s.read()
+	if err == io.EOF {
 		return nil
 	}
-	if r.anyTaken && e.At < r.taken && r.cur > 0 && r.fromInput == 0 {
-		return fmt.Errorf("%s:%d: %v earlier than the end of %s: give rotated logs oldest first (access.log.2.gz access.log.1 access.log)",
-			r.inputs[r.cur].Name, r.line, time.Duration(r.taken-e.At).Round(time.Millisecond), r.inputs[r.cur-1].Name)
+	if err != nil {
+		return err
 	}
-	if r.anyTaken && e.At < r.taken {
-		return r.skip(fmt.Sprintf("%v earlier than a line already taken: out of order by more than --reorder %v", time.Duration(r.taken-e.At).Round(time.Millisecond), r.o.Reorder))
-	}
-	e.Line, e.Input = r.line, r.cur
-	r.fromInput++
-	r.newest = max(r.newest, e.At)
-	r.pending.push(*e)
+	r.heads[s.index] = e
+	r.push(s)
 	return nil
 }
 
-// skip counts the current line as not a request, because of why.
-func (r *Reader) skip(why string) error {
-	r.skips++
-	if len(r.kept) < keptSkips {
-		r.kept = append(r.kept, Skip{Where: fmt.Sprintf("%s:%d", r.inputs[r.cur].Name, r.line), Why: why})
+// begin finds each input's first time, so that the merge opens each when
+// it comes to it. One input needs none; an input of R alone (a pipe,
+// which cannot be read twice) is begun for good; one Open gives is
+// peeked at and closed, and read again from its start when its time
+// comes.
+func (r *Reader) begin() error {
+	r.begun = true
+	n := len(r.inputs)
+	r.order, r.firstAt = make([]int, n), make([]int64, n)
+	for i := range n {
+		r.order[i], r.firstAt[i] = i, math.MinInt64
 	}
-	if r.requests == 0 && r.pending.len() == 0 && r.skips >= hopeless {
-		return fmt.Errorf("%s: none of the first %d lines is a request of the format %s: %s (the first: %s)", r.inputs[r.cur].Name, r.skips, r.formatName(), r.another(), r.kept[0].String())
+	if n == 1 {
+		return nil
 	}
+	for i, in := range r.inputs {
+		if in.Open == nil {
+			s, err := newStream(in, i, r.o, &r.c)
+			if err != nil {
+				return err
+			}
+			r.streams[i] = s
+			if r.firstAt[i], err = peek(s); err != nil {
+				return err
+			}
+			continue
+		}
+		o := r.o
+		o.Reorder, o.Parsers = -1, 0
+		s, err := newStream(in, i, o, &counts{})
+		if err != nil {
+			return err
+		}
+		s.bufSize = 16 << 10
+		// An input that cannot be read, or holds no request, is begun
+		// first: what it says (its error, its lines skipped) is said as
+		// when it is read.
+		r.firstAt[i], _ = peek(s)
+		s.close()
+	}
+	slices.SortStableFunc(r.order, func(a, b int) int {
+		switch {
+		case r.firstAt[a] < r.firstAt[b]:
+			return -1
+		case r.firstAt[a] > r.firstAt[b]:
+			return 1
+		}
+		return 0
+	})
 	return nil
+}
+
+// peek is the time of s's first line that is a request, s then holding
+// it pending: math.MinInt64 for none.
+func peek(s *stream) (int64, error) {
+	for s.pending.len() == 0 && !s.done {
+		if err := s.next(); err != nil {
+			return math.MinInt64, err
+		}
+	}
+	if s.pending.len() == 0 {
+		return math.MinInt64, nil
+	}
+	return s.pending.firstAt(), nil
+}
+
+// The open streams are a heap, the one whose head comes first on top
+// (then the first input given).
+
+func (r *Reader) before(a, b *stream) bool {
+	x, y := r.heads[a.index].At, r.heads[b.index].At
+	return x < y || x == y && a.index < b.index
+}
+
+func (r *Reader) push(s *stream) {
+	h := append(r.open, s)
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !r.before(h[i], h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+	r.open = h
+}
+
+func (r *Reader) pop() *stream {
+	h := r.open
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < len(h) && r.before(h[l], h[m]) {
+			m = l
+		}
+		if l+1 < len(h) && r.before(h[l+1], h[m]) {
+			m = l + 1
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	r.open = h
+	return top
 }
 
 // another asks whether the lines are of another format, naming the one
 // the first unread line reads as, if any does.
-func (r *Reader) another() string {
-	if f := r.readsAs(); f != "" {
+func another(o Options, unread []byte) string {
+	if f := readsAs(o, unread); f != "" {
 		return "it reads as --format " + f
 	}
 	return "is it another? (--format)"
 }
 
 // readsAs is the first format, the products' before the generic ones,
-// that reads the first unread line as a request with a time: "" for
-// none.
-func (r *Reader) readsAs() string {
-	if r.unread == nil {
+// that reads the line unread as a request with a time: "" for none.
+func readsAs(o Options, unread []byte) string {
+	if unread == nil {
 		return ""
 	}
 	var formats []string
@@ -298,145 +410,34 @@ func (r *Reader) readsAs() string {
 		formats = append(formats, pr[0])
 	}
 	for _, f := range append(formats, JSON, Combined, Common) {
-		if f == r.formatName() {
+		if f == formatName(o) {
 			continue
 		}
-		o := r.o
+		o := o
 		o.Format = f
 		p, err := newParser(o)
 		if err != nil {
 			continue
 		}
 		var e Entry
-		if p.parse(r.unread, &e) == nil && e.At != 0 {
+		if p.parse(unread, &e) == nil && e.At != 0 {
 			return f
 		}
 	}
 	return ""
 }
 
-func (r *Reader) formatName() string {
-	switch r.o.Format {
+func formatName(o Options) string {
+	switch o.Format {
 	case "":
 		return Combined
 	case Combined, Common, JSON, CSV:
-		return r.o.Format
+		return o.Format
 	}
-	if _, ok := presets[r.o.Format]; ok {
-		return r.o.Format
+	if _, ok := presets[o.Format]; ok {
+		return o.Format
 	}
-	return fmt.Sprintf("%q", r.o.Format)
-}
-
-// open starts the next input, or ends the run after the last.
-func (r *Reader) open() error {
-	r.cur++
-	if r.cur >= len(r.inputs) {
-		if r.requests == 0 && r.pending.len() == 0 && r.skips > 0 {
-			return fmt.Errorf("no line is a request of the format %s: %s (the first: %s)", r.formatName(), r.another(), r.kept[0])
-		}
-		return nil
-	}
-	r.line, r.fromInput = 0, 0
-	br := bufio.NewReaderSize(r.inputs[r.cur].R, 256<<10)
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return fmt.Errorf("%s: %w", r.inputs[r.cur].Name, err)
-		}
-		r.rc = zr
-		br = bufio.NewReaderSize(zr, 256<<10)
-	}
-	r.br = br
-	if c, ok := r.p.(*csvParser); ok {
-		c.reset()
-	}
-	return nil
-}
-
-func (r *Reader) closeInput() {
-	if r.rc != nil {
-		r.rc.Close()
-		r.rc = nil
-	}
-	r.br = nil
-}
-
-// maxLine is the longest line read; a longer one is skipped.
-const maxLine = 1 << 20
-
-var errTooLong = fmt.Errorf("longer than %d bytes", maxLine)
-
-// readLine returns the next line without its end, valid until the next
-// call; io.EOF after the last.
-func (r *Reader) readLine() ([]byte, error) {
-	r.line++
-	b, err := r.br.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
-		r.buf = append(r.buf[:0], b...)
-		for err == bufio.ErrBufferFull {
-			b, err = r.br.ReadSlice('\n')
-			if len(r.buf) < maxLine {
-				r.buf = append(r.buf, b...)
-			}
-		}
-		b = r.buf
-	}
-	if err == io.EOF && len(b) > 0 {
-		err = nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	b = trimEOL(b)
-	if len(b) >= maxLine {
-		return nil, errTooLong
-	}
-	return b, nil
-}
-
-func trimEOL(b []byte) []byte {
-	if n := len(b); n > 0 && b[n-1] == '\n' {
-		b = b[:n-1]
-	}
-	if n := len(b); n > 0 && b[n-1] == '\r' {
-		b = b[:n-1]
-	}
-	return b
-}
-
-// pending are entries read and not yet taken, in time order (then in
-// the order read): a queue, as a log in order only appends to its end; a
-// line out of order is put in its place.
-type pending struct {
-	q    []Entry
-	head int
-}
-
-func (p *pending) len() int       { return len(p.q) - p.head }
-func (p *pending) firstAt() int64 { return p.q[p.head].At }
-
-func (p *pending) pop() Entry {
-	e := p.q[p.head]
-	p.head++
-	if p.head == len(p.q) {
-		p.q, p.head = p.q[:0], 0
-	} else if p.head >= 4096 && p.head >= len(p.q)/2 {
-		p.q = p.q[:copy(p.q, p.q[p.head:])]
-		p.head = 0
-	}
-	return e
-}
-
-func (p *pending) push(e Entry) {
-	n := len(p.q)
-	if n == p.head || p.q[n-1].At <= e.At {
-		p.q = append(p.q, e)
-		return
-	}
-	// After every entry at or before its time: those were read first.
-	i := p.head + sort.Search(n-p.head, func(i int) bool { return p.q[p.head+i].At > e.At })
-	p.q = slices.Insert(p.q, i, e)
+	return fmt.Sprintf("%q", o.Format)
 }
 
 // seed hashes agents and paths, for one process.
