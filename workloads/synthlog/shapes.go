@@ -136,4 +136,3 @@ func (s Cron) times(rng *rand.Rand, span time.Duration, out []time.Duration) []t
 func (s Cron) Describe() string {
 	return fmt.Sprintf("a cron job: %d-%d every %v", s.Size.Lo, s.Size.Hi, s.Every)
 }
-

@@ -203,4 +203,3 @@ func (w World) WriteTraefik(out io.Writer) ([]Request, []KeyTruth, int, error) {
 	}
 	return reqs, keys, lines, bw.Flush()
 }
-
