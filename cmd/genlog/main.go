@@ -8,6 +8,13 @@
 //	go run ./cmd/genlog -lines 10000000 > access.log
 //	go run ./cmd/genlog -lines 1000000 | ratelab plan --limits 1/s..100/s
 //
+// -log alb writes a day of an API behind an AWS load balancer as its
+// two nodes write it, a gzipped file a node every 5 minutes (576 files)
+// into -out DIR; -log monitored two hours of a site its own uptime
+// monitors poll once a second, in the combined format:
+//
+//	go run ./cmd/genlog -log alb -out logs && ratelab plan --format alb logs/*.log.gz
+//
 // It says who is who (the abusers' and offices' addresses) on standard
 // error. -log mobile writes instead half an hour of a mobile API's JSON
 // log in Caddy's format (app users who open with a fan-out, a crawler,
@@ -19,6 +26,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -31,7 +39,10 @@ import (
 func main() {
 	var s synthlog.Shop
 	var m synthlog.Mobile
-	kind := flag.String("log", "shop", "which log: shop (nginx's combined format, or JSON lines), mobile (Caddy's JSON), b2b (Traefik's JSON, keyed by API key)")
+	kind := flag.String("log", "shop", "which log: shop (nginx's combined format, or JSON lines), mobile (Caddy's JSON), b2b (Traefik's JSON, keyed by API key), alb (a day of two nodes' files, into -out), monitored (combined, a site's monitors polling)")
+	dir := flag.String("out", "", "with -log alb: the folder the files are written to")
+	nodes := flag.Int("nodes", 2, "with -log alb: how many nodes")
+	size := flag.Float64("size", 1, "with -log alb and monitored: the app users, times this (1: 1,500 and 800)")
 	flag.IntVar(&m.Users, "users", 2600, "with -log mobile: how many app users")
 	flag.IntVar(&m.PerNAT, "per-nat", 100, "with -log mobile: how many app users share each of the four carrier-NAT addresses")
 	flag.Float64Var(&m.Scale, "scale", 1, "with -log mobile: every time divided by it (10: the log in a tenth of the time, each client ten times as fast)")
@@ -82,8 +93,14 @@ func main() {
 		fmt.Fprintf(os.Stderr, "genlog: %d lines of %d keys: %d dashboards, %d integrations, %d relays, %d partner keys; abusers:\n  %s\n",
 			lines, len(keys), classes["dashboards"], classes["integrations"], classes["relays"], classes["partners"], strings.Join(abusers, "\n  "))
 		return
+	case "alb", "monitored":
+		if err := writeWorld(*kind, *dir, *nodes, *size, s.Seed); err != nil {
+			fmt.Fprintln(os.Stderr, "genlog:", err)
+			os.Exit(1)
+		}
+		return
 	default:
-		fmt.Fprintf(os.Stderr, "genlog: -log %q: want shop, mobile or b2b\n", *kind)
+		fmt.Fprintf(os.Stderr, "genlog: -log %q: want shop, mobile, b2b, alb or monitored\n", *kind)
 		os.Exit(2)
 	}
 	t, err := synthlog.WriteShop(os.Stdout, s)
@@ -116,4 +133,45 @@ func addresses(addrs []string, col int) string {
 		col += len(a)
 	}
 	return b.String()
+}
+
+// writeWorld writes the ALB day's files into dir, or the monitored site's
+// log to standard output, and says who is who.
+func writeWorld(kind, dir string, nodes int, scale float64, seed uint64) error {
+	var log synthlog.FleetLog
+	var err error
+	switch kind {
+	case "alb":
+		if dir == "" {
+			return errors.New("-log alb writes a folder of files: give -out DIR")
+		}
+		log, err = synthlog.Fleet{Nodes: nodes, Format: "alb"}.Write(dir, synthlog.ALBDay(seed, scale))
+	default:
+		log, err = synthlog.Fleet{Nodes: 1, Format: "combined"}.WriteSorted(os.Stdout, synthlog.Monitored(seed, scale))
+	}
+	if err != nil {
+		return err
+	}
+	classes := map[string][]string{}
+	var names []string
+	for _, k := range log.Keys {
+		if classes[k.Class] == nil {
+			names = append(names, k.Class)
+		}
+		classes[k.Class] = append(classes[k.Class], k.Key)
+	}
+	where := ""
+	if dir != "" {
+		where = fmt.Sprintf(" in %d files in %s", len(log.Files), dir)
+	}
+	fmt.Fprintf(os.Stderr, "genlog: %d lines%s of %d keys:\n", log.Lines, where, len(log.Keys))
+	for _, n := range names {
+		if ks := classes[n]; len(ks) > 12 {
+			fmt.Fprintf(os.Stderr, "  %d %s\n", len(ks), n)
+		} else {
+			line := fmt.Sprintf("  %d %s: ", len(ks), n)
+			fmt.Fprintf(os.Stderr, "%s%s\n", line, addresses(ks, len(line)))
+		}
+	}
+	return nil
 }

@@ -101,6 +101,7 @@ type Reader struct {
 	o      Options
 	inputs []Input
 	c      counts
+	pool   readers
 	// streams are the inputs', by index (nil: not begun); order the
 	// inputs by their first time, firstAt, which a peek found; next the
 	// first of order not begun.
@@ -255,7 +256,7 @@ func (r *Reader) end() error {
 // first request in hand.
 func (r *Reader) start(i int) error {
 	if r.streams[i] == nil {
-		s, err := newStream(r.inputs[i], i, r.o, &r.c)
+		s, err := newStream(r.inputs[i], i, r.o, &r.c, &r.pool)
 		if err != nil {
 			return err
 		}
@@ -296,7 +297,7 @@ func (r *Reader) begin() error {
 	}
 	for i, in := range r.inputs {
 		if in.Open == nil {
-			s, err := newStream(in, i, r.o, &r.c)
+			s, err := newStream(in, i, r.o, &r.c, &r.pool)
 			if err != nil {
 				return err
 			}
@@ -308,7 +309,7 @@ func (r *Reader) begin() error {
 		}
 		o := r.o
 		o.Reorder, o.Parsers = -1, 0
-		s, err := newStream(in, i, o, &counts{})
+		s, err := newStream(in, i, o, &counts{}, &r.pool)
 		if err != nil {
 			return err
 		}

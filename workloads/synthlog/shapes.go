@@ -136,3 +136,27 @@ func (s Cron) times(rng *rand.Rand, span time.Duration, out []time.Duration) []t
 func (s Cron) Describe() string {
 	return fmt.Sprintf("a cron job: %d-%d every %v", s.Size.Lo, s.Size.Hi, s.Every)
 }
+
+// Poll is an uptime monitor, a health check or a device's heartbeat: a
+// request every Every (each key its own, drawn from the range), a little
+// late now and then (up to Jitter), from a random phase, all along.
+type Poll struct {
+	Every  Range[time.Duration]
+	Jitter time.Duration
+}
+
+func (s Poll) times(rng *rand.Rand, span time.Duration, out []time.Duration) []time.Duration {
+	every := s.Every.draw(rng)
+	for t := time.Duration(rng.Int64N(int64(every))); t < span; t += every {
+		late := time.Duration(0)
+		if s.Jitter > 0 {
+			late = time.Duration(rng.Int64N(int64(s.Jitter)))
+		}
+		out = append(out, t+late)
+	}
+	return out
+}
+
+func (s Poll) Describe() string {
+	return fmt.Sprintf("polling every %v-%v", s.Every.Lo, s.Every.Hi)
+}

@@ -60,6 +60,10 @@ type Class struct {
 	// own (0 or 1: one); a shared key's.
 	Users int
 	Shape Shape
+	// Path and Agent, if set, are every request's of its keys (a
+	// monitor's one path and its software); else a request's path is
+	// one of the API's, its agent its key's client's.
+	Path, Agent string
 }
 
 // A Shape draws one user's request times, in [0, span).
@@ -87,12 +91,13 @@ func (r Range[T]) draw(rng *rand.Rand) T {
 	panic("unreachable")
 }
 
-// KeyTruth is one key of a world: its class and role, and how many
-// requests it sent.
+// KeyTruth is one key of a world: its class and role, how many requests
+// it sent, and its class's one path and agent, if it has them.
 type KeyTruth struct {
-	Key, Class string
-	Role       Role
-	Requests   int
+	Key, Class  string
+	Role        Role
+	Requests    int
+	Path, Agent string
 }
 
 // A Request is one request of a world: when, which key (an index in the
@@ -111,7 +116,7 @@ func (w World) Generate() ([]Request, []KeyTruth) {
 	for _, c := range w.Classes {
 		for range c.Keys {
 			id := int32(len(keys))
-			k := KeyTruth{Key: fmt.Sprintf("key_%016x", rng.Uint64()), Class: c.Name, Role: c.Role}
+			k := KeyTruth{Key: fmt.Sprintf("key_%016x", rng.Uint64()), Class: c.Name, Role: c.Role, Path: c.Path, Agent: c.Agent}
 			for u := range max(c.Users, 1) {
 				buf = c.Shape.times(rng, w.Span, buf[:0])
 				for _, t := range buf {
@@ -189,17 +194,31 @@ func (w World) WriteTraefik(out io.Writer) ([]Request, []KeyTruth, int, error) {
 				return reqs, keys, lines, err
 			}
 		}
-		agent := worldAgents[int(r.Key)%len(worldAgents)]
-		if r.User > 0 {
-			agent = fmt.Sprintf("partner-app-%d/1.%d (%s)", r.User, r.User%7, worldAgents[int(r.User)%len(worldAgents)])
-		}
-		p := apiPaths[rng.IntN(len(apiPaths))]
-		if slices.Contains([]byte(p), '%') {
-			p = fmt.Sprintf(p, rng.IntN(90000))
-		}
+		agent, p := keys[r.Key].agentAndPath(r, rng)
 		if err := line(r.At, 1+int(r.Key), keys[r.Key].Key, agent, p, 200); err != nil {
 			return reqs, keys, lines, err
 		}
 	}
 	return reqs, keys, lines, bw.Flush()
+}
+
+// agentAndPath are a request's agent and path: its key's own, if its
+// class has them; else its key's client's agent (a shared key's user's
+// own) and one of the API's paths, drawn with rng.
+func (k KeyTruth) agentAndPath(r Request, rng *rand.Rand) (agent, path string) {
+	agent = worldAgents[int(r.Key)%len(worldAgents)]
+	if r.User > 0 {
+		agent = fmt.Sprintf("partner-app-%d/1.%d (%s)", r.User, r.User%7, worldAgents[int(r.User)%len(worldAgents)])
+	}
+	if k.Agent != "" {
+		agent = k.Agent
+	}
+	if k.Path != "" {
+		return agent, k.Path
+	}
+	path = apiPaths[rng.IntN(len(apiPaths))]
+	if slices.Contains([]byte(path), '%') {
+		path = fmt.Sprintf(path, rng.IntN(90000))
+	}
+	return agent, path
 }
