@@ -304,7 +304,7 @@ type CurrentResult struct {
 }
 
 // decideCurrent decides the log's requests with the limit run today.
-func (p *Plan) decideCurrent(cs *clients, decided chunks, users []int32) error {
+func (p *Plan) decideCurrent(cs *clients, decided kept, users []int32) error {
 	cur := p.Config.Current
 	t := cur.Tiers
 	keys := cs.keys()
@@ -328,18 +328,17 @@ func (p *Plan) decideCurrent(cs *clients, decided chunks, users []int32) error {
 	defer l.Close()
 	refused := make([]int64, len(cs.all))
 	r := CurrentResult{Name: cur.Name, Notes: cur.Notes}
-	for _, block := range decided {
-		for _, q := range block {
-			if exempt[q.id] {
-				continue
-			}
-			// An error is a cost above the limit: refused, as replay says.
-			if d, err := l.Decide(context.Background(), limiters.Request{Key: keys[q.id], N: int(q.n), At: time.Unix(0, q.at)}); err != nil || !d.Allowed {
-				r.Refused++
-				refused[q.id]++
-			}
-		}
+	in := make([]bool, len(exempt))
+	for id, e := range exempt {
+		in[id] = !e
 	}
+	decided.each(in, func(q logged) {
+		// An error is a cost above the limit: refused, as replay says.
+		if d, err := l.Decide(context.Background(), limiters.Request{Key: keys[q.id], N: int(q.n), At: time.Unix(0, q.at)}); err != nil || !d.Allowed {
+			r.Refused++
+			refused[q.id]++
+		}
+	})
 	inUsers := make(map[int32]bool, len(users))
 	for _, id := range users {
 		inUsers[id] = true

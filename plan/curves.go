@@ -351,7 +351,7 @@ func (p *Plan) curves(cs *clients, cv *curves, decided chunks) []int32 {
 	if len(users) == 0 {
 		return nil
 	}
-	p.Users = len(users)
+	p.Users, p.cv = len(users), cv
 	if cv.peaks == nil { // a merged plan's come from its shards
 		cv.envelopes(decided)
 	}
@@ -410,7 +410,7 @@ func (p *Plan) curves(cs *clients, cv *curves, decided chunks) []int32 {
 // decideCurves decides, each on a core, what the frontier's buckets, the
 // bucket suggested and the windows (as each window algorithm tried, and
 // as nginx writes them) refuse of the users.
-func (p *Plan) decideCurves(cs *clients, decided chunks, users []int32) {
+func (p *Plan) decideCurves(cs *clients, decided kept, users []int32) {
 	c := p.Config
 	keys, in := cs.keys(), make([]bool, len(cs.all))
 	for _, id := range users {
@@ -438,30 +438,28 @@ func (p *Plan) decideCurves(cs *clients, decided chunks, users []int32) {
 			}
 		})
 	}
+	// Each decided over the keys it may refuse (candidates.go).
+	decide := func(a limiters.Algorithm, limits ...limiters.Limit) (int64, int64) {
+		return refusedBy(a, limits, decided, keys, only(in, p.cv.mayRefuse(a, limits)))
+	}
 	for _, f := range points {
-		work <- func() {
-			f.Refused, f.decidedClients = refusedBy(limiters.GCRA, []limiters.Limit{f.Policy()}, decided, keys, in)
-		}
+		work <- func() { f.Refused, f.decidedClients = decide(limiters.GCRA, f.Policy()) }
 	}
 	if w := &p.Windows; w.Short.N > 0 {
-		work <- func() {
-			w.Refused, w.decidedClients = refusedBy(limiters.SlidingLog, []limiters.Limit{w.Short, w.Long}, decided, keys, in)
-		}
+		work <- func() { w.Refused, w.decidedClients = decide(limiters.SlidingLog, w.Short, w.Long) }
 		// The same pair on the other window algorithms, decided: a pair
 		// suggested as a separation refuses the same keys in each form.
 		for _, a := range []limiters.Algorithm{limiters.FixedWindow, limiters.SlidingCounter} {
 			if slices.Contains(c.Algorithms, a) {
 				o := &WindowPair{Algorithm: a, Short: w.Short, Long: w.Long}
 				p.WindowsOthers = append(p.WindowsOthers, o)
-				work <- func() { o.Refused, o.Clients = refusedBy(a, []limiters.Limit{o.Short, o.Long}, decided, keys, in) }
+				work <- func() { o.Refused, o.Clients = decide(a, o.Short, o.Long) }
 			}
 		}
 	}
 	close(work)
 	wg.Wait()
-	p.nginxPolicy(func(limits ...limiters.Limit) (int64, int64) {
-		return refusedBy(limiters.GCRA, limits, decided, keys, in)
-	})
+	p.nginxPolicy(func(limits ...limiters.Limit) (int64, int64) { return decide(limiters.GCRA, limits...) })
 }
 
 // tierOf is the policy that spares every one of the clients many: the
@@ -493,27 +491,22 @@ func tierOf(cv *curves, many []int32, k int, b int64) Tier {
 // refusedBy is how many of the requests decided of the clients in (by
 // number) algorithm a at limits refuses (composite, each key its own),
 // and of how many clients.
-func refusedBy(a limiters.Algorithm, limits []limiters.Limit, decided chunks, keys []string, in []bool) (requests, clients int64) {
+func refusedBy(a limiters.Algorithm, limits []limiters.Limit, decided kept, keys []string, in []bool) (requests, clients int64) {
 	l, err := composite.New(a, limits, limiters.WithSweepInterval(-1))
 	if err != nil {
 		return -1, -1
 	}
 	defer l.Close()
 	hit := make([]bool, len(keys))
-	for _, block := range decided {
-		for _, r := range block {
-			if !in[r.id] {
-				continue
-			}
-			d, err := l.Decide(context.Background(), limiters.Request{Key: keys[r.id], N: int(r.n), At: time.Unix(0, r.at)})
-			if err != nil || !d.Allowed {
-				requests++
-				if !hit[r.id] {
-					hit[r.id], clients = true, clients+1
-				}
+	decided.each(in, func(r logged) {
+		d, err := l.Decide(context.Background(), limiters.Request{Key: keys[r.id], N: int(r.n), At: time.Unix(0, r.at)})
+		if err != nil || !d.Allowed {
+			requests++
+			if !hit[r.id] {
+				hit[r.id], clients = true, clients+1
 			}
 		}
-	}
+	})
 	return requests, clients
 }
 

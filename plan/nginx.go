@@ -134,8 +134,8 @@ func (p *Plan) Nginx(key accesslog.KeySpec, log string) string {
 	}
 	what := fmt.Sprintf("Every client: %s.", nginxSays(n.Bucket))
 	switch {
-	case n.Bucket.Rounded && p.Merged > 0:
-		what += fmt.Sprintf(" Not decided over the log (a plan merged from shards decides no request); the bucket planned refuses %d clients.", p.Bucket.Clients)
+	case n.Bucket.Rounded && p.decidesNone() != "":
+		what += fmt.Sprintf(" Not decided over the log (%s); the bucket planned refuses %d clients.", p.decidesNone(), p.Bucket.Clients)
 	case n.Bucket.Rounded:
 		what += fmt.Sprintf(" Decided over the log, it refuses %d clients and %d requests; the bucket planned, %d and %d.", n.Clients, n.Refused, p.Bucket.Clients, p.Bucket.Refused)
 	}
@@ -184,8 +184,8 @@ func (p *Plan) NginxWindows(key accesslog.KeySpec, log string) string {
 	w := p.Windows
 	comment(&b, fmt.Sprintf("ratelab plan's two windows for %s (%s, %s), keyed by %s, as nginx can say them: nginx has no window, and each is a bucket of N at once refilled at N a period, which admits up to twice N in a period after a quiet one.", log, w.Short, w.Long, key))
 	comment(&b, fmt.Sprintf("The short: %s. The long: %s.", nginxSays(n.Short), nginxSays(n.Long)))
-	if p.Merged > 0 {
-		comment(&b, fmt.Sprintf("Not decided over the log (a plan merged from shards decides no request); the windows refuse %d clients.", w.Clients))
+	if p.decidesNone() != "" {
+		comment(&b, fmt.Sprintf("Not decided over the log (%s); the windows refuse %d clients.", p.decidesNone(), w.Clients))
 	} else {
 		comment(&b, fmt.Sprintf("Decided over the log, the two buckets refuse %d clients and %d requests; the windows, %d clients and %d requests.", n.PairClients, n.PairRefused, w.Clients, w.Refused))
 	}

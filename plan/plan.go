@@ -66,6 +66,12 @@ type Config struct {
 	// scheduler balances over the cores better than a few of them,
 	// whose limits cost unequally, balance themselves).
 	Workers int
+	// Keep is how many requests a plan on several cores (RunOnCores)
+	// keeps, at most, to decide what its policy refuses of them (0: every
+	// one; 16 bytes each): past it, it says whom the policy refuses and
+	// not how many of their requests. A limit run today (Current) is
+	// decided over every request whatever it is.
+	Keep int64
 }
 
 // check validates c, filling its defaults.
@@ -133,6 +139,9 @@ func (c *Config) check() error {
 		c.Margin = 3
 	case !(c.Margin >= c.Headroom && c.Margin > 1):
 		return fmt.Errorf("plan: margin %v: want a ratio above 1, no less than the headroom (%v): a burst is set inside the gap", c.Margin, c.Headroom)
+	}
+	if c.Keep < 0 {
+		return fmt.Errorf("plan: keep %d requests: want 0 (every one) or more", c.Keep)
 	}
 	if c.Workers <= 0 {
 		c.Workers = len(c.Limits)
@@ -233,9 +242,9 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	p.Took = time.Since(began)
 	p.finish(cs, d)
 	if users := p.curves(cs, cv, decided); users != nil {
-		p.decideCurves(cs, decided, users)
+		p.decideCurves(cs, kept{decided}, users)
 		if c.Current != nil {
-			if err := p.decideCurrent(cs, decided, users); err != nil {
+			if err := p.decideCurrent(cs, kept{decided}, users); err != nil {
 				return nil, err
 			}
 		}

@@ -42,6 +42,12 @@ type Plan struct {
 	// plan of one pass: a merged plan decides no request, and every
 	// count of requests refused in it is -1.
 	Merged int
+	// Cores is how many cores a plan on several (RunOnCores) was made on;
+	// Undecided, if it decided no request, why.
+	Cores     int
+	Undecided string
+	// Memory is the soft limit the plan ran under (its caller's to say).
+	Memory int64
 
 	// Peaks are the clients' peaks: the most each sent in any window of
 	// the limits' period.
@@ -95,6 +101,7 @@ type Plan struct {
 	NginxPolicy NginxPolicy
 
 	clientsByID []string // each client's key, by its number in Point.refusedOf
+	cv          *curves  // the keys' curves, once found
 }
 
 // Peaks is the distribution of the clients' peaks.

@@ -93,6 +93,11 @@ type summarizer struct {
 	stretches []*stretch
 	order     []int64 // each key's first request's place among the log's
 	out       *Shard
+	// kept are its keys' requests decided (by their number here), when
+	// a plan on several cores keeps them to decide the policy over;
+	// stop, once set, says the plan keeps none.
+	kept chunks
+	keep *keeping
 }
 
 func newSummarizer(c Config, index, of int) *summarizer {
@@ -128,6 +133,9 @@ func (s *summarizer) see(e *accesslog.Entry) {
 	}
 	if decided {
 		s.sh.add(s.stretches[id], e.At, int64(e.N))
+		if s.keep != nil {
+			s.keepRequest(logged{id: id, n: int32(e.N), at: e.At})
+		}
 	}
 }
 
@@ -208,6 +216,20 @@ func SummarizeAll(ctx context.Context, r *accesslog.Reader, c Config, of int, pr
 	if err := checkShards(&c, of); err != nil {
 		return nil, err
 	}
+	ss, err := summarizeAll(ctx, r, c, of, nil, progress)
+	if err != nil {
+		return nil, err
+	}
+	shards := make([]*Shard, of)
+	for i, s := range ss {
+		shards[i] = s.shard(r)
+	}
+	return shards, nil
+}
+
+// summarizeAll is SummarizeAll's summarizers, each keeping its keys'
+// requests as keep says (nil: none).
+func summarizeAll(ctx context.Context, r *accesslog.Reader, c Config, of int, keep *keeping, progress Progress) ([]*summarizer, error) {
 	// The reader's batches (readBatches, as a plan of one pass reads)
 	// go to every shard, and back to be filled again once the last is
 	// done with one.
@@ -223,6 +245,7 @@ func SummarizeAll(ctx context.Context, r *accesslog.Reader, c Config, of int, pr
 	var wg sync.WaitGroup
 	for i := range of {
 		ss[i], in[i] = newSummarizer(c, i, of), make(chan *shared, 4)
+		ss[i].keep = keep
 		wg.Go(func() {
 			for b := range in[i] {
 				for j := range b.entries {
@@ -261,11 +284,7 @@ func SummarizeAll(ctx context.Context, r *accesslog.Reader, c Config, of int, pr
 	if err := <-readErr; err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
-	shards := make([]*Shard, of)
-	for i, s := range ss {
-		shards[i] = s.shard(r)
-	}
-	return shards, nil
+	return ss, nil
 }
 
 // shardVersion is the shard file's format: a file of another is refused.
@@ -307,47 +326,50 @@ func ReadShard(r io.Reader, name string) (*Shard, error) {
 // on): the policy, the envelope, the frontier, the classes and the tiers
 // of one pass; the requests the policy refuses undecided (-1).
 func Merge(c Config, shards []*Shard) (*Plan, error) {
-	if err := c.check(); err != nil {
+	p, _, users, _, err := merge(c, shards)
+	if err != nil {
 		return nil, err
 	}
-	if len(c.Limits) > 0 {
-		return nil, errors.New("plan: a merge of shards decides no sweep: --limits is for a plan of the whole log")
+	if users != nil {
+		p.undecided()
 	}
-	if len(shards) == 0 {
-		return nil, errors.New("plan: no shard to merge")
+	return p, nil
+}
+
+// merge is Merge's plan before it says what it cannot decide, with its
+// clients, the keys the policy was chosen over (nil: none), and each
+// shard's keys' numbers in the plan (by their number in the shard).
+func merge(c Config, shards []*Shard) (p *Plan, cs *clients, users []int32, ids [][]int32, err error) {
+	if err := c.check(); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if err := checkMerge(c, shards); err != nil {
+		return nil, nil, nil, nil, err
 	}
 	began := time.Now()
 	first := shards[0]
-	seen := make([]bool, first.Of)
-	for _, s := range shards {
-		switch {
-		case s.Of != first.Of:
-			return nil, fmt.Errorf("plan: shards of %d and of %d: merge the shards of one cut", first.Of, s.Of)
-		case s.Index < 0 || s.Index >= s.Of || seen[s.Index]:
-			return nil, fmt.Errorf("plan: shard %d of %d twice, or out of range", s.Index, s.Of)
-		case !slices.Equal(s.Periods, c.Periods) || !slices.Equal(s.Rates, c.Rates) || s.Period != c.period() || s.DropRefused != c.DropRefused:
-			return nil, fmt.Errorf("plan: shard %d of %d was summed up on other periods, rates or --refused than the merge asks", s.Index, s.Of)
-		case s.Lines != first.Lines || s.Requests != first.Requests || s.First != first.First || s.Last != first.Last:
-			return nil, fmt.Errorf("plan: shard %d of %d read %d lines, shard %d %d: shards of one log read all of it", s.Index, s.Of, s.Lines, first.Index, first.Lines)
+	// Every key, in order of its first request in the log, as one pass
+	// numbers them.
+	type ref struct{ shard, key int }
+	var refs []ref
+	ids = make([][]int32, len(shards))
+	for si, s := range shards {
+		ids[si] = make([]int32, len(s.Keys))
+		for i := range s.Keys {
+			refs = append(refs, ref{si, i})
 		}
-		seen[s.Index] = true
 	}
-	if i := slices.Index(seen, false); i >= 0 {
-		return nil, fmt.Errorf("plan: shard %d of %d is missing: a plan needs every key", i, first.Of)
-	}
-	var keys []ShardKey
-	for _, s := range shards {
-		keys = append(keys, s.Keys...)
-	}
-	slices.SortFunc(keys, func(a, b ShardKey) int { return cmp.Compare(a.Order, b.Order) })
+	slices.SortFunc(refs, func(a, b ref) int { return cmp.Compare(shards[a.shard].Keys[a.key].Order, shards[b.shard].Keys[b.key].Order) })
 
-	cs := newClients(int64(c.period()))
+	cs = newClients(int64(c.period()))
 	g := first.Grid
 	cs.grid = grid{origin: g.Origin, width: g.Width, last: g.Last, begun: g.Begun}
 	cv := newCurves(c.Periods, c.Rates)
-	cv.of = make([]*curve, len(keys))
-	cv.peaks = make([]int64, len(keys)*len(cv.lengths))
-	for id, k := range keys {
+	cv.of = make([]*curve, len(refs))
+	cv.peaks = make([]int64, len(refs)*len(cv.lengths))
+	for id, r := range refs {
+		k := &shards[r.shard].Keys[r.key]
+		ids[r.shard][r.key] = int32(id)
 		cl := &client{key: k.Key, requests: k.Requests, cost: k.Cost, logged429: k.Logged429, first: k.First, peak: k.Peak,
 			agents: distinct{seen: k.Agents}, paths: distinct{seen: k.Paths}, series: k.Series, from: k.From}
 		cs.ids[k.Key] = int32(id)
@@ -356,23 +378,50 @@ func Merge(c Config, shards []*Shard) (*Plan, error) {
 			continue
 		}
 		if len(k.Lead) != len(cv.intervals) || len(k.Peaks) != len(cv.lengths) {
-			return nil, fmt.Errorf("plan: key %q: a summary of %d rates and %d lengths, where the merge has %d and %d", k.Key, len(k.Lead), len(k.Peaks), len(cv.intervals), len(cv.lengths))
+			return nil, nil, nil, nil, fmt.Errorf("plan: key %q: a summary of %d rates and %d lengths, where the merge has %d and %d", k.Key, len(k.Lead), len(k.Peaks), len(cv.intervals), len(cv.lengths))
 		}
 		cv.of[id] = &curve{first: k.DecidedFirst, total: k.DecidedCost, lead: k.Lead, need: k.Need}
 		copy(cv.peaks[id*len(cv.lengths):], k.Peaks)
 	}
-	p := &Plan{Config: c, Lines: first.Lines, Requests: first.Requests, Free: first.Free, Skipped: first.Skipped, Skips: first.Skips,
+	p = &Plan{Config: c, Lines: first.Lines, Requests: first.Requests, Free: first.Free, Skipped: first.Skipped, Skips: first.Skips,
 		NoKey: first.NoKey, FirstNoKey: first.FirstNoKey, Unseen: first.Unseen, Sources: first.Sources, Logged429: first.Logged429,
 		Span: time.Duration(first.Last - first.First), WholeSeconds: !first.Fractions, Merged: len(shards)}
 	if p.Requests == 0 {
-		return nil, ErrNoRequest
+		return nil, nil, nil, nil, ErrNoRequest
 	}
 	p.finish(cs, &deciders{c: c})
-	if users := p.curves(cs, cv, nil); users != nil {
-		p.undecided()
-	}
+	users = p.curves(cs, cv, nil)
 	p.Took = time.Since(began)
-	return p, nil
+	return p, cs, users, ids, nil
+}
+
+// checkMerge says what makes shards no cut of one log that c can merge.
+func checkMerge(c Config, shards []*Shard) error {
+	if len(c.Limits) > 0 {
+		return errors.New("plan: a merge of shards decides no sweep: --limits is for a plan of the whole log")
+	}
+	if len(shards) == 0 {
+		return errors.New("plan: no shard to merge")
+	}
+	first := shards[0]
+	seen := make([]bool, first.Of)
+	for _, s := range shards {
+		switch {
+		case s.Of != first.Of:
+			return fmt.Errorf("plan: shards of %d and of %d: merge the shards of one cut", first.Of, s.Of)
+		case s.Index < 0 || s.Index >= s.Of || seen[s.Index]:
+			return fmt.Errorf("plan: shard %d of %d twice, or out of range", s.Index, s.Of)
+		case !slices.Equal(s.Periods, c.Periods) || !slices.Equal(s.Rates, c.Rates) || s.Period != c.period() || s.DropRefused != c.DropRefused:
+			return fmt.Errorf("plan: shard %d of %d was summed up on other periods, rates or --refused than the merge asks", s.Index, s.Of)
+		case s.Lines != first.Lines || s.Requests != first.Requests || s.First != first.First || s.Last != first.Last:
+			return fmt.Errorf("plan: shard %d of %d read %d lines, shard %d %d: shards of one log read all of it", s.Index, s.Of, s.Lines, first.Index, first.Lines)
+		}
+		seen[s.Index] = true
+	}
+	if i := slices.Index(seen, false); i >= 0 {
+		return fmt.Errorf("plan: shard %d of %d is missing: a plan needs every key", i, first.Of)
+	}
+	return nil
 }
 
 // undecided marks what a merged plan cannot decide: the requests each

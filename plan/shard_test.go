@@ -35,7 +35,15 @@ func TestShardsMergeAsOnePass(t *testing.T) {
 		return r
 	}
 	c := Config{Spare: 0.001}
-	one, err := Run(context.Background(), reader(), c, nil)
+	// One pass decides the limit run today too, as RunOnCores does
+	// below: the shards and their merge are given c, without it.
+	cc := c
+	today, err := ParseCurrent("5/s", nil, "", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.Current = &today
+	one, err := Run(context.Background(), reader(), cc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +123,35 @@ func TestShardsMergeAsOnePass(t *testing.T) {
 		if m.Clients != one.Clients || m.Requests != one.Requests || m.Lines != one.Lines || m.Span != one.Span || len(m.Shared) != len(one.Shared) {
 			t.Errorf("%d shards: %d clients, %d requests, %d lines, %v, %d shared; one pass %d, %d, %d, %v, %d", n, m.Clients, m.Requests, m.Lines, m.Span, len(m.Shared), one.Clients, one.Requests, one.Lines, one.Span, len(one.Shared))
 		}
+		coresAsOnePass(t, n, one, reader(), cc)
+	}
+}
+
+// coresAsOnePass holds a plan on n cores of r equal to one pass's, the
+// requests decided too: the bucket, the frontier's points, the windows in
+// each form and in nginx's, and the limit run today, request for request
+// (each decided over the keys the curves say it may refuse, the shards'
+// requests merged in time order).
+func coresAsOnePass(t *testing.T, n int, one *Plan, r *accesslog.Reader, c Config) {
+	t.Helper()
+	p, err := RunOnCores(context.Background(), r, c, n, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Bucket != one.Bucket || p.Merged != 0 || p.Cores != n || p.Undecided != "" || p.Verdict() != one.Verdict() {
+		t.Errorf("on %d cores: %+v, merged %d, cores %d %q; one pass: %+v", n, p.Bucket, p.Merged, p.Cores, p.Undecided, one.Bucket)
+	}
+	if !slices.Equal(p.Frontier, one.Frontier) || p.Windows != one.Windows || p.NginxPolicy != one.NginxPolicy {
+		t.Errorf("on %d cores: frontier, windows %+v or nginx %+v differ from one pass's %+v, %+v", n, p.Windows, p.NginxPolicy, one.Windows, one.NginxPolicy)
+	}
+	for i := range one.WindowsOthers {
+		if i >= len(p.WindowsOthers) || *p.WindowsOthers[i] != *one.WindowsOthers[i] {
+			t.Errorf("on %d cores: the windows' other forms differ from one pass's", n)
+			break
+		}
+	}
+	if a, b := p.Current, one.Current; a == nil || b == nil || a.Refused != b.Refused || a.Clients != b.Clients || !slices.Equal(a.Caught, b.Caught) || b.Refused == 0 {
+		t.Errorf("on %d cores: today's limit %+v; one pass %+v (want it to refuse some)", n, a, b)
 	}
 }
 

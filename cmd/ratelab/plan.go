@@ -137,7 +137,7 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	f.define(fs)
 	var shard, summary string
 	var cores int
-	fs.IntVar(&cores, "cores", 0, "the policy on this many cores: the log read once, its keys summed up in as many shards at once, merged")
+	fs.IntVar(&cores, "cores", 0, "the cores the policy is found on: the log read once, its keys summed up in as many shards at once, merged (0: every core; 1: one pass)")
 	fs.StringVar(&shard, "shard", "", "sum up only the keys of shard I of N (I/N; N alone takes I from JOB_COMPLETION_INDEX) into --summary, for ratelab plan merge")
 	fs.StringVar(&summary, "summary", "", "the file --shard writes its summary to")
 	fs.Usage = func() {
@@ -161,25 +161,24 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if f.out == "" {
 		f.out = planOut(fs.Args())
 	}
-	if cores > 1 {
-		o.Parsers = cores // a log format's lines parsed on every core, taken in order
-	}
-	r, err := accesslog.NewReader(inputs, o)
+	n, err := planCores(cores, shard, summary, len(c.Limits) > 0)
 	if err != nil {
 		return badUsage(fs, fmt.Errorf("plan: %w", err))
 	}
-	if cores != 0 {
-		if err := coresFlag(cores, shard, summary, f.current); err != nil {
-			return badUsage(fs, fmt.Errorf("plan: %w", err))
-		}
-		p, err := planOnCores(ctx, r, c, cores, stderr)
-		if errors.Is(err, context.Canceled) {
-			return err
-		}
-		if err != nil {
-			return usageError{err}
-		}
-		return printPlan(stdout, &f, p, logName(inputs, p.Sources), f.settings(fs))
+	if n > 1 {
+		o.Parsers = n // a log format's lines parsed on every core, taken in order
+	}
+	memory, restore, err := setMemory(f.memory)
+	if err != nil {
+		return badUsage(fs, fmt.Errorf("plan: %w", err))
+	}
+	defer restore()
+	// A quarter of it for the requests a plan on several cores keeps to
+	// decide its policy over, 16 bytes each.
+	c.Keep = max(memory/4/16, 1)
+	r, err := accesslog.NewReader(inputs, o)
+	if err != nil {
+		return badUsage(fs, fmt.Errorf("plan: %w", err))
 	}
 	if shard != "" || summary != "" {
 		index, of, err := shardFlag(shard, summary, f.current)
@@ -188,13 +187,19 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 		return writeShard(ctx, r, c, index, of, summary, stdout, stderr)
 	}
-	p, err := plan.Run(ctx, r, c, planProgress(stderr))
+	var p *plan.Plan
+	if n > 1 {
+		p, err = plan.RunOnCores(ctx, r, c, n, planProgress(stderr))
+	} else {
+		p, err = plan.Run(ctx, r, c, planProgress(stderr))
+	}
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
 	if err != nil {
 		return usageError{err} // plan's errors say "plan:"
 	}
+	p.Memory = memory
 	for _, u := range p.Unseen {
 		fmt.Fprintf(stderr, "plan: %s\n", u)
 	}
@@ -211,6 +216,7 @@ type planFlags struct {
 	outliersFlag                                          string
 	steps, top                                            int
 	reorder                                               time.Duration
+	memory                                                string
 }
 
 func (f *planFlags) define(fs *flag.FlagSet) {
@@ -236,6 +242,7 @@ func (f *planFlags) define(fs *flag.FlagSet) {
 	fs.DurationVar(&f.reorder, "reorder", 2*time.Second, "how far out of time order the lines of one file may be and still be taken in order (files are merged by time whatever it is)")
 	fs.StringVar(&f.out, "out", "", "the folder plan.json and the report go to (default out/plan-NAME, NAME the first log's name without its extension; a merge's out/plan-merged)")
 	fs.StringVar(&f.current, "current", "", "the limit you run today, decided beside the policy: 100/min, gcra 10/s burst 20, or nginx.conf, a tier file")
+	fs.StringVar(&f.memory, "memory", "", "the memory the plan keeps near, as Go's soft limit: 1.5GiB, 800MB (default: the least of 1.5 GiB and half this machine's; GOMEMLIMIT, if set)")
 	fs.StringVar(&f.emit, "emit", "", "print the policy as a limiter's configuration after the tables: nginx, ratelab, or nginx,ratelab (written to --out either way)")
 }
 

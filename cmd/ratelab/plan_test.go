@@ -180,7 +180,7 @@ func TestPlanShardsMerge(t *testing.T) {
 		return stdout.String() + stderr.String(), err
 	}
 	plan := func(args ...string) (string, error) { return planIn("", args...) }
-	one, err := plan("--out", filepath.Join(dir, "one"), path)
+	one, err := plan("--cores", "1", "--out", filepath.Join(dir, "one"), path)
 	if err != nil {
 		t.Fatalf("plan: %v\n%s", err, one)
 	}
@@ -219,15 +219,38 @@ func TestPlanShardsMerge(t *testing.T) {
 	if flat := strings.Join(strings.Fields(string(md)), " "); strings.Contains(flat, "0 requests (0%)") || !strings.Contains(flat, "the requests it refuses are not decided") {
 		t.Errorf("the merged plan's report says it decided requests:\n%s", md)
 	}
-	// The same on two cores of this machine, in one command, from the
-	// file or piped in (the log read once).
+	// The same on several cores of this machine, in one command, from
+	// the file or piped in (the log read once), the requests decided
+	// too: one pass's first paragraph, word for word, and its limit
+	// today's.
+	whole := func(s string) string {
+		p, _, _ := strings.Cut(s, "\n\n")
+		return strings.Join(strings.Fields(p), " ")
+	}
 	cores, err := plan("--cores", "2", "--out", filepath.Join(dir, "cores"), path)
-	if err != nil || first(cores) != first(one) || !strings.Contains(strings.Join(strings.Fields(cores), " "), "Merged 2 shards") {
-		t.Errorf("plan --cores 2: %v\n%s\none pass:\n%s", err, first(cores), first(one))
+	if err != nil || whole(cores) != whole(one) || !strings.Contains(strings.Join(strings.Fields(cores), " "), "on 2 cores") {
+		t.Errorf("plan --cores 2: %v\n%s\none pass:\n%s", err, whole(cores), whole(one))
 	}
 	piped, err := planIn(log.String(), "--cores", "3", "--out", filepath.Join(dir, "piped"))
-	if err != nil || first(piped) != first(one) || !strings.Contains(strings.Join(strings.Fields(piped), " "), "Merged 3 shards") {
-		t.Errorf("plan --cores 3 < log: %v\n%s\none pass:\n%s", err, first(piped), first(one))
+	if err != nil || whole(piped) != whole(one) || !strings.Contains(strings.Join(strings.Fields(piped), " "), "on 3 cores") {
+		t.Errorf("plan --cores 3 < log: %v\n%s\none pass:\n%s", err, whole(piped), whole(one))
+	}
+	today := func(args ...string) string {
+		out, err := plan(append(args, "--current", "5/s", "--out", t.TempDir(), path)...)
+		if err != nil {
+			t.Fatalf("plan %q --current 5/s: %v\n%s", args, err, out)
+		}
+		return whole(out)
+	}
+	if a, b := today("--cores", "1"), today("--cores", "2"); a != b || !strings.Contains(a, "Your limit today, 5/s") {
+		t.Errorf("--current 5/s on two cores:\n%s\none pass:\n%s", b, a)
+	}
+	// With fewer requests kept than the log holds (--memory), whom the
+	// policy refuses, and that what it refuses in requests is not
+	// decided, and why.
+	small, err := plan("--cores", "2", "--memory", "1MiB", "--out", filepath.Join(dir, "small"), path)
+	if flat := strings.Join(strings.Fields(small), " "); err != nil || first(small) != first(one) || !strings.Contains(flat, "what it refuses in requests is not decided: the log's") {
+		t.Errorf("plan --cores 2 --memory 1MiB: %v\n%s", err, small)
 	}
 	for _, tt := range []struct {
 		args []string
@@ -238,8 +261,9 @@ func TestPlanShardsMerge(t *testing.T) {
 		{[]string{"merge", path}, "is not a shard"},
 		{[]string{"merge", "--limits", "1/s..10/s", shards[0]}, "--limits"},
 		{[]string{"--shard", "0/3", path}, "--summary"},
-		{[]string{"--cores", "1", path}, "want 2 to 256"},
-		{[]string{"--cores", "2", "--current", "10/s", path}, "plan without --cores"},
+		{[]string{"--cores", "-1", path}, "want 1 to 256"},
+		{[]string{"--cores", "2", "--limits", "1/s..10/s", path}, "drop --cores"},
+		{[]string{"--memory", "lots", path}, "want a size"},
 		{[]string{"--cores", "2", "--shard", "0/2", "--summary", filepath.Join(dir, "x"), path}, "a machine's part"},
 		{[]string{"--shard", "3/3", "--summary", filepath.Join(dir, "x"), path}, "want I/N"},
 	} {

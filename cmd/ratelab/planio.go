@@ -187,7 +187,21 @@ func printPlan(stdout io.Writer, pf *planFlags, p *plan.Plan, log string, settin
 	if n := len(p.Config.Limits); n > 0 {
 		what = fmt.Sprintf("the policy and a sweep of %d limits, %d algorithms", n, len(p.Config.Algorithms))
 	}
-	fmt.Fprintln(stdout, results.Wrap(fmt.Sprintf("Planned %s requests of %s, %s, in %.1fs (%s lines a second%s). Results: %s; the report: %s%s",
-		results.Count(int64(p.Decided)), clients, what, p.Took.Seconds(), results.Count(int64(float64(p.Lines)/max(p.Took.Seconds(), 1e-3))), peakRSS(), saved, filepath.Join(dir, "report.html"), tiers), 100))
+	on := ""
+	if p.Cores > 1 {
+		on = fmt.Sprintf(" on %d cores", p.Cores)
+	}
+	held := peakRSS()
+	if held != "" && p.Memory > 0 {
+		held += fmt.Sprintf("; --memory %s", bytesWords(p.Memory))
+	}
+	took := fmt.Sprintf("%s, in %.1fs (%s lines a second%s)", on, p.Took.Seconds(), results.Count(int64(float64(p.Lines)/max(p.Took.Seconds(), 1e-3))), held)
+	if p.Undecided != "" {
+		fmt.Fprintln(stdout, results.Wrap(fmt.Sprintf("Planned %s requests of %s, %s%s: whom the policy refuses, exactly; what it refuses in requests is not decided: %s. Results: %s; the report: %s%s",
+			results.Count(int64(p.Decided)), clients, what, took, p.Undecided, saved, filepath.Join(dir, "report.html"), tiers), 100))
+		return nil
+	}
+	fmt.Fprintln(stdout, results.Wrap(fmt.Sprintf("Planned %s requests of %s, %s%s. Results: %s; the report: %s%s",
+		results.Count(int64(p.Decided)), clients, what, took, saved, filepath.Join(dir, "report.html"), tiers), 100))
 	return nil
 }

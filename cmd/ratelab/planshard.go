@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -156,32 +157,24 @@ func runPlanMerge(args []string, stdout, stderr io.Writer) error {
 }
 
 // coresFlag checks --cores: 2 or more, and neither a shard of the log
-// (--shard, --summary) nor --current, which decides requests.
-func coresFlag(cores int, shard, summary, current string) error {
+// planCores is how many cores a plan runs on: --cores (0: every core),
+// one for a shard, which is a machine's part of the plan, and for a
+// sweep, which decides every request with every limiter on every core
+// in one pass.
+func planCores(cores int, shard, summary string, sweep bool) (int, error) {
 	switch {
-	case cores < 2 || cores > 256:
-		return fmt.Errorf("--cores %d: want 2 to 256 (one core is the plan of one pass)", cores)
-	case shard != "" || summary != "":
-		return errors.New("--cores plans the whole log on this machine; --shard and --summary are a machine's part of it")
-	case current != "":
-		return errors.New("--current decides requests over the whole log: plan without --cores for it")
+	case cores < 0 || cores > 256:
+		return 0, fmt.Errorf("--cores %d: want 1 to 256, or 0 for every core", cores)
+	case (shard != "" || summary != "") && cores > 1:
+		return 0, errors.New("--cores plans the whole log on this machine; --shard and --summary are a machine's part of it")
+	case sweep && cores > 1:
+		return 0, errors.New("--cores: a sweep (--limits) decides every request with every limiter, on every core, in one pass: drop --cores")
+	case shard != "" || summary != "" || sweep:
+		return 1, nil
+	case cores == 0:
+		return runtime.GOMAXPROCS(0), nil
 	}
-	return nil
-}
-
-// planOnCores reads the log once and sums up its keys in n shards at
-// once, each request handed to every shard, then merges them.
-func planOnCores(ctx context.Context, r *accesslog.Reader, c plan.Config, n int, stderr io.Writer) (*plan.Plan, error) {
-	began := time.Now()
-	shards, err := plan.SummarizeAll(ctx, r, c, n, planProgress(stderr))
-	if err != nil {
-		return nil, err
-	}
-	p, err := plan.Merge(c, shards)
-	if err == nil {
-		p.Took = time.Since(began)
-	}
-	return p, err
+	return cores, nil
 }
 
 // shardsOf names the log of a merged plan: "the log in 3 shards".

@@ -57,6 +57,12 @@ func (s *stream) nextParsed() error {
 // fill reads the next block of lines of the input, up to its end, and
 // parses them, a share of them a parser at once.
 func (s *stream) fill() {
+	if s.ahead == nil {
+		if n := len(s.pool.blocks); n > 0 {
+			s.ahead, s.block = s.pool.blocks[n-1].ahead, s.pool.blocks[n-1].block
+			s.pool.blocks = s.pool.blocks[:n-1]
+		}
+	}
 	s.ahead, s.at, s.block = s.ahead[:0], 0, s.block[:0]
 	for len(s.ahead) < parseBlock {
 		line, err := s.readLine()

@@ -227,6 +227,9 @@ func (s *stream) close() {
 	for _, b := range s.bufs {
 		s.pool.putBuffer(b)
 	}
+	if s.ahead != nil {
+		s.pool.blocks = append(s.pool.blocks, parseAhead{s.ahead[:0], s.block[:0]})
+	}
 	if s.zr != nil {
 		s.pool.putGunzip(s.zr)
 	}
@@ -321,6 +324,13 @@ func (p *pending) push(e Entry) {
 type readers struct {
 	buffers []*bufio.Reader
 	gzips   []*gzip.Reader
+	blocks  []parseAhead
+}
+
+// parseAhead is a parallel parse's block: its lines and their bytes.
+type parseAhead struct {
+	ahead []parsed
+	block []byte
 }
 
 // buffer is a read buffer of size bytes reading r.
