@@ -359,7 +359,9 @@ func merge(c Config, shards []*Shard) (p *Plan, cs *clients, users []int32, ids 
 			refs = append(refs, ref{si, i})
 		}
 	}
-	slices.SortFunc(refs, func(a, b ref) int { return cmp.Compare(shards[a.shard].Keys[a.key].Order, shards[b.shard].Keys[b.key].Order) })
+	slices.SortFunc(refs, func(a, b ref) int {
+		return cmp.Compare(shards[a.shard].Keys[a.key].Order, shards[b.shard].Keys[b.key].Order)
+	})
 
 	cs = newClients(int64(c.period()))
 	g := first.Grid
