@@ -33,7 +33,11 @@ type Class struct {
 	Bursts   [][3]int64
 	Envelope [][3]int64
 	Refused  bool
-	ids      []int32 // its keys, by number
+	// Every is how often a class of steady pollers polls (0 for another
+	// class), Paths how many paths each asks for at most.
+	Every time.Duration
+	Paths int
+	ids   []int32 // its keys, by number
 }
 
 // Shape says the class's traffic in a few words, from its typical
@@ -42,6 +46,13 @@ type Class struct {
 // more in a minute than a second, and more again in a quarter hour, but
 // not steadily) or bursts.
 func (c Class) Shape() string {
+	if c.Every > 0 {
+		paths := "one path"
+		if c.Paths > 1 {
+			paths = fmt.Sprintf("%d paths", c.Paths)
+		}
+		return fmt.Sprintf("polling %s every %v", paths, c.Every)
+	}
 	a, b := float64(c.Typical[0]), float64(c.Typical[min(1, len(c.Typical)-1)])
 	switch c.shape() {
 	case steady:

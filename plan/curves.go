@@ -269,20 +269,23 @@ func (cs *curves) envelope(ids []int32, spare float64, span time.Duration, maxOu
 	return out
 }
 
-// frontier is, at each rate, the clients ids' least bursts: where a few
-// stand apart (at most maxOut of them, margin apart), and the least burst
-// that spares all but spare of them, with the clients it refuses.
-func (cs *curves) frontier(ids []int32, spare float64, maxOut int, margin float64) []FrontierPoint {
+// frontier is, at each rate, the clients ids' least bursts: where some
+// stand apart (separate.go: at most maxOut of them, or a group that
+// sustains its excess; margin apart), and the least burst that spares
+// all but spare of them, with the clients it refuses.
+func (cs *curves) frontier(ids []int32, spare float64, maxOut int, margin float64, span time.Duration, oneClient func(int32) bool) []FrontierPoint {
 	var out []FrontierPoint
 	v := make([]int64, len(ids))
 	for k := range cs.intervals {
-		for i, id := range ids {
-			v[i] = cs.burst(id, k)
+		needs := cs.sortedNeeds(ids, k)
+		for i, n := range needs {
+			v[i] = n.need
 		}
-		slices.Sort(v)
 		f := FrontierPoint{Rate: cs.rates[k]}
 		f.P50, f.P90, f.P99, f.P999, f.Max, f.Burst = quantiles(v, spare)
-		f.Gap, f.Separated = separate(v, maxOut, margin)
+		sep := separation{maxOut: maxOut, maxGroup: int(maxGroupShare * float64(len(ids))), margin: margin,
+			sustained: func(id int32) bool { return cs.sustains(id, k, span) }, heavy: cs.heavyAbove(k, maxOut, margin, span), oneClient: oneClient}
+		f.Gap, f.Separated = sep.separateKeys(needs)
 		kept := v
 		if f.Separated {
 			kept = v[:f.Gap.Kept]
@@ -351,14 +354,26 @@ func (p *Plan) curves(cs *clients, cv *curves, decided chunks) []int32 {
 	if len(users) == 0 {
 		return nil
 	}
-	p.Users, p.cv = len(users), cv
+	p.cv = cv
 	if cv.peaks == nil { // a merged plan's come from its shards
 		cv.envelopes(decided)
 	}
+	// The steady pollers kept apart too, as the shared keys are (where
+	// every key polls, none is).
+	var pollers []int32
+	if !c.NoTiers {
+		if pl, rest := cv.pollersOf(cs.all, users, p.Span); len(rest) > 0 {
+			pollers, users = pl, rest
+		}
+	}
+	p.Users = len(users)
 	maxOut := maxOutliers(len(users), c.Outliers)
 	p.Envelope = cv.envelope(users, c.Spare, p.Span, maxOut, c.Margin)
-	front := cv.frontier(users, c.Spare, maxOut, c.Margin)
-	i, burst, separated := chooseBucket(front, c.Headroom, p.Envelope[len(p.Envelope)-1].Period)
+	front := cv.frontier(users, c.Spare, maxOut, c.Margin, p.Span, func(id int32) bool { return cs.all[id].agents.n() < sharedAgents })
+	spares := func(k int, burst int64) bool {
+		return !slices.ContainsFunc(pollers, func(id int32) bool { return cv.burst(id, k) > burst })
+	}
+	i, burst, separated := chooseBucket(front, c.Headroom, p.Envelope[len(p.Envelope)-1].Period, spares)
 	b := front[i]
 	b.Burst, p.Separated = burst, separated
 	var first int
@@ -391,15 +406,26 @@ func (p *Plan) curves(cs *clients, cv *curves, decided chunks) []int32 {
 		p.SharedTier = tierOf(cv, many, k, b.Burst)
 		p.SharedTier.Keys, p.SharedTier.Share = len(many), float64(manyRequests)/float64(max(p.Requests, 1))
 	}
+	if len(pollers) > 0 {
+		p.PollerTier = tierOf(cv, pollers, k, b.Burst)
+		p.PollerTier.Keys, p.PollerTier.Share = len(pollers), float64(requestsOf(cs, pollers))/float64(max(p.Requests, 1))
+		p.Pollers = clientsOf(cs, pollers, c.Top)
+	}
 	var pairCaught, apart []int32
 	if separated {
 		apart = caught
 	}
-	p.Windows, pairCaught = cv.windowPair(users, apart, p.Span, c)
+	// The windows spare the pollers as they spare the rest.
+	p.Windows, pairCaught = cv.windowPair(slices.Concat(users, pollers), apart, p.Span, c)
 	for _, id := range pairCaught[:min(len(pairCaught), 100)] {
 		p.WindowsCaught = append(p.WindowsCaught, cs.all[id].key)
 	}
 	p.Classes = classesOf(cs, cv, users, caught, k, p.Span)
+	if len(pollers) > 0 {
+		pc := cv.classOf(cs, pollers, cv.classLengths(p.Span), k, p.Span)
+		pc.Every, pc.Paths = cv.pollEvery(cs.all, pollers, p.Span), maxPaths(cs, pollers)
+		p.Classes = append(p.Classes, pc)
+	}
 	for i := range p.Classes { // as the tables and charts show them
 		c := &p.Classes[i]
 		c.Bursts, c.Envelope = c.Bursts[first:first+len(p.Frontier)], c.Envelope[:len(p.Envelope)]

@@ -50,7 +50,8 @@ type Config struct {
 	Rates    []limiters.Limit
 	Headroom float64
 	// Outliers is the share of the keys a policy may set apart from the
-	// rest as those it is for (0: 1%; always one key at least), Margin
+	// rest as those it is for (0: 1%; always five keys at least, a tenth
+	// of a few), Margin
 	// how far apart, at least, they must stand (0: 3, a ratio): the least
 	// any of them needs over the most any of the rest does. Where none
 	// does, the policy spares all but Spare of the keys.

@@ -47,33 +47,6 @@ func (g Gap) Ratio() float64 {
 // one to five, and three times one is noise, not separation.
 const minApart = 10
 
-// separate finds where, in v (sorted ascending), a few values stand apart
-// from all the rest: of the boundaries with at most maxOut values above,
-// those that are at least margin apart (and minApart), the lowest: an
-// abuser far above another is still one of those the rest stand apart
-// from. When none is, it returns the widest boundary with at most maxOut
-// above, and false.
-func separate(v []int64, maxOut int, margin float64) (Gap, bool) {
-	var widest Gap
-	n := len(v)
-	for i := max(n-1-maxOut, 0); i < n-1; i++ { // v[:i+1] kept, v[i+1:] out
-		g := Gap{Kept: i + 1, Out: n - 1 - i, KeptMost: max(v[i], 1), OutLeast: v[i+1]}
-		if g.Ratio() >= margin && g.OutLeast-g.KeptMost >= minApart {
-			return g, true
-		}
-		if g.Ratio() > widest.Ratio() {
-			widest = g
-		}
-	}
-	return widest, false
-}
-
-// maxOutliers is how many of n keys a separation may set apart: the share
-// outliers of them, and always one.
-func maxOutliers(n int, outliers float64) int {
-	return max(1, int(math.Floor(outliers*float64(n))))
-}
-
 // chooseBucket picks the frontier's point the plan suggests (an index in
 // f) and its burst. Among the rates where a few keys stand apart, the one
 // that sets the most of them apart (a rate above a scraper's own sets the
@@ -83,19 +56,31 @@ func maxOutliers(n int, outliers float64) int {
 // needs. Where none separates, the bucket that spares all but spare of the
 // keys and lets the least through in the longest window the log reaches
 // (horizon): the least of burst + rate × horizon.
-func chooseBucket(f []FrontierPoint, headroom float64, horizon time.Duration) (k int, burst int64, separated bool) {
+func chooseBucket(f []FrontierPoint, headroom float64, horizon time.Duration, spares func(k int, burst int64) bool) (k int, burst int64, separated bool) {
 	k = -1
-	for i, p := range f {
-		if !p.Separated {
-			continue
+	burstAt := func(i int) int64 {
+		g := f[i].Gap
+		return min(int64(math.Ceil(float64(g.KeptMost)*headroom)), g.OutLeast-1)
+	}
+	// Of as many apart, a rate whose bucket spares the steady pollers as
+	// it is: no tier of their own.
+	better := func(i int) bool {
+		a, b := f[i].Gap, f[k].Gap
+		if a.Out != b.Out {
+			return a.Out > b.Out
 		}
-		if k < 0 || p.Gap.Out > f[k].Gap.Out || p.Gap.Out == f[k].Gap.Out && p.Gap.Ratio() > f[k].Gap.Ratio() {
+		if si, sk := spares(i, burstAt(i)), spares(k, burstAt(k)); si != sk {
+			return si
+		}
+		return a.Ratio() > b.Ratio()
+	}
+	for i, p := range f {
+		if p.Separated && (k < 0 || better(i)) {
 			k = i
 		}
 	}
 	if k >= 0 {
-		g := f[k].Gap
-		return k, min(int64(math.Ceil(float64(g.KeptMost)*headroom)), g.OutLeast-1), true
+		return k, burstAt(k), true
 	}
 	best := math.Inf(1)
 	for i, p := range f {
@@ -175,7 +160,8 @@ func (cs *curves) windowPair(ids, apart []int32, span time.Duration, c Config) (
 			if set == nil {
 				set = slices.Compact(slices.Sorted(slices.Values(slices.Concat(at[k1], at[k2]))))
 			}
-			if len(set) == 0 || len(set) > maxOut {
+			// The bucket's keys, however many (a botnet's), or a few.
+			if len(set) == 0 || apart == nil && len(set) > maxOut {
 				continue
 			}
 			for _, id := range set {

@@ -62,6 +62,11 @@ type Plan struct {
 	// Shared are the keys whose traffic looks like many users: many
 	// user agents.
 	Shared []Client
+	// Pollers are the steady pollers (poller.go), the most requests
+	// first; PollerTier what they get, as the shared keys get theirs:
+	// the bucket as it is (Scale 1) where it spares them.
+	Pollers    []Client
+	PollerTier Tier
 
 	// Envelope is the clients' most in any window of each period, the
 	// shared keys left out; Frontier, at each rate, their least bursts

@@ -26,7 +26,18 @@ func policyOf(t *testing.T, w synthlog.World, c Config) (*Plan, []synthlog.Reque
 	seed := maphash.MakeSeed()
 	entries := make([]accesslog.Entry, len(reqs))
 	for i, r := range reqs {
-		entries[i] = accesslog.Entry{At: int64(r.At), Key: keys[r.Key].Key, N: 1, Agent: maphash.Comparable(seed, r.User) | 1}
+		// A key's one path and agent where its class has them (a
+		// poller's); else one of the API's many paths, and its user's
+		// agent.
+		k := keys[r.Key]
+		e := accesslog.Entry{At: int64(r.At), Key: k.Key, N: 1, Agent: maphash.Comparable(seed, r.User) | 1, Path: maphash.Comparable(seed, i%200+1000) | 1}
+		if k.Path != "" {
+			e.Path = maphash.String(seed, k.Path) | 1
+		}
+		if k.Agent != "" {
+			e.Agent = maphash.String(seed, k.Agent) | 1
+		}
+		entries[i] = e
 	}
 	return policyFrom(t, entries, c), reqs, keys
 }
@@ -77,28 +88,7 @@ func truthOf(reqs []synthlog.Request, keys []synthlog.KeyTruth, periods []time.D
 	for _, r := range reqs {
 		times[r.Key] = append(times[r.Key], int64(r.At))
 	}
-	// The least burst at rate 1/T of requests at ts: the most, over every
-	// stretch i..j, of its requests less the rate times its length.
-	burst := func(ts []int64, T int64) int64 {
-		var most int64 = 1
-		lead := int64(math.MinInt64)
-		for j, t := range ts {
-			lead = max(lead, t-T*int64(j)) // t_i − T·(requests before i)
-			most = max(most, (T*int64(j+1)-t+lead+T-1)/T)
-		}
-		return most
-	}
-	// The most requests at ts in any window of d.
-	peak := func(ts []int64, d int64) int64 {
-		var most int64
-		for i, j := 0, 0; j < len(ts); j++ {
-			for ts[i] <= ts[j]-d {
-				i++
-			}
-			most = max(most, int64(j-i+1))
-		}
-		return most
-	}
+	burst, peak := leastBurst, mostIn
 	var tr truth
 	for _, r := range DefaultRates {
 		T := int64(r.Interval())
@@ -132,7 +122,8 @@ func truthOf(reqs []synthlog.Request, keys []synthlog.KeyTruth, periods []time.D
 		for j := i + 1; j < len(reached); j++ {
 			var n [2]int64
 			for k := range times {
-				if keys[k].Role == synthlog.Legit {
+				// The windows spare the pollers as they spare customers.
+				if keys[k].Role == synthlog.Legit || keys[k].Role == synthlog.Poller {
 					for x, l := range []int{i, j} {
 						n[x] = max(n[x], int64(math.Ceil(1.5*float64(peaks[k][l][0]))), peaks[k][l][1])
 					}
@@ -154,19 +145,49 @@ func truthOf(reqs []synthlog.Request, keys []synthlog.KeyTruth, periods []time.D
 	return tr
 }
 
+// leastBurst is the least burst at rate 1/T of requests at ts: the most,
+// over every stretch i..j, of its requests less the rate times its
+// length.
+func leastBurst(ts []int64, T int64) int64 {
+	var most int64 = 1
+	lead := int64(math.MinInt64)
+	for j, t := range ts {
+		lead = max(lead, t-T*int64(j)) // t_i − T·(requests before i)
+		most = max(most, (T*int64(j+1)-t+lead+T-1)/T)
+	}
+	return most
+}
+
+// mostIn is the most requests at ts in any window of d.
+func mostIn(ts []int64, d int64) int64 {
+	var most int64
+	for i, j := 0, 0; j < len(ts); j++ {
+		for ts[i] <= ts[j]-d {
+			i++
+		}
+		most = max(most, int64(j-i+1))
+	}
+	return most
+}
+
 // The plan's rule on 100 random worlds of other shapes than the ones it
 // was built on (synthlog.RandomWorld: fan-out apps, dashboards, batch
-// syncs, relays, cron jobs, shared keys; scrapers, enumerators, runaway
-// retries, greedy batches). Never confidently wrong: where it says a few
-// keys stand apart, every one of them is an abuser and its bucket and
-// windows refuse no other key. Where brute force says some bucket sets
-// every abuser 3× (--margin) apart from every legitimate key, the plan's
-// bucket refuses every abuser and no legitimate key, and so do its
-// windows where some pair can in each of its forms. Where it says none
-// stands apart, its bucket and windows keep --spare.
+// syncs, relays, cron jobs, shared keys, steady pollers; scrapers,
+// enumerators, runaway retries, greedy batches, slow scrapers, botnets of
+// 1% to 10% of the keys). Never confidently wrong: where it says keys
+// stand apart, every one of them is an abuser and its bucket and windows
+// refuse no other key. Where brute force says some bucket sets every
+// abuser 3× (--margin) apart from every legitimate key (the pollers and
+// the shared keys kept apart, as the plan keeps them), the plan's bucket
+// refuses every abuser, a botnet's keys too, and no legitimate key, and
+// so do its windows where some pair can in each of its forms. Every
+// poller is named as one and refused nothing: by the bucket, its tier,
+// or the windows. Where it says none stands apart, its bucket and
+// windows keep --spare.
 func TestPolicyOnRandomWorlds(t *testing.T) {
-	const worlds = 100
+	const worlds = 120
 	var separable, separated, right, windowsSeparable, windowsRight, none, noAbuser int
+	var pollerWorlds, pollers, botnets, botnetsApart int
 	for seed := range uint64(worlds) {
 		w := synthlog.RandomWorld(seed + 1)
 		p, reqs, keys := policyOf(t, w, Config{Spare: 0.001})
@@ -211,10 +232,21 @@ func TestPolicyOnRandomWorlds(t *testing.T) {
 		} else if most := int64(math.Floor(p.Config.Spare * float64(p.Users))); p.Windows.Clients > most {
 			t.Errorf("seed %d: no windows set keys apart, and %s, %s refuse %d keys; --spare allows %d", seed+1, p.Windows.Short, p.Windows.Long, p.Windows.Clients, most)
 		}
-		if tr.bucket < p.Config.Margin || len(abusers) > maxOutliers(p.Users, p.Config.Outliers) {
+		pollers += checkPollers(t, seed+1, p, reqs, keys)
+		if slices.ContainsFunc(keys, func(k synthlog.KeyTruth) bool { return k.Role == synthlog.Poller }) {
+			pollerWorlds++
+		}
+		botnet := slices.ContainsFunc(w.Classes, func(c synthlog.Class) bool { return c.Name == "botnet" })
+		if botnet {
+			botnets++
+		}
+		if tr.bucket < p.Config.Margin {
 			continue
 		}
 		separable++
+		if botnet && slices.Equal(caught, abusers) {
+			botnetsApart++
+		}
 		if !slices.Equal(caught, abusers) {
 			t.Errorf("seed %d: brute force sets every abuser %.3g× apart; the bucket %s refuses %d keys (%s)", seed+1, tr.bucket, p.Bucket.Policy(), len(caught), p.Verdict())
 			continue
@@ -231,7 +263,11 @@ func TestPolicyOnRandomWorlds(t *testing.T) {
 	}
 	t.Logf("%d worlds (%d with no abuser): %d separable by a bucket, the plan right on %d; %d of those by windows too, right on %d; the plan set keys apart in %d, none in %d",
 		worlds, noAbuser, separable, right, windowsSeparable, windowsRight, separated, none)
-	if separable < worlds/4 || none < worlds/10 {
+	t.Logf("%d worlds with pollers, %d pollers, each named and refused nothing; %d worlds with a botnet, %d of them separable and all set apart", pollerWorlds, pollers, botnets, botnetsApart)
+	if pollerWorlds < worlds/5 || botnetsApart < worlds/20 {
+		t.Errorf("the worlds drawn test too few pollers or botnets: %d worlds of pollers, %d of botnets set apart", pollerWorlds, botnetsApart)
+	}
+	if separable < worlds/4 || none < worlds/12 {
 		t.Errorf("the worlds drawn are not varied enough to test the rule: %d of %d separable, %d where nothing stands apart", separable, worlds, none)
 	}
 }
@@ -333,4 +369,45 @@ func TestB2B(t *testing.T) {
 			t.Errorf("seed %d: classes of %v keys; want the integrations' 150 and the relays' 40 each a class, the dashboards' 600 the rest", seed, groups)
 		}
 	}
+}
+
+// checkPollers checks that the plan names each of a world's pollers as
+// one, and refuses none of them: not its bucket, nor its windows, nor the
+// pollers' tier (their least burst at its rate, by brute force, within
+// its burst). It returns how many pollers there were.
+func checkPollers(t *testing.T, seed uint64, p *Plan, reqs []synthlog.Request, keys []synthlog.KeyTruth) int {
+	t.Helper()
+	var want []string
+	for _, k := range keys {
+		if k.Role == synthlog.Poller {
+			want = append(want, k.Key)
+		}
+	}
+	if len(want) == 0 {
+		return 0
+	}
+	var named []string
+	for _, c := range p.Pollers {
+		named = append(named, c.Key)
+	}
+	if slices.Sort(want); !slices.Equal(slices.Sorted(slices.Values(named)), want) || p.PollerTier.Keys != len(want) {
+		t.Errorf("seed %d: pollers named %q (a tier of %d keys); want %q", seed, named, p.PollerTier.Keys, want)
+	}
+	tier := p.PollerTier.Policy
+	T := int64(tier.Interval())
+	for _, key := range want {
+		if slices.Contains(p.Caught, key) || slices.Contains(p.WindowsCaught, key) {
+			t.Errorf("seed %d: the poller %s refused by the bucket or the windows: %s", seed, key, p.Verdict())
+		}
+		var ts []int64
+		for _, r := range reqs {
+			if keys[r.Key].Key == key {
+				ts = append(ts, int64(r.At))
+			}
+		}
+		if T <= 0 || leastBurst(ts, T) > int64(tier.Burst) {
+			t.Errorf("seed %d: the poller %s needs more than its tier %s", seed, key, tier)
+		}
+	}
+	return len(want)
 }

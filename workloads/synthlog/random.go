@@ -35,9 +35,11 @@ func B2B(seed uint64) World {
 // drawn from a sustained scraper at 2 to 30 times the busiest legitimate
 // class's long-run rate (25 a second at most), an enumerator, a runaway
 // retry, a greedy batch, or a customer's key sending two to four times
-// its class's most. Whether a limit can tell its abusers from its customers is for
-// the world's curves to say (the test computes it by brute force): some
-// worlds separate, some do not.
+// its class's most; then, sometimes, steady pollers, slow scrapers and a
+// botnet of 1% to 10% of the keys (lateClasses). Whether a limit can
+// tell its abusers from its customers is for the world's curves to say
+// (the test computes it by brute force): some worlds separate, some do
+// not.
 func RandomWorld(seed uint64) World {
 	rng := rand.New(rand.NewPCG(seed, 23))
 	span := time.Duration(30+rng.IntN(31)) * time.Minute
@@ -142,5 +144,38 @@ func RandomWorld(seed uint64) World {
 		}
 		w.Classes = append(w.Classes, c)
 	}
+	w.Classes = append(w.Classes, lateClasses(rng, keys, busiest, span)...)
 	return w
+}
+
+// lateClasses are what a world draws after its customers and abusers, so
+// that those stay as they were drawn before these were: sometimes a few
+// steady pollers (uptime monitors, health checks, heartbeats: one path,
+// every second to every minute, above the customers' long-run rate); a
+// few slow scrapers, sending 3 to 10 times the busiest class's long-run
+// rate (2 a second at most) for half the log or all of it, in bursts no
+// larger than a page's, that stand apart only over minutes and hours;
+// and a botnet, 1% to 10% of the keys, each scraping as a slow scraper
+// does, the same software on every address.
+func lateClasses(rng *rand.Rand, keys int, busiest float64, span time.Duration) []Class {
+	var out []Class
+	if rng.IntN(2) == 0 {
+		every := []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute}[rng.IntN(6)]
+		out = append(out, Class{Name: "pollers", Role: Poller, Keys: 1 + rng.IntN(8), Path: []string{"/healthz", "/status", "/v1/ping"}[rng.IntN(3)],
+			Agent: "uptime-monitor/3.1", Shape: Poll{Every: Range[time.Duration]{every, every}, Jitter: every / 10}})
+	}
+	slow := func() Shape {
+		r := min(busiest*(3+rng.Float64()*7), 2)
+		return Steady{Rate: Range[float64]{r, r}, For: Range[time.Duration]{span / 2, span}}
+	}
+	if rng.IntN(3) == 0 {
+		for range 1 + rng.IntN(2) {
+			out = append(out, Class{Name: "slow scraper", Role: Abuser, Keys: 1, Shape: slow()})
+		}
+	}
+	if rng.IntN(3) == 0 {
+		n := max(keys*(1+rng.IntN(10))/100, 2)
+		out = append(out, Class{Name: "botnet", Role: Abuser, Keys: n, Agent: "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/131.0 Safari/537.36", Shape: slow()})
+	}
+	return out
 }

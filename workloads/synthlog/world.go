@@ -39,6 +39,10 @@ const (
 	Shared
 	// Abusers are what a limit is for.
 	Abuser
+	// Pollers are legitimate keys that poll one path at a steady
+	// interval (uptime monitors, health checks, devices' heartbeats):
+	// often faster, over the log, than any customer.
+	Poller
 )
 
 func (r Role) String() string {
@@ -47,6 +51,8 @@ func (r Role) String() string {
 		return "legit"
 	case Shared:
 		return "shared"
+	case Poller:
+		return "poller"
 	}
 	return "abuser"
 }
