@@ -51,7 +51,7 @@ func (c Class) Shape() string {
 		if c.Paths > 1 {
 			paths = fmt.Sprintf("%d paths", c.Paths)
 		}
-		return fmt.Sprintf("polling %s every %v", paths, c.Every)
+		return fmt.Sprintf("polling %s every %s", paths, everyWords(c.Every))
 	}
 	a, b := float64(c.Typical[0]), float64(c.Typical[min(1, len(c.Typical)-1)])
 	switch c.shape() {

@@ -409,7 +409,7 @@ func (p *Plan) curves(cs *clients, cv *curves, decided chunks) []int32 {
 	if len(pollers) > 0 {
 		p.PollerTier = tierOf(cv, pollers, k, b.Burst)
 		p.PollerTier.Keys, p.PollerTier.Share = len(pollers), float64(requestsOf(cs, pollers))/float64(max(p.Requests, 1))
-		p.Pollers = clientsOf(cs, pollers, c.Top)
+		p.Pollers = clientsOf(cs, pollers, maxTierKeys) // each in its tier, not the tables' few
 	}
 	var pairCaught, apart []int32
 	if separated {
@@ -571,10 +571,16 @@ func (p *Plan) TierFile(log string) []byte {
 	fmt.Fprintf(&s, "# ratelab plan's policy for %s: a bucket for every key, the keys that look\n# like many users in a tier of their own (ratelab serve --config FILE).\n", log)
 	s.WriteString("algorithm: gcra\ndefault_tier: users\ntiers:\n")
 	fmt.Fprintf(&s, "  users: [%s]\n", b.Policy())
-	if t := p.SharedTier; t.Keys > 0 && len(p.Shared) > 0 {
-		fmt.Fprintf(&s, "  shared: [%s]\nusers:\n", t.Policy)
-		for _, c := range p.Shared {
-			fmt.Fprintf(&s, "  %s: shared\n", strconv.Quote(c.Key))
+	tiers := p.tiers()
+	for _, t := range tiers {
+		fmt.Fprintf(&s, "  %s: [%s]\n", t.name, t.policy)
+	}
+	if len(tiers) > 0 {
+		s.WriteString("users:\n")
+	}
+	for _, t := range tiers {
+		for _, c := range t.keys {
+			fmt.Fprintf(&s, "  %s: %s\n", strconv.Quote(c.Key), t.name)
 		}
 	}
 	return []byte(s.String())

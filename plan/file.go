@@ -251,14 +251,19 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 			addRefused(&row, o.Refused, p.Decided)
 			add(row)
 		}
-		if t := p.SharedTier; t.Keys > 0 {
-			row := results.Row{Workload: log, Limiter: "shared keys"}
-			row.Set(kind, kindPolicy)
-			row.Set(policySetting, t.Policy.String())
-			row.Add(scaleName, results.UnitCount, t.Scale)
-			row.Add(clientsCount, results.UnitCount, float64(t.Keys))
-			row.Add(shareName, results.UnitFraction, t.Share)
-			add(row)
+		for _, tier := range []struct {
+			name string
+			t    Tier
+		}{{"shared keys", p.SharedTier}, {"pollers", p.PollerTier}} {
+			if t := tier.t; t.Keys > 0 {
+				row := results.Row{Workload: log, Limiter: tier.name}
+				row.Set(kind, kindPolicy)
+				row.Set(policySetting, t.Policy.String())
+				row.Add(scaleName, results.UnitCount, t.Scale)
+				row.Add(clientsCount, results.UnitCount, float64(t.Keys))
+				row.Add(shareName, results.UnitFraction, t.Share)
+				add(row)
+			}
 		}
 	}
 	if r := p.Current; r != nil {
@@ -534,13 +539,13 @@ var mode = report.Mode{
 			Note: "A bucket's rate and burst, in --limit's words, chosen by separation: at each rate of the frontier (below) the keys' least bursts, sorted; where at most --outliers of them stand --margin or more above all the rest (the least any of them needs over the most any other does), they are what the bucket is for. " +
 				"Of those rates, the one that sets the most keys apart, then the widest gap; the burst inside it, what the kept keys need times --headroom. Where no rate separates, the bucket that spares all but --spare of the keys and lets the least through in the longest window the log reaches, and the keys it refuses are not called abusers. " +
 				"Or two windows together, a short and a long (composite decides both), from the envelope's gaps the same way: each N what the kept keys send in it times --headroom, and no less than what they send in twice its length, so that its forms (a sliding log, a fixed window, a sliding counter, nginx's buckets) refuse the same keys; a pair whose forms would not is not suggested. " +
-				"The keys that look like many users are left out of the arithmetic and get a tier of their own: the policy scaled, rate and burst, to the lowest rate of the frontier's at which it spares every one of them. " +
+				"The keys that look like many users, and the steady pollers (one to three paths at a regular interval, at most about once a second: monitors, health checks, heartbeats), are left out of the arithmetic and get a tier of their own: the policy scaled, rate and burst, to the lowest rate of the frontier's at which it spares every one of them (×1: the bucket spares them as it is). " +
 				"In nginx (--emit nginx): limit_req's rate in whole requests a second or a minute (rounded up where the rate is neither, and kept by nginx in thousandths a second; the rounded bucket is decided again) and its burst one less than the bucket's (nginx admits the burst and one more at once); nginx has no window, and each window becomes a bucket of N at once refilled at N a period, decided as such.",
 			Header: []string{"for", "policy", "keys refused", "requests refused", "apart", "who"},
 			Left:   2,
 			Keep:   isKind(kindPolicy),
 			Cells: func(r results.Row) []string {
-				if r.Limiter == "shared keys" {
+				if r.Limiter == "shared keys" || r.Limiter == "pollers" {
 					return []string{r.Limiter, fmt.Sprintf("%s (×%g)", r.Setting(policySetting), r.Get(scaleName)), "", "", "",
 						fmt.Sprintf("%s keys, %s of the requests", results.Count(r.Count(clientsCount)), report.Percentage(r.Get(shareName)))}
 				}
@@ -1061,12 +1066,16 @@ func picks(_ *results.File, rows []results.Row) []report.Pick {
 			out = append(out, report.Pick{Need: "A bucket for every key", Limiter: r.Setting(policySetting), Why: why})
 		case "windows":
 			out = append(out, report.Pick{Need: "Or two windows, a short and a long", Limiter: r.Setting(policySetting), Why: refuses + ", as a sliding log."})
-		case "shared keys":
+		case "shared keys", "pollers":
 			why := "A tier of their own"
 			if r.Get(scaleName) == 1 {
 				why = "The bucket spares them as it is, the same tier"
 			}
-			out = append(out, report.Pick{Need: "Keys shared by many users", Limiter: fmt.Sprintf("%s (×%g)", r.Setting(policySetting), r.Get(scaleName)),
+			need := "Keys shared by many users"
+			if r.Limiter == "pollers" {
+				need = "Steady pollers (monitors, health checks)"
+			}
+			out = append(out, report.Pick{Need: need, Limiter: fmt.Sprintf("%s (×%g)", r.Setting(policySetting), r.Get(scaleName)),
 				Why: fmt.Sprintf("%s: %s keys, %s of the requests.", why, results.Count(r.Count(clientsCount)), report.Percentage(r.Get(shareName)))})
 		}
 	}

@@ -60,6 +60,9 @@ func nginxLimit(want limiters.Limit) NginxLimit {
 // two buckets (each window's N at once, refilled at N a period).
 type NginxPolicy struct {
 	Bucket, Shared NginxLimit
+	// Pollers is the steady pollers' tier, where the bucket does not
+	// spare them as it is.
+	Pollers NginxLimit
 	// Clients and Refused are what the enforced bucket refuses of the
 	// users, decided (the plan's bucket's when not rounded).
 	Clients, Refused int64
@@ -140,13 +143,20 @@ func (p *Plan) Nginx(key accesslog.KeySpec, log string) string {
 		what += fmt.Sprintf(" Decided over the log, it refuses %d clients and %d requests; the bucket planned, %d and %d.", n.Clients, n.Refused, p.Bucket.Clients, p.Bucket.Refused)
 	}
 	comment(&b, what)
+	tiers := p.tiers()
 	tier := p.SharedTier.Keys > 0 && len(p.Shared) > 0
 	users, shared := k.zone, ""
 	if t := p.SharedTier; tier {
 		comment(&b, fmt.Sprintf("The %d keys that look like many users (%.1f%% of the requests): %s.", t.Keys, 100*t.Share, nginxSays(n.Shared)))
 	}
+	if t := p.PollerTier; n.Pollers.Rate != "" {
+		comment(&b, fmt.Sprintf("The %d steady pollers (monitors, health checks; %.1f%% of the requests), which the bucket would refuse: %s.", t.Keys, 100*t.Share, nginxSays(n.Pollers)))
+	}
 	b.WriteString("\n")
 	k.routeMap(&b)
+	if n.Pollers.Rate != "" {
+		return p.nginxTiers(&b, k, tiers)
+	}
 	if tier {
 		fmt.Fprintf(&b, "map %s $ratelab_shared {\n    default 0;\n", k.text)
 		for _, c := range p.Shared {
@@ -273,6 +283,9 @@ func (p *Plan) nginxPolicy(decide func(limits ...limiters.Limit) (requests, clie
 	if p.SharedTier.Keys > 0 {
 		n.Shared = nginxLimit(p.SharedTier.Policy)
 	}
+	if t := p.PollerTier; t.Keys > 0 && t.Scale > 1 {
+		n.Pollers = nginxLimit(t.Policy)
+	}
 	if w := p.Windows; w.Short.N > 0 {
 		n.Short = nginxLimit(limiters.Limit{N: w.Short.N, Per: w.Short.Per, Burst: w.Short.N})
 		n.Long = nginxLimit(limiters.Limit{N: w.Long.N, Per: w.Long.Per, Burst: w.Long.N})
@@ -301,13 +314,26 @@ func (p *Plan) Go(log string) string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "// ratelab plan's policy for %s, with the library\n", log)
 	s.WriteString("// (github.com/ratelab/ratelab/limiters and its gcra, tiers and composite).\n")
-	if t := p.SharedTier; t.Keys > 0 && len(p.Shared) > 0 {
-		s.WriteString("// A bucket for every key; the keys that look like many users in a tier of their own.\n")
+	if tiers := p.tiers(); len(tiers) > 0 {
+		var names []string
+		for _, t := range tiers {
+			names = append(names, map[string]string{"shared": "the keys that look like many users", "pollers": "the steady pollers"}[t.name])
+		}
+		fmt.Fprintf(&s, "// A bucket for every key; %s in a tier of their own.\n", strings.Join(names, " and "))
 		s.WriteString("limiter, err := tiers.New(tiers.Config{\n\tAlgorithm: limiters.GCRA,\n\tDefault:   \"users\",\n")
-		fmt.Fprintf(&s, "\tTiers: map[string][]limiters.Limit{\n\t\t\"users\":  {%s},\n\t\t\"shared\": {%s},\n\t},\n", goLimit(b.Policy()), goLimit(t.Policy))
-		s.WriteString("\tUsers: map[string]string{\n")
-		for _, c := range p.Shared {
-			fmt.Fprintf(&s, "\t\t%s: \"shared\",\n", strconv.Quote(c.Key))
+		width := len(`"users":`)
+		for _, t := range tiers {
+			width = max(width, len(t.name)+3)
+		}
+		fmt.Fprintf(&s, "\tTiers: map[string][]limiters.Limit{\n\t\t%-*s {%s},\n", width, `"users":`, goLimit(b.Policy()))
+		for _, t := range tiers {
+			fmt.Fprintf(&s, "\t\t%-*s {%s},\n", width, strconv.Quote(t.name)+":", goLimit(t.policy))
+		}
+		s.WriteString("\t},\n\tUsers: map[string]string{\n")
+		for _, t := range tiers {
+			for _, c := range t.keys {
+				fmt.Fprintf(&s, "\t\t%s: %q,\n", strconv.Quote(c.Key), t.name)
+			}
 		}
 		s.WriteString("\t},\n})\n")
 	} else {
@@ -344,4 +370,35 @@ func goDuration(d time.Duration) string {
 		}
 	}
 	return fmt.Sprintf("%d", int64(d))
+}
+
+// nginxTiers writes the rest of Nginx's configuration where the steady
+// pollers have a tier (the shared keys too, maybe): a map of each tier's
+// keys to its name, a zone a tier keyed by the key where the tier is the
+// key's (and empty elsewhere: nginx counts no request of an empty key),
+// and the bucket's zone keyed where the key is in no tier.
+func (p *Plan) nginxTiers(b *strings.Builder, k nginxKey, tiers []aTier) string {
+	n := p.NginxPolicy
+	fmt.Fprintf(b, "map %s $ratelab_tier {\n    default \"\";\n", k.text)
+	for _, t := range tiers {
+		for _, c := range t.keys {
+			fmt.Fprintf(b, "    %s %s;\n", strconv.Quote(c.Key), t.name)
+		}
+	}
+	b.WriteString("}\n")
+	fmt.Fprintf(b, "map $ratelab_tier $ratelab_users {\n    \"\" %s;\n    default \"\";\n}\n", k.zone)
+	for _, t := range tiers {
+		fmt.Fprintf(b, "map $ratelab_tier $ratelab_%s_key {\n    %s %s;\n    default \"\";\n}\n", t.name, t.name, k.zone)
+	}
+	limit := map[string]NginxLimit{"shared": n.Shared, "pollers": n.Pollers}
+	fmt.Fprintf(b, "limit_req_zone $ratelab_users zone=ratelab_users:%s rate=%s;\n", zoneSize(p.Clients), n.Bucket.Rate)
+	for _, t := range tiers {
+		fmt.Fprintf(b, "limit_req_zone $ratelab_%s_key zone=ratelab_%s:1m rate=%s;\n", t.name, t.name, limit[t.name].Rate)
+	}
+	b.WriteString("limit_req_status 429;\n\n# In the server or location:\n")
+	fmt.Fprintf(b, "limit_req zone=ratelab_users%s nodelay;\n", burstOf(n.Bucket))
+	for _, t := range tiers {
+		fmt.Fprintf(b, "limit_req zone=ratelab_%s%s nodelay;\n", t.name, burstOf(limit[t.name]))
+	}
+	return b.String()
 }

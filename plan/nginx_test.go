@@ -187,3 +187,40 @@ func goBuilds(t *testing.T, snippet string) {
 		t.Errorf("go vet of the Go the plan writes: %v\n%s\n%s", err, out, src)
 	}
 }
+
+// Where the steady pollers need a tier of their own, nginx.conf sends
+// them to a zone of theirs through one map of each tier's keys, and reads
+// back (--current) as the plan's tiers: a poller under the pollers' zone,
+// a key that looks like many users under the shared one, any other under
+// the bucket's.
+func TestNginxPollersTier(t *testing.T) {
+	p := &Plan{Clients: 100,
+		Bucket:     FrontierPoint{Rate: limiters.Limit{N: 1, Per: 2 * time.Second}, Burst: 30},
+		SharedTier: Tier{Scale: 4, Policy: limiters.Limit{N: 2, Per: time.Second, Burst: 120}, Keys: 1, Share: 0.05},
+		Shared:     []Client{{Key: "172.0.0.1"}},
+		PollerTier: Tier{Scale: 2, Policy: limiters.Limit{N: 1, Per: time.Second, Burst: 60}, Keys: 2, Share: 0.1},
+		Pollers:    []Client{{Key: "198.18.0.1"}, {Key: "198.18.0.2"}}}
+	p.nginxPolicy(func(...limiters.Limit) (int64, int64) { return 0, 0 })
+	key, _ := accesslog.ParseKey("ip")
+	conf := p.Nginx(key, "access.log")
+	for _, want := range []string{"zone=ratelab_pollers:1m rate=1r/s", "limit_req zone=ratelab_pollers burst=59 nodelay;", "\"198.18.0.2\" pollers;", "\"172.0.0.1\" shared;", "steady pollers"} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("nginx.conf lacks %q:\n%s", want, conf)
+		}
+	}
+	cur, err := ParseCurrent("nginx.conf", []byte(conf), "nginx.conf", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"198.18.0.1": "ratelab_pollers", "172.0.0.1": "ratelab_shared", "203.0.113.9": "ratelab_users"} {
+		if got := cur.tierOf(k); got != want {
+			t.Errorf("%s is under %q; want %q\n%s", k, got, want, conf)
+		}
+	}
+	if ls := cur.Tiers.Tiers["ratelab_pollers"]; len(ls) != 1 || ls[0] != (limiters.Limit{N: 1, Per: time.Second, Burst: 60}) {
+		t.Errorf("the pollers' zone read back as %v; want 1/s burst 60", ls)
+	}
+	if tf := string(p.TierFile("access.log")); !strings.Contains(tf, "pollers: [1/s burst 60]") || !strings.Contains(tf, "\"198.18.0.1\": pollers") {
+		t.Errorf("the tier file lacks the pollers' tier:\n%s", tf)
+	}
+}

@@ -312,6 +312,17 @@ func (p *Plan) Verdict() string {
 	} else if t.Keys > 0 {
 		fmt.Fprintf(&s, " The %s that %s like many users: a tier of %s, the bucket ×%g.", plural(int64(t.Keys), "key"), verb(t.Keys, "look"), t.Policy, t.Scale)
 	}
+	if t := p.PollerTier; t.Keys > 0 {
+		every := ""
+		if c := p.pollerClass(); c != nil {
+			every = " " + strings.TrimPrefix(c.Shape(), "polling ")
+		}
+		if t.Scale == 1 {
+			fmt.Fprintf(&s, " The bucket spares the %s that %s%s (monitors, health checks) as it is.", plural(int64(t.Keys), "key"), verb(t.Keys, "poll"), every)
+		} else {
+			fmt.Fprintf(&s, " The %s that %s%s (monitors, health checks): a tier of %s, the bucket ×%g.", plural(int64(t.Keys), "key"), verb(t.Keys, "poll"), every, t.Policy, t.Scale)
+		}
+	}
 	if r := p.Current; r != nil {
 		fmt.Fprintf(&s, " Your limit today, %s, refuses %s", r.Name, plural(r.Clients, "key"))
 		if w := r.byClassWords(p.Classes); w != "" {

@@ -2,9 +2,12 @@ package plan
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 	"time"
+
+	"github.com/ratelab/ratelab/limiters"
 )
 
 // A steady poller (an uptime monitor, a health check, a device's
@@ -91,10 +94,22 @@ func (cs *curves) pollEvery(all []*client, pollers []int32, span time.Duration) 
 	}
 	slices.Sort(every)
 	e := every[(len(every)-1)/2]
-	if e >= time.Second {
-		e = e.Round(time.Second)
+	if e >= 900*time.Millisecond {
+		return e.Round(time.Second)
 	}
-	return e
+	return e.Round(10 * time.Millisecond)
+}
+
+// everyWords is an interval as a person says it: "30 s", "2 min", "250
+// ms".
+func everyWords(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	case d < time.Minute || d%time.Minute != 0:
+		return fmt.Sprintf("%g s", d.Seconds())
+	}
+	return fmt.Sprintf("%g min", d.Minutes())
 }
 
 // maxPaths is the most distinct paths any of the keys ids asked for.
@@ -124,6 +139,43 @@ func clientsOf(cs *clients, ids []int32, n int) []Client {
 	var out []Client
 	for _, id := range ids[:min(len(ids), n)] {
 		out = append(out, clientOf(cs.all[id], cs.grid))
+	}
+	return out
+}
+
+// pollerClass is the plan's class of steady pollers, if it has one.
+func (p *Plan) pollerClass() *Class {
+	for i := range p.Classes {
+		if p.Classes[i].Every > 0 {
+			return &p.Classes[i]
+		}
+	}
+	return nil
+}
+
+// aTier is a tier of keys a plan writes beside its bucket: the keys that
+// look like many users (shared), the steady pollers (pollers), each where
+// the bucket would refuse them (a scale above 1) or, for the shared keys,
+// as the plan has always written them.
+type aTier struct {
+	name   string
+	policy limiters.Limit
+	keys   []Client
+	share  float64
+}
+
+// maxTierKeys is how many pollers a plan lists in their tier, at most.
+const maxTierKeys = 1000
+
+// tiers are the plan's tiers besides its bucket: the shared keys', and
+// the pollers' where the bucket does not spare them as it is.
+func (p *Plan) tiers() []aTier {
+	var out []aTier
+	if t := p.SharedTier; t.Keys > 0 && len(p.Shared) > 0 {
+		out = append(out, aTier{"shared", t.Policy, p.Shared, t.Share})
+	}
+	if t := p.PollerTier; t.Keys > 0 && len(p.Pollers) > 0 && t.Scale > 1 {
+		out = append(out, aTier{"pollers", t.Policy, p.Pollers, t.Share})
 	}
 	return out
 }

@@ -411,3 +411,29 @@ func checkPollers(t *testing.T, seed uint64, p *Plan, reqs []synthlog.Request, k
 	}
 	return len(want)
 }
+
+// The two logs of issue 57's shapes, as the plan reads them: a day behind
+// a load balancer (app users, twelve partners pulling 150 orders at 8 a
+// second once an hour, monitors polling every 30 seconds, four abusers),
+// and a site its own monitors poll every second beside three scrapers.
+// The bucket refuses the abusers alone, the partners' batches and the
+// monitors kept; the monitors named as pollers and refused nothing.
+func TestPollersAndBatchesKept(t *testing.T) {
+	for _, w := range []synthlog.World{synthlog.ALBDay(2, 0.3), synthlog.Monitored(3, 0.5)} {
+		p, reqs, keys := policyOf(t, w, Config{Spare: 0.001})
+		var abusers []string
+		for _, k := range keys {
+			if k.Role == synthlog.Abuser {
+				abusers = append(abusers, k.Key)
+			}
+		}
+		slices.Sort(abusers)
+		if caught := slices.Sorted(slices.Values(p.Caught)); !p.Separated || !slices.Equal(caught, abusers) {
+			t.Errorf("%v: the bucket %s refuses %d keys; want the %d abusers alone: %s", w.Span, p.Bucket.Policy(), len(caught), len(abusers), p.Verdict())
+		}
+		if n := checkPollers(t, 0, p, reqs, keys); n == 0 || !strings.Contains(p.Verdict(), "poll") {
+			t.Errorf("%v: %d pollers; want the monitors, and the verdict to say what they get: %s", w.Span, n, p.Verdict())
+		}
+		t.Log(p.Verdict())
+	}
+}

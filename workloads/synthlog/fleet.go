@@ -207,7 +207,7 @@ func ALBDay(seed uint64, scale float64) World {
 		{Name: "app users", Keys: users, Shape: FanOut{Fan: Range[int]{8, 16}, Sessions: Range[int]{1, 4},
 			Every: Range[time.Duration]{3 * time.Second, 20 * time.Second}, Stay: Range[time.Duration]{time.Minute, 8 * time.Minute}}},
 		{Name: "partners", Keys: 12, Shape: Batch{Period: time.Hour, Jitter: time.Minute, Size: Range[int]{150, 150}, Pace: Range[float64]{8, 8}}},
-		{Name: "monitors", Keys: 6, Shape: Poll{Every: Range[time.Duration]{30 * time.Second, 30 * time.Second}, Jitter: 300 * time.Millisecond},
+		{Name: "monitors", Role: Poller, Keys: 6, Shape: Poll{Every: Range[time.Duration]{30 * time.Second, 30 * time.Second}, Jitter: 300 * time.Millisecond},
 			Path: "/status", Agent: "UptimeRobot/2.0 (+http://www.uptimerobot.com/)"},
 		{Name: "scraper", Role: Abuser, Keys: 1, Shape: Steady{Rate: Range[float64]{2, 2}, For: Range[time.Duration]{5 * time.Hour, 5 * time.Hour}}},
 		{Name: "scraper", Role: Abuser, Keys: 1, Shape: Steady{Rate: Range[float64]{4, 4}, For: Range[time.Duration]{2 * time.Hour, 2 * time.Hour}}},
@@ -229,7 +229,7 @@ func Monitored(seed uint64, scale float64) World {
 			Every: Range[time.Duration]{2 * time.Second, 15 * time.Second}, Stay: Range[time.Duration]{time.Minute, 10 * time.Minute}}},
 	}}
 	for i, agent := range []string{"UptimeRobot/2.0", "Pingdom.com_bot_version_1.4", "Datadog/Synthetics", "StatusCake", "Better Uptime Bot"} {
-		w.Classes = append(w.Classes, Class{Name: "monitors", Keys: 1, Path: "/healthz", Agent: fmt.Sprintf("%s (check %d)", agent, i+1),
+		w.Classes = append(w.Classes, Class{Name: "monitors", Role: Poller, Keys: 1, Path: "/healthz", Agent: fmt.Sprintf("%s (check %d)", agent, i+1),
 			Shape: Poll{Every: Range[time.Duration]{time.Second, time.Second}, Jitter: 200 * time.Millisecond}})
 	}
 	for _, rate := range []float64{3, 4.5, 6} {
