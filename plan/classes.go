@@ -37,7 +37,13 @@ type Class struct {
 	// class), Paths how many paths each asks for at most.
 	Every time.Duration
 	Paths int
-	ids   []int32 // its keys, by number
+	// Period is how often a class of batches sends one, about (0: once,
+	// or not batches).
+	Period time.Duration
+	// more is what tells it from a class whose shape reads the same
+	// ("about 20 a minute"), if one does (nameClasses).
+	more string
+	ids  []int32 // its keys, by number
 }
 
 // Shape says the class's traffic in a few words, from its typical
@@ -46,6 +52,13 @@ type Class struct {
 // more in a minute than a second, and more again in a quarter hour, but
 // not steadily) or bursts.
 func (c Class) Shape() string {
+	if c.more != "" {
+		return c.shapeWords() + ", " + c.more
+	}
+	return c.shapeWords()
+}
+
+func (c Class) shapeWords() string {
 	if c.Every > 0 {
 		paths := "one path"
 		if c.Paths > 1 {
@@ -58,7 +71,14 @@ func (c Class) Shape() string {
 	case steady:
 		return fmt.Sprintf("steady, about %s a %s", roundWords(b), lengthWords(c.Lengths[1]))
 	case batches:
-		return fmt.Sprintf("batches of about %s at %s a %s", roundWords(b), roundWords(a), lengthWords(c.Lengths[0]))
+		every := ""
+		switch {
+		case c.Period == time.Hour:
+			every = ", hourly"
+		case c.Period > 0:
+			every = ", every " + everyWords(c.Period)
+		}
+		return fmt.Sprintf("batches of about %s at %s a %s%s", roundWords(b), roundWords(a), lengthWords(c.Lengths[0]), every)
 	case runs:
 		return fmt.Sprintf("runs of about %s a %s", roundWords(b), lengthWords(c.Lengths[1]))
 	}
@@ -163,8 +183,16 @@ func classesOf(cl *clients, cs *curves, ids, refused []int32, rate int, span tim
 	lengths := cs.classLengths(span)
 	out := []Class{}
 	isRefused := make(map[int32]bool, len(refused))
+	group, alone := cs.refusedGroup(refused, rate)
+	if len(group) > 0 {
+		c := cs.classOf(cl, group, lengths, rate, span)
+		c.Refused = true
+		out = append(out, c)
+	}
 	for _, id := range refused {
 		isRefused[id] = true
+	}
+	for _, id := range alone {
 		c := cs.classOf(cl, []int32{id}, lengths, rate, span)
 		c.Key, c.Refused = cl.all[id].key, true
 		out = append(out, c)
@@ -178,6 +206,126 @@ func classesOf(cl *clients, cs *curves, ids, refused []int32, rate int, span tim
 	if len(kept) == 0 {
 		return out
 	}
+	// By k-means, then each group's keys of a shape of their own that
+	// send far more or less apart (a dozen partners' batches among a
+	// thousand app users are lost to k-means, which splits the large
+	// class first).
+	var members [][]int32
+	for _, g := range cs.kmeansClasses(kept, lengths, span) {
+		members = append(members, cs.byShape(g, lengths)...)
+	}
+	// Then the groups that read as one class are one: k-means splits a
+	// large class of a wide spread before it finds a small one apart.
+	for merged := true; merged; {
+		merged = false
+		for i := 0; i < len(members) && !merged; i++ {
+			for j := i + 1; j < len(members) && !merged; j++ {
+				if alike(cs.classOf(cl, members[i], lengths, rate, span), cs.classOf(cl, members[j], lengths, rate, span)) {
+					members[i] = append(members[i], members[j]...)
+					members = slices.Delete(members, j, j+1)
+					merged = true
+				}
+			}
+		}
+	}
+	var classes []Class
+	for _, m := range members {
+		classes = append(classes, cs.classOf(cl, m, lengths, rate, span))
+	}
+	slices.SortStableFunc(classes, func(a, b Class) int { return cmp.Or(cmp.Compare(b.Keys, a.Keys), cmp.Compare(a.Need, b.Need)) })
+	nameClasses(classes)
+	return append(classes, out...)
+}
+
+// refusedGroup is, of the keys refused (the most needed first), a group
+// of alike ones where more than a handful are refused: the most of them
+// within groupSpread of each other's need at rate, minClass at least (a
+// botnet's addresses, said as one class); and the others, each a class of
+// its own.
+func (cs *curves) refusedGroup(refused []int32, rate int) (group, alone []int32) {
+	if len(refused) <= fewKeys {
+		return nil, refused
+	}
+	v := cs.sortedNeeds(refused, rate)
+	lo, hi := 0, 0
+	for i, j := 0, 0; j < len(v); j++ {
+		for float64(v[j].need) > groupSpread*float64(max(v[i].need, 1)) {
+			i++
+		}
+		if j-i > hi-lo {
+			lo, hi = i, j
+		}
+	}
+	if hi-lo+1 < minClass {
+		return nil, refused
+	}
+	in := map[int32]bool{}
+	for _, k := range v[lo : hi+1] {
+		in[k.id] = true
+	}
+	for _, id := range refused {
+		if in[id] {
+			group = append(group, id)
+		} else {
+			alone = append(alone, id)
+		}
+	}
+	return group, alone
+}
+
+// byShape parts the keys ids of one group by the shape of each one's own
+// envelope at lengths (Class.shape's): a shape of minShapeKeys keys or
+// more whose typical key sends shapeApart times more, or less, than the
+// rest's in a window of one of the lengths is a class of its own (the
+// partners' batches of 150 in a minute among app users' 20); the others
+// stay (a user who stayed long reads as steady, and is a user).
+func (cs *curves) byShape(ids []int32, lengths []int) [][]int32 {
+	shapes := make([][]int32, runs+1)
+	for _, id := range ids {
+		c := Class{Typical: make([]int64, len(lengths))}
+		for i, k := range lengths {
+			c.Lengths = append(c.Lengths, time.Duration(cs.periods[k]))
+			c.Typical[i] = cs.peak(id, k)
+		}
+		shapes[c.shape()] = append(shapes[c.shape()], id)
+	}
+	median := func(ids []int32, k int) float64 {
+		v := make([]int64, len(ids))
+		for i, id := range ids {
+			v[i] = cs.peak(id, k)
+		}
+		slices.Sort(v)
+		return float64(max(v[(len(v)-1)/2], 1))
+	}
+	var out [][]int32
+	rest := ids
+	for _, part := range shapes {
+		if len(part) < minShapeKeys || len(part) == len(rest) {
+			continue
+		}
+		others := slices.DeleteFunc(slices.Clone(rest), func(id int32) bool { return slices.Contains(part, id) })
+		if slices.ContainsFunc(lengths, func(k int) bool {
+			a, b := median(part, k), median(others, k)
+			return a >= shapeApart*b || b >= shapeApart*a
+		}) {
+			out, rest = append(out, part), others
+		}
+	}
+	return append(out, rest)
+}
+
+// shapeApart is how far apart a shape's keys send from the rest of their
+// group to be a class of their own.
+const shapeApart = 3
+
+// minShapeKeys is how many keys of one shape make a class of their own.
+const minShapeKeys = 5
+
+// kmeansClasses groups the keys ids by k-means over the logarithm of
+// their most at lengths and at the longest length the log reaches, and
+// of their rate over the log: a class more while it leaves at most 75%
+// of what is left unexplained, six at most.
+func (cs *curves) kmeansClasses(kept []int32, lengths []int, span time.Duration) [][]int32 {
 	// The features: the envelope at those lengths and at the longest the
 	// log reaches (an hour: a relay's steady 700 against a dashboard's
 	// sessions of 200), and the rate over the log.
@@ -210,27 +358,7 @@ func classesOf(cl *clients, cs *curves, ids, refused []int32, rate int, span tim
 	for i, g := range groups.of {
 		members[g] = append(members[g], kept[i])
 	}
-	members = slices.DeleteFunc(members, func(m []int32) bool { return len(m) == 0 })
-	// Then the groups that read as one class are one: k-means splits a
-	// large class of a wide spread before it finds a small one apart.
-	for merged := true; merged; {
-		merged = false
-		for i := 0; i < len(members) && !merged; i++ {
-			for j := i + 1; j < len(members) && !merged; j++ {
-				if alike(cs.classOf(cl, members[i], lengths, rate, span), cs.classOf(cl, members[j], lengths, rate, span)) {
-					members[i] = append(members[i], members[j]...)
-					members = slices.Delete(members, j, j+1)
-					merged = true
-				}
-			}
-		}
-	}
-	var classes []Class
-	for _, m := range members {
-		classes = append(classes, cs.classOf(cl, m, lengths, rate, span))
-	}
-	slices.SortStableFunc(classes, func(a, b Class) int { return cmp.Or(cmp.Compare(b.Keys, a.Keys), cmp.Compare(a.Need, b.Need)) })
-	return append(classes, out...)
+	return slices.DeleteFunc(members, func(m []int32) bool { return len(m) == 0 })
 }
 
 // classOf describes the keys ids as one class.
@@ -264,7 +392,55 @@ func (cs *curves) classOf(cl *clients, ids []int32, lengths []int, rate int, spa
 		c.Envelope = append(c.Envelope, spread(func(id int32) int64 { return cs.peak(id, k) }))
 	}
 	c.Need = c.Bursts[rate][2]
+	if c.shape() == batches {
+		// The first window that holds two of a typical key's batches.
+		for k, d := range cs.periods {
+			if time.Duration(d) > c.Lengths[1] && time.Duration(d) <= span && float64(c.Envelope[k][1]) >= 1.8*float64(c.Typical[1]) {
+				c.Period = time.Duration(d)
+				break
+			}
+		}
+	}
 	return c
+}
+
+// nameClasses tells apart the classes whose shapes read the same: each of
+// them is said with the first of these that differs among them, as a
+// person rounds it: its most in a minute, in a quarter hour, its rate
+// over the log, its keys.
+func nameClasses(classes []Class) {
+	same := map[string][]int{}
+	for i, c := range classes {
+		if !c.Refused {
+			same[c.Shape()] = append(same[c.Shape()], i)
+		}
+	}
+	for _, idx := range same {
+		if len(idx) < 2 {
+			continue
+		}
+		for _, more := range []func(c Class) string{
+			func(c Class) string {
+				return fmt.Sprintf("about %s a %s", roundWords(float64(c.Typical[min(1, len(c.Typical)-1)])), lengthWords(c.Lengths[min(1, len(c.Lengths)-1)]))
+			},
+			func(c Class) string {
+				return fmt.Sprintf("%s in %s", roundWords(float64(c.Typical[len(c.Typical)-1])), lengthWords(c.Lengths[len(c.Lengths)-1]))
+			},
+			func(c Class) string { return fmt.Sprintf("%.2g a second over the log", c.Rate) },
+			func(c Class) string { return fmt.Sprintf("%d keys", c.Keys) },
+		} {
+			seen := map[string]bool{}
+			for _, i := range idx {
+				seen[more(classes[i])] = true
+			}
+			if len(seen) == len(idx) {
+				for _, i := range idx {
+					classes[i].more = more(classes[i])
+				}
+				break
+			}
+		}
+	}
 }
 
 // clustering is k-means' answer: each point's group, and the sum of the

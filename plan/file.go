@@ -514,6 +514,8 @@ var mode = report.Mode{
 				name := fmt.Sprintf("(%s) %s", r.Setting(letterSetting), r.Setting(shapeSetting))
 				if k := r.Setting(keySetting); k != "" {
 					name = "refused: " + k + ", " + r.Setting(shapeSetting)
+				} else if r.Get(refusedName) == 1 {
+					name = fmt.Sprintf("refused: %s alike keys, %s", results.Count(r.Count(clientsCount)), r.Setting(shapeSetting))
 				}
 				lengths := strings.Fields(r.Setting(lengthsSet))
 				typical := func(i int) string {

@@ -282,6 +282,12 @@ func (p *Plan) Verdict() string {
 			share = fmt.Sprintf(" (%s of the requests)", percent(b.Refused, p.Decided))
 		}
 		fmt.Fprintf(&s, "The policy: a bucket of %s for every key, which refuses only %s%s", b.Policy(), them(g.Out), share)
+		for _, c := range p.Classes {
+			if c.Refused && c.Key == "" {
+				fmt.Fprintf(&s, " (of them, %d alike keys, %s of the keys and %s of the requests, sustain their excess together, as a botnet's addresses do)",
+					c.Keys, report.Percentage(float64(c.Keys)/float64(max(p.Users, 1))), percent(c.Requests, p.Requests))
+			}
+		}
 	} else {
 		widest := ""
 		for _, f := range p.Frontier {

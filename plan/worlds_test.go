@@ -183,7 +183,7 @@ func mostIn(ts []int64, d int64) int64 {
 // so do its windows where some pair can in each of its forms. Every
 // poller is named as one and refused nothing: by the bucket, its tier,
 // or the windows. Where it says none stands apart, its bucket and
-// windows keep --spare.
+// windows keep --spare. No two classes of a plan share a name.
 func TestPolicyOnRandomWorlds(t *testing.T) {
 	const worlds = 120
 	var separable, separated, right, windowsSeparable, windowsRight, none, noAbuser int
@@ -233,6 +233,16 @@ func TestPolicyOnRandomWorlds(t *testing.T) {
 			t.Errorf("seed %d: no windows set keys apart, and %s, %s refuse %d keys; --spare allows %d", seed+1, p.Windows.Short, p.Windows.Long, p.Windows.Clients, most)
 		}
 		pollers += checkPollers(t, seed+1, p, reqs, keys)
+		names := map[string]bool{}
+		for _, c := range p.Classes {
+			if c.Refused && c.Key != "" {
+				continue // named by its key
+			}
+			if names[c.Shape()] {
+				t.Errorf("seed %d: two classes named %q", seed+1, c.Shape())
+			}
+			names[c.Shape()] = true
+		}
 		if slices.ContainsFunc(keys, func(k synthlog.KeyTruth) bool { return k.Role == synthlog.Poller }) {
 			pollerWorlds++
 		}
