@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -21,21 +22,25 @@ import (
 // lets go of what it kept and keeps no more.
 type keeping struct {
 	most    int64
+	inputs  bool // each request's input too
 	n       atomic.Int64
 	stopped atomic.Bool
 }
 
 // keepRequest keeps l, one of the summarizer's keys' requests decided,
 // unless the plan keeps no more.
-func (s *summarizer) keepRequest(l logged) {
+func (s *summarizer) keepRequest(l logged, input int) {
 	if s.keep.stopped.Load() {
 		s.kept = nil
 		return
 	}
 	s.kept.add(l)
+	if s.keepInputs {
+		s.keptInputs.add(input)
+	}
 	if n := s.keep.n.Add(1); s.keep.most > 0 && n > s.keep.most {
 		s.keep.stopped.Store(true)
-		s.kept = nil
+		s.kept, s.keptInputs = nil, nil
 	}
 }
 
@@ -55,6 +60,7 @@ func RunOnCores(ctx context.Context, r *accesslog.Reader, c Config, cores int, p
 	if c.Current != nil {
 		keep.most = 0 // the limit run today is decided over every request
 	}
+	keep.inputs = c.Current != nil // a limit run today, decided per node too
 	ss, err := summarizeAll(ctx, r, c, cores, keep, progress)
 	if err != nil {
 		return nil, err
@@ -83,14 +89,17 @@ func RunOnCores(ctx context.Context, r *accesslog.Reader, c Config, cores int, p
 	// limiter decides requests as they came (given one shard's after
 	// another, time going back, the key table's limiters refused other
 	// requests than one pass's).
-	decided := make(kept, len(ss))
+	decided := kept{shards: make([]chunks, len(ss))}
 	for i, s := range ss {
 		for _, block := range s.kept {
 			for j := range block {
 				block[j].id = ids[i][block[j].id]
 			}
 		}
-		decided[i], s.kept = s.kept, nil
+		decided.shards[i], s.kept = s.kept, nil
+		if s.keepInputs {
+			decided.inputs = append(decided.inputs, s.keptInputs)
+		}
 	}
 	p.decideCurves(cs, decided, users)
 	if c.Current != nil {
@@ -107,18 +116,51 @@ func RunOnCores(ctx context.Context, r *accesslog.Reader, c Config, cores int, p
 
 // kept are the requests decided as the plan kept them: one chunks in
 // time order for a plan of one pass, one a shard for a plan on several
-// cores, each in time order and of keys of its own.
-type kept []chunks
+// cores, each in time order and of keys of its own; and, where a limit
+// run today is decided per node, each request's input (by shard, block
+// by block as the requests; nil where they are not kept).
+type kept struct {
+	shards []chunks
+	inputs []inputs
+}
+
+// inputs are requests' inputs (accesslog.Entry.Input), in blocks as the
+// requests' chunks are.
+type inputs [][]uint16
+
+func (in *inputs) add(i int) {
+	if n := len(*in); n == 0 || len((*in)[n-1]) == chunkSize {
+		*in = append(*in, make([]uint16, 0, chunkSize))
+	}
+	last := &(*in)[len(*in)-1]
+	*last = append(*last, uint16(min(i, math.MaxUint16)))
+}
+
+// maxInputs is how many inputs a plan tells apart per request: a fleet's
+// nodes for a limit run today on each (more: it says so).
+const maxInputs = math.MaxUint16
+
+// request is a kept request and its input (-1 where inputs are not kept).
+type keptRequest struct {
+	logged
+	input int
+}
 
 // each gives f the requests of the keys in (by number), in time order
 // across the shards (at one instant, the first shard's first): a limiter
 // decides requests as they came.
-func (k kept) each(in []bool, f func(logged)) {
-	if len(k) == 1 {
-		for _, block := range k[0] {
-			for _, r := range block {
+func (k kept) each(in []bool, f func(keptRequest)) {
+	inputOf := func(shard, block, i int) int {
+		if shard >= len(k.inputs) || block >= len(k.inputs[shard]) {
+			return -1
+		}
+		return int(k.inputs[shard][block][i])
+	}
+	if len(k.shards) == 1 {
+		for b, block := range k.shards[0] {
+			for i, r := range block {
 				if in[r.id] {
-					f(r)
+					f(keptRequest{r, inputOf(0, b, i)})
 				}
 			}
 		}
@@ -126,12 +168,12 @@ func (k kept) each(in []bool, f func(logged)) {
 	}
 	// Each shard's requests of those keys (a policy's are few), then
 	// merged.
-	of := make([][]logged, len(k))
-	for i, c := range k {
-		for _, block := range c {
-			for _, r := range block {
+	of := make([][]keptRequest, len(k.shards))
+	for s, c := range k.shards {
+		for b, block := range c {
+			for i, r := range block {
 				if in[r.id] {
-					of[i] = append(of[i], r)
+					of[s] = append(of[s], keptRequest{r, inputOf(s, b, i)})
 				}
 			}
 		}

@@ -301,14 +301,67 @@ type CurrentResult struct {
 	Shared  int
 	// Caught are the first keys it refuses, the most refused first.
 	Caught []string
+	// Nodes, where the log is a fleet's, is how many; NodeClients and
+	// NodeRefused what the limit refuses kept on each node apart (the
+	// counts above are of one limit the fleet shares).
+	Nodes                    int
+	NodeClients, NodeRefused int64
 }
 
-// decideCurrent decides the log's requests with the limit run today.
+// decideCurrent decides the log's requests with the limit run today:
+// each key's across the log's sources, as one limit the fleet shares
+// counts them; and, where the log is a fleet's (several sources), on each
+// node apart too, as a limit each node keeps (nginx on each host)
+// counts them.
 func (p *Plan) decideCurrent(cs *clients, decided kept, users []int32) error {
 	cur := p.Config.Current
-	t := cur.Tiers
 	keys := cs.keys()
-	exempt := make([]bool, len(cs.all))
+	r := CurrentResult{Name: cur.Name, Notes: cur.Notes}
+	refused, err := refusedToday(cur, keys, decided, nil)
+	if err != nil {
+		return err
+	}
+	r.count(p, refused, users, keys)
+	if node := p.nodeOf(decided); node != nil {
+		perNode, err := refusedToday(cur, keys, decided, node)
+		if err != nil {
+			return err
+		}
+		each := CurrentResult{}
+		each.count(p, perNode, users, keys)
+		r.Nodes, r.NodeClients, r.NodeRefused = len(p.Sources), each.Clients, each.Refused
+	}
+	p.Current = &r
+	return nil
+}
+
+// nodeOf is each input's source (a node of the fleet) by index, where the
+// log has several and each request's input was kept; nil otherwise.
+func (p *Plan) nodeOf(decided kept) []int {
+	if len(p.Sources) < 2 || len(decided.inputs) == 0 {
+		return nil
+	}
+	var node []int
+	for s, src := range p.Sources {
+		for _, in := range src.Inputs {
+			if in >= maxInputs {
+				return nil // more inputs than a request's tells apart
+			}
+			for len(node) <= in {
+				node = append(node, -1)
+			}
+			node[in] = s
+		}
+	}
+	return node
+}
+
+// refusedToday is how many requests of each key (by number) the limit
+// run today refuses: over all of them (node nil), or on each node apart
+// (node: each input's), each node's limiter its own.
+func refusedToday(cur *Current, keys []string, decided kept, node []int) ([]int64, error) {
+	t := cur.Tiers
+	exempt := make([]bool, len(keys))
 	if cur.tierOf != nil {
 		t.Users = map[string]string{}
 		for id, k := range keys {
@@ -321,29 +374,46 @@ func (p *Plan) decideCurrent(cs *clients, decided kept, users []int32) error {
 			}
 		}
 	}
-	l, err := tiers.New(t, limiters.WithSweepInterval(-1))
-	if err != nil {
-		return fmt.Errorf("plan: --current %s: %w", cur.Name, err)
+	nodes := 1
+	for _, n := range node {
+		nodes = max(nodes, n+1)
 	}
-	defer l.Close()
-	refused := make([]int64, len(cs.all))
-	r := CurrentResult{Name: cur.Name, Notes: cur.Notes}
+	ls := make([]limiters.Limiter, nodes)
+	for i := range ls {
+		l, err := tiers.New(t, limiters.WithSweepInterval(-1))
+		if err != nil {
+			return nil, fmt.Errorf("plan: --current %s: %w", cur.Name, err)
+		}
+		defer l.Close()
+		ls[i] = l
+	}
+	refused := make([]int64, len(keys))
 	in := make([]bool, len(exempt))
 	for id, e := range exempt {
 		in[id] = !e
 	}
-	decided.each(in, func(q logged) {
+	decided.each(in, func(q keptRequest) {
+		l := ls[0]
+		if node != nil && q.input >= 0 && q.input < len(node) && node[q.input] >= 0 {
+			l = ls[node[q.input]]
+		}
 		// An error is a cost above the limit: refused, as replay says.
 		if d, err := l.Decide(context.Background(), limiters.Request{Key: keys[q.id], N: int(q.n), At: time.Unix(0, q.at)}); err != nil || !d.Allowed {
-			r.Refused++
 			refused[q.id]++
 		}
 	})
-	inUsers := make(map[int32]bool, len(users))
+	return refused, nil
+}
+
+// count fills r from the requests the limit refused of each key: the
+// keys and requests, by class (the pollers' too), of the keys that look
+// like many users, and the first few.
+func (r *CurrentResult) count(p *Plan, refused []int64, users []int32, keys []string) {
+	classOf := p.classIndex()
+	inUsers := make([]bool, len(keys))
 	for _, id := range users {
 		inUsers[id] = true
 	}
-	classOf := p.classIndex()
 	r.ByClass = make([]int, len(p.Classes))
 	var hit []int
 	for id, n := range refused {
@@ -351,19 +421,18 @@ func (p *Plan) decideCurrent(cs *clients, decided kept, users []int32) error {
 			continue
 		}
 		r.Clients++
+		r.Refused += n
 		hit = append(hit, id)
-		if !inUsers[int32(id)] {
-			r.Shared++
-		} else if c, ok := classOf[int32(id)]; ok {
+		if c, ok := classOf[int32(id)]; ok {
 			r.ByClass[c]++
+		} else if !inUsers[id] {
+			r.Shared++
 		}
 	}
 	slices.SortFunc(hit, func(x, y int) int { return cmp.Or(cmp.Compare(refused[y], refused[x]), cmp.Compare(x, y)) })
 	for _, id := range hit[:min(len(hit), 5)] {
 		r.Caught = append(r.Caught, keys[id])
 	}
-	p.Current = &r
-	return nil
 }
 
 // classIndex maps each key the classes hold to its class's index.
@@ -386,7 +455,7 @@ func (r *CurrentResult) byClassWords(classes []Class) string {
 		c := classes[i]
 		switch {
 		case c.Refused && n > 0:
-			refusedKeys++
+			refusedKeys += n
 		case n > 0:
 			parts = append(parts, fmt.Sprintf("%s of the %s %s", results.Count(int64(n)), results.Count(int64(c.Keys)), c.Shape()))
 		}
@@ -404,8 +473,20 @@ func countRefused(classes []Class) int {
 	n := 0
 	for _, c := range classes {
 		if c.Refused {
-			n++
+			n += c.Keys
 		}
 	}
 	return n
+}
+
+// nodesWords says what the limit run today refuses where the log is a
+// fleet's: counted across its nodes (a limit the fleet shares, as a
+// gateway's in Redis), or on each node apart (nginx on each host), which
+// lets a key through up to as many times as it has nodes.
+func (r *CurrentResult) nodesWords() string {
+	if r.NodeClients == r.Clients && r.NodeRefused == r.Refused {
+		return fmt.Sprintf("Counted across the %d nodes or on each apart, the same.", r.Nodes)
+	}
+	return fmt.Sprintf("That counts each key across the %d nodes, as a limit the fleet shares does; kept on each node apart (nginx on each host), it refuses %s and %s requests.",
+		r.Nodes, plural(r.NodeClients, "key"), results.Count(r.NodeRefused))
 }

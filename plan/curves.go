@@ -524,7 +524,7 @@ func refusedBy(a limiters.Algorithm, limits []limiters.Limit, decided kept, keys
 	}
 	defer l.Close()
 	hit := make([]bool, len(keys))
-	decided.each(in, func(r logged) {
+	decided.each(in, func(r keptRequest) {
 		d, err := l.Decide(context.Background(), limiters.Request{Key: keys[r.id], N: int(r.n), At: time.Unix(0, r.at)})
 		if err != nil || !d.Allowed {
 			requests++

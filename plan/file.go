@@ -275,6 +275,15 @@ func (p *Plan) File(log string, settings map[string]string) *results.File {
 		row.Note = strings.Join(r.Notes, "; ")
 		row.Add(clientsName, results.UnitCount, float64(r.Clients))
 		addRefused(&row, r.Refused, p.Decided)
+		if r.Nodes > 1 {
+			row.Set(policySetting, fmt.Sprintf("%s, across the %d nodes", r.Name, r.Nodes))
+			add(row)
+			row = results.Row{Workload: log, Limiter: "current on each node"}
+			row.Set(kind, kindCurrent)
+			row.Set(policySetting, fmt.Sprintf("%s, on each node apart", r.Name))
+			row.Add(clientsName, results.UnitCount, float64(r.NodeClients))
+			addRefused(&row, r.NodeRefused, p.Decided)
+		}
 		add(row)
 	}
 	for _, e := range p.Envelope {
@@ -571,9 +580,10 @@ var mode = report.Mode{
 			Last: formsDiffer,
 		},
 		{
-			Name:   "plan-current",
-			Title:  "Your limit today",
-			Note:   "The limit --current names, decided over the log as the policy is (nginx's limit_req as a bucket of its rate and burst+1, refusing the same requests with or without nodelay; a tier file's tiers; a limit with no algorithm named as a sliding log, with a burst as GCRA): the keys it refuses at least once and the requests, and of which classes (Who sends what).",
+			Name:  "plan-current",
+			Title: "Your limit today",
+			Note: "The limit --current names, decided over the log as the policy is (nginx's limit_req as a bucket of its rate and burst+1, refusing the same requests with or without nodelay; a tier file's tiers; a limit with no algorithm named as a sliding log, with a burst as GCRA): the keys it refuses at least once and the requests, and of which classes (Who sends what). " +
+				"Where the log is a fleet's (its sources, above), each key's requests across every node, as a limit the fleet shares counts them (a gateway's in Redis), and on each node apart, as a limit each node keeps does (nginx on each host): a key spread over N nodes gets up to N times the limit.",
 			Header: []string{"limit", "keys refused", "requests refused", "of which", "who"},
 			Left:   1,
 			Keep:   isKind(kindCurrent),

@@ -177,6 +177,7 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	cs := newClients(int64(c.period()))
 	cv := newCurves(c.Periods, c.Rates)
 	var decided chunks // every request decided, for the frontier's buckets
+	var ins inputs     // and its input, for a limit run today on each node
 	d, err := newDeciders(c)
 	if err != nil {
 		return nil, err
@@ -211,6 +212,9 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 			}
 			cv.see(id, e.At, int64(e.N))
 			decided.add(logged{id: id, n: int32(e.N), at: e.At})
+			if c.Current != nil {
+				ins.add(e.Input)
+			}
 			if sweeping {
 				out.reqs = append(out.reqs, request{id: id, n: int32(e.N), at: e.At, key: key})
 			}
@@ -243,9 +247,10 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	p.Took = time.Since(began)
 	p.finish(cs, d)
 	if users := p.curves(cs, cv, decided); users != nil {
-		p.decideCurves(cs, kept{decided}, users)
+		k := kept{shards: []chunks{decided}, inputs: []inputs{ins}}
+		p.decideCurves(cs, k, users)
 		if c.Current != nil {
-			if err := p.decideCurrent(cs, kept{decided}, users); err != nil {
+			if err := p.decideCurrent(cs, k, users); err != nil {
 				return nil, err
 			}
 		}

@@ -335,6 +335,9 @@ func (p *Plan) Verdict() string {
 			fmt.Fprintf(&s, ": %s", w)
 		}
 		s.WriteString(".")
+		if r.Nodes > 1 {
+			s.WriteString(" " + r.nodesWords())
+		}
 	}
 	return s.String()
 }

@@ -96,8 +96,10 @@ type summarizer struct {
 	// kept are its keys' requests decided (by their number here), when
 	// a plan on several cores keeps them to decide the policy over;
 	// stop, once set, says the plan keeps none.
-	kept chunks
-	keep *keeping
+	kept       chunks
+	keptInputs inputs
+	keepInputs bool
+	keep       *keeping
 }
 
 func newSummarizer(c Config, index, of int) *summarizer {
@@ -134,7 +136,7 @@ func (s *summarizer) see(e *accesslog.Entry) {
 	if decided {
 		s.sh.add(s.stretches[id], e.At, int64(e.N))
 		if s.keep != nil {
-			s.keepRequest(logged{id: id, n: int32(e.N), at: e.At})
+			s.keepRequest(logged{id: id, n: int32(e.N), at: e.At}, e.Input)
 		}
 	}
 }
@@ -246,6 +248,7 @@ func summarizeAll(ctx context.Context, r *accesslog.Reader, c Config, of int, ke
 	for i := range of {
 		ss[i], in[i] = newSummarizer(c, i, of), make(chan *shared, 4)
 		ss[i].keep = keep
+		ss[i].keepInputs = keep != nil && keep.inputs
 		wg.Go(func() {
 			for b := range in[i] {
 				for j := range b.entries {

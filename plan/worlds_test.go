@@ -63,7 +63,7 @@ func policyFrom(t *testing.T, entries []accesslog.Entry, c Config) *Plan {
 	p.Span = time.Duration(entries[len(entries)-1].At - entries[0].At)
 	p.Shared = shared(cs, c.Top, cs.grid)
 	if users := p.curves(cs, cv, decided); c.Current != nil {
-		if err := p.decideCurrent(cs, kept{decided}, users); err != nil {
+		if err := p.decideCurrent(cs, kept{shards: []chunks{decided}}, users); err != nil {
 			t.Fatal(err)
 		}
 	}

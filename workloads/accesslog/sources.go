@@ -27,6 +27,9 @@ type Source struct {
 	// node's (one after another), more for a log shipper's batches that
 	// overlap.
 	AtOnce int
+	// Inputs are its files' indexes among the Reader's inputs (an
+	// Entry's Input).
+	Inputs []int
 }
 
 // maxSourceRows is how many sources a log is said in at most: more files
@@ -40,7 +43,7 @@ const maxSourceRows = 8
 func (r *Reader) Sources() []Source {
 	files := make([]Source, len(r.inputs))
 	for i, in := range r.inputs {
-		f := Source{Name: in.Name, Files: 1, Requests: r.of[i].requests, First: r.of[i].first, Last: r.of[i].last}
+		f := Source{Name: in.Name, Files: 1, Requests: r.of[i].requests, First: r.of[i].first, Last: r.of[i].last, Inputs: []int{i}}
 		if s := r.streams[i]; s != nil {
 			f.Lines, f.Skipped = s.lines, s.skips
 		}
@@ -132,6 +135,7 @@ func byNode(files []Source, slack int64) []Source {
 func sum(name string, files []Source) Source {
 	s := Source{Name: name}
 	for _, f := range files {
+		s.Inputs = append(s.Inputs, f.Inputs...)
 		s.Files += f.Files
 		s.Lines += f.Lines
 		s.Requests += f.Requests
