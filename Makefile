@@ -216,19 +216,19 @@ bench-steps:
 	$(BIN)/ratelab bench --out $(OUT)
 	@$(MAKE) --no-print-directory plan
 
-## plan: ratelab plan on the synthetic shop's access log (PLAN_LINES lines of nginx's combined format, written as they are read: two hours of users, a sale's peak, eight abusers and three offices), into out/plan
+## plan: ratelab plan on the synthetic shop's access log (PLAN_LINES lines of nginx's combined format, written as they are read: two hours of users, a sale's peak, eight abusers and three offices), into out/plan: the plain command, on every core, within its default --memory
 PLAN_LINES ?= 10000000
 plan-steps:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/ratelab ./cmd/genlog
-	$(BIN)/genlog -lines $(PLAN_LINES) | $(BIN)/ratelab plan --limits 1/s..100/s --out $(OUT)/plan
+	$(BIN)/genlog -lines $(PLAN_LINES) | $(BIN)/ratelab plan --out $(OUT)/plan
 
 ## readme-check: the README's figures against this host: a quick lab, the plan of the synthetic shop, the memory benchmark, and the times in out/times.tsv; flags each figure outside the range the README states
 readme-check-steps:
 	@mkdir -p $(BIN) $(OUT)/readme
 	$(GO) build -o $(BIN)/ ./cmd/ratelab ./cmd/genlog
 	tools/with-redis $(BIN)/ratelab bench --quick --out $(OUT)/readme/lab > $(OUT)/readme/lab.txt
-	$(BIN)/genlog -lines $(PLAN_LINES) 2> $(OUT)/readme/genlog.txt | $(BIN)/ratelab plan --limits 1/s..100/s --out $(OUT)/readme/plan > $(OUT)/readme/plan.txt
+	$(BIN)/genlog -lines $(PLAN_LINES) 2> $(OUT)/readme/genlog.txt | $(BIN)/ratelab plan --out $(OUT)/readme/plan > $(OUT)/readme/plan.txt
 	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkMemory$$/lim=(fixed-window|sliding-log|sliding-counter|token-bucket|leaky-bucket|gcra)/' -benchtime 1x ./harness/peers > $(OUT)/readme/memory.txt
 	$(GO) test -count=1 -run '^TestREADME$$' -v ./internal/readme -args -measured=$(abspath $(OUT))/readme -times=$(abspath $(OUT))/times.tsv
 

@@ -179,11 +179,11 @@ func (cs *curves) classLengths(span time.Duration) []int {
 // what is left unexplained (at most six: on the B2B API's log 27% for
 // two, 54% for three, 70% for four), then the groups that read as one
 // (alike) merged.
-func classesOf(cl *clients, cs *curves, ids, refused []int32, rate int, span time.Duration) []Class {
+func classesOf(cl *clients, cs *curves, ids, refused []int32, rate int, span time.Duration, outliers float64) []Class {
 	lengths := cs.classLengths(span)
 	out := []Class{}
 	isRefused := make(map[int32]bool, len(refused))
-	group, alone := cs.refusedGroup(refused, rate)
+	group, alone := cs.refusedGroup(refused, rate, maxOutliers(len(ids), outliers))
 	if len(group) > 0 {
 		c := cs.classOf(cl, group, lengths, rate, span)
 		c.Refused = true
@@ -238,12 +238,13 @@ func classesOf(cl *clients, cs *curves, ids, refused []int32, rate int, span tim
 }
 
 // refusedGroup is, of the keys refused (the most needed first), a group
-// of alike ones where more than a handful are refused: the most of them
+// of alike ones where more are refused than a few (maxOut, and a handful
+// at least: a group set them apart): the most of them
 // within groupSpread of each other's need at rate, minClass at least (a
 // botnet's addresses, said as one class); and the others, each a class of
 // its own.
-func (cs *curves) refusedGroup(refused []int32, rate int) (group, alone []int32) {
-	if len(refused) <= fewKeys {
+func (cs *curves) refusedGroup(refused []int32, rate, maxOut int) (group, alone []int32) {
+	if len(refused) <= max(fewKeys, maxOut) {
 		return nil, refused
 	}
 	v := cs.sortedNeeds(refused, rate)
@@ -303,7 +304,11 @@ func (cs *curves) byShape(ids []int32, lengths []int) [][]int32 {
 		if len(part) < minShapeKeys || len(part) == len(rest) {
 			continue
 		}
-		others := slices.DeleteFunc(slices.Clone(rest), func(id int32) bool { return slices.Contains(part, id) })
+		inPart := make(map[int32]bool, len(part))
+		for _, id := range part {
+			inPart[id] = true
+		}
+		others := slices.DeleteFunc(slices.Clone(rest), func(id int32) bool { return inPart[id] })
 		if slices.ContainsFunc(lengths, func(k int) bool {
 			a, b := median(part, k), median(others, k)
 			return a >= shapeApart*b || b >= shapeApart*a

@@ -420,7 +420,7 @@ func (p *Plan) curves(cs *clients, cv *curves, decided chunks) []int32 {
 	for _, id := range pairCaught[:min(len(pairCaught), 100)] {
 		p.WindowsCaught = append(p.WindowsCaught, cs.all[id].key)
 	}
-	p.Classes = classesOf(cs, cv, users, caught, k, p.Span)
+	p.Classes = classesOf(cs, cv, users, caught, k, p.Span, c.Outliers)
 	if len(pollers) > 0 {
 		pc := cv.classOf(cs, pollers, cv.classLengths(p.Span), k, p.Span)
 		pc.Every, pc.Paths = cv.pollEvery(cs.all, pollers, p.Span), maxPaths(cs, pollers)

@@ -27,12 +27,17 @@ Plan answers "what limit should I set?" from the traffic a server already
 logged, with a policy: each key's envelope (its most in any window of 100ms to an hour,
 --periods) and, at each rate (--rates), the least burst under which a
 bucket never refuses it. The bucket suggested is where a few keys (at
-most --outliers of them) stand --margin times or more above all the
-rest, at the rate that sets the most apart, its burst what the rest need
-times --headroom; or, where none stands apart, it says so, and the bucket
+most --outliers of them, five at least) stand --margin times or more
+above all the rest, or a group of alike keys that sustain their excess
+(a botnet's addresses), at the rate that sets the most apart, its burst
+what the rest need times --headroom; a class of near-identical keys whose
+need is a burst (integrations' batches) is not set apart under a far
+wider gap above it. Where none stands apart, it says so, and the bucket
 spares all but --spare. Two windows are suggested the same way, the keys
 grouped by the shape of their traffic, and keys that look like many
-users get a tier of their own. --current decides the limit you run today
+users, and steady pollers (monitors, health checks: one to three paths at
+a regular interval), get a tier of their own where the bucket would
+refuse them. --current decides the limit you run today
 beside it. Each is decided
 over the log in simulated time by the library's limiters, as ratelab
 replay decides them. --limits adds a sweep: every request decided by
@@ -83,7 +88,7 @@ limits each client on each /api/v1).
 --limits asks for the sweep: a range, LOW..HIGH, tried at --steps limits
 spaced evenly on a log scale (10/s..1000/s), or a list
 (100/min,300/min,1000/min); it costs what the policy does two or three
-times over (the 10M-line shop: 50 s with 1/s..100/s, 21 s without).
+times over (the 10M-line shop: about 50 s with 1/s..100/s, 9 without).
 The limits share one period: a client's peak is the most it sent in any
 window of it. For the buckets, N/PERIOD is a rate of N per PERIOD with a
 burst of N.
@@ -101,15 +106,23 @@ rates nginx cannot write are rounded up and decided again. --emit ratelab
 prints the ratelab serve --config file and the Go that builds the same
 limiter. Both are written beside plan.json either way.
 
+A plan runs on every core of this machine (--cores N: on N; 1: one
+pass; a sweep is one pass, which decides on every core already): the log
+read once, its keys summed up in as many shards at once, merged, and the
+policy decided over the requests the shards kept (the 10M-line shop in
+9 s on two cores, where one pass takes 13). --memory is the memory it
+keeps near (Go's soft limit; by default the least of 1.5 GiB and half this
+machine's): a quarter of it for the requests kept, past which whom the
+policy refuses is said and how many of their requests is not. --current
+on a fleet's logs is said across its nodes and on each apart.
+
 A log too large for one machine is planned in shards: --shard I/N
 --summary FILE sums up only the keys of shard I of N (each shard reads
 the whole log; N alone takes I from JOB_COMPLETION_INDEX, as a
 Kubernetes Indexed Job's pods have it), and ratelab plan merge FILE...
 turns shards 0 to N-1 into the plan of one pass: the same policy, and
 whom it refuses; the requests it refuses it does not decide
-(docs/plan.md, docs/plan/shards-job.yaml). --cores N does the same on N
-cores of this machine in one command, each shard reading the LOG files:
-the 10M-line shop's policy in 8 s on two cores, where one pass takes 24.
+(docs/plan.md, docs/plan/shards-job.yaml).
 
 It prints the tables, and writes DIR/plan.json (the lab's results file:
 schema 4, mode "plan"; see docs/plan.md) with the report beside it:
@@ -118,6 +131,7 @@ DIR/report.html, its charts in DIR/charts.
 Examples:
 
 	ratelab plan /var/log/nginx/access.log.2.gz /var/log/nginx/access.log.1 /var/log/nginx/access.log
+	ratelab plan --format alb logs/*.log.gz          # a load balancer's nodes' files, merged by time
 	ratelab plan --limits 60/min..6000/min --key ip+path:2 access.log
 	ratelab plan --format json --time .ts --key .user_id --cost .tokens app.log
 	ratelab plan --format caddy --emit nginx access.json
