@@ -446,8 +446,6 @@ type csvParser struct {
 	begun bool
 }
 
-func (p *csvParser) reset() { p.begun = false }
-
 func (p *csvParser) parse(line []byte, e *Entry) error {
 	cr := csv.NewReader(bytes.NewReader(line))
 	cr.FieldsPerRecord, cr.TrimLeadingSpace = -1, true
