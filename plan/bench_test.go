@@ -14,9 +14,11 @@ import (
 // BenchmarkPlan is what a plan costs a line, beside the parse floor, on
 // the synthetic shop's log (4,000 users, 20 minutes): the log read and
 // its clients counted (the floor); the policy in one pass (no sweep);
-// one shard of two, summed up; the merge of two shards; and the policy
-// on two cores as plan --cores 2 makes it (the log parsed on both, two
-// shards summed up at once, merged), in wall time a line.
+// one shard of two, summed up; the merge of two shards; the policy on
+// two cores from summaries (the log parsed on both, two shards summed up
+// at once, merged); and the plan on two cores as ratelab plan makes it
+// by default, the requests the policy refuses decided too, in wall time
+// a line.
 func BenchmarkPlan(b *testing.B) {
 	var log bytes.Buffer
 	if _, err := synthlog.WriteShop(&log, synthlog.Shop{Users: 4000, Span: 20 * time.Minute, Abusers: 4, Offices: 2, Seed: 3}); err != nil {
@@ -92,6 +94,14 @@ func BenchmarkPlan(b *testing.B) {
 				b.Fatal(err)
 			}
 			if _, err := Merge(c, all); err != nil {
+				b.Fatal(err)
+			}
+		}
+		lines(b, n)
+	})
+	b.Run("step=default-2", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := RunOnCores(context.Background(), reader(2), c, 2, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

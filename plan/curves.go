@@ -3,12 +3,9 @@ package plan
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"math"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -488,32 +485,6 @@ func (p *Plan) decideCurves(cs *clients, decided kept, users []int32) {
 	p.nginxPolicy(func(limits ...limiters.Limit) (int64, int64) { return decide(limiters.GCRA, limits...) })
 }
 
-// tierOf is the policy that spares every one of the clients many: the
-// bucket of rate k and burst b scaled, to the lowest rate of the grid at
-// which each needs no more than b times the scale (the grid's rate over
-// rate k); when none does, rate k's policy times the least power of two
-// that spares them (a key's least burst at a higher rate is no more than
-// at rate k, so that much burst is enough).
-func tierOf(cv *curves, many []int32, k int, b int64) Tier {
-	r := perSecond(cv.rates[k])
-	for j := k; j < len(cv.rates); j++ {
-		scale := perSecond(cv.rates[j]) / r
-		burst := int64(math.Ceil(float64(b) * scale))
-		if !slices.ContainsFunc(many, func(id int32) bool { return cv.burst(id, j) > burst }) {
-			return Tier{Scale: scale, Policy: limiters.Limit{N: cv.rates[j].N, Per: cv.rates[j].Per, Burst: int(burst)}}
-		}
-	}
-	var most int64
-	for _, id := range many {
-		most = max(most, cv.burst(id, k))
-	}
-	scale := int64(1)
-	for scale*b < most {
-		scale *= 2
-	}
-	return Tier{Scale: float64(scale), Policy: limiters.Limit{N: cv.rates[k].N * int(scale), Per: cv.rates[k].Per, Burst: int(b * scale)}}
-}
-
 // refusedBy is how many of the requests decided of the clients in (by
 // number) algorithm a at limits refuses (composite, each key its own),
 // and of how many clients.
@@ -556,32 +527,4 @@ type WindowPair struct {
 	// decidedClients is how many clients the composite refused, decided:
 	// Clients, which the envelope predicts.
 	decidedClients int64
-}
-
-// TierFile is the bucket suggested as a ratelab serve --config file: every
-// key in the default tier, the keys that look like many users in a tier
-// of their own (at most Config.Top of them listed, as the tables do).
-// Empty when the plan suggested no bucket.
-func (p *Plan) TierFile(log string) []byte {
-	b := p.Bucket
-	if b.Rate.N == 0 {
-		return nil
-	}
-	var s strings.Builder
-	fmt.Fprintf(&s, "# ratelab plan's policy for %s: a bucket for every key, the keys that look\n# like many users in a tier of their own (ratelab serve --config FILE).\n", log)
-	s.WriteString("algorithm: gcra\ndefault_tier: users\ntiers:\n")
-	fmt.Fprintf(&s, "  users: [%s]\n", b.Policy())
-	tiers := p.tiers()
-	for _, t := range tiers {
-		fmt.Fprintf(&s, "  %s: [%s]\n", t.name, t.policy)
-	}
-	if len(tiers) > 0 {
-		s.WriteString("users:\n")
-	}
-	for _, t := range tiers {
-		for _, c := range t.keys {
-			fmt.Fprintf(&s, "  %s: %s\n", strconv.Quote(c.Key), t.name)
-		}
-	}
-	return []byte(s.String())
 }

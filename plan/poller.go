@@ -6,8 +6,6 @@ import (
 	"math"
 	"slices"
 	"time"
-
-	"github.com/ratelab/ratelab/limiters"
 )
 
 // A steady poller (an uptime monitor, a health check, a device's
@@ -151,31 +149,4 @@ func (p *Plan) pollerClass() *Class {
 		}
 	}
 	return nil
-}
-
-// aTier is a tier of keys a plan writes beside its bucket: the keys that
-// look like many users (shared), the steady pollers (pollers), each where
-// the bucket would refuse them (a scale above 1) or, for the shared keys,
-// as the plan has always written them.
-type aTier struct {
-	name   string
-	policy limiters.Limit
-	keys   []Client
-	share  float64
-}
-
-// maxTierKeys is how many pollers a plan lists in their tier, at most.
-const maxTierKeys = 1000
-
-// tiers are the plan's tiers besides its bucket: the shared keys', and
-// the pollers' where the bucket does not spare them as it is.
-func (p *Plan) tiers() []aTier {
-	var out []aTier
-	if t := p.SharedTier; t.Keys > 0 && len(p.Shared) > 0 {
-		out = append(out, aTier{"shared", t.Policy, p.Shared, t.Share})
-	}
-	if t := p.PollerTier; t.Keys > 0 && len(p.Pollers) > 0 && t.Scale > 1 {
-		out = append(out, aTier{"pollers", t.Policy, p.Pollers, t.Share})
-	}
-	return out
 }
