@@ -65,11 +65,7 @@ func RunOnCores(ctx context.Context, r *accesslog.Reader, c Config, cores int, p
 	if err != nil {
 		return nil, err
 	}
-	shards := make([]*Shard, cores)
-	for i, s := range ss {
-		shards[i] = s.shard(r)
-	}
-	p, cs, users, ids, err := merge(c, shards)
+	p, cs, users, ids, err := merge(c, shardsOf(ss, r))
 	if err != nil {
 		return nil, err
 	}

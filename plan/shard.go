@@ -222,11 +222,16 @@ func SummarizeAll(ctx context.Context, r *accesslog.Reader, c Config, of int, pr
 	if err != nil {
 		return nil, err
 	}
-	shards := make([]*Shard, of)
+	return shardsOf(ss, r), nil
+}
+
+// shardsOf are the summarizers' shards, once r is read to its end.
+func shardsOf(ss []*summarizer, r *accesslog.Reader) []*Shard {
+	shards := make([]*Shard, len(ss))
 	for i, s := range ss {
 		shards[i] = s.shard(r)
 	}
-	return shards, nil
+	return shards
 }
 
 // summarizeAll is SummarizeAll's summarizers, each keeping its keys'

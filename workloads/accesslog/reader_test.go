@@ -15,21 +15,7 @@ import (
 // read returns every entry of log, read with o, and the reader.
 func read(t *testing.T, log string, o Options) ([]Entry, *Reader) {
 	t.Helper()
-	r, err := NewReader([]Input{{Name: "access.log", R: strings.NewReader(log)}}, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []Entry
-	for {
-		e, err := r.Read()
-		if err == io.EOF {
-			return out, r
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, e)
-	}
+	return readAllOf(t, []Input{{Name: "access.log", R: strings.NewReader(log)}}, o)
 }
 
 func at(s string) int64 {
