@@ -992,7 +992,9 @@ func curveCharts(rows []results.Row) []report.Figure {
 			if mid == nil || lo == nil || hi == nil || r.Setting(letterSetting) == "" {
 				continue
 			}
-			l := report.Line{Name: fmt.Sprintf("(%s) %s keys: %s", r.Setting(letterSetting), results.Count(r.Count(clientsCount)), r.Setting(shapeSetting))}
+			// Wrapped: a class's name ("batches of about 150 at 9 a
+			// second, hourly") ran past the legend's edge.
+			l := report.Line{Name: results.Wrap(fmt.Sprintf("(%s) %s keys: %s", r.Setting(letterSetting), results.Count(r.Count(clientsCount)), r.Setting(shapeSetting)), 42)}
 			for i := range mid.X {
 				l.Points = append(l.Points, report.XY{X: mid.X[i], Y: max(mid.Y[i], 1), Lo: max(lo.Y[i], 1), Hi: max(hi.Y[i], 1)})
 			}
