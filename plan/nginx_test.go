@@ -199,7 +199,8 @@ func TestNginxPollersTier(t *testing.T) {
 		SharedTier: Tier{Scale: 4, Policy: limiters.Limit{N: 2, Per: time.Second, Burst: 120}, Keys: 1, Share: 0.05},
 		Shared:     []Client{{Key: "172.0.0.1"}},
 		PollerTier: Tier{Scale: 2, Policy: limiters.Limit{N: 1, Per: time.Second, Burst: 60}, Keys: 2, Share: 0.1},
-		Pollers:    []Client{{Key: "198.18.0.1"}, {Key: "198.18.0.2"}}}
+		Pollers:    []Client{{Key: "198.18.0.1"}, {Key: "198.18.0.2"}},
+		Windows:    WindowPair{Short: limiters.Limit{N: 20, Per: time.Second}, Long: limiters.Limit{N: 300, Per: time.Minute}}}
 	p.nginxPolicy(func(...limiters.Limit) (int64, int64) { return 0, 0 })
 	key, _ := accesslog.ParseKey("ip")
 	conf := p.Nginx(key, "access.log")
@@ -223,4 +224,6 @@ func TestNginxPollersTier(t *testing.T) {
 	if tf := string(p.TierFile("access.log")); !strings.Contains(tf, "pollers: [1/s burst 60]") || !strings.Contains(tf, "\"198.18.0.1\": pollers") {
 		t.Errorf("the tier file lacks the pollers' tier:\n%s", tf)
 	}
+	nginxReads(t, conf)
+	goBuilds(t, p.Go("access.log"))
 }
