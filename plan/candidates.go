@@ -114,3 +114,41 @@ func only(in []bool, may func(id int32) bool) []bool {
 	}
 	return out
 }
+
+// aPolicy is an algorithm at its limits, as decideCurves decides it.
+type aPolicy struct {
+	a      limiters.Algorithm
+	limits []limiters.Limit
+}
+
+// policiesDecided are the policies decideCurves decides: the bucket and
+// the frontier's points, the windows in each form, and nginx's (asked of
+// nginxPolicy, which is given them back undecided and asked again).
+func (p *Plan) policiesDecided(points []*FrontierPoint) []aPolicy {
+	var out []aPolicy
+	for _, f := range points {
+		out = append(out, aPolicy{limiters.GCRA, []limiters.Limit{f.Policy()}})
+	}
+	if w := p.Windows; w.Short.N > 0 {
+		for _, a := range []limiters.Algorithm{limiters.SlidingLog, limiters.FixedWindow, limiters.SlidingCounter} {
+			out = append(out, aPolicy{a, []limiters.Limit{w.Short, w.Long}})
+		}
+	}
+	p.nginxPolicy(func(limits ...limiters.Limit) (int64, int64) {
+		out = append(out, aPolicy{limiters.GCRA, limits})
+		return -1, -1
+	})
+	return out
+}
+
+// mayRefuseAny is in, less the keys none of policies may refuse.
+func (cs *curves) mayRefuseAny(in []bool, policies []aPolicy) []bool {
+	out := make([]bool, len(in))
+	for _, pl := range policies {
+		may := cs.mayRefuse(pl.a, pl.limits)
+		for id, ok := range in {
+			out[id] = out[id] || ok && may(int32(id))
+		}
+	}
+	return out
+}

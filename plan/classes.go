@@ -349,9 +349,9 @@ func (cs *curves) kmeansClasses(kept []int32, lengths []int, span time.Duration)
 		}
 		points[i] = append(p, math.Log10(max(float64(cs.of[id].total)/max(span.Seconds(), 1), 1e-4)))
 	}
-	groups := kmeans(points, 1)
+	groups := kmeansAll(points, 1)
 	for k := 2; k <= 6 && k <= len(kept); k++ {
-		next := kmeans(points, k)
+		next := kmeansAll(points, k)
 		if next.sse > 0.75*groups.sse {
 			break
 		}

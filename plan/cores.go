@@ -38,11 +38,21 @@ func (s *summarizer) keepRequest(l logged, input int) {
 	if s.keepInputs {
 		s.keptInputs.add(input)
 	}
-	if n := s.keep.n.Add(1); s.keep.most > 0 && n > s.keep.most {
+	// Counted together a block at a time: an atomic add a request, by
+	// every shard, kept a cache line moving between the cores.
+	if s.unkept++; s.unkept < keepBlock {
+		return
+	}
+	if n := s.keep.n.Add(int64(s.unkept)); s.keep.most > 0 && n > s.keep.most {
 		s.keep.stopped.Store(true)
 		s.kept, s.keptInputs = nil, nil
 	}
+	s.unkept = 0
 }
+
+// keepBlock is how many requests a shard keeps before it counts them
+// with the others'.
+const keepBlock = 4096
 
 // RunOnCores plans r on cores cores, as Run plans it in one pass: the
 // same policy, classes, tiers and verdict, and what it refuses decided
@@ -140,6 +150,29 @@ const maxInputs = math.MaxUint16
 type keptRequest struct {
 	logged
 	input int
+}
+
+// only is k with the requests of the keys in (by number) alone, in their
+// order, and their inputs where k keeps them.
+func (k kept) only(in []bool) kept {
+	out := kept{shards: make([]chunks, len(k.shards))}
+	if len(k.inputs) == len(k.shards) {
+		out.inputs = make([]inputs, len(k.shards))
+	}
+	for s, c := range k.shards {
+		for b, block := range c {
+			for i, r := range block {
+				if !in[r.id] {
+					continue
+				}
+				out.shards[s].add(r)
+				if out.inputs != nil {
+					out.inputs[s].add(int(k.inputs[s][b][i]))
+				}
+			}
+		}
+	}
+	return out
 }
 
 // each gives f the requests of the keys in (by number), in time order

@@ -247,7 +247,10 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	p.Took = time.Since(began)
 	p.finish(cs, d)
 	if users := p.curves(cs, cv, decided); users != nil {
-		k := kept{shards: []chunks{decided}, inputs: []inputs{ins}}
+		k := kept{shards: []chunks{decided}}
+		if c.Current != nil {
+			k.inputs = []inputs{ins}
+		}
 		p.decideCurves(cs, k, users)
 		if c.Current != nil {
 			if err := p.decideCurrent(cs, k, users); err != nil {

@@ -100,6 +100,7 @@ type summarizer struct {
 	keptInputs inputs
 	keepInputs bool
 	keep       *keeping
+	unkept     int // kept, not yet counted in keep
 }
 
 func newSummarizer(c Config, index, of int) *summarizer {
