@@ -194,7 +194,22 @@ func (r *Reader) Read() (Entry, error) {
 	}
 	if s := r.advance; s != nil {
 		r.advance = nil
-		if err := r.pull(s); err != nil {
+		// The only input left to read (one log, or a fleet's last file):
+		// its next request straight, in order, past the heap.
+		if len(r.open) == 0 && r.next == len(r.order) {
+			e, err := s.read()
+			if err == io.EOF {
+				return Entry{}, r.end()
+			}
+			if err != nil {
+				return Entry{}, err
+			}
+			if e.At >= r.last {
+				return r.took(s, e), nil
+			}
+			r.heads[s.index] = e
+			r.push(s) // earlier than another's: skipped below
+		} else if err := r.pull(s); err != nil {
 			return Entry{}, err
 		}
 	}
@@ -229,15 +244,20 @@ func (r *Reader) Read() (Entry, error) {
 			}
 			continue
 		}
-		r.advance, r.last = s, e.At
-		r.requests++
-		t := &r.of[s.index]
-		if t.requests++; t.requests == 1 {
-			t.first = e.At
-		}
-		t.last = e.At
-		return e, nil
+		return r.took(s, e), nil
 	}
+}
+
+// took counts e, s's next request, as taken, and returns it.
+func (r *Reader) took(s *stream, e Entry) Entry {
+	r.advance, r.last = s, e.At
+	r.requests++
+	t := &r.of[s.index]
+	if t.requests++; t.requests == 1 {
+		t.first = e.At
+	}
+	t.last = e.At
+	return e
 }
 
 // slack is how much earlier than its first line an input's requests may
