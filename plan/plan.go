@@ -15,11 +15,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/composite"
 	"github.com/ratelab/ratelab/workloads/accesslog"
 )
 
@@ -173,61 +171,24 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 		return nil, err
 	}
 	began := time.Now()
-	p := &Plan{Config: c}
-	cs := newClients(int64(c.period()))
-	cv := newCurves(c.Periods, c.Rates)
-	var decided chunks // every request decided, for the frontier's buckets
-	var ins inputs     // and its input, for a limit run today on each node
 	d, err := newDeciders(c)
 	if err != nil {
 		return nil, err
 	}
 	defer d.close()
-
+	ps := &pass{p: &Plan{Config: c}, cs: newClients(int64(c.period())), cv: newCurves(c.Periods, c.Rates), d: d}
 	batches, free := make(chan read, 4), make(chan []accesslog.Entry, 6)
 	readErr := make(chan error, 1)
 	go func() { readErr <- readBatches(ctx, r, batches, free) }()
-
-	sweeping := len(c.Limits) > 0
-	var first, last int64
-	var fractions bool // a time not of a whole second
 	var lastProgress time.Time
 	for batch := range batches {
-		out := d.next()
-		for i := range batch.entries {
-			e := &batch.entries[i]
-			if p.Requests == 0 {
-				first = e.At
-			}
-			last = e.At
-			fractions = fractions || e.At%int64(time.Second) != 0
-			p.Requests++
-			if e.Status == 429 {
-				p.Logged429++
-			}
-			drop := c.DropRefused && e.Status == 429
-			id, key := cs.see(e, !drop)
-			if drop {
-				continue
-			}
-			cv.see(id, e.At, int64(e.N))
-			decided.add(logged{id: id, n: int32(e.N), at: e.At})
-			if c.Current != nil {
-				ins.add(e.Input)
-			}
-			if sweeping {
-				out.reqs = append(out.reqs, request{id: id, n: int32(e.N), at: e.At, key: key})
-			}
-		}
-		if sweeping {
-			d.send(out)
-		}
+		ps.see(batch.entries)
 		select {
 		case free <- batch.entries: // the reader fills it again
 		default:
 		}
 		if progress != nil && time.Since(lastProgress) > time.Second {
-			progress(batch.lines, p.Requests, time.Duration(last-first))
+			progress(batch.lines, ps.p.Requests, time.Duration(ps.last-ps.first))
 			lastProgress = time.Now()
 		}
 	}
@@ -235,31 +196,99 @@ func Run(ctx context.Context, r *accesslog.Reader, c Config, progress Progress) 
 	if err := <-readErr; err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
+	p := ps.p
 	if p.Requests == 0 {
 		return nil, ErrNoRequest
 	}
+	p.readOf(r, ps.first, ps.last, ps.fractions)
+	p.Took = time.Since(began)
+	p.finish(ps.cs, d)
+	if err := ps.decide(); err != nil {
+		return nil, err
+	}
+	p.Took = time.Since(began)
+	return p, nil
+}
+
+// pass is a plan of one pass as it reads: its clients and their curves,
+// every request decided (kept for the policy, and its input, for a limit
+// run today on each node), the sweep's deciders, and the log's first and
+// last times, and whether one was not of a whole second.
+type pass struct {
+	p           *Plan
+	cs          *clients
+	cv          *curves
+	decided     chunks
+	ins         inputs
+	d           *deciders
+	first, last int64
+	fractions   bool
+}
+
+// see counts a batch of the log's requests, and hands it to the sweep's
+// deciders, if a sweep is asked.
+func (ps *pass) see(entries []accesslog.Entry) {
+	p, c := ps.p, ps.p.Config
+	sweeping := len(c.Limits) > 0
+	out := ps.d.next()
+	for i := range entries {
+		e := &entries[i]
+		if p.Requests == 0 {
+			ps.first = e.At
+		}
+		ps.last = e.At
+		ps.fractions = ps.fractions || e.At%int64(time.Second) != 0
+		p.Requests++
+		if e.Status == 429 {
+			p.Logged429++
+		}
+		drop := c.DropRefused && e.Status == 429
+		id, key := ps.cs.see(e, !drop)
+		if drop {
+			continue
+		}
+		ps.cv.see(id, e.At, int64(e.N))
+		ps.decided.add(logged{id: id, n: int32(e.N), at: e.At})
+		if c.Current != nil {
+			ps.ins.add(e.Input)
+		}
+		if sweeping {
+			out.reqs = append(out.reqs, request{id: id, n: int32(e.N), at: e.At, key: key})
+		}
+	}
+	if sweeping {
+		ps.d.send(out)
+	}
+}
+
+// decide chooses the policy from the curves, and decides it, and the
+// limit run today, over the requests kept.
+func (ps *pass) decide() error {
+	p, c := ps.p, ps.p.Config
+	users := p.curves(ps.cs, ps.cv, ps.decided)
+	if users == nil {
+		return nil
+	}
+	k := kept{shards: []chunks{ps.decided}}
+	if c.Current != nil {
+		k.inputs = []inputs{ps.ins}
+	}
+	p.decideCurves(ps.cs, k, users)
+	if c.Current != nil {
+		return p.decideCurrent(ps.cs, k, users)
+	}
+	return nil
+}
+
+// readOf fills p with what r read: its lines, lines of cost 0, skipped
+// and without the key, fields unseen, sources, and the log's span.
+func (p *Plan) readOf(r *accesslog.Reader, first, last int64, fractions bool) {
 	p.Lines, p.Free = r.Lines(), r.Free()
 	p.Skipped, p.Skips = r.Skipped()
 	p.NoKey, p.FirstNoKey = r.NoKey()
 	p.Unseen, p.Sources = r.Unseen(), r.Sources()
 	p.Span = time.Duration(last - first)
 	p.WholeSeconds = !fractions
-	p.Took = time.Since(began)
-	p.finish(cs, d)
-	if users := p.curves(cs, cv, decided); users != nil {
-		k := kept{shards: []chunks{decided}}
-		if c.Current != nil {
-			k.inputs = []inputs{ins}
-		}
-		p.decideCurves(cs, k, users)
-		if c.Current != nil {
-			if err := p.decideCurrent(cs, k, users); err != nil {
-				return nil, err
-			}
-		}
-	}
-	p.Took = time.Since(began)
-	return p, nil
 }
 
 // logged is a request decided: its client, cost and time.
@@ -332,227 +361,4 @@ func readBatches(ctx context.Context, r *accesslog.Reader, out chan<- read, free
 		out <- read{batch, r.Lines()}
 	}
 	return nil
-}
-
-// request is a request as the deciders see it: its client's number, cost
-// and time, and the key the limiters count it under.
-type request struct {
-	id  int32
-	n   int32
-	at  int64
-	key string
-}
-
-// deciders decide each batch of requests with every limiter: a worker a
-// share of the limits, each limit decided by every algorithm, so that a
-// worker sees which algorithms refused a request at a limit and which
-// did not.
-type deciders struct {
-	c       Config
-	workers []*worker
-	free    chan *batch
-}
-
-// batch is requests every worker decides: the last done hands it back.
-type batch struct {
-	reqs []request
-	left atomic.Int32
-}
-
-// worker decides at its limits (c.Limits[i] for i in limits).
-type worker struct {
-	limits []int
-	l      [][]composite.Algorithm // [limit][algorithm]
-	in     chan *batch
-	done   chan struct{}
-	tally  []*tally // [limit] of its limits
-	d      *deciders
-}
-
-// tally is what one limit's algorithms refused.
-type tally struct {
-	refused  []int64   // [algorithm] requests refused
-	clients  [][]int32 // [algorithm][client] requests refused
-	only     []int64   // [algorithm] requests it alone refused
-	onlyLets []int64   // [algorithm] requests it alone admitted
-}
-
-func newDeciders(c Config) (*deciders, error) {
-	d := &deciders{c: c, free: make(chan *batch, 16)}
-	for w := range c.Workers {
-		wk := &worker{in: make(chan *batch, 8), done: make(chan struct{}), d: d}
-		d.workers = append(d.workers, wk)
-		for i := w; i < len(c.Limits); i += c.Workers {
-			row := make([]composite.Algorithm, len(c.Algorithms))
-			for j, a := range c.Algorithms {
-				// The limiter composite.New makes of one limit, which
-				// decides alone (ratelab replay's), without the wrapper.
-				l, err := composite.NewAlgorithm(a, c.Limits[i], limiters.WithSweepInterval(-1))
-				if err != nil {
-					d.close()
-					return nil, fmt.Errorf("plan: %s at %s: %w", a, c.Limits[i], err)
-				}
-				row[j] = l
-			}
-			wk.limits = append(wk.limits, i)
-			wk.l = append(wk.l, row)
-			t := &tally{refused: make([]int64, len(c.Algorithms)), clients: make([][]int32, len(c.Algorithms)),
-				only: make([]int64, len(c.Algorithms)), onlyLets: make([]int64, len(c.Algorithms))}
-			wk.tally = append(wk.tally, t)
-		}
-	}
-	for _, wk := range d.workers {
-		go wk.run()
-	}
-	return d, nil
-}
-
-// next returns an empty batch to fill.
-func (d *deciders) next() *batch {
-	select {
-	case b := <-d.free:
-		b.reqs = b.reqs[:0]
-		return b
-	default:
-		return &batch{reqs: make([]request, 0, batchSize)}
-	}
-}
-
-// send gives every worker b, to decide in order.
-func (d *deciders) send(b *batch) {
-	b.left.Store(int32(len(d.workers)))
-	for _, w := range d.workers {
-		w.in <- b
-	}
-}
-
-// wait returns when every batch sent is decided.
-func (d *deciders) wait() {
-	for _, w := range d.workers {
-		close(w.in)
-		<-w.done
-	}
-}
-
-// close closes every limiter.
-func (d *deciders) close() {
-	for _, w := range d.workers {
-		for _, row := range w.l {
-			for _, l := range row {
-				if l != nil {
-					l.Close()
-				}
-			}
-		}
-		w.l = nil
-	}
-}
-
-// run decides each batch limiter by limiter (every request of the batch
-// with one limiter, then the next): each limiter sees the requests in
-// order, as it would alone, and its key table stays in the cache while it
-// does.
-func (w *worker) run() {
-	defer close(w.done)
-	fam, families := familiesOf(w.d.c.Algorithms)
-	var masks []uint32
-	sweepEvery := max(10*int64(w.d.c.Limits[0].Per), int64(time.Second))
-	var swept int64
-	for b := range w.in {
-		// Forget the keys whose quota has been full again for a while, as
-		// the limiters' own sweeper does in a server: decisions are the
-		// same (a forgotten key is a fresh one, and a fresh one is full),
-		// and memory follows the clients active, not all there were.
-		if len(b.reqs) > 0 {
-			if at := b.reqs[0].at; swept == 0 {
-				swept = at
-			} else if at-swept >= sweepEvery {
-				for _, row := range w.l {
-					for _, l := range row {
-						l.Sweep(time.Unix(0, at))
-					}
-				}
-				swept = at
-			}
-		}
-		masks = slices.Grow(masks[:0], len(b.reqs))[:len(b.reqs)]
-		for li, row := range w.l {
-			t := w.tally[li]
-			clear(masks)
-			for a, l := range row {
-				for i, r := range b.reqs {
-					d, err := l.Decide(context.Background(), limiters.Request{Key: r.key, N: int(r.n), At: time.Unix(0, r.at)})
-					if err == nil && d.Allowed {
-						continue
-					}
-					// An error is a cost above the limit: refused, as
-					// replay says (retry_after null).
-					masks[i] |= 1 << fam[a]
-					t.refused[a]++
-					cl := t.clients[a]
-					if int(r.id) >= len(cl) {
-						cl = slices.Grow(cl, int(r.id)+1-len(cl))[:int(r.id)+1]
-						t.clients[a] = cl
-					}
-					cl[r.id]++
-				}
-			}
-			var only, onlyLets [8]int64 // by family
-			for _, refused := range masks {
-				if refused == 0 {
-					continue
-				}
-				if refused&(refused-1) == 0 {
-					only[bitIndex(refused)]++
-				}
-				// Of two policies, one alone refused and the other alone
-				// admitted: both count.
-				if lets := ^refused & (1<<families - 1); lets != 0 && lets&(lets-1) == 0 {
-					onlyLets[bitIndex(lets)]++
-				}
-			}
-			if families > 1 {
-				for a := range row {
-					t.only[a] += only[fam[a]]
-					t.onlyLets[a] += onlyLets[fam[a]]
-				}
-			}
-		}
-		if b.left.Add(-1) == 0 {
-			select {
-			case w.d.free <- b:
-			default:
-			}
-		}
-	}
-}
-
-// familiesOf numbers the policies of algs: the token bucket, the leaky
-// bucket and GCRA are one (the same decisions, DESIGN's "one policy"),
-// each other algorithm its own. What one algorithm alone refuses is what
-// its policy alone does, or the three buckets would never be alone.
-func familiesOf(algs []limiters.Algorithm) (fam []int, n int) {
-	bucket := -1
-	for _, a := range algs {
-		switch {
-		case a.IsBucket() && bucket >= 0:
-			fam = append(fam, bucket)
-		case a.IsBucket():
-			bucket = n
-			fallthrough
-		default:
-			fam = append(fam, n)
-			n++
-		}
-	}
-	return fam, n
-}
-
-func bitIndex(x uint32) int {
-	i := 0
-	for x > 1 {
-		x >>= 1
-		i++
-	}
-	return i
 }
