@@ -2,7 +2,6 @@ package plan
 
 import (
 	"cmp"
-	"context"
 	"math"
 	"runtime"
 	"slices"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
-	"github.com/ratelab/ratelab/limiters/composite"
 )
 
 // One number a period spares users and catches no one who sends steadily:
@@ -329,187 +327,6 @@ type Tier struct {
 	Keys   int
 	// Share is the share of the log's requests they sent.
 	Share float64
-}
-
-// curves fills the plan's envelope, frontier, policy and classes from
-// each client's curves, the shared keys left out (what it returns is the
-// rest, which decideCurves decides).
-func (p *Plan) curves(cs *clients, cv *curves, decided chunks) []int32 {
-	c := p.Config
-	var users, many []int32
-	var manyRequests int64
-	for id, cl := range cs.all {
-		if id >= len(cv.of) || cv.of[id] == nil {
-			continue // every request of it dropped (--refused drop)
-		}
-		if cl.agents.n() >= sharedAgents && !c.NoTiers {
-			many, manyRequests = append(many, int32(id)), manyRequests+cl.requests
-			continue
-		}
-		users = append(users, int32(id))
-	}
-	if len(users) == 0 {
-		return nil
-	}
-	p.cv = cv
-	if cv.peaks == nil { // a merged plan's come from its shards
-		cv.envelopes(decided)
-	}
-	// The steady pollers kept apart too, as the shared keys are (where
-	// every key polls, none is).
-	var pollers []int32
-	if !c.NoTiers {
-		if pl, rest := cv.pollersOf(cs.all, users, p.Span); len(rest) > 0 {
-			pollers, users = pl, rest
-		}
-	}
-	p.Users = len(users)
-	maxOut := maxOutliers(len(users), c.Outliers)
-	p.Envelope = cv.envelope(users, c.Spare, p.Span, maxOut, c.Margin)
-	front := cv.frontier(users, c.Spare, maxOut, c.Margin, p.Span, func(id int32) bool { return cs.all[id].agents.n() < sharedAgents })
-	spares := func(k int, burst int64) bool {
-		return !slices.ContainsFunc(pollers, func(id int32) bool { return cv.burst(id, k) > burst })
-	}
-	i, burst, separated := chooseBucket(front, c.Headroom, p.Envelope[len(p.Envelope)-1].Period, spares)
-	b := front[i]
-	b.Burst, p.Separated = burst, separated
-	var first int
-	p.Frontier, first = trim(front, i)
-	k := slices.Index(cv.rates, b.Rate)
-	b.Clients = 0
-	var caught []int32
-	for _, id := range users {
-		if cv.burst(id, k) > b.Burst {
-			b.Clients++
-			caught = append(caught, id)
-		}
-	}
-	slices.SortFunc(caught, func(x, y int32) int { return cmp.Or(cmp.Compare(cv.burst(y, k), cv.burst(x, k)), cmp.Compare(x, y)) })
-	for _, id := range caught[:min(len(caught), 100)] {
-		p.Caught = append(p.Caught, cs.all[id].key)
-	}
-	for _, id := range caught[:min(len(caught), 4)] {
-		cc := ClientCurves{Key: cs.all[id].key}
-		for _, e := range p.Envelope {
-			cc.Envelope = append(cc.Envelope, cv.peak(id, slices.Index(cv.periods, int64(e.Period))))
-		}
-		for _, f := range p.Frontier {
-			cc.Bursts = append(cc.Bursts, cv.burst(id, slices.Index(cv.rates, f.Rate)))
-		}
-		p.CaughtCurves = append(p.CaughtCurves, cc)
-	}
-	p.Bucket = b
-	if len(many) > 0 {
-		p.SharedTier = tierOf(cv, many, k, b.Burst)
-		p.SharedTier.Keys, p.SharedTier.Share = len(many), float64(manyRequests)/float64(max(p.Requests, 1))
-	}
-	if len(pollers) > 0 {
-		p.PollerTier = tierOf(cv, pollers, k, b.Burst)
-		p.PollerTier.Keys, p.PollerTier.Share = len(pollers), float64(requestsOf(cs, pollers))/float64(max(p.Requests, 1))
-		p.Pollers = clientsOf(cs, pollers, maxTierKeys) // each in its tier, not the tables' few
-	}
-	var pairCaught, apart []int32
-	if separated {
-		apart = caught
-	}
-	// The windows spare the pollers as they spare the rest.
-	p.Windows, pairCaught = cv.windowPair(slices.Concat(users, pollers), apart, p.Span, c)
-	for _, id := range pairCaught[:min(len(pairCaught), 100)] {
-		p.WindowsCaught = append(p.WindowsCaught, cs.all[id].key)
-	}
-	p.Classes = classesOf(cs, cv, users, caught, k, p.Span, c.Outliers)
-	if len(pollers) > 0 {
-		pc := cv.classOf(cs, pollers, cv.classLengths(p.Span), k, p.Span)
-		pc.Every, pc.Paths = cv.pollEvery(cs.all, pollers, p.Span), maxPaths(cs, pollers)
-		p.Classes = append(p.Classes, pc)
-	}
-	for i := range p.Classes { // as the tables and charts show them
-		c := &p.Classes[i]
-		c.Bursts, c.Envelope = c.Bursts[first:first+len(p.Frontier)], c.Envelope[:len(p.Envelope)]
-	}
-	return users
-}
-
-// decideCurves decides, each on a core, what the frontier's buckets, the
-// bucket suggested and the windows (as each window algorithm tried, and
-// as nginx writes them) refuse of the users.
-func (p *Plan) decideCurves(cs *clients, decided kept, users []int32) {
-	c := p.Config
-	keys, in := cs.keys(), make([]bool, len(cs.all))
-	for _, id := range users {
-		in[id] = true
-	}
-	// The bucket suggested, and the frontier's points within ten times
-	// its rate either way, the answer's neighbours (the rest, six more
-	// passes over the shop's 10 million requests, are left undecided:
-	// the curves say whom each refuses exactly).
-	points := []*FrontierPoint{&p.Bucket}
-	for i := range p.Frontier {
-		f := &p.Frontier[i]
-		if r := perSecond(f.Rate) / perSecond(p.Bucket.Rate); r > 10.01 || r < 1/10.01 {
-			f.Refused, f.decidedClients = -1, -1
-			continue
-		}
-		points = append(points, f)
-	}
-	work := make(chan func())
-	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			for f := range work {
-				f()
-			}
-		})
-	}
-	// Each decided over the keys it may refuse (candidates.go), from the
-	// requests of the keys any of them may refuse, taken from the log's
-	// once (each policy's own pass over every request of the shop was a
-	// tenth of a plan's time).
-	may := p.cv.mayRefuseAny(in, p.policiesDecided(points))
-	decided = decided.only(may)
-	decide := func(a limiters.Algorithm, limits ...limiters.Limit) (int64, int64) {
-		return refusedBy(a, limits, decided, keys, only(may, p.cv.mayRefuse(a, limits)))
-	}
-	for _, f := range points {
-		work <- func() { f.Refused, f.decidedClients = decide(limiters.GCRA, f.Policy()) }
-	}
-	if w := &p.Windows; w.Short.N > 0 {
-		work <- func() { w.Refused, w.decidedClients = decide(limiters.SlidingLog, w.Short, w.Long) }
-		// The same pair on the other window algorithms, decided: a pair
-		// suggested as a separation refuses the same keys in each form.
-		for _, a := range []limiters.Algorithm{limiters.FixedWindow, limiters.SlidingCounter} {
-			if slices.Contains(c.Algorithms, a) {
-				o := &WindowPair{Algorithm: a, Short: w.Short, Long: w.Long}
-				p.WindowsOthers = append(p.WindowsOthers, o)
-				work <- func() { o.Refused, o.Clients = decide(a, o.Short, o.Long) }
-			}
-		}
-	}
-	close(work)
-	wg.Wait()
-	p.nginxPolicy(func(limits ...limiters.Limit) (int64, int64) { return decide(limiters.GCRA, limits...) })
-}
-
-// refusedBy is how many of the requests decided of the clients in (by
-// number) algorithm a at limits refuses (composite, each key its own),
-// and of how many clients.
-func refusedBy(a limiters.Algorithm, limits []limiters.Limit, decided kept, keys []string, in []bool) (requests, clients int64) {
-	l, err := composite.New(a, limits, limiters.WithSweepInterval(-1))
-	if err != nil {
-		return -1, -1
-	}
-	defer l.Close()
-	hit := make([]bool, len(keys))
-	decided.each(in, func(r keptRequest) {
-		d, err := l.Decide(context.Background(), limiters.Request{Key: keys[r.id], N: int(r.n), At: time.Unix(0, r.at)})
-		if err != nil || !d.Allowed {
-			requests++
-			if !hit[r.id] {
-				hit[r.id], clients = true, clients+1
-			}
-		}
-	})
-	return requests, clients
 }
 
 // WindowPair is a short and a long window together, as composite decides
