@@ -124,22 +124,9 @@ func (cs *curves) windowPair(ids, apart []int32, span time.Duration, c Config) (
 	}
 	maxOut := maxOutliers(len(ids), c.Outliers)
 	// The keys that stand apart at each length, when no set is given.
-	at := make(map[int][]int32)
+	var at map[int][]int32
 	if apart == nil {
-		v := make([]int64, len(ids))
-		for _, k := range lengths {
-			for i, id := range ids {
-				v[i] = cs.peak(id, k)
-			}
-			slices.Sort(v)
-			if g, ok := separate(v, maxOut, c.Margin); ok {
-				for _, id := range ids {
-					if cs.peak(id, k) > g.KeptMost {
-						at[k] = append(at[k], id)
-					}
-				}
-			}
-		}
+		at = cs.apartAt(ids, lengths, maxOut, c.Margin)
 	}
 	// The short windows of a second and more first: a person reads them
 	// more easily than a tenth of one.
@@ -164,28 +151,8 @@ func (cs *curves) windowPair(ids, apart []int32, span time.Duration, c Config) (
 			if len(set) == 0 || apart == nil && len(set) > maxOut {
 				continue
 			}
-			for _, id := range set {
-				out[id] = true
-			}
-			w := cs.pairFor(ids, out, k1, k2, c.Headroom)
-			for _, id := range set {
-				out[id] = false
-			}
-			if w.Short.N >= w.Long.N {
-				continue // the short window could never refuse what the long admits
-			}
-			margin := math.Inf(1)
-			agree := true
-			for _, id := range set {
-				a1, a2 := cs.peak(id, k1), cs.peak(id, k2)
-				agree = agree && (a1 > 2*int64(w.Short.N) || a2 > 2*int64(w.Long.N))
-				margin = min(margin, max(float64(a1)/float64(w.keptMost[0]), float64(a2)/float64(w.keptMost[1])))
-			}
-			if !agree || margin < c.Margin {
-				continue
-			}
-			w.Clients, w.Margin, w.Separated = int64(len(set)), margin, true
-			if best.Short.N == 0 || len(set) > len(caught) || len(set) == len(caught) && margin > best.Margin {
+			w, ok := cs.separating(ids, set, out, k1, k2, c)
+			if ok && (best.Short.N == 0 || len(set) > len(caught) || len(set) == len(caught) && w.Margin > best.Margin) {
 				best, caught = w, set
 			}
 		}
@@ -194,6 +161,57 @@ func (cs *curves) windowPair(ids, apart []int32, span time.Duration, c Config) (
 		return best, caught // none, when no pair sets the bucket's keys apart
 	}
 	return cs.sparingPair(ids, lengths, c)
+}
+
+// apartAt are, at each length of lengths, the keys of ids that stand
+// apart there (separate: at most maxOut of them, margin apart).
+func (cs *curves) apartAt(ids []int32, lengths []int, maxOut int, margin float64) map[int][]int32 {
+	at := make(map[int][]int32)
+	v := make([]int64, len(ids))
+	for _, k := range lengths {
+		for i, id := range ids {
+			v[i] = cs.peak(id, k)
+		}
+		slices.Sort(v)
+		if g, ok := separate(v, maxOut, margin); ok {
+			for _, id := range ids {
+				if cs.peak(id, k) > g.KeptMost {
+					at[k] = append(at[k], id)
+				}
+			}
+		}
+	}
+	return at
+}
+
+// separating is the pair of windows at lengths k1 and k2 that spares the
+// keys of ids not in set (pairFor; out is scratch, all false), and
+// whether it sets set apart in each of its forms: its short window can
+// bind, every key of set sends more than twice N in one of them, margin
+// apart from the kept keys' most.
+func (cs *curves) separating(ids, set []int32, out []bool, k1, k2 int, c Config) (WindowPair, bool) {
+	for _, id := range set {
+		out[id] = true
+	}
+	w := cs.pairFor(ids, out, k1, k2, c.Headroom)
+	for _, id := range set {
+		out[id] = false
+	}
+	if w.Short.N >= w.Long.N {
+		return w, false // the short window could never refuse what the long admits
+	}
+	margin := math.Inf(1)
+	agree := true
+	for _, id := range set {
+		a1, a2 := cs.peak(id, k1), cs.peak(id, k2)
+		agree = agree && (a1 > 2*int64(w.Short.N) || a2 > 2*int64(w.Long.N))
+		margin = min(margin, max(float64(a1)/float64(w.keptMost[0]), float64(a2)/float64(w.keptMost[1])))
+	}
+	if !agree || margin < c.Margin {
+		return w, false
+	}
+	w.Clients, w.Margin, w.Separated = int64(len(set)), margin, true
+	return w, true
 }
 
 // pairFor is the pair of windows at lengths k1 and k2 that spares every
