@@ -54,43 +54,9 @@ func RandomWorld(seed uint64) World {
 			n = max(n/2+rng.IntN(n+1), 10)
 		}
 		left -= n
-		c := Class{Keys: n}
-		var rate float64
-		switch rng.IntN(5) {
-		case 0:
-			c.Name = "apps"
-			fan := 3 + rng.IntN(12)
-			c.Shape = FanOut{Fan: Range[int]{fan, fan + rng.IntN(6)}, Sessions: Range[int]{1, 1 + rng.IntN(4)},
-				Every: Range[time.Duration]{time.Duration(1+rng.IntN(5)) * time.Second, time.Duration(6+rng.IntN(20)) * time.Second},
-				Stay:  Range[time.Duration]{time.Minute, time.Duration(2+rng.IntN(10)) * time.Minute}}
-			rate = 0.05
-		case 1:
-			c.Name = "dashboards"
-			calls := 2 + rng.IntN(5)
-			c.Shape = Dashboard{Calls: Range[int]{calls, calls + rng.IntN(4)}, Sessions: Range[int]{1, 1 + rng.IntN(2)},
-				Think: Range[time.Duration]{time.Duration(10+rng.IntN(20)) * time.Second, time.Duration(40+rng.IntN(60)) * time.Second},
-				Stay:  Range[time.Duration]{3 * time.Minute, time.Duration(5+rng.IntN(15)) * time.Minute}}
-			rate = 0.1
-		case 2:
-			c.Name = "batch syncs"
-			period := []time.Duration{5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute}[rng.IntN(4)]
-			size := 20 + rng.IntN(100)
-			pace := []float64{2, 5, 10, 20}[rng.IntN(4)]
-			c.Shape = Batch{Period: period, Jitter: period / 30, Size: Range[int]{size, size + rng.IntN(size+1)}, Pace: Range[float64]{pace, pace}}
-			rate = 1.5 * float64(size) / period.Seconds()
-			batchPace = max(batchPace, pace)
-		case 3:
-			c.Name = "relays"
-			lo := 0.01 + rng.Float64()*0.1
-			c.Shape = Steady{Rate: Range[float64]{lo, lo * (1.5 + rng.Float64())}}
-			rate = lo * 3
-		case 4:
-			c.Name = "cron jobs"
-			size := 1 + rng.IntN(10)
-			c.Shape = Cron{Every: []time.Duration{time.Minute, 2 * time.Minute, 5 * time.Minute}[rng.IntN(3)], Size: Range[int]{size, size + rng.IntN(size+1)}}
-			rate = float64(2*size) / 60
-		}
-		busiest = max(busiest, rate)
+		c, rate, pace := legitClass(rng)
+		c.Keys = n
+		busiest, batchPace = max(busiest, rate), max(batchPace, pace)
 		w.Classes = append(w.Classes, c)
 	}
 	if rng.IntN(3) == 0 {
@@ -100,52 +66,104 @@ func RandomWorld(seed uint64) World {
 	abusers := rng.IntN(min(5, keys/100+1))
 	legit := w.Classes[:classes]
 	for range abusers {
-		c := Class{Role: Abuser, Keys: 1}
-		switch rng.IntN(5) {
-		case 4:
-			// A customer's key sending two to four times its class's most:
-			// an abuser some limits can tell and some cannot.
-			like := legit[rng.IntN(len(legit))]
-			c.Name = "heavy " + like.Name
-			x := 2 + rng.Float64()*2
-			switch sh := like.Shape.(type) {
-			case Batch:
-				sh.Size = Range[int]{int(float64(sh.Size.Hi) * x), int(float64(sh.Size.Hi) * x)}
-				c.Shape = sh
-			case Steady:
-				sh.Rate = Range[float64]{sh.Rate.Hi * x, sh.Rate.Hi * x}
-				c.Shape = sh
-			case Cron:
-				sh.Size = Range[int]{int(float64(sh.Size.Hi) * x), int(float64(sh.Size.Hi) * x)}
-				c.Shape = sh
-			case FanOut:
-				sh.Fan = Range[int]{int(float64(sh.Fan.Hi) * x), int(float64(sh.Fan.Hi) * x)}
-				c.Shape = sh
-			case Dashboard:
-				sh.Calls = Range[int]{int(float64(sh.Calls.Hi) * x), int(float64(sh.Calls.Hi) * x)}
-				c.Shape = sh
-			}
-		case 0:
-			c.Name = "scraper"
-			r := min(busiest*(2+rng.Float64()*28), 25)
-			c.Shape = Steady{Rate: Range[float64]{r, r}, For: Range[time.Duration]{span / 4, span / 2}}
-		case 1:
-			c.Name = "enumerator"
-			r := 3 + rng.Float64()*7
-			c.Shape = Steady{Rate: Range[float64]{r, r}, For: Range[time.Duration]{5 * time.Minute, 15 * time.Minute}}
-		case 2:
-			c.Name = "runaway retry"
-			r := 15 + rng.Float64()*35
-			c.Shape = Steady{Rate: Range[float64]{r, r}, For: Range[time.Duration]{time.Minute, 3 * time.Minute}}
-		case 3:
-			c.Name = "greedy batch"
-			size := 50 + rng.IntN(150)
-			c.Shape = Batch{Period: time.Minute, Jitter: 2 * time.Second, Size: Range[int]{size, size}, Pace: Range[float64]{max(batchPace, 5), max(batchPace, 5)}}
-		}
-		w.Classes = append(w.Classes, c)
+		w.Classes = append(w.Classes, abuserClass(rng, legit, busiest, batchPace, span))
 	}
 	w.Classes = append(w.Classes, lateClasses(rng, keys, busiest, span)...)
 	return w
+}
+
+// legitClass draws a class of customers' shape (its keys are the
+// caller's), its long-run rate a key, about, and its batches' pace (0 for
+// no batches).
+func legitClass(rng *rand.Rand) (c Class, rate, pace float64) {
+	switch rng.IntN(5) {
+	case 0:
+		c.Name = "apps"
+		fan := 3 + rng.IntN(12)
+		c.Shape = FanOut{Fan: Range[int]{fan, fan + rng.IntN(6)}, Sessions: Range[int]{1, 1 + rng.IntN(4)},
+			Every: Range[time.Duration]{time.Duration(1+rng.IntN(5)) * time.Second, time.Duration(6+rng.IntN(20)) * time.Second},
+			Stay:  Range[time.Duration]{time.Minute, time.Duration(2+rng.IntN(10)) * time.Minute}}
+		return c, 0.05, 0
+	case 1:
+		c.Name = "dashboards"
+		calls := 2 + rng.IntN(5)
+		c.Shape = Dashboard{Calls: Range[int]{calls, calls + rng.IntN(4)}, Sessions: Range[int]{1, 1 + rng.IntN(2)},
+			Think: Range[time.Duration]{time.Duration(10+rng.IntN(20)) * time.Second, time.Duration(40+rng.IntN(60)) * time.Second},
+			Stay:  Range[time.Duration]{3 * time.Minute, time.Duration(5+rng.IntN(15)) * time.Minute}}
+		return c, 0.1, 0
+	case 2:
+		c.Name = "batch syncs"
+		period := []time.Duration{5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute}[rng.IntN(4)]
+		size := 20 + rng.IntN(100)
+		pace = []float64{2, 5, 10, 20}[rng.IntN(4)]
+		c.Shape = Batch{Period: period, Jitter: period / 30, Size: Range[int]{size, size + rng.IntN(size+1)}, Pace: Range[float64]{pace, pace}}
+		return c, 1.5 * float64(size) / period.Seconds(), pace
+	case 3:
+		c.Name = "relays"
+		lo := 0.01 + rng.Float64()*0.1
+		c.Shape = Steady{Rate: Range[float64]{lo, lo * (1.5 + rng.Float64())}}
+		return c, lo * 3, 0
+	}
+	c.Name = "cron jobs"
+	size := 1 + rng.IntN(10)
+	c.Shape = Cron{Every: []time.Duration{time.Minute, 2 * time.Minute, 5 * time.Minute}[rng.IntN(3)], Size: Range[int]{size, size + rng.IntN(size+1)}}
+	return c, float64(2*size) / 60, 0
+}
+
+// abuserClass draws one abuser: a sustained scraper at 2 to 30 times the
+// busiest customers' long-run rate, an enumerator, a runaway retry, a
+// greedy batch at the customers' fastest pace, or a customer of legit
+// sending more than its class.
+func abuserClass(rng *rand.Rand, legit []Class, busiest, batchPace float64, span time.Duration) Class {
+	c := Class{Role: Abuser, Keys: 1}
+	switch rng.IntN(5) {
+	case 4:
+		return heavyCustomer(rng, legit)
+	case 0:
+		c.Name = "scraper"
+		r := min(busiest*(2+rng.Float64()*28), 25)
+		c.Shape = Steady{Rate: Range[float64]{r, r}, For: Range[time.Duration]{span / 4, span / 2}}
+	case 1:
+		c.Name = "enumerator"
+		r := 3 + rng.Float64()*7
+		c.Shape = Steady{Rate: Range[float64]{r, r}, For: Range[time.Duration]{5 * time.Minute, 15 * time.Minute}}
+	case 2:
+		c.Name = "runaway retry"
+		r := 15 + rng.Float64()*35
+		c.Shape = Steady{Rate: Range[float64]{r, r}, For: Range[time.Duration]{time.Minute, 3 * time.Minute}}
+	case 3:
+		c.Name = "greedy batch"
+		size := 50 + rng.IntN(150)
+		c.Shape = Batch{Period: time.Minute, Jitter: 2 * time.Second, Size: Range[int]{size, size}, Pace: Range[float64]{max(batchPace, 5), max(batchPace, 5)}}
+	}
+	return c
+}
+
+// heavyCustomer is a customer's key of one of legit's classes sending two
+// to four times its class's most: an abuser some limits can tell and
+// some cannot.
+func heavyCustomer(rng *rand.Rand, legit []Class) Class {
+	like := legit[rng.IntN(len(legit))]
+	c := Class{Role: Abuser, Keys: 1, Name: "heavy " + like.Name}
+	x := 2 + rng.Float64()*2
+	switch sh := like.Shape.(type) {
+	case Batch:
+		sh.Size = Range[int]{int(float64(sh.Size.Hi) * x), int(float64(sh.Size.Hi) * x)}
+		c.Shape = sh
+	case Steady:
+		sh.Rate = Range[float64]{sh.Rate.Hi * x, sh.Rate.Hi * x}
+		c.Shape = sh
+	case Cron:
+		sh.Size = Range[int]{int(float64(sh.Size.Hi) * x), int(float64(sh.Size.Hi) * x)}
+		c.Shape = sh
+	case FanOut:
+		sh.Fan = Range[int]{int(float64(sh.Fan.Hi) * x), int(float64(sh.Fan.Hi) * x)}
+		c.Shape = sh
+	case Dashboard:
+		sh.Calls = Range[int]{int(float64(sh.Calls.Hi) * x), int(float64(sh.Calls.Hi) * x)}
+		c.Shape = sh
+	}
+	return c
 }
 
 // lateClasses are what a world draws after its customers and abusers, so

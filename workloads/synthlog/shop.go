@@ -101,35 +101,10 @@ func (h *visitors) Pop() any {
 
 // WriteShop writes the log s says to w and returns who is who.
 func WriteShop(w io.Writer, s Shop) (Truth, error) {
-	if s.Lines < 1000 && s.Users == 0 {
-		return Truth{}, errors.New("plan: synthesize at least 1000 lines")
-	}
-	if s.Format == "" {
-		s.Format = "combined"
-	}
-	if s.Format != "combined" && s.Format != "json" {
-		return Truth{}, fmt.Errorf("plan: synthesize %q: want combined or json", s.Format)
-	}
-	if s.Abusers == 0 {
-		s.Abusers = 8
-	}
-	if s.Offices == 0 {
-		s.Offices = 3
-	}
-	if s.Seed == 0 {
-		s.Seed = 1
-	}
-	if s.Start.IsZero() {
-		s.Start = time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
-	}
-	if s.Span == 0 {
-		s.Span = 2 * time.Hour
-	}
-	if s.Span < 10*time.Minute {
-		return Truth{}, errors.New("plan: synthesize at least ten minutes")
+	if err := s.check(); err != nil {
+		return Truth{}, err
 	}
 	span := s.Span
-	saleFrom, saleTo := span*5/12, span*7/12
 	rng := rand.New(rand.NewPCG(s.Seed, 36))
 	// The abusers send for as much less as the log is smaller than ten
 	// million lines: at a fixed volume they were 58% of a million.
@@ -137,51 +112,13 @@ func WriteShop(w io.Writer, s Shop) (Truth, error) {
 	if s.Lines > 0 && s.Lines < fullLog {
 		abuse = float64(s.Lines) / fullLog
 	}
-	// What the abusers and the offices send, about: the rest is the users'.
-	others := float64(s.Abusers)*42*0.22*abuse*span.Seconds() + float64(s.Offices*55+15*s.Offices*(s.Offices-1))*usersPerSecond*1.2*span.Seconds()
-	users := max(100, int((float64(s.Lines)-others)/(span.Seconds()*usersPerSecond)))
-	if s.Users > 0 {
-		users = s.Users
-	}
-	session := min(10*time.Minute, span/12)
 	truth := Truth{NormalPeak: salePagePeak}
-	var hq visitors
-	for i := range users {
-		v := &visitor{ip: address(10, i), agent: browsers[rng.IntN(len(browsers))], rng: rand.New(rand.NewPCG(s.Seed, uint64(i)+100))}
-		v.next = time.Duration(v.rng.Float64() * float64(span))
-		truth.Normal = append(truth.Normal, v.ip)
-		hq = append(hq, v)
-	}
-	for o := range s.Offices {
-		ip := address(172, o)
-		truth.Offices = append(truth.Offices, ip)
-		for u := range 40 + 30*o { // one address, many people and their browsers
-			v := &visitor{ip: ip, office: true, agent: fmt.Sprintf("%s Office/%d.%d", browsers[u%len(browsers)], o, u), rng: rand.New(rand.NewPCG(s.Seed, uint64(1e9+o*1000+u)))}
-			v.next = time.Duration(v.rng.Float64() * float64(20*time.Minute))
-			hq = append(hq, v)
-		}
-	}
-	heap.Init(&hq)
-	type abuser struct {
-		ip       string
-		rate     int
-		from, to time.Duration
-	}
-	var abusers []abuser
-	for a := range s.Abusers {
-		from := time.Duration(rng.Float64() * float64(span*6/10))
-		rate := 25 + rng.IntN(36) // drawn before the length, as ever: the seed's logs stay
-		length := span/10 + time.Duration(rng.Float64()*float64(span*7/30))
-		if abuse < 1 {
-			length = max(time.Duration(abuse*float64(length)), time.Minute)
-		}
-		ab := abuser{ip: address(203, a), rate: rate, from: from, to: from + length}
-		abusers = append(abusers, ab)
-		truth.Abusers = append(truth.Abusers, ab.ip)
-	}
-
+	hq := s.visitors(rng, abuse, &truth)
+	abusers := s.abusers(rng, abuse, &truth)
 	bw := bufio.NewWriterSize(w, 1<<20)
 	lw := lineWriter{w: bw, json: s.Format == "json", millis: s.Millis && s.Format == "json", rng: rand.New(rand.NewPCG(s.Seed, 7))}
+	session := min(10*time.Minute, span/12)
+	saleFrom, saleTo := span*5/12, span*7/12
 	for sec := time.Duration(0); sec < span; sec += time.Second {
 		lw.second(s.Start.Add(sec))
 		sale := sec >= saleFrom && sec < saleTo
@@ -201,18 +138,7 @@ func WriteShop(w io.Writer, s Shop) (Truth, error) {
 			heap.Fix(&hq, 0)
 		}
 		for _, a := range abusers {
-			if sec < a.from || sec >= a.to {
-				continue
-			}
-			n := a.rate - 2 + rng.IntN(5)
-			for i := range n {
-				status := 200
-				if i >= todaysLimit {
-					status = 429
-				}
-				lw.line(rng.IntN(1000), a.ip, "python-requests/2.32.3", fmt.Sprintf("/api/v1/prices/%d", rng.IntN(5000)), status)
-			}
-			truth.AbuseLines += n
+			truth.AbuseLines += a.send(sec, rng, &lw)
 		}
 	}
 	lw.flush()
@@ -224,6 +150,113 @@ func WriteShop(w io.Writer, s Shop) (Truth, error) {
 	}
 	truth.Lines = lw.lines
 	return truth, nil
+}
+
+// check validates s, filling its defaults.
+func (s *Shop) check() error {
+	if s.Lines < 1000 && s.Users == 0 {
+		return errors.New("plan: synthesize at least 1000 lines")
+	}
+	if s.Format == "" {
+		s.Format = "combined"
+	}
+	if s.Format != "combined" && s.Format != "json" {
+		return fmt.Errorf("plan: synthesize %q: want combined or json", s.Format)
+	}
+	if s.Abusers == 0 {
+		s.Abusers = 8
+	}
+	if s.Offices == 0 {
+		s.Offices = 3
+	}
+	if s.Seed == 0 {
+		s.Seed = 1
+	}
+	if s.Start.IsZero() {
+		s.Start = time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	}
+	if s.Span == 0 {
+		s.Span = 2 * time.Hour
+	}
+	if s.Span < 10*time.Minute {
+		return errors.New("plan: synthesize at least ten minutes")
+	}
+	return nil
+}
+
+// visitors are the shop's users, as many as make its lines beside what
+// the abusers (abuse times their full volume) and the offices send, and
+// the offices' people (one address each, many browsers), in a heap by
+// their next page view.
+func (s Shop) visitors(rng *rand.Rand, abuse float64, truth *Truth) visitors {
+	span := s.Span
+	others := float64(s.Abusers)*42*0.22*abuse*span.Seconds() + float64(s.Offices*55+15*s.Offices*(s.Offices-1))*usersPerSecond*1.2*span.Seconds()
+	users := max(100, int((float64(s.Lines)-others)/(span.Seconds()*usersPerSecond)))
+	if s.Users > 0 {
+		users = s.Users
+	}
+	var hq visitors
+	for i := range users {
+		v := &visitor{ip: address(10, i), agent: browsers[rng.IntN(len(browsers))], rng: rand.New(rand.NewPCG(s.Seed, uint64(i)+100))}
+		v.next = time.Duration(v.rng.Float64() * float64(span))
+		truth.Normal = append(truth.Normal, v.ip)
+		hq = append(hq, v)
+	}
+	for o := range s.Offices {
+		ip := address(172, o)
+		truth.Offices = append(truth.Offices, ip)
+		for u := range 40 + 30*o { // one address, many people and their browsers
+			v := &visitor{ip: ip, office: true, agent: fmt.Sprintf("%s Office/%d.%d", browsers[u%len(browsers)], o, u), rng: rand.New(rand.NewPCG(s.Seed, uint64(1e9+o*1000+u)))}
+			v.next = time.Duration(v.rng.Float64() * float64(20*time.Minute))
+			hq = append(hq, v)
+		}
+	}
+	heap.Init(&hq)
+	return hq
+}
+
+// abuser is one of the shop's abusers: its address, its rate a second,
+// and when it sends.
+type abuser struct {
+	ip       string
+	rate     int
+	from, to time.Duration
+}
+
+// abusers draws the shop's abusers, each sending for abuse times its
+// full length (a minute at least).
+func (s Shop) abusers(rng *rand.Rand, abuse float64, truth *Truth) []abuser {
+	span := s.Span
+	var out []abuser
+	for a := range s.Abusers {
+		from := time.Duration(rng.Float64() * float64(span*6/10))
+		rate := 25 + rng.IntN(36) // drawn before the length, as ever: the seed's logs stay
+		length := span/10 + time.Duration(rng.Float64()*float64(span*7/30))
+		if abuse < 1 {
+			length = max(time.Duration(abuse*float64(length)), time.Minute)
+		}
+		ab := abuser{ip: address(203, a), rate: rate, from: from, to: from + length}
+		out = append(out, ab)
+		truth.Abusers = append(truth.Abusers, ab.ip)
+	}
+	return out
+}
+
+// send writes what a sends in the second from sec, if it sends then (the
+// server refusing past todaysLimit), and returns how many lines.
+func (a abuser) send(sec time.Duration, rng *rand.Rand, lw *lineWriter) int {
+	if sec < a.from || sec >= a.to {
+		return 0
+	}
+	n := a.rate - 2 + rng.IntN(5)
+	for i := range n {
+		status := 200
+		if i >= todaysLimit {
+			status = 429
+		}
+		lw.line(rng.IntN(1000), a.ip, "python-requests/2.32.3", fmt.Sprintf("/api/v1/prices/%d", rng.IntN(5000)), status)
+	}
+	return n
 }
 
 // advance moves v to their next page view: a second or more of thought
