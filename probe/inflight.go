@@ -100,12 +100,27 @@ func (p *prober) inFlightCheck(ctx context.Context, q int) (InFlightCheck, error
 		return c, nil
 	}
 	p.say("calibration: a fresh key got %d back to back, admissions answered in %v, refusals in %v: one request at a time, to tell a limit in flight from a rate limit", q, slow.Round(time.Millisecond), fast.Round(100*time.Microsecond))
+	took, err := p.oneAtATime(ctx, &c, q)
+	if err != nil || len(took) == 0 || c.OneAtATimeRefused > 0 {
+		return c, err
+	}
+	slices.Sort(took)
+	service := took[len(took)/2]
+	c.Service = service.Seconds()
+	return c, p.heldAtOnce(ctx, &c, q, service)
+}
+
+// oneAtATime asks a fresh key's requests one at a time (q+2, four at
+// least, within 3 s), each sent once the one before is answered: how
+// long each took to be admitted, or that one was refused (a rate
+// limiter's, or at least not only in flight), into c.
+func (p *prober) oneAtATime(ctx context.Context, c *InFlightCheck, q int) ([]time.Duration, error) {
 	one := p.key("one-at-a-time")
 	var took []time.Duration
 	for began := p.x.now(); c.OneAtATime < max(q+2, 4) && p.x.now().Sub(began) < 3*time.Second; {
 		got, err := p.send(ctx, []request{{Key: one}}, time.Time{}, nil)
 		if err != nil {
-			return c, err
+			return took, err
 		}
 		if len(got) == 0 || !got[0].Decided() {
 			continue
@@ -113,16 +128,19 @@ func (p *prober) inFlightCheck(ctx context.Context, q int) (InFlightCheck, error
 		c.OneAtATime++
 		if !got[0].Admitted {
 			c.OneAtATimeRefused++
-			return c, nil // a rate limiter's, or at least not only in flight
+			return took, nil
 		}
 		took = append(took, got[0].Received.Sub(got[0].Sent))
 	}
-	if len(took) == 0 {
-		return c, nil
-	}
-	slices.Sort(took)
-	service := took[len(took)/2]
-	c.Service = service.Seconds()
+	return took, nil
+}
+
+// heldAtOnce sends q+1 requests of a fresh key at once, then, while its
+// admitted ones are still being answered (service each), one more of
+// that key and one of another: a limit in flight refuses the first and
+// admits the second, a rate limit refuses the first only once its quota
+// is spent. Into c.
+func (p *prober) heldAtOnce(ctx context.Context, c *InFlightCheck, q int, service time.Duration) error {
 	held, other := p.key("held"), p.key("other")
 	var plan []request
 	for i := range q + 1 {
@@ -132,7 +150,7 @@ func (p *prober) inFlightCheck(ctx context.Context, q int) (InFlightCheck, error
 	plan = append(plan, request{Key: held, At: later}, request{Key: other, At: later})
 	got, err := p.send(ctx, plan, time.Time{}, nil)
 	if err != nil {
-		return c, err
+		return err
 	}
 	c.AtOnce, c.Held, c.OtherKey = q+1, "not asked", "not asked"
 	// The burst's answers, and the two sent later (by when they were
@@ -174,7 +192,7 @@ func (p *prober) inFlightCheck(ctx context.Context, q int) (InFlightCheck, error
 			c.OtherKey = what
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // inFlightNamed goes on, where c (what inFlightCheck asked) points to a

@@ -44,29 +44,12 @@ func sustained(m model) float64 { return float64(m.Limit.N) / m.Limit.Per.Second
 // longer looks for a second limit beside m, the model named, and returns
 // the model with it (m when none is found, or none explains enough).
 func (p *prober) longer(ctx context.Context, m model) (model, error) {
-	r, c := p.r, p.c
+	r := p.r
 	if m.Algorithm == "" || m.Algorithm == InFlight || m.Limit.Per <= 0 {
 		return m, nil
 	}
-	rate := min(0.95*sustained(m), float64(c.pacedMost()))
-	// What the checks after it need, about: kept back.
-	keepRequests := max(200, 4*m.quota())
-	keepTime := c.MaxTime / 5
-	left := c.MaxRequests - p.requests - keepRequests
-	until := p.until.Add(-keepTime)
-	span := time.Duration(float64(left) / rate * float64(time.Second))
-	if d := time.Until(until); d < span {
-		span = d
-	}
-	look := c.Look
-	if declared := max(longestDeclared(r.Claims), c.PolicyAlso.Window()); declared > 0 {
-		// A limit the target declares: pressed a little past its window.
-		look = max(look, declared*13/10+m.Limit.Window())
-	}
-	span = min(span, look)
-	if span < min(5*m.Limit.Window(), look) || rate < 1e-3 {
-		r.Longer = &Longer{Looked: fmt.Sprintf("no room to look for a second limit (%d requests and %v left after the checks')", max(left, 0), time.Until(until).Round(time.Second))}
-		p.say("%s", r.Longer.Looked)
+	rate, span, ok := p.lookSpan(m)
+	if !ok {
 		return m, nil
 	}
 	key := p.key("longer")
@@ -115,9 +98,48 @@ func (p *prober) longer(ctx context.Context, m model) (model, error) {
 		p.say("%s", l.Looked)
 		return m, nil
 	}
+	return p.secondNamed(m, run, ran, rate, firstRefused.Sub(began))
+}
+
+// lookSpan is the rate and the span the look for a second limit presses
+// a fresh key at: just under the first's rate, for --look (a little past
+// a window the target declares), within what the checks after it need
+// of --max-requests and --max-time; false, said, where that leaves no
+// room.
+func (p *prober) lookSpan(m model) (rate float64, span time.Duration, ok bool) {
+	r, c := p.r, p.c
+	rate = min(0.95*sustained(m), float64(c.pacedMost()))
+	// What the checks after it need, about: kept back.
+	keepRequests := max(200, 4*m.quota())
+	keepTime := c.MaxTime / 5
+	left := c.MaxRequests - p.requests - keepRequests
+	until := p.until.Add(-keepTime)
+	span = time.Duration(float64(left) / rate * float64(time.Second))
+	if d := time.Until(until); d < span {
+		span = d
+	}
+	look := c.Look
+	if declared := max(longestDeclared(r.Claims), c.PolicyAlso.Window()); declared > 0 {
+		// A limit the target declares: pressed a little past its window.
+		look = max(look, declared*13/10+m.Limit.Window())
+	}
+	span = min(span, look)
+	if span < min(5*m.Limit.Window(), look) || rate < 1e-3 {
+		r.Longer = &Longer{Looked: fmt.Sprintf("no room to look for a second limit (%d requests and %v left after the checks')", max(left, 0), time.Until(until).Round(time.Second))}
+		p.say("%s", r.Longer.Looked)
+		return rate, span, false
+	}
+	return rate, span, true
+}
+
+// secondNamed fits a second limit to the run the first does not explain
+// (refused first after toRefusal), and names it in the verdict where the
+// two explain enough; else it says what the best was.
+func (p *prober) secondNamed(m model, run []observation, ran time.Duration, rate float64, toRefusal time.Duration) (model, error) {
+	r, l := p.r, p.r.Longer
 	both, explained := p.fitSecond(m, run, ran)
 	if both.Also.N == 0 {
-		l.Looked = fmt.Sprintf("a second limit refused the run at %.3g a second after %v, and none of the six beside the first explains it", rate, firstRefused.Sub(began).Round(time.Millisecond))
+		l.Looked = fmt.Sprintf("a second limit refused the run at %.3g a second after %v, and none of the six beside the first explains it", rate, toRefusal.Round(time.Millisecond))
 		p.say("%s", l.Looked)
 		return m, nil
 	}
@@ -185,118 +207,163 @@ func (p *prober) fitSecond(m model, run []observation, ran time.Duration) (model
 	if n0 == 0 || firstRefusal.IsZero() {
 		return m, alone
 	}
-	toRefusal := firstRefusal.Sub(run[0].Sent)
-	// The second quota: from half the admissions before the run's first
-	// refusal (a bucket refills meanwhile) to a few more (the first
-	// limit's and the network's), every one to 60, then 2% apart.
+	f := &secondFit{p: p, m: m, keys: keys, bestOf: map[limiters.Algorithm]found{}}
+	lo := max(firstRefusal.Sub(run[0].Sent)*9/10, m.Limit.Window()*2)
+	hi := max(3*ran, lo*2)
+	refill := refillAfter(run, firstRefusal)
+	quotas := f.quotas(n0)
+	for _, a := range families {
+		f.searchFamily(a, quotas, lo, hi, refill)
+	}
+	// Of the families, those within the noise of the best (a decision in
+	// two hundred, two at least: a loaded host's).
+	most := alone
+	for _, b := range f.bestOf {
+		most = max(most, b.n)
+	}
+	noise := max(2, len(p.obs)/200)
+	best, bestN := f.choose(alone, most, noise)
+	best, bestN = f.narrowFirst(best, bestN)
+	p.secondRivals = nil
+	for _, a := range families {
+		if b := f.bestOf[a]; b.m.Also.N > 0 && b.n >= most-noise && b.m != best {
+			o, _ := b.m.second()
+			p.secondRivals = append(p.secondRivals, fmt.Sprintf("a second limit of %s explains as many (%d decisions)", describe(o), b.n))
+		}
+	}
+	return best, bestN
+}
+
+// secondFit is the search for a second, longer limit beside the first,
+// m: the best model of each family found so far, with the decisions it
+// explains.
+type secondFit struct {
+	p      *prober
+	m      model
+	keys   [][]observation
+	bestOf map[limiters.Algorithm]found
+}
+
+// found is a model and the decisions it explains.
+type found struct {
+	m model
+	n int
+}
+
+// quotas are the second quotas tried: from half the admissions before
+// the run's first refusal, n0 (a bucket refills meanwhile), to a few
+// more (the first limit's and the network's), every one to 60, then 2%
+// apart; and the quotas the target claims.
+func (f *secondFit) quotas(n0 int) []int {
 	var quotas []int
-	for q := max(n0/2, m.quota()+1); q <= n0+3; q += max(1, q/50) {
+	for q := max(n0/2, f.m.quota()+1); q <= n0+3; q += max(1, q/50) {
 		quotas = append(quotas, q)
 	}
-	for _, l := range p.claimed() {
+	for _, l := range f.p.claimed() {
 		if !slices.Contains(quotas, l.N) {
 			quotas = append(quotas, l.N)
 		}
 	}
-	type found struct {
-		m model
-		n int
-	}
-	bestOf := map[limiters.Algorithm]found{}
-	try := func(a limiters.Algorithm, q int, w time.Duration) {
-		l := limiters.Limit{N: q, Per: w}
-		if a.IsBucket() {
-			l.Burst = q
-		}
-		cand := m
-		cand.Also, cand.AlsoAlgorithm = l, a
-		if a == m.Algorithm || a.IsBucket() && m.Algorithm.IsBucket() {
-			cand.AlsoAlgorithm = "" // the first's
-		}
-		if cand.Validate() != nil {
-			return
-		}
-		b := bestOf[a]
-		n, _ := explain(keys, cand, len(p.obs)-b.n)
-		// Among as many explained: the limit claimed (a window the run
-		// was too short to see end is the one declared), then the rounder.
-		claimed := func(l limiters.Limit) bool {
-			return slices.ContainsFunc(p.claimed(), func(c limiters.Limit) bool { return c.N == l.N && c.Window() == l.Window() })
-		}
-		tie := n == b.n && b.m.Also.N > 0
-		if n > b.n || tie && claimed(l) && !claimed(b.m.Also) || tie && claimed(l) == claimed(b.m.Also) && roughness(model{Algorithm: a, Limit: l}) < roughness(model{Algorithm: a, Limit: b.m.Also}) {
-			bestOf[a] = found{cand, n}
-		}
-	}
-	lo := max(toRefusal*9/10, m.Limit.Window()*2)
-	hi := max(3*ran, lo*2)
-	// A bucket's rate shows in the run at once: its admissions after the
-	// first refusal come one a refill apart.
+	return quotas
+}
+
+// refillAfter is the rate of run's admissions after its first refusal,
+// a bucket's refill (0 for fewer than three of them).
+func refillAfter(run []observation, firstRefusal time.Time) float64 {
 	var after []time.Time
 	for _, o := range run {
 		if o.Admitted && o.Sent.After(firstRefusal) {
 			after = append(after, o.Sent)
 		}
 	}
-	refill := 0.0
-	if len(after) >= 3 {
-		refill = float64(len(after)-1) / after[len(after)-1].Sub(after[0]).Seconds()
+	if len(after) < 3 {
+		return 0
 	}
-	for _, a := range families {
-		for _, q := range quotas {
-			for w := lo; w <= hi; w = w * 102 / 100 {
-				try(a, q, w)
-			}
-			for _, l := range p.claimed() {
-				try(a, q, l.Window())
-			}
-			// Whole seconds (windows on the epoch are configured so), and
-			// whole ten seconds past two minutes.
-			for w := lo.Round(time.Second); w <= hi; {
-				try(a, q, w)
-				if w < 2*time.Minute {
-					w += time.Second
-				} else {
-					w += 10 * time.Second
-				}
-			}
-			if refill > 0 {
-				w := time.Duration(float64(q) / refill * float64(time.Second))
-				for _, f := range []int{98, 99, 100, 101, 102} {
-					try(a, q, w*time.Duration(f)/100)
-				}
+	return float64(len(after)-1) / after[len(after)-1].Sub(after[0]).Seconds()
+}
+
+// try tries a second limit of algorithm a, q per w, beside the first:
+// the family's best where it explains more (among as many: the limit
+// claimed, a window the run was too short to see end being the one
+// declared; then the rounder).
+func (f *secondFit) try(a limiters.Algorithm, q int, w time.Duration) {
+	m := f.m
+	l := limiters.Limit{N: q, Per: w}
+	if a.IsBucket() {
+		l.Burst = q
+	}
+	cand := m
+	cand.Also, cand.AlsoAlgorithm = l, a
+	if a == m.Algorithm || a.IsBucket() && m.Algorithm.IsBucket() {
+		cand.AlsoAlgorithm = "" // the first's
+	}
+	if cand.Validate() != nil {
+		return
+	}
+	b := f.bestOf[a]
+	n, _ := explain(f.keys, cand, len(f.p.obs)-b.n)
+	claimed := func(l limiters.Limit) bool {
+		return slices.ContainsFunc(f.p.claimed(), func(c limiters.Limit) bool { return c.N == l.N && c.Window() == l.Window() })
+	}
+	tie := n == b.n && b.m.Also.N > 0
+	if n > b.n || tie && claimed(l) && !claimed(b.m.Also) || tie && claimed(l) == claimed(b.m.Also) && roughness(model{Algorithm: a, Limit: l}) < roughness(model{Algorithm: a, Limit: b.m.Also}) {
+		f.bestOf[a] = found{cand, n}
+	}
+}
+
+// searchFamily tries family a's second limits: each quota at windows
+// from lo to hi 2% apart, the windows claimed, whole seconds (and ten
+// seconds past two minutes), a bucket's window at the refill seen; then
+// its best narrowed, and rounded where a round window explains as many.
+func (f *secondFit) searchFamily(a limiters.Algorithm, quotas []int, lo, hi time.Duration, refill float64) {
+	for _, q := range quotas {
+		for w := lo; w <= hi; w = w * 102 / 100 {
+			f.try(a, q, w)
+		}
+		for _, l := range f.p.claimed() {
+			f.try(a, q, l.Window())
+		}
+		for w := lo.Round(time.Second); w <= hi; {
+			f.try(a, q, w)
+			if w < 2*time.Minute {
+				w += time.Second
+			} else {
+				w += 10 * time.Second
 			}
 		}
-		// Each family's best narrowed, and rounded where a round window
-		// explains as many.
-		b := bestOf[a]
-		if b.m.Also.N == 0 {
-			continue
-		}
-		w0, q0 := b.m.Also.Per, b.m.Also.N
-		for w := w0 * 97 / 100; w <= w0*103/100; w += max(w0/500, time.Millisecond) {
-			for q := q0 - 2; q <= q0+2; q++ {
-				try(a, q, w)
-			}
-		}
-		for _, w := range []time.Duration{w0.Round(time.Second), w0.Round(10 * time.Second), w0.Round(time.Minute)} {
-			if w > 0 {
-				try(a, bestOf[a].m.Also.N, w)
+		if refill > 0 {
+			w := time.Duration(float64(q) / refill * float64(time.Second))
+			for _, pct := range []int{98, 99, 100, 101, 102} {
+				f.try(a, q, w*time.Duration(pct)/100)
 			}
 		}
 	}
-	// Of the families, those within the noise of the best (a decision in
-	// two hundred, two at least: a loaded host's), the first limit's own
-	// first (nginx's two zones are two buckets, a tier's limits one
-	// algorithm), then the most explained.
-	most := alone
-	for _, b := range bestOf {
-		most = max(most, b.n)
+	b := f.bestOf[a]
+	if b.m.Also.N == 0 {
+		return
 	}
-	noise := max(2, len(p.obs)/200)
+	w0, q0 := b.m.Also.Per, b.m.Also.N
+	for w := w0 * 97 / 100; w <= w0*103/100; w += max(w0/500, time.Millisecond) {
+		for q := q0 - 2; q <= q0+2; q++ {
+			f.try(a, q, w)
+		}
+	}
+	for _, w := range []time.Duration{w0.Round(time.Second), w0.Round(10 * time.Second), w0.Round(time.Minute)} {
+		if w > 0 {
+			f.try(a, f.bestOf[a].m.Also.N, w)
+		}
+	}
+}
+
+// choose is the best of the families within noise of the most explained
+// and above the first limit alone: the first limit's own family first
+// (nginx's two zones are two buckets, a tier's limits one algorithm),
+// then the most explained.
+func (f *secondFit) choose(alone, most, noise int) (model, int) {
+	m := f.m
 	best, bestN := m, alone
 	for _, a := range families {
-		b := bestOf[a]
+		b := f.bestOf[a]
 		if b.m.Also.N == 0 || b.n < most-noise || b.n <= alone {
 			continue
 		}
@@ -306,31 +373,27 @@ func (p *prober) fitSecond(m model, run []observation, ran time.Duration) (model
 			best, bestN = b.m, b.n
 		}
 	}
-	// Then the first limit narrowed with the second beside it: its
-	// fingerprint saw seconds, the run a minute, and a rate a thousandth
-	// off drifts a request in a few hundred.
+	return best, bestN
+}
+
+// narrowFirst narrows the first limit with the second beside it (its
+// fingerprint saw seconds, the run a minute, and a rate a thousandth off
+// drifts a request in a few hundred), then tries it on nginx's clock.
+func (f *secondFit) narrowFirst(best model, bestN int) (model, int) {
 	unnarrowed := best
 	if best.Also.N > 0 {
-		for f := 990; f <= 1010; f++ {
+		for pm := 990; pm <= 1010; pm++ {
 			cand := best
-			cand.Limit.Per = best.Limit.Per * time.Duration(f) / 1000
+			cand.Limit.Per = best.Limit.Per * time.Duration(pm) / 1000
 			if cand.Validate() != nil {
 				continue
 			}
-			if n, _ := explain(keys, cand, len(p.obs)-bestN); n > bestN {
+			if n, _ := explain(f.keys, cand, len(f.p.obs)-bestN); n > bestN {
 				best, bestN = cand, n
 			}
 		}
 	}
-	best, bestN = onNginxClock(keys, best, unnarrowed, bestN)
-	p.secondRivals = nil
-	for _, a := range families {
-		if b := bestOf[a]; b.m.Also.N > 0 && b.n >= most-noise && b.m != best {
-			o, _ := b.m.second()
-			p.secondRivals = append(p.secondRivals, fmt.Sprintf("a second limit of %s explains as many (%d decisions)", describe(o), b.n))
-		}
-	}
-	return best, bestN
+	return onNginxClock(f.keys, best, unnarrowed, bestN)
 }
 
 // cmpOrAlgorithm is the second limit's algorithm of m.

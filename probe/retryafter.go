@@ -46,29 +46,10 @@ func (p *prober) retryAfter(ctx context.Context, q int, m model) error {
 	if m.Algorithm != "" {
 		w = m.Limit.Window()
 	}
-	type pair struct {
-		spent string
-		keys  [2]string
-		at    []time.Duration
-	}
-	burst := pair{spent: "back to back", keys: [2]string{p.key("wait"), p.key("wait")}}
-	spread := pair{spent: "over half a window", keys: [2]string{p.key("wait"), p.key("wait")}}
-	for i := range q + 1 {
-		burst.at = append(burst.at, time.Duration(i)*100*time.Microsecond)
-	}
-	// Spread evenly over half a window, the last at its end: the quota
-	// and one more, or for a bucket, which refills meanwhile, half as much
-	// again.
-	n := q + 1
-	if m.Algorithm.IsBucket() {
-		n = q + q/2 + 2
-	}
-	for i := range n {
-		spread.at = append(spread.at, time.Duration(i)*(w/2)/time.Duration(n-1))
-	}
+	pairs := p.spentPairs(q, m, w)
 	other := p.key("other")
-	plan := []request{{Key: other, At: burst.at[len(burst.at)-1] + time.Millisecond}}
-	for _, pr := range []pair{burst, spread} {
+	plan := []request{{Key: other, At: pairs[0].at[len(pairs[0].at)-1] + time.Millisecond}}
+	for _, pr := range pairs {
 		for _, k := range pr.keys {
 			for _, t := range pr.at {
 				plan = append(plan, request{Key: k, At: t})
@@ -96,13 +77,54 @@ func (p *prober) retryAfter(ctx context.Context, q int, m model) error {
 			p.r.Keys.Isolated = a.Admitted
 		}
 	}
-	// The follow-ups, each at its share of the wait its key's last refusal
-	// advertised, after that refusal; into records what each met.
+	checks, err := p.followUps(ctx, pairs, answers, m)
+	if err != nil {
+		return err
+	}
+	for i := range checks {
+		checks[i].Verdict = waitVerdict(checks[i], 20*time.Millisecond+p.lat+p.late)
+	}
+	p.r.RetryAfter = checks
+	return nil
+}
+
+// spentPair is two fresh keys spent alike (how, in words), each a request
+// at each of at.
+type spentPair struct {
+	spent string
+	keys  [2]string
+	at    []time.Duration
+}
+
+// spentPairs are the two pairs retryAfter spends: one back to back, the
+// quota and one more; one spread evenly over half a window (w), the last
+// at its end, the quota and one more, or for a bucket, which refills
+// meanwhile, half as much again.
+func (p *prober) spentPairs(q int, m model, w time.Duration) []spentPair {
+	burst := spentPair{spent: "back to back", keys: [2]string{p.key("wait"), p.key("wait")}}
+	spread := spentPair{spent: "over half a window", keys: [2]string{p.key("wait"), p.key("wait")}}
+	for i := range q + 1 {
+		burst.at = append(burst.at, time.Duration(i)*100*time.Microsecond)
+	}
+	n := q + 1
+	if m.Algorithm.IsBucket() {
+		n = q + q/2 + 2
+	}
+	for i := range n {
+		spread.at = append(spread.at, time.Duration(i)*(w/2)/time.Duration(n-1))
+	}
+	return []spentPair{burst, spread}
+}
+
+// followUps asks each key again at its share of the wait its last
+// refusal advertised, after that refusal (the first of a pair at 80% of
+// it, the second at it), and says what each met, a check a pair.
+func (p *prober) followUps(ctx context.Context, pairs []spentPair, answers []answer, m model) ([]RetryAfter, error) {
 	base := p.x.now()
 	var follow []request
 	into := map[string]*string{}
-	checks := make([]RetryAfter, 2)
-	for i, pr := range []pair{burst, spread} {
+	checks := make([]RetryAfter, len(pairs))
+	for i, pr := range pairs {
 		ra := &checks[i]
 		ra.Spent = pr.spent
 		for j, k := range pr.keys {
@@ -133,16 +155,12 @@ func (p *prober) retryAfter(ctx context.Context, q int, m model) error {
 	slices.SortStableFunc(follow, func(a, b request) int { return int(a.At - b.At) })
 	got, err := p.send(ctx, follow, base, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, a := range got {
 		*into[a.Key] = outcome(a)
 	}
-	for i := range checks {
-		checks[i].Verdict = waitVerdict(checks[i], 20*time.Millisecond+p.lat+p.late)
-	}
-	p.r.RetryAfter = checks
-	return nil
+	return checks, nil
 }
 
 // lastRefusal returns the last refused answer for key, in the order

@@ -189,28 +189,8 @@ func fit(obs []observation, g guess) *search {
 
 // pass is one search of g: coarse, then the variants, then fine.
 func (s *search) pass(keys [][]observation, g guess) {
-	n := s.decisions
-	seen := map[model]bool{}
-	for _, e := range s.tried {
-		seen[e.Model] = true
-	}
-	try := func(m model, wrong int) (explanation, bool) {
-		if s.cut || !g.until.IsZero() && time.Now().After(g.until) {
-			s.cut = true
-			return explanation{}, false
-		}
-		if seen[m] || !plausible(m) || m.Validate() != nil {
-			return explanation{}, false
-		}
-		seen[m] = true
-		got, all := explain(keys, m, wrong)
-		if !all {
-			return explanation{}, false
-		}
-		e := explanation{Model: m, Explained: got, Decisions: n}
-		s.tried = append(s.tried, e)
-		return e, true
-	}
+	ps := &passing{s: s, keys: keys, g: g, n: s.decisions, seen: map[model]bool{}}
+	ps.forget()
 	quotas := spread(g.quotas)
 	var counterTimes []time.Duration
 	var counterCoarse, counterVaried []explanation
@@ -222,71 +202,127 @@ func (s *search) pass(keys [][]observation, g guess) {
 		if b := s.best(); g.lean || (len(b) > 0 && b[0].Share() >= 0.99) {
 			return
 		}
-		s.counterPhased(counterTimes, counterCoarse, counterVaried, try)
+		s.counterPhased(counterTimes, counterCoarse, counterVaried, ps.try)
 	}()
 	for _, a := range families {
 		times := grid(g.windows, a, 0.02)
 		if a.IsBucket() {
 			times = grid(g.intervals, a, 0.02)
 		}
-		// Coarse: the plain variants at every quota and time, giving up
-		// on a model once it has missed a quarter of the decisions; if
-		// none explains that much, every variant; if still none, the
-		// plain ones all the way, for the best there is.
-		var coarse []explanation
-		for _, round := range []struct {
-			all   bool
-			wrong int
-		}{{true, n / 10}, {true, n / 4}, {false, n}} {
-			for _, v := range allVariants(a) {
-				if !round.all && (v.oddity() > 1 || v.CountsRefused || v.Seconds) {
-					continue // the plain forms, and the anchored windows
-				}
-				for _, q := range quotas {
-					for _, t := range times {
-						if e, ok := try(v.with(q, t), round.wrong); ok {
-							coarse = append(coarse, e)
-						}
-					}
-				}
-			}
-			if len(coarse) > 0 {
-				break
-			}
-			clear(seen)
-			for _, e := range s.tried {
-				seen[e.Model] = true
-			}
-		}
-		slices.SortStableFunc(coarse, s.better)
-		// Every variant at the best few quotas and times.
-		var varied []explanation
-		for _, c := range coarse[:min(len(coarse), 4)] {
-			varied = append(varied, c)
-			q, t := c.Model.quota(), c.Model.time()
-			for _, v := range allVariants(a) {
-				if e, ok := try(v.with(q, t), n-c.Explained+n/50); ok {
-					varied = append(varied, e)
-				}
-			}
-		}
-		slices.SortStableFunc(varied, s.better)
+		coarse := ps.coarse(a, quotas, times)
+		varied := ps.varied(a, coarse)
 		switch a {
 		case limiters.FixedWindow:
-			varied = append(varied, s.phased(keys, times, coarse, varied, try)...)
+			varied = append(varied, s.phased(keys, times, coarse, varied, ps.try)...)
 			slices.SortStableFunc(varied, s.better)
 		case limiters.SlidingCounter:
 			counterTimes, counterCoarse, counterVaried = times, coarse, varied
 		}
-		// Fine: the best three, each at quotas one off and times within
-		// 5% in steps of 0.2%.
-		for _, c := range varied[:min(len(varied), 3)] {
-			q, t := c.Model.quota(), c.Model.time()
-			fine := grid(span{t * 95 / 100, t * 105 / 100}, a, 0.002)
-			for _, dq := range []int{0, -1, 1} {
-				for _, ft := range fine {
-					try(c.Model.with(q+dq, ft), n-c.Explained+n/100)
+		ps.fine(a, varied)
+	}
+}
+
+// passing is one pass of a search over the models of a guess: the keys'
+// observations, the decisions, and the models tried already.
+type passing struct {
+	s    *search
+	keys [][]observation
+	g    guess
+	n    int
+	seen map[model]bool
+}
+
+// forget makes the models tried in this pass untried again, but for those
+// the search has (those that explained every decision they were asked).
+func (ps *passing) forget() {
+	clear(ps.seen)
+	for _, e := range ps.s.tried {
+		ps.seen[e.Model] = true
+	}
+}
+
+// try explains the decisions with m, giving up once it misses wrong of
+// them: its explanation, kept by the search, or false (tried already,
+// implausible, invalid, given up on, or past the guess's time).
+func (ps *passing) try(m model, wrong int) (explanation, bool) {
+	s, g := ps.s, ps.g
+	if s.cut || !g.until.IsZero() && time.Now().After(g.until) {
+		s.cut = true
+		return explanation{}, false
+	}
+	if ps.seen[m] || !plausible(m) || m.Validate() != nil {
+		return explanation{}, false
+	}
+	ps.seen[m] = true
+	got, all := explain(ps.keys, m, wrong)
+	if !all {
+		return explanation{}, false
+	}
+	e := explanation{Model: m, Explained: got, Decisions: ps.n}
+	s.tried = append(s.tried, e)
+	return e, true
+}
+
+// coarse tries family a's plain variants at every quota and time, giving
+// up on a model once it has missed a tenth, then a quarter, of the
+// decisions; if none explains that much, every variant; if still none,
+// the plain ones all the way, for the best there is. Best first.
+func (ps *passing) coarse(a limiters.Algorithm, quotas []int, times []time.Duration) []explanation {
+	n := ps.n
+	var coarse []explanation
+	for _, round := range []struct {
+		all   bool
+		wrong int
+	}{{true, n / 10}, {true, n / 4}, {false, n}} {
+		for _, v := range allVariants(a) {
+			if !round.all && (v.oddity() > 1 || v.CountsRefused || v.Seconds) {
+				continue // the plain forms, and the anchored windows
+			}
+			for _, q := range quotas {
+				for _, t := range times {
+					if e, ok := ps.try(v.with(q, t), round.wrong); ok {
+						coarse = append(coarse, e)
+					}
 				}
+			}
+		}
+		if len(coarse) > 0 {
+			break
+		}
+		ps.forget()
+	}
+	slices.SortStableFunc(coarse, ps.s.better)
+	return coarse
+}
+
+// varied tries every variant of family a at the best few quotas and
+// times coarse found. Best first.
+func (ps *passing) varied(a limiters.Algorithm, coarse []explanation) []explanation {
+	n := ps.n
+	var varied []explanation
+	for _, c := range coarse[:min(len(coarse), 4)] {
+		varied = append(varied, c)
+		q, t := c.Model.quota(), c.Model.time()
+		for _, v := range allVariants(a) {
+			if e, ok := ps.try(v.with(q, t), n-c.Explained+n/50); ok {
+				varied = append(varied, e)
+			}
+		}
+	}
+	slices.SortStableFunc(varied, ps.s.better)
+	return varied
+}
+
+// fine tries the best three of varied, each at quotas one off and times
+// within 5% in steps of 0.2%.
+func (ps *passing) fine(a limiters.Algorithm, varied []explanation) {
+	n := ps.n
+	for _, c := range varied[:min(len(varied), 3)] {
+		q, t := c.Model.quota(), c.Model.time()
+		fine := grid(span{t * 95 / 100, t * 105 / 100}, a, 0.002)
+		for _, dq := range []int{0, -1, 1} {
+			for _, ft := range fine {
+				ps.try(c.Model.with(q+dq, ft), n-c.Explained+n/100)
 			}
 		}
 	}

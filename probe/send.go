@@ -183,8 +183,50 @@ func sendPlan(ctx context.Context, t Target, plan []request, start time.Time, ti
 	if err != nil {
 		return nil, err
 	}
+	a, done := attacker(t, len(plan), timeout)
+	defer done()
+	delay := max(time.Until(start), 0)
+	paced := make(schedule, len(plan))
+	for i, r := range plan {
+		paced[i] = request{Key: r.Key, At: r.At + delay}
+	}
+	rec := &received{plan: plan, paced: paced, answers: make([]answer, len(plan)), seen: make([]bool, len(plan)), began: time.Now()}
+	results := a.Attack(lockedTargeter(planTargeter(t, plan, urls, sources)), paced, paced[len(paced)-1].At+timeout+time.Second, "probe")
+	halt := func() {
+		a.Stop()
+		// Drain: vegeta closes it once its workers end. The answers of
+		// requests in flight are kept: the target decided them (a queue
+		// held them), and what it decided is what it is.
+		for res := range results {
+			rec.record(res)
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			halt()
+			return rec.got(), ctx.Err()
+		case res, ok := <-results:
+			if !ok {
+				return rec.got(), nil
+			}
+			i, ok := rec.record(res)
+			if !ok {
+				continue
+			}
+			if stop != nil && !stop(rec.answers[i]) {
+				halt()
+				return rec.got(), nil
+			}
+		}
+	}
+}
+
+// planTargeter is vegeta's targeter of plan's requests to t, at urls
+// (each with its number), keyed by a header or from sources.
+func planTargeter(t Target, plan []request, urls, sources []string) vegeta.Targeter {
 	var next int
-	targeter := func(tgt *vegeta.Target) error {
+	return func(tgt *vegeta.Target) error {
 		// Called by vegeta's workers in turn; the number in the URL, not
 		// the order of the calls, says which request it was.
 		if next >= len(plan) {
@@ -205,66 +247,41 @@ func sendPlan(ctx context.Context, t Target, plan []request, start time.Time, ti
 		}
 		return nil
 	}
-	a, done := attacker(t, len(plan), timeout)
-	defer done()
-	answers := make([]answer, len(plan))
-	seen := make([]bool, len(plan))
-	received := 0
-	delay := max(time.Until(start), 0)
-	paced := make(schedule, len(plan))
-	for i, r := range plan {
-		paced[i] = request{Key: r.Key, At: r.At + delay}
+}
+
+// received are a plan's answers as they come, by the request's number.
+type received struct {
+	plan    []request
+	paced   schedule
+	answers []answer
+	seen    []bool
+	n       int
+	began   time.Time
+}
+
+// record keeps res as its request's answer, and returns its number; false
+// for a result of no request of the plan.
+func (rec *received) record(res *vegeta.Result) (int, bool) {
+	i, err := seqOf(res.URL)
+	if err != nil || i < 0 || i >= len(rec.plan) {
+		return 0, false
 	}
-	began := time.Now()
-	results := a.Attack(lockedTargeter(targeter), paced, paced[len(paced)-1].At+timeout+time.Second, "probe")
-	got := func() []answer {
-		out := make([]answer, 0, received)
-		for i, ok := range seen {
-			if ok {
-				out = append(out, answers[i])
-			}
-		}
-		return out
-	}
-	record := func(res *vegeta.Result) (int, bool) {
-		i, err := seqOf(res.URL)
-		if err != nil || i < 0 || i >= len(plan) {
-			return 0, false
-		}
-		answers[i] = answerOf(plan[i], res)
-		answers[i].Intended = began.Add(paced[i].At)
-		seen[i] = true
-		received++
-		return i, true
-	}
-	halt := func() {
-		a.Stop()
-		// Drain: vegeta closes it once its workers end. The answers of
-		// requests in flight are kept: the target decided them (a queue
-		// held them), and what it decided is what it is.
-		for res := range results {
-			record(res)
+	rec.answers[i] = answerOf(rec.plan[i], res)
+	rec.answers[i].Intended = rec.began.Add(rec.paced[i].At)
+	rec.seen[i] = true
+	rec.n++
+	return i, true
+}
+
+// got are the answers received, in the order planned.
+func (rec *received) got() []answer {
+	out := make([]answer, 0, rec.n)
+	for i, ok := range rec.seen {
+		if ok {
+			out = append(out, rec.answers[i])
 		}
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			halt()
-			return got(), ctx.Err()
-		case res, ok := <-results:
-			if !ok {
-				return got(), nil
-			}
-			i, ok := record(res)
-			if !ok {
-				continue
-			}
-			if stop != nil && !stop(answers[i]) {
-				halt()
-				return got(), nil
-			}
-		}
-	}
+	return out
 }
 
 // attacker returns vegeta's attacker for a plan of n requests to t, and
