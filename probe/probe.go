@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -240,105 +239,6 @@ func (p *prober) reclassify() {
 	p.observe(p.r.all)
 }
 
-// errOverRate is returned for a plan that would pass --max-rate.
-var errOverRate = errors.New("probe: over --max-rate")
-
-// pace returns the earliest instant from start (a zero start: now) at
-// which plan can be sent without sending more than --max-rate in any one
-// second, the requests sent before counted: at most a second on. A plan
-// that passes it by itself is an error.
-func (p *prober) pace(plan []request, start time.Time) (time.Time, error) {
-	if start.IsZero() {
-		start = p.x.now()
-	}
-	if n := busiest(plan); n > p.c.MaxRate {
-		return start, fmt.Errorf("%w: %d requests would go in one second, more than --max-rate %d", errOverRate, n, p.c.MaxRate)
-	}
-	before := p.sentSince(start.Add(-time.Second))
-	if len(before) == 0 {
-		return start, nil
-	}
-	for delay := time.Duration(0); ; delay += 5 * time.Millisecond {
-		if busiestWith(before, plan, start.Add(delay)) <= p.c.MaxRate {
-			return start.Add(delay), nil
-		}
-	}
-}
-
-// thin returns plan, sent from start, without the requests that would
-// pass --max-rate with those sent before and those it keeps.
-func (p *prober) thin(plan []request, start time.Time) []request {
-	window := p.sentSince(start.Add(-time.Second)) // the last second's, in order
-	var kept []request
-	for _, r := range plan {
-		at := start.Add(r.At)
-		for len(window) > 0 && at.Sub(window[0]) >= time.Second {
-			window = window[1:]
-		}
-		if len(window) < p.c.MaxRate {
-			kept = append(kept, r)
-			window = append(window, at)
-		}
-	}
-	return kept
-}
-
-// sentSince returns the instants the requests sent from from on were
-// sent at, in order.
-func (p *prober) sentSince(from time.Time) []time.Time {
-	var out []time.Time
-	for _, a := range p.r.all {
-		if !a.Sent.IsZero() && !a.Sent.Before(from) {
-			out = append(out, a.Sent)
-		}
-	}
-	slices.SortFunc(out, time.Time.Compare)
-	return out
-}
-
-// busiestWith is the most requests in any one second of sent (sorted)
-// and plan sent from start.
-func busiestWith(sent []time.Time, plan []request, start time.Time) int {
-	all := slices.Clone(sent)
-	for _, r := range plan {
-		all = append(all, start.Add(r.At))
-	}
-	slices.SortFunc(all, time.Time.Compare)
-	most, lo := 0, 0
-	for hi := range all {
-		for all[hi].Sub(all[lo]) >= time.Second {
-			lo++
-		}
-		most = max(most, hi-lo+1)
-	}
-	return most
-}
-
-// spreadOf returns the 99th percentile of the answers' latency (but
-// those held: a queue's release says nothing of the exchange's own time)
-// and of the sender's lateness.
-func spreadOf(all []answer, held func(answer) bool) (lat, late time.Duration) {
-	var ls, ds []time.Duration
-	for _, a := range all {
-		if a.Decided() && !held(a) {
-			ls = append(ls, a.Received.Sub(a.Sent))
-		}
-		if !a.Intended.IsZero() && !a.Sent.IsZero() {
-			ds = append(ds, max(a.Sent.Sub(a.Intended), 0))
-		}
-	}
-	return pct(ls, 0.99), pct(ds, 0.99)
-}
-
-func pct(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	ds = slices.Clone(ds)
-	slices.Sort(ds)
-	return ds[min(int(p*float64(len(ds))), len(ds)-1)]
-}
-
 // Run probes c.Target: calibration (unless c.Policy is given), the
 // fingerprint, rounds of experiments where the fit leaves models it
 // cannot tell apart, then the checks, each on keys of its own. progress,
@@ -368,30 +268,11 @@ func run(ctx context.Context, c Config, x exchange, progress func(string)) (*Rep
 // probe runs the probe's steps in turn.
 func (p *prober) probe(ctx context.Context) error {
 	r, c := p.r, p.c
-	first, err := p.send(ctx, []request{{Key: p.key("first")}}, time.Time{}, nil)
+	first, err := p.firstDecided(ctx)
 	if err != nil {
 		return err
 	}
-	if len(first) == 0 || !first[0].Decided() {
-		// Four more, each on a fresh key, before saying what the target
-		// answers instead of deciding.
-		tried := first
-		for range 4 {
-			got, err := p.send(ctx, []request{{Key: p.key("first")}}, time.Time{}, nil)
-			if err != nil {
-				return err
-			}
-			tried = append(tried, got...)
-			if len(got) == 1 && got[0].Decided() {
-				first = got
-				break
-			}
-		}
-		if len(first) == 0 || !first[0].Decided() {
-			return fmt.Errorf("%w: %s", errNotDeciding, undecidedWhy(c.Target, tried))
-		}
-	}
-	r.Claims = claimsOf(first[0])
+	r.Claims = claimsOf(first)
 	if r.Claims.PolicyText != "" {
 		p.say("the target declares %s: a claim to check", r.Claims.PolicyText)
 	}
@@ -402,7 +283,7 @@ func (p *prober) probe(ctx context.Context) error {
 		w := c.Policy.Window()
 		g.claim = claim{quota: c.Policy.Quota(), lo: w, hi: w}
 	} else {
-		r.Calibration, err = p.calibrate(ctx, first[0], r.Claims.Policy.Quota())
+		r.Calibration, err = p.calibrate(ctx, first, r.Claims.Policy.Quota())
 		if err != nil {
 			return err
 		}
@@ -411,6 +292,40 @@ func (p *prober) probe(ctx context.Context) error {
 		}
 		g = r.Calibration.guess(r.Claims)
 	}
+	return p.fingerprinted(ctx, g)
+}
+
+// firstDecided is a fresh key's first answer that the target decided:
+// the first's, or of four more, each on a fresh key, before saying what
+// the target answers instead of deciding.
+func (p *prober) firstDecided(ctx context.Context) (answer, error) {
+	first, err := p.send(ctx, []request{{Key: p.key("first")}}, time.Time{}, nil)
+	if err != nil {
+		return answer{}, err
+	}
+	if len(first) == 1 && first[0].Decided() {
+		return first[0], nil
+	}
+	tried := first
+	for range 4 {
+		got, err := p.send(ctx, []request{{Key: p.key("first")}}, time.Time{}, nil)
+		if err != nil {
+			return answer{}, err
+		}
+		tried = append(tried, got...)
+		if len(got) == 1 && got[0].Decided() {
+			return got[0], nil
+		}
+	}
+	return answer{}, fmt.Errorf("%w: %s", errNotDeciding, undecidedWhy(p.c.Target, tried))
+}
+
+// fingerprinted fingerprints the target on the shape the guess g says
+// (lean where the quota is too large for the budget), fits the models to
+// what it answered, asks rounds to tell the best apart, looks for a
+// second limit, and runs the checks.
+func (p *prober) fingerprinted(ctx context.Context, g guess) error {
+	r, c := p.r, p.c
 	shape := shapeOf(c.Policy)
 	if c.Policy == (limiters.Limit{}) {
 		shape = g.shape(r.Calibration)
@@ -437,7 +352,7 @@ func (p *prober) probe(ctx context.Context) error {
 		r.Fit = []Fit{{Algorithm: NoLimit, Limit: "none seen", Explained: len(p.obs), Decisions: len(p.obs), Share: 1}}
 		return p.checks(ctx, model{})
 	}
-	s, err = p.ask(ctx, s, g)
+	s, err := p.ask(ctx, s, g)
 	if err != nil && ctx.Err() != nil {
 		p.conclude(s)
 		return err
@@ -532,164 +447,4 @@ func (p *prober) fingerprint(ctx context.Context, limit limiters.Limit) error {
 		return err
 	}
 	return err
-}
-
-// busiest is the most requests plan sends in any one second.
-func busiest(plan []request) int { return busiestWith(nil, plan, time.Time{}) }
-
-// rounds is how many rounds of experiments a probe asks at most, and
-// settles how many more of the models that tie with the best, while they
-// do (ask).
-const rounds, settles = 4, 2
-
-// ask runs rounds of experiments while the fit leaves models that
-// explain as much as the best and would decide differently somewhere,
-// each round on fresh keys, and fits again after each. When the rounds
-// are spent, or the last told nothing, and the best still ties with
-// another kind of limiter (which conclude then names neither of), it
-// asks up to settles rounds more, of the models that tie alone, each
-// experiment on enough keys to outweigh the search's noise.
-func (p *prober) ask(ctx context.Context, s *search, g guess) (*search, error) {
-	// lead is how long before its first request a round is designed: the
-	// design must be done by then. It doubles when it was not.
-	lead := 300 * time.Millisecond
-	last := 0    // how many models were left to tell apart
-	settled := 0 // rounds asked of the models that tie
-	for round := 1; round <= rounds+settles; round++ {
-		s.tier()
-		floor := 0.99
-		if most := float64(s.top) / float64(max(s.decisions, 1)); most < floor {
-			floor = most - 0.01
-		}
-		all := contenders(s, floor, 1000)
-		settling := false
-		if round > rounds || len(all) < 2 || (last > 0 && len(all) >= last) {
-			// Nothing to tell apart, the last round told nothing, or the
-			// rounds are spent: done, unless the best ties.
-			if settled == settles || !p.ties(s) {
-				return s, nil
-			}
-			settled++
-			settling = true
-			all = contenders(s, float64(s.top-s.noise())/float64(s.decisions), 1000)
-			p.say("round %d: the best ties with another kind of limiter; asking the %d models that tie", round, min(len(all), 24))
-		}
-		last = len(all)
-		models := all[:min(len(all), 24)]
-		// What is left of --max-time, less what the checks will take (a
-		// key spent over half a window, then asked after its wait).
-		left := p.c.MaxTime - p.x.now().Sub(p.r.Start) - checksTake(models[0])
-		if left < models[0].Limit.Window() {
-			return s, nil
-		}
-		d := designer{u: max(p.lat+p.late, time.Millisecond), most: min(left/2, models[0].Limit.Window()*5/2+time.Second)}
-		// About 40ms of designing per model on this machine's kind, with
-		// three probes at once: ask for the time it takes.
-		d.start = p.x.now().Add(max(lead, time.Duration(len(models))*40*time.Millisecond))
-		budget := min((p.c.MaxRequests-p.requests)/2, 40*models[0].quota()+40)
-		began := time.Now()
-		chosen := d.choose(len(models), d.candidates(models), budget)
-		designed := time.Since(began)
-		if len(chosen) == 0 {
-			return s, nil
-		}
-		if settling {
-			// An experiment tells two models apart by a decision or so,
-			// and the search ranks models within its noise as one: each
-			// is asked on noise()+1 keys, as the budget allows.
-			chosen = repeated(chosen, s.noise()+1, budget)
-		}
-		// Within --max-rate: the experiments that pass it by themselves
-		// dropped, last first; and when the requests just sent would pass
-		// it with the round's first second, the round designed again,
-		// later.
-		plan := roundPlan(chosen, d.start, func() string { return "" })
-		for len(chosen) > 1 && busiest(plan) > p.c.MaxRate {
-			chosen = chosen[:len(chosen)-1]
-			plan = roundPlan(chosen, d.start, func() string { return "" })
-		}
-		plan = roundPlan(chosen, d.start, func() string { return p.key("ask") })
-		var asked Round
-		for _, e := range chosen {
-			asked.Asked = append(asked.Asked, e.about)
-		}
-		at, err := p.pace(plan, d.start)
-		if err != nil {
-			return s, nil // no experiment fits --max-rate
-		}
-		if wait := at.Sub(d.start); wait > 0 {
-			p.say("round %d: the round would pass --max-rate %d with the requests just sent; again, %v later", round, p.c.MaxRate, wait.Round(time.Millisecond))
-			lead, last = lead+wait, 0
-			continue
-		}
-		if late := p.x.now().Sub(d.start); late > 0 {
-			// Designing took longer than planned for: the instants that
-			// straddle a window's edge have passed. Again, with more time.
-			p.say("round %d: designing took %v longer than planned; again", round, late.Round(time.Millisecond))
-			lead, last = 2*lead+late, 0
-			continue
-		}
-		p.say("round %d: %d models explain as much; %d experiments to tell them apart (designed in %v), %d requests over %v", round, len(models), len(chosen), designed.Round(time.Millisecond), len(plan), plan[len(plan)-1].At.Round(time.Millisecond))
-		if _, err := p.send(ctx, plan, d.start, nil); err != nil {
-			return s, err
-		}
-		asked.Requests = len(plan)
-		p.r.Asked = append(p.r.Asked, asked)
-		s = p.fit(p.obs, g.around(models))
-	}
-	return s, nil
-}
-
-// roundPlan is the plan of a round's experiments from start, each on a
-// key of its own (key makes it), in the order sent.
-func roundPlan(es []experiment, start time.Time, key func() string) []request {
-	var plan []request
-	for _, e := range es {
-		k := key()
-		for _, t := range e.at {
-			plan = append(plan, request{Key: k, At: t.Sub(start)})
-		}
-	}
-	slices.SortStableFunc(plan, func(a, b request) int { return int(a.At - b.At) })
-	return plan
-}
-
-// repeated returns es times over (each copy to be asked on keys of its
-// own), or as many times as budget requests allow, once at least.
-func repeated(es []experiment, times, budget int) []experiment {
-	n := 0
-	for _, e := range es {
-		n += len(e.at)
-	}
-	var out []experiment
-	for range max(min(times, budget/max(n, 1)), 1) {
-		out = append(out, es...)
-	}
-	return out
-}
-
-// ties reports whether the best of s ties with another kind of limiter
-// that some request would tell from it (tiedOf).
-func (p *prober) ties(s *search) bool {
-	best := s.best()
-	return len(best) > 0 && len(tiedOf(p.rivals(s, best[0].Model))) > 0
-}
-
-// checksTake is about how long the checks take after the fit names m.
-func checksTake(m model) time.Duration { return m.Limit.Window()*3/2 + 2*time.Second }
-
-// around returns g widened to take in models.
-func (g guess) around(models []model) guess {
-	for _, m := range models {
-		if !slices.Contains(g.quotas, m.quota()) {
-			g.quotas = append(g.quotas, m.quota())
-		}
-		t := m.time()
-		s := &g.windows
-		if m.Algorithm.IsBucket() {
-			s = &g.intervals
-		}
-		s.lo, s.hi = min(s.lo, t*95/100), max(s.hi, t*105/100)
-	}
-	return g
 }
