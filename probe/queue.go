@@ -209,13 +209,43 @@ func (p *prober) queueOf(m model) *Queue {
 	if T <= 0 || C < 2 {
 		return nil
 	}
-	// Each admission's wait before release if the bucket let none
-	// through at once (tat−t at its decision), and how long it was
-	// held; decisions replayed per key in the order sent, at arrival.
-	// Requests sent at once arrive in any order, and the first to arrive
-	// is the first released: within a run sent closer together than the
-	// exchange's own time, the waits and the holds are paired in order.
-	type admission struct{ wait, held int64 }
+	adm := p.admissions(T)
+	if len(adm) == 0 {
+		return nil
+	}
+	b := atOnce(adm, C, T)
+	q := &Queue{AtOnce: b, Held: C - b, Interval: time.Duration(T), Service: p.service, Threshold: p.holdAfter}
+	q.MostHeld = time.Duration(int64(q.Held) * T)
+	for _, x := range adm {
+		want := max(x.wait-int64(b-1)*T, 0)
+		if want == 0 {
+			continue
+		}
+		q.Checked++
+		if d := math.Abs(float64(x.held - want)); d <= max(0.1*float64(want), float64(20*time.Millisecond)) {
+			q.OnSchedule++
+		}
+	}
+	if q.Held == 0 || q.Checked < 3 || float64(q.OnSchedule) < 0.8*float64(q.Checked) {
+		// Admissions answered late, but not as a queue lets them go: a
+		// busy host's, or a slow handler's (the decisions still read as
+		// made on arrival).
+		return nil
+	}
+	q.Nginx = nginxQueue(m, *q)
+	return q
+}
+
+// admission is an admission's wait before release if the bucket let none
+// through at once (tat−t at its decision), and how long it was held.
+type admission struct{ wait, held int64 }
+
+// admissions replays the admissions per key, in the order sent, at
+// arrival, through a bucket of one request per T nanoseconds. Requests
+// sent at once arrive in any order, and the first to arrive is the first
+// released: within a run sent closer together than the exchange's own
+// time, the waits and the holds are paired in order.
+func (p *prober) admissions(T int64) []admission {
 	var adm []admission
 	byKey := map[string][]answer{}
 	var order []string
@@ -254,40 +284,23 @@ func (p *prober) queueOf(m model) *Queue {
 			i = j
 		}
 	}
-	if len(adm) == 0 {
-		return nil
-	}
-	// The b, 1 to C, whose schedule the answers keep best.
-	bestB, bestErr := 1, math.Inf(1)
-	for b := 1; b <= C; b++ {
+	return adm
+}
+
+// atOnce is the b, 1 to c, whose schedule the admissions keep best: the
+// least total distance between each one's hold and max(0, wait−(b−1)T).
+func atOnce(adm []admission, c int, T int64) int {
+	best, bestErr := 1, math.Inf(1)
+	for b := 1; b <= c; b++ {
 		var e float64
 		for _, x := range adm {
 			e += math.Abs(float64(x.held - max(x.wait-int64(b-1)*T, 0)))
 		}
 		if e < bestErr {
-			bestB, bestErr = b, e
+			best, bestErr = b, e
 		}
 	}
-	q := &Queue{AtOnce: bestB, Held: C - bestB, Interval: time.Duration(T), Service: p.service, Threshold: p.holdAfter}
-	q.MostHeld = time.Duration(int64(q.Held) * T)
-	for _, x := range adm {
-		want := max(x.wait-int64(bestB-1)*T, 0)
-		if want == 0 {
-			continue
-		}
-		q.Checked++
-		if d := math.Abs(float64(x.held - want)); d <= max(0.1*float64(want), float64(20*time.Millisecond)) {
-			q.OnSchedule++
-		}
-	}
-	if q.Held == 0 || q.Checked < 3 || float64(q.OnSchedule) < 0.8*float64(q.Checked) {
-		// Admissions answered late, but not as a queue lets them go: a
-		// busy host's, or a slow handler's (the decisions still read as
-		// made on arrival).
-		return nil
-	}
-	q.Nginx = nginxQueue(m, *q)
-	return q
+	return best
 }
 
 // nginxQueue is the limit_req that keeps the bucket m with queue q: its
