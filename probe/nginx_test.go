@@ -99,7 +99,7 @@ func TestProbeNginx(t *testing.T) {
 			t.Parallel()
 			target := Target{URL: base + tt.path, Key: tt.key}
 			if tt.key.Kind == "source" {
-				src, _, err := DefaultSources(target.URL)
+				src, _, err := ParseSources("", target.URL)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -491,7 +491,7 @@ func TestProbeBySource(t *testing.T) {
 	if url == "" {
 		return
 	}
-	src, chose, err := DefaultSources(url)
+	src, chose, err := ParseSources("", url)
 	if err != nil || !strings.HasPrefix(chose, "127.0.0.2-127.0.0.254") {
 		t.Fatalf("the sources for %s: %q, %v", url, chose, err)
 	}
@@ -505,19 +505,19 @@ func TestProbeBySource(t *testing.T) {
 	}
 	// One address, and too few for the probe's users: refused before a
 	// request is sent.
-	one, err := ParseSources("127.0.0.2")
-	if err != nil {
-		t.Fatal(err)
+	one, chose, err := ParseSources("127.0.0.2", url)
+	if err != nil || chose != "" {
+		t.Fatalf("--source 127.0.0.2: %q, %v; want it taken as given", chose, err)
 	}
 	c := Config{Target: Target{URL: url, Key: Key{Kind: "source"}, Sources: one}, Timeout: time.Second, MaxRequests: 10, MaxRate: 10, MaxTime: time.Minute}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--source has 1 addresses") {
 		t.Errorf("one source address: %v", err)
 	}
-	if _, _, err := DefaultSources("http://192.0.2.1/"); err == nil || !strings.Contains(err.Error(), "not on loopback") {
+	if _, _, err := ParseSources("", "http://192.0.2.1/"); err == nil || !strings.Contains(err.Error(), "not on loopback") {
 		t.Errorf("a target off loopback: %v, want --source asked for", err)
 	}
-	for _, bad := range []string{"", "127.0.0.9-127.0.0.2", "localhost", "127.0.0.1-::1"} {
-		if _, err := ParseSources(bad); err == nil {
+	for _, bad := range []string{" ", "127.0.0.9-127.0.0.2", "localhost", "127.0.0.1-::1"} {
+		if _, _, err := ParseSources(bad, url); err == nil {
 			t.Errorf("--source %q: no error", bad)
 		}
 	}

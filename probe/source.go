@@ -22,9 +22,23 @@ type Sources struct {
 	of    map[string]netip.Addr // user's key: its address
 }
 
-// ParseSources reads --source: an address, or a range of them, first and
-// last included: "127.0.0.2-127.0.0.254".
-func ParseSources(s string) (*Sources, error) {
+// ParseSources reads --source for a probe of target: an address, or a
+// range of them, first and last included: "127.0.0.2-127.0.0.254". Empty,
+// it returns the addresses a probe keyed by source sends from when
+// --source is not given, and says what it chose: on a loopback target,
+// 127.0.0.2 to 127.0.0.254 (on Linux every 127/8 address is the
+// loopback's, and 127.0.0.1 is the one other clients use); elsewhere none
+// that could work is known, and it is an error.
+func ParseSources(s, target string) (src *Sources, chose string, err error) {
+	if s == "" {
+		return defaultSources(target)
+	}
+	src, err = parseSources(s)
+	return src, "", err
+}
+
+// parseSources reads an address or a range of them.
+func parseSources(s string) (*Sources, error) {
 	lo, hi, isRange := strings.Cut(strings.TrimSpace(s), "-")
 	first, err := netip.ParseAddr(strings.TrimSpace(lo))
 	if err != nil {
@@ -49,18 +63,14 @@ func ParseSources(s string) (*Sources, error) {
 	return src, nil
 }
 
-// DefaultSources returns the addresses a probe keyed by source sends from
-// when --source is not given: on a loopback target, 127.0.0.2 to
-// 127.0.0.254 (on Linux every 127/8 address is the loopback's, and
-// 127.0.0.1 is the one other clients use), and what it chose; elsewhere
-// none that could work is known.
-func DefaultSources(target string) (*Sources, string, error) {
+// defaultSources is ParseSources of no --source.
+func defaultSources(target string) (*Sources, string, error) {
 	u, err := url.Parse(target)
 	if err == nil {
 		host := u.Hostname()
 		if a, err := netip.ParseAddr(host); (err == nil && a.Is4() && a.IsLoopback()) || host == "localhost" {
 			const loopback = "127.0.0.2-127.0.0.254"
-			src, err := ParseSources(loopback)
+			src, err := parseSources(loopback)
 			return src, loopback + ", one address a user (the target is on loopback)", err
 		}
 	}

@@ -270,18 +270,15 @@ func (f *probeFlags) target(url string, stderr io.Writer) (probe.Target, error) 
 		return probe.Target{}, err
 	}
 	t := probe.Target{URL: url, Key: k}
-	switch {
-	case f.source != "":
-		if t.Sources, err = probe.ParseSources(f.source); err != nil {
-			return t, err
-		}
-	case k.Kind == "source":
-		src, chose, err := probe.DefaultSources(t.URL)
+	if f.source != "" || k.Kind == "source" {
+		src, chose, err := probe.ParseSources(f.source, t.URL)
 		if err != nil {
 			return t, err
 		}
 		t.Sources = src
-		fmt.Fprintf(stderr, "probe: --key source: the users send from %s\n", chose)
+		if chose != "" {
+			fmt.Fprintf(stderr, "probe: --key source: the users send from %s\n", chose)
+		}
 	}
 	if f.deny != "" {
 		for _, s := range strings.Split(f.deny, ",") {
