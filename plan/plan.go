@@ -7,6 +7,11 @@
 //
 // It streams: what it keeps grows with the clients (a key each in every
 // limiter, and its counts), not with the lines.
+//
+// A log line goes one way through it: read (Run, pass.see), summed up per
+// key (clients.go, curves.go), chosen from (choose.go, policy.go,
+// classes.go), decided again (decide.go), and presented (rows.go,
+// tables.go, charts.go, nginx.go). docs/house.md draws the path.
 package plan
 
 import (

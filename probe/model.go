@@ -14,6 +14,12 @@
 // refusal, a weighted count rounded or truncated, and time kept in whole
 // seconds. TestModelsAgree checks the exact variants against the
 // in-memory limiters on random traces.
+//
+// A probe goes by steps, a file each: it calibrates (calibrate.go,
+// watch.go), fingerprints (plan.go, lean.go), fits (search.go, state.go),
+// asks rounds of experiments (ask.go, design.go), names (report.go), looks
+// longer (longer.go), checks (checks.go, retryafter.go) and reports
+// (file.go). docs/house.md draws the path of a request through them.
 package probe
 
 import (
