@@ -267,35 +267,11 @@ func (f *planFlags) check() (plan.Config, accesslog.Options, error) {
 	if c.Limits, err = sweep(f.limits, f.steps); err != nil {
 		return c, accesslog.Options{}, err
 	}
-	if f.algos != "all" {
-		for name := range strings.SplitSeq(f.algos, ",") {
-			a, err := limiters.ParseAlgorithm(strings.TrimSpace(name))
-			if err != nil {
-				return c, accesslog.Options{}, err
-			}
-			c.Algorithms = append(c.Algorithms, a)
-		}
+	if c.Algorithms, c.Periods, c.Rates, err = f.lists(); err != nil {
+		return c, accesslog.Options{}, err
 	}
 	if c.Spare, err = share(f.spare); err != nil {
 		return c, accesslog.Options{}, fmt.Errorf("--spare %s: %w", f.spare, err)
-	}
-	if f.periods != "" {
-		for p := range strings.SplitSeq(f.periods, ",") {
-			d, err := time.ParseDuration(strings.TrimSpace(p))
-			if err != nil || d <= 0 {
-				return c, accesslog.Options{}, fmt.Errorf("--periods %s: %q is not a positive duration (100ms, 1s, 5m)", f.periods, p)
-			}
-			c.Periods = append(c.Periods, d)
-		}
-	}
-	if f.rates != "" {
-		for r := range strings.SplitSeq(f.rates, ",") {
-			l, err := limiters.ParseLimit(strings.TrimSpace(r))
-			if err != nil {
-				return c, accesslog.Options{}, fmt.Errorf("--rates %s: %w", f.rates, err)
-			}
-			c.Rates = append(c.Rates, l)
-		}
 	}
 	if !(f.headroom >= 1) {
 		return c, accesslog.Options{}, fmt.Errorf("--headroom %g: want 1 or more", f.headroom)
@@ -331,30 +307,70 @@ func (f *planFlags) check() (plan.Config, accesslog.Options, error) {
 		return c, accesslog.Options{}, err
 	}
 	if f.current != "" {
-		var file []byte
-		st, err := os.Stat(f.current)
-		switch {
-		case err == nil && !st.IsDir():
-			if file, err = os.ReadFile(f.current); err != nil {
-				return c, accesslog.Options{}, err
-			}
-		case strings.HasSuffix(f.current, ".conf") || strings.HasSuffix(f.current, ".yaml") || strings.HasSuffix(f.current, ".yml") ||
-			strings.HasPrefix(f.current, "/") || strings.HasPrefix(f.current, "."):
-			// A file's name, and no such file: said so, rather than
-			// "not a rate".
-			return c, accesslog.Options{}, fmt.Errorf("--current %s: no such file (nginx.conf or a tier file)", f.current)
-		}
-		cur, err := plan.ParseCurrent(f.current, file, filepath.Base(f.current), key)
-		if err != nil {
+		if c.Current, err = f.currentLimit(key); err != nil {
 			return c, accesslog.Options{}, err
 		}
-		c.Current = &cur
 	}
 	reorder := f.reorder
 	if reorder == 0 {
 		reorder = -1 // none
 	}
 	return c, accesslog.Options{Format: f.format, Key: key, Cost: f.cost, Time: f.timeField, Status: f.status, Agent: f.agent, Path: f.path, Reorder: reorder}, nil
+}
+
+// lists reads --algos (all: none named), --periods and --rates.
+func (f *planFlags) lists() (algs []limiters.Algorithm, periods []time.Duration, rates []limiters.Limit, err error) {
+	if f.algos != "all" {
+		for name := range strings.SplitSeq(f.algos, ",") {
+			a, err := limiters.ParseAlgorithm(strings.TrimSpace(name))
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			algs = append(algs, a)
+		}
+	}
+	if f.periods != "" {
+		for p := range strings.SplitSeq(f.periods, ",") {
+			d, err := time.ParseDuration(strings.TrimSpace(p))
+			if err != nil || d <= 0 {
+				return nil, nil, nil, fmt.Errorf("--periods %s: %q is not a positive duration (100ms, 1s, 5m)", f.periods, p)
+			}
+			periods = append(periods, d)
+		}
+	}
+	if f.rates != "" {
+		for r := range strings.SplitSeq(f.rates, ",") {
+			l, err := limiters.ParseLimit(strings.TrimSpace(r))
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("--rates %s: %w", f.rates, err)
+			}
+			rates = append(rates, l)
+		}
+	}
+	return algs, periods, rates, nil
+}
+
+// currentLimit reads --current: a limit written out, or the file (an
+// nginx.conf or a tier file) it names.
+func (f *planFlags) currentLimit(key accesslog.KeySpec) (*plan.Current, error) {
+	var file []byte
+	st, err := os.Stat(f.current)
+	switch {
+	case err == nil && !st.IsDir():
+		if file, err = os.ReadFile(f.current); err != nil {
+			return nil, err
+		}
+	case strings.HasSuffix(f.current, ".conf") || strings.HasSuffix(f.current, ".yaml") || strings.HasSuffix(f.current, ".yml") ||
+		strings.HasPrefix(f.current, "/") || strings.HasPrefix(f.current, "."):
+		// A file's name, and no such file: said so, rather than
+		// "not a rate".
+		return nil, fmt.Errorf("--current %s: no such file (nginx.conf or a tier file)", f.current)
+	}
+	cur, err := plan.ParseCurrent(f.current, file, filepath.Base(f.current), key)
+	if err != nil {
+		return nil, err
+	}
+	return &cur, nil
 }
 
 // settings are the plan's settings as its file records them: every flag

@@ -119,7 +119,6 @@ func planProgress(stderr io.Writer) plan.Progress {
 
 // printPlan prints p's tables and writes its file and report to dir.
 func printPlan(stdout io.Writer, pf *planFlags, p *plan.Plan, log string, settings map[string]string) error {
-	dir := pf.out
 	f := p.File(log, settings)
 	fmt.Fprintf(stdout, "%s\n\n", results.Wrap(p.Verdict(), 100))
 	for _, tb := range report.Tables(f, plan.Modes()) {
@@ -128,27 +127,40 @@ func printPlan(stdout io.Writer, pf *planFlags, p *plan.Plan, log string, settin
 		}
 		fmt.Fprintln(stdout)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("plan: %w", err)
+	saved, beside, err := savePlan(stdout, pf, p, f, log)
+	if err != nil {
+		return err
 	}
-	saved := filepath.Join(dir, "plan.json")
+	fmt.Fprintln(stdout, results.Wrap(planSaid(p, saved, filepath.Join(pf.out, "report.html"), beside), 100))
+	return nil
+}
+
+// savePlan writes the plan's results file f, its report, and what it
+// writes for nginx and the library into --out (printing those --emit
+// names), and returns the results file's path and what it wrote beside
+// it, as the last line says it.
+func savePlan(stdout io.Writer, pf *planFlags, p *plan.Plan, f *results.File, log string) (saved, beside string, err error) {
+	dir := pf.out
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", fmt.Errorf("plan: %w", err)
+	}
+	saved = filepath.Join(dir, "plan.json")
 	if err := results.WriteFile(saved, f); err != nil {
-		return fmt.Errorf("plan: %w", err)
+		return "", "", fmt.Errorf("plan: %w", err)
 	}
 	if _, err := plots.WriteReport(dir, f, plan.Modes(), saved); err != nil {
-		return fmt.Errorf("plan: the report: %w", err)
+		return "", "", fmt.Errorf("plan: the report: %w", err)
 	}
-	tiers := ""
 	if tf := p.TierFile(log); tf != nil {
-		tiers = filepath.Join(dir, "tiers.yaml")
+		tiers := filepath.Join(dir, "tiers.yaml")
 		if err := os.WriteFile(tiers, tf, 0o644); err != nil {
-			return fmt.Errorf("plan: %w", err)
+			return "", "", fmt.Errorf("plan: %w", err)
 		}
-		tiers = "; the bucket as ratelab serve --config: " + tiers
+		beside = "; the bucket as ratelab serve --config: " + tiers
 	}
 	key, err := accesslog.ParseKey(pf.key) // checked with the flags
 	if err != nil {
-		return fmt.Errorf("plan: %w", err)
+		return "", "", fmt.Errorf("plan: %w", err)
 	}
 	emitted := []struct{ name, text, emit string }{
 		{"nginx.conf", p.Nginx(key, log), "nginx"},
@@ -164,7 +176,7 @@ func printPlan(stdout io.Writer, pf *planFlags, p *plan.Plan, log string, settin
 		if e.name != "tiers.yaml" {
 			written = append(written, e.name)
 			if err := os.WriteFile(filepath.Join(dir, e.name), []byte(e.text), 0o644); err != nil {
-				return fmt.Errorf("plan: %w", err)
+				return "", "", fmt.Errorf("plan: %w", err)
 			}
 		}
 		if slices.Contains(strings.Split(pf.emit, ","), e.emit) {
@@ -172,16 +184,21 @@ func printPlan(stdout io.Writer, pf *planFlags, p *plan.Plan, log string, settin
 		}
 	}
 	if len(written) > 0 {
-		tiers += "; for nginx and the library: " + strings.Join(written, ", ") + " beside it (--emit prints them)"
+		beside += "; for nginx and the library: " + strings.Join(written, ", ") + " beside it (--emit prints them)"
 	}
+	return saved, beside, nil
+}
+
+// planSaid is the plan's last line: what was planned, how fast, and
+// where its results and report went (saved, page), with beside.
+func planSaid(p *plan.Plan, saved, page, beside string) string {
 	clients := results.Count(int64(p.Clients)) + " clients"
 	if p.Clients == 1 {
 		clients = "1 client"
 	}
 	if p.Merged > 0 {
-		fmt.Fprintln(stdout, results.Wrap(fmt.Sprintf("Merged %s into the plan of %s requests of %s in %.1fs (%s lines a second%s): the policy and whom it refuses, exactly; what it refuses in requests is not decided (a plan of the whole log decides it). Results: %s; the report: %s%s",
-			strings.TrimPrefix(shardsOf(p.Merged), "the log in "), results.Count(int64(p.Decided)), clients, p.Took.Seconds(), results.Count(int64(float64(p.Lines)/max(p.Took.Seconds(), 1e-3))), peakRSS(), saved, filepath.Join(dir, "report.html"), tiers), 100))
-		return nil
+		return fmt.Sprintf("Merged %s into the plan of %s requests of %s in %.1fs (%s lines a second%s): the policy and whom it refuses, exactly; what it refuses in requests is not decided (a plan of the whole log decides it). Results: %s; the report: %s%s",
+			strings.TrimPrefix(shardsOf(p.Merged), "the log in "), results.Count(int64(p.Decided)), clients, p.Took.Seconds(), results.Count(int64(float64(p.Lines)/max(p.Took.Seconds(), 1e-3))), peakRSS(), saved, page, beside)
 	}
 	what := "the policy alone (--limits adds a sweep)"
 	if n := len(p.Config.Limits); n > 0 {
@@ -197,11 +214,9 @@ func printPlan(stdout io.Writer, pf *planFlags, p *plan.Plan, log string, settin
 	}
 	took := fmt.Sprintf("%s, in %.1fs (%s lines a second%s)", on, p.Took.Seconds(), results.Count(int64(float64(p.Lines)/max(p.Took.Seconds(), 1e-3))), held)
 	if p.Undecided != "" {
-		fmt.Fprintln(stdout, results.Wrap(fmt.Sprintf("Planned %s requests of %s, %s%s: whom the policy refuses, exactly; what it refuses in requests is not decided: %s. Results: %s; the report: %s%s",
-			results.Count(int64(p.Decided)), clients, what, took, p.Undecided, saved, filepath.Join(dir, "report.html"), tiers), 100))
-		return nil
+		return fmt.Sprintf("Planned %s requests of %s, %s%s: whom the policy refuses, exactly; what it refuses in requests is not decided: %s. Results: %s; the report: %s%s",
+			results.Count(int64(p.Decided)), clients, what, took, p.Undecided, saved, page, beside)
 	}
-	fmt.Fprintln(stdout, results.Wrap(fmt.Sprintf("Planned %s requests of %s, %s%s. Results: %s; the report: %s%s",
-		results.Count(int64(p.Decided)), clients, what, took, saved, filepath.Join(dir, "report.html"), tiers), 100))
-	return nil
+	return fmt.Sprintf("Planned %s requests of %s, %s%s. Results: %s; the report: %s%s",
+		results.Count(int64(p.Decided)), clients, what, took, saved, page, beside)
 }

@@ -47,8 +47,28 @@ func writeSteps(w io.Writer, p painter, steps []Step) {
 	if deniedBy {
 		header = append(header, "denied by")
 	}
-	rows := [][]string{header}
-	kinds := []string{"header"}
+	rows, kinds := stepRows(steps, deniedBy)
+	rows, kinds = append([][]string{header}, rows...), append([]string{"header"}, kinds...)
+	widths := make([]int, len(header))
+	for k, r := range rows {
+		if kinds[k] == "elided" {
+			continue
+		}
+		for c := range header {
+			if c < len(r) {
+				widths[c] = max(widths[c], utf8.RuneCountInString(r[c]))
+			}
+		}
+	}
+	for k, r := range rows {
+		fmt.Fprintln(w, stepLine(p, r, kinds[k], widths))
+	}
+}
+
+// stepRows are the steps' rows (a shown step's cells and its note, or a
+// run of steps not shown as one line), each with its kind: "elided", or
+// the step's result.
+func stepRows(steps []Step, deniedBy bool) (rows [][]string, kinds []string) {
 	for i := 0; i < len(steps); {
 		st := steps[i]
 		if !st.Shown {
@@ -87,52 +107,44 @@ func writeSteps(w io.Writer, p painter, steps []Step) {
 		kinds = append(kinds, result)
 		i++
 	}
-	widths := make([]int, len(header))
-	for k, r := range rows {
-		if kinds[k] == "elided" {
-			continue
-		}
-		for c := range header {
-			if c < len(r) {
-				widths[c] = max(widths[c], utf8.RuneCountInString(r[c]))
-			}
-		}
+	return rows, kinds
+}
+
+// stepLine is row r of kind as printed: padded to widths, the result in
+// its colour, the header, an elided run and a note dim.
+func stepLine(p painter, r []string, kind string, widths []int) string {
+	var b strings.Builder
+	b.WriteString("   ")
+	if kind == "elided" {
+		b.WriteString(pad(r[0], widths[0], true))
+		b.WriteString("  ")
+		b.WriteString(p.dim(r[1]))
+		return b.String()
 	}
 	right := map[int]bool{0: true, 4: true, 5: true} // t, left, retry
-	for k, r := range rows {
-		var b strings.Builder
-		b.WriteString("   ")
-		if kinds[k] == "elided" {
-			b.WriteString(pad(r[0], widths[0], true))
-			b.WriteString("  ")
-			b.WriteString(p.dim(r[1]))
-			fmt.Fprintln(w, b.String())
+	for c, cell := range r {
+		if c >= len(widths) { // the note
+			if cell != "" {
+				b.WriteString("  ")
+				b.WriteString(p.dim(cell))
+			}
 			continue
 		}
-		for c, cell := range r {
-			if c >= len(header) { // the note
-				if cell != "" {
-					b.WriteString("  ")
-					b.WriteString(p.dim(cell))
-				}
-				continue
-			}
-			if c > 0 {
-				b.WriteString("  ")
-			}
-			padded := pad(cell, widths[c], right[c])
-			switch {
-			case kinds[k] == "header":
-				padded = p.dim(padded)
-			case c == 3 && cell == "ALLOW":
-				padded = p.green(padded)
-			case c == 3 && cell == "DENY":
-				padded = p.red(padded)
-			}
-			b.WriteString(padded)
+		if c > 0 {
+			b.WriteString("  ")
 		}
-		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+		padded := pad(cell, widths[c], right[c])
+		switch {
+		case kind == "header":
+			padded = p.dim(padded)
+		case c == 3 && cell == "ALLOW":
+			padded = p.green(padded)
+		case c == 3 && cell == "DENY":
+			padded = p.red(padded)
+		}
+		b.WriteString(padded)
 	}
+	return strings.TrimRight(b.String(), " ")
 }
 
 func writeSummary(w io.Writer, p painter, s *Summary) {

@@ -60,24 +60,7 @@ func Start(t testing.TB, conf func(dir string, port int) string, files ...string
 	if bin == "" {
 		t.Skip("nginx is not installed (make test-clocked installs Debian's nginx-light)")
 	}
-	// nginx's workers run as nobody: the folder must be readable by all.
-	dir, err := os.MkdirTemp("", "ratelab-nginx-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	for _, f := range files {
-		path := filepath.Join(dir, "www", f)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte("ok\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := site(t, files)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +93,40 @@ func Start(t testing.TB, conf func(dir string, port int) string, files ...string
 		}
 	})
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	listening(t, addr, dir, done, out, text)
+	return "http://" + addr
+}
+
+// site is a fresh folder for an nginx, with files below its www, each
+// answering "ok", removed when t ends. nginx's workers run as nobody: the
+// folder must be readable by all.
+func site(t testing.TB, files []string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ratelab-nginx-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	for _, f := range files {
+		path := filepath.Join(dir, "www", f)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("ok\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// listening waits up to 10s for the nginx of dir, whose process ends on
+// done, to answer on addr; it fails t with nginx's output and error log
+// (and its config, text) when it exits first.
+func listening(t testing.TB, addr, dir string, done <-chan error, out fmt.Stringer, text string) {
+	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
 			c.Close()
@@ -123,7 +140,7 @@ func Start(t testing.TB, conf func(dir string, port int) string, files ...string
 				t.Fatalf("nginx exited though %s answered (another on its port?): %v\n%s%s", addr, err, out, log)
 			case <-time.After(300 * time.Millisecond):
 			}
-			return "http://" + addr
+			return
 		}
 		select {
 		case err := <-done:
