@@ -110,12 +110,7 @@ func (p *Plan) peaksRows(log string) []results.Row {
 	row.Set(kind, kindPeaks)
 	row.Set(periodSetting, per.String())
 	pk := p.Peaks
-	for _, q := range []struct {
-		name string
-		v    float64
-	}{{p50, pk.P50}, {p90, pk.P90}, {p99, pk.P99}, {p999, pk.P999}, {maxName, pk.Max}} {
-		row.Add(q.name, results.UnitCount, q.v)
-	}
+	addQuantiles(&row, pk.P50, pk.P90, pk.P99, pk.P999, pk.Max)
 	row.Add(spareName, results.UnitFraction, p.Config.Spare)
 	row.Add(sparingName, results.UnitCount, pk.Sparing)
 	row.Add(clientsCount, results.UnitCount, float64(p.Clients))
@@ -233,12 +228,7 @@ func (p *Plan) envelopeRows(log string) []results.Row {
 		row := results.Row{Workload: log, Limiter: "clients"}
 		row.Set(kind, kindEnv)
 		row.Set(periodSetting, e.Period.String())
-		for _, q := range []struct {
-			name string
-			v    float64
-		}{{p50, e.P50}, {p90, e.P90}, {p99, e.P99}, {p999, e.P999}, {maxName, e.Max}} {
-			row.Add(q.name, results.UnitCount, q.v)
-		}
+		addQuantiles(&row, e.P50, e.P90, e.P99, e.P999, e.Max)
 		row.Add(sparingName, results.UnitCount, float64(e.Sparing))
 		row.Add(spareName, results.UnitFraction, p.Config.Spare)
 		addGap(&row, e.Gap, e.Separated)
@@ -273,12 +263,7 @@ func (p *Plan) frontierRows(log string) []results.Row {
 		row.Set(kind, kindFront)
 		row.Set(limitSetting, f.Rate.String())
 		row.Add(rateName, results.UnitCount, perSecond(f.Rate))
-		for _, q := range []struct {
-			name string
-			v    float64
-		}{{p50, f.P50}, {p90, f.P90}, {p99, f.P99}, {p999, f.P999}, {maxName, f.Max}} {
-			row.Add(q.name, results.UnitCount, q.v)
-		}
+		addQuantiles(&row, f.P50, f.P90, f.P99, f.P999, f.Max)
 		row.Add(burstName, results.UnitCount, float64(f.Burst))
 		addGap(&row, f.Gap, f.Separated)
 		row.Add(usersName, results.UnitCount, float64(f.Users))
@@ -470,5 +455,16 @@ func addRefused(row *results.Row, refused int64, decided int) {
 func addCount(row *results.Row, name string, n int64) {
 	if n >= 0 {
 		row.Add(name, results.UnitCount, float64(n))
+	}
+}
+
+// addQuantiles adds a distribution's quantiles to row: its median, 90th,
+// 99th and 99.9th percentiles and its most, counts.
+func addQuantiles(row *results.Row, q50, q90, q99, q999, most float64) {
+	for _, q := range []struct {
+		name string
+		v    float64
+	}{{p50, q50}, {p90, q90}, {p99, q99}, {p999, q999}, {maxName, most}} {
+		row.Add(q.name, results.UnitCount, q.v)
 	}
 }
