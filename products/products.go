@@ -1,0 +1,174 @@
+// Package products holds the rate limiters people run, each as a value:
+// how it decides a key's requests (its model, exact where the product's
+// source is, and said to be approximate where the product says its own
+// counts are), the limits it can express, and its configuration written
+// per key and read back. The plan writes its policy for each product and
+// replays the log through each one's model; the probe checks what the
+// plan wrote against the product running it.
+//
+// A product's decisions differ from the textbook algorithm it resembles:
+// HAProxy's rate is an estimate over two periods anchored at a key's
+// first request, and counts the requests it denies; nginx keeps its rate
+// in thousandths on a clock of milliseconds. The same policy written into
+// two products refuses different requests, which is why each is replayed
+// through its own model, not through the algorithm it is named after.
+package products
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/workloads/accesslog"
+)
+
+// A Product is a rate limiter people run.
+type Product interface {
+	// Name is the product's name as --emit takes it: "haproxy".
+	Name() string
+	// File is its configuration's file name: "haproxy.cfg".
+	File() string
+	// Express is the nearest rule the product can keep to the limit
+	// meant: a bucket (Burst its capacity) or a window of N per Per.
+	Express(want limiters.Limit) (Rule, error)
+	// NewKey is a fresh key's decisions under rules, all of which the
+	// product keeps on every request of the key (rules of this product).
+	NewKey(rules []Rule) Key
+	// Write is the configuration that keeps p.
+	Write(p Policy) (string, error)
+	// Read reads a configuration of the product back: the rules each key
+	// is decided by. name names the file in errors (name:line); key is
+	// what the plan counts requests under.
+	Read(text []byte, name string, key accesslog.KeySpec) (Read, error)
+}
+
+// A Rule is one limit as a product keeps it.
+type Rule interface {
+	// String is the rule in the product's own words: "http_req_rate(10s)
+	// gt 100".
+	String() string
+	// Meant is the limit it was expressed for.
+	Meant() limiters.Limit
+	// Changes says how the product keeps it otherwise than meant, in
+	// words ("" when it keeps it as meant).
+	Changes() string
+}
+
+// A Key is one key's state under a product's rules.
+type Key interface {
+	// Decide decides the key's request at t (nanoseconds since the
+	// epoch, not before the last request decided) and keeps what the
+	// product keeps of it.
+	Decide(t int64) Decision
+}
+
+// A Decision is what a product did with a request.
+type Decision struct {
+	Admitted bool
+	// Banned, for a refusal, says it was refused by a ban that an
+	// earlier request set (a product that bans refuses more than a limit
+	// would have).
+	Banned bool
+	// Held, for an admission, is how long the product held the request
+	// before serving it.
+	Held time.Duration
+}
+
+// A Policy is what a product is asked to keep: a set of rules for every
+// key, but the keys of a tier, each with rules of its own.
+type Policy struct {
+	// Key is how the keys are told apart: the client's address, or a
+	// request header.
+	Key accesslog.KeySpec
+	// Notes are said first, each a paragraph of the configuration's
+	// comment: what the policy is for, and what the product changes.
+	Notes []string
+	// Rules are every key's.
+	Rules []Rule
+	// Tiers are keys with rules of their own, in order.
+	Tiers []Tier
+	// Clients is about how many keys the product must hold at once.
+	Clients int
+	// Backend is where the product sends what it admits, named in one
+	// place of a whole configuration: "127.0.0.1:8080".
+	Backend string
+	// Listen is where a whole configuration listens: "127.0.0.1:8000".
+	Listen string
+}
+
+// A Tier is keys decided by rules of their own.
+type Tier struct {
+	Name  string
+	Keys  []string
+	Rules []Rule
+}
+
+// A Read is a product's configuration as read back: the rules of each
+// key.
+type Read struct {
+	// Name says the configuration as the tables do: "haproxy.cfg:
+	// http_req_rate(10s) gt 100".
+	Name string
+	// Rules are every key's but those of a tier.
+	Rules []Rule
+	// Tiers are the keys with rules of their own.
+	Tiers []Tier
+	// Notes say what was read otherwise than the product would.
+	Notes []string
+}
+
+// RulesOf returns the rules the read configuration keeps for key.
+func (r Read) RulesOf(key string) []Rule {
+	for _, t := range r.Tiers {
+		if slices.Contains(t.Keys, key) {
+			return t.Rules
+		}
+	}
+	return r.Rules
+}
+
+// All are the products ratelab writes for, in the order --emit lists
+// them.
+var All = []Product{HAProxy{}}
+
+// Parse returns the products a comma-separated list names (--emit).
+// Names not of a product are returned apart, for the caller to read as
+// its own ("ratelab", "nginx" while nginx is the plan's).
+func Parse(list string) (ps []Product, other []string) {
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		i := slices.IndexFunc(All, func(p Product) bool { return p.Name() == name })
+		if i < 0 {
+			other = append(other, name)
+			continue
+		}
+		if !slices.Contains(ps, All[i]) {
+			ps = append(ps, All[i])
+		}
+	}
+	return ps, other
+}
+
+// Names are the products' names, comma-separated.
+func Names() string {
+	var s []string
+	for _, p := range All {
+		s = append(s, p.Name())
+	}
+	return strings.Join(s, ", ")
+}
+
+// errorf is an error of product p's configuration name at line n (none:
+// 0).
+func errorf(p Product, name string, n int, format string, args ...any) error {
+	where := name
+	if n > 0 {
+		where = fmt.Sprintf("%s:%d", name, n)
+	}
+	return fmt.Errorf("%s: %s: %s", p.Name(), where, fmt.Sprintf(format, args...))
+}
