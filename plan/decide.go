@@ -49,6 +49,7 @@ func (p *Plan) decideCurves(cs *clients, decided kept, users []int32) {
 	// requests of the keys any of them may refuse, taken from the log's
 	// once (each policy's own pass over every request of the shop was a
 	// tenth of a plan's time).
+	p.decideProducts(keys, &decided)
 	may := p.cv.mayRefuseAny(in, p.policiesDecided(points))
 	decided = decided.only(may)
 	decide := func(a limiters.Algorithm, limits ...limiters.Limit) (int64, int64) {

@@ -2,12 +2,14 @@ package plan
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ratelab/ratelab/internal/config"
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/products"
 	"github.com/ratelab/ratelab/workloads/accesslog"
 	"github.com/ratelab/ratelab/workloads/synthlog"
 )
@@ -40,7 +42,21 @@ func TestMobileNeedsTwoNumbers(t *testing.T) {
 				rates = append(rates, r)
 			}
 		}
-		p := planOf(t, log.Bytes(), o, Config{Limits: limits, Rates: rates, Spare: 0.001, Algorithms: []limiters.Algorithm{limiters.SlidingLog, limiters.GCRA}})
+		// HAProxy on the first log (read again, for the test's replay, at
+		// seconds a log under the race detector): the same keys, its
+		// refusals to the request as the test replays them, the carrier
+		// NATs' tier raised to spare them.
+		var ps []products.Product
+		if seed == 1 {
+			ps = []products.Product{products.HAProxy{}}
+		}
+		p := planOf(t, log.Bytes(), o, Config{Limits: limits, Rates: rates, Spare: 0.001, Algorithms: []limiters.Algorithm{limiters.SlidingLog, limiters.GCRA}, Products: ps})
+		if len(ps) > 0 {
+			ha := checkProducts(t, fmt.Sprintf("seed %d", seed), p, readEntries(t, log.Bytes(), o), key)["haproxy"]
+			if ha.Strays+ha.Missed > 0 || ha.Clients != int64(len(truth.Sustained)) {
+				t.Errorf("seed %d: haproxy's %s refuses %d keys, %d the plan spares, sparing %d it refuses; want the %d sustained", seed, choiceRules(ha), ha.Clients, ha.Strays, ha.Missed, len(truth.Sustained))
+			}
+		}
 		for _, e := range p.Envelope {
 			t.Logf("envelope %v: p50 %g p99 %g max %g sparing %d", e.Period, e.P50, e.P99, e.Max, e.Sparing)
 		}

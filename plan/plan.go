@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/products"
 	"github.com/ratelab/ratelab/workloads/accesslog"
 )
 
@@ -76,6 +77,10 @@ type Config struct {
 	// not how many of their requests. A limit run today (Current) is
 	// decided over every request whatever it is.
 	Keep int64
+	// Products are the products the policy is written for (--emit
+	// haproxy): each keeps it in its own terms, and the log is replayed
+	// through its model (Plan.Products).
+	Products []products.Product
 }
 
 // check validates c, filling its defaults.

@@ -347,6 +347,9 @@ func (p *Plan) Verdict() string {
 			fmt.Fprintf(&s, " The %s that %s%s (monitors, health checks): a tier of %s, the bucket ×%g.", plural(int64(t.Keys), "key"), verb(t.Keys, "poll"), every, t.Policy, t.Scale)
 		}
 	}
+	for _, pp := range p.Products {
+		s.WriteString(productVerdict(pp, p.Bucket.Refused))
+	}
 	if r := p.Current; r != nil {
 		fmt.Fprintf(&s, " Your limit today, %s, refuses %s", r.Name, plural(r.Clients, "key"))
 		if w := r.byClassWords(p.Classes); w != "" {

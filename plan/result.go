@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/products"
 	"github.com/ratelab/ratelab/workloads/accesslog"
 )
 
@@ -104,9 +105,13 @@ type Plan struct {
 	// NginxPolicy is the bucket, the tier and the windows as nginx's
 	// limit_req can write them, decided where nginx rounds.
 	NginxPolicy NginxPolicy
+	// Products are the policy in each product's terms (Config.Products),
+	// and what each, replayed over the log, refuses.
+	Products []products.Choice
 
-	clientsByID []string // each client's key, by its number in Point.refusedOf
-	cv          *curves  // the keys' curves, once found
+	clientsByID   []string       // each client's key, by its number in Point.refusedOf
+	productWindow limiters.Limit // a window that sets the bucket's keys apart (separatingWindow)
+	cv            *curves        // the keys' curves, once found
 }
 
 // Peaks is the distribution of the clients' peaks.

@@ -166,6 +166,17 @@ func (p *Plan) policyRows(log string) []results.Row {
 			addRefused(&row, n.PairRefused, p.Decided)
 			add(row)
 		}
+		for _, pp := range p.Products {
+			row := results.Row{Workload: log, Limiter: pp.Product.Name() + " " + pp.Of}
+			row.Set(kind, kindPolicy)
+			row.Set(policySetting, choiceRules(pp))
+			if pp.Strays+pp.Missed > 0 {
+				row.Set(caughtSetting, strings.Join(pp.Caught, " "))
+			}
+			addCount(&row, clientsName, pp.Clients)
+			addRefused(&row, pp.Refused, p.Decided)
+			add(row)
+		}
 		for _, o := range p.WindowsOthers {
 			row := results.Row{Workload: log, Limiter: "windows " + string(o.Algorithm)}
 			row.Set(kind, kindPolicy)

@@ -447,4 +447,5 @@ func (p *Plan) undecided() {
 		w.Refused, w.decidedClients = -1, -1
 	}
 	p.nginxPolicy(func(...limiters.Limit) (int64, int64) { return -1, -1 })
+	p.decideProducts(nil, nil)
 }

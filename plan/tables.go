@@ -95,7 +95,8 @@ var mode = report.Mode{
 				"Of those rates, the one that sets the most keys apart, then one whose bucket spares the steady pollers as it is, then the widest gap; the burst inside it, what the kept keys need times --headroom. Where no rate separates, the bucket that spares all but --spare of the keys and lets the least through in the longest window the log reaches, and the keys it refuses are not called abusers. " +
 				"Or two windows together, a short and a long (composite decides both), from the envelope's gaps the same way: each N what the kept keys send in it times --headroom, and no less than what they send in twice its length, so that its forms (a sliding log, a fixed window, a sliding counter, nginx's buckets) refuse the same keys; a pair whose forms would not is not suggested. " +
 				"The keys that look like many users, and the steady pollers (one to three paths at a regular interval, at most about once a second: monitors, health checks, heartbeats), are left out of the arithmetic and get a tier of their own: the policy scaled, rate and burst, to the lowest rate of the frontier's at which it spares every one of them (×1: the bucket spares them as it is). " +
-				"In nginx (--emit nginx): limit_req's rate in whole requests a second or a minute (rounded up where the rate is neither, and kept by nginx in thousandths a second; the rounded bucket is decided again) and its burst one less than the bucket's (nginx admits the burst and one more at once); nginx has no window, and each window becomes a bucket of N at once refilled at N a period, decided as such.",
+				"In nginx (--emit nginx): limit_req's rate in whole requests a second or a minute (rounded up where the rate is neither, and kept by nginx in thousandths a second; the rounded bucket is decided again) and its burst one less than the bucket's (nginx admits the burst and one more at once); nginx has no window, and each window becomes a bucket of N at once refilled at N a period, decided as such. " +
+				"In a product (--emit haproxy): the windows (or, where they do not set the same keys apart, the bucket) as the product can say them, each limit raised (×1.1 up to ×4) until the product's own decisions, replayed over the log, refuse no key the plan spares; the keys refused are named where they are not the plan's.",
 			Header: []string{"for", "policy", "keys refused", "requests refused", "apart", "who"},
 			Left:   2,
 			Keep:   isKind(kindPolicy),
@@ -118,6 +119,10 @@ var mode = report.Mode{
 					who = "  the bucket in nginx"
 				case r.Limiter == "nginx windows":
 					who = "  the windows in nginx (buckets)"
+				default:
+					if name, of, ok := strings.Cut(r.Limiter, " "); ok && productNamed(name) {
+						who = fmt.Sprintf("  the %s in %s", of, name)
+					}
 				}
 				return []string{who, r.Setting(policySetting), countCell(r, clientsName), refusedCell(r), apart, r.Setting(caughtSetting)}
 			},

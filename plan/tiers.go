@@ -76,6 +76,7 @@ type aTier struct {
 	policy limiters.Limit
 	keys   []Client
 	share  float64
+	scale  float64 // the tier's policy over the bucket's
 }
 
 // maxTierKeys is how many pollers a plan lists in their tier, at most.
@@ -86,10 +87,10 @@ const maxTierKeys = 1000
 func (p *Plan) tiers() []aTier {
 	var out []aTier
 	if t := p.SharedTier; t.Keys > 0 && len(p.Shared) > 0 {
-		out = append(out, aTier{"shared", t.Policy, p.Shared, t.Share})
+		out = append(out, aTier{"shared", t.Policy, p.Shared, t.Share, t.Scale})
 	}
 	if t := p.PollerTier; t.Keys > 0 && len(p.Pollers) > 0 && t.Scale > 1 {
-		out = append(out, aTier{"pollers", t.Policy, p.Pollers, t.Share})
+		out = append(out, aTier{"pollers", t.Policy, p.Pollers, t.Share, t.Scale})
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"hash/maphash"
 	"io"
 	"math"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/products"
 	"github.com/ratelab/ratelab/workloads/accesslog"
 	"github.com/ratelab/ratelab/workloads/synthlog"
 )
@@ -62,10 +64,14 @@ func policyFrom(t *testing.T, entries []accesslog.Entry, c Config) *Plan {
 	}
 	p.Span = time.Duration(entries[len(entries)-1].At - entries[0].At)
 	p.Shared = shared(cs, c.Top, cs.grid)
-	if users := p.curves(cs, cv, decided); c.Current != nil {
+	users := p.curves(cs, cv, decided)
+	if c.Current != nil {
 		if err := p.decideCurrent(cs, kept{shards: []chunks{decided}}, users); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if len(c.Products) > 0 && users != nil {
+		p.decideProducts(cs.keys(), &kept{shards: []chunks{decided}})
 	}
 	return p
 }
@@ -188,10 +194,35 @@ func TestPolicyOnRandomWorlds(t *testing.T) {
 	const worlds = 120
 	var separable, separated, right, windowsSeparable, windowsRight, none, noAbuser int
 	var pollerWorlds, pollers, botnets, botnetsApart int
+	var haWorlds, haSame, haStrays, haMissed, haApart, haApartSame int
 	for seed := range uint64(worlds) {
 		w := synthlog.RandomWorld(seed + 1)
-		p, reqs, keys := policyOf(t, w, Config{Spare: 0.001})
+		p, reqs, keys := policyOf(t, w, Config{Spare: 0.001, Products: []products.Product{products.HAProxy{}}})
 		tr := truthOf(reqs, keys, DefaultPeriods, p.Span)
+		entries := make([]accesslog.Entry, len(reqs))
+		for i, r := range reqs {
+			entries[i] = accesslog.Entry{At: int64(r.At), Key: keys[r.Key].Key, N: 1}
+		}
+		if ha, ok := checkProducts(t, fmt.Sprintf("seed %d", seed+1), p, entries, accesslog.KeySpec{})["haproxy"]; ok {
+			haWorlds++
+			if ha.Strays+ha.Missed == 0 {
+				haSame++
+			}
+			if p.Separated {
+				haApart++
+				if ha.Strays+ha.Missed == 0 {
+					haApartSame++
+				}
+			}
+			if ha.Missed > 0 {
+				haMissed++
+				t.Logf("seed %d: haproxy's %s (%s ×%g) spares %d keys the plan refuses (%q)", seed+1, choiceRules(ha), ha.Of, ha.Scale, ha.Missed, ha.MissedKeys)
+			}
+			if ha.Strays > 0 {
+				haStrays++
+				t.Errorf("seed %d: haproxy's %s (%s ×%g) refuses %d keys the plan spares (%q), sparing %d", seed+1, choiceRules(ha), ha.Of, ha.Scale, ha.Strays, ha.StrayKeys, ha.Missed)
+			}
+		}
 		role := map[string]synthlog.Role{}
 		var abusers []string
 		for _, k := range keys {
@@ -273,6 +304,10 @@ func TestPolicyOnRandomWorlds(t *testing.T) {
 	}
 	t.Logf("%d worlds (%d with no abuser): %d separable by a bucket, the plan right on %d; %d of those by windows too, right on %d; the plan set keys apart in %d, none in %d",
 		worlds, noAbuser, separable, right, windowsSeparable, windowsRight, separated, none)
+	t.Logf("haproxy: written for %d worlds, refusing the plan's keys exactly in %d, a key the plan spares in %d, sparing a key it refuses in %d; of the %d where the plan set keys apart, the same keys in %d", haWorlds, haSame, haStrays, haMissed, haApart, haApartSame)
+	if haApartSame < haApart*19/20 {
+		t.Errorf("haproxy refuses the keys the plan sets apart in %d of %d worlds; want 19 in 20 at least", haApartSame, haApart)
+	}
 	t.Logf("%d worlds with pollers, %d pollers, each named and refused nothing; %d worlds with a botnet, %d of them separable and all set apart", pollerWorlds, pollers, botnets, botnetsApart)
 	if pollerWorlds < worlds/5 || botnetsApart < worlds/20 {
 		t.Errorf("the worlds drawn test too few pollers or botnets: %d worlds of pollers, %d of botnets set apart", pollerWorlds, botnetsApart)
@@ -335,8 +370,13 @@ func TestB2B(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := policyFrom(t, entries, Config{Spare: 0.001, Current: &today})
+		p := policyFrom(t, entries, Config{Spare: 0.001, Current: &today, Products: []products.Product{products.HAProxy{}}})
 		t.Log(p.Verdict())
+		// HAProxy's windows: the same keys, to the request as the test
+		// replays them.
+		if ha := checkProducts(t, fmt.Sprintf("seed %d", seed), p, entries, key)["haproxy"]; ha.Strays+ha.Missed > 0 || ha.Clients != int64(len(p.Caught)) {
+			t.Errorf("seed %d: haproxy's %s refuses %d keys, %d the plan spares, sparing %d it refuses; want the plan's %d", seed, choiceRules(ha), ha.Clients, ha.Strays, ha.Missed, len(p.Caught))
+		}
 		var abusers, partners []string
 		for _, k := range keys {
 			switch k.Role {

@@ -73,6 +73,13 @@ func (r HAProxyRule) Changes() string {
 	return s
 }
 
+// Spares: a key is refused only once its rate is above the limit, and
+// the rate counts the requests of the current period and the one before
+// (the requests denied only after the first is), shorter than two
+// periods: a key that never sends more than the limit in two periods is
+// never refused.
+func (r HAProxyRule) Spares() (int, time.Duration) { return r.Limit, 2 * r.Period }
+
 // haDuration is d in HAProxy's time format: the largest unit that
 // divides it ("10s", "1500ms", "2h").
 func haDuration(d time.Duration) string {

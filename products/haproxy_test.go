@@ -110,10 +110,10 @@ func haPolicy(t *testing.T) Policy {
 		return r
 	}
 	return Policy{
-		Key:   key,
-		Notes: []string{"ratelab plan's two windows for b2b.json."},
-		Rules: []Rule{rule(limiters.Limit{N: 100, Per: time.Minute}), rule(limiters.Limit{N: 2000, Per: time.Hour})},
-		Tiers: []Tier{{Name: "shared", Keys: []string{"key_a", "key_b"}, Rules: []Rule{rule(limiters.Limit{N: 600, Per: time.Minute})}}},
+		Key:     key,
+		Notes:   []string{"ratelab plan's two windows for b2b.json."},
+		Rules:   []Rule{rule(limiters.Limit{N: 100, Per: time.Minute}), rule(limiters.Limit{N: 2000, Per: time.Hour})},
+		Tiers:   []Tier{{Name: "shared", Keys: []string{"key_a", "key_b"}, Rules: []Rule{rule(limiters.Limit{N: 600, Per: time.Minute})}}},
 		Clients: 3000, Backend: "127.0.0.1:9000", Listen: "127.0.0.1:8000",
 	}
 }

@@ -56,6 +56,13 @@ type Rule interface {
 	Changes() string
 }
 
+// Bounded is a rule that refuses no key sending at most n requests in
+// any window of length within: the plan decides a rule only over the keys
+// that may pass it.
+type Bounded interface {
+	Spares() (n int, within time.Duration)
+}
+
 // A Key is one key's state under a product's rules.
 type Key interface {
 	// Decide decides the key's request at t (nanoseconds since the
@@ -127,6 +134,40 @@ func (r Read) RulesOf(key string) []Rule {
 		}
 	}
 	return r.Rules
+}
+
+// A Choice is a policy chosen for a product over a log (ratelab plan
+// --emit haproxy): the rules it keeps, and what the product, its log
+// replayed through its model, refuses beside the policy it was chosen
+// for.
+type Choice struct {
+	Product Product
+	// Of is which of the plan's policies it keeps: "bucket", "windows",
+	// or "window" (one of its own that spares every key the plan's bucket
+	// spares).
+	Of string
+	// Rules are every key's; Scale is how far their limits were raised
+	// above the plan's for the product to spare the keys the plan spares
+	// (1: as the plan's).
+	Rules []Rule
+	Scale float64
+	// Tiers are the plan's tiers (the keys that look like many users, the
+	// pollers), each with its scale of the rules, raised by TierScales
+	// (1: as the plan's) where the product would refuse its keys.
+	Tiers      []Tier
+	TierScales []float64
+	// Refused and Clients are the requests and keys it refuses of the
+	// keys the policy is for, replayed through the product's model;
+	// Banned of the requests, those a ban refused. -1: not decided (a
+	// merged plan, or one that kept too few requests).
+	Refused, Clients, Banned int64
+	// Caught are the first keys it refuses, the most refused first.
+	// Strays are keys it refuses that the plan's policy spares, Missed
+	// the keys the plan's policy refuses that it spares: how many of
+	// each, and the first few.
+	Caught                []string
+	Strays, Missed        int
+	StrayKeys, MissedKeys []string
 }
 
 // All are the products ratelab writes for, in the order --emit lists

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/plan"
+	"github.com/ratelab/ratelab/products"
 	"github.com/ratelab/ratelab/workloads/accesslog"
 )
 
@@ -104,7 +105,12 @@ header:X-Api-Key), the keys that look like many users sent to a zone of
 their own, and the two windows as nginx can say them (two buckets); the
 rates nginx cannot write are rounded up and decided again. --emit ratelab
 prints the ratelab serve --config file and the Go that builds the same
-limiter. Both are written beside plan.json either way.
+limiter. Both are written beside plan.json either way. --emit haproxy
+writes the policy as HAProxy keeps it (haproxy.cfg, whole: its backend
+is --backend): the windows or the bucket as http_req_rate rules, their
+limits raised where HAProxy, replayed over the log through its own
+count, would refuse a key the plan spares; what it refuses is said
+beside the plan's policy.
 
 A plan runs on every core of this machine (--cores N: on N; 1: one
 pass; a sweep is one pass, which decides on every core already): the log
@@ -224,7 +230,7 @@ func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 type planFlags struct {
 	format, key, cost, limits, algos, spare, refused, out string
 	timeField, status, agent, path                        string // a JSON log's fields
-	periods, rates, emit, current                         string
+	periods, rates, emit, current, backend                string
 	headroom, margin                                      float64
 	noTiers                                               bool
 	outliersFlag                                          string
@@ -257,7 +263,8 @@ func (f *planFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.out, "out", "", "the folder plan.json and the report go to (default out/plan-NAME, NAME the first log's name without its extension; a merge's out/plan-merged)")
 	fs.StringVar(&f.current, "current", "", "the limit you run today, decided beside the policy: 100/min, gcra 10/s burst 20, or nginx.conf, a tier file")
 	fs.StringVar(&f.memory, "memory", "", "the memory the plan keeps near, as Go's soft limit: 1.5GiB, 800MB (default: the least of 1.5 GiB and half this machine's; GOMEMLIMIT, if set)")
-	fs.StringVar(&f.emit, "emit", "", "print the policy as a limiter's configuration after the tables: nginx, ratelab, or nginx,ratelab (written to --out either way)")
+	fs.StringVar(&f.emit, "emit", "", "print the policy as a limiter's configuration after the tables, several with commas: nginx, ratelab (written to --out either way), or a product's ("+products.Names()+": decided over the log through its own model, and written to --out)")
+	fs.StringVar(&f.backend, "backend", "127.0.0.1:8080", "the application a product's whole configuration (--emit haproxy) sends what it admits to, named there once")
 }
 
 // check returns the plan and the reading f says.
@@ -294,13 +301,13 @@ func (f *planFlags) check() (plan.Config, accesslog.Options, error) {
 	if f.top < 1 {
 		return c, accesslog.Options{}, fmt.Errorf("--top %d: want 1 or more", f.top)
 	}
-	if f.emit != "" {
-		for e := range strings.SplitSeq(f.emit, ",") {
-			if !slices.Contains([]string{"nginx", "ratelab"}, strings.TrimSpace(e)) {
-				return c, accesslog.Options{}, fmt.Errorf("--emit %s: %q is not one of nginx, ratelab", f.emit, e)
-			}
+	ps, other := products.Parse(f.emit)
+	for _, e := range other {
+		if !slices.Contains([]string{"nginx", "ratelab"}, e) {
+			return c, accesslog.Options{}, fmt.Errorf("--emit %s: %q is not one of nginx, ratelab, %s", f.emit, e, products.Names())
 		}
 	}
+	c.Products = ps
 	c.Top = f.top
 	key, err := accesslog.ParseKey(f.key)
 	if err != nil {

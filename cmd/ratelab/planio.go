@@ -186,6 +186,25 @@ func savePlan(stdout io.Writer, pf *planFlags, p *plan.Plan, f *results.File, lo
 	if len(written) > 0 {
 		beside += "; for nginx and the library: " + strings.Join(written, ", ") + " beside it (--emit prints them)"
 	}
+	var made []string
+	for _, prod := range p.Config.Products {
+		text, err := p.ProductConfig(prod, key, log, pf.backend)
+		if err != nil {
+			return "", "", err
+		}
+		if text == "" {
+			continue
+		}
+		path := filepath.Join(dir, prod.File())
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			return "", "", fmt.Errorf("plan: %w", err)
+		}
+		made = append(made, prod.File())
+		fmt.Fprintf(stdout, "For %s (%s)\n\n%s\n", prod.Name(), path, text)
+	}
+	if len(made) > 0 {
+		beside += "; for the products asked: " + strings.Join(made, ", ")
+	}
 	return saved, beside, nil
 }
 

@@ -25,7 +25,7 @@ const (
 
 // Rooms are the folders the measures hold, each with the packages below
 // it, from the repository's root.
-var Rooms = []string{"limiters", "harness", "results", "plots", "plan", "probe", "workloads", "cmd", "internal", "tools"}
+var Rooms = []string{"limiters", "harness", "results", "plots", "plan", "probe", "products", "workloads", "cmd", "internal", "tools"}
 
 // A Breach is a file or a function past its measure.
 type Breach struct {

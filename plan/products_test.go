@@ -1,0 +1,128 @@
+package plan
+
+import (
+	"bytes"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/ratelab/ratelab/products"
+	"github.com/ratelab/ratelab/workloads/accesslog"
+)
+
+// checkProducts checks each product's policy the plan chose against the
+// log, apart from the plan: its configuration as written, read back, and
+// the log's requests replayed through a decision the test keeps itself
+// (for HAProxy, freq_ctr.c's arithmetic as the C has it); the keys and
+// requests refused must be the plan's, to the request. It returns the
+// products' policies by name.
+func checkProducts(t *testing.T, name string, p *Plan, entries []accesslog.Entry, key accesslog.KeySpec) map[string]products.Choice {
+	t.Helper()
+	out := map[string]products.Choice{}
+	for _, pp := range p.Products {
+		out[pp.Product.Name()] = pp
+		text, err := p.ProductConfig(pp.Product, key, "access.log", "127.0.0.1:9000")
+		if err != nil {
+			t.Fatalf("%s: %s: %v", name, pp.Product.Name(), err)
+		}
+		read, err := pp.Product.Read([]byte(text), pp.Product.File(), key)
+		if err != nil {
+			t.Fatalf("%s: %s as written does not read back: %v\n%s", name, pp.Product.File(), err, text)
+		}
+		var decide func(rules []products.Rule) func(at int64) bool
+		switch pp.Product.(type) {
+		case products.HAProxy:
+			decide = haproxyByHand
+		default:
+			t.Fatalf("%s: no replay of %s's decisions in the test", name, pp.Product.Name())
+		}
+		keys := map[string]func(int64) bool{}
+		refused := map[string]int64{}
+		var requests int64
+		for _, e := range entries {
+			k, ok := keys[e.Key]
+			if !ok {
+				k = decide(read.RulesOf(e.Key))
+				keys[e.Key] = k
+			}
+			if !k(e.At) {
+				refused[e.Key]++
+				requests++
+			}
+		}
+		if requests != pp.Refused || int64(len(refused)) != pp.Clients {
+			t.Errorf("%s: %s (%s) refuses %d requests of %d keys, replayed by the test; the plan says %d of %d\n%s",
+				name, pp.Product.Name(), choiceRules(pp), requests, len(refused), pp.Refused, pp.Clients, text)
+		}
+	}
+	return out
+}
+
+// haproxyByHand is a key under HAProxy's rules as src/freq_ctr.c (2.6)
+// keeps each: update_freq_ctr_period at each request tracked, then
+// read_freq_ctr_period, the total over the period divided by it, denied
+// when above the limit of any rule.
+func haproxyByHand(rules []products.Rule) func(at int64) bool {
+	type ctr struct{ tick, curr, prev int64 }
+	ctrs := make([]*ctr, len(rules))
+	return func(at int64) bool {
+		now := at / int64(time.Millisecond)
+		admitted := true
+		for i, r := range rules {
+			hr := r.(products.HAProxyRule)
+			period := int64(hr.Period / time.Millisecond)
+			c := ctrs[i]
+			switch {
+			case c == nil: // a new entry: its first period starts now
+				c = &ctr{tick: now &^ 1, curr: 1}
+				ctrs[i] = c
+			case now-c.tick < period:
+				c.curr++
+			case now-c.tick < 2*period:
+				c.prev, c.curr, c.tick = c.curr, 1, (c.tick+period)&^1
+			default:
+				c.prev, c.curr, c.tick = 0, 1, now&^1
+			}
+			// freq_ctr_total with pend -1, then divided by the period.
+			curr, past := c.curr, c.prev
+			remain := c.tick + period - now
+			if remain < 0 {
+				remain += period
+				if remain >= 0 {
+					past = curr
+				} else {
+					past = 0
+				}
+				curr = 0
+			}
+			total := past*remain + curr*period
+			if curr == 0 && past <= 1 {
+				total = past * period
+			}
+			if total/period > int64(hr.Limit) {
+				admitted = false
+			}
+		}
+		return admitted
+	}
+}
+
+// readEntries are the requests of log as o reads them, in time order.
+func readEntries(t *testing.T, log []byte, o accesslog.Options) []accesslog.Entry {
+	t.Helper()
+	r, err := accesslog.NewReader([]accesslog.Input{{Name: "access.log", R: bytes.NewReader(log)}}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []accesslog.Entry
+	for {
+		e, err := r.Read()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+}
