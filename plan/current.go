@@ -12,6 +12,7 @@ import (
 	"github.com/ratelab/ratelab/internal/config"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/tiers"
+	"github.com/ratelab/ratelab/products"
 	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/workloads/accesslog"
 )
@@ -20,7 +21,8 @@ import (
 // the policy suggested: whom it refuses, of which class ("your limit
 // today refuses 150 integrations"). It is read from ratelab's own words
 // (a limit, "100/min" or "gcra 10/s burst 20", several with commas; a
-// tier file) or from nginx's limit_req_zone and limit_req lines.
+// tier file), from nginx's limit_req_zone and limit_req lines, or from a
+// product's configuration (a haproxy.cfg's stick tables and denies).
 type Current struct {
 	// Name says it as the tables do: "100/min (sliding log)",
 	// "nginx.conf: rate=5r/s burst=10".
@@ -35,6 +37,11 @@ type Current struct {
 	// tierOf, if set, names each key's tier (nginx's maps): "" for a key
 	// no zone applies to.
 	tierOf func(key string) string
+	// product, if set, is the product whose configuration was read (a
+	// haproxy.cfg), and read its rules: the log is replayed through the
+	// product's own model, not through Tiers.
+	product products.Product
+	read    products.Read
 }
 
 // ParseCurrent reads a limit a user runs: a limit in ratelab's words
@@ -47,6 +54,13 @@ type Current struct {
 func ParseCurrent(s string, file []byte, name string, key accesslog.KeySpec) (Current, error) {
 	if file == nil {
 		return parseLimits(s)
+	}
+	if prod := products.Of(file); prod != nil {
+		r, err := prod.Read(file, name, key)
+		if err != nil {
+			return Current{}, fmt.Errorf("plan: --current: %w", err)
+		}
+		return Current{Name: r.Name, Notes: r.Notes, product: prod, read: r}, nil
 	}
 	if bytes.Contains(file, []byte("limit_req")) {
 		return parseNginx(file, name, key)
@@ -166,6 +180,9 @@ func (p *Plan) nodeOf(decided kept) []int {
 // run today refuses: over all of them (node nil), or on each node apart
 // (node: each input's), each node's limiter its own.
 func refusedToday(cur *Current, keys []string, decided kept, node []int) ([]int64, error) {
+	if cur.product != nil {
+		return refusedByProduct(cur, keys, decided, node), nil
+	}
 	t := cur.Tiers
 	exempt := make([]bool, len(keys))
 	if cur.tierOf != nil {
@@ -209,6 +226,37 @@ func refusedToday(cur *Current, keys []string, decided kept, node []int) ([]int6
 		}
 	})
 	return refused, nil
+}
+
+// refusedByProduct is refusedToday of a product's configuration: each
+// key's requests replayed through the product's model of the rules the
+// configuration gives it, on each node apart where node is set.
+func refusedByProduct(cur *Current, keys []string, decided kept, node []int) []int64 {
+	type nodeKey struct {
+		node int
+		id   int32
+	}
+	state := map[nodeKey]products.Key{}
+	refused := make([]int64, len(keys))
+	all := make([]bool, len(keys))
+	for id := range all {
+		all[id] = true
+	}
+	decided.each(all, func(q keptRequest) {
+		k := nodeKey{id: q.id}
+		if node != nil && q.input >= 0 && q.input < len(node) {
+			k.node = node[q.input]
+		}
+		s, ok := state[k]
+		if !ok {
+			s = cur.product.NewKey(cur.read.RulesOf(keys[q.id]))
+			state[k] = s
+		}
+		if !s.Decide(q.at).Admitted {
+			refused[q.id]++
+		}
+	})
+	return refused
 }
 
 // count fills r from the requests the limit refused of each key: the

@@ -28,10 +28,19 @@ func (p *Plan) ProductConfig(prod products.Product, key accesslog.KeySpec, log, 
 	pol.Notes = append(pol.Notes, fmt.Sprintf("ratelab plan's %s for %s, keyed by %s: %s.", pp.Of, log, key, productSays(pp)))
 	for _, r := range pp.Rules {
 		if ch := r.Changes(); ch != "" {
-			pol.Notes = append(pol.Notes, fmt.Sprintf("%s keeps %s: %s.", prod.Name(), r, ch))
+			pol.Notes = append(pol.Notes, fmt.Sprintf("%s keeps %s: %s.", prod.Title(), r, ch))
 		}
 	}
 	pol.Notes = append(pol.Notes, productDecided(pp))
+	var expect []string
+	for _, r := range pp.Rules {
+		expect = append(expect, r.Expect())
+	}
+	probeKey := "source"
+	if key.Header != "" {
+		probeKey = "header:" + key.Header
+	}
+	pol.Notes = append(pol.Notes, fmt.Sprintf("Running, it is checked from outside with ratelab probe --key %s --expect '%s' URL.", probeKey, strings.Join(expect, ", ")))
 	pol.Tiers = pp.Tiers
 	return prod.Write(pol)
 }
@@ -81,7 +90,7 @@ func choiceRules(pp products.Choice) string {
 // productVerdict is the verdict's sentence of pp: what the product keeps
 // and refuses beside the plan's policy.
 func productVerdict(pp products.Choice, bucket int64) string {
-	s := fmt.Sprintf(" As %s keeps it: %s", pp.Product.Name(), choiceRules(pp))
+	s := fmt.Sprintf(" As %s keeps it: %s", pp.Product.Title(), choiceRules(pp))
 	if pp.Scale != 1 {
 		s += fmt.Sprintf(" (×%g)", pp.Scale)
 	}
@@ -107,7 +116,7 @@ func productDecided(pp products.Choice) string {
 	if pp.Refused < 0 {
 		return "Not replayed over the log: a merged plan, or one that kept too few of its requests, decides no request."
 	}
-	s := fmt.Sprintf("Replayed over the log through %s's own decisions, it refuses %s and %s", pp.Product.Name(), plural(pp.Clients, "key"), plural(pp.Refused, "request"))
+	s := fmt.Sprintf("Replayed over the log through %s's own decisions, it refuses %s and %s", pp.Product.Title(), plural(pp.Clients, "key"), plural(pp.Refused, "request"))
 	if pp.Banned > 0 {
 		s += fmt.Sprintf(" (%s of them by a ban)", results.Count(pp.Banned))
 	}

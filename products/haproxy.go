@@ -32,8 +32,9 @@ type HAProxyRule struct {
 	meant  limiters.Limit
 }
 
-func (HAProxy) Name() string { return "haproxy" }
-func (HAProxy) File() string { return "haproxy.cfg" }
+func (HAProxy) Name() string  { return "haproxy" }
+func (HAProxy) Title() string { return "HAProxy" }
+func (HAProxy) File() string  { return "haproxy.cfg" }
 
 // Express keeps a window of N per Per as http_req_rate(Per) gt N (the
 // period in whole milliseconds), and a bucket of capacity b refilled at
@@ -71,6 +72,13 @@ func (r HAProxyRule) Changes() string {
 		s = fmt.Sprintf("no bucket: %s, the nearest window to %s (the time it takes to fill again)", s, m)
 	}
 	return s
+}
+
+// Expect: from outside, the rate is a sliding counter's, windows from a
+// key's first request, refusals counted, its weighted count truncated
+// (the probe's words for freq_ctr).
+func (r HAProxyRule) Expect() string {
+	return "sliding-counter " + limiters.Limit{N: r.Limit, Per: r.Period}.String()
 }
 
 // Spares: a key is refused only once its rate is above the limit, and

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelab/ratelab/internal/haproxytest"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/workloads/accesslog"
 )
@@ -187,6 +188,8 @@ backend per_user
 		{"frontend fe\n    http-request deny if { sc_http_req_rate(0) gt 5 }\n", "no http-request deny on a tracked"},
 		{"frontend fe\n    stick-table type ip size 1k store http_req_rate(ten)\n", "edge.cfg:2: http_req_rate(ten)"},
 		{"frontend fe\n    http-request track-scX src\n", "edge.cfg:2: track-scX"},
+		{"frontend fe\n    http-request track-sc0 src\n    http-request deny if { sc_http_req_rate(0) gt many }\n", "edge.cfg:3: { sc_http_req_rate(0) gt many }"},
+		{"frontend fe\n    http-request track-sc0 src\n    http-request deny if { sc0_http_req_rate lt 5 }\n", "edge.cfg:3: { sc0_http_req_rate lt 5 }"},
 		{"frontend fe\n    http-request track-sc0 src table t\n    http-request deny if { sc_http_req_rate(0) gt 5 }\nbackend t\n    stick-table type ip size 1k store gpc0\n", "edge.cfg:3: the table t stores no http_req_rate"},
 	} {
 		if _, err := (HAProxy{}).Read([]byte(bad.cfg), "edge.cfg", key); err == nil || !strings.Contains(err.Error(), bad.want) {
@@ -199,14 +202,9 @@ backend per_user
 // header (skipped where HAProxy is not installed, unless
 // HAPROXY_REQUIRED).
 func TestHAProxyChecks(t *testing.T) {
-	bin, err := exec.LookPath("haproxy")
-	if err != nil {
-		if bin, err = "/usr/sbin/haproxy", nil; !exists(bin) {
-			if os.Getenv("HAPROXY_REQUIRED") != "" {
-				t.Fatal("haproxy is not installed")
-			}
-			t.Skip("haproxy is not installed (make test-clocked installs Debian's haproxy)")
-		}
+	bin := haproxytest.Binary(t)
+	if bin == "" {
+		t.Skip("haproxy is not installed (make test-clocked installs Debian's haproxy)")
 	}
 	for _, k := range []string{"header:X-Api-Key", "ip"} {
 		p := haPolicy(t)
@@ -226,9 +224,4 @@ func TestHAProxyChecks(t *testing.T) {
 			t.Errorf("--key %s: haproxy -c: %v\n%s\n%s", k, err, out, text)
 		}
 	}
-}
-
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }

@@ -1,6 +1,7 @@
 package products
 
 import (
+	"bytes"
 	"regexp"
 	"slices"
 	"strconv"
@@ -69,6 +70,12 @@ var (
 // deny lines that compare a tracked rate (gt or ge a limit), under acls
 // that list keys (a tier each). key is the plan's: a counter tracking
 // another fetch is taken for it, and said so.
+// Recognizes a configuration that stores an http_req_rate in a stick
+// table.
+func (HAProxy) Recognizes(text []byte) bool {
+	return bytes.Contains(text, []byte("http_req_rate(")) && bytes.Contains(text, []byte("stick-table"))
+}
+
 func (h HAProxy) Read(text []byte, name string, key accesslog.KeySpec) (Read, error) {
 	c := haConf{name: name, tables: map[string]time.Duration{}, acls: map[string][]string{}, aclOn: map[string]string{}}
 	for i, raw := range strings.Split(string(text), "\n") {
@@ -198,8 +205,11 @@ func (c *haConf) condition(s string, n int) ([]haTerm, error) {
 				if end < 0 {
 					return nil, errorf(HAProxy{}, c.name, n, "an anonymous acl's { has no }")
 				}
-				if r, ok := haRateOf(strings.Fields(rest[1:end])); ok {
+				f := strings.Fields(rest[1:end])
+				if r, ok := haRateOf(f); ok {
 					t.rates = append(t.rates, r)
+				} else if len(f) > 0 && haRateRe.MatchString(f[0]) {
+					return nil, errorf(HAProxy{}, c.name, n, "{ %s }: want a tracked rate, gt or ge, and a whole number, as in { sc_http_req_rate(0) gt 100 }", strings.Join(f, " "))
 				}
 				rest = strings.TrimSpace(rest[end+1:])
 				continue

@@ -26,8 +26,10 @@ import (
 
 // A Product is a rate limiter people run.
 type Product interface {
-	// Name is the product's name as --emit takes it: "haproxy".
+	// Name is the product's name as --emit takes it: "haproxy"; Title
+	// as a sentence says it: "HAProxy".
 	Name() string
+	Title() string
 	// File is its configuration's file name: "haproxy.cfg".
 	File() string
 	// Express is the nearest rule the product can keep to the limit
@@ -42,6 +44,9 @@ type Product interface {
 	// is decided by. name names the file in errors (name:line); key is
 	// what the plan counts requests under.
 	Read(text []byte, name string, key accesslog.KeySpec) (Read, error)
+	// Recognizes says whether text looks like the product's
+	// configuration (--current takes any product's file).
+	Recognizes(text []byte) bool
 }
 
 // A Rule is one limit as a product keeps it.
@@ -54,6 +59,9 @@ type Rule interface {
 	// Changes says how the product keeps it otherwise than meant, in
 	// words ("" when it keeps it as meant).
 	Changes() string
+	// Expect is the rule as ratelab probe --expect takes it, what the
+	// probe finds of the product keeping it: "sliding-counter 20/10s".
+	Expect() string
 }
 
 // Bounded is a rule that refuses no key sending at most n requests in
@@ -193,6 +201,16 @@ func Parse(list string) (ps []Product, other []string) {
 		}
 	}
 	return ps, other
+}
+
+// Of is the product whose configuration text looks like, nil for none.
+func Of(text []byte) Product {
+	for _, p := range All {
+		if p.Recognizes(text) {
+			return p
+		}
+	}
+	return nil
 }
 
 // Names are the products' names, comma-separated.

@@ -261,7 +261,7 @@ func (f *planFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.top, "top", 10, "how many clients the tables name")
 	fs.DurationVar(&f.reorder, "reorder", 2*time.Second, "how far out of time order the lines of one file may be and still be taken in order (files are merged by time whatever it is)")
 	fs.StringVar(&f.out, "out", "", "the folder plan.json and the report go to (default out/plan-NAME, NAME the first log's name without its extension; a merge's out/plan-merged)")
-	fs.StringVar(&f.current, "current", "", "the limit you run today, decided beside the policy: 100/min, gcra 10/s burst 20, or nginx.conf, a tier file")
+	fs.StringVar(&f.current, "current", "", "the limit you run today, decided beside the policy: 100/min, gcra 10/s burst 20, or nginx.conf, a tier file, haproxy.cfg")
 	fs.StringVar(&f.memory, "memory", "", "the memory the plan keeps near, as Go's soft limit: 1.5GiB, 800MB (default: the least of 1.5 GiB and half this machine's; GOMEMLIMIT, if set)")
 	fs.StringVar(&f.emit, "emit", "", "print the policy as a limiter's configuration after the tables, several with commas: nginx, ratelab (written to --out either way), or a product's ("+products.Names()+": decided over the log through its own model, and written to --out)")
 	fs.StringVar(&f.backend, "backend", "127.0.0.1:8080", "the application a product's whole configuration (--emit haproxy) sends what it admits to, named there once")
@@ -358,7 +358,7 @@ func (f *planFlags) lists() (algs []limiters.Algorithm, periods []time.Duration,
 }
 
 // currentLimit reads --current: a limit written out, or the file (an
-// nginx.conf or a tier file) it names.
+// nginx.conf, a tier file, a product's configuration) it names.
 func (f *planFlags) currentLimit(key accesslog.KeySpec) (*plan.Current, error) {
 	var file []byte
 	st, err := os.Stat(f.current)
@@ -367,11 +367,11 @@ func (f *planFlags) currentLimit(key accesslog.KeySpec) (*plan.Current, error) {
 		if file, err = os.ReadFile(f.current); err != nil {
 			return nil, err
 		}
-	case strings.HasSuffix(f.current, ".conf") || strings.HasSuffix(f.current, ".yaml") || strings.HasSuffix(f.current, ".yml") ||
+	case strings.HasSuffix(f.current, ".conf") || strings.HasSuffix(f.current, ".cfg") || strings.HasSuffix(f.current, ".yaml") || strings.HasSuffix(f.current, ".yml") ||
 		strings.HasPrefix(f.current, "/") || strings.HasPrefix(f.current, "."):
 		// A file's name, and no such file: said so, rather than
 		// "not a rate".
-		return nil, fmt.Errorf("--current %s: no such file (nginx.conf or a tier file)", f.current)
+		return nil, fmt.Errorf("--current %s: no such file (nginx.conf, a tier file, haproxy.cfg)", f.current)
 	}
 	cur, err := plan.ParseCurrent(f.current, file, filepath.Base(f.current), key)
 	if err != nil {

@@ -16,11 +16,13 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/internal/config"
+	"github.com/ratelab/ratelab/internal/haproxytest"
 	"github.com/ratelab/ratelab/internal/nginxtest"
 	"github.com/ratelab/ratelab/internal/server"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/gcra"
 	"github.com/ratelab/ratelab/plan"
+	"github.com/ratelab/ratelab/products"
 	"github.com/ratelab/ratelab/workloads/accesslog"
 	"github.com/ratelab/ratelab/workloads/synthlog"
 )
@@ -31,7 +33,7 @@ import (
 // press: with 100 behind each it was 100/s burst 940, which under make
 // test-clocked's load a probe could not; now every key's bucket, 20/s
 // burst 38, spares them as it is, and the tier is the same), plans it as
-// a user would, --format caddy --emit nginx,ratelab, and returns the
+// a user would, --format caddy --emit nginx,ratelab,haproxy, and returns the
 // log's path, the plan's folder and its two policies: every key's bucket
 // and the shared keys' tier, read back from tiers.yaml.
 func loopLog(t *testing.T) (log, out string, users, shared limiters.Limit) {
@@ -49,7 +51,7 @@ func loopLog(t *testing.T) (log, out string, users, shared limiters.Limit) {
 		t.Fatal(err)
 	}
 	out = filepath.Join(dir, "plan")
-	if _, stderr, code := ratelab(t, "", "plan", "--format", "caddy", "--emit", "nginx,ratelab", "--out", out, log); code != 0 {
+	if _, stderr, code := ratelab(t, "", "plan", "--format", "caddy", "--emit", "nginx,ratelab,haproxy", "--out", out, log); code != 0 {
 		t.Fatalf("plan: exit %d: %s", code, stderr)
 	}
 	c, err := config.Load(filepath.Join(out, "tiers.yaml"))
@@ -235,6 +237,33 @@ func TestPlanEmittedLoop(t *testing.T) {
 			t.Cleanup(func() { srv.Close() })
 			if code, said := probeExpects(t, "http://"+ln.Addr().String()+"/", tier.want); code != 0 {
 				t.Errorf("ratelab serve --config tiers.yaml, --expect %s: exit %d\n%s", tier.want, code, said)
+			}
+		})
+	}
+	// HAProxy with the plan's haproxy.cfg, bound and backed as a person
+	// running it edits it: its short window as the plan's words for the
+	// probe say it; and the same doubled, which it is not.
+	ha, err := os.ReadFile(filepath.Join(out, "haproxy.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := products.HAProxy{}.Read(ha, "haproxy.cfg", accesslog.KeySpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := read.Rules[0].(products.HAProxyRule)
+	doubled := short
+	doubled.Limit *= 2
+	for _, c := range []struct {
+		name string
+		want string
+		code int
+	}{{"haproxy", short.Expect(), 0}, {"haproxy doubled", doubled.Expect(), 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			base := haproxytest.Start(t, string(ha))
+			if code, said := probeExpectsAll(t, base+"/", c.want, "--look", "0s"); code != c.code {
+				t.Errorf("haproxy.cfg as emitted (%s), --expect %s: exit %d, want %d\n%s", short, c.want, code, c.code, said)
 			}
 		})
 	}

@@ -29,7 +29,7 @@ func TestPlanCommand(t *testing.T) {
 	zw.Close()
 	dir := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	if err := run(context.Background(), []string{"plan", "--limits", "2/s..50/s", "--steps", "6", "--spare", "0.2%", "--out", dir}, &log, &stdout, &stderr); err != nil {
+	if err := run(context.Background(), []string{"plan", "--limits", "2/s..50/s", "--steps", "6", "--spare", "0.2%", "--emit", "haproxy", "--out", dir}, &log, &stdout, &stderr); err != nil {
 		t.Fatalf("plan: %v\n%s", err, stderr.String())
 	}
 	out := stdout.String()
@@ -84,6 +84,25 @@ func TestPlanCommand(t *testing.T) {
 	if nginxRow == nil || todayRow == nil || nginxRow[1] != todayRow[1] || nginxRow[2] != todayRow[2] {
 		t.Errorf("the policy in nginx refuses %q; its nginx.conf as --current %q\n%s", nginxRow, todayRow, again.String())
 	}
+	// And its haproxy.cfg: what the plan said HAProxy refuses.
+	again.Reset()
+	log.Reset()
+	zw = gzip.NewWriter(&log)
+	synthlog.WriteShop(zw, synthlog.Shop{Users: 1500, Span: 10 * time.Minute, Abusers: 1, Offices: 1})
+	zw.Close()
+	if err := run(context.Background(), []string{"plan", "--limits", "2/s..50/s", "--steps", "6", "--spare", "0.2%", "--out", t.TempDir(), "--current", filepath.Join(dir, "haproxy.cfg")}, &log, &again, &stderr); err != nil {
+		t.Fatalf("plan --current haproxy.cfg: %v\n%s", err, stderr.String())
+	}
+	var haRow []string
+	for _, r := range f.Rows {
+		if strings.HasPrefix(r.Limiter, "haproxy ") {
+			haRow = []string{r.Limiter, results.Count(int64(r.Count("clients_refused"))), results.Count(int64(r.Count("refused")))}
+		}
+	}
+	todayRow = regexp.MustCompile(`│ haproxy.cfg: http_req_rate[^│]*│ +(\d+) │ +([\d,]+)`).FindStringSubmatch(again.String())
+	if haRow == nil || todayRow == nil || haRow[1] != todayRow[1] || haRow[2] != todayRow[2] {
+		t.Errorf("the policy in haproxy refuses %q (plan.json); its haproxy.cfg as --current %q\n%s", haRow, todayRow, again.String())
+	}
 }
 
 // A --current that cannot be read fails with the line it could not read.
@@ -91,10 +110,13 @@ func TestPlanCurrentBad(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "nginx.conf")
 	os.WriteFile(conf, []byte("limit_req_zone $binary_remote_addr zone=one:10m rate=5r/h;\nlimit_req zone=one;\n"), 0o644)
+	haCfg := filepath.Join(dir, "haproxy.cfg")
+	os.WriteFile(haCfg, []byte("backend t\n    stick-table type ip size 1k expire 20s store http_req_rate(10s)\n    http-request deny if { sc_http_req_rate(0) gt many }\n"), 0o644)
 	for _, c := range []struct{ current, want string }{
 		{"100/fortnight", "not a rate"},
 		{filepath.Join(dir, "missing.conf"), "no such file"},
 		{conf, "nginx.conf:1: rate=5r/h"},
+		{haCfg, "haproxy.cfg:3:"},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := run(context.Background(), []string{"plan", "--out", dir, "--current", c.current, "-"}, strings.NewReader(""), &stdout, &stderr)
@@ -119,6 +141,7 @@ func TestPlanBadInput(t *testing.T) {
 		{[]string{"--spare", "2"}, "--spare 2"},
 		{[]string{"--refused", "maybe"}, "want count or drop"},
 		{[]string{"--algos", "gcra,nope"}, "nope"},
+		{[]string{"--emit", "haproxy,envoi"}, `"envoi" is not one of nginx, ratelab, haproxy`},
 		{[]string{"--key", "user"}, "want ip, field:NAME"},
 		{[]string{"--format", "$remote_addr $status"}, "has no time"},
 		{[]string{"--format", "csv", "--key", "field:user"}, "CSV trace's key"},

@@ -200,7 +200,7 @@ func savePlan(stdout io.Writer, pf *planFlags, p *plan.Plan, f *results.File, lo
 			return "", "", fmt.Errorf("plan: %w", err)
 		}
 		made = append(made, prod.File())
-		fmt.Fprintf(stdout, "For %s (%s)\n\n%s\n", prod.Name(), path, text)
+		fmt.Fprintf(stdout, "For %s (%s)\n\n%s\n", prod.Title(), path, text)
 	}
 	if len(made) > 0 {
 		beside += "; for the products asked: " + strings.Join(made, ", ")
