@@ -44,7 +44,7 @@ type aCandidate struct {
 // of those it does. users are the keys the policy is for; decided nil
 // decides nothing (each then keeps the first of them, as meant).
 func (p *Plan) decideProducts(keys []string, decided *kept) {
-	p.Products, p.productWindow = nil, limiters.Limit{}
+	p.Products, p.productWindow, p.productTierIDs = nil, limiters.Limit{}, nil
 	if p.Bucket.Rate.N == 0 {
 		return
 	}
@@ -54,14 +54,19 @@ func (p *Plan) decideProducts(keys []string, decided *kept) {
 		want = p.cv.mayBucket(p.Bucket.Policy()) // exact at a rate of the curves'
 		// The window is for every key a tier does not take: the users,
 		// and the pollers the bucket spares as it is.
-		tiered := map[string]bool{}
-		for _, t := range p.tiers() {
+		tiered := map[string]int{}
+		ts := p.productTiers()
+		for i, t := range ts {
 			for _, c := range t.keys {
-				tiered[c.Key] = true
+				tiered[c.Key] = i + 1
 			}
 		}
+		p.productTierIDs = make([][]int32, len(ts))
 		for id, k := range keys {
-			in[id] = !tiered[k]
+			i := tiered[k]
+			if in[id] = i == 0; i > 0 {
+				p.productTierIDs[i-1] = append(p.productTierIDs[i-1], int32(id))
+			}
 		}
 		p.productWindow = p.separatingWindow(in, want)
 		for id := range in {
@@ -90,7 +95,7 @@ func (p *Plan) searchScales(prod products.Product, of string, keys []string, dec
 	// spare, apart (a key's decisions are its own); the keys' rules,
 	// as meant sparing every key they should and missing some the
 	// plan refuses, lowered while they still spare them.
-	at := make([]int, 1+len(p.tiers()))
+	at := make([]int, 1+len(p.productTiers()))
 	for i := range at {
 		at[i] = asMeant
 	}
@@ -202,6 +207,18 @@ func (p *Plan) separatingWindow(in []bool, want func(id int32) bool) limiters.Li
 	return best
 }
 
+// productTiers are the plan's tiers as a product is written them: the
+// steady pollers in a tier of their own even where the bucket spares
+// them as it is, since a product's window, fitted to the users, may not
+// (a monitor's every two seconds is 1,800 an hour).
+func (p *Plan) productTiers() []aTier {
+	ts := p.tiers()
+	if t := p.PollerTier; t.Keys > 0 && len(p.Pollers) > 0 && t.Scale <= 1 {
+		ts = append(ts, aTier{"pollers", t.Policy, p.Pollers, t.Share, 1})
+	}
+	return ts
+}
+
 // productCandidate is the plan's policy of (bucket or windows) in prod's
 // terms, its limits raised by productScales[at[0]], and its tiers' (the
 // plan's tiers, each its scale of it), each raised by its own
@@ -209,17 +226,17 @@ func (p *Plan) separatingWindow(in []bool, want func(id int32) bool) limiters.Li
 func (p *Plan) productCandidate(prod products.Product, of string, at []int) (aCandidate, error) {
 	c := aCandidate{pp: products.Choice{Product: prod, Of: of, Scale: productScales[at[0]]}}
 	var err error
-	if c.pp.Rules, err = p.productRules(prod, of, c.pp.Scale); err != nil {
+	if c.pp.Rules, err = p.productRules(prod, of, c.pp.Scale, nil); err != nil {
 		return c, err
 	}
-	for i, t := range p.tiers() {
+	for i, t := range p.productTiers() {
 		tier := products.Tier{Name: t.name}
 		for _, k := range t.keys {
 			tier.Keys = append(tier.Keys, k.Key)
 		}
 		raise := productScales[at[1+i]]
 		c.pp.TierScales = append(c.pp.TierScales, raise)
-		if tier.Rules, err = p.productRules(prod, of, c.pp.Scale*t.scale*raise); err != nil {
+		if tier.Rules, err = p.productRules(prod, of, c.pp.Scale*t.scale*raise, p.tierNeed(i)); err != nil {
 			return c, fmt.Errorf("the %s tier: %w", t.name, err)
 		}
 		c.pp.Tiers = append(c.pp.Tiers, tier)
@@ -227,9 +244,33 @@ func (p *Plan) productCandidate(prod products.Product, of string, at []int) (aCa
 	return c, nil
 }
 
+// tierNeed is the least N of a window of each length that spares every
+// key of the product's tier i whatever a product estimates over it: the
+// most any sends in two windows (nil where the keys are not known: no
+// request decided).
+func (p *Plan) tierNeed(i int) func(per time.Duration) int {
+	if i >= len(p.productTierIDs) {
+		return nil
+	}
+	ids := p.productTierIDs[i]
+	return func(per time.Duration) int {
+		j, _ := slices.BinarySearch(p.cv.lengths, int64(2*per))
+		var most int64
+		for _, id := range ids {
+			if j < len(p.cv.lengths) {
+				most = max(most, p.cv.peaks[int(id)*len(p.cv.lengths)+j])
+			} else {
+				most = max(most, p.cv.of[id].total)
+			}
+		}
+		return int(most)
+	}
+}
+
 // productRules are the plan's bucket, windows or window of its own,
-// their limits scaled, as prod keeps them.
-func (p *Plan) productRules(prod products.Product, of string, scale float64) ([]products.Rule, error) {
+// their limits scaled, as prod keeps them; a window's N no less than
+// need says (a tier's keys' need).
+func (p *Plan) productRules(prod products.Product, of string, scale float64, need func(per time.Duration) int) ([]products.Rule, error) {
 	var limits []limiters.Limit
 	switch of {
 	case "bucket":
@@ -248,6 +289,9 @@ func (p *Plan) productRules(prod products.Product, of string, scale float64) ([]
 	}
 	var rules []products.Rule
 	for _, l := range limits {
+		if need != nil && l.Burst == 0 {
+			l.N = max(l.N, need(l.Per))
+		}
 		r, err := prod.Express(l)
 		if err != nil {
 			return nil, err

@@ -109,9 +109,10 @@ type Plan struct {
 	// and what each, replayed over the log, refuses.
 	Products []products.Choice
 
-	clientsByID   []string       // each client's key, by its number in Point.refusedOf
-	productWindow limiters.Limit // a window that sets the bucket's keys apart (separatingWindow)
-	cv            *curves        // the keys' curves, once found
+	clientsByID    []string       // each client's key, by its number in Point.refusedOf
+	productWindow  limiters.Limit // a window that sets the bucket's keys apart (separatingWindow)
+	productTierIDs [][]int32      // the keys of each of productTiers, by number
+	cv             *curves        // the keys' curves, once found
 }
 
 // Peaks is the distribution of the clients' peaks.
