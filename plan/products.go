@@ -370,10 +370,11 @@ func (c *aCandidate) replay(cv *curves, keys []string, decided kept, in []bool, 
 }
 
 // better says whether c is a better answer than o: fewer keys refused
-// that the plan spares, then fewer missed of those it refuses; at a tie,
-// the first tried.
+// that the plan spares, then fewer missed of those it refuses, then the
+// nearer the plan's limits; at a tie, the first tried.
 func (c *aCandidate) better(o *aCandidate) bool {
-	return cmp.Or(cmp.Compare(c.pp.Strays, o.pp.Strays), cmp.Compare(c.pp.Missed, o.pp.Missed)) < 0
+	return cmp.Or(cmp.Compare(c.pp.Strays, o.pp.Strays), cmp.Compare(c.pp.Missed, o.pp.Missed),
+		cmp.Compare(math.Abs(math.Log(c.pp.Scale)), math.Abs(math.Log(o.pp.Scale)))) < 0
 }
 
 // appendFew appends key to keys while they are fewer than five.

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/ratelab/ratelab/products"
 	"github.com/ratelab/ratelab/workloads/accesslog"
 )
@@ -33,6 +35,8 @@ func checkProducts(t *testing.T, name string, p *Plan, entries []accesslog.Entry
 		switch pp.Product.(type) {
 		case products.HAProxy:
 			decide = haproxyByHand
+		case products.Traefik:
+			decide = traefikByXRate
 		default:
 			t.Fatalf("%s: no replay of %s's decisions in the test", name, pp.Product.Name())
 		}
@@ -124,5 +128,47 @@ func readEntries(t *testing.T, log []byte, o accesslog.Options) []accesslog.Entr
 			t.Fatal(err)
 		}
 		out = append(out, e)
+	}
+}
+
+// traefikByXRate is a key under Traefik's rateLimit middlewares, as
+// pkg/middlewares/ratelimiter keeps each, with x/time/rate itself: a
+// Limiter got from a map whose entries expire their TTL in whole seconds
+// after the last request (a fresh, full one after), Reserve at the
+// request's time, Cancel and 429 past maxDelay, else held that long
+// before the next middleware.
+func traefikByXRate(rules []products.Rule) func(at int64) bool {
+	type entry struct {
+		l      *rate.Limiter
+		expiry int64
+	}
+	entries := make([]*entry, len(rules))
+	return func(at int64) bool {
+		var held time.Duration
+		for i, r := range rules {
+			tr := r.(products.TraefikRule)
+			now := time.Unix(0, at).Add(held)
+			limit := rate.Limit(float64(tr.Average) * float64(time.Second) / float64(tr.Period))
+			maxDelay, ttl := 500*time.Millisecond, int64(2)
+			if limit >= 1 {
+				maxDelay = time.Second / (time.Duration(limit) * 2)
+			} else {
+				ttl = 1 + int64(1/limit)
+			}
+			e := entries[i]
+			if e == nil || now.Unix() >= e.expiry {
+				e = &entry{l: rate.NewLimiter(limit, int(max(tr.Burst, 1)))}
+				entries[i] = e
+			}
+			e.expiry = now.Unix() + ttl
+			res := e.l.ReserveN(now, 1)
+			d := res.DelayFrom(now)
+			if d > maxDelay {
+				res.CancelAt(now)
+				return false
+			}
+			held += d
+		}
+		return true
 	}
 }

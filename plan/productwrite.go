@@ -61,7 +61,7 @@ func productSays(pp products.Choice) string {
 	case pp.Scale > 1:
 		s += fmt.Sprintf(", raised ×%g to spare the keys the plan spares", pp.Scale)
 	case pp.Scale < 1:
-		s += fmt.Sprintf(", lowered ×%g to refuse the keys the plan refuses", pp.Scale)
+		s += fmt.Sprintf(", lowered ×%g to refuse more of the keys the plan refuses", pp.Scale)
 	}
 	s += ")"
 	for i, t := range pp.Tiers {

@@ -194,16 +194,25 @@ func TestPolicyOnRandomWorlds(t *testing.T) {
 	const worlds = 120
 	var separable, separated, right, windowsSeparable, windowsRight, none, noAbuser int
 	var pollerWorlds, pollers, botnets, botnetsApart int
-	var haWorlds, haSame, haStrays, haMissed, haApart, haApartSame int
+	var haWorlds, haSame, haStrays, haMissed, haApart, haApartSame, trApart, trApartSame int
 	for seed := range uint64(worlds) {
 		w := synthlog.RandomWorld(seed + 1)
-		p, reqs, keys := policyOf(t, w, Config{Spare: 0.001, Products: []products.Product{products.HAProxy{}}})
+		p, reqs, keys := policyOf(t, w, Config{Spare: 0.001, Products: []products.Product{products.HAProxy{}, products.Traefik{}}})
 		tr := truthOf(reqs, keys, DefaultPeriods, p.Span)
 		entries := make([]accesslog.Entry, len(reqs))
 		for i, r := range reqs {
 			entries[i] = accesslog.Entry{At: int64(r.At), Key: keys[r.Key].Key, N: 1}
 		}
-		if ha, ok := checkProducts(t, fmt.Sprintf("seed %d", seed+1), p, entries, accesslog.KeySpec{})["haproxy"]; ok {
+		chosen := checkProducts(t, fmt.Sprintf("seed %d", seed+1), p, entries, accesslog.KeySpec{})
+		if tr := chosen["traefik"]; tr.Strays > 0 {
+			t.Errorf("seed %d: traefik's %s (%s ×%g) refuses %d keys the plan spares (%q)", seed+1, choiceRules(tr), tr.Of, tr.Scale, tr.Strays, tr.StrayKeys)
+		} else if p.Separated {
+			trApart++
+			if tr.Missed == 0 {
+				trApartSame++
+			}
+		}
+		if ha, ok := chosen["haproxy"]; ok {
 			haWorlds++
 			if ha.Strays+ha.Missed == 0 {
 				haSame++
@@ -305,6 +314,7 @@ func TestPolicyOnRandomWorlds(t *testing.T) {
 	t.Logf("%d worlds (%d with no abuser): %d separable by a bucket, the plan right on %d; %d of those by windows too, right on %d; the plan set keys apart in %d, none in %d",
 		worlds, noAbuser, separable, right, windowsSeparable, windowsRight, separated, none)
 	t.Logf("haproxy: written for %d worlds, refusing the plan's keys exactly in %d, a key the plan spares in %d, sparing a key it refuses in %d; of the %d where the plan set keys apart, the same keys in %d", haWorlds, haSame, haStrays, haMissed, haApart, haApartSame)
+	t.Logf("traefik: refusing no key the plan spares in any world; of the %d where the plan set keys apart, all of them in %d", trApart, trApartSame)
 	if haApartSame < haApart*19/20 {
 		t.Errorf("haproxy refuses the keys the plan sets apart in %d of %d worlds; want 19 in 20 at least", haApartSame, haApart)
 	}
@@ -370,12 +380,21 @@ func TestB2B(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := policyFrom(t, entries, Config{Spare: 0.001, Current: &today, Products: []products.Product{products.HAProxy{}}})
+		p := policyFrom(t, entries, Config{Spare: 0.001, Current: &today, Products: []products.Product{products.HAProxy{}, products.Traefik{}}})
 		t.Log(p.Verdict())
 		// HAProxy's windows: the same keys, to the request as the test
 		// replays them.
-		if ha := checkProducts(t, fmt.Sprintf("seed %d", seed), p, entries, key)["haproxy"]; ha.Strays+ha.Missed > 0 || ha.Clients != int64(len(p.Caught)) {
+		// Traefik's, keyed by the header: none the plan spares; it
+		// forgets a key idle two seconds, and misses what pauses between
+		// its bursts (said, not asserted).
+		chosen := checkProducts(t, fmt.Sprintf("seed %d", seed), p, entries, key)
+		if ha := chosen["haproxy"]; ha.Strays+ha.Missed > 0 || ha.Clients != int64(len(p.Caught)) {
 			t.Errorf("seed %d: haproxy's %s refuses %d keys, %d the plan spares, sparing %d it refuses; want the plan's %d", seed, choiceRules(ha), ha.Clients, ha.Strays, ha.Missed, len(p.Caught))
+		}
+		if tr := chosen["traefik"]; tr.Strays > 0 || tr.Clients == 0 {
+			t.Errorf("seed %d: traefik's %s refuses %d keys, %d the plan spares; want some of the plan's and no other", seed, choiceRules(tr), tr.Clients, tr.Strays)
+		} else {
+			t.Logf("seed %d: traefik's %s (%s ×%g) refuses %d keys and %d requests, sparing %q of the plan's", seed, choiceRules(tr), tr.Of, tr.Scale, tr.Clients, tr.Refused, tr.MissedKeys)
 		}
 		var abusers, partners []string
 		for _, k := range keys {
