@@ -109,10 +109,12 @@ RACE_PKGS = $(RACE_FIRST) $(filter-out $(RACE_FIRST) $(shell $(GO) list $(NORACE
 # nginx with tools/with-nginx) and eleven planted; every fit must hold so,
 # within its budget of time. After them, by itself (beside them, the
 # planted ticker's fit fell), ./cmd/ratelab's closed loop probes the plan's
-# emitted nginx, tier file and haproxy.cfg (TestPlanEmittedLoop: seven
-# probes at once, and a slice of the log sent to nginx, about 50 s; Debian's
-# haproxy from tools/with-haproxy, which haproxy -c of the products'
-# configurations needs too). They run without the race detector, which
+# emitted nginx, tier file, haproxy.cfg and Caddyfile (TestPlanEmittedLoop:
+# nine probes at once, and a slice of the log sent to nginx, about a minute;
+# Debian's haproxy from tools/with-haproxy, and a Caddy with the rate_limit
+# plugin that tools/with-caddy builds once from tools/caddy into out/bin,
+# which haproxy -c and caddy validate of what the products write need too).
+# They run without the race detector, which
 # makes the fits between rounds five to ten times slower and the budgets
 # meaningless; the probe's sender, where its goroutines are, runs under it
 # in the probes of TIMED_RACE, with the lab's outage run and the command's
@@ -149,8 +151,8 @@ test-clocked-steps:
 	@mkdir -p $(OUT) && rm -f $(OUT)/probe-again.txt
 	PROBE_AGAIN_LOG=$(abspath $(OUT))/probe-again.txt REDIS_REQUIRED=1 tools/with-redis tools/with-nginx tools/with-node $(GO) test -vet=off -count=1 -parallel 50 -timeout 20m -run '$(TIMED_PROBE)' ./probe; \
 	  status=$$?; if [ -s $(OUT)/probe-again.txt ]; then echo "Probes that missed at first, three at once, and were probed again, alone:"; cat $(OUT)/probe-again.txt; fi; exit $$status
-	tools/with-nginx tools/with-haproxy $(GO) test -vet=off -count=1 -parallel 50 -run '$(TIMED_LOOP)' ./cmd/ratelab
-	tools/with-haproxy $(GO) test -vet=off -count=1 -run '^TestHAProxyChecks$$' ./products
+	tools/with-nginx tools/with-haproxy tools/with-caddy $(GO) test -vet=off -count=1 -parallel 50 -run '$(TIMED_LOOP)' ./cmd/ratelab
+	tools/with-haproxy tools/with-caddy $(GO) test -vet=off -count=1 -run '^(TestHAProxyChecks|TestCaddyChecks)$$' ./products
 	GORACE='$(GORACE)' REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -vet=off -shuffle=on -count=1 -p 2 -parallel 2 -run '$(TIMED_RACE)' ./probe ./harness ./cmd/ratelab
 
 ## install-check: go install the command as a user does, from a module proxy on disk built from this tree's releases (tools/releases) and HEAD, then its quick lab in simulated time; and GOWORK=off go build and go vet (about a minute; CI runs it)

@@ -2,7 +2,9 @@ package plan
 
 import (
 	"bytes"
+	"cmp"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -37,6 +39,8 @@ func checkProducts(t *testing.T, name string, p *Plan, entries []accesslog.Entry
 			decide = haproxyByHand
 		case products.Traefik:
 			decide = traefikByXRate
+		case products.Caddy:
+			decide = caddyByLog
 		default:
 			t.Fatalf("%s: no replay of %s's decisions in the test", name, pp.Product.Name())
 		}
@@ -168,6 +172,36 @@ func traefikByXRate(rules []products.Rule) func(at int64) bool {
 				return false
 			}
 			held += d
+		}
+		return true
+	}
+}
+
+// caddyByLog is a key under Caddy's rate_limit zones as the handler
+// decides: asked by events/window, the largest first, each admitting
+// while fewer than its events of the times it admitted lie within its
+// window, and keeping the time at once.
+func caddyByLog(rules []products.Rule) func(at int64) bool {
+	zones := make([]products.CaddyRule, len(rules))
+	for i, r := range rules {
+		zones[i] = r.(products.CaddyRule)
+	}
+	slices.SortStableFunc(zones, func(a, b products.CaddyRule) int {
+		return cmp.Compare(float64(b.Events)/b.Window.Seconds(), float64(a.Events)/a.Window.Seconds())
+	})
+	admitted := make([][]int64, len(zones))
+	return func(at int64) bool {
+		for i, z := range zones {
+			// The times within the window are the last ones: drop the rest.
+			kept := admitted[i]
+			for len(kept) > 0 && at-kept[0] > int64(z.Window) {
+				kept = kept[1:]
+			}
+			admitted[i] = kept
+			if len(kept) >= z.Events {
+				return false
+			}
+			admitted[i] = append(kept, at)
 		}
 		return true
 	}

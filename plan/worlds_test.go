@@ -194,16 +194,21 @@ func TestPolicyOnRandomWorlds(t *testing.T) {
 	const worlds = 120
 	var separable, separated, right, windowsSeparable, windowsRight, none, noAbuser int
 	var pollerWorlds, pollers, botnets, botnetsApart int
-	var haWorlds, haSame, haStrays, haMissed, haApart, haApartSame, trApart, trApartSame int
+	var haWorlds, haSame, haStrays, haMissed, haApart, haApartSame, trApart, trApartSame, caApartSame int
 	for seed := range uint64(worlds) {
 		w := synthlog.RandomWorld(seed + 1)
-		p, reqs, keys := policyOf(t, w, Config{Spare: 0.001, Products: []products.Product{products.HAProxy{}, products.Traefik{}}})
+		p, reqs, keys := policyOf(t, w, Config{Spare: 0.001, Products: []products.Product{products.HAProxy{}, products.Traefik{}, products.Caddy{}}})
 		tr := truthOf(reqs, keys, DefaultPeriods, p.Span)
 		entries := make([]accesslog.Entry, len(reqs))
 		for i, r := range reqs {
 			entries[i] = accesslog.Entry{At: int64(r.At), Key: keys[r.Key].Key, N: 1}
 		}
 		chosen := checkProducts(t, fmt.Sprintf("seed %d", seed+1), p, entries, accesslog.KeySpec{})
+		if ca := chosen["caddy"]; ca.Strays > 0 {
+			t.Errorf("seed %d: caddy's %s (%s ×%g) refuses %d keys the plan spares (%q)", seed+1, choiceRules(ca), ca.Of, ca.Scale, ca.Strays, ca.StrayKeys)
+		} else if p.Separated && ca.Missed == 0 {
+			caApartSame++
+		}
 		if tr := chosen["traefik"]; tr.Strays > 0 {
 			t.Errorf("seed %d: traefik's %s (%s ×%g) refuses %d keys the plan spares (%q)", seed+1, choiceRules(tr), tr.Of, tr.Scale, tr.Strays, tr.StrayKeys)
 		} else if p.Separated {
@@ -315,8 +320,9 @@ func TestPolicyOnRandomWorlds(t *testing.T) {
 		worlds, noAbuser, separable, right, windowsSeparable, windowsRight, separated, none)
 	t.Logf("haproxy: written for %d worlds, refusing the plan's keys exactly in %d, a key the plan spares in %d, sparing a key it refuses in %d; of the %d where the plan set keys apart, the same keys in %d", haWorlds, haSame, haStrays, haMissed, haApart, haApartSame)
 	t.Logf("traefik: refusing no key the plan spares in any world; of the %d where the plan set keys apart, all of them in %d", trApart, trApartSame)
-	if haApartSame < haApart*19/20 {
-		t.Errorf("haproxy refuses the keys the plan sets apart in %d of %d worlds; want 19 in 20 at least", haApartSame, haApart)
+	t.Logf("caddy: of the %d worlds where the plan set keys apart, all of them and no other in %d", haApart, caApartSame)
+	if haApartSame < haApart*19/20 || caApartSame < haApart*19/20 {
+		t.Errorf("haproxy, caddy refuse the keys the plan sets apart in %d, %d of %d worlds; want 19 in 20 at least", haApartSame, caApartSame, haApart)
 	}
 	t.Logf("%d worlds with pollers, %d pollers, each named and refused nothing; %d worlds with a botnet, %d of them separable and all set apart", pollerWorlds, pollers, botnets, botnetsApart)
 	if pollerWorlds < worlds/5 || botnetsApart < worlds/20 {
@@ -380,7 +386,7 @@ func TestB2B(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := policyFrom(t, entries, Config{Spare: 0.001, Current: &today, Products: []products.Product{products.HAProxy{}, products.Traefik{}}})
+		p := policyFrom(t, entries, Config{Spare: 0.001, Current: &today, Products: []products.Product{products.HAProxy{}, products.Traefik{}, products.Caddy{}}})
 		t.Log(p.Verdict())
 		// HAProxy's windows: the same keys, to the request as the test
 		// replays them.
@@ -390,6 +396,9 @@ func TestB2B(t *testing.T) {
 		chosen := checkProducts(t, fmt.Sprintf("seed %d", seed), p, entries, key)
 		if ha := chosen["haproxy"]; ha.Strays+ha.Missed > 0 || ha.Clients != int64(len(p.Caught)) {
 			t.Errorf("seed %d: haproxy's %s refuses %d keys, %d the plan spares, sparing %d it refuses; want the plan's %d", seed, choiceRules(ha), ha.Clients, ha.Strays, ha.Missed, len(p.Caught))
+		}
+		if ca := chosen["caddy"]; ca.Strays+ca.Missed > 0 || ca.Clients != int64(len(p.Caught)) {
+			t.Errorf("seed %d: caddy's %s refuses %d keys, %d the plan spares, sparing %d it refuses; want the plan's %d", seed, choiceRules(ca), ca.Clients, ca.Strays, ca.Missed, len(p.Caught))
 		}
 		if tr := chosen["traefik"]; tr.Strays > 0 || tr.Clients == 0 {
 			t.Errorf("seed %d: traefik's %s refuses %d keys, %d the plan spares; want some of the plan's and no other", seed, choiceRules(tr), tr.Clients, tr.Strays)

@@ -74,11 +74,13 @@ func (r HAProxyRule) Changes() string {
 	return s
 }
 
-// Expect: from outside, the rate is a sliding counter's, windows from a
-// key's first request, refusals counted, its weighted count truncated
-// (the probe's words for freq_ctr).
+// Expect: from outside, a window of Limit per Period, refusals counted;
+// the probe names it a sliding counter whose windows start at a key's
+// first request (freq_ctr) or a sliding log, as the decisions it saw
+// allow (by hand, alone: one run in three each, the third "cannot tell
+// apart"), so no algorithm is named.
 func (r HAProxyRule) Expect() string {
-	return "sliding-counter " + limiters.Limit{N: r.Limit, Per: r.Period}.String()
+	return limiters.Limit{N: r.Limit, Per: r.Period}.String()
 }
 
 // Spares: a key is refused only once its rate is above the limit, and
