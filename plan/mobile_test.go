@@ -58,6 +58,22 @@ func TestMobileNeedsTwoNumbers(t *testing.T) {
 					t.Errorf("seed %d: %s's %s refuses %d keys, %d the plan spares, sparing %d it refuses; want the %d sustained", seed, name, choiceRules(c), c.Clients, c.Strays, c.Missed, len(truth.Sustained))
 				}
 			}
+			// Each product's file given back as the limit run today
+			// (--current) refuses what the plan said it does.
+			for _, pp := range p.Products {
+				text, err := p.ProductConfig(pp.Product, key, "mobile.json", "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				cur, err := ParseCurrent("", []byte(text), pp.Product.File(), key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				today := planOf(t, log.Bytes(), o, Config{Spare: 0.001, Rates: rates, Algorithms: []limiters.Algorithm{limiters.GCRA}, Current: &cur})
+				if r := today.Current; r == nil || r.Clients != pp.Clients || r.Refused != pp.Refused {
+					t.Errorf("seed %d: %s as --current refuses %+v; the plan said %d keys and %d requests", seed, pp.Product.File(), r, pp.Clients, pp.Refused)
+				}
+			}
 		}
 		for _, e := range p.Envelope {
 			t.Logf("envelope %v: p50 %g p99 %g max %g sparing %d", e.Period, e.P50, e.P99, e.Max, e.Sparing)

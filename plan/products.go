@@ -77,6 +77,9 @@ func (p *Plan) decideProducts(keys []string, decided *kept) {
 		var best *aCandidate
 		for _, of := range p.productOf() {
 			best = p.searchScales(prod, of, keys, decided, in, want, best)
+			if b := best.pp; b.Strays+b.Missed == 0 && b.Scale == 1 && b.Refused >= 0 {
+				break // the plan's keys exactly, as meant: none after can do better
+			}
 		}
 		if best != nil {
 			p.Products = append(p.Products, best.pp)

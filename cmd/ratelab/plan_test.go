@@ -29,7 +29,7 @@ func TestPlanCommand(t *testing.T) {
 	zw.Close()
 	dir := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	if err := run(context.Background(), []string{"plan", "--limits", "2/s..50/s", "--steps", "6", "--spare", "0.2%", "--emit", "haproxy", "--out", dir}, &log, &stdout, &stderr); err != nil {
+	if err := run(context.Background(), []string{"plan", "--limits", "2/s..50/s", "--steps", "6", "--spare", "0.2%", "--out", dir}, &log, &stdout, &stderr); err != nil {
 		t.Fatalf("plan: %v\n%s", err, stderr.String())
 	}
 	out := stdout.String()
@@ -83,25 +83,6 @@ func TestPlanCommand(t *testing.T) {
 	todayRow := regexp.MustCompile(`│ nginx.conf: ratelab_users[^│]*│ +(\d+) │ +([\d,]+)`).FindStringSubmatch(again.String())
 	if nginxRow == nil || todayRow == nil || nginxRow[1] != todayRow[1] || nginxRow[2] != todayRow[2] {
 		t.Errorf("the policy in nginx refuses %q; its nginx.conf as --current %q\n%s", nginxRow, todayRow, again.String())
-	}
-	// And its haproxy.cfg: what the plan said HAProxy refuses.
-	again.Reset()
-	log.Reset()
-	zw = gzip.NewWriter(&log)
-	synthlog.WriteShop(zw, synthlog.Shop{Users: 1500, Span: 10 * time.Minute, Abusers: 1, Offices: 1})
-	zw.Close()
-	if err := run(context.Background(), []string{"plan", "--limits", "2/s..50/s", "--steps", "6", "--spare", "0.2%", "--out", t.TempDir(), "--current", filepath.Join(dir, "haproxy.cfg")}, &log, &again, &stderr); err != nil {
-		t.Fatalf("plan --current haproxy.cfg: %v\n%s", err, stderr.String())
-	}
-	var haRow []string
-	for _, r := range f.Rows {
-		if strings.HasPrefix(r.Limiter, "haproxy ") {
-			haRow = []string{r.Limiter, results.Count(int64(r.Count("clients_refused"))), results.Count(int64(r.Count("refused")))}
-		}
-	}
-	todayRow = regexp.MustCompile(`│ haproxy.cfg: http_req_rate[^│]*│ +(\d+) │ +([\d,]+)`).FindStringSubmatch(again.String())
-	if haRow == nil || todayRow == nil || haRow[1] != todayRow[1] || haRow[2] != todayRow[2] {
-		t.Errorf("the policy in haproxy refuses %q (plan.json); its haproxy.cfg as --current %q\n%s", haRow, todayRow, again.String())
 	}
 }
 
