@@ -112,7 +112,7 @@ func (p *Plan) searchScales(prod products.Product, of string, keys []string, dec
 			c.pp.Refused, c.pp.Clients, c.pp.Banned = -1, -1, -1
 			return cmp.Or(best, &c)
 		}
-		c.replay(p.cv, keys, *decided, in, want)
+		c.replay(p.cv, keys, p.productTierIDs, *decided, in, want)
 		if best == nil || c.better(best) {
 			best = &c
 		}
@@ -312,21 +312,13 @@ func scaled(n int, scale float64) int {
 // replay decides the requests of the keys in through the product's model
 // of c's rules, each key its own, and counts what it refuses against
 // want, the keys the plan's policy refuses.
-func (c *aCandidate) replay(cv *curves, keys []string, decided kept, in []bool, want func(id int32) bool) {
+func (c *aCandidate) replay(cv *curves, keys []string, tierIDs [][]int32, decided kept, in []bool, want func(id int32) bool) {
 	pp := &c.pp
 	may := only(in, cv.mayProduct(pp.Rules))
-	tierOf := make(map[string]int)
-	for i, t := range pp.Tiers {
-		for _, k := range t.Keys {
-			tierOf[k] = i
-		}
-	}
 	tier := make([]int, len(keys)) // each key's tier, by number, and 1; 0 for none
-	inTier := make([]bool, len(keys))
-	for id, k := range keys {
-		if i, ok := tierOf[k]; ok {
-			tier[id], inTier[id] = i+1, true
-			may[id] = true
+	for i, ids := range tierIDs {
+		for _, id := range ids {
+			tier[id], may[id] = i+1, true
 		}
 	}
 	state := make([]products.Key, len(keys))
@@ -356,12 +348,12 @@ func (c *aCandidate) replay(cv *curves, keys []string, decided kept, in []bool, 
 		case n > 0:
 			pp.Clients++
 			hit = append(hit, id)
-			if inTier[id] || !want(int32(id)) { // a tier's keys are spared
+			if tier[id] > 0 || !want(int32(id)) { // a tier's keys are spared
 				c.strays[tier[id]]++
 				pp.Strays++
 				pp.StrayKeys = appendFew(pp.StrayKeys, keys[id])
 			}
-		case in[id] && !inTier[id] && want(int32(id)):
+		case in[id] && tier[id] == 0 && want(int32(id)):
 			pp.Missed++
 			pp.MissedKeys = appendFew(pp.MissedKeys, keys[id])
 		}

@@ -50,7 +50,7 @@ func (Caddy) Express(want limiters.Limit) (Rule, error) {
 }
 
 func (r CaddyRule) String() string {
-	return fmt.Sprintf("events %d window %s", r.Events, haDuration(r.Window))
+	return fmt.Sprintf("events %d window %s", r.Events, configDuration(r.Window))
 }
 
 // Meant is the limit the rule was expressed for; a zone read back means
@@ -64,7 +64,7 @@ func (r CaddyRule) Meant() limiters.Limit {
 
 func (r CaddyRule) Changes() string {
 	if m := r.meant; m.Burst > 0 {
-		return fmt.Sprintf("no bucket: a sliding log of %d admitted per %s, the nearest window to %s (the time it takes to fill again)", r.Events, haDuration(r.Window), m)
+		return fmt.Sprintf("no bucket: a sliding log of %d admitted per %s, the nearest window to %s (the time it takes to fill again)", r.Events, configDuration(r.Window), m)
 	}
 	return ""
 }

@@ -66,7 +66,7 @@ func writeZones(b *strings.Builder, matcher, prefix string, rules []Rule, placeh
 	fmt.Fprintf(b, "\trate_limit%s {\n", matcher)
 	for i, r := range rules {
 		cr := r.(CaddyRule)
-		fmt.Fprintf(b, "\t\tzone %s_%d {\n\t\t\tkey %s\n\t\t\tevents %d\n\t\t\twindow %s\n\t\t}\n", prefix, i, placeholder, cr.Events, haDuration(cr.Window))
+		fmt.Fprintf(b, "\t\tzone %s_%d {\n\t\t\tkey %s\n\t\t\tevents %d\n\t\t\twindow %s\n\t\t}\n", prefix, i, placeholder, cr.Events, configDuration(cr.Window))
 	}
 	b.WriteString("\t}\n")
 }

@@ -54,7 +54,7 @@ func (HAProxy) Express(want limiters.Limit) (Rule, error) {
 }
 
 func (r HAProxyRule) String() string {
-	return fmt.Sprintf("http_req_rate(%s) gt %d", haDuration(r.Period), r.Limit)
+	return fmt.Sprintf("http_req_rate(%s) gt %d", configDuration(r.Period), r.Limit)
 }
 
 // Meant is the limit the rule was expressed for; a rule read back from a
@@ -67,7 +67,7 @@ func (r HAProxyRule) Meant() limiters.Limit {
 }
 
 func (r HAProxyRule) Changes() string {
-	s := fmt.Sprintf("%d per %s estimated over two periods from the key's first request, the requests denied counted", r.Limit, haDuration(r.Period))
+	s := fmt.Sprintf("%d per %s estimated over two periods from the key's first request, the requests denied counted", r.Limit, configDuration(r.Period))
 	if m := r.meant; m.Burst > 0 {
 		s = fmt.Sprintf("no bucket: %s, the nearest window to %s (the time it takes to fill again)", s, m)
 	}
@@ -90,9 +90,9 @@ func (r HAProxyRule) Expect() string {
 // never refused.
 func (r HAProxyRule) Spares() (int, time.Duration) { return r.Limit, 2 * r.Period }
 
-// haDuration is d in HAProxy's time format: the largest unit that
-// divides it ("10s", "1500ms", "2h").
-func haDuration(d time.Duration) string {
+// configDuration is d as HAProxy's and Caddy's configurations write it:
+// the largest unit that divides it ("10s", "1500ms", "2h", "1d").
+func configDuration(d time.Duration) string {
 	for _, u := range []struct {
 		d    time.Duration
 		name string

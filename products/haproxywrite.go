@@ -70,8 +70,8 @@ func (h HAProxy) Write(p Policy) (string, error) {
 			r := r.(HAProxyRule)
 			// Kept two periods after its last request: a key idle for
 			// longer starts again as HAProxy's counters would anyway.
-			expire := haDuration(max(2*r.Period, time.Second).Round(time.Second))
-			fmt.Fprintf(&b, "\nbackend %s\n    stick-table type %s size %s expire %s store http_req_rate(%s)\n", g.table(r), table, size, expire, haDuration(r.Period))
+			expire := configDuration(max(2*r.Period, time.Second).Round(time.Second))
+			fmt.Fprintf(&b, "\nbackend %s\n    stick-table type %s size %s expire %s store http_req_rate(%s)\n", g.table(r), table, size, expire, configDuration(r.Period))
 		}
 	}
 	return b.String(), nil
@@ -87,7 +87,7 @@ type group struct {
 // table names the stick table of the group's rule r: by its period, and
 // its place where another rule of the group has the same period.
 func (g group) table(r HAProxyRule) string {
-	name := fmt.Sprintf("ratelab_%s_%s", g.name, haDuration(r.Period))
+	name := fmt.Sprintf("ratelab_%s_%s", g.name, configDuration(r.Period))
 	same := 0
 	for _, o := range g.rules {
 		if o.(HAProxyRule).Period == r.Period {

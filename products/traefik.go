@@ -109,9 +109,13 @@ func (r TraefikRule) ttl() int64 {
 	return 1 + int64(1/rate)
 }
 
-// traefikDuration is d as Traefik's configuration writes it.
+// traefikDuration is d as Traefik reads a period: a Go duration, which
+// has no days.
 func traefikDuration(d time.Duration) string {
-	return haDuration(d)
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dh", d/time.Hour)
+	}
+	return configDuration(d)
 }
 
 // xrate is one golang.org/x/time/rate.Limiter's state, as reserveN,
@@ -157,8 +161,7 @@ func (x *xrate) cancel(t int64) {
 type traefikKey struct {
 	rules   []TraefikRule
 	buckets []xrate
-	expiry  []int64
-	fresh   []bool
+	expiry  []int64 // 0: no bucket yet
 }
 
 // NewKey is a key passing each rule's middleware in turn.
@@ -169,10 +172,6 @@ func (Traefik) NewKey(rules []Rule) Key {
 	}
 	k.buckets = make([]xrate, len(k.rules))
 	k.expiry = make([]int64, len(k.rules))
-	k.fresh = make([]bool, len(k.rules))
-	for i := range k.fresh {
-		k.fresh[i] = true
-	}
 	return k
 }
 
@@ -187,9 +186,8 @@ func (k *traefikKey) Decide(t int64) Decision {
 		at := t + int64(held)
 		sec := floorDiv(at, int64(time.Second))
 		b := &k.buckets[i]
-		if k.fresh[i] || sec >= k.expiry[i] {
+		if k.expiry[i] == 0 || sec >= k.expiry[i] {
 			*b = xrate{limit: r.rate(), burst: max(r.Burst, 1), tokens: float64(max(r.Burst, 1)), last: at}
-			k.fresh[i] = false
 		}
 		k.expiry[i] = sec + r.ttl()
 		wait := b.reserve(at)

@@ -137,6 +137,9 @@ func TestTraefikTraits(t *testing.T) {
 	if got := (TraefikRule{Average: 1, Period: 5 * time.Second, Burst: 1}).ttl(); got != 6 {
 		t.Errorf("1/5s: ttl %d s, want 1+5", got)
 	}
+	if day, _ := (Traefik{}).Express(limiters.Limit{N: 5000, Per: 24 * time.Hour}); day.String() != "average: 5000, period: 24h, burst: 5000" {
+		t.Errorf("a day: %s; want 24h (Traefik's period is a Go duration, which has no d)", day)
+	}
 	e, err := Traefik{}.Express(limiters.Limit{N: 739, Per: 15 * time.Minute})
 	if err != nil || e.String() != "average: 739, period: 15m, burst: 739" || e.Expect() != "gcra 739/15min burst 739" {
 		t.Errorf("a window of 739/15min: %v (%v), expect %q", e, err, e.Expect())
