@@ -8,17 +8,15 @@ package caddytest
 
 import (
 	"fmt"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ratelab/ratelab/internal/proctest"
 )
 
 // Binary is the Caddy CADDY names, or "" when it names none; then, if
@@ -72,17 +70,11 @@ func Start(t testing.TB, caddyfile string) string {
 	if !siteLine.MatchString(caddyfile) || !proxyLine.MatchString(caddyfile) || !global.MatchString(caddyfile) {
 		t.Fatalf("the Caddyfile has no http:// site, reverse_proxy or global options:\n%s", caddyfile)
 	}
-	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }))
-	t.Cleanup(app.Close)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	addr := proctest.FreeAddr(t)
+	_, port, _ := strings.Cut(addr, ":")
 	conf := bindLine.ReplaceAllString(caddyfile, "")
-	conf = siteLine.ReplaceAllString(conf, fmt.Sprintf("http://:%d {\n\tbind 127.0.0.1", port))
-	conf = proxyLine.ReplaceAllString(conf, "${1}"+app.Listener.Addr().String())
+	conf = siteLine.ReplaceAllString(conf, fmt.Sprintf("http://:%s {\n\tbind 127.0.0.1", port))
+	conf = proxyLine.ReplaceAllString(conf, "${1}"+proctest.Backend(t))
 	conf = global.ReplaceAllString(conf, "{\n\tadmin off\n\tpersist_config off\n")
 	dir := t.TempDir()
 	path := filepath.Join(dir, "Caddyfile")
@@ -91,42 +83,6 @@ func Start(t testing.TB, caddyfile string) string {
 	}
 	cmd := exec.Command(bin, "run", "--config", path, "--adapter", "caddyfile")
 	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir, "HOME="+dir)
-	out := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	for deadline := time.Now().Add(15 * time.Second); ; {
-		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-			c.Close()
-			select {
-			case err := <-done:
-				t.Fatalf("caddy exited though %s answered (another on its port?): %v\n%s", addr, err, out)
-			case <-time.After(300 * time.Millisecond):
-			}
-			return "http://" + addr
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("caddy exited: %v\n%s\n%s", err, out, conf)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("caddy did not answer on %s within 15s\n%s", addr, out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	proctest.Run(t, "caddy", cmd, addr, 15*time.Second, func() string { return conf })
+	return "http://" + addr
 }

@@ -6,18 +6,14 @@
 package haproxytest
 
 import (
-	"fmt"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ratelab/ratelab/internal/proctest"
 )
 
 // Binary is haproxy's path, or "" when it is not installed; then, if
@@ -56,61 +52,14 @@ func Start(t testing.TB, cfg string) string {
 	if !bindLine.MatchString(cfg) || !serverLine.MatchString(cfg) {
 		t.Fatalf("haproxy.cfg has no bind or no server line:\n%s", cfg)
 	}
-	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }))
-	t.Cleanup(app.Close)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := proctest.FreeAddr(t)
 	cfg = bindLine.ReplaceAllString(cfg, "${1}"+addr)
-	cfg = serverLine.ReplaceAllString(cfg, "${1}"+app.Listener.Addr().String())
-	dir := t.TempDir()
-	path := filepath.Join(dir, "haproxy.cfg")
+	cfg = serverLine.ReplaceAllString(cfg, "${1}"+proctest.Backend(t))
+	path := filepath.Join(t.TempDir(), "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// -db: in the foreground, as the test's child; -W is not asked, one
-	// process.
-	cmd := exec.Command(bin, "-db", "-f", path)
-	out := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM) // HAProxy's hard stop
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-			c.Close()
-			// Its own HAProxy that answered, not another that took the
-			// free port at once (this one then failed to bind).
-			select {
-			case err := <-done:
-				t.Fatalf("haproxy exited though %s answered (another on its port?): %v\n%s", addr, err, out)
-			case <-time.After(300 * time.Millisecond):
-			}
-			return "http://" + addr
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("haproxy exited: %v\n%s\n%s", err, out, cfg)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("haproxy did not answer on %s within 10s\n%s", addr, out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	// -db: in the foreground, as the test's child, one process.
+	proctest.Run(t, "haproxy", exec.Command(bin, "-db", "-f", path), addr, 10*time.Second, func() string { return cfg })
+	return "http://" + addr
 }

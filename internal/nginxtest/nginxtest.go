@@ -5,14 +5,15 @@ package nginxtest
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ratelab/ratelab/internal/proctest"
 )
 
 // Binary is nginx's path, or "" when it is not installed; then, if
@@ -61,39 +62,20 @@ func Start(t testing.TB, conf func(dir string, port int) string, files ...string
 		t.Skip("nginx is not installed (make test-clocked installs Debian's nginx-light)")
 	}
 	dir := site(t, files)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	addr := proctest.FreeAddr(t)
+	_, portText, _ := strings.Cut(addr, ":")
+	port, _ := strconv.Atoi(portText)
 	path := filepath.Join(dir, "nginx.conf")
 	text := fmt.Sprintf(head, dir) + conf(dir, port)
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-p", dir, "-c", path, "-e", filepath.Join(dir, "error.log"))
-	out := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = out, out
-	// The workers hold the output pipe too: stop waiting for it a moment
-	// after the master is gone.
-	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM) // nginx's fast shutdown: workers and master
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
+	// SIGTERM at the end is nginx's fast shutdown: workers and master.
+	proctest.Run(t, "nginx", cmd, addr, 10*time.Second, func() string {
+		log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+		return string(log) + "\n" + text
 	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	listening(t, addr, dir, done, out, text)
 	return "http://" + addr
 }
 
@@ -120,37 +102,4 @@ func site(t testing.TB, files []string) string {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-// listening waits up to 10s for the nginx of dir, whose process ends on
-// done, to answer on addr; it fails t with nginx's output and error log
-// (and its config, text) when it exits first.
-func listening(t testing.TB, addr, dir string, done <-chan error, out fmt.Stringer, text string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-			c.Close()
-			// Its own nginx that answered, not another started at once
-			// on the same free port (this one then failed to bind, and
-			// the other's went with its test: "connection refused" for
-			// every probe of this one).
-			select {
-			case err := <-done:
-				log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-				t.Fatalf("nginx exited though %s answered (another on its port?): %v\n%s%s", addr, err, out, log)
-			case <-time.After(300 * time.Millisecond):
-			}
-			return
-		}
-		select {
-		case err := <-done:
-			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			t.Fatalf("nginx exited: %v\n%s%s\n%s", err, out, log, text)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nginx did not listen on %s within 10s\n%s", addr, out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
