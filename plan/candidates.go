@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/products"
 )
 
 // Deciding a policy again over every request costs what the plan's
@@ -134,8 +135,8 @@ func (p *Plan) policiesDecided(points []*FrontierPoint) []aPolicy {
 			out = append(out, aPolicy{a, []limiters.Limit{w.Short, w.Long}})
 		}
 	}
-	p.nginxPolicy(func(limits ...limiters.Limit) (int64, int64) {
-		out = append(out, aPolicy{limiters.GCRA, limits})
+	p.nginxPolicy(func(rules ...products.NginxRule) (int64, int64) {
+		out = append(out, aPolicy{limiters.GCRA, nginxEnforced(rules)})
 		return -1, -1
 	})
 	return out

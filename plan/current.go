@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -34,9 +33,6 @@ type Current struct {
 	// Notes say what was read otherwise than nginx would (a key it does
 	// not see, a variable taken for the plan's key).
 	Notes []string
-	// tierOf, if set, names each key's tier (nginx's maps): "" for a key
-	// no zone applies to.
-	tierOf func(key string) string
 	// product, if set, is the product whose configuration was read (a
 	// haproxy.cfg), and read its rules: the log is replayed through the
 	// product's own model, not through Tiers.
@@ -61,9 +57,6 @@ func ParseCurrent(s string, file []byte, name string, key accesslog.KeySpec) (Cu
 			return Current{}, fmt.Errorf("plan: --current: %w", err)
 		}
 		return Current{Name: r.Name, Notes: r.Notes, product: prod, read: r}, nil
-	}
-	if bytes.Contains(file, []byte("limit_req")) {
-		return parseNginx(file, name, key)
 	}
 	c, err := config.Parse(file)
 	if err != nil {
@@ -184,19 +177,6 @@ func refusedToday(cur *Current, keys []string, decided kept, node []int) ([]int6
 		return refusedByProduct(cur, keys, decided, node), nil
 	}
 	t := cur.Tiers
-	exempt := make([]bool, len(keys))
-	if cur.tierOf != nil {
-		t.Users = map[string]string{}
-		for id, k := range keys {
-			switch tier := cur.tierOf(k); tier {
-			case "":
-				exempt[id] = true
-			case t.Default:
-			default:
-				t.Users[k] = tier
-			}
-		}
-	}
 	nodes := 1
 	for _, n := range node {
 		nodes = max(nodes, n+1)
@@ -211,9 +191,9 @@ func refusedToday(cur *Current, keys []string, decided kept, node []int) ([]int6
 		ls[i] = l
 	}
 	refused := make([]int64, len(keys))
-	in := make([]bool, len(exempt))
-	for id, e := range exempt {
-		in[id] = !e
+	in := make([]bool, len(keys))
+	for id := range in {
+		in[id] = true
 	}
 	decided.each(in, func(q keptRequest) {
 		l := ls[0]

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
+	"github.com/ratelab/ratelab/products"
 )
 
 // The policy chosen, decided again by the library's limiters over the
@@ -72,7 +73,45 @@ func (p *Plan) decideCurves(cs *clients, decided kept, users []int32) {
 	}
 	close(work)
 	wg.Wait()
-	p.nginxPolicy(func(limits ...limiters.Limit) (int64, int64) { return decide(limiters.GCRA, limits...) })
+	// nginx decided through its own model (its clock of milliseconds,
+	// its rate in thousandths), over the keys the buckets it enforces
+	// may refuse.
+	p.nginxPolicy(func(rules ...products.NginxRule) (int64, int64) {
+		var rs []products.Rule
+		for _, r := range rules {
+			rs = append(rs, r)
+		}
+		return refusedByModel(products.Nginx{}, rs, decided, only(may, p.cv.mayRefuse(limiters.GCRA, nginxEnforced(rules))))
+	})
+}
+
+// nginxEnforced are the buckets nginx keeps of rules.
+func nginxEnforced(rules []products.NginxRule) []limiters.Limit {
+	var ls []limiters.Limit
+	for _, r := range rules {
+		ls = append(ls, r.Enforced)
+	}
+	return ls
+}
+
+// refusedByModel is refusedBy of a product's rules, each key's requests
+// decided through the product's model.
+func refusedByModel(prod products.Product, rules []products.Rule, decided kept, in []bool) (requests, clients int64) {
+	state, hit := map[int32]products.Key{}, map[int32]bool{}
+	decided.each(in, func(r keptRequest) {
+		k, ok := state[r.id]
+		if !ok {
+			k = prod.NewKey(rules)
+			state[r.id] = k
+		}
+		if !k.Decide(r.at).Admitted {
+			requests++
+			if !hit[r.id] {
+				hit[r.id], clients = true, clients+1
+			}
+		}
+	})
+	return requests, clients
 }
 
 // refusedBy is how many of the requests decided of the clients in (by

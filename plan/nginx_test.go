@@ -12,57 +12,44 @@ import (
 
 	"github.com/ratelab/ratelab/internal/nginxtest"
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/products"
 	"github.com/ratelab/ratelab/workloads/accesslog"
 	"github.com/ratelab/ratelab/workloads/synthlog"
 )
 
-// A bucket is written as nginx can: a whole rate a second, else a whole
-// rate a minute, else the rate a minute rounded up; nginx keeps a rate in
-// thousandths a second, truncated; its burst is one less than the
-// bucket's capacity.
-func TestNginxLimit(t *testing.T) {
+// The bucket is decided as nginx keeps it, rounded or not (nginx's clock
+// of milliseconds refuses other requests than the plan's bucket where the
+// log's times are finer), and the windows as two buckets; a plan that
+// decides nothing keeps the bucket's figures.
+func TestNginxDecided(t *testing.T) {
 	for _, tt := range []struct {
-		want     limiters.Limit
-		rate     string
-		burst    int
-		enforced limiters.Limit
-		rounded  bool
-	}{
-		{limiters.Limit{N: 5, Per: time.Second, Burst: 47}, "5r/s", 46, limiters.Limit{N: 5, Per: time.Second, Burst: 47}, false},
-		{limiters.Limit{N: 1, Per: 2 * time.Second, Burst: 47}, "30r/m", 46, limiters.Limit{N: 30, Per: time.Minute, Burst: 47}, false},
-		{limiters.Limit{N: 120, Per: time.Minute, Burst: 1}, "2r/s", 0, limiters.Limit{N: 2, Per: time.Second, Burst: 1}, false},
-		{limiters.Limit{N: 95, Per: time.Minute, Burst: 95}, "95r/m", 94, limiters.Limit{N: 1583, Per: 1000 * time.Second, Burst: 95}, true},
-		{limiters.Limit{N: 1, Per: 7 * time.Second, Burst: 10}, "9r/m", 9, limiters.Limit{N: 9, Per: time.Minute, Burst: 10}, true},
-		{limiters.Limit{N: 1, Per: 100 * time.Second, Burst: 300}, "1r/m", 299, limiters.Limit{N: 16, Per: 1000 * time.Second, Burst: 300}, true},
-		{limiters.Limit{N: 120, Per: 10 * time.Second, Burst: 120}, "12r/s", 119, limiters.Limit{N: 12, Per: time.Second, Burst: 120}, false},
-	} {
-		got := nginxLimit(tt.want)
-		if got.Rate != tt.rate || got.Burst != tt.burst || got.Enforced != tt.enforced || got.Rounded != tt.rounded {
-			t.Errorf("%s: %s burst=%d, enforced %v, rounded %v; want %s burst=%d, %v, %v", tt.want, got.Rate, got.Burst, got.Enforced, got.Rounded, tt.rate, tt.burst, tt.enforced, tt.rounded)
+		rate    limiters.Limit
+		rounded bool
+	}{{limiters.Limit{N: 1, Per: 7 * time.Second}, true}, {limiters.Limit{N: 1, Per: 2 * time.Second}, false}} {
+		p := &Plan{Bucket: FrontierPoint{Rate: tt.rate, Burst: 10, Clients: 3, Refused: 30},
+			Windows: WindowPair{Short: limiters.Limit{N: 20, Per: time.Second}, Long: limiters.Limit{N: 300, Per: time.Minute}}}
+		var asked [][]products.NginxRule
+		p.nginxPolicy(func(rs ...products.NginxRule) (int64, int64) {
+			asked = append(asked, rs)
+			return 31 + int64(len(asked)), 4
+		})
+		n := p.NginxPolicy
+		if len(asked) != 2 || len(asked[0]) != 1 || asked[0][0] != n.Bucket || n.Bucket.Rounded != tt.rounded || n.Clients != 4 || n.Refused != 32 {
+			t.Errorf("%s: decided %v, policy %+v: want the bucket as nginx keeps it decided, its 4 clients and 32 requests", tt.rate, asked, n)
 		}
-	}
-}
-
-// A rate nginx cannot write is decided again at what nginx enforces; one
-// it can is not.
-func TestNginxRoundedDecided(t *testing.T) {
-	p := &Plan{Bucket: FrontierPoint{Rate: limiters.Limit{N: 1, Per: 7 * time.Second}, Burst: 10, Clients: 3, Refused: 30}}
-	var asked [][]limiters.Limit
-	p.nginxPolicy(func(l ...limiters.Limit) (int64, int64) {
-		asked = append(asked, l)
-		return 31, 4
-	})
-	n := p.NginxPolicy
-	if len(asked) != 1 || asked[0][0] != n.Bucket.Enforced || n.Clients != 4 || n.Refused != 31 {
-		t.Errorf("decided %v, policy %+v: want the enforced bucket decided once, its 4 clients and 31 requests", asked, n)
-	}
-	p = &Plan{Bucket: FrontierPoint{Rate: limiters.Limit{N: 1, Per: 2 * time.Second}, Burst: 10, Clients: 3, Refused: 30}}
-	p.nginxPolicy(func(l ...limiters.Limit) (int64, int64) {
-		t.Errorf("decided %v: 30r/m is written exactly", l)
-		return 0, 0
-	})
-	if n := p.NginxPolicy; n.Clients != 3 || n.Refused != 30 {
-		t.Errorf("policy %+v: want the plan's bucket's 3 clients and 30 requests", n)
+		if len(asked) == 2 && (len(asked[1]) != 2 || asked[1][0] != n.Short || n.PairRefused != 33 || n.Short.Meant() != p.Windows.Short) {
+			t.Errorf("%s: the windows decided as %v, policy %+v", tt.rate, asked[1], n)
+		}
+		p.NginxPolicy, p.Merged = NginxPolicy{}, 2
+		p.nginxPolicy(func(rs ...products.NginxRule) (int64, int64) {
+			if len(rs) == 1 {
+				t.Errorf("%s: a merged plan's bucket decided", tt.rate)
+			}
+			return -1, -1
+		})
+		if n := p.NginxPolicy; n.Clients != 3 || n.Refused != 30 {
+			t.Errorf("%s: merged, policy %+v: want the plan's bucket's 3 clients and 30 requests", tt.rate, n)
+		}
 	}
 }
 
@@ -201,7 +188,7 @@ func TestNginxPollersTier(t *testing.T) {
 		PollerTier: Tier{Scale: 2, Policy: limiters.Limit{N: 1, Per: time.Second, Burst: 60}, Keys: 2, Share: 0.1},
 		Pollers:    []Client{{Key: "198.18.0.1"}, {Key: "198.18.0.2"}},
 		Windows:    WindowPair{Short: limiters.Limit{N: 20, Per: time.Second}, Long: limiters.Limit{N: 300, Per: time.Minute}}}
-	p.nginxPolicy(func(...limiters.Limit) (int64, int64) { return 0, 0 })
+	p.nginxPolicy(func(...products.NginxRule) (int64, int64) { return 0, 0 })
 	key, _ := accesslog.ParseKey("ip")
 	conf := p.Nginx(key, "access.log")
 	for _, want := range []string{"zone=ratelab_pollers:1m rate=1r/s", "limit_req zone=ratelab_pollers burst=59 nodelay;", "\"198.18.0.2\" pollers;", "\"172.0.0.1\" shared;", "steady pollers"} {
@@ -213,13 +200,13 @@ func TestNginxPollersTier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, want := range map[string]string{"198.18.0.1": "ratelab_pollers", "172.0.0.1": "ratelab_shared", "203.0.113.9": "ratelab_users"} {
-		if got := cur.tierOf(k); got != want {
-			t.Errorf("%s is under %q; want %q\n%s", k, got, want, conf)
+	for k, want := range map[string]string{"198.18.0.1": "rate=1r/s burst=59", "172.0.0.1": "rate=2r/s burst=119", "203.0.113.9": "rate=30r/m burst=29"} {
+		if rs := cur.read.RulesOf(k); len(rs) != 1 || rs[0].String() != want {
+			t.Errorf("%s is under %v; want %s\n%s", k, rs, want, conf)
 		}
 	}
-	if ls := cur.Tiers.Tiers["ratelab_pollers"]; len(ls) != 1 || ls[0] != (limiters.Limit{N: 1, Per: time.Second, Burst: 60}) {
-		t.Errorf("the pollers' zone read back as %v; want 1/s burst 60", ls)
+	if cur.product != (products.Nginx{}) || len(cur.read.Tiers) != 2 || cur.read.Tiers[1].Name != "ratelab_pollers" {
+		t.Errorf("read back as %v: %+v; want nginx's, the pollers' zone a tier", cur.product, cur.read.Tiers)
 	}
 	if tf := string(p.TierFile("access.log")); !strings.Contains(tf, "pollers: [1/s burst 60]") || !strings.Contains(tf, "\"198.18.0.1\": pollers") {
 		t.Errorf("the tier file lacks the pollers' tier:\n%s", tf)

@@ -18,6 +18,7 @@ import (
 	"github.com/ratelab/ratelab/harness"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/composite"
+	"github.com/ratelab/ratelab/products"
 	"github.com/ratelab/ratelab/workloads"
 	"github.com/ratelab/ratelab/workloads/accesslog"
 	"github.com/ratelab/ratelab/workloads/synthlog"
@@ -358,7 +359,7 @@ func TestParseCurrent(t *testing.T) {
 		arg, file string
 		want      string // Name
 		tiers     map[string][]limiters.Limit
-		tierOf    map[string]string // a key's tier, for nginx's maps
+		product   products.Product // a product's configuration: read as its own
 	}{
 		{arg: "100/min", want: "100/min (sliding-log)", tiers: map[string][]limiters.Limit{"current": {{N: 100, Per: time.Minute}}}},
 		{arg: "gcra 10/s burst 20", want: "10/s burst 20 (gcra)", tiers: map[string][]limiters.Limit{"current": {{N: 10, Per: time.Second, Burst: 20}}}},
@@ -366,26 +367,9 @@ func TestParseCurrent(t *testing.T) {
 		{arg: "tiers.yaml", file: "algorithm: fixed-window\ndefault_tier: free\ntiers:\n  free: [10/s]\n", want: "tiers.yaml",
 			tiers: map[string][]limiters.Limit{"free": {{N: 10, Per: time.Second}}}},
 		{arg: "nginx.conf", file: "limit_req_zone $binary_remote_addr zone=one:10m rate=5r/s; # the example\nlocation / {\n  limit_req zone=one burst=10;\n}\n",
-			want: "nginx.conf: one rate=5r/s burst=10", tiers: map[string][]limiters.Limit{"one": {{N: 5, Per: time.Second, Burst: 11}}}, tierOf: map[string]string{"203.0.113.9": "one"}},
-		{arg: "nginx.conf", file: `map $remote_addr $shared {
-    default 0;
-    "100.64.0.1" 1;
-}
-map $shared $users {
-    1 "";
-    default $binary_remote_addr;
-}
-map $shared $shared_key {
-    1 $binary_remote_addr;
-    default "";
-}
-limit_req_zone $users zone=users:1m rate=30r/m;
-limit_req_zone $shared_key zone=shared:1m rate=10r/s;
-limit_req zone=users burst=46 nodelay;
-limit_req zone=shared burst=939 nodelay;
-`, want: "nginx.conf: users rate=30r/m burst=46; shared rate=10r/s burst=939",
-			tiers:  map[string][]limiters.Limit{"users": {{N: 30, Per: time.Minute, Burst: 47}}, "shared": {{N: 10, Per: time.Second, Burst: 940}}, "users+shared": {{N: 30, Per: time.Minute, Burst: 47}, {N: 10, Per: time.Second, Burst: 940}}},
-			tierOf: map[string]string{"100.64.0.1": "shared", "10.0.0.1": "users"}},
+			want: "nginx.conf: one rate=5r/s burst=10", product: products.Nginx{}},
+		{arg: "haproxy.cfg", file: "backend t\n    stick-table type ip size 1k expire 20s store http_req_rate(10s)\n    http-request track-sc0 src table t\n    http-request deny if { sc_http_req_rate(0) gt 100 }\n",
+			want: "haproxy.cfg: http_req_rate(10s) gt 100", product: products.HAProxy{}},
 	} {
 		var file []byte
 		if tt.file != "" {
@@ -396,13 +380,8 @@ limit_req zone=shared burst=939 nodelay;
 			t.Errorf("ParseCurrent(%q): %v", tt.arg, err)
 			continue
 		}
-		if c.Name != tt.want || !reflect.DeepEqual(c.Tiers.Tiers, tt.tiers) {
-			t.Errorf("ParseCurrent(%q) = %q, %v; want %q, %v", tt.arg, c.Name, c.Tiers.Tiers, tt.want, tt.tiers)
-		}
-		for key, want := range tt.tierOf {
-			if got := c.tierOf(key); got != want {
-				t.Errorf("ParseCurrent(%q): the key %s is in %q; want %q", tt.arg, key, got, want)
-			}
+		if c.Name != tt.want || !reflect.DeepEqual(c.Tiers.Tiers, tt.tiers) || c.product != tt.product {
+			t.Errorf("ParseCurrent(%q) = %q, %v, %v; want %q, %v, %v", tt.arg, c.Name, c.Tiers.Tiers, c.product, tt.want, tt.tiers, tt.product)
 		}
 	}
 	for _, tt := range []struct{ arg, file, want string }{

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/products"
 	"github.com/ratelab/ratelab/results"
 	"github.com/ratelab/ratelab/results/report"
 )
@@ -294,7 +295,7 @@ func (p *Plan) Verdict() string {
 	g := b.Gap
 	if p.Separated {
 		fmt.Fprintf(&s, "%s of %s %s apart from all the rest: at %s every other key needs a burst of at most %s, each of %s at least %s: %s× apart. ",
-			plural(int64(g.Out), "key"), results.Count(int64(p.Users)), verb(g.Out, "stand"), rateWords(b.Rate), results.Count(g.KeptMost), them(g.Out), results.Count(g.OutLeast), roundWords(g.Ratio()))
+			plural(int64(g.Out), "key"), results.Count(int64(p.Users)), verb(g.Out, "stand"), products.RateWords(b.Rate), results.Count(g.KeptMost), them(g.Out), results.Count(g.OutLeast), roundWords(g.Ratio()))
 		share := ""
 		if b.Refused >= 0 { // a merged plan decides no request
 			share = fmt.Sprintf(" (%s of the requests)", percent(b.Refused, p.Decided))
@@ -310,7 +311,7 @@ func (p *Plan) Verdict() string {
 		widest := ""
 		for _, f := range p.Frontier {
 			if f.Gap.Ratio() > 0 && (widest == "" || f.Gap.Ratio() > g.Ratio()) {
-				g, widest = f.Gap, fmt.Sprintf(" (the widest: %.2g× at %s, %s)", f.Gap.Ratio(), rateWords(f.Rate), plural(int64(f.Gap.Out), "key"))
+				g, widest = f.Gap, fmt.Sprintf(" (the widest: %.2g× at %s, %s)", f.Gap.Ratio(), products.RateWords(f.Rate), plural(int64(f.Gap.Out), "key"))
 			}
 		}
 		fmt.Fprintf(&s, "No key stands apart: at no rate do at most %s (--outliers %s) need %g× (--margin) what every other key does%s. ",

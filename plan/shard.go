@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratelab/ratelab/limiters"
+	"github.com/ratelab/ratelab/products"
 	"github.com/ratelab/ratelab/workloads/accesslog"
 )
 
@@ -446,6 +447,6 @@ func (p *Plan) undecided() {
 	if w := &p.Windows; w.Short.N > 0 {
 		w.Refused, w.decidedClients = -1, -1
 	}
-	p.nginxPolicy(func(...limiters.Limit) (int64, int64) { return -1, -1 })
+	p.nginxPolicy(func(...products.NginxRule) (int64, int64) { return -1, -1 })
 	p.decideProducts(nil, nil)
 }

@@ -203,9 +203,11 @@ func Parse(list string) (ps []Product, other []string) {
 	return ps, other
 }
 
-// Of is the product whose configuration text looks like, nil for none.
+// Of is the product whose configuration text looks like, nil for none:
+// one of All, or nginx (whose policy the plan writes as its own, not by
+// the search it runs for All's).
 func Of(text []byte) Product {
-	for _, p := range All {
+	for _, p := range append(All[:len(All):len(All)], Nginx{}) {
 		if p.Recognizes(text) {
 			return p
 		}

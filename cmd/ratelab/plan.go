@@ -103,7 +103,9 @@ the retry too).
 as the plan was ($binary_remote_addr for ip, $http_x_api_key for
 header:X-Api-Key), the keys that look like many users sent to a zone of
 their own, and the two windows as nginx can say them (two buckets); the
-rates nginx cannot write are rounded up and decided again. --emit ratelab
+rates nginx cannot write are rounded up, and what nginx refuses is
+decided through its own model (its clock of milliseconds, its rate in
+thousandths). --emit ratelab
 prints the ratelab serve --config file and the Go that builds the same
 limiter. Both are written beside plan.json either way. --emit haproxy,
 traefik or caddy writes the policy as that product keeps it

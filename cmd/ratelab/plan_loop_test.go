@@ -22,7 +22,6 @@ import (
 	"github.com/ratelab/ratelab/internal/server"
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/limiters/gcra"
-	"github.com/ratelab/ratelab/plan"
 	"github.com/ratelab/ratelab/products"
 	"github.com/ratelab/ratelab/workloads/accesslog"
 	"github.com/ratelab/ratelab/workloads/synthlog"
@@ -154,15 +153,15 @@ func TestPlanEmittedLoop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cur, err := plan.ParseCurrent("", windows, "nginx-windows.conf", accesslog.KeySpec{})
+		read, err := products.Nginx{}.Read(windows, "nginx-windows.conf", accesslog.KeySpec{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		pair := cur.Tiers.Tiers[cur.Tiers.Default]
-		if len(pair) != 2 {
-			t.Fatalf("nginx-windows.conf: %v, want two buckets", pair)
+		if len(read.Rules) != 2 {
+			t.Fatalf("nginx-windows.conf: %v, want two buckets", read.Rules)
 		}
-		want := fmt.Sprintf("gcra %s, gcra %s", pair[0], pair[1])
+		pair := []limiters.Limit{read.Rules[0].(products.NginxRule).Enforced, read.Rules[1].(products.NginxRule).Enforced}
+		want := read.Rules[0].Expect() + ", " + read.Rules[1].Expect()
 		base := startEmitted(t, string(windows), nil)
 		if code, said := probeExpectsAll(t, base+"/", want, "--max-requests", "3000"); code != 0 {
 			t.Errorf("nginx-windows.conf as emitted, --expect %s: exit %d\n%s", want, code, said)
