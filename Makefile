@@ -21,6 +21,9 @@ PKGS      := ./... ./limiters/...
 BIN       := $(OUT)/bin
 STATICCHECK := $(BIN)/staticcheck
 BENCHSTAT   := $(BIN)/benchstat
+# envoycheck checks the Envoy configurations the plan writes against
+# Envoy's protos (go-control-plane), a module of its own in tools/envoycheck.
+ENVOYCHECK  := $(BIN)/envoycheck
 # The committed figures the gate compares the quick lab with: accuracy,
 # allocations and memory, which do not depend on the machine.
 BASELINE  ?= results/baseline.json
@@ -68,6 +71,9 @@ staticcheck: $(STATICCHECK)
 
 $(STATICCHECK): tools/go.mod tools/go.sum
 	GOWORK=off $(GO) build -modfile=tools/go.mod -o $@ honnef.co/go/tools/cmd/staticcheck
+
+$(ENVOYCHECK): tools/envoycheck/go.mod tools/envoycheck/go.sum tools/envoycheck/main.go
+	cd tools/envoycheck && GOWORK=off $(GO) build -o $(abspath $@) .
 
 $(BENCHSTAT): tools/go.mod tools/go.sum
 	GOWORK=off $(GO) build -modfile=tools/go.mod -o $@ golang.org/x/perf/cmd/benchstat
@@ -133,9 +139,9 @@ GORACE ?= atexit_sleep_ms=100
 
 # The two runs' command lines name every package and test they take
 # (2,462 and 638 characters): each says what it runs in a line instead.
-race:
+race: $(ENVOYCHECK)
 	@echo "go test -race -shuffle=on -p 3: $(words $(RACE_PKGS)) packages, the slowest first, but for the tests of make test-clocked and NORACE"
-	@GORACE='$(GORACE)' REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -vet=off -shuffle=on -count=1 -p 3 -skip '$(TIMED)|$(NORACE)' $(RACE_PKGS)
+	@GORACE='$(GORACE)' ENVOYCHECK=$(abspath $(ENVOYCHECK)) ENVOYCHECK_REQUIRED=1 REDIS_REQUIRED=1 tools/with-redis $(GO) test -race -vet=off -shuffle=on -count=1 -p 3 -skip '$(TIMED)|$(NORACE)' $(RACE_PKGS)
 
 # What keeps NORACE_PKGS free of goroutines: a go statement in one of
 # them fails make test, which then says where it belongs.

@@ -54,6 +54,8 @@ func checkProducts(t *testing.T, name string, p *Plan, entries []accesslog.Entry
 			decide = traefikByXRate
 		case products.Caddy:
 			decide = caddyByLog
+		case products.Envoy:
+			decide = envoyByXRate
 		default:
 			t.Fatalf("%s: no replay of %s's decisions in the test", name, pp.Product.Name())
 		}
@@ -197,6 +199,31 @@ func traefikByXRate(rules []products.Rule) func(at int64) bool {
 // decides: asked by events/window, the largest first, each admitting
 // while fewer than its events of the times it admitted lie within its
 // window, and keeping the time at once.
+// envoyByXRate decides as Envoy's local rate limit does, with
+// x/time/rate's Limiter for each descriptor's bucket (full at first, a
+// whole token taken, none by a refusal), the slowest first, stopping at
+// the first that refuses.
+func envoyByXRate(rules []products.Rule) func(at int64) bool {
+	rs := make([]products.EnvoyRule, len(rules))
+	for i, r := range rules {
+		rs[i] = r.(products.EnvoyRule)
+	}
+	perSecond := func(r products.EnvoyRule) float64 { return float64(r.TokensPerFill) / r.FillInterval.Seconds() }
+	slices.SortStableFunc(rs, func(a, b products.EnvoyRule) int { return cmp.Compare(perSecond(a), perSecond(b)) })
+	ls := make([]*rate.Limiter, len(rs))
+	for i, r := range rs {
+		ls[i] = rate.NewLimiter(rate.Limit(perSecond(r)), r.MaxTokens)
+	}
+	return func(at int64) bool {
+		for _, l := range ls {
+			if !l.AllowN(time.Unix(0, at), 1) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
 func caddyByLog(rules []products.Rule) func(at int64) bool {
 	zones := make([]products.CaddyRule, len(rules))
 	for i, r := range rules {

@@ -46,13 +46,13 @@ func (p *Plan) ProductConfig(prod products.Product, key accesslog.KeySpec, log, 
 }
 
 // productSays is pp's rules in the product's words, and what they were
-// written for: "http_req_rate(15m) gt 739, http_req_rate(1h) gt 2220
+// written for: "http_req_rate(15m) gt 739; http_req_rate(1h) gt 2220
 // (the windows 739/15min and 2220/h)".
 func productSays(pp products.Choice) string {
 	var rules, meant string
 	for i, r := range pp.Rules {
 		if i > 0 {
-			rules, meant = rules+", ", meant+" and "
+			rules, meant = rules+"; ", meant+" and "
 		}
 		rules, meant = rules+r.String(), meant+r.Meant().String()
 	}

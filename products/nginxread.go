@@ -100,8 +100,15 @@ func (n Nginx) Read(text []byte, name string, key accesslog.KeySpec) (Read, erro
 			break
 		}
 	}
-	// Each key's zones, through the maps: a key no map names gets the
-	// default's, as any key not written in them does.
+	conf.tiers(&out, rules, mine)
+	return out, nil
+}
+
+// tiers sets out's every key's rules and tiers: each key's zones through
+// the maps, a key no map names getting the default's, as any key not
+// written in them does; the keys a map of the key's own variable names
+// whose zones are not the default's are tiers, named by their zones.
+func (conf *nginxConf) tiers(out *Read, rules []Rule, mine map[string]bool) {
 	zonesOf := func(k string) (in []string, rs []Rule) {
 		for i, u := range conf.uses {
 			if slices.Contains(in, u.zone) {
@@ -141,7 +148,6 @@ func (n Nginx) Read(text []byte, name string, key accesslog.KeySpec) (Read, erro
 		}
 		out.Tiers[i].Keys = append(out.Tiers[i].Keys, k)
 	}
-	return out, nil
 }
 
 // line reads one line of the configuration, numbered n.
