@@ -301,6 +301,9 @@ func (p *Plan) productRules(prod products.Product, of string, scale float64, nee
 		}
 		rules = append(rules, r)
 	}
+	if m, ok := prod.(products.Merging); ok {
+		rules = m.Merge(rules)
+	}
 	return rules, nil
 }
 

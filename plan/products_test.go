@@ -56,6 +56,8 @@ func checkProducts(t *testing.T, name string, p *Plan, entries []accesslog.Entry
 			decide = caddyByLog
 		case products.Envoy:
 			decide = envoyByXRate
+		case products.Kong:
+			decide = kongByCalendar
 		default:
 			t.Fatalf("%s: no replay of %s's decisions in the test", name, pp.Product.Name())
 		}
@@ -219,6 +221,43 @@ func envoyByXRate(rules []products.Rule) func(at int64) bool {
 			if !l.AllowN(time.Unix(0, at), 1) {
 				return false
 			}
+		}
+		return true
+	}
+}
+
+// kongByCalendar decides as Kong's rate-limiting plugin does: a count a
+// period in the UTC calendar's window (time.Time's own reckoning of
+// it), a request refused where a count has reached its limit, and
+// counted in every period only when admitted.
+func kongByCalendar(rules []products.Rule) func(at int64) bool {
+	type counter struct {
+		window time.Time
+		n      int
+	}
+	counters := make([]counter, len(rules))
+	window := func(period string, t time.Time) time.Time {
+		switch period {
+		case "month":
+			return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+		case "year":
+			return time.Date(t.Year(), 1, 1, 0, 0, 0, 0, time.UTC)
+		}
+		return t.Truncate(map[string]time.Duration{"second": time.Second, "minute": time.Minute, "hour": time.Hour, "day": 24 * time.Hour}[period])
+	}
+	return func(at int64) bool {
+		now := time.Unix(0, at).UTC()
+		for i, r := range rules {
+			kr := r.(products.KongRule)
+			if w := window(kr.Period, now); !w.Equal(counters[i].window) {
+				counters[i] = counter{window: w}
+			}
+			if counters[i].n >= kr.Limit {
+				return false
+			}
+		}
+		for i := range counters {
+			counters[i].n++
 		}
 		return true
 	}

@@ -71,6 +71,13 @@ type Bounded interface {
 	Spares() (n int, within time.Duration)
 }
 
+// Merging is a product that keeps some lists of rules as fewer (Kong has
+// one limit a period): Merge is rules as the product writes them, which
+// decide as rules did.
+type Merging interface {
+	Merge(rules []Rule) []Rule
+}
+
 // A Key is one key's state under a product's rules.
 type Key interface {
 	// Decide decides the key's request at t (nanoseconds since the
@@ -180,7 +187,7 @@ type Choice struct {
 
 // All are the products ratelab writes for, in the order --emit lists
 // them.
-var All = []Product{HAProxy{}, Traefik{}, Caddy{}, Envoy{}}
+var All = []Product{HAProxy{}, Traefik{}, Caddy{}, Envoy{}, Kong{}}
 
 // Parse returns the products a comma-separated list names (--emit).
 // Names not of a product are returned apart, for the caller to read as
