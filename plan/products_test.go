@@ -58,6 +58,8 @@ func checkProducts(t *testing.T, name string, p *Plan, entries []accesslog.Entry
 			decide = envoyByXRate
 		case products.Kong:
 			decide = kongByCalendar
+		case products.AWSWAF:
+			decide = wafByScan
 		default:
 			t.Fatalf("%s: no replay of %s's decisions in the test", name, pp.Product.Name())
 		}
@@ -260,6 +262,31 @@ func kongByCalendar(rules []products.Rule) func(at int64) bool {
 			counters[i].n++
 		}
 		return true
+	}
+}
+
+// wafByScan decides as the model of AWS WAF's rule says it does: at
+// each tenth second past, every request of the key before it counted
+// again, blocked while a rule counts more than its limit in its window.
+func wafByScan(rules []products.Rule) func(at int64) bool {
+	var times []int64
+	check, blocked := int64(-1), false
+	return func(at int64) bool {
+		if c := at - at%int64(10*time.Second); c != check {
+			check, blocked = c, false
+			for _, r := range rules {
+				wr := r.(products.AWSWAFRule)
+				n := 0
+				for _, t := range times {
+					if t >= c-int64(wr.Window) && t < c {
+						n++
+					}
+				}
+				blocked = blocked || n > wr.Limit
+			}
+		}
+		times = append(times, at)
+		return !blocked
 	}
 }
 

@@ -43,16 +43,14 @@ func (Kong) File() string  { return "kong.yaml" }
 
 // Express keeps a window of N per Per whose Per is one of Kong's periods
 // as it is; another as the period nearest it (by ratio), N scaled to it
-// (299/15min: 1196 an hour); a bucket (Burst its capacity) as its
-// nearest window first, Burst per Burst/rate.
+// (299/15min: 1196 an hour); a bucket (Burst its capacity) in the period
+// nearest the time it takes to fill, as the most it admits in one (its
+// capacity and what it refills: 20/s burst 38, second: 58).
 func (Kong) Express(want limiters.Limit) (Rule, error) {
 	if want.N < 1 || want.Per <= 0 {
 		return nil, fmt.Errorf("kong: the limit %s: want a count and a period", want)
 	}
-	n, per := float64(want.N), want.Per
-	if want.Burst > 0 {
-		n, per = float64(want.Burst), time.Duration(float64(want.Per)*float64(want.Burst)/float64(want.N))
-	}
+	per := windowOf(want)
 	best := slices.MinFunc(kongPeriods[:4], func(a, b struct {
 		name string
 		d    time.Duration
@@ -66,7 +64,7 @@ func (Kong) Express(want limiters.Limit) (Rule, error) {
 		}
 		return 0
 	})
-	return KongRule{Period: best.name, Limit: max(1, int(math.Round(n*float64(best.d)/float64(per)))), meant: want}, nil
+	return KongRule{Period: best.name, Limit: countIn(want, best.d), meant: want}, nil
 }
 
 // Merge keeps one limit a period, the lowest of its rules (two counts of
@@ -117,7 +115,7 @@ func (r KongRule) Changes() string {
 		return ""
 	}
 	if m.Burst > 0 {
-		return fmt.Sprintf("no bucket: %d a %s, in windows of the UTC calendar, the nearest to %s", r.Limit, r.Period, m)
+		return fmt.Sprintf("no bucket: %d a %s, in windows of the UTC calendar, the most %s admits in one", r.Limit, r.Period, m)
 	}
 	if m.Per != r.length() {
 		return fmt.Sprintf("no window of %s: %d a %s, in windows of the UTC calendar", configDuration(m.Per), r.Limit, r.Period)

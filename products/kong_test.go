@@ -70,8 +70,8 @@ func TestKongExpress(t *testing.T) {
 		{limiters.Limit{N: 100, Per: time.Minute}, "minute: 100", "UTC calendar"},
 		{limiters.Limit{N: 299, Per: 15 * time.Minute}, "hour: 1196", "no window of 15m"},
 		{limiters.Limit{N: 739, Per: 15 * time.Minute}, "hour: 2956", "no window of 15m"},
-		{limiters.Limit{N: 1, Per: time.Second, Burst: 407}, "minute: 60", "no bucket"}, // 407 per 6m47s: the minute nearer than the hour
-		{limiters.Limit{N: 20, Per: time.Second, Burst: 38}, "second: 20", "no bucket"},
+		{limiters.Limit{N: 1, Per: time.Second, Burst: 407}, "minute: 467", "no bucket"}, // full in 6m47s: the minute nearer than the hour
+		{limiters.Limit{N: 20, Per: time.Second, Burst: 38}, "second: 58", "no bucket"},
 	} {
 		r, err := Kong{}.Express(tt.want)
 		if err != nil {
