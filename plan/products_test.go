@@ -60,6 +60,8 @@ func checkProducts(t *testing.T, name string, p *Plan, entries []accesslog.Entry
 			decide = kongByCalendar
 		case products.AWSWAF:
 			decide = wafByScan
+		case products.Cloudflare:
+			decide = cloudflareByWindows
 		default:
 			t.Fatalf("%s: no replay of %s's decisions in the test", name, pp.Product.Name())
 		}
@@ -287,6 +289,35 @@ func wafByScan(rules []products.Rule) func(at int64) bool {
 		}
 		times = append(times, at)
 		return !blocked
+	}
+}
+
+// cloudflareByWindows decides as the model of Cloudflare's rule says it
+// does: each window of the period its own count of the key's requests,
+// a request acted on when the count before it exceeds the limit, and
+// the key refused until the mitigation timeout after.
+func cloudflareByWindows(rules []products.Rule) func(at int64) bool {
+	counts := make([]map[int64]int, len(rules))
+	bans := make([]int64, len(rules))
+	for i := range counts {
+		counts[i] = map[int64]int{}
+	}
+	return func(at int64) bool {
+		admitted := true
+		for i, r := range rules {
+			cr := r.(products.CloudflareRule)
+			w := at / int64(cr.Period)
+			if counts[i][w] > cr.RequestsPerPeriod {
+				admitted = false
+				if at >= bans[i] {
+					bans[i] = at + int64(cr.Timeout)
+				}
+			} else if at < bans[i] {
+				admitted = false
+			}
+			counts[i][w]++
+		}
+		return admitted
 	}
 }
 

@@ -104,6 +104,9 @@ func productVerdict(pp products.Choice, bucket int64) string {
 		s += fmt.Sprintf(", refusing %s (%d the plan spares, sparing %d it refuses)", plural(pp.Clients, "key"), pp.Strays, pp.Missed)
 	}
 	s += fmt.Sprintf(" and %s", plural(pp.Refused, "request"))
+	if pp.Banned > 0 {
+		s += fmt.Sprintf(" (%s of them by a ban)", results.Count(pp.Banned))
+	}
 	if bucket >= 0 {
 		s += fmt.Sprintf(", where the bucket refuses %s", results.Count(bucket))
 	}
