@@ -62,6 +62,8 @@ func checkProducts(t *testing.T, name string, p *Plan, entries []accesslog.Entry
 			decide = wafByScan
 		case products.Cloudflare:
 			decide = cloudflareByWindows
+		case products.CloudArmor:
+			decide = cloudArmorByWindows
 		default:
 			t.Fatalf("%s: no replay of %s's decisions in the test", name, pp.Product.Name())
 		}
@@ -318,6 +320,30 @@ func cloudflareByWindows(rules []products.Rule) func(at int64) bool {
 			counts[i][w]++
 		}
 		return admitted
+	}
+}
+
+// cloudArmorByWindows decides as the model of Cloud Armor's rule says
+// it does: the first rule alone (the one a request matches first), each
+// interval's window its own count, a request over the count refused,
+// and a ban till the interval's end and its duration more.
+func cloudArmorByWindows(rules []products.Rule) func(at int64) bool {
+	if len(rules) == 0 {
+		return func(int64) bool { return true }
+	}
+	r := rules[0].(products.CloudArmorRule)
+	counts := map[int64]int{}
+	var banUntil int64
+	return func(at int64) bool {
+		w := at / int64(r.Interval)
+		counts[w]++
+		if counts[w] > r.Count {
+			if r.Ban > 0 && at >= banUntil {
+				banUntil = (w+1)*int64(r.Interval) + int64(r.Ban)
+			}
+			return false
+		}
+		return at >= banUntil
 	}
 }
 
