@@ -81,6 +81,9 @@ type Config struct {
 	// haproxy): each keeps it in its own terms, and the log is replayed
 	// through its model (Plan.Products).
 	Products []products.Product
+	// Key is what the log's requests are counted by (--key): a product
+	// that cannot key by it (products.Keyed) says so rather than choose.
+	Key accesslog.KeySpec
 }
 
 // check validates c, filling its defaults.

@@ -74,6 +74,12 @@ func (p *Plan) decideProducts(keys []string, decided *kept) {
 		}
 	}
 	for _, prod := range p.Config.Products {
+		if k, ok := prod.(products.Keyed); ok {
+			if err := k.Keys(p.Config.Key); err != nil {
+				p.Products = append(p.Products, products.Choice{Product: prod, Cannot: err.Error(), Refused: -1, Clients: -1, Banned: -1})
+				continue
+			}
+		}
 		var best *aCandidate
 		for _, of := range p.productOf() {
 			best = p.searchScales(prod, of, keys, decided, in, want, best)

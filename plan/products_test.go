@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +43,12 @@ func checkProducts(t *testing.T, name string, p *Plan, entries []accesslog.Entry
 		if err != nil {
 			t.Fatalf("%s: %s: %v", name, pp.Product.Name(), err)
 		}
+		if pp.Cannot != "" {
+			if text != "" || pp.Clients != -1 || !strings.Contains(p.Verdict(), pp.Cannot) {
+				t.Errorf("%s: %s cannot keep the policy (%s), yet wrote %q, refuses %d keys, or the verdict does not say so", name, pp.Product.Name(), pp.Cannot, text, pp.Clients)
+			}
+			continue
+		}
 		read, err := pp.Product.Read([]byte(text), pp.Product.File(), key)
 		if err != nil {
 			t.Fatalf("%s: %s as written does not read back: %v\n%s", name, pp.Product.File(), err, text)
@@ -64,6 +71,8 @@ func checkProducts(t *testing.T, name string, p *Plan, entries []accesslog.Entry
 			decide = cloudflareByWindows
 		case products.CloudArmor:
 			decide = cloudArmorByWindows
+		case products.APIGateway:
+			decide = apiGatewayByXRate
 		default:
 			t.Fatalf("%s: no replay of %s's decisions in the test", name, pp.Product.Name())
 		}
@@ -345,6 +354,18 @@ func cloudArmorByWindows(rules []products.Rule) func(at int64) bool {
 		}
 		return at >= banUntil
 	}
+}
+
+// apiGatewayByXRate decides as the model of API Gateway's throttle says
+// it does, with x/time/rate's Limiter: full at first, a whole token a
+// request, none taken by a refusal.
+func apiGatewayByXRate(rules []products.Rule) func(at int64) bool {
+	if len(rules) == 0 {
+		return func(int64) bool { return true }
+	}
+	r := rules[0].(products.APIGatewayRule)
+	l := rate.NewLimiter(rate.Limit(r.RateLimit), r.BurstLimit)
+	return func(at int64) bool { return l.AllowN(time.Unix(0, at), 1) }
 }
 
 func caddyByLog(rules []products.Rule) func(at int64) bool {

@@ -24,6 +24,9 @@ func (p *Plan) ProductConfig(prod products.Product, key accesslog.KeySpec, log, 
 		return "", nil
 	}
 	pp := p.Products[i]
+	if pp.Cannot != "" {
+		return "", nil
+	}
 	pol := products.Policy{Key: key, Rules: pp.Rules, Clients: p.Clients, Backend: backend}
 	pol.Notes = append(pol.Notes, fmt.Sprintf("ratelab plan's %s for %s, keyed by %s: %s.", pp.Of, log, key, productSays(pp)))
 	for _, r := range pp.Rules {
@@ -90,6 +93,9 @@ func choiceRules(pp products.Choice) string {
 // productVerdict is the verdict's sentence of pp: what the product keeps
 // and refuses beside the plan's policy.
 func productVerdict(pp products.Choice, bucket int64) string {
+	if pp.Cannot != "" {
+		return fmt.Sprintf(" %s cannot keep it: %s.", pp.Product.Title(), pp.Cannot)
+	}
 	s := fmt.Sprintf(" As %s keeps it: %s", pp.Product.Title(), choiceRules(pp))
 	if pp.Scale != 1 {
 		s += fmt.Sprintf(" (×%g)", pp.Scale)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratelab/ratelab/products"
 	"github.com/ratelab/ratelab/results"
 )
 
@@ -167,15 +168,7 @@ func (p *Plan) policyRows(log string) []results.Row {
 			add(row)
 		}
 		for _, pp := range p.Products {
-			row := results.Row{Workload: log, Limiter: pp.Product.Name() + " " + pp.Of}
-			row.Set(kind, kindPolicy)
-			row.Set(policySetting, choiceRules(pp))
-			if pp.Strays+pp.Missed > 0 {
-				row.Set(caughtSetting, strings.Join(pp.Caught, " "))
-			}
-			addCount(&row, clientsName, pp.Clients)
-			addRefused(&row, pp.Refused, p.Decided)
-			add(row)
+			add(p.productRow(log, pp))
 		}
 		for _, o := range p.WindowsOthers {
 			row := results.Row{Workload: log, Limiter: "windows " + string(o.Algorithm)}
@@ -478,4 +471,22 @@ func addQuantiles(row *results.Row, q50, q90, q99, q999, most float64) {
 	}{{p50, q50}, {p90, q90}, {p99, q99}, {p999, q999}, {maxName, most}} {
 		row.Add(q.name, results.UnitCount, q.v)
 	}
+}
+
+// productRow is the policy table's row of a product's choice: what it
+// keeps and refuses, or why it cannot.
+func (p *Plan) productRow(log string, pp products.Choice) results.Row {
+	row := results.Row{Workload: log, Limiter: pp.Product.Name() + " " + pp.Of}
+	row.Set(kind, kindPolicy)
+	row.Set(policySetting, choiceRules(pp))
+	if pp.Cannot != "" {
+		row.Limiter = pp.Product.Name() + " none"
+		row.Set(policySetting, "cannot: "+pp.Cannot)
+	}
+	if pp.Strays+pp.Missed > 0 {
+		row.Set(caughtSetting, strings.Join(pp.Caught, " "))
+	}
+	addCount(&row, clientsName, pp.Clients)
+	addRefused(&row, pp.Refused, p.Decided)
+	return row
 }

@@ -122,6 +122,9 @@ var mode = report.Mode{
 				default:
 					if name, of, ok := strings.Cut(r.Limiter, " "); ok && productNamed(name) {
 						who = fmt.Sprintf("  the %s in %s", of, name)
+						if of == "none" {
+							who = "  none in " + name
+						}
 					}
 				}
 				return []string{who, r.Setting(policySetting), countCell(r, clientsName), refusedCell(r), apart, r.Setting(caughtSetting)}

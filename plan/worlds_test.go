@@ -417,7 +417,7 @@ func TestB2B(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := policyFrom(t, entries, Config{Spare: 0.001, Current: &today, Products: products.All})
+		p := policyFrom(t, entries, Config{Spare: 0.001, Current: &today, Products: products.All, Key: key})
 		t.Log(p.Verdict())
 		// HAProxy's windows: the same keys, to the request as the test
 		// replays them.
@@ -428,7 +428,7 @@ func TestB2B(t *testing.T) {
 		if ha := chosen["haproxy"]; ha.Strays+ha.Missed > 0 || ha.Clients != int64(len(p.Caught)) {
 			t.Errorf("seed %d: haproxy's %s refuses %d keys, %d the plan spares, sparing %d it refuses; want the plan's %d", seed, choiceRules(ha), ha.Clients, ha.Strays, ha.Missed, len(p.Caught))
 		}
-		for _, name := range []string{"caddy", "envoy", "kong", "aws-waf", "cloudflare", "cloud-armor"} {
+		for _, name := range []string{"caddy", "envoy", "kong", "aws-waf", "cloudflare", "cloud-armor", "apigateway"} {
 			if c := chosen[name]; c.Strays+c.Missed > 0 || c.Clients != int64(len(p.Caught)) {
 				t.Errorf("seed %d: %s's %s refuses %d keys, %d the plan spares, sparing %d it refuses; want the plan's %d", seed, name, choiceRules(c), c.Clients, c.Strays, c.Missed, len(p.Caught))
 			}

@@ -71,6 +71,12 @@ type Bounded interface {
 	Spares() (n int, within time.Duration)
 }
 
+// Keyed is a product that keys by some keys only (API Gateway, by API
+// key): Keys says why it cannot key by key, nil where it can.
+type Keyed interface {
+	Keys(key accesslog.KeySpec) error
+}
+
 // Merging is a product that keeps some lists of rules as fewer (Kong has
 // one limit a period): Merge is rules as the product writes them, which
 // decide as rules did.
@@ -183,11 +189,14 @@ type Choice struct {
 	Caught                []string
 	Strays, Missed        int
 	StrayKeys, MissedKeys []string
+	// Cannot, if set, says why the product cannot keep the policy at all
+	// (it cannot key by the plan's key): nothing else is set.
+	Cannot string
 }
 
 // All are the products ratelab writes for, in the order --emit lists
 // them.
-var All = []Product{HAProxy{}, Traefik{}, Caddy{}, Envoy{}, Kong{}, AWSWAF{}, Cloudflare{}, CloudArmor{}}
+var All = []Product{HAProxy{}, Traefik{}, Caddy{}, Envoy{}, Kong{}, AWSWAF{}, Cloudflare{}, CloudArmor{}, APIGateway{}}
 
 // Parse returns the products a comma-separated list names (--emit).
 // Names not of a product are returned apart, for the caller to read as
