@@ -53,7 +53,7 @@ func TestMobileNeedsTwoNumbers(t *testing.T) {
 		p := planOf(t, log.Bytes(), o, Config{Limits: limits, Rates: rates, Spare: 0.001, Algorithms: []limiters.Algorithm{limiters.SlidingLog, limiters.GCRA}, Products: ps})
 		if len(ps) > 0 {
 			chosen := checkProducts(t, fmt.Sprintf("seed %d", seed), p, readEntries(t, log.Bytes(), o), key)
-			for _, name := range []string{"haproxy", "traefik", "caddy", "envoy", "kong", "aws-waf", "cloudflare", "cloud-armor"} {
+			for _, name := range []string{"haproxy", "traefik", "caddy", "envoy", "kong", "aws-waf", "cloudflare", "cloud-armor", "envoy-rls"} {
 				if c := chosen[name]; c.Strays+c.Missed > 0 || c.Clients != int64(len(truth.Sustained)) {
 					t.Errorf("seed %d: %s's %s refuses %d keys, %d the plan spares, sparing %d it refuses; want the %d sustained", seed, name, choiceRules(c), c.Clients, c.Strays, c.Missed, len(truth.Sustained))
 				}

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"bytes"
 	"cmp"
 	"io"
@@ -65,6 +66,8 @@ func checkProducts(t *testing.T, name string, p *Plan, entries []accesslog.Entry
 			decide = envoyByXRate
 		case products.Kong:
 			decide = kongByCalendar
+		case products.EnvoyRLS:
+			decide = rlsByWindows
 		case products.AWSWAF:
 			decide = wafByScan
 		case products.Cloudflare:
@@ -366,6 +369,27 @@ func apiGatewayByXRate(rules []products.Rule) func(at int64) bool {
 	r := rules[0].(products.APIGatewayRule)
 	l := rate.NewLimiter(rate.Limit(r.RateLimit), r.BurstLimit)
 	return func(at int64) bool { return l.AllowN(time.Unix(0, at), 1) }
+}
+
+// rlsByWindows decides as Envoy's rate limit service does: a counter a
+// limit and window of the unit on the epoch (its key the window's start,
+// as cache_key.go makes it), every request counted, refused where a
+// count is over its limit.
+func rlsByWindows(rules []products.Rule) func(at int64) bool {
+	counts := map[string]int{}
+	return func(at int64) bool {
+		admitted := true
+		for i, r := range rules {
+			er := r.(products.EnvoyRLSRule)
+			div := map[string]int64{"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800, "month": 2592000, "year": 31536000}[er.Unit]
+			key := fmt.Sprintf("%d_%d", i, at/int64(time.Second)/div*div)
+			counts[key]++
+			if counts[key] > er.RequestsPerUnit {
+				admitted = false
+			}
+		}
+		return admitted
+	}
 }
 
 func caddyByLog(rules []products.Rule) func(at int64) bool {

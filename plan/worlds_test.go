@@ -194,7 +194,7 @@ func TestPolicyOnRandomWorlds(t *testing.T) {
 	const worlds = 120
 	var separable, separated, right, windowsSeparable, windowsRight, none, noAbuser int
 	var pollerWorlds, pollers, botnets, botnetsApart int
-	var haWorlds, haSame, haStrays, haMissed, haApart, haApartSame, trApart, trApartSame, caApartSame, enApartSame, koApartSame, wafApartSame, cfApartSame, cfBanned, armorApartSame int
+	var haWorlds, haSame, haStrays, haMissed, haApart, haApartSame, trApart, trApartSame, caApartSame, enApartSame, koApartSame, wafApartSame, cfApartSame, cfBanned, armorApartSame, rlsApartSame int
 	for seed := range uint64(worlds) {
 		w := synthlog.RandomWorld(seed + 1)
 		p, reqs, keys := policyOf(t, w, Config{Spare: 0.001, Products: products.All})
@@ -208,6 +208,11 @@ func TestPolicyOnRandomWorlds(t *testing.T) {
 			t.Errorf("seed %d: caddy's %s (%s ×%g) refuses %d keys the plan spares (%q)", seed+1, choiceRules(ca), ca.Of, ca.Scale, ca.Strays, ca.StrayKeys)
 		} else if p.Separated && ca.Missed == 0 {
 			caApartSame++
+		}
+		if rl := chosen["envoy-rls"]; rl.Strays > 0 {
+			t.Errorf("seed %d: envoy-rls's %s (%s ×%g) refuses %d keys the plan spares (%q)", seed+1, choiceRules(rl), rl.Of, rl.Scale, rl.Strays, rl.StrayKeys)
+		} else if p.Separated && rl.Missed == 0 {
+			rlsApartSame++
 		}
 		if ca := chosen["cloud-armor"]; ca.Strays > 0 {
 			t.Errorf("seed %d: cloud-armor's %s (%s ×%g) refuses %d keys the plan spares (%q)", seed+1, choiceRules(ca), ca.Of, ca.Scale, ca.Strays, ca.StrayKeys)
@@ -347,6 +352,7 @@ func TestPolicyOnRandomWorlds(t *testing.T) {
 	t.Logf("haproxy: written for %d worlds, refusing the plan's keys exactly in %d, a key the plan spares in %d, sparing a key it refuses in %d; of the %d where the plan set keys apart, the same keys in %d", haWorlds, haSame, haStrays, haMissed, haApart, haApartSame)
 	t.Logf("traefik: refusing no key the plan spares in any world; of the %d where the plan set keys apart, all of them in %d", trApart, trApartSame)
 	t.Logf("caddy: of the %d worlds where the plan set keys apart, all of them and no other in %d", haApart, caApartSame)
+	t.Logf("envoy-rls: refusing no key the plan spares in any world; of the %d where the plan set keys apart, all of them in %d", haApart, rlsApartSame)
 	t.Logf("cloud-armor: refusing no key the plan spares in any world; of the %d where the plan set keys apart, all of them in %d", haApart, armorApartSame)
 	t.Logf("cloudflare: refusing no key the plan spares in any world; of the %d where the plan set keys apart, all of them in %d (%d requests refused by its ban alone)", haApart, cfApartSame, cfBanned)
 	t.Logf("aws-waf: refusing no key the plan spares in any world; of the %d where the plan set keys apart, all of them in %d", haApart, wafApartSame)
@@ -428,7 +434,7 @@ func TestB2B(t *testing.T) {
 		if ha := chosen["haproxy"]; ha.Strays+ha.Missed > 0 || ha.Clients != int64(len(p.Caught)) {
 			t.Errorf("seed %d: haproxy's %s refuses %d keys, %d the plan spares, sparing %d it refuses; want the plan's %d", seed, choiceRules(ha), ha.Clients, ha.Strays, ha.Missed, len(p.Caught))
 		}
-		for _, name := range []string{"caddy", "envoy", "kong", "aws-waf", "cloudflare", "cloud-armor", "apigateway"} {
+		for _, name := range []string{"caddy", "envoy", "kong", "aws-waf", "cloudflare", "cloud-armor", "apigateway", "envoy-rls"} {
 			if c := chosen[name]; c.Strays+c.Missed > 0 || c.Clients != int64(len(p.Caught)) {
 				t.Errorf("seed %d: %s's %s refuses %d keys, %d the plan spares, sparing %d it refuses; want the plan's %d", seed, name, choiceRules(c), c.Clients, c.Strays, c.Missed, len(p.Caught))
 			}

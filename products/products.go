@@ -196,7 +196,7 @@ type Choice struct {
 
 // All are the products ratelab writes for, in the order --emit lists
 // them.
-var All = []Product{HAProxy{}, Traefik{}, Caddy{}, Envoy{}, Kong{}, AWSWAF{}, Cloudflare{}, CloudArmor{}, APIGateway{}}
+var All = []Product{HAProxy{}, Traefik{}, Caddy{}, Envoy{}, EnvoyRLS{}, Kong{}, AWSWAF{}, Cloudflare{}, CloudArmor{}, APIGateway{}}
 
 // Parse returns the products a comma-separated list names (--emit).
 // Names not of a product are returned apart, for the caller to read as

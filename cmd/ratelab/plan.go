@@ -108,11 +108,12 @@ decided through its own model (its clock of milliseconds, its rate in
 thousandths). --emit ratelab
 prints the ratelab serve --config file and the Go that builds the same
 limiter. Both are written beside plan.json either way. --emit and a
-product's name (haproxy, traefik, caddy, envoy, kong, aws-waf,
-cloudflare, cloud-armor, apigateway) writes the policy as that product
-keeps it (haproxy.cfg, traefik.yaml, Caddyfile, envoy.yaml, kong.yaml,
-aws-waf.json, cloudflare.json, cloud-armor.json, apigateway.json; whole,
-the application --backend, where the product proxies): the windows, a
+product's name (haproxy, traefik, caddy, envoy, envoy-rls, kong,
+aws-waf, cloudflare, cloud-armor, apigateway) writes the policy as that
+product keeps it (haproxy.cfg, traefik.yaml, Caddyfile, envoy.yaml,
+ratelimit.yaml, kong.yaml, aws-waf.json, cloudflare.json,
+cloud-armor.json, apigateway.json; whole, the application --backend,
+where the product proxies): the windows, a
 window of the product's own or the bucket, in the product's terms,
 scaled until the product, the log replayed through its own decisions,
 refuses the plan's keys and no other; what it refuses (a ban's share
@@ -268,7 +269,7 @@ func (f *planFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.top, "top", 10, "how many clients the tables name")
 	fs.DurationVar(&f.reorder, "reorder", 2*time.Second, "how far out of time order the lines of one file may be and still be taken in order (files are merged by time whatever it is)")
 	fs.StringVar(&f.out, "out", "", "the folder plan.json and the report go to (default out/plan-NAME, NAME the first log's name without its extension; a merge's out/plan-merged)")
-	fs.StringVar(&f.current, "current", "", "the limit you run today, decided beside the policy: 100/min, gcra 10/s burst 20, or nginx.conf, a tier file, haproxy.cfg, traefik.yaml, a Caddyfile, envoy.yaml, kong.yaml, aws-waf.json, cloudflare.json, cloud-armor.json, apigateway.json")
+	fs.StringVar(&f.current, "current", "", "the limit you run today, decided beside the policy: 100/min, gcra 10/s burst 20, or nginx.conf, a tier file, haproxy.cfg, traefik.yaml, a Caddyfile, envoy.yaml, ratelimit.yaml, kong.yaml, aws-waf.json, cloudflare.json, cloud-armor.json, apigateway.json")
 	fs.StringVar(&f.memory, "memory", "", "the memory the plan keeps near, as Go's soft limit: 1.5GiB, 800MB (default: the least of 1.5 GiB and half this machine's; GOMEMLIMIT, if set)")
 	fs.StringVar(&f.emit, "emit", "", "print the policy as a limiter's configuration after the tables, several with commas: nginx, ratelab (written to --out either way), or a product's ("+products.Names()+": decided over the log through its own model, and written to --out)")
 	fs.StringVar(&f.backend, "backend", "127.0.0.1:8080", "the application a product's whole configuration (--emit haproxy, envoy, kong and the others) sends what it admits to, named there once")
@@ -379,7 +380,7 @@ func (f *planFlags) currentLimit(key accesslog.KeySpec) (*plan.Current, error) {
 		strings.HasPrefix(f.current, "/") || strings.HasPrefix(f.current, "."):
 		// A file's name, and no such file: said so, rather than
 		// "not a rate".
-		return nil, fmt.Errorf("--current %s: no such file (nginx.conf, a tier file, haproxy.cfg, traefik.yaml, Caddyfile, envoy.yaml, kong.yaml, aws-waf.json, cloudflare.json, cloud-armor.json, apigateway.json)", f.current)
+		return nil, fmt.Errorf("--current %s: no such file (nginx.conf, a tier file, haproxy.cfg, traefik.yaml, Caddyfile, envoy.yaml, ratelimit.yaml, kong.yaml, aws-waf.json, cloudflare.json, cloud-armor.json, apigateway.json)", f.current)
 	}
 	cur, err := plan.ParseCurrent(f.current, file, filepath.Base(f.current), key)
 	if err != nil {
