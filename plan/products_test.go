@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,7 @@ func checkProducts(t *testing.T, name string, p *Plan, entries []accesslog.Entry
 		}
 		ids[i] = id
 	}
+	checkNginx(t, name, p, entries, ids, len(names), key)
 	for _, pp := range p.Products {
 		out[pp.Product.Name()] = pp
 		text, err := p.ProductConfig(pp.Product, key, "access.log", "127.0.0.1:9000")
@@ -219,6 +221,103 @@ func traefikByXRate(rules []products.Rule) func(at int64) bool {
 // decides: asked by events/window, the largest first, each admitting
 // while fewer than its events of the times it admitted lie within its
 // window, and keeping the time at once.
+// checkNginx checks the plan's nginx figures against its nginx.conf and
+// nginx-windows.conf, read back and replayed by nginxByHand: the bucket
+// as nginx keeps it, and the windows as two buckets, refuse the keys and
+// requests the plan says (each entry's key by number in ids, of n).
+func checkNginx(t *testing.T, name string, p *Plan, entries []accesslog.Entry, ids []int, n int, key accesslog.KeySpec) {
+	t.Helper()
+	n2 := p.NginxPolicy
+	tiered := map[string]bool{}
+	for _, t := range p.tiers() {
+		for _, c := range t.keys {
+			tiered[c.Key] = true
+		}
+	}
+	for _, c := range []struct {
+		file                      string
+		text                      string
+		wantClients, wantRequests int64
+	}{
+		{"nginx.conf", p.Nginx(key, "access.log"), n2.Clients, n2.Refused},
+		{"nginx-windows.conf", p.NginxWindows(key, "access.log"), n2.PairClients, n2.PairRefused},
+	} {
+		if c.text == "" || c.wantRequests < 0 {
+			continue
+		}
+		read, err := products.Nginx{}.Read([]byte(c.text), c.file, key)
+		if err != nil {
+			t.Fatalf("%s: %s does not read back: %v\n%s", name, c.file, err, c.text)
+		}
+		keys := make([]func(int64) bool, n)
+		refused := make([]bool, n)
+		var requests, clients int64
+		for i, e := range entries {
+			if tiered[e.Key] {
+				continue // the plan's figures are of the users
+			}
+			if keys[ids[i]] == nil {
+				keys[ids[i]] = nginxByHand(read.RulesOf(e.Key))
+			}
+			if !keys[ids[i]](e.At) {
+				if !refused[ids[i]] {
+					refused[ids[i]], clients = true, clients+1
+				}
+				requests++
+			}
+		}
+		if requests != c.wantRequests || clients != c.wantClients {
+			t.Errorf("%s: %s refuses %d requests of %d keys, replayed by the test; the plan says %d of %d\n%s", name, c.file, requests, clients, c.wantRequests, c.wantClients, c.text)
+		}
+	}
+}
+
+// nginxByHand decides as ngx_http_limit_req_module.c does: each zone's
+// node an excess in thousandths and the millisecond it was last
+// counted, the rate in thousandths a second (N r/s: N·1000; N r/m:
+// N·1000/60, truncated), each zone looked up in order and a request
+// refused by one counted by none.
+func nginxByHand(rules []products.Rule) func(at int64) bool {
+	type node struct {
+		excess, last int64
+		made         bool
+	}
+	nodes := make([]node, len(rules))
+	rates := make([]int64, len(rules))
+	for i, r := range rules {
+		nr := r.(products.NginxRule)
+		num, unit, _ := strings.Cut(nr.Rate, "r/")
+		v, _ := strconv.ParseInt(num, 10, 64)
+		rates[i] = v * 1000
+		if unit == "m" {
+			rates[i] = v * 1000 / 60
+		}
+	}
+	return func(at int64) bool {
+		now := at / int64(time.Millisecond)
+		next := make([]int64, len(rules))
+		for i, r := range rules {
+			if !nodes[i].made {
+				continue // a new node: excess 0, admitted
+			}
+			ms := max(now-nodes[i].last, 0)
+			e := max(nodes[i].excess-rates[i]*ms/1000+1000, 0)
+			if e > int64(r.(products.NginxRule).Burst)*1000 {
+				return false
+			}
+			next[i] = e
+		}
+		for i := range nodes {
+			if nodes[i].made && now == nodes[i].last {
+				nodes[i].excess = next[i]
+				continue
+			}
+			nodes[i] = node{excess: next[i], last: now, made: true}
+		}
+		return true
+	}
+}
+
 // envoyByXRate decides as Envoy's local rate limit does, with
 // x/time/rate's Limiter for each descriptor's bucket (full at first, a
 // whole token taken, none by a refusal), the slowest first, stopping at

@@ -84,6 +84,11 @@ func (n Nginx) Read(text []byte, name string, key accesslog.KeySpec) (Read, erro
 	}
 	out := Read{Name: name + ": " + strings.Join(said, "; ")}
 	mine := map[string]bool{"$binary_remote_addr": key.Field == "", "$remote_addr": key.Field == "", "$" + key.Field: key.Field != ""}
+	// The variables nginx.conf as ratelab writes it keys on (a field of
+	// the log as a header of its name).
+	if kn := nginxKeyOf(key); kn.route == 0 {
+		mine[kn.zone], mine[kn.text] = true, true
+	}
 	var zoneNames []string
 	for _, u := range conf.uses {
 		zoneNames = append(zoneNames, u.zone)
