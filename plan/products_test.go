@@ -1,9 +1,9 @@
 package plan
 
 import (
-	"fmt"
 	"bytes"
 	"cmp"
+	"fmt"
 	"io"
 	"slices"
 	"strconv"
