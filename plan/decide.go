@@ -97,10 +97,12 @@ func nginxEnforced(rules []products.NginxRule) []limiters.Limit {
 // refusedByModel is refusedBy of a product's rules, each key's requests
 // decided through the product's model.
 func refusedByModel(prod products.Product, rules []products.Rule, decided kept, in []bool) (requests, clients int64) {
-	state, hit := map[int32]products.Key{}, map[int32]bool{}
+	// Each key's state by its number (in holds one a key), and whether it
+	// was refused.
+	state, hit := make([]products.Key, len(in)), make([]bool, len(in))
 	decided.each(in, func(r keptRequest) {
-		k, ok := state[r.id]
-		if !ok {
+		k := state[r.id]
+		if k == nil {
 			k = prod.NewKey(rules)
 			state[r.id] = k
 		}
