@@ -144,6 +144,9 @@ func (r *Report) timingRows() []results.Row {
 func (r *Report) verdictNote() string {
 	v := r.Verdict
 	parts := []string{"Verdict: " + v.Text + "."}
+	if v.Expect != "" {
+		parts = append(parts, "As --expect takes it: "+v.Expect+".")
+	}
 	if v.Declared != "" {
 		parts = append(parts, "The target "+v.Declared+".")
 	}

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -80,7 +81,10 @@ func (p *prober) longer(ctx context.Context, m model) (model, error) {
 		return !refusedAgain || a.Sent.Sub(began) < 2*firstRefused.Sub(began)
 	}
 	got, err := p.send(ctx, plan, time.Time{}, stop)
-	if err != nil {
+	// Stopped (Ctrl-C): what the run saw is judged all the same, and
+	// said as far as it went; the error is returned after.
+	stopped := err != nil && ctx.Err() != nil && len(got) > 0
+	if err != nil && !stopped {
 		return m, err
 	}
 	l := &Longer{Requests: p.requests - sent, Seconds: p.x.now().Sub(began).Seconds()}
@@ -94,11 +98,15 @@ func (p *prober) longer(ctx context.Context, m model) (model, error) {
 	ran := spanOf(got, func(a answer) time.Time { return a.Sent })
 	if n, _ := explain(byKey(run), m, len(run)); n == len(run) {
 		l.Looked = fmt.Sprintf("no second limit up to %v at %.3g a second", ran.Round(time.Second), rate)
+		if stopped {
+			l.Looked = fmt.Sprintf("stopped at %v of %v: no second limit up to then, at %.3g a second", ran.Round(time.Second), span.Round(time.Second), rate)
+		}
 		r.Verdict.Text += "; " + l.Looked
 		p.say("%s", l.Looked)
-		return m, nil
+		return m, err
 	}
-	return p.secondNamed(m, run, ran, rate, firstRefused.Sub(began))
+	named, nerr := p.secondNamed(m, run, ran, rate, firstRefused.Sub(began))
+	return named, cmp.Or(err, nerr)
 }
 
 // lookSpan is the rate and the span the look for a second limit presses
@@ -151,7 +159,7 @@ func (p *prober) secondNamed(m model, run []observation, ran time.Duration, rate
 	v.Share = float64(explained) / float64(max(len(p.obs), 1))
 	v.Text = fmt.Sprintf("%s: %.1f%% of %d decisions", describe(both), 100*v.Share, v.Decisions)
 	if v.Share < explainedEnough-1e-9 {
-		v.Named = false
+		v.Named, v.Expect = false, ""
 		v.Text = "none of the six explains it with a second limit: the best, " + v.Text
 		p.say("%s", v.Text)
 		return m, nil
@@ -160,7 +168,11 @@ func (p *prober) secondNamed(m model, run []observation, ran time.Duration, rate
 	// second limit of another family may explain as much (the first's
 	// family is named, as one configuration most often keeps one).
 	v.Unresolved = append(v.Unresolved, p.secondRivals...)
-	p.say("behaves as %s", v.Text)
+	e := expectOf(both.first(), r.Queue)
+	second := expectOf(o, nil)
+	e.Also, e.AlsoAlgorithm = second.Limit, second.Algorithm
+	v.Expect = e.String()
+	p.say("behaves as %s (as --expect takes it: %s)", v.Text, v.Expect)
 	return both, nil
 }
 

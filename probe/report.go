@@ -111,6 +111,9 @@ type Verdict struct {
 	// Unresolved are models that explain as much and that the probe could
 	// not tell from the answer, each with why.
 	Unresolved []string `json:"unresolved,omitempty"`
+	// Expect is the model named as --expect takes it: what a later probe
+	// of the same target expects ("gcra 10/s burst 5").
+	Expect string `json:"expect,omitempty"`
 	// Beside is what the target limits beside the model named: a limit
 	// on requests in flight beside a rate limit ("in flight: 4 at once,
 	// per key (...)"), or a rate limit, measured, beside a limit in
@@ -204,8 +207,23 @@ func (p *prober) conclude(s *search) model {
 		v.Text = fmt.Sprintf("%s: %.1f%% of %d decisions; %d of %d held answers on its schedule", describeQueued(top.Model, *q), 100*top.Share(), top.Decisions, q.OnSchedule, q.Checked)
 	}
 	v.Declared = declaredAgainst(p.c.Policy, r.Claims, top.Model)
-	p.say("behaves as %s", v.Text)
+	v.Expect = expectOf(top.Model, r.Queue).String()
+	p.say("behaves as %s (as --expect takes it: %s)", v.Text, v.Expect)
 	return top.Model
+}
+
+// expectOf is model m, and the queue q found in front of it, as --expect
+// takes them: the algorithm the family is named by (a bucket's is gcra),
+// and the limit as the report shows it.
+func expectOf(m model, q *Queue) Expect {
+	e := Expect{Algorithm: m.Algorithm, Limit: shown(m.Limit)}
+	if m.Algorithm.IsBucket() {
+		e.Algorithm = limiters.GCRA
+	}
+	if q != nil && q.Held > 0 {
+		e.Queue = q.Held
+	}
+	return e
 }
 
 // shown is l as a report shows it: its period to three significant

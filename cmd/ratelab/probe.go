@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -155,6 +156,8 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		fmt.Fprintf(stdout, "As expected: %s, within %g%%.\n", want, 100*want.Tolerance)
 	}
 	switch {
+	case err != nil && r != nil && len(r.Fit) > 0 && errors.Is(err, context.Canceled):
+		return fmt.Errorf("probe: stopped before its end; what it measured is above")
 	case err != nil && r != nil && len(r.Fit) > 0:
 		return probeError(err, " (what was measured before is above)")
 	case err != nil:
