@@ -127,7 +127,11 @@ var mode = report.Mode{
 						}
 					}
 				}
-				return []string{who, r.Setting(policySetting), countCell(r, clientsName), refusedCell(r), apart, r.Setting(caughtSetting)}
+				keys, requests := countCell(r, clientsName), refusedCell(r)
+				if strings.HasSuffix(r.Limiter, " none") {
+					keys, requests = "—", "—" // nothing to decide: it cannot keep the policy
+				}
+				return []string{who, r.Setting(policySetting), keys, requests, apart, r.Setting(caughtSetting)}
 			},
 			Last: formsDiffer,
 		},
