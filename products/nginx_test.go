@@ -237,3 +237,19 @@ func TestNginxWriteRead(t *testing.T) {
 		t.Error("a policy of no rule written; want an error")
 	}
 }
+
+// A configuration read back says what ratelab probe --expect takes of
+// it: every key's rules as the probe finds them, two at most.
+func TestReadExpect(t *testing.T) {
+	r, err := Nginx{}.Read([]byte("limit_req_zone $binary_remote_addr zone=a:1m rate=38r/s;\nlimit_req_zone $binary_remote_addr zone=b:1m rate=20r/m;\nlimit_req zone=a burst=37 nodelay;\nlimit_req zone=b burst=298 nodelay;\n"), "nginx.conf", accesslog.KeySpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := r.Expect(); err != nil || e != "gcra 38/s burst 38, gcra 333/1000s burst 299" {
+		t.Errorf("expect %q, %v", e, err)
+	}
+	r.Rules = append(r.Rules, r.Rules[0])
+	if _, err := r.Expect(); err == nil {
+		t.Error("three rules expected; want an error: the probe checks two")
+	}
+}

@@ -157,6 +157,25 @@ func (r Read) RulesOf(key string) []Rule {
 	return r.Rules
 }
 
+// Expect is what ratelab probe --expect takes of the configuration read:
+// every key's rules as the probe finds them ("gcra 38/s burst 38,
+// sliding-log 299/15min"), two at most (the probe checks a limit and a
+// second, longer one).
+func (r Read) Expect() (string, error) {
+	switch len(r.Rules) {
+	case 0:
+		return "", fmt.Errorf("%s: no rule for every key to expect", r.Name)
+	case 1, 2:
+	default:
+		return "", fmt.Errorf("%s: %d rules for every key; the probe checks two at most", r.Name, len(r.Rules))
+	}
+	var s []string
+	for _, rule := range r.Rules {
+		s = append(s, rule.Expect())
+	}
+	return strings.Join(s, ", "), nil
+}
+
 // A Choice is a policy chosen for a product over a log (ratelab plan
 // --emit haproxy): the rules it keeps, and what the product, its log
 // replayed through its model, refuses beside the policy it was chosen

@@ -18,7 +18,9 @@ import (
 	"github.com/ratelab/ratelab/limiters"
 	"github.com/ratelab/ratelab/plots"
 	"github.com/ratelab/ratelab/probe"
+	"github.com/ratelab/ratelab/products"
 	"github.com/ratelab/ratelab/results"
+	"github.com/ratelab/ratelab/workloads/accesslog"
 )
 
 const probeUsage = `Usage:
@@ -97,7 +99,10 @@ still says when the target behaves otherwise), and the accuracy is
 judged against it when no model is named. For CI, --expect names what
 the target should do, as an algorithm and a limit in the lab's syntax or
 a limit alone, a bucket with a queue as "5/s burst 1 queue 10" (1 at
-once, 10 more held: nginx's burst=10 without nodelay). A limiter that
+once, 10 more held: nginx's burst=10 without nodelay), or as the
+configuration file the target runs (nginx.conf, haproxy.cfg, a
+Caddyfile, kong.yaml, any that ratelab plan --current reads): its every
+key's rules, as the probe finds each product keep them. A limiter that
 delays (nginx without nodelay or with delay=, a handler waiting on
 rate.Limiter.Wait) is named as a bucket with a queue: its rate, what it
 admits at once, what it holds and for how long, from when its
@@ -223,7 +228,7 @@ func (f *probeFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.body, "body", "", "the body each request carries: @FILE, or the text itself")
 	fs.IntVar(&f.c.MaxRequests, "max-requests", 2000, "the most requests the probe may send")
 	fs.DurationVar(&f.c.Timeout, "timeout", 5*time.Second, "how long a request may take")
-	fs.StringVar(&f.expect, "expect", "", `what the target should do, for CI: "gcra 10/s burst 6", "10/s"; exit 1 when it strays`)
+	fs.StringVar(&f.expect, "expect", "", `what the target should do, for CI: "gcra 10/s burst 6", "10/s", or a product's configuration file (haproxy.cfg, nginx.conf, kong.yaml...: its every key's rules); exit 1 when it strays`)
 	fs.Float64Var(&f.tolerance, "tolerance", 0.02, "how far from --expect the measured rate and quota may be, as a fraction")
 	fs.IntVar(&f.c.MaxRate, "max-rate", 1000, "the most requests the probe may send in any one second")
 	fs.DurationVar(&f.c.MaxTime, "max-time", 3*time.Minute, "the longest the probe may take; a window too long for it is said")
@@ -247,7 +252,11 @@ func (f *probeFlags) probeConfig(fs *flag.FlagSet, stderr io.Writer) (probe.Conf
 	c.Target, c.Policy, c.PolicyAlso = t, f.limit.Limit, f.limit.also
 	var want *probe.Expect
 	if f.expect != "" {
-		e, err := probe.ParseExpect(f.expect, f.tolerance)
+		expect, err := f.expectation(stderr)
+		if err != nil {
+			return c, nil, badUsage(fs, err)
+		}
+		e, err := probe.ParseExpect(expect, f.tolerance)
 		if err != nil {
 			return c, nil, badUsage(fs, err)
 		}
@@ -263,6 +272,39 @@ func (f *probeFlags) probeConfig(fs *flag.FlagSet, stderr io.Writer) (probe.Conf
 		fmt.Fprintf(stderr, "probe: %s, said to keep %s,\n  within %d requests and %v (--max-requests, --max-time)\n", t.URL, &f.limit, c.MaxRequests, c.MaxTime)
 	}
 	return c, want, nil
+}
+
+// expectation is --expect as the probe takes it: as written, or, where
+// it names a file, the configuration of a product in it (haproxy.cfg,
+// nginx.conf, kong.yaml...) read back, every key's rules as the probe
+// finds them, said on stderr.
+func (f *probeFlags) expectation(stderr io.Writer) (string, error) {
+	st, err := os.Stat(f.expect)
+	if err != nil || st.IsDir() {
+		return f.expect, nil
+	}
+	text, err := os.ReadFile(f.expect)
+	if err != nil {
+		return "", fmt.Errorf("probe: --expect: %w", err)
+	}
+	prod := products.Of(text)
+	if prod == nil {
+		return "", fmt.Errorf("probe: --expect %s: not a configuration ratelab reads (nginx's, or one of %s)", f.expect, products.Names())
+	}
+	key := accesslog.KeySpec{}
+	if name, ok := strings.CutPrefix(f.key, "header:"); ok {
+		key, _ = accesslog.ParseKey("header:" + name)
+	}
+	read, err := prod.Read(text, filepath.Base(f.expect), key)
+	if err != nil {
+		return "", fmt.Errorf("probe: --expect: %w", err)
+	}
+	e, err := read.Expect()
+	if err != nil {
+		return "", fmt.Errorf("probe: --expect: %s: %w", prod.Title(), err)
+	}
+	fmt.Fprintf(stderr, "probe: --expect %s (%s): %s\n", f.expect, read.Name, e)
+	return e, nil
 }
 
 // target is the target at url as --key, --source and --deny-status say;

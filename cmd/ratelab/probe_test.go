@@ -17,6 +17,12 @@ import (
 )
 
 func TestProbeBadFlags(t *testing.T) {
+	dir := t.TempDir()
+	notConf, threeRules := filepath.Join(dir, "notes.txt"), filepath.Join(dir, "haproxy.cfg")
+	os.WriteFile(notConf, []byte("limits: some\n"), 0o644)
+	os.WriteFile(threeRules, []byte("backend t\n    stick-table type ip size 1k expire 20s store http_req_rate(1s)\n"+
+		"    http-request track-sc0 src table t\n    http-request track-sc1 src table t\n    http-request track-sc2 src table t\n"+
+		"    http-request deny if { sc_http_req_rate(0) gt 10 }\n    http-request deny if { sc_http_req_rate(1) gt 20 }\n    http-request deny if { sc_http_req_rate(2) gt 30 }\n"), 0o644)
 	for _, tt := range []struct {
 		name   string
 		args   []string
@@ -35,6 +41,8 @@ func TestProbeBadFlags(t *testing.T) {
 		{"bad method", []string{"probe", "--key", "header:X", "--method", "PO ST", "http://127.0.0.1:1/"}, `--method "PO ST"`},
 		{"no body file", []string{"probe", "--key", "header:X", "--body", "@/nonexistent/login.json", "http://127.0.0.1:1/"}, "--body: open /nonexistent/login.json"},
 		{"bad expect", []string{"probe", "--key", "header:X", "--limit", "10/s", "--expect", "bogus 10/s", "http://127.0.0.1:1/"}, `probe: --expect "bogus 10/s"`},
+		{"expect a file of no product", []string{"probe", "--key", "header:X", "--expect", notConf, "http://127.0.0.1:1/"}, "not a configuration ratelab reads"},
+		{"expect three rules", []string{"probe", "--key", "header:X", "--expect", threeRules, "http://127.0.0.1:1/"}, "the probe checks two at most"},
 		{"bad tolerance", []string{"probe", "--key", "header:X", "--limit", "10/s", "--expect", "10/s", "--tolerance", "2", "http://127.0.0.1:1/"}, "--tolerance 2: want a fraction"},
 		{"over the rate", []string{"probe", "--key", "header:X", "--limit", "50/s", "--max-rate", "100", "http://127.0.0.1:1/"}, "more than --max-rate 100"},
 		{"over budget", []string{"probe", "--key", "header:X", "--limit", "10/s", "--max-requests", "50", "http://127.0.0.1:1/"}, "more than --max-requests 50"},
