@@ -96,29 +96,7 @@ func nearestDuration(ds []time.Duration, d time.Duration) time.Duration {
 // no higher than a longer's (the longer counts all the shorter does:
 // above it, the shorter never blocks alone), shortest window first.
 func (AWSWAF) Merge(rules []Rule) []Rule {
-	var out []AWSWAFRule
-	for _, w := range wafWindows {
-		for _, r := range rules {
-			wr := r.(AWSWAFRule)
-			switch {
-			case wr.Window != w:
-			case len(out) > 0 && out[len(out)-1].Window == w:
-				if wr.Limit < out[len(out)-1].Limit {
-					out[len(out)-1] = wr
-				}
-			default:
-				out = append(out, wr)
-			}
-		}
-	}
-	var merged []Rule
-	for i, r := range out {
-		if i+1 < len(out) && r.Limit >= out[i+1].Limit {
-			continue
-		}
-		merged = append(merged, r)
-	}
-	return merged
+	return mergeNested(rules, func(r AWSWAFRule) time.Duration { return r.Window }, func(r AWSWAFRule) int { return r.Limit })
 }
 
 func (r AWSWAFRule) String() string {

@@ -42,7 +42,6 @@ func (w AWSWAF) Read(text []byte, name string, key accesslog.KeySpec) (Read, err
 		}
 	}
 	out := Read{Name: name}
-	tierOf := map[string]int{}
 	var said []string
 	for _, r := range f.Rules {
 		rb := r.Statement.RateBasedStatement
@@ -65,14 +64,7 @@ func (w AWSWAF) Read(text []byte, name string, key accesslog.KeySpec) (Read, err
 			out.Rules, said = append(out.Rules, rule), append(said, rule.String())
 			continue
 		}
-		id := strings.Join(keys, "\x00")
-		i, ok := tierOf[id]
-		if !ok {
-			i = len(out.Tiers)
-			tierOf[id] = i
-			out.Tiers = append(out.Tiers, Tier{Name: r.Name, Keys: keys})
-		}
-		out.Tiers[i].Rules = append(out.Tiers[i].Rules, rule)
+		out.addToTier(rule, keys, r.Name)
 	}
 	if len(out.Rules)+len(out.Tiers) == 0 && len(out.Notes) == 0 {
 		return Read{}, errorf(w, name, 0, "no rate-based rule")

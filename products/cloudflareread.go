@@ -47,7 +47,6 @@ func (c Cloudflare) Read(text []byte, name string, key accesslog.KeySpec) (Read,
 		return Read{}, errorf(c, name, jsonLine(text, err), "%v", err)
 	}
 	out := Read{Name: name}
-	tierOf := map[string]int{}
 	var said []string
 	_, field, _ := cloudflareKeyOf(key)
 	for _, r := range rs.Rules {
@@ -70,14 +69,7 @@ func (c Cloudflare) Read(text []byte, name string, key accesslog.KeySpec) (Read,
 			out.Rules, said = append(out.Rules, rule), append(said, rule.String())
 			continue
 		}
-		id := strings.Join(keys, "\x00")
-		i, ok := tierOf[id]
-		if !ok {
-			i = len(out.Tiers)
-			tierOf[id] = i
-			out.Tiers = append(out.Tiers, Tier{Name: r.Ref, Keys: keys})
-		}
-		out.Tiers[i].Rules = append(out.Tiers[i].Rules, rule)
+		out.addToTier(rule, keys, r.Ref)
 	}
 	if len(out.Rules)+len(out.Tiers) == 0 && len(out.Notes) == 0 {
 		return Read{}, errorf(c, name, 0, "no rule with a ratelimit")

@@ -58,29 +58,7 @@ func (EnvoyRLS) Express(want limiters.Limit) (Rule, error) {
 // shorter unit's whose limit is no lower than a longer's (up to a day,
 // the windows nest: the longer counts all the shorter does).
 func (EnvoyRLS) Merge(rules []Rule) []Rule {
-	var out []EnvoyRLSRule
-	for _, u := range rlsUnits {
-		for _, r := range rules {
-			er := r.(EnvoyRLSRule)
-			switch {
-			case er.Unit != u.name:
-			case len(out) > 0 && out[len(out)-1].Unit == u.name:
-				if er.RequestsPerUnit < out[len(out)-1].RequestsPerUnit {
-					out[len(out)-1] = er
-				}
-			default:
-				out = append(out, er)
-			}
-		}
-	}
-	var merged []Rule
-	for i, r := range out {
-		if i+1 < len(out) && r.length() <= 24*time.Hour && out[i+1].length() <= 24*time.Hour && r.RequestsPerUnit >= out[i+1].RequestsPerUnit {
-			continue
-		}
-		merged = append(merged, r)
-	}
-	return merged
+	return mergeNested(rules, EnvoyRLSRule.length, func(r EnvoyRLSRule) int { return r.RequestsPerUnit })
 }
 
 func (r EnvoyRLSRule) String() string {

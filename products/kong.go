@@ -68,34 +68,11 @@ func (Kong) Express(want limiters.Limit) (Rule, error) {
 }
 
 // Merge keeps one limit a period, the lowest of its rules (two counts of
-// one window are the same count), and a shorter period's limit no higher
-// than a longer's (the longer's count holds the shorter's: above it, the
-// shorter never refuses alone; Kong's schema refuses it so), shortest
-// period first.
+// one window are the same count), and no shorter period's limit that is
+// no lower than a longer's (the longer's count holds the shorter's: the
+// shorter never refuses alone; Kong's schema refuses it higher).
 func (Kong) Merge(rules []Rule) []Rule {
-	var out []KongRule
-	for _, p := range kongPeriods {
-		for _, r := range rules {
-			kr := r.(KongRule)
-			switch {
-			case kr.Period != p.name:
-			case len(out) > 0 && out[len(out)-1].Period == p.name:
-				if kr.Limit < out[len(out)-1].Limit {
-					out[len(out)-1] = kr
-				}
-			default:
-				out = append(out, kr)
-			}
-		}
-	}
-	for i := len(out) - 2; i >= 0; i-- {
-		out[i].Limit = min(out[i].Limit, out[i+1].Limit)
-	}
-	merged := make([]Rule, len(out))
-	for i, r := range out {
-		merged[i] = r
-	}
-	return merged
+	return mergeNested(rules, KongRule.length, func(r KongRule) int { return r.Limit })
 }
 
 func (r KongRule) String() string { return fmt.Sprintf("%s: %d", r.Period, r.Limit) }

@@ -15,7 +15,9 @@
 package products
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -82,6 +84,33 @@ type Keyed interface {
 // decide as rules did.
 type Merging interface {
 	Merge(rules []Rule) []Rule
+}
+
+// mergeNested is rules whose windows nest (a longer one counts all that
+// a shorter one does: Kong's calendar, AWS WAF's trailing windows, the
+// rate limit service's units up to a day) as fewer that decide alike:
+// one a window, the lowest limit; none whose limit is no lower than a
+// longer window's, which never refuses alone. Shortest window first.
+func mergeNested[R Rule](rules []Rule, window func(R) time.Duration, limit func(R) int) []Rule {
+	rs := make([]R, len(rules))
+	for i, r := range rules {
+		rs[i] = r.(R)
+	}
+	// By window, and in one window the highest limit first: read from
+	// the end, the lowest of each window comes first.
+	slices.SortStableFunc(rs, func(a, b R) int {
+		return cmp.Or(cmp.Compare(window(a), window(b)), cmp.Compare(limit(b), limit(a)))
+	})
+	var out []Rule
+	least := math.MaxInt
+	for i := len(rs) - 1; i >= 0; i-- {
+		if limit(rs[i]) < least {
+			least = limit(rs[i])
+			out = append(out, rs[i])
+		}
+	}
+	slices.Reverse(out)
+	return out
 }
 
 // A Key is one key's state under a product's rules.
@@ -174,6 +203,17 @@ func (r Read) Expect() (string, error) {
 		s = append(s, rule.Expect())
 	}
 	return strings.Join(s, ", "), nil
+}
+
+// addToTier gives rule to the tier of exactly keys, named name where it
+// is new.
+func (r *Read) addToTier(rule Rule, keys []string, name string) {
+	i := slices.IndexFunc(r.Tiers, func(t Tier) bool { return slices.Equal(t.Keys, keys) })
+	if i < 0 {
+		i = len(r.Tiers)
+		r.Tiers = append(r.Tiers, Tier{Name: name, Keys: keys})
+	}
+	r.Tiers[i].Rules = append(r.Tiers[i].Rules, rule)
 }
 
 // A Choice is a policy chosen for a product over a log (ratelab plan
