@@ -29,6 +29,9 @@ func (p *Plan) ProductConfig(prod products.Product, key accesslog.KeySpec, log, 
 	}
 	pol := products.Policy{Key: key, Rules: pp.Rules, Clients: p.Clients, Backend: backend}
 	pol.Notes = append(pol.Notes, fmt.Sprintf("ratelab plan's %s for %s, keyed by %s: %s.", pp.Of, log, key, productSays(pp)))
+	if w := p.Windows; pp.Of == "windows" && len(pp.Rules) == 1 && w.Short.N > 0 {
+		pol.Notes = append(pol.Notes, fmt.Sprintf("Of the plan's two windows (%s and %s), %s keeps one rule.", w.Short, w.Long, prod.Title()))
+	}
 	for _, r := range pp.Rules {
 		if ch := r.Changes(); ch != "" {
 			pol.Notes = append(pol.Notes, fmt.Sprintf("%s keeps %s: %s.", prod.Title(), r, ch))
