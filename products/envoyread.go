@@ -3,7 +3,6 @@ package products
 import (
 	"bytes"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -209,28 +208,7 @@ func (c *envoyConf) rules(name string) Read {
 			out.Rules = append(out.Rules, r)
 		}
 	}
-	tiers := map[string]int{}
-	for _, k := range slices.Sorted(maps.Keys(own)) {
-		var rs []Rule
-		var words []string
-		for _, sig := range sigs {
-			r, ok := own[k][sig]
-			if !ok {
-				r, ok = every[sig]
-			}
-			if ok {
-				rs, words = append(rs, r), append(words, r.String())
-			}
-		}
-		id := strings.Join(words, "; ")
-		i, ok := tiers[id]
-		if !ok {
-			i = len(out.Tiers)
-			tiers[id] = i
-			out.Tiers = append(out.Tiers, Tier{Name: fmt.Sprintf("tier %d", i+1), Rules: rs})
-		}
-		out.Tiers[i].Keys = append(out.Tiers[i].Keys, k)
-	}
+	out.Tiers = keyedTiers(sigs, every, own, func(r EnvoyRule) (Rule, bool) { return r, true })
 	return out
 }
 

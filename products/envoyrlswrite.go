@@ -3,7 +3,6 @@ package products
 import (
 	"bytes"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -196,27 +195,6 @@ func rlsRead(name string, leaves []rlsLeaf) Read {
 		}
 	}
 	out.Name = name + ": " + strings.Join(said, "; ")
-	tierOf := map[string]int{}
-	for _, k := range slices.Sorted(maps.Keys(own)) {
-		var rs []Rule
-		var words []string
-		for _, sig := range sigs {
-			l, ok := own[k][sig]
-			if !ok {
-				l, ok = every[sig]
-			}
-			if ok && !l.unlimited {
-				rs, words = append(rs, l.rule), append(words, l.rule.String())
-			}
-		}
-		id := strings.Join(words, "; ")
-		i, ok := tierOf[id]
-		if !ok {
-			i = len(out.Tiers)
-			tierOf[id] = i
-			out.Tiers = append(out.Tiers, Tier{Name: fmt.Sprintf("tier %d", i+1), Rules: rs})
-		}
-		out.Tiers[i].Keys = append(out.Tiers[i].Keys, k)
-	}
+	out.Tiers = keyedTiers(sigs, every, own, func(l rlsLeaf) (Rule, bool) { return l.rule, !l.unlimited })
 	return out
 }

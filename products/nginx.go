@@ -225,10 +225,7 @@ func (k *nginxKey) Decide(t int64) Decision {
 	var held int64
 	for i := range k.zones {
 		z := &k.zones[i]
-		z.excess, z.used = z.next(now), true
-		if now != z.last {
-			z.last = now
-		}
+		z.excess, z.last, z.used = z.next(now), now, true
 		if z.excess > z.delay {
 			held = max(held, (z.excess-z.delay)*1000/z.rate)
 		}

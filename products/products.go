@@ -17,6 +17,7 @@ package products
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -214,6 +215,38 @@ func (r *Read) addToTier(rule Rule, keys []string, name string) {
 		r.Tiers = append(r.Tiers, Tier{Name: name, Keys: keys})
 	}
 	r.Tiers[i].Rules = append(r.Tiers[i].Rules, rule)
+}
+
+// keyedTiers are the tiers of keys with rules of their own, by a
+// signature (a rule's place, as Envoy's descriptors say it): each key in
+// own, in order, gets its own rule of each signature in sigs, else every
+// key's (rule says a rule of what is kept there, false for none:
+// unlimited); keys whose rules read alike are one tier.
+func keyedTiers[T any](sigs []string, every map[string]T, own map[string]map[string]T, rule func(T) (Rule, bool)) []Tier {
+	var tiers []Tier
+	index := map[string]int{}
+	for _, k := range slices.Sorted(maps.Keys(own)) {
+		var rs []Rule
+		var words []string
+		for _, sig := range sigs {
+			v, ok := own[k][sig]
+			if !ok {
+				v, ok = every[sig]
+			}
+			if r, kept := rule(v); ok && kept {
+				rs, words = append(rs, r), append(words, r.String())
+			}
+		}
+		id := strings.Join(words, "; ")
+		i, ok := index[id]
+		if !ok {
+			i = len(tiers)
+			index[id] = i
+			tiers = append(tiers, Tier{Name: fmt.Sprintf("tier %d", i+1), Rules: rs})
+		}
+		tiers[i].Keys = append(tiers[i].Keys, k)
+	}
+	return tiers
 }
 
 // A Choice is a policy chosen for a product over a log (ratelab plan
