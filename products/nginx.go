@@ -160,8 +160,17 @@ func (r NginxRule) Says() string {
 	return s
 }
 
-// Expect: from outside, the bucket nginx keeps.
-func (r NginxRule) Expect() string { return "gcra " + r.Enforced.String() }
+// Expect: from outside, the bucket nginx keeps; without nodelay, a bucket
+// with a queue: delay= and one more answered at once, the rest of the
+// burst held (ratelab probe --expect's "queue").
+func (r NginxRule) Expect() string {
+	if r.NoDelay || r.Burst <= r.Delay {
+		return "gcra " + r.Enforced.String()
+	}
+	now := r.Enforced
+	now.Burst = r.Delay + 1
+	return fmt.Sprintf("gcra %s queue %d", now, r.Burst-r.Delay)
+}
 
 // milli is the rate nginx keeps, in thousandths of a request a second.
 func (r NginxRule) milli() int64 {

@@ -253,3 +253,24 @@ func TestReadExpect(t *testing.T) {
 		t.Error("three rules expected; want an error: the probe checks two")
 	}
 }
+
+// A zone without nodelay holds what is beyond delay= and one: the probe
+// finds a bucket with a queue (checked against Debian's nginx, which
+// held 5 of a burst of 5 at 10r/s, 99 of 99 on their schedule); and a
+// one-line location's limit_req is read.
+func TestNginxDelayExpect(t *testing.T) {
+	for _, tt := range []struct{ line, want string }{
+		{"limit_req zone=one burst=5;", "gcra 10/s burst 1 queue 5"},
+		{"limit_req zone=one burst=5 delay=2;", "gcra 10/s burst 3 queue 3"},
+		{"limit_req zone=one burst=5 nodelay;", "gcra 10/s burst 6"},
+	} {
+		conf := "limit_req_zone $http_x_api_key zone=one:1m rate=10r/s;\nserver { location / { " + tt.line + " } }\n"
+		r, err := Nginx{}.Read([]byte(conf), "nginx.conf", accesslog.KeySpec{})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.line, err)
+		}
+		if got, err := r.Expect(); err != nil || got != tt.want {
+			t.Errorf("%s: expect %q (%v); want %q", tt.line, got, err, tt.want)
+		}
+	}
+}

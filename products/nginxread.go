@@ -62,8 +62,8 @@ type nginxConf struct {
 // tiers, named by their zones ("ratelab_pollers"). Errors name the line.
 func (n Nginx) Read(text []byte, name string, key accesslog.KeySpec) (Read, error) {
 	conf := nginxConf{name: name, zones: map[string]nginxZoneLine{}, maps: map[string]*nginxMap{}}
-	for i, raw := range strings.Split(string(text), "\n") {
-		if err := conf.line(raw, i+1); err != nil {
+	for _, st := range nginxStatements(text) {
+		if err := conf.line(st.text, st.line); err != nil {
 			return Read{}, err
 		}
 	}
@@ -155,7 +155,60 @@ func (conf *nginxConf) tiers(out *Read, rules []Rule, mine map[string]bool) {
 	}
 }
 
-// line reads one line of the configuration, numbered n.
+// nginxStatement is a statement of the configuration and its line: a
+// directive and its ";", a block's head and its "{", or a "}".
+type nginxStatement struct {
+	text string
+	line int
+}
+
+// nginxStatements splits a configuration into statements, wherever they
+// stand ("location / { limit_req zone=one burst=5; }" on one line is
+// three), comments left out and quoted strings kept whole.
+func nginxStatements(text []byte) []nginxStatement {
+	var out []nginxStatement
+	var cur strings.Builder
+	line, start := 1, 1
+	var quote byte
+	emit := func(end string) {
+		if t := strings.TrimSpace(cur.String()); t != "" || end == "}" {
+			out = append(out, nginxStatement{strings.TrimSpace(t + end), start})
+		}
+		cur.Reset()
+	}
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case quote != 0:
+			cur.WriteByte(c)
+			if c == quote && text[i-1] != '\\' {
+				quote = 0
+			}
+		case c == '#':
+			for i < len(text) && text[i] != '\n' {
+				i++
+			}
+			i--
+		case c == '"' || c == '\'':
+			quote = c
+			cur.WriteByte(c)
+		case c == ';', c == '{', c == '}':
+			emit(string(c))
+		default:
+			if strings.TrimSpace(cur.String()) == "" {
+				start = line
+			}
+			cur.WriteByte(c)
+		}
+		if c == '\n' {
+			line++
+		}
+	}
+	emit("")
+	return out
+}
+
+// line reads one statement of the configuration, at line n.
 func (conf *nginxConf) line(raw string, n int) error {
 	if c := strings.IndexByte(raw, '#'); c >= 0 {
 		raw = raw[:c]
